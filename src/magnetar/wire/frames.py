@@ -1,0 +1,124 @@
+"""Pulsar frames: `[u32 totalSize][u32 cmdSize][BaseCommand][payload?]`.
+
+Sans-IO in the style of h11: `FrameDecoder` takes whatever chunks a socket
+produced and hands back whole frames; the encoders return bytes to write.
+The payload of SEND and MESSAGE frames (the entry: optional broker-entry
+metadata, checksum, MessageMetadata, message bytes) is returned untouched so
+the broker can store and forward it without re-serialising anything.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from google.protobuf.message import DecodeError, EncodeError
+
+from magnetar.wire.errors import FrameTooLargeError, WireError
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+_SIZES = struct.Struct(">II")
+_U32 = struct.Struct(">I")
+
+#: Pulsar's default maxMessageSize (5 MiB) plus the 10 KiB padding its broker
+#: allows for the command and metadata around a maximal message.
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024
+FRAME_PADDING = 10 * 1024
+DEFAULT_MAX_FRAME_SIZE = DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING
+
+
+@dataclass(slots=True)
+class Frame:
+    """One decoded frame; `payload` is the entry of a SEND/MESSAGE, else None."""
+
+    command: pb.BaseCommand
+    payload: bytes | None
+
+
+def encode_command(cmd: pb.BaseCommand) -> bytes:
+    """Serialise a simple command; a missing required field is a bug, so it raises."""
+    body = _serialize(cmd)
+    return _SIZES.pack(len(body) + 4, len(body)) + body
+
+
+def encode_payload_command(cmd: pb.BaseCommand, entry: bytes | memoryview) -> bytes:
+    """Serialise a payload command followed by the entry bytes as they are."""
+    body = _serialize(cmd)
+    return b"".join((_SIZES.pack(len(body) + 4 + len(entry), len(body)), body, entry))
+
+
+def _serialize(cmd: pb.BaseCommand) -> bytes:
+    try:
+        return cmd.SerializeToString()
+    except EncodeError as exc:  # the official client drops connections over this
+        name = pb.BaseCommand.Type.Name(cmd.type)
+        raise ValueError(f"command {name} lacks a required field: {exc}") from exc
+
+
+def decode_command(body: bytes | memoryview) -> pb.BaseCommand:
+    """Parse a BaseCommand, requiring `type` and the sub-message it names."""
+    cmd = pb.BaseCommand()
+    try:
+        cmd.ParseFromString(body)
+    except DecodeError as exc:
+        raise WireError(f"garbage BaseCommand ({len(body)} bytes): {exc}") from exc
+    if not cmd.HasField("type"):
+        raise WireError("BaseCommand without a type")
+    return cmd
+
+
+class FrameDecoder:
+    """Incremental frame decoder with a hard size limit.
+
+    The limit is checked against the announced size before a byte of the frame
+    body is buffered, so a peer cannot make us allocate what it claims.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for a frame not yet complete (a peer that stops mid-frame)."""
+        return len(self._buf)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
+        """Add bytes from the stream; return every frame they complete, in order."""
+        buf = self._buf
+        buf += data
+        frames: list[Frame] = []
+        offset = 0
+        end = len(buf)
+        view = memoryview(buf)
+        try:
+            while end - offset >= 4:
+                (total,) = _U32.unpack_from(buf, offset)
+                self._check_total(total)
+                if end - offset - 4 < total:
+                    break
+                frames.append(self._parse_frame(view, offset + 4, total))
+                offset += 4 + total
+        finally:
+            view.release()
+            if offset:
+                del buf[:offset]
+        return frames
+
+    def _check_total(self, total: int) -> None:
+        if total > self.max_frame_size:
+            raise FrameTooLargeError(f"frame of {total} bytes exceeds the maximum of {self.max_frame_size}")
+        if total < 4:
+            raise WireError(f"frame size {total} is too small to hold a command size")
+
+    @staticmethod
+    def _parse_frame(view: memoryview, start: int, total: int) -> Frame:
+        (cmd_size,) = _U32.unpack_from(view, start)
+        if cmd_size > total - 4:
+            raise WireError(f"command size {cmd_size} exceeds its frame ({total - 4} bytes left)")
+        body_start = start + 4
+        payload_start = body_start + cmd_size
+        command = decode_command(view[body_start:payload_start])
+        frame_end = start + total
+        payload = bytes(view[payload_start:frame_end]) if payload_start < frame_end else None
+        return Frame(command, payload)
