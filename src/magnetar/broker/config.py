@@ -1,0 +1,156 @@
+"""Broker configuration under the key names of Pulsar's broker.conf.
+
+A Pulsar user's existing broker.conf lines work as written; keys magnetar does
+not know are refused at start-up (naming the key) rather than silently ignored,
+so a typo never leaves a broker running with a setting the operator didn't get.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+#: Keys that appear in every Pulsar broker.conf but configure parts (ZooKeeper,
+#: BookKeeper, clusters) that magnetar replaces; accepted and ignored.
+_IGNORED_PULSAR_KEYS = frozenset(
+    {
+        "clusterName",
+        "zookeeperServers",
+        "configurationStoreServers",
+        "metadataStoreUrl",
+        "configurationMetadataStoreUrl",
+        "bookkeeperClientTimeoutInSeconds",
+        "managedLedgerDefaultEnsembleSize",
+        "managedLedgerDefaultWriteQuorum",
+        "managedLedgerDefaultAckQuorum",
+        "brokerServicePortTls",
+        "webServicePortTls",
+        "advertisedAddress",
+        "functionsWorkerEnabled",
+    }
+)
+
+
+class ConfigError(ValueError):
+    """A configuration key or value that magnetar refuses; the message names the key."""
+
+
+@dataclass(slots=True)
+class ServiceConfiguration:
+    """Every setting the broker reads, with Pulsar's name and (mostly) Pulsar's default."""
+
+    bindAddress: str = "127.0.0.1"
+    brokerServicePort: int = 6650
+    webServicePort: int = 8080
+    maxMessageSize: int = 5 * 1024 * 1024
+    keepAliveIntervalSeconds: int = 30
+    # topics
+    allowAutoTopicCreation: bool = True
+    allowAutoTopicCreationType: str = "non-partitioned"
+    defaultNumPartitions: int = 1
+    # dispatch
+    dispatcherMaxReadBatchSize: int = 100
+    dispatcherMaxRoundRobinBatchSize: int = 20
+    subscriptionRedeliveryTrackerEnabled: bool = True
+    # magnetar honours ack_set by default: Pulsar's default (false) turns a
+    # partial batch ack into a whole-entry ack, which loses messages on redelivery.
+    acknowledgmentAtBatchIndexLevelEnabled: bool = True
+    subscriptionKeySharedUseConsistentHashing: bool = True
+    # storage
+    managedLedgerMaxEntriesPerLedger: int = 50000
+    managedLedgerMaxSizePerLedgerMbytes: int = 2048
+    managedLedgerMaxLedgerRolloverTimeMinutes: float = 240
+    managedLedgerCacheSizeMB: int = 64
+    journalSyncData: bool = True
+    # PIP-70
+    brokerEntryMetadataInterceptors: list[str] = field(default_factory=list)
+    exposingBrokerEntryMetadataToClientEnabled: bool = False
+    # message expiry
+    ttlDurationDefaultInSeconds: int = 0
+    messageExpiryCheckIntervalInMinutes: float = 5
+    # PIP-26
+    delayedDeliveryEnabled: bool = True
+    delayedDeliveryTickTimeMillis: int = 1000
+    isDelayedDeliveryDeliverAtTimeStrict: bool = False
+    delayedDeliveryMaxDelayInMillis: int = 0
+    delayedDeliveryTrackerFactoryClassName: str = (
+        "org.apache.pulsar.broker.delayed.InMemoryDelayedDeliveryTrackerFactory"
+    )
+
+    def validate(self) -> None:
+        """Refuse values no broker could run with, naming the key."""
+        if self.allowAutoTopicCreationType not in ("non-partitioned", "partitioned"):
+            raise ConfigError(
+                "allowAutoTopicCreationType must be 'non-partitioned' or 'partitioned', "
+                f"not {self.allowAutoTopicCreationType!r}"
+            )
+        positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
+                    "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
+                    "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        for name in ("brokerServicePort", "webServicePort"):
+            if not 0 <= getattr(self, name) <= 65535:
+                raise ConfigError(f"{name} must be a port number (0-65535), not {getattr(self, name)}")
+
+    def apply(self, settings: Mapping[str, str]) -> None:
+        """Set keys from their text form (broker.conf or `-c key=value`)."""
+        known = {f.name: f for f in fields(self)}
+        for key, text in settings.items():
+            if key in _IGNORED_PULSAR_KEYS:
+                continue
+            if key not in known:
+                raise ConfigError(f"unknown configuration key {key!r}")
+            setattr(self, key, _convert(key, text, getattr(self, key)))
+        self.validate()
+
+
+def _convert(key: str, text: str, current: Any) -> Any:
+    text = text.strip()
+    try:
+        if isinstance(current, bool):
+            lowered = text.lower()
+            if lowered not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return lowered == "true"
+        if isinstance(current, int):
+            return int(text)
+        if isinstance(current, float):
+            return float(text)
+        if isinstance(current, list):
+            return [item.strip() for item in text.split(",") if item.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"bad value {text!r} for {key}: {exc}") from exc
+    return text
+
+
+def parse_properties(lines: Iterable[str], origin: str) -> dict[str, str]:
+    """Parse broker.conf's `key=value` lines (comments with #, blank lines allowed)."""
+    settings: dict[str, str] = {}
+    for number, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{origin}:{number}: expected key=value, got {line!r}")
+        settings[key.strip()] = value
+    return settings
+
+
+def load_configuration(
+    config_file: Path | None = None, overrides: Iterable[str] = ()
+) -> ServiceConfiguration:
+    """Defaults, then the file, then `-c key=value` overrides, in that order."""
+    config = ServiceConfiguration()
+    if config_file is not None:
+        try:
+            text = config_file.read_text()
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {config_file}: {exc.strerror}") from exc
+        config.apply(parse_properties(text.splitlines(), str(config_file)))
+    config.apply(parse_properties(overrides, "-c"))
+    return config

@@ -1,0 +1,168 @@
+"""Builders for the commands a broker sends, with every required field set.
+
+The official client drops the whole connection when a frame lacks a required
+field, so each builder takes exactly the fields that are required and returns
+the encoded frame; optional fields are passed only where they mean something.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from magnetar.wire.frames import encode_command, encode_payload_command
+from magnetar.wire.message_id import MessageId
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+T = pb.BaseCommand
+
+
+def message_id_data(ledger_id: int, entry_id: int, partition: int = -1, batch_index: int = -1) -> pb.MessageIdData:
+    return MessageId(ledger_id, entry_id, partition, batch_index).to_proto()
+
+
+def connected(server_version: str, protocol_version: int, max_message_size: int) -> bytes:
+    return encode_command(
+        T(
+            type=T.CONNECTED,
+            connected=pb.CommandConnected(
+                server_version=server_version, protocol_version=protocol_version, max_message_size=max_message_size
+            ),
+        )
+    )
+
+
+def ping() -> bytes:
+    return encode_command(T(type=T.PING, ping=pb.CommandPing()))
+
+
+def pong() -> bytes:
+    return encode_command(T(type=T.PONG, pong=pb.CommandPong()))
+
+
+def success(request_id: int) -> bytes:
+    return encode_command(T(type=T.SUCCESS, success=pb.CommandSuccess(request_id=request_id)))
+
+
+def error(request_id: int, code: int, message: str) -> bytes:
+    return encode_command(
+        T(type=T.ERROR, error=pb.CommandError(request_id=request_id, error=code, message=message))
+    )
+
+
+def partitioned_metadata_response(request_id: int, partitions: int) -> bytes:
+    resp = pb.CommandPartitionedTopicMetadataResponse(
+        request_id=request_id, partitions=partitions, response=pb.CommandPartitionedTopicMetadataResponse.Success
+    )
+    return encode_command(T(type=T.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse=resp))
+
+
+def partitioned_metadata_error(request_id: int, code: int, message: str) -> bytes:
+    resp = pb.CommandPartitionedTopicMetadataResponse(
+        request_id=request_id,
+        response=pb.CommandPartitionedTopicMetadataResponse.Failed,
+        error=code,
+        message=message,
+    )
+    return encode_command(T(type=T.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse=resp))
+
+
+def lookup_connect(request_id: int, service_url: str) -> bytes:
+    resp = pb.CommandLookupTopicResponse(
+        request_id=request_id,
+        response=pb.CommandLookupTopicResponse.Connect,
+        brokerServiceUrl=service_url,
+        authoritative=True,
+    )
+    return encode_command(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=resp))
+
+
+def lookup_error(request_id: int, code: int, message: str) -> bytes:
+    resp = pb.CommandLookupTopicResponse(
+        request_id=request_id, response=pb.CommandLookupTopicResponse.Failed, error=code, message=message
+    )
+    return encode_command(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=resp))
+
+
+def producer_success(request_id: int, producer_name: str, last_sequence_id: int = -1) -> bytes:
+    resp = pb.CommandProducerSuccess(
+        request_id=request_id, producer_name=producer_name, last_sequence_id=last_sequence_id
+    )
+    return encode_command(T(type=T.PRODUCER_SUCCESS, producer_success=resp))
+
+
+def send_receipt(producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int) -> bytes:
+    receipt = pb.CommandSendReceipt(
+        producer_id=producer_id,
+        sequence_id=sequence_id,
+        message_id=message_id_data(ledger_id, entry_id),
+        highest_sequence_id=highest_sequence_id,
+    )
+    return encode_command(T(type=T.SEND_RECEIPT, send_receipt=receipt))
+
+
+def send_error(producer_id: int, sequence_id: int, code: int, message: str) -> bytes:
+    err = pb.CommandSendError(producer_id=producer_id, sequence_id=sequence_id, error=code, message=message)
+    return encode_command(T(type=T.SEND_ERROR, send_error=err))
+
+
+def close_producer(producer_id: int) -> bytes:
+    return encode_command(
+        T(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(producer_id=producer_id, request_id=0))
+    )
+
+
+def close_consumer(consumer_id: int) -> bytes:
+    return encode_command(
+        T(type=T.CLOSE_CONSUMER, close_consumer=pb.CommandCloseConsumer(consumer_id=consumer_id, request_id=0))
+    )
+
+
+def active_consumer_change(consumer_id: int, is_active: bool) -> bytes:
+    change = pb.CommandActiveConsumerChange(consumer_id=consumer_id, is_active=is_active)
+    return encode_command(T(type=T.ACTIVE_CONSUMER_CHANGE, active_consumer_change=change))
+
+
+def message(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    entry: bytes | memoryview,
+    redelivery_count: int = 0,
+    ack_set: Sequence[int] = (),
+) -> bytes:
+    msg = pb.CommandMessage(consumer_id=consumer_id, message_id=message_id_data(ledger_id, entry_id, partition))
+    if redelivery_count:
+        msg.redelivery_count = redelivery_count
+    if ack_set:
+        msg.ack_set.extend(ack_set)
+    return encode_payload_command(T(type=T.MESSAGE, message=msg), entry)
+
+
+def last_message_id_response(
+    request_id: int, last: pb.MessageIdData, mark_delete: pb.MessageIdData | None
+) -> bytes:
+    resp = pb.CommandGetLastMessageIdResponse(request_id=request_id, last_message_id=last)
+    if mark_delete is not None:
+        resp.consumer_mark_delete_position.CopyFrom(mark_delete)
+    return encode_command(T(type=T.GET_LAST_MESSAGE_ID_RESPONSE, getLastMessageIdResponse=resp))
+
+
+def topics_of_namespace_response(request_id: int, topics: Sequence[str]) -> bytes:
+    resp = pb.CommandGetTopicsOfNamespaceResponse(request_id=request_id, topics=topics)
+    return encode_command(T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=resp))
+
+
+def get_schema_error(request_id: int, code: int, message: str) -> bytes:
+    resp = pb.CommandGetSchemaResponse(request_id=request_id, error_code=code, error_message=message)
+    return encode_command(T(type=T.GET_SCHEMA_RESPONSE, getSchemaResponse=resp))
+
+
+def consumer_stats_response(request_id: int, **fields: object) -> bytes:
+    resp = pb.CommandConsumerStatsResponse(request_id=request_id, **fields)
+    return encode_command(T(type=T.CONSUMER_STATS_RESPONSE, consumerStatsResponse=resp))
+
+
+def ack_response(consumer_id: int, request_id: int) -> bytes:
+    resp = pb.CommandAckResponse(consumer_id=consumer_id, request_id=request_id)
+    return encode_command(T(type=T.ACK_RESPONSE, ackResponse=resp))
