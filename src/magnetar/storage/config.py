@@ -1,0 +1,35 @@
+"""Tunables of the managed-ledger storage, named after Pulsar's broker.conf keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedLedgerConfig:
+    """Limits and durability policy shared by every managed ledger of a factory.
+
+    Each field documents the broker.conf key it stands for, so the broker can map a Pulsar
+    configuration onto it without a translation table of its own.
+    """
+
+    max_entries_per_ledger: int = 50_000
+    """managedLedgerMaxEntriesPerLedger: roll over to a new ledger after this many entries."""
+
+    max_size_per_ledger_bytes: int = 2048 * 1024 * 1024
+    """managedLedgerMaxSizePerLedgerMbytes (in bytes here): roll over past this data-file size."""
+
+    max_ledger_rollover_time_seconds: float = 240 * 60
+    """managedLedgerMaxLedgerRolloverTimeMinutes (in seconds here): roll over ledgers this old."""
+
+    sync_data: bool = True
+    """journalSyncData: fsync before reporting an append durable. False trusts the page cache,
+    so an append survives a process crash but not a power loss."""
+
+    cache_size_bytes: int = 64 * 1024 * 1024
+    """managedLedgerCacheSizeMB (in bytes here): recent entries kept in memory so that readers
+    tailing a topic are served without touching the files."""
+
+    group_commit_max_delay_seconds: float = 0.001
+    """How long the sync thread may wait after the first queued append to gather a larger group.
+    Every append in the group pays this as extra latency, so keep it small."""

@@ -1,0 +1,36 @@
+"""Exceptions raised by the storage layer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class StorageError(Exception):
+    """Base class, so callers can catch every storage failure in one clause."""
+
+
+class DataDirLockedError(StorageError):
+    """Two writers on one data dir would interleave appends and corrupt each other's ledgers."""
+
+    def __init__(self, data_dir: Path) -> None:
+        super().__init__(
+            f"data dir {data_dir} is locked by another process (or another factory in this one); "
+            "stop it first, or open the dir read_only=True"
+        )
+        self.data_dir = data_dir
+
+
+class StorageClosedError(StorageError):
+    """The managed ledger or factory was closed; its files may no longer be open."""
+
+
+class ReadOnlyError(StorageError):
+    """A read-only factory never writes, so that it can run beside a live broker."""
+
+
+class NoSuchEntryError(StorageError, LookupError):
+    """The position names no durable entry (not yet written, not durable yet, or never existed)."""
+
+
+class CorruptEntryError(StorageError):
+    """An entry read back does not match the checksum written with it."""

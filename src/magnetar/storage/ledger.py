@@ -1,0 +1,305 @@
+"""One ledger: an append-only data file of checksummed records plus an index of their offsets.
+
+Data file `<id>.log`: records `[u32 length][u32 crc32c(data)][data]`, big-endian.
+Index file `<id>.idx`: one big-endian u64 file offset per entry.
+
+The index is written only after the data it points to is durable, and is never fsynced per
+append: it doubles as the durable high-water mark that a read-only process trusts, and on
+open it is checked against the data file and rebuilt from it when it lags or is damaged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import sys
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import crc32c
+
+from magnetar.storage.errors import CorruptEntryError
+
+log = logging.getLogger(__name__)
+
+HEADER = struct.Struct(">II")
+INDEX_SLOT_BYTES = 8
+_SCAN_CHUNK_BYTES = 4 * 1024 * 1024
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryReport:
+    """What opening a ledger had to repair; the caller logs it and tests assert on it."""
+
+    ledger_id: int
+    entries: int
+    dropped_bytes: int
+    index_rebuilt: bool
+
+
+def data_path(directory: Path, ledger_id: int) -> Path:
+    return directory / f"{ledger_id}.log"
+
+
+def index_path(directory: Path, ledger_id: int) -> Path:
+    return directory / f"{ledger_id}.idx"
+
+
+def fsync_dir(directory: Path) -> None:
+    """A new or removed file is only durable once its directory entry is."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, offset)
+        view = view[written:]
+        offset += written
+
+
+def _read_from(path: Path, offset: int) -> bytes:
+    try:
+        with path.open("rb") as f:
+            f.seek(offset)
+            return f.read()
+    except FileNotFoundError:
+        return b""
+
+
+def _pack_offsets(offsets: Sequence[int]) -> bytes:
+    return struct.pack(f">{len(offsets)}Q", *offsets)
+
+
+def _unpack_offsets(raw: bytes) -> array:
+    offsets = array("Q", raw[: len(raw) - len(raw) % INDEX_SLOT_BYTES])
+    if sys.byteorder == "little":
+        offsets.byteswap()
+    return offsets
+
+
+def _valid_index_prefix(offsets: array, first_offset: int, file_size: int) -> int:
+    """How many leading index slots can be believed without reading the data file.
+
+    Offsets must start where the known records end, grow by at least a header each and stay
+    inside the file; a torn or stale index fails one of these and is cut at the first bad slot.
+    """
+    expected_min = first_offset
+    for i, offset in enumerate(offsets):
+        if (i == 0 and offset != first_offset) or offset < expected_min or offset + HEADER.size > file_size:
+            return i
+        expected_min = offset + HEADER.size
+    return len(offsets)
+
+
+def _record_end(fd: int, offset: int, file_size: int) -> int | None:
+    """End of the whole, checksum-valid record at `offset`, or None if it is torn or corrupt."""
+    header = os.pread(fd, HEADER.size, offset)
+    if len(header) < HEADER.size:
+        return None
+    length, crc = HEADER.unpack(header)
+    end = offset + HEADER.size + length
+    if end > file_size:
+        return None
+    return end if crc32c.crc32c(os.pread(fd, length, offset + HEADER.size)) == crc else None
+
+
+def _trusted_index(fd: int, indexed: array, first_offset: int, file_size: int) -> tuple[int, int]:
+    """How many index slots point at whole records, and where the last of them ends.
+
+    Only the last record is read back: the index is written after the data it covers, so if
+    its last slot is good, the ones before it are too.
+    """
+    valid = _valid_index_prefix(indexed, first_offset, file_size)
+    while valid:
+        end = _record_end(fd, indexed[valid - 1], file_size)
+        if end is not None:
+            return valid, end
+        valid -= 1
+    return 0, first_offset
+
+
+def _scan(fd: int, start: int, file_size: int, max_records: int | None) -> tuple[list[int], int]:
+    """Offsets of the whole, checksum-valid records from `start` on, and where they end.
+
+    Reads big chunks rather than one pread per record: a rebuild may cover a whole ledger.
+    """
+    offsets: list[int] = []
+    pos = start
+    buf = b""
+    buf_start = start
+    while pos + HEADER.size <= file_size and (max_records is None or len(offsets) < max_records):
+        if pos + HEADER.size > buf_start + len(buf):
+            buf, buf_start = os.pread(fd, _SCAN_CHUNK_BYTES, pos), pos
+        length, crc = HEADER.unpack_from(buf, pos - buf_start)
+        end = pos + HEADER.size + length
+        if end > file_size:
+            break
+        if end > buf_start + len(buf):
+            buf, buf_start = os.pread(fd, max(_SCAN_CHUNK_BYTES, end - pos), pos), pos
+        body = memoryview(buf)[pos - buf_start + HEADER.size : end - buf_start]
+        if crc32c.crc32c(body) != crc:
+            break
+        offsets.append(pos)
+        pos = end
+    return offsets, pos
+
+
+class Ledger:
+    """Files of one ledger, open for reading and (while it is the current ledger) appending.
+
+    Only the sync thread appends; readers on other threads see an entry once `entries`
+    counts it, which happens after its bytes are durable.
+    """
+
+    def __init__(self, directory: Path, ledger_id: int, data_fd: int, offsets: array, end: int) -> None:
+        self.ledger_id = ledger_id
+        self._directory = directory
+        self._data_fd = data_fd
+        self._index_fd: int | None = None
+        self._offsets = offsets
+        self._end = end
+
+    @classmethod
+    def create(cls, directory: Path, ledger_id: int) -> Ledger:
+        data_fd = os.open(data_path(directory, ledger_id), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        ledger = cls(directory, ledger_id, data_fd, array("Q"), 0)
+        ledger._index_fd = os.open(index_path(directory, ledger_id), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        fsync_dir(directory)
+        return ledger
+
+    @classmethod
+    def recover(cls, directory: Path, ledger_id: int) -> tuple[Ledger, RecoveryReport]:
+        """Open a ledger a writer may have died in: cut a torn tail, rebuild the index.
+
+        Everything up to the last whole, checksum-valid record is kept, including records
+        written but never reported durable: they are whole, and keeping them is the same
+        at-least-once outcome as a producer retrying.
+        """
+        data_fd = os.open(data_path(directory, ledger_id), os.O_RDWR)
+        file_size = os.fstat(data_fd).st_size
+        indexed = _unpack_offsets(_read_from(index_path(directory, ledger_id), 0))
+        valid, start = _trusted_index(data_fd, indexed, 0, file_size)
+        tail, end = _scan(data_fd, start, file_size, None)
+        offsets = indexed[:valid]
+        offsets.extend(tail)
+        if end < file_size:
+            os.ftruncate(data_fd, end)
+            _fdatasync(data_fd)
+            log.warning("ledger %d: dropped %d bytes of torn or corrupt tail", ledger_id, file_size - end)
+        ledger = cls(directory, ledger_id, data_fd, offsets, end)
+        ledger._index_fd = os.open(index_path(directory, ledger_id), os.O_RDWR | os.O_CREAT, 0o644)
+        index_rebuilt = valid != len(indexed) or bool(tail)
+        if index_rebuilt:
+            _pwrite_all(ledger._index_fd, _pack_offsets(offsets), 0)
+            os.ftruncate(ledger._index_fd, len(offsets) * INDEX_SLOT_BYTES)
+        return ledger, RecoveryReport(ledger_id, len(offsets), file_size - end, index_rebuilt)
+
+    @classmethod
+    def open_read_only(cls, directory: Path, ledger_id: int, entries: int | None) -> Ledger:
+        """Open without writing anything, trusting only what is known durable.
+
+        `entries` is the count recorded when the ledger was closed; for a ledger still being
+        written (None) the index alone says which entries are durable.
+        """
+        data_fd = os.open(data_path(directory, ledger_id), os.O_RDONLY)
+        ledger = cls(directory, ledger_id, data_fd, array("Q"), 0)
+        ledger.refresh(entries)
+        return ledger
+
+    def refresh(self, entries: int | None) -> None:
+        """Read-only: pick up entries the writer made durable since the last look.
+
+        Reads only the index slots past those already known, so polling a tailing ledger
+        stays cheap.
+        """
+        known = len(self._offsets)
+        file_size = os.fstat(self._data_fd).st_size
+        indexed = _unpack_offsets(_read_from(index_path(self._directory, self.ledger_id), known * INDEX_SLOT_BYTES))
+        if entries is not None:
+            del indexed[max(0, entries - known) :]
+        valid, end = _trusted_index(self._data_fd, indexed, self._end, file_size)
+        self._offsets.extend(indexed[:valid])
+        if entries is not None and known + valid < entries:
+            tail, end = _scan(self._data_fd, end, file_size, entries - known - valid)
+            self._offsets.extend(tail)
+        self._end = end
+
+    @property
+    def entries(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def size(self) -> int:
+        """Bytes of whole records in the data file, headers included."""
+        return self._end
+
+    def append(self, entries: Sequence[bytes], *, sync: bool) -> None:
+        """Write a group of entries with one write and at most one fsync, then index them."""
+        parts: list[bytes] = []
+        new_offsets: list[int] = []
+        offset = self._end
+        for data in entries:
+            parts.append(HEADER.pack(len(data), crc32c.crc32c(data)))
+            parts.append(data)
+            new_offsets.append(offset)
+            offset += HEADER.size + len(data)
+        _pwrite_all(self._data_fd, b"".join(parts), self._end)
+        if sync:
+            _fdatasync(self._data_fd)
+        assert self._index_fd is not None, "only the current ledger is appended to"
+        _pwrite_all(self._index_fd, _pack_offsets(new_offsets), len(self._offsets) * INDEX_SLOT_BYTES)
+        self._end = offset
+        self._offsets.extend(new_offsets)
+
+    def entry_size(self, entry_id: int) -> int:
+        return self._record_end_offset(entry_id) - self._offsets[entry_id] - HEADER.size
+
+    def _record_end_offset(self, entry_id: int) -> int:
+        return self._offsets[entry_id + 1] if entry_id + 1 < len(self._offsets) else self._end
+
+    def read(self, entry_id: int) -> bytes:
+        return self.read_range(entry_id, 1)[0]
+
+    def read_range(self, first: int, count: int) -> list[bytes]:
+        """Entries first..first+count-1 with a single pread, each checked against its crc."""
+        start = self._offsets[first]
+        buf = os.pread(self._data_fd, self._record_end_offset(first + count - 1) - start, start)
+        view = memoryview(buf)
+        out: list[bytes] = []
+        pos = 0
+        for entry_id in range(first, first + count):
+            length, crc = HEADER.unpack_from(buf, pos)
+            data = bytes(view[pos + HEADER.size : pos + HEADER.size + length])
+            if crc32c.crc32c(data) != crc:
+                raise CorruptEntryError(f"ledger {self.ledger_id} entry {entry_id}: checksum mismatch")
+            out.append(data)
+            pos += HEADER.size + length
+        return out
+
+    def seal(self) -> None:
+        """Make data and index durable and stop appending: the ledger is closed for good."""
+        _fdatasync(self._data_fd)
+        if self._index_fd is not None:
+            os.fsync(self._index_fd)
+            os.close(self._index_fd)
+            self._index_fd = None
+
+    def close(self) -> None:
+        if self._index_fd is not None:
+            os.close(self._index_fd)
+            self._index_fd = None
+        os.close(self._data_fd)
+
+
+def remove_files(directory: Path, ledger_id: int) -> None:
+    for path in (data_path(directory, ledger_id), index_path(directory, ledger_id)):
+        path.unlink(missing_ok=True)

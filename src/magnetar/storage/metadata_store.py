@@ -1,0 +1,140 @@
+"""A small key-value store for metadata: ledger lists, cursors, and the broker's own records."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import Protocol
+
+from magnetar.storage.errors import ReadOnlyError, StorageClosedError
+
+
+class MetadataWriter(Protocol):
+    """The writes allowed inside a transaction."""
+
+    def put(self, key: str, value: bytes) -> None: ...
+
+    def delete(self, key: str) -> None: ...
+
+
+class MetadataStore(MetadataWriter, Protocol):
+    """What storage and the broker need from a metadata backend.
+
+    Keys are '/'-separated strings so that "everything of this topic" is a prefix listing.
+    Kept this small so a ZooKeeper- or etcd-backed store could stand in later.
+    """
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def list(self, prefix: str) -> list[str]:
+        """Keys starting with `prefix`, in sorted order."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[MetadataWriter]:
+        """All writes made through the yielded writer become visible and durable together."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def _prefix_upper_bound(prefix: str) -> str | None:
+    """Smallest string greater than every string starting with `prefix` (None: no bound).
+
+    A range scan on the primary key is indexed; LIKE or substr() would scan the whole table.
+    """
+    if not prefix:
+        return None
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
+class SqliteMetadataStore:
+    """MetadataStore on one SQLite file.
+
+    WAL mode lets a read-only process (a Spark reader) read while the broker writes.
+    synchronous=FULL because a ledger must be durably listed before any of its entries is
+    reported durable: with NORMAL a power loss could forget the ledger and so lose
+    acknowledged messages. Metadata writes are rare (ledger rollover, throttled cursor
+    flushes), so the extra fsync per commit is cheap.
+
+    One connection serialised by a lock: the sync thread and the event-loop thread share it,
+    and SQLite allows one writer at a time anyway.
+    """
+
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self._lock = threading.RLock()
+        self._read_only = read_only
+        if read_only:
+            self._conn = sqlite3.connect(
+                f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
+            )
+        else:
+            self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
+        self._closed = False
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise StorageClosedError("metadata store is closed")
+        return self._conn
+
+    def get(self, key: str) -> bytes | None:
+        with self._lock:
+            row = self._connection().execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def list(self, prefix: str) -> list[str]:
+        upper = _prefix_upper_bound(prefix)
+        with self._lock:
+            if upper is None:
+                rows = self._connection().execute("SELECT key FROM kv ORDER BY key").fetchall()
+            else:
+                rows = (
+                    self._connection()
+                    .execute("SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key", (prefix, upper))
+                    .fetchall()
+                )
+        return [row[0] for row in rows]
+
+    def put(self, key: str, value: bytes) -> None:
+        with self.transaction() as txn:
+            txn.put(key, value)
+
+    def delete(self, key: str) -> None:
+        with self.transaction() as txn:
+            txn.delete(key)
+
+    @contextmanager
+    def transaction(self) -> Iterator[MetadataWriter]:
+        if self._read_only:
+            raise ReadOnlyError("metadata store was opened read-only")
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield _SqliteWriter(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+
+class _SqliteWriter:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def put(self, key: str, value: bytes) -> None:
+        self._conn.execute("INSERT OR REPLACE INTO kv (key, value) VALUES (?, ?)", (key, value))
+
+    def delete(self, key: str) -> None:
+        self._conn.execute("DELETE FROM kv WHERE key = ?", (key,))

@@ -1,0 +1,125 @@
+import os
+import struct
+
+import crc32c
+import pytest
+
+from magnetar.storage.errors import CorruptEntryError
+from magnetar.storage.ledger import HEADER, Ledger, data_path, index_path
+
+ENTRIES = [b"a", b"", b"x" * 5000, bytes(range(256))]
+
+
+def test_append_then_read_back_byte_for_byte(tmp_path):
+    ledger = Ledger.create(tmp_path, 1)
+    ledger.append(ENTRIES[:2], sync=True)
+    ledger.append(ENTRIES[2:], sync=False)
+    assert ledger.entries == len(ENTRIES)
+    assert [ledger.read(i) for i in range(len(ENTRIES))] == ENTRIES
+    assert ledger.read_range(1, 3) == ENTRIES[1:]
+    assert ledger.entry_size(2) == 5000
+    assert ledger.size == sum(HEADER.size + len(e) for e in ENTRIES)
+    ledger.close()
+
+
+def test_record_format_is_length_crc_data_big_endian(tmp_path):
+    ledger = Ledger.create(tmp_path, 3)
+    ledger.append([b"hello"], sync=True)
+    ledger.close()
+    raw = data_path(tmp_path, 3).read_bytes()
+    assert raw == struct.pack(">II", 5, crc32c.crc32c(b"hello")) + b"hello"
+    assert index_path(tmp_path, 3).read_bytes() == struct.pack(">Q", 0)
+
+
+def make(tmp_path, entries=ENTRIES):
+    ledger = Ledger.create(tmp_path, 1)
+    ledger.append(entries, sync=True)
+    ledger.seal()
+    ledger.close()
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"\x00\x00", struct.pack(">II", 100, 0) + b"partial", struct.pack(">II", 3, 12345) + b"bad", b"\xff" * 64],
+)
+def test_torn_tail_is_truncated_and_reported(tmp_path, garbage):
+    make(tmp_path)
+    path = data_path(tmp_path, 1)
+    good_size = path.stat().st_size
+    with path.open("ab") as f:
+        f.write(garbage)
+    ledger, report = Ledger.recover(tmp_path, 1)
+    assert report.dropped_bytes == len(garbage)
+    assert report.entries == len(ENTRIES)
+    assert path.stat().st_size == good_size
+    assert [ledger.read(i) for i in range(ledger.entries)] == ENTRIES
+    ledger.close()
+
+
+def test_clean_ledger_recovers_without_repairs(tmp_path):
+    make(tmp_path)
+    ledger, report = Ledger.recover(tmp_path, 1)
+    assert (report.dropped_bytes, report.index_rebuilt, report.entries) == (0, False, len(ENTRIES))
+    ledger.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "short", "torn_slot", "garbage"])
+def test_index_is_rebuilt_from_data(tmp_path, damage):
+    make(tmp_path)
+    idx = index_path(tmp_path, 1)
+    raw = idx.read_bytes()
+    if damage == "missing":
+        idx.unlink()
+    elif damage == "short":
+        idx.write_bytes(raw[:8])
+    elif damage == "torn_slot":
+        idx.write_bytes(raw[:-3])
+    else:
+        idx.write_bytes(raw[:8] + b"\xff" * 24)
+    ledger, report = Ledger.recover(tmp_path, 1)
+    assert report.index_rebuilt
+    assert report.dropped_bytes == 0
+    assert idx.read_bytes() == raw
+    assert [ledger.read(i) for i in range(ledger.entries)] == ENTRIES
+    ledger.close()
+
+
+def test_corrupt_entry_detected_on_read(tmp_path):
+    make(tmp_path)
+    path = data_path(tmp_path, 1)
+    fd = os.open(path, os.O_RDWR)
+    os.pwrite(fd, b"Z", HEADER.size)  # first byte of entry 0
+    os.close(fd)
+    ledger = Ledger.open_read_only(tmp_path, 1, len(ENTRIES))
+    with pytest.raises(CorruptEntryError):
+        ledger.read(0)
+    assert ledger.read(2) == ENTRIES[2]
+    ledger.close()
+
+
+def test_read_only_sees_only_indexed_entries_and_refreshes(tmp_path):
+    writer = Ledger.create(tmp_path, 1)
+    writer.append([b"one", b"two"], sync=True)
+    reader = Ledger.open_read_only(tmp_path, 1, None)
+    assert reader.entries == 2
+    # Bytes written past the index (not yet reported durable) are invisible.
+    with data_path(tmp_path, 1).open("ab") as f:
+        f.write(HEADER.pack(5, crc32c.crc32c(b"three")) + b"three")
+    reader.refresh(None)
+    assert reader.entries == 2
+    writer.close()
+    writer2, _ = Ledger.recover(tmp_path, 1)
+    writer2.append([b"four"], sync=True)
+    reader.refresh(None)
+    assert reader.entries == 4
+    assert reader.read_range(0, 4) == [b"one", b"two", b"three", b"four"]
+    writer2.close()
+    reader.close()
+
+
+def test_read_only_closed_ledger_scans_past_a_short_index(tmp_path):
+    make(tmp_path)
+    index_path(tmp_path, 1).write_bytes(b"")
+    reader = Ledger.open_read_only(tmp_path, 1, len(ENTRIES))
+    assert reader.read_range(0, len(ENTRIES)) == ENTRIES
+    reader.close()

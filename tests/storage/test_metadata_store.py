@@ -1,0 +1,77 @@
+import threading
+
+import pytest
+
+from magnetar.storage.errors import ReadOnlyError
+from magnetar.storage.metadata_store import SqliteMetadataStore
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = SqliteMetadataStore(tmp_path / "metadata.db")
+    yield s
+    s.close()
+
+
+def test_put_get_delete(store):
+    assert store.get("a/b") is None
+    store.put("a/b", b"1")
+    assert store.get("a/b") == b"1"
+    store.put("a/b", b"2")
+    assert store.get("a/b") == b"2"
+    store.delete("a/b")
+    assert store.get("a/b") is None
+
+
+def test_list_is_a_sorted_prefix_scan(store):
+    for key in ["t/x/2", "t/x/1", "t/y", "t0", "u/x"]:
+        store.put(key, b"")
+    assert store.list("t/") == ["t/x/1", "t/x/2", "t/y"]
+    assert store.list("t/x/") == ["t/x/1", "t/x/2"]
+    assert store.list("") == ["t/x/1", "t/x/2", "t/y", "t0", "u/x"]
+    assert store.list("v") == []
+
+
+def test_transaction_is_atomic(store):
+    store.put("keep", b"old")
+    with pytest.raises(RuntimeError), store.transaction() as txn:
+        txn.put("keep", b"new")
+        txn.put("other", b"x")
+        raise RuntimeError("abort")
+    assert store.get("keep") == b"old"
+    assert store.get("other") is None
+    with store.transaction() as txn:
+        txn.put("a", b"1")
+        txn.delete("keep")
+    assert store.get("a") == b"1"
+    assert store.get("keep") is None
+
+
+def test_survives_reopen_and_read_only_sees_writes(tmp_path):
+    path = tmp_path / "metadata.db"
+    writer = SqliteMetadataStore(path)
+    writer.put("k", b"v1")
+    reader = SqliteMetadataStore(path, read_only=True)
+    assert reader.get("k") == b"v1"
+    writer.put("k", b"v2")
+    assert reader.get("k") == b"v2"
+    with pytest.raises(ReadOnlyError):
+        reader.put("k", b"x")
+    writer.close()
+    reader.close()
+    reopened = SqliteMetadataStore(path, read_only=True)
+    assert reopened.get("k") == b"v2"
+    reopened.close()
+
+
+def test_usable_from_several_threads(store):
+    def work(n):
+        for i in range(50):
+            store.put(f"t{n}/{i}", str(i).encode())
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(store.list("t")) == 200
