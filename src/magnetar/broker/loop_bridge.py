@@ -8,6 +8,7 @@ message; instead callbacks are queued and the loop is woken once per drain.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -24,10 +25,9 @@ class LoopBridge:
         self._queue.append((fn, args))
         if not self._scheduled:
             self._scheduled = True
-            try:
+            # A closed loop means shutdown: nobody is left waiting for the result.
+            with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(self._drain)
-            except RuntimeError:  # loop already closed: shutting down, nobody is waiting
-                pass
 
     def _drain(self) -> None:
         # Clear the flag before popping: a post racing with this drain either is

@@ -1,0 +1,460 @@
+"""One client connection: frames in, commands handled, frames out.
+
+Bad bytes cost the sender its own connection and nothing else: a decoding
+error closes this transport, and closing releases only what it held.
+Writes are coalesced per loop iteration, so a dispatch pass that sends a
+hundred MESSAGE frames makes one syscall, not a hundred.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from magnetar import __version__
+from magnetar.broker.consumer import Consumer, DispatchEntry
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.producer import Producer
+from magnetar.storage import Position
+from magnetar.wire import commands
+from magnetar.wire.entry import strip_broker_entry_metadata, validate_layout, verify_checksum
+from magnetar.wire.errors import ChecksumError, WireError
+from magnetar.wire.frames import FRAME_PADDING, FrameDecoder
+from magnetar.wire.message_id import MessageId
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+T = pb.BaseCommand
+MAX_PROTOCOL_VERSION = 20
+SERVER_VERSION = f"magnetar-{__version__}"
+#: Clients announce support for the broker-entry-metadata prefix from v18 on.
+BEM_PROTOCOL_VERSION = 18
+HIGH_WATER = 4 * 1024 * 1024
+_ids = itertools.count()
+Handler = Callable[["ServerCnx", pb.BaseCommand, bytes | None], None]
+
+
+class ServerCnx(asyncio.Protocol):
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.id = next(_ids)
+        config = service.config
+        self.decoder = FrameDecoder(config.maxMessageSize + FRAME_PADDING)
+        self.transport: asyncio.Transport | None = None
+        self.remote = "?"
+        self.connected = False
+        self.protocol_version = 0
+        self.expose_entry_metadata = False
+        self.writable = True
+        self.producers: dict[int, Producer] = {}
+        self.consumers: dict[int, Consumer] = {}
+        self._out: list[bytes] = []
+        self._flush_scheduled = False
+        self._last_seen = time.monotonic()
+        self._keepalive: asyncio.TimerHandle | None = None
+        self._ping_outstanding = False
+
+    def __repr__(self) -> str:
+        return f"[{self.remote} #{self.id}]"
+
+    # -- transport events
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        transport.set_write_buffer_limits(high=HIGH_WATER)  # type: ignore[attr-defined]
+        self.service.connections.add(self)
+        self._arm_keepalive()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.service.connections.discard(self)
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        for producer in list(self.producers.values()):
+            producer.topic.remove_producer(producer)
+        for consumer in list(self.consumers.values()):
+            consumer.subscription.topic.remove_consumer(consumer)
+        self.producers.clear()
+        self.consumers.clear()
+        self.transport = None
+
+    def pause_writing(self) -> None:
+        self.writable = False
+
+    def resume_writing(self) -> None:
+        self.writable = True
+        for consumer in self.consumers.values():
+            dispatcher = consumer.subscription.dispatcher
+            if dispatcher is not None:
+                dispatcher.schedule()
+
+    def data_received(self, data: bytes) -> None:
+        self._last_seen = time.monotonic()
+        self._ping_outstanding = False
+        try:
+            frames = self.decoder.feed(data)
+        except WireError as exc:
+            log.warning("%s closing connection: %s", self, exc)
+            self.close()
+            return
+        for frame in frames:
+            if self.transport is None:
+                return
+            self._handle(frame.command, frame.payload)
+
+    def _handle(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
+        if not self.connected and cmd.type != T.CONNECT:
+            log.warning("%s sent %s before CONNECT; closing", self, T.Type.Name(cmd.type))
+            self.close()
+            return
+        handler = _HANDLERS.get(cmd.type)
+        if handler is None:
+            self._unsupported(cmd)
+            return
+        try:
+            handler(self, cmd, payload)
+        except Exception:
+            log.exception("%s failed to handle %s", self, T.Type.Name(cmd.type))
+            self._reply_error(cmd, pb.UnknownError, "internal broker error")
+
+    # -- output
+    def send(self, frame: bytes) -> None:
+        if self.transport is None:
+            return
+        self._out.append(frame)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
+        if self.transport is not None and out:
+            self.transport.writelines(out)
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self._flush()
+            self.transport.close()
+
+    def send_message(self, consumer_id: int, partition: int, entry: DispatchEntry) -> None:
+        data = entry.data if self.expose_entry_metadata else strip_broker_entry_metadata(entry.data)
+        self.send(
+            commands.message(
+                consumer_id,
+                entry.position.ledger_id,
+                entry.position.entry_id,
+                partition,
+                data,
+                entry.redelivery_count,
+                entry.ack_set,
+            )
+        )
+
+    def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
+        if self.protocol_version >= 12:
+            self.send(commands.active_consumer_change(consumer_id, is_active))
+
+    def fence_producer(self, producer: Producer) -> None:
+        """ExclusiveWithFencing: the old producers are closed for good."""
+        producer.topic.remove_producer(producer)
+        self.producers.pop(producer.producer_id, None)
+        self.send(commands.close_producer(producer.producer_id))
+
+    # -- keep-alive
+    def _arm_keepalive(self) -> None:
+        interval = self.service.config.keepAliveIntervalSeconds
+        self._keepalive = asyncio.get_running_loop().call_later(interval, self._keepalive_tick)
+
+    def _keepalive_tick(self) -> None:
+        if self.transport is None:
+            return
+        interval = self.service.config.keepAliveIntervalSeconds
+        if self._ping_outstanding and time.monotonic() - self._last_seen >= interval:
+            log.warning("%s did not answer a ping within %ss; closing", self, interval)
+            self.close()
+            return
+        if self.connected:
+            self._ping_outstanding = True
+            self.send(commands.ping())
+        self._arm_keepalive()
+
+    # -- errors
+    def _reply_error(self, cmd: pb.BaseCommand, code: int, message: str) -> None:
+        """Answer a failed request in the response type the client looks for."""
+        body = _sub_message(cmd)
+        request_id = getattr(body, "request_id", 0) if body is not None else 0
+        if cmd.type == T.PARTITIONED_METADATA:
+            self.send(commands.partitioned_metadata_error(request_id, code, message))
+        elif cmd.type == T.LOOKUP:
+            self.send(commands.lookup_error(request_id, code, message))
+        elif cmd.type == T.GET_SCHEMA:
+            self.send(commands.get_schema_error(request_id, code, message))
+        elif cmd.type == T.SEND:
+            producer = self.producers.get(cmd.send.producer_id)
+            if producer is not None:
+                producer.refuse(cmd.send.sequence_id, code, message)
+        else:
+            self.send(commands.error(request_id, code, message))
+
+    def _unsupported(self, cmd: pb.BaseCommand) -> None:
+        name = T.Type.Name(cmd.type) if cmd.type in T.Type.values() else str(cmd.type)
+        log.info("%s sent unsupported command %s", self, name)
+        self._reply_error(cmd, pb.NotAllowedError, f"magnetar does not support {name}")
+
+    # ------------------------------------------------------------------ handlers
+    def handle_connect(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        connect = cmd.connect
+        self.protocol_version = min(connect.protocol_version, MAX_PROTOCOL_VERSION)
+        self.expose_entry_metadata = (
+            self.service.config.exposingBrokerEntryMetadataToClientEnabled
+            and connect.protocol_version >= BEM_PROTOCOL_VERSION
+            and connect.feature_flags.supports_broker_entry_metadata
+        )
+        self.connected = True
+        self.send(commands.connected(SERVER_VERSION, self.protocol_version, self.service.config.maxMessageSize))
+
+    def handle_ping(self, _cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        self.send(commands.pong())
+
+    def handle_pong(self, _cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        self._ping_outstanding = False
+
+    def handle_partitioned_metadata(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.partitionMetadata
+        try:
+            partitions = self.service.partitioned_metadata(req.topic)
+        except BrokerServiceError as exc:
+            self.send(commands.partitioned_metadata_error(req.request_id, exc.code, exc.message))
+            return
+        self.send(commands.partitioned_metadata_response(req.request_id, partitions))
+
+    def handle_lookup(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.lookupTopic
+        service = self.service
+        try:
+            topic = service.parse_topic(req.topic)
+            if not service.topic_exists(topic) and not service.config.allowAutoTopicCreation:
+                raise BrokerServiceError(pb.TopicNotFound, f"Topic {req.topic} does not exist")
+        except BrokerServiceError as exc:
+            self.send(commands.lookup_error(req.request_id, exc.code, exc.message))
+            return
+        self.send(commands.lookup_connect(req.request_id, service.service_url))
+
+    def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.getTopicsOfNamespace
+        topics = self.service.topics_of_namespace(req.namespace, req.topics_pattern or None)
+        self.send(commands.topics_of_namespace_response(req.request_id, topics))
+
+    def handle_get_schema(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.getSchema
+        self.send(commands.get_schema_error(req.request_id, pb.TopicNotFound, "magnetar stores no schemas"))
+
+    def handle_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.producer
+        existing = self.producers.get(req.producer_id)
+        if existing is not None:  # a retried request for a producer we already made
+            self.send(commands.producer_success(req.request_id, existing.name))
+            return
+        try:
+            topic = self.service.get_topic(req.topic)
+            name = req.producer_name or self.service.generate_producer_name()
+            producer = topic.add_producer(self, req.producer_id, name, req.producer_access_mode)
+        except BrokerServiceError as exc:
+            self.send(commands.error(req.request_id, exc.code, exc.message))
+            return
+        self.producers[req.producer_id] = producer
+        self.send(commands.producer_success(req.request_id, producer.name))
+
+    def handle_send(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
+        send = cmd.send
+        producer = self.producers.get(send.producer_id)
+        if producer is None:
+            log.warning("%s sent to unknown producer %d; closing", self, send.producer_id)
+            self.close()
+            return
+        problem = self._check_entry(payload)
+        if problem is not None:
+            producer.refuse(send.sequence_id, *problem)
+            return
+        batch_size = send.num_messages if send.HasField("num_messages") else -1
+        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else send.sequence_id
+        producer.publish(send.sequence_id, highest, payload, max(send.num_messages, 1), batch_size)  # type: ignore[arg-type]
+
+    def _check_entry(self, payload: bytes | None) -> tuple[int, str] | None:
+        if not payload:
+            return pb.NotAllowedError, "SEND without a message"
+        limit = self.service.config.maxMessageSize + FRAME_PADDING // 2
+        if len(payload) > limit:
+            return pb.NotAllowedError, f"message of {len(payload)} bytes exceeds maxMessageSize"
+        try:
+            validate_layout(payload)
+            verify_checksum(payload)
+        except ChecksumError:
+            return pb.ChecksumError, "Checksum failed on the broker"
+        except WireError as exc:
+            return pb.NotAllowedError, f"malformed message: {exc}"
+        return None
+
+    def handle_close_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.close_producer
+        producer = self.producers.pop(req.producer_id, None)
+        if producer is not None:
+            producer.topic.remove_producer(producer)
+        self.send(commands.success(req.request_id))
+
+    def handle_subscribe(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.subscribe
+        existing = self.consumers.get(req.consumer_id)
+        if existing is not None and existing.subscription.name == req.subscription:
+            self.send(commands.success(req.request_id))
+            return
+        try:
+            topic = self.service.get_topic(req.topic, create=req.force_topic_creation)
+            consumer = topic.subscribe(self, req)
+        except BrokerServiceError as exc:
+            self.send(commands.error(req.request_id, exc.code, exc.message))
+            return
+        self.consumers[req.consumer_id] = consumer
+        self.send(commands.success(req.request_id))
+
+    def _consumer(self, consumer_id: int) -> Consumer | None:
+        consumer = self.consumers.get(consumer_id)
+        if consumer is None:
+            log.debug("%s names unknown consumer %d", self, consumer_id)
+        return consumer
+
+    def handle_flow(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        consumer = self._consumer(cmd.flow.consumer_id)
+        if consumer is not None:
+            consumer.subscription.flow(consumer, cmd.flow.messagePermits)
+
+    def handle_ack(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        ack = cmd.ack
+        consumer = self._consumer(ack.consumer_id)
+        if consumer is not None:
+            consumer.subscription.acknowledge(consumer, ack)
+        if ack.HasField("request_id"):
+            self.send(commands.ack_response(ack.consumer_id, ack.request_id))
+
+    def handle_redeliver(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.redeliverUnacknowledgedMessages
+        consumer = self._consumer(req.consumer_id)
+        if consumer is None:
+            return
+        positions = [Position(m.ledgerId, m.entryId) for m in req.message_ids] or None
+        consumer.subscription.redeliver(consumer, positions)
+
+    def handle_close_consumer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.close_consumer
+        consumer = self.consumers.pop(req.consumer_id, None)
+        if consumer is not None:
+            consumer.subscription.topic.remove_consumer(consumer)
+        self.send(commands.success(req.request_id))
+
+    def handle_unsubscribe(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.unsubscribe
+        consumer = self.consumers.get(req.consumer_id)
+        if consumer is None:
+            self.send(commands.error(req.request_id, pb.ConsumerNotFound, "Consumer not found"))
+            return
+        try:
+            consumer.subscription.topic.unsubscribe(consumer)
+        except BrokerServiceError as exc:
+            self.send(commands.error(req.request_id, exc.code, exc.message))
+            return
+        del self.consumers[req.consumer_id]
+        self.send(commands.success(req.request_id))
+
+    def handle_seek(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.seek
+        consumer = self.consumers.get(req.consumer_id)
+        if consumer is None:
+            self.send(commands.error(req.request_id, pb.MetadataError, "Consumer not found"))
+            return
+        subscription = consumer.subscription
+        topic = subscription.topic
+        if req.HasField("message_id"):
+            target = MessageId.from_proto(req.message_id)
+            position = Position(max(target.ledger_id, -1), target.entry_id)
+        elif req.HasField("message_publish_time"):
+            position = topic.find_position_by_time(req.message_publish_time)
+        else:
+            self.send(
+                commands.error(req.request_id, pb.MetadataError, "Message id and message publish time were not present")
+            )
+            return
+        # Close first, answer second: the client completes the seek on reconnect.
+        for closed in subscription.reset_cursor(position):
+            closed.cnx.consumers.pop(closed.consumer_id, None)
+            closed.cnx.send(commands.close_consumer(closed.consumer_id))
+        self.send(commands.success(req.request_id))
+
+    def handle_get_last_message_id(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.getLastMessageId
+        consumer = self.consumers.get(req.consumer_id)
+        if consumer is None:
+            self.send(commands.error(req.request_id, pb.ConsumerNotFound, "Consumer not found"))
+            return
+        subscription = consumer.subscription
+        mark = subscription.cursor.mark_delete_position
+        mark_delete = MessageId(mark.ledger_id, mark.entry_id).to_proto()
+        self.send(
+            commands.last_message_id_response(req.request_id, subscription.topic.last_message_id(), mark_delete)
+        )
+
+    def handle_consumer_stats(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        req = cmd.consumerStats
+        consumer = self.consumers.get(req.consumer_id)
+        if consumer is None:
+            self.send(commands.consumer_stats_response(
+                req.request_id, error_code=pb.ConsumerNotFound, error_message="Consumer not found"))
+            return
+        self.send(
+            commands.consumer_stats_response(
+                req.request_id,
+                consumerName=consumer.name,
+                availablePermits=max(consumer.permits, 0),
+                unackedMessages=consumer.unacked_messages,
+                msgBacklog=consumer.subscription.backlog(),
+                address=self.remote,
+            )
+        )
+
+
+def _sub_message(cmd: pb.BaseCommand) -> object | None:
+    """The command's body (the sub-message whose field number equals its type)."""
+    field = T.DESCRIPTOR.fields_by_number.get(cmd.type)
+    if field is None or not cmd.HasField(field.name):
+        return None
+    return getattr(cmd, field.name)
+
+
+_HANDLERS: dict[int, Handler] = {
+    T.CONNECT: ServerCnx.handle_connect,
+    T.PING: ServerCnx.handle_ping,
+    T.PONG: ServerCnx.handle_pong,
+    T.PARTITIONED_METADATA: ServerCnx.handle_partitioned_metadata,
+    T.LOOKUP: ServerCnx.handle_lookup,
+    T.GET_TOPICS_OF_NAMESPACE: ServerCnx.handle_get_topics_of_namespace,
+    T.GET_SCHEMA: ServerCnx.handle_get_schema,
+    T.PRODUCER: ServerCnx.handle_producer,
+    T.SEND: ServerCnx.handle_send,
+    T.CLOSE_PRODUCER: ServerCnx.handle_close_producer,
+    T.SUBSCRIBE: ServerCnx.handle_subscribe,
+    T.FLOW: ServerCnx.handle_flow,
+    T.ACK: ServerCnx.handle_ack,
+    T.REDELIVER_UNACKNOWLEDGED_MESSAGES: ServerCnx.handle_redeliver,
+    T.CLOSE_CONSUMER: ServerCnx.handle_close_consumer,
+    T.UNSUBSCRIBE: ServerCnx.handle_unsubscribe,
+    T.SEEK: ServerCnx.handle_seek,
+    T.GET_LAST_MESSAGE_ID: ServerCnx.handle_get_last_message_id,
+    T.CONSUMER_STATS: ServerCnx.handle_consumer_stats,
+}

@@ -1,0 +1,77 @@
+"""A consumer as the broker sees it: permits, and what it holds unacknowledged."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from magnetar.storage import Position
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.subscription import PersistentSubscription
+
+
+@dataclass(slots=True)
+class DispatchEntry:
+    """One stored entry on its way to a consumer, with what dispatch needs to know."""
+
+    position: Position
+    data: bytes
+    metadata: pb.MessageMetadata | None
+    num_messages: int
+    redelivery_count: int = 0
+    ack_set: list[int] = field(default_factory=list)
+
+    @property
+    def sticky_key(self) -> bytes:
+        """The key Key_Shared orders by: ordering_key, else partition_key."""
+        md = self.metadata
+        if md is None:
+            return b""
+        if md.HasField("ordering_key"):
+            return md.ordering_key
+        return md.partition_key.encode()
+
+
+class Consumer:
+    """Flow permits are counted in messages: a batch of n costs n (Pulsar's rule)."""
+
+    def __init__(
+        self,
+        cnx: ServerCnx,
+        consumer_id: int,
+        name: str,
+        subscription: PersistentSubscription,
+        sub_type: int,
+        priority_level: int,
+        key_shared_meta: pb.KeySharedMeta | None,
+    ) -> None:
+        self.cnx = cnx
+        self.consumer_id = consumer_id
+        self.name = name
+        self.subscription = subscription
+        self.sub_type = sub_type
+        self.priority_level = priority_level
+        self.key_shared_meta = key_shared_meta
+        self.permits = 0
+        self.pending: dict[Position, int] = {}
+        self.messages_out = 0
+
+    @property
+    def can_receive(self) -> bool:
+        return self.permits > 0 and self.cnx.writable
+
+    @property
+    def unacked_messages(self) -> int:
+        return sum(self.pending.values())
+
+    def deliver(self, entry: DispatchEntry) -> None:
+        self.pending[entry.position] = entry.num_messages
+        self.permits -= entry.num_messages
+        self.messages_out += entry.num_messages
+        self.cnx.send_message(self.consumer_id, self.subscription.topic.partition, entry)
+
+    def __repr__(self) -> str:
+        return f"Consumer({self.name!r}, id={self.consumer_id}, {self.cnx})"

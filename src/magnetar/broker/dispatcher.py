@@ -1,0 +1,395 @@
+"""Dispatchers: which consumer of a subscription gets which entry, and when.
+
+All of them read forward from the subscription's read position, skip entries
+the cursor already holds as acknowledged, and charge consumers one permit per
+message. They differ only in who may receive:
+
+- `SingleActiveConsumerDispatcher` (Exclusive, Failover): one active consumer
+  gets everything in order; redelivery rewinds to the first unacked entry.
+- `MultipleConsumersDispatcher` (Shared): round robin over consumers with
+  permits; entries to deliver again wait in a replay set read before new ones.
+- `KeySharedDispatcher` (Key_Shared): like Shared, but an entry goes to the
+  consumer owning its key's hash, and order per key is kept (see there).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import crc32c
+from sortedcontainers import SortedDict
+
+from magnetar.broker.consumer import Consumer, DispatchEntry
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.storage import Position
+from magnetar.wire.entry import parse_message_metadata
+from magnetar.wire.errors import WireError
+from magnetar.wire.message_id import unacked_indexes
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.subscription import PersistentSubscription
+
+log = logging.getLogger(__name__)
+
+HASH_RANGE_SIZE = 65536
+#: Bound on entries parked for redelivery before reading new ones stops, so one
+#: stalled Key_Shared consumer cannot pull the whole backlog into memory.
+MAX_REPLAY_ENTRIES = 10_000
+
+
+class Dispatcher:
+    """What all dispatch modes share: reading entries and tracking what is out."""
+
+    def __init__(self, subscription: PersistentSubscription) -> None:
+        self.subscription = subscription
+        self.consumers: list[Consumer] = []
+        self.outstanding: dict[Position, Consumer] = {}
+        self.read_position = subscription.first_unacked_position()
+        config = subscription.topic.service.config
+        self.max_read = config.dispatcherMaxReadBatchSize
+        self._scheduled = False
+
+    # -- scheduling: every trigger (publish, flow, ack, reconnect) coalesces into one pass
+    def schedule(self) -> None:
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._run)
+
+    def _run(self) -> None:
+        self._scheduled = False
+        try:
+            self.dispatch()
+        except Exception:
+            log.exception("dispatch failed on %s", self.subscription)
+
+    def dispatch(self) -> None:
+        raise NotImplementedError
+
+    # -- consumers
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+        self.schedule()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        self.consumers.remove(consumer)
+        self._release(consumer, consumer.pending.keys())
+        self.schedule()
+
+    def _release(self, consumer: Consumer, positions: Iterable[Position]) -> None:
+        """Make messages a consumer held available again, counting a redelivery."""
+        raise NotImplementedError
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        """REDELIVER_UNACKNOWLEDGED_MESSAGES: the listed positions, or all when None."""
+        chosen = list(consumer.pending) if positions is None else [p for p in positions if p in consumer.pending]
+        self._release(consumer, chosen)
+        self.schedule()
+
+    def acknowledged(self, positions: Iterable[Position]) -> None:
+        for position in positions:
+            owner = self.outstanding.pop(position, None)
+            if owner is not None:
+                owner.pending.pop(position, None)
+
+    def reset(self, position: Position) -> None:
+        """After a seek: forget what was out, read again from `position`."""
+        self.outstanding.clear()
+        for consumer in self.consumers:
+            consumer.pending.clear()
+        self.read_position = position
+
+    # -- reading
+    def _entry(self, position: Position, data: bytes) -> DispatchEntry:
+        sub = self.subscription
+        try:
+            metadata: pb.MessageMetadata | None = parse_message_metadata(data)
+        except WireError:
+            log.warning("entry %s of %s has unreadable metadata; delivering it as is", position, sub.topic)
+            metadata = None
+        count = metadata.num_messages_in_batch if metadata is not None and metadata.HasField(
+            "num_messages_in_batch") else 1
+        ack_set = sub.cursor.get_batch_deleted_indexes(position) or []
+        if ack_set:
+            count = len(unacked_indexes(ack_set, count)) or count
+        return DispatchEntry(position, data, metadata, count, sub.redelivery_counts.get(position, 0), list(ack_set))
+
+    def _deliverable(self, position: Position) -> bool:
+        return position not in self.outstanding and not self.subscription.cursor.is_acknowledged(position)
+
+    def _read_new(self, max_entries: int) -> list[DispatchEntry]:
+        """Entries from the read position on, skipping acknowledged ones."""
+        ledger = self.subscription.topic.ledger
+        entries: list[DispatchEntry] = []
+        while len(entries) < max_entries:
+            raw = ledger.read_entries(self.read_position, max_entries - len(entries))
+            if not raw:
+                break
+            entries.extend(self._entry(pos, data) for pos, data in raw if self._deliverable(pos))
+            self.read_position = ledger.next_position(raw[-1][0])
+        return entries
+
+    def _deliver(self, consumer: Consumer, entry: DispatchEntry) -> None:
+        self.outstanding[entry.position] = consumer
+        consumer.deliver(entry)
+
+
+class SingleActiveConsumerDispatcher(Dispatcher):
+    """Exclusive and Failover: one consumer at a time receives, in order."""
+
+    def __init__(self, subscription: PersistentSubscription, sub_type: int) -> None:
+        super().__init__(subscription)
+        self.sub_type = sub_type
+        self.active: Consumer | None = None
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.sub_type == pb.CommandSubscribe.Exclusive and self.consumers:
+            raise BrokerServiceError(pb.ConsumerBusy, "Exclusive consumer is already connected")
+        super().add_consumer(consumer)
+        self._elect()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        super().remove_consumer(consumer)
+        self._elect()
+
+    def _elect(self) -> None:
+        """Failover picks by priority, then name; partitions spread over consumers."""
+        if not self.consumers:
+            self.active = None
+            return
+        ordered = sorted(self.consumers, key=lambda c: (c.priority_level, c.name))
+        top = [c for c in ordered if c.priority_level == ordered[0].priority_level]
+        partition = self.subscription.topic.partition
+        chosen = top[max(partition, 0) % len(top)]
+        if chosen is self.active:
+            return
+        previous, self.active = self.active, chosen
+        if previous is not None and previous.pending:
+            self._release(previous, list(previous.pending))
+        if self.sub_type == pb.CommandSubscribe.Failover:
+            for consumer in self.consumers:
+                consumer.cnx.send_active_consumer_change(consumer.consumer_id, consumer is chosen)
+        self.schedule()
+
+    def _release(self, consumer: Consumer, positions: Iterable[Position]) -> None:
+        counts = self.subscription.redelivery_counts
+        for position in list(positions):
+            consumer.pending.pop(position, None)
+            self.outstanding.pop(position, None)
+            counts[position] = counts.get(position, 0) + 1
+        # Order is the promise here, so everything unacked goes out again from the start.
+        for other in self.consumers:
+            for position in other.pending:
+                self.outstanding.pop(position, None)
+            other.pending.clear()
+        self.read_position = self.subscription.first_unacked_position()
+
+    def dispatch(self) -> None:
+        consumer = self.active
+        while consumer is not None and consumer.can_receive:
+            entries = self._read_new(min(consumer.permits, self.max_read))
+            if not entries:
+                return
+            for entry in entries:
+                self._deliver(consumer, entry)
+
+
+class MultipleConsumersDispatcher(Dispatcher):
+    """Shared: any consumer with permits may take any entry."""
+
+    def __init__(self, subscription: PersistentSubscription) -> None:
+        super().__init__(subscription)
+        self.replay: SortedDict = SortedDict()  # Position -> sticky-key hash (or -1)
+        self._round_robin = 0
+
+    def _release(self, consumer: Consumer, positions: Iterable[Position]) -> None:
+        counts = self.subscription.redelivery_counts
+        for position in list(positions):
+            consumer.pending.pop(position, None)
+            self.outstanding.pop(position, None)
+            counts[position] = counts.get(position, 0) + 1
+            self.replay[position] = -1
+
+    def acknowledged(self, positions: Iterable[Position]) -> None:
+        positions = list(positions)
+        super().acknowledged(positions)
+        for position in positions:
+            self.replay.pop(position, None)
+
+    def reset(self, position: Position) -> None:
+        super().reset(position)
+        self.replay.clear()
+
+    def dispatch(self) -> None:
+        while True:
+            available = [c for c in self.consumers if c.can_receive]
+            if not available:
+                return
+            budget = min(sum(c.permits for c in available), self.max_read)
+            entries = self._read_replay(budget)
+            fresh = 0
+            if len(entries) < budget and len(self.replay) < MAX_REPLAY_ENTRIES:
+                new = self._read_new(budget - len(entries))
+                fresh = len(new)
+                entries += new
+            if not entries:
+                return
+            parked = self._assign(entries)
+            for entry in parked:
+                self.replay[entry.position] = self._hash(entry)
+            if len(parked) == len(entries) and not fresh:
+                return
+
+    def _read_replay(self, budget: int) -> list[DispatchEntry]:
+        ledger = self.subscription.topic.ledger
+        entries: list[DispatchEntry] = []
+        for position in list(self.replay.islice(0, None)):
+            if len(entries) >= budget:
+                break
+            if not self._may_take_replay(self.replay[position]):
+                continue
+            del self.replay[position]
+            if self._deliverable(position):
+                entries.append(self._entry(position, ledger.read_entry(position)))
+        return entries
+
+    def _may_take_replay(self, key_hash: int) -> bool:
+        """Shared: any parked entry may go; Key_Shared narrows this by key owner."""
+        return True
+
+    @staticmethod
+    def _hash(entry: DispatchEntry) -> int:
+        return -1
+
+    def _assign(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
+        parked: list[DispatchEntry] = []
+        for entry in entries:
+            consumer = self._next_consumer()
+            if consumer is None:
+                parked.append(entry)
+            else:
+                self._deliver(consumer, entry)
+        return parked
+
+    def _next_consumer(self) -> Consumer | None:
+        count = len(self.consumers)
+        for step in range(count):
+            consumer = self.consumers[(self._round_robin + step) % count]
+            if consumer.can_receive:
+                self._round_robin = (self._round_robin + step + 1) % count
+                return consumer
+        return None
+
+
+def sticky_key_hash(key: bytes) -> int:
+    """Hash of a message key into Pulsar's 0..65535 Key_Shared hash space."""
+    return crc32c.crc32c(key) % HASH_RANGE_SIZE
+
+
+class KeySharedDispatcher(MultipleConsumersDispatcher):
+    """Key_Shared: each key's hash belongs to one consumer, and order per key holds.
+
+    Order per key survives consumers coming and going because (1) an entry that
+    can't go to its key's owner now is parked, and every later entry with that
+    key is parked behind it in the same pass; parked entries are read first
+    next time; (2) a consumer that joins while messages are out receives
+    nothing read after its arrival until everything before it is acknowledged,
+    since keys it takes over may still be unacknowledged at their old owner.
+    """
+
+    POINTS_PER_CONSUMER = 100
+
+    def __init__(self, subscription: PersistentSubscription, meta: pb.KeySharedMeta | None) -> None:
+        super().__init__(subscription)
+        self.sticky = meta is not None and meta.keySharedMode == pb.STICKY
+        self._ring: list[tuple[int, int, Consumer]] = []
+        self._join_limit: dict[Consumer, Position] = {}
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.sticky:
+            self._check_sticky_ranges(consumer)
+        if self.outstanding or self.replay:
+            self._join_limit[consumer] = self.read_position
+        super().add_consumer(consumer)
+        self._rebuild_ring()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        self._join_limit.pop(consumer, None)
+        super().remove_consumer(consumer)
+        self._rebuild_ring()
+
+    def _check_sticky_ranges(self, consumer: Consumer) -> None:
+        meta = consumer.key_shared_meta
+        if meta is None or not meta.hashRanges:
+            raise BrokerServiceError(pb.ConsumerAssignError, "Key_Shared STICKY mode needs hash ranges")
+        for new in meta.hashRanges:
+            if not 0 <= new.start <= new.end < HASH_RANGE_SIZE:
+                raise BrokerServiceError(pb.ConsumerAssignError, f"hash range [{new.start}, {new.end}] is invalid")
+            for other in self.consumers:
+                for old in other.key_shared_meta.hashRanges if other.key_shared_meta else ():
+                    if new.start <= old.end and old.start <= new.end:
+                        raise BrokerServiceError(
+                            pb.ConsumerAssignError,
+                            f"hash range [{new.start}, {new.end}] overlaps [{old.start}, {old.end}] of {other.name}",
+                        )
+
+    def _rebuild_ring(self) -> None:
+        ring = []
+        for number, consumer in enumerate(self.consumers):
+            identity = f"{consumer.name}/{consumer.cnx.id}/{consumer.consumer_id}"
+            for point in range(self.POINTS_PER_CONSUMER):
+                ring.append((sticky_key_hash(f"{identity}#{point}".encode()), number, consumer))
+        ring.sort(key=lambda item: (item[0], item[1]))
+        self._ring = ring
+
+    def owner(self, key_hash: int) -> Consumer | None:
+        if self.sticky:
+            for consumer in self.consumers:
+                meta = consumer.key_shared_meta
+                if meta and any(r.start <= key_hash <= r.end for r in meta.hashRanges):
+                    return consumer
+            return None
+        if not self._ring:
+            return None
+        index = bisect.bisect_left(self._ring, key_hash, key=lambda item: item[0])
+        return self._ring[index % len(self._ring)][2]
+
+    @staticmethod
+    def _hash(entry: DispatchEntry) -> int:
+        return sticky_key_hash(entry.sticky_key)
+
+    def _may_take_replay(self, key_hash: int) -> bool:
+        if key_hash < 0:  # released by a consumer before its key was known here
+            return True
+        owner = self.owner(key_hash)
+        return owner is not None and owner.can_receive
+
+    def acknowledged(self, positions: Iterable[Position]) -> None:
+        super().acknowledged(positions)
+        if self._join_limit:
+            first = self.subscription.first_unacked_position()
+            for consumer, limit in list(self._join_limit.items()):
+                if first >= limit:
+                    del self._join_limit[consumer]
+            self.schedule()
+
+    def _assign(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
+        parked: list[DispatchEntry] = []
+        blocked: set[int] = set()
+        for entry in entries:
+            key_hash = self._hash(entry)
+            consumer = self.owner(key_hash)
+            if key_hash in blocked or consumer is None or not consumer.can_receive or self._held(consumer, entry):
+                blocked.add(key_hash)
+                parked.append(entry)
+            else:
+                self._deliver(consumer, entry)
+        return parked
+
+    def _held(self, consumer: Consumer, entry: DispatchEntry) -> bool:
+        limit = self._join_limit.get(consumer)
+        return limit is not None and entry.position >= limit

@@ -1,0 +1,67 @@
+"""Find the first entry published at or after a time (seek by time, TTL).
+
+An entry's time is the broker's `broker_timestamp` from its PIP-70 prefix when
+it has one (never going backwards, so a binary search is exact), else the
+producer's `publish_time`. Only that prefix is read when present, so a search
+over a million entries reads about twenty prefixes and nothing behind them.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from magnetar.storage import ManagedLedger, Position
+from magnetar.wire.entry import parse_message_metadata, peek_broker_entry_metadata
+
+
+def entry_timestamp(entry: bytes) -> int:
+    bem = peek_broker_entry_metadata(entry)
+    if bem is not None and bem.HasField("broker_timestamp"):
+        return bem.broker_timestamp
+    return parse_message_metadata(entry).publish_time
+
+
+@dataclass(slots=True)
+class SearchResult:
+    position: Position | None  # None: every entry is older than the time
+    entries_read: int
+
+
+class EntrySequence:
+    """The entries of a managed ledger numbered 0..n-1 across its ledgers."""
+
+    def __init__(self, ledger: ManagedLedger) -> None:
+        self.ledger = ledger
+        self._firsts: list[int] = []  # ordinal of each non-empty ledger's first entry
+        self._ledger_ids: list[int] = []
+        ordinal = 0
+        for info in ledger.ledgers:
+            if info.entries > 0:
+                self._firsts.append(ordinal)
+                self._ledger_ids.append(info.ledger_id)
+                ordinal += info.entries
+        self.size = ordinal
+
+    def position(self, ordinal: int) -> Position:
+        if not 0 <= ordinal < self.size:
+            raise IndexError(ordinal)
+        span = bisect.bisect_right(self._firsts, ordinal) - 1
+        return Position(self._ledger_ids[span], ordinal - self._firsts[span])
+
+    def read(self, ordinal: int) -> bytes:
+        return self.ledger.read_entry(self.position(ordinal))
+
+
+def find_first_at_or_after(ledger: ManagedLedger, timestamp: int) -> SearchResult:
+    """Binary search for the first entry whose time is >= `timestamp`."""
+    entries = EntrySequence(ledger)
+    low, high, reads = 0, entries.size, 0
+    while low < high:
+        middle = (low + high) // 2
+        reads += 1
+        if entry_timestamp(entries.read(middle)) < timestamp:
+            low = middle + 1
+        else:
+            high = middle
+    return SearchResult(entries.position(low) if low < entries.size else None, reads)

@@ -1,0 +1,74 @@
+"""A producer on a topic, and the in-order delivery of its receipts.
+
+The official client insists that SEND_RECEIPT and SEND_ERROR arrive in the
+order it sent, and closes the connection otherwise. Storage completes appends
+in order, but a SEND refused at once (bad checksum) would overtake receipts
+still waiting for fsync; so every SEND takes a slot in a queue and answers
+leave from its head only.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from magnetar.storage import Position
+from magnetar.wire import commands
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.topic import PersistentTopic
+
+
+@dataclass(slots=True)
+class _PendingSend:
+    sequence_id: int
+    highest_sequence_id: int
+    answer: bytes | None = None
+
+
+class Producer:
+    def __init__(
+        self, topic: PersistentTopic, cnx: ServerCnx, producer_id: int, name: str, access_mode: int
+    ) -> None:
+        self.topic = topic
+        self.cnx = cnx
+        self.producer_id = producer_id
+        self.name = name
+        self.access_mode = access_mode
+        self.closed = False
+        self.messages_in = 0
+        self._pending: deque[_PendingSend] = deque()
+
+    def publish(self, sequence_id: int, highest_sequence_id: int, entry: bytes, num_messages: int,
+                batch_size: int) -> None:
+        slot = _PendingSend(sequence_id, highest_sequence_id)
+        self._pending.append(slot)
+        self.messages_in += num_messages
+        self.topic.publish(entry, num_messages, batch_size, lambda pos, exc: self._stored(slot, pos, exc))
+
+    def refuse(self, sequence_id: int, code: int, message: str) -> None:
+        slot = _PendingSend(sequence_id, sequence_id)
+        slot.answer = commands.send_error(self.producer_id, sequence_id, code, message)
+        self._pending.append(slot)
+        self._flush()
+
+    def _stored(self, slot: _PendingSend, position: Position | None, exc: BaseException | None) -> None:
+        if position is None or exc is not None:
+            slot.answer = commands.send_error(
+                self.producer_id, slot.sequence_id, pb.PersistenceError, f"could not store the message: {exc}"
+            )
+        else:
+            slot.answer = commands.send_receipt(
+                self.producer_id, slot.sequence_id, position.ledger_id, position.entry_id, slot.highest_sequence_id
+            )
+        self._flush()
+
+    def _flush(self) -> None:
+        pending = self._pending
+        while pending and pending[0].answer is not None:
+            answer = pending.popleft().answer
+            if not self.closed:
+                self.cnx.send(answer)  # type: ignore[arg-type]

@@ -1,0 +1,211 @@
+"""A persistent topic (or one partition of one): its ledger, producers, subscriptions."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.message_finder import find_first_at_or_after
+from magnetar.broker.producer import Producer
+from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.topic_name import TopicName
+from magnetar.storage import ManagedLedger, Position
+from magnetar.wire import commands
+from magnetar.wire.entry import parse_message_metadata
+from magnetar.wire.errors import WireError
+from magnetar.wire.message_id import INT64_MAX, MessageId
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+Sub = pb.CommandSubscribe
+PublishCallback = Callable[[Position | None, BaseException | None], None]
+
+
+class PersistentTopic:
+    def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger) -> None:
+        self.service = service
+        self.name = name
+        self.ledger = ledger
+        self.partition = name.partition_index
+        self.producers: dict[str, Producer] = {}
+        self.subscriptions: dict[str, PersistentSubscription] = {
+            sub_name: PersistentSubscription(self, sub_name, cursor, durable=True)
+            for sub_name, cursor in ledger.cursors.items()
+        }
+        self._last_batch_size = self._batch_size_of_last_entry()
+
+    def __repr__(self) -> str:
+        return str(self.name)
+
+    # -- publishing
+    def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
+        """Append; `callback` runs on the loop once the entry is durable (or failed)."""
+        data = self.service.entry_metadata.stamp(self, entry, num_messages)
+        bridge = self.service.bridge
+
+        def stored(position: Position | None, exc: BaseException | None) -> None:
+            bridge.post(self._stored, callback, batch_size, position, exc)
+
+        self.ledger.append(data, stored, num_messages=num_messages)
+
+    def _stored(
+        self, callback: PublishCallback, batch_size: int, position: Position | None, exc: BaseException | None
+    ) -> None:
+        if exc is None and position is not None:
+            self._last_batch_size = batch_size
+            for subscription in self.subscriptions.values():
+                if subscription.dispatcher is not None and subscription.dispatcher.consumers:
+                    subscription.dispatcher.schedule()
+        callback(position, exc)
+
+    def _batch_size_of_last_entry(self) -> int:
+        last = self.ledger.last_confirmed_position
+        if last is None:
+            return -1
+        try:
+            metadata = parse_message_metadata(self.ledger.read_entry(last))
+        except WireError:
+            return -1
+        return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else -1
+
+    def next_publish_position(self) -> Position:
+        """The position just past the last durable entry."""
+        last = self.ledger.last_confirmed_position
+        if last is not None:
+            return self.ledger.next_position(last)
+        ledgers = self.ledger.ledgers
+        return Position(ledgers[-1].ledger_id if ledgers else 0, 0)
+
+    def last_message_id(self) -> pb.MessageIdData:
+        last = self.ledger.last_confirmed_position
+        if last is None:
+            ledgers = self.ledger.ledgers
+            return MessageId(ledgers[-1].ledger_id if ledgers else -1, -1, self.partition).to_proto()
+        batch_index = self._last_batch_size - 1 if self._last_batch_size > 0 else -1
+        return MessageId(last.ledger_id, last.entry_id, self.partition, batch_index).to_proto()
+
+    def find_position_by_time(self, timestamp: int) -> Position:
+        """Where a seek to `timestamp` lands: the first entry at or after it."""
+        found = find_first_at_or_after(self.ledger, timestamp).position
+        return found if found is not None else self.next_publish_position()
+
+    # -- producers
+    def add_producer(self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int) -> Producer:
+        if name in self.producers:
+            raise BrokerServiceError(pb.ProducerBusy, f"Producer with name '{name}' is already connected to topic")
+        exclusive = next((p for p in self.producers.values() if p.access_mode != pb.Shared), None)
+        if exclusive is not None:
+            code = pb.ProducerFenced if access_mode != pb.Shared else pb.ProducerBusy
+            raise BrokerServiceError(code, f"Topic has an existing exclusive producer: {exclusive.name}")
+        if access_mode in (pb.Exclusive, pb.WaitForExclusive) and self.producers:
+            raise BrokerServiceError(pb.ProducerFenced, "Topic has existing shared producers")
+        if access_mode == pb.ExclusiveWithFencing:
+            for other in list(self.producers.values()):
+                other.cnx.fence_producer(other)
+        producer = Producer(self, cnx, producer_id, name, access_mode)
+        self.producers[name] = producer
+        return producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        producer.closed = True
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+
+    # -- consumers
+    def subscribe(self, cnx: ServerCnx, cmd: pb.CommandSubscribe) -> Consumer:
+        if cmd.read_compacted and cmd.subType not in (Sub.Exclusive, Sub.Failover):
+            raise BrokerServiceError(
+                pb.NotAllowedError, "readCompacted only allowed on failover or exclusive subscriptions"
+            )
+        if not cmd.subscription:
+            raise BrokerServiceError(pb.InvalidTopicName, "empty subscription name")
+        subscription = self.subscriptions.get(cmd.subscription)
+        created = subscription is None
+        if subscription is None:
+            subscription = self._create_subscription(cmd)
+        consumer = Consumer(
+            cnx,
+            cmd.consumer_id,
+            cmd.consumer_name,
+            subscription,
+            cmd.subType,
+            cmd.priority_level,
+            cmd.keySharedMeta if cmd.HasField("keySharedMeta") else None,
+        )
+        try:
+            subscription.add_consumer(consumer)
+        except BrokerServiceError:
+            if created and not subscription.durable:
+                self._drop_subscription(subscription)
+            raise
+        return consumer
+
+    def _create_subscription(self, cmd: pb.CommandSubscribe) -> PersistentSubscription:
+        if cmd.durable:
+            initial = "earliest" if cmd.initialPosition == Sub.Earliest else "latest"
+            cursor = self.ledger.open_cursor(cmd.subscription, initial_position=initial)
+        else:
+            start = self._start_position(cmd)
+            cursor = self.ledger.open_non_durable_cursor(start)
+        subscription = PersistentSubscription(self, cmd.subscription, cursor, durable=cmd.durable)
+        self.subscriptions[cmd.subscription] = subscription
+        return subscription
+
+    def _start_position(self, cmd: pb.CommandSubscribe) -> Position:
+        """A reader starts AT its start id; the client drops it when exclusive."""
+        first = self.ledger.first_position
+        after_last = self.next_publish_position()
+        if not cmd.HasField("start_message_id"):
+            if cmd.initialPosition == Sub.Earliest and first is not None:
+                return first
+            return after_last
+        start = MessageId.from_proto(cmd.start_message_id)
+        if start.ledger_id == INT64_MAX:
+            return after_last
+        if first is None or start.ledger_id < 0 or (start.ledger_id, start.entry_id) < first:
+            return first if first is not None else after_last
+        return min(Position(start.ledger_id, max(start.entry_id, 0)), after_last)
+
+    def remove_consumer(self, consumer: Consumer, *, keep_subscription: bool = False) -> None:
+        subscription = consumer.subscription
+        subscription.remove_consumer(consumer)
+        if not subscription.durable and not subscription.consumers and not keep_subscription:
+            self._drop_subscription(subscription)
+
+    def _drop_subscription(self, subscription: PersistentSubscription) -> None:
+        if self.subscriptions.get(subscription.name) is subscription:
+            del self.subscriptions[subscription.name]
+        if subscription.durable:
+            self.ledger.delete_cursor(subscription.name)
+
+    def unsubscribe(self, consumer: Consumer) -> None:
+        subscription = consumer.subscription
+        others = [c for c in subscription.consumers if c is not consumer]
+        if others:
+            raise BrokerServiceError(pb.UnknownError, f"Subscription {subscription.name} has other connected consumers")
+        subscription.remove_consumer(consumer)
+        self._drop_subscription(subscription)
+
+    # -- lifecycle
+    def disconnect_all(self) -> None:
+        """Tell every client to reconnect (they re-run lookup), e.g. on shutdown."""
+        for producer in list(self.producers.values()):
+            producer.cnx.send(commands.close_producer(producer.producer_id))
+        for subscription in self.subscriptions.values():
+            for consumer in list(subscription.consumers):
+                consumer.cnx.send(commands.close_consumer(consumer.consumer_id))
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "msgInCounter": sum(p.messages_in for p in self.producers.values()),
+            "storageSize": self.ledger.total_size_bytes(),
+            "publishers": [{"producerName": p.name, "accessMode": p.access_mode} for p in self.producers.values()],
+            "subscriptions": {name: sub.stats() for name, sub in self.subscriptions.items()},
+        }

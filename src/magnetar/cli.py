@@ -1,0 +1,90 @@
+"""The `magnetar` command line: `magnetar standalone ...`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from magnetar.broker.config import ConfigError, ServiceConfiguration, load_configuration
+from magnetar.broker.service import BrokerService
+from magnetar.storage import DataDirLockedError
+
+log = logging.getLogger("magnetar")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="magnetar", description="A Pulsar-protocol message broker in Python.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    standalone = commands.add_parser("standalone", help="run an embedded broker with its data on local disk")
+    standalone.add_argument("--data-dir", type=Path, default=Path("magnetar-data"), help="default ./magnetar-data")
+    standalone.add_argument("--port", type=int, help="broker port (brokerServicePort, default 6650; 0 = any free)")
+    standalone.add_argument("--http-port", type=int, help="admin HTTP port (webServicePort, default 8080)")
+    standalone.add_argument("--bind", help="address to listen on (bindAddress, default 127.0.0.1)")
+    standalone.add_argument("--config", type=Path, help="a broker.conf-style file of key=value lines")
+    standalone.add_argument(
+        "-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="set one configuration key"
+    )
+    standalone.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ...")
+    return parser
+
+
+def _configuration(args: argparse.Namespace) -> ServiceConfiguration:
+    flags = [f"{key}={value}" for key, value in (
+        ("brokerServicePort", args.port), ("webServicePort", args.http_port), ("bindAddress", args.bind)
+    ) if value is not None]
+    return load_configuration(args.config, [*args.overrides, *flags])
+
+
+async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
+    service = BrokerService(config, data_dir)
+    await service.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    log.info("magnetar standalone accepting connections on %s (data in %s)", service.service_url, data_dir)
+    try:
+        await stop.wait()
+    finally:
+        log.info("stopping: closing connections, flushing ledgers and cursors")
+        await service.stop()
+        log.info("stopped cleanly")
+
+
+def _event_loop_runner() -> asyncio.Runner:
+    with contextlib.suppress(ImportError):
+        import uvloop  # noqa: PLC0415  (optional speed-up)
+
+        return asyncio.Runner(loop_factory=uvloop.new_event_loop)
+    return asyncio.Runner()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    try:
+        config = _configuration(args)
+    except ConfigError as exc:
+        print(f"magnetar: configuration error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with _event_loop_runner() as runner:
+            runner.run(_run_standalone(config, args.data_dir))
+    except DataDirLockedError as exc:
+        print(f"magnetar: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"magnetar: cannot start: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
