@@ -69,36 +69,52 @@ def encode_batch(messages: Sequence[tuple[pb.SingleMessageMetadata, bytes]]) -> 
 
 
 def decode_batch(payload: Buffer, num_messages: int) -> list[BatchMessage]:
-    """Split an uncompressed batch payload; values are views into ``payload``, not copies."""
+    """Split an uncompressed batch payload; values are views into ``payload``, not copies.
+
+    This loop is the hot path of every consumer, so the common case pays for as little
+    as possible: short input surfaces as struct.error / DecodeError and is translated
+    once, outside the loop, and the rarer checks run only when a size looks suspicious.
+    """
     view = memoryview(payload)
     end = len(view)
     if not 0 <= num_messages <= end // _MIN_MESSAGE_BYTES:
         raise WireError(f"batch of {end} bytes cannot hold {num_messages} messages")
     parse = pb.SingleMessageMetadata.FromString
     unpack = _U32.unpack_from
+    # NamedTuple's generated __new__ is Python code; tuple.__new__ builds the same object in C.
+    new = tuple.__new__
     messages: list[BatchMessage] = []
-    offset = 0
-    for index in range(num_messages):
-        if end - offset < 4:
-            raise WireError(f"batch ends before message {index} of {num_messages}")
-        meta_start = offset + 4
-        meta_end = meta_start + unpack(view, offset)[0]
-        if meta_end > end:
-            raise WireError(f"SingleMessageMetadata of message {index} runs past the batch")
-        try:
+    append = messages.append
+    offset = index = 0
+    try:
+        for index in range(num_messages):
+            meta_start = offset + 4
+            meta_end = meta_start + unpack(view, offset)[0]
+            if meta_end > end:
+                raise WireError(f"SingleMessageMetadata of message {index} runs past the batch")
             metadata = parse(view[meta_start:meta_end])
-        except DecodeError as exc:
-            raise WireError(f"garbage SingleMessageMetadata in message {index}: {exc}") from exc
-        # upb does not enforce `required`; the C++ client rejects a batch without it.
-        if not metadata.HasField("payload_size"):
-            raise WireError(f"SingleMessageMetadata of message {index} has no payload_size")
-        offset = meta_end + metadata.payload_size
-        if not meta_end <= offset <= end:
-            raise WireError(f"message {index} claims {metadata.payload_size} bytes, batch has {end - meta_end}")
-        messages.append(BatchMessage(metadata, view[meta_end:offset], index))
+            size = metadata.payload_size
+            offset = meta_end + size
+            if size <= 0 or offset > end:
+                _check_payload_size(metadata, index, end - meta_end)
+            append(new(BatchMessage, (metadata, view[meta_end:offset], index)))
+    except struct.error:
+        raise WireError(f"batch ends before message {index} of {num_messages}") from None
+    except DecodeError as exc:
+        raise WireError(f"garbage SingleMessageMetadata in message {index}: {exc}") from exc
     if offset != end:
         raise WireError(f"{end - offset} bytes after the last of {num_messages} batch messages")
     return messages
+
+
+def _check_payload_size(metadata: pb.SingleMessageMetadata, index: int, available: int) -> None:
+    """Accept only a present ``payload_size = 0``; anything else here is an error."""
+    # upb does not enforce `required`, so an absent field reads as 0; the C++ client
+    # would reject such a batch.
+    if not metadata.HasField("payload_size"):
+        raise WireError(f"SingleMessageMetadata of message {index} has no payload_size")
+    if metadata.payload_size != 0:
+        raise WireError(f"message {index} claims {metadata.payload_size} bytes, batch has {available}")
 
 
 def decode_messages(metadata: pb.MessageMetadata, payload: Buffer, *, max_size: int) -> list[BatchMessage]:
