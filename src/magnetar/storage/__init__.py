@@ -1,1 +1,42 @@
-"""magnetar.storage"""
+"""Managed-ledger storage: topic partitions as ordered ledgers of durable entries, plus cursors.
+
+Knows nothing of the network and never imports asyncio: completion is reported through plain
+callbacks, which the broker bridges into its event loop.
+"""
+
+from magnetar.storage.config import ManagedLedgerConfig
+from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.errors import (
+    CorruptEntryError,
+    DataDirLockedError,
+    NoSuchEntryError,
+    NoSuchManagedLedgerError,
+    ReadOnlyError,
+    StorageClosedError,
+    StorageError,
+)
+from magnetar.storage.ledger import RecoveryReport
+from magnetar.storage.managed_ledger import AppendCallback, LedgerInfo, ManagedLedger, ManagedLedgerFactory
+from magnetar.storage.metadata_store import MetadataStore, MetadataWriter, SqliteMetadataStore
+from magnetar.storage.position import Position
+
+__all__ = [
+    "AppendCallback",
+    "CorruptEntryError",
+    "DataDirLockedError",
+    "LedgerInfo",
+    "ManagedCursor",
+    "ManagedLedger",
+    "ManagedLedgerConfig",
+    "ManagedLedgerFactory",
+    "MetadataStore",
+    "MetadataWriter",
+    "NoSuchEntryError",
+    "NoSuchManagedLedgerError",
+    "Position",
+    "ReadOnlyError",
+    "RecoveryReport",
+    "SqliteMetadataStore",
+    "StorageClosedError",
+    "StorageError",
+]

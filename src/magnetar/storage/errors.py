@@ -28,6 +28,10 @@ class ReadOnlyError(StorageError):
     """A read-only factory never writes, so that it can run beside a live broker."""
 
 
+class NoSuchManagedLedgerError(StorageError, LookupError):
+    """A read-only factory was asked for a managed ledger that does not exist (it creates none)."""
+
+
 class NoSuchEntryError(StorageError, LookupError):
     """The position names no durable entry (not yet written, not durable yet, or never existed)."""
 

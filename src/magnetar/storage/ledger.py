@@ -260,6 +260,17 @@ class Ledger:
         self._end = offset
         self._offsets.extend(new_offsets)
 
+    def entries_within(self, first: int, max_count: int, max_bytes: int) -> tuple[int, int]:
+        """How many entries from `first` (at most max_count) fit in max_bytes of entry data,
+        and their size: answered from the index, before reading anything."""
+        total = 0
+        for entry_id in range(first, first + max_count):
+            size = self.entry_size(entry_id)
+            if total + size > max_bytes:
+                return entry_id - first, total
+            total += size
+        return max_count, total
+
     def entry_size(self, entry_id: int) -> int:
         return self._record_end_offset(entry_id) - self._offsets[entry_id] - HEADER.size
 

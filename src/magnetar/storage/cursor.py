@@ -1,0 +1,211 @@
+"""A cursor: how far a subscription has acknowledged a managed ledger."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from typing import Protocol
+
+from magnetar.storage.position import Position
+from magnetar.storage.range_set import PositionRangeSet
+
+
+class PositionSpace(Protocol):
+    """What a cursor needs to know about its managed ledger's positions."""
+
+    @property
+    def last_confirmed_position(self) -> Position | None: ...
+
+    def next_position(self, position: Position) -> Position: ...
+
+    def previous_position(self, position: Position) -> Position: ...
+
+    def entries_between(self, start_inclusive: Position, end_inclusive: Position) -> int: ...
+
+
+class ManagedCursor:
+    """Mark-delete position, acknowledged ranges beyond it, batch-index acks and properties.
+
+    Mutated by the broker's event-loop thread, snapshotted by the sync thread for throttled
+    persistence; a lock keeps the snapshot consistent. `on_change` tells the owner there is
+    something to persist; `persist` writes this cursor now (flush()).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        space: PositionSpace,
+        mark_delete: Position,
+        *,
+        on_change: Callable[[ManagedCursor], None] | None = None,
+        persist: Callable[[ManagedCursor], None] | None = None,
+    ) -> None:
+        self.name = name
+        self._space = space
+        self._mark_delete = mark_delete
+        self._acked = PositionRangeSet(space.next_position, space.entries_between)
+        self._batch_acks: dict[Position, list[int]] = {}
+        self._properties: dict[str, str] = {}
+        self._on_change = on_change
+        self._persist = persist
+        self._lock = threading.Lock()
+
+    @property
+    def durable(self) -> bool:
+        return self._persist is not None
+
+    def detach(self) -> None:
+        """Stop persisting: the cursor was deleted, later acks must not resurrect it."""
+        self._on_change = self._persist = None
+
+    def _changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self)
+
+    # --- acknowledgement -------------------------------------------------------------------
+
+    @property
+    def mark_delete_position(self) -> Position:
+        return self._mark_delete
+
+    @property
+    def individually_deleted(self) -> list[tuple[Position, Position]]:
+        """Acknowledged ranges [start, end] (inclusive) beyond the mark-delete position."""
+        with self._lock:
+            return list(self._acked)
+
+    def delete(self, positions: Iterable[Position]) -> None:
+        """Individual ack; the mark-delete position follows when the acks reach it."""
+        with self._lock:
+            for position in sorted(positions):
+                if position > self._mark_delete:
+                    self._acked.add(position)
+                    self._batch_acks.pop(position, None)
+            self._advance_mark_delete()
+        self._changed()
+
+    def mark_delete(self, position: Position) -> None:
+        """Cumulative ack up to `position`; going backwards is ignored (use reset())."""
+        with self._lock:
+            if position <= self._mark_delete:
+                return
+            self._mark_delete = position
+            self._acked.remove_through(position)
+            self._drop_batch_acks_through(position)
+            self._advance_mark_delete()
+        self._changed()
+
+    def _advance_mark_delete(self) -> None:
+        while (end := self._acked.pop_first_if_starts_at(self._space.next_position(self._mark_delete))) is not None:
+            self._mark_delete = end
+            self._drop_batch_acks_through(end)
+
+    def _drop_batch_acks_through(self, position: Position) -> None:
+        for acked in [p for p in self._batch_acks if p <= position]:
+            del self._batch_acks[acked]
+
+    def is_acknowledged(self, position: Position) -> bool:
+        return position <= self._mark_delete or position in self._acked
+
+    def reset(self, position: Position) -> None:
+        """Seek: `position` becomes the first unacknowledged entry, acks after it are forgotten."""
+        with self._lock:
+            self._mark_delete = self._space.previous_position(position)
+            self._acked.clear()
+            self._batch_acks.clear()
+        self._changed()
+
+    # --- batch-index acks ------------------------------------------------------------------
+
+    def set_batch_deleted_indexes(self, position: Position, ack_set_words: list[int]) -> None:
+        """Remember a partial ack of a batch entry (Pulsar's ack-set words, stored as given)."""
+        with self._lock:
+            if self.is_acknowledged(position):
+                return
+            self._batch_acks[position] = list(ack_set_words)
+        self._changed()
+
+    def get_batch_deleted_indexes(self, position: Position) -> list[int] | None:
+        words = self._batch_acks.get(position)
+        return None if words is None else list(words)
+
+    # --- backlog and dispatch --------------------------------------------------------------
+
+    def num_unacked_entries(self) -> int:
+        last = self._space.last_confirmed_position
+        if last is None or last <= self._mark_delete:
+            return 0
+        with self._lock:
+            first = self._space.next_position(self._mark_delete)
+            return max(0, self._space.entries_between(first, last) - len(self._acked))
+
+    def first_unacked_position(self) -> Position | None:
+        return next(self.iter_unacked(), None)
+
+    def iter_unacked(self, start: Position | None = None) -> Iterator[Position]:
+        """Unacknowledged durable positions from `start` (default: the first one), in order.
+
+        Jumps over acknowledged ranges in one step each, so a subscription with long acked
+        runs costs per range, not per entry. Reads live state: acks made while iterating
+        are seen.
+        """
+        space = self._space
+        position = space.next_position(self._mark_delete)
+        if start is not None and start > position:
+            position = space.next_position(space.previous_position(start))  # skips non-entries
+        while True:
+            last = space.last_confirmed_position
+            if last is None or position > last:
+                return
+            if position <= self._mark_delete:
+                position = space.next_position(self._mark_delete)
+            elif (acked_range := self._acked.range_containing(position)) is not None:
+                position = space.next_position(acked_range[1])
+            else:
+                yield position
+                position = space.next_position(position)
+
+    # --- properties ------------------------------------------------------------------------
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self._properties)
+
+    def set_property(self, key: str, value: str) -> None:
+        with self._lock:
+            self._properties[key] = value
+        self._changed()
+
+    def remove_property(self, key: str) -> None:
+        with self._lock:
+            self._properties.pop(key, None)
+        self._changed()
+
+    # --- persistence -----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Persist now rather than at the next throttled flush."""
+        if self._persist is not None:
+            self._persist(self)
+
+    def snapshot(self) -> bytes:
+        """Compact serialised state: ranges, never one record per acknowledged position."""
+        with self._lock:
+            state = {
+                "mark_delete": list(self._mark_delete),
+                "ranges": [[*start, *end] for start, end in self._acked],
+                "batch_acks": [[*position, words] for position, words in self._batch_acks.items()],
+                "properties": self._properties,
+            }
+            return json.dumps(state, separators=(",", ":")).encode()
+
+    def restore(self, snapshot: bytes) -> None:
+        state = json.loads(snapshot)
+        with self._lock:
+            self._mark_delete = Position(*state["mark_delete"])
+            self._acked.clear()
+            for l1, e1, l2, e2 in state["ranges"]:
+                self._acked.add_range(Position(l1, e1), Position(l2, e2))
+            self._batch_acks = {Position(ledger, entry): words for ledger, entry, words in state["batch_acks"]}
+            self._properties = dict(state["properties"])

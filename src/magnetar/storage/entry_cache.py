@@ -1,0 +1,47 @@
+"""Recently appended entries, kept in memory for readers tailing a topic."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+
+from magnetar.storage.position import Position
+
+
+class EntryCache:
+    """One byte-bounded FIFO per factory, shared by all its managed ledgers.
+
+    Keyed by Position alone: ledger ids are unique in a data dir, so positions of different
+    topics never collide and nothing needs invalidating when a topic is closed or deleted.
+    FIFO rather than LRU because the entries worth keeping are the newest ones.
+    Lookups take no lock: a dict lookup is atomic under the GIL, and readers hit this on
+    every entry; inserts and evictions, which touch the byte count, do.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self._max_bytes = max_bytes
+        self._entries: OrderedDict[Position, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, position: Position) -> bytes | None:
+        return self._entries.get(position)
+
+    def __contains__(self, position: Position) -> bool:
+        return position in self._entries
+
+    @property
+    def size_bytes(self) -> int:
+        return self._bytes
+
+    def put_many(self, entries: Iterable[tuple[Position, bytes]]) -> None:
+        if self._max_bytes <= 0:
+            return
+        with self._lock:
+            for position, data in entries:
+                self._entries[position] = data
+                self._bytes += len(data)
+            while self._bytes > self._max_bytes:
+                _, evicted = self._entries.popitem(last=False)
+                self._bytes -= len(evicted)

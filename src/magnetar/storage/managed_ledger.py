@@ -1,0 +1,787 @@
+"""Managed ledgers: a topic partition's ordered ledgers, group-committed appends, and cursors."""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import itertools
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, NamedTuple
+
+from sortedcontainers import SortedDict
+
+from magnetar.storage import layout
+from magnetar.storage.config import ManagedLedgerConfig
+from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.entry_cache import EntryCache
+from magnetar.storage.errors import (
+    DataDirLockedError,
+    NoSuchEntryError,
+    NoSuchManagedLedgerError,
+    ReadOnlyError,
+    StorageClosedError,
+)
+from magnetar.storage.group_commit import SyncThread
+from magnetar.storage.ledger import HEADER, Ledger, RecoveryReport, fsync_dir, remove_files
+from magnetar.storage.ledger_ids import LedgerIdAllocator
+from magnetar.storage.metadata_store import SqliteMetadataStore
+from magnetar.storage.position import Position
+
+log = logging.getLogger(__name__)
+
+AppendCallback = Callable[[Position | None, BaseException | None], None]
+CURSOR_FLUSH_INTERVAL_SECONDS = 0.1
+"""Acks are frequent; cursors are written at most this often (and on flush/close)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerInfo:
+    """A ledger as listed in the metadata store: the managed ledger's table of contents."""
+
+    ledger_id: int
+    entries: int
+    size: int
+    created_at: float
+    closed_at: float | None
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {"entries": self.entries, "size": self.size, "created_at": self.created_at, "closed_at": self.closed_at}
+        ).encode()
+
+    @classmethod
+    def from_json(cls, ledger_id: int, raw: bytes) -> LedgerInfo:
+        fields = json.loads(raw)
+        return cls(ledger_id, fields["entries"], fields["size"], fields["created_at"], fields["closed_at"])
+
+
+@dataclass(eq=False, slots=True)
+class _Slot:
+    """In-memory state of one ledger.
+
+    `assigned` counts positions handed out (it runs ahead of the files); `durable` counts
+    entries written, synced and therefore readable. A sealed ledger gets no new positions.
+    """
+
+    ledger_id: int
+    created_at: float
+    closed_at: float | None = None
+    sealed: bool = False
+    listed: bool = False
+    assigned: int = 0
+    assigned_bytes: int = 0
+    durable: int = 0
+    durable_bytes: int = 0
+    ledger: Ledger | None = None
+
+    def info(self) -> LedgerInfo:
+        return LedgerInfo(self.ledger_id, self.durable, self.durable_bytes, self.created_at, self.closed_at)
+
+
+class _PendingAppend(NamedTuple):
+    slot: _Slot
+    position: Position
+    data: bytes
+    callback: AppendCallback | None
+
+
+def _notify(appends: list[_PendingAppend], error: BaseException | None) -> None:
+    for append in appends:
+        if append.callback is None:
+            continue
+        try:
+            append.callback(None if error else append.position, error)
+        except Exception:
+            log.exception("append callback failed for %s", append.position)
+
+
+class ManagedLedger:
+    """One topic partition: appends are ordered at once and made durable in groups.
+
+    Threads: append/read/cursor calls come from the broker's event-loop thread (or any
+    thread); the factory's sync thread writes, fsyncs and then calls the append callbacks.
+    `_lock` guards the in-memory ledger table, `_commit_lock` makes commits sequential.
+    """
+
+    def __init__(self, name: str, directory: Path, factory: ManagedLedgerFactory) -> None:
+        self.name = name
+        self._dir = directory
+        self._factory = factory
+        self._config = factory.config
+        self._store = factory.metadata_store
+        self._read_only = factory.read_only
+        self._lock = threading.RLock()
+        self._commit_lock = threading.Lock()
+        self._slots: SortedDict = SortedDict()  # ledger_id -> _Slot
+        self._current: _Slot | None = None
+        self._writing: _Slot | None = None
+        self._pending: list[_PendingAppend] = []
+        self._last_confirmed: Position | None = None
+        self._failure: BaseException | None = None
+        self._closed = False
+        self._cursors: dict[str, ManagedCursor] = {}
+        self._non_durable_ids = itertools.count()
+        self._properties: dict[str, str] = json.loads(self._store.get(layout.properties_key(name)) or b"{}")
+        self.messages_appended = 0
+        """Messages (not entries) appended through this object, for the broker's stats."""
+        self.recovery_reports: list[RecoveryReport] = []
+        """What opening had to repair in ledgers a previous writer left open."""
+        if self._read_only:
+            self.refresh()
+            self._load_cursors()
+        else:
+            self._open_for_writing()
+
+    # --- opening -----------------------------------------------------------------------------
+
+    def _load_infos(self) -> list[LedgerInfo]:
+        prefix = layout.ledgers_prefix(self.name)
+        infos = []
+        for key in self._store.list(prefix):
+            raw = self._store.get(key)
+            if raw is not None:
+                infos.append(LedgerInfo.from_json(int(key.removeprefix(prefix)), raw))
+        return infos
+
+    def _open_for_writing(self) -> None:
+        self._dir.mkdir(parents=True, exist_ok=True)
+        fsync_dir(self._dir.parent)
+        for info in self._load_infos():
+            recovered = self._recover(info) if info.closed_at is None else info
+            if recovered is not None:
+                self._slots[info.ledger_id] = _Slot(
+                    info.ledger_id,
+                    recovered.created_at,
+                    recovered.closed_at,
+                    sealed=True,
+                    listed=True,
+                    assigned=recovered.entries,
+                    assigned_bytes=recovered.size,
+                    durable=recovered.entries,
+                    durable_bytes=recovered.size,
+                )
+        self._last_confirmed = self._compute_last_confirmed()
+        self._current = self._new_slot()
+        self._load_cursors()
+
+    def _recover(self, info: LedgerInfo) -> LedgerInfo | None:
+        """Close a ledger its writer left open; forget it if it holds no entry."""
+        key = layout.ledger_key(self.name, info.ledger_id)
+        try:
+            ledger, report = Ledger.recover(self._dir, info.ledger_id)
+        except FileNotFoundError:  # listed, but the writer died before creating the files
+            self._store.delete(key)
+            return None
+        self.recovery_reports.append(report)
+        if ledger.entries == 0:
+            ledger.close()
+            remove_files(self._dir, info.ledger_id)
+            self._store.delete(key)
+            return None
+        ledger.seal()
+        ledger.close()
+        closed = LedgerInfo(info.ledger_id, ledger.entries, ledger.size, info.created_at, time.time())
+        self._store.put(key, closed.to_json())
+        return closed
+
+    def _new_slot(self) -> _Slot:
+        slot = _Slot(self._factory.allocate_ledger_id(), time.time())
+        self._slots[slot.ledger_id] = slot
+        return slot
+
+    def _compute_last_confirmed(self) -> Position | None:
+        for slot in reversed(self._slots.values()):
+            if slot.durable:
+                return Position(slot.ledger_id, slot.durable - 1)
+        return None
+
+    def _load_cursors(self) -> None:
+        prefix = layout.cursors_prefix(self.name)
+        for key in self._store.list(prefix):
+            raw = self._store.get(key)
+            if raw is not None:
+                name = layout.cursor_name_from_key(self.name, key)
+                cursor = self._make_cursor(name, Position(-1, -1), durable=not self._read_only)
+                cursor.restore(raw)
+                self._cursors[name] = cursor
+
+    def refresh(self) -> None:
+        """Read-only: pick up the ledgers and entries the writing process made durable since.
+
+        A no-op for the writer, whose view is always current, so readers can call it blindly.
+        """
+        if not self._read_only:
+            return
+        infos = {info.ledger_id: info for info in self._load_infos()}
+        with self._lock:
+            for gone in [lid for lid in self._slots if lid not in infos]:
+                slot = self._slots.pop(gone)
+                if slot.ledger is not None:
+                    slot.ledger.close()
+            for info in infos.values():
+                self._refresh_slot(info)
+            self._last_confirmed = self._compute_last_confirmed()
+
+    def _refresh_slot(self, info: LedgerInfo) -> None:
+        slot = self._slots.get(info.ledger_id)
+        if slot is None:
+            slot = self._slots[info.ledger_id] = _Slot(info.ledger_id, info.created_at, listed=True)
+        slot.closed_at = info.closed_at
+        slot.sealed = info.closed_at is not None
+        closed_entries = info.entries if slot.sealed else None
+        if slot.ledger is None and slot.sealed:
+            # Closed ledgers are opened lazily on first read; their metadata is complete.
+            slot.assigned = slot.durable = info.entries
+            slot.durable_bytes = info.size
+            return
+        if slot.ledger is None:
+            try:
+                slot.ledger = Ledger.open_read_only(self._dir, info.ledger_id, closed_entries)
+            except FileNotFoundError:  # listed a moment before its files are created
+                return
+        else:
+            slot.ledger.refresh(closed_entries)
+        slot.assigned = slot.durable = slot.ledger.entries
+        slot.durable_bytes = slot.ledger.size
+
+    # --- appending ---------------------------------------------------------------------------
+
+    def append(self, data: bytes, callback: AppendCallback | None = None, num_messages: int = 1) -> Position:
+        """Give `data` its position now; `callback` runs on the sync thread once it is durable.
+
+        Callbacks run in append order. On a write failure they get (None, error) and the
+        managed ledger refuses further appends: after a failed fsync the file's state is
+        unknown, so carrying on could acknowledge lost data.
+        """
+        with self._lock:
+            self._check_writable()
+            slot = self._slot_for_append()
+            position = Position(slot.ledger_id, slot.assigned)
+            slot.assigned += 1
+            slot.assigned_bytes += HEADER.size + len(data)
+            self.messages_appended += num_messages
+            first_pending = not self._pending
+            self._pending.append(_PendingAppend(slot, position, data, callback))
+        if first_pending:
+            self._factory.schedule_commit(self._commit_pending)
+        return position
+
+    def append_sync(self, data: bytes) -> Position:
+        """Append and wait until durable. Never call it from an append callback (deadlock)."""
+        done = threading.Event()
+        outcome: list[BaseException | None] = []
+
+        def on_durable(_position: Position | None, error: BaseException | None) -> None:
+            outcome.append(error)
+            done.set()
+
+        position = self.append(data, on_durable)
+        done.wait()
+        if outcome[0] is not None:
+            raise outcome[0]
+        return position
+
+    def _check_writable(self) -> None:
+        if self._read_only:
+            raise ReadOnlyError(f"managed ledger {self.name} was opened read-only")
+        if self._closed:
+            raise StorageClosedError(f"managed ledger {self.name} is closed")
+        if self._failure is not None:
+            raise StorageClosedError(f"managed ledger {self.name} failed a write: {self._failure}")
+
+    def _slot_for_append(self) -> _Slot:
+        """The current ledger, rolled over first if it is full or too old."""
+        current = self._current
+        assert current is not None
+        now = time.time()
+        if current.assigned == 0:
+            current.created_at = now
+        elif (
+            current.assigned >= self._config.max_entries_per_ledger
+            or current.assigned_bytes >= self._config.max_size_per_ledger_bytes
+            or now - current.created_at >= self._config.max_ledger_rollover_time_seconds
+        ):
+            current.sealed = True
+            current = self._current = self._new_slot()
+            current.created_at = now
+        return current
+
+    def _commit_pending(self) -> None:
+        """Sync thread: write, fsync and acknowledge everything queued, one group per ledger."""
+        with self._commit_lock:
+            with self._lock:
+                batch, self._pending = self._pending, []
+            for slot, appends in itertools.groupby(batch, key=lambda append: append.slot):
+                self._commit_group(slot, list(appends))
+
+    def _commit_group(self, slot: _Slot, appends: list[_PendingAppend]) -> None:
+        try:
+            if self._failure is not None:
+                raise self._failure
+            ledger = self._start_writing(slot)
+            ledger.append([append.data for append in appends], sync=self._config.sync_data)
+        except Exception as error:
+            self._failure = self._failure or error
+            log.error("managed ledger %s: write failed, refusing further appends: %s", self.name, error)
+            _notify(appends, error)
+            return
+        self._factory.entry_cache.put_many((append.position, append.data) for append in appends)
+        with self._lock:
+            slot.durable = ledger.entries
+            slot.durable_bytes = ledger.size
+            self._last_confirmed = appends[-1].position
+        _notify(appends, None)
+
+    def _start_writing(self, slot: _Slot) -> Ledger:
+        """Ledger files for `slot`, closing the previous ledger first if this is a rollover.
+
+        The new ledger is listed in the metadata store before any entry of it is written, so
+        that an entry reported durable is always reachable after a restart.
+        """
+        if slot is self._writing:
+            assert slot.ledger is not None
+            return slot.ledger
+        with self._store.transaction() as txn:
+            previous = self._writing
+            if previous is not None:
+                self._seal(previous)
+                txn.put(layout.ledger_key(self.name, previous.ledger_id), previous.info().to_json())
+            txn.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
+        ledger = Ledger.create(self._dir, slot.ledger_id)
+        with self._lock:
+            slot.listed = True
+            slot.ledger = ledger
+        self._writing = slot
+        return ledger
+
+    def _seal(self, slot: _Slot) -> None:
+        assert slot.ledger is not None
+        slot.ledger.seal()
+        with self._lock:
+            slot.closed_at = time.time()
+
+    # --- reading -----------------------------------------------------------------------------
+
+    @property
+    def last_confirmed_position(self) -> Position | None:
+        """The last durable entry; None if this managed ledger never had one."""
+        return self._last_confirmed
+
+    @property
+    def first_position(self) -> Position | None:
+        with self._lock:
+            for slot in self._slots.values():
+                if slot.durable:
+                    return Position(slot.ledger_id, 0)
+        return None
+
+    def number_of_entries(self) -> int:
+        with self._lock:
+            return sum(slot.durable for slot in self._slots.values())
+
+    def total_size_bytes(self) -> int:
+        """Bytes of the durable records in the data files, record headers included."""
+        with self._lock:
+            return sum(slot.durable_bytes for slot in self._slots.values())
+
+    @property
+    def ledgers(self) -> list[LedgerInfo]:
+        with self._lock:
+            return [slot.info() for slot in self._slots.values() if slot.listed]
+
+    def _readable_ledger(self, slot: _Slot) -> Ledger:
+        """Ledgers closed before this process opened them get their files on first read."""
+        if slot.ledger is None:
+            slot.ledger = Ledger.open_read_only(self._dir, slot.ledger_id, slot.durable)
+        return slot.ledger
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageClosedError(f"managed ledger {self.name} is closed")
+
+    def read_entry(self, position: Position) -> bytes:
+        self._check_open()
+        cached = self._factory.entry_cache.get(position)
+        if cached is not None:
+            return cached
+        with self._lock:
+            slot = self._slots.get(position.ledger_id)
+            if slot is None or not 0 <= position.entry_id < slot.durable:
+                raise NoSuchEntryError(f"{self.name}: no durable entry at {position}")
+            ledger = self._readable_ledger(slot)
+        return ledger.read(position.entry_id)
+
+    def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int | None = None
+    ) -> list[tuple[Position, bytes]]:
+        """Durable entries from `start` (inclusive, skipping to the next ledger if need be).
+
+        Stops at `max_entries`, or before exceeding `max_bytes` of entry data (but always
+        returns at least one entry if there is one). Recent entries come from the cache;
+        the rest with one pread per run of uncached entries.
+        """
+        self._check_open()
+        out: list[tuple[Position, bytes]] = []
+        budget = max_bytes
+        position = self.position_at_or_after(start)
+        while len(out) < max_entries:
+            with self._lock:
+                slot = self._slots.get(position.ledger_id)
+                if slot is None or position.entry_id >= slot.durable:
+                    break
+                ledger = self._readable_ledger(slot)
+                available = slot.durable - position.entry_id
+            count = min(max_entries - len(out), available)
+            if budget is not None:
+                count, size = ledger.entries_within(position.entry_id, count, budget)
+                if count == 0:
+                    if out:
+                        break
+                    count, size = 1, ledger.entry_size(position.entry_id)
+                budget -= size
+            out.extend(self._read_run(ledger, position, count))
+            if count < available:
+                break
+            position = self.position_at_or_after(Position(position.ledger_id, slot.durable))
+        return out
+
+    def _read_run(self, ledger: Ledger, start: Position, count: int) -> list[tuple[Position, bytes]]:
+        cache = self._factory.entry_cache
+        ledger_id = start.ledger_id
+        out: list[tuple[Position, bytes]] = []
+        entry_id, stop = start.entry_id, start.entry_id + count
+        while entry_id < stop:
+            position = Position(ledger_id, entry_id)
+            data = cache.get(position)
+            if data is not None:
+                out.append((position, data))
+                entry_id += 1
+                continue
+            miss_end = entry_id + 1
+            while miss_end < stop and Position(ledger_id, miss_end) not in cache:
+                miss_end += 1
+            datas = ledger.read_range(entry_id, miss_end - entry_id)
+            out.extend((Position(ledger_id, i), data) for i, data in zip(range(entry_id, miss_end), datas, strict=True))
+            entry_id = miss_end
+        return out
+
+    # --- position arithmetic -----------------------------------------------------------------
+
+    def next_position(self, position: Position) -> Position:
+        """The position after `position`: the next entry, or the next ledger's first one.
+
+        Past the end it is where the next append would go if no rollover intervenes.
+        """
+        ledger_id, entry_id = position
+        with self._lock:
+            slot = self._slots.get(ledger_id)
+            if slot is not None and (entry_id + 1 < slot.assigned or not slot.sealed):
+                return Position(ledger_id, entry_id + 1)
+            for later in self._slots.irange(minimum=ledger_id, inclusive=(False, True)):
+                later_slot = self._slots[later]
+                if later_slot.assigned or not later_slot.sealed:
+                    return Position(later, 0)
+        return Position(ledger_id, entry_id + 1)
+
+    def previous_position(self, position: Position) -> Position:
+        """The position before `position`; (ledger, -1) before the very first entry."""
+        ledger_id, entry_id = position
+        if entry_id > 0:
+            return Position(ledger_id, entry_id - 1)
+        with self._lock:
+            for earlier in self._slots.irange(maximum=ledger_id, inclusive=(True, False), reverse=True):
+                assigned = self._slots[earlier].assigned
+                if assigned:
+                    return Position(earlier, assigned - 1)
+        return Position(ledger_id, -1)
+
+    def position_at_or_after(self, position: Position) -> Position:
+        """`position` itself if an entry may live there, else the next position that may."""
+        return self.next_position(Position(position.ledger_id, max(position.entry_id, 0) - 1))
+
+    def entries_between(self, start_inclusive: Position, end_inclusive: Position) -> int:
+        """Number of durable entries in [start, end], counted across ledgers."""
+        total = 0
+        with self._lock:
+            for ledger_id in self._slots.irange(start_inclusive.ledger_id, end_inclusive.ledger_id):
+                durable = self._slots[ledger_id].durable
+                low = max(start_inclusive.entry_id, 0) if ledger_id == start_inclusive.ledger_id else 0
+                high = min(end_inclusive.entry_id, durable - 1) if ledger_id == end_inclusive.ledger_id else durable - 1
+                total += max(0, high - low + 1)
+        return total
+
+    # --- properties --------------------------------------------------------------------------
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self._properties)
+
+    def get_property(self, key: str) -> str | None:
+        return self._properties.get(key)
+
+    def set_property(self, key: str, value: str) -> None:
+        """Persisted at once (a metadata commit): meant for rare updates, not per message."""
+        self._update_properties(lambda props: props.__setitem__(key, value))
+
+    def remove_property(self, key: str) -> None:
+        self._update_properties(lambda props: props.pop(key, None))
+
+    def _update_properties(self, change: Callable[[dict[str, str]], object]) -> None:
+        with self._lock:
+            self._check_writable()
+            updated = dict(self._properties)
+            change(updated)
+            self._store.put(layout.properties_key(self.name), json.dumps(updated).encode())
+            self._properties = updated
+
+    # --- cursors -----------------------------------------------------------------------------
+
+    @property
+    def cursors(self) -> dict[str, ManagedCursor]:
+        with self._lock:
+            return dict(self._cursors)
+
+    def open_cursor(self, name: str, initial_position: Literal["latest", "earliest"] = "latest") -> ManagedCursor:
+        """The durable cursor `name`, created at `initial_position` if it does not exist.
+
+        "latest" starts after the last durable entry, "earliest" before the first entry.
+        A new cursor is persisted before this returns: a subscription survives a restart
+        from the moment it exists.
+        """
+        with self._lock:
+            self._check_open()
+            cursor = self._cursors.get(name)
+            if cursor is not None:
+                return cursor
+            if self._read_only:
+                raise ReadOnlyError(f"cannot create cursor {name!r} on read-only {self.name}")
+            if initial_position == "latest" and self._last_confirmed is not None:
+                mark_delete = self._last_confirmed
+            else:
+                mark_delete = Position(self._slots.keys()[0], -1)
+            cursor = self._cursors[name] = self._make_cursor(name, mark_delete, durable=True)
+        cursor.flush()
+        return cursor
+
+    def open_non_durable_cursor(self, start: Position) -> ManagedCursor:
+        """A cursor never persisted, whose first unacknowledged position is `start`."""
+        self._check_open()
+        name = f"non-durable-{next(self._non_durable_ids)}"
+        return self._make_cursor(name, self.previous_position(start), durable=False)
+
+    def _make_cursor(self, name: str, mark_delete: Position, *, durable: bool) -> ManagedCursor:
+        if not durable:
+            return ManagedCursor(name, self, mark_delete)
+        key = layout.cursor_key(self.name, name)
+        return ManagedCursor(
+            name,
+            self,
+            mark_delete,
+            on_change=functools.partial(self._factory.mark_cursor_dirty, key),
+            persist=functools.partial(self._factory.persist_cursor, key),
+        )
+
+    def delete_cursor(self, name: str) -> None:
+        with self._lock:
+            cursor = self._cursors.pop(name, None)
+        if cursor is not None:
+            self._factory.forget_cursor(layout.cursor_key(self.name, name), cursor)
+
+    # --- closing -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Make every accepted append durable, close the current ledger, persist cursors."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if not self._read_only:
+            self._commit_pending()
+            with self._commit_lock:
+                self._close_writing_ledger()
+            for cursor in self._cursors.values():
+                cursor.flush()
+        with self._lock:
+            for slot in self._slots.values():
+                if slot.ledger is not None:
+                    slot.ledger.close()
+                    slot.ledger = None
+        self._factory.release(self)
+
+    def _close_writing_ledger(self) -> None:
+        slot = self._writing
+        if slot is None or self._failure is not None:
+            return
+        self._seal(slot)
+        self._store.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
+        self._writing = None
+
+
+class ManagedLedgerFactory:
+    """Owns a data dir: its lock, metadata store, entry cache, sync thread and managed ledgers.
+
+    Layout: `LOCK`, `metadata.db`, and `managed-ledgers/<escaped name>/<ledger id>.{log,idx}`.
+    A read-only factory takes no lock and writes nothing, so it can run beside a live broker
+    (a Spark reader); it sees only entries the broker has made durable.
+    """
+
+    def __init__(self, data_dir: Path, config: ManagedLedgerConfig | None = None, *, read_only: bool = False) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config or ManagedLedgerConfig()
+        self.read_only = read_only
+        self._lock = threading.Lock()
+        self._open: dict[str, ManagedLedger] = {}
+        self._closed = False
+        self._lock_fd: int | None = None
+        if not read_only:
+            (self.data_dir / "managed-ledgers").mkdir(parents=True, exist_ok=True)
+            self._lock_fd = self._lock_data_dir()
+        self._store = SqliteMetadataStore(self.data_dir / "metadata.db", read_only=read_only)
+        self.entry_cache = EntryCache(self.config.cache_size_bytes)
+        self._dirty_cursors: dict[ManagedCursor, str] = {}
+        self._dirty_lock = threading.Lock()
+        self._persist_lock = threading.Lock()
+        self._ids: LedgerIdAllocator | None = None
+        self._sync: SyncThread | None = None
+        if not read_only:
+            self._ids = LedgerIdAllocator(self._store)
+            self._sync = SyncThread(
+                self.config.group_commit_max_delay_seconds, CURSOR_FLUSH_INTERVAL_SECONDS, self._flush_dirty_cursors
+            )
+
+    def _lock_data_dir(self) -> int:
+        fd = os.open(self.data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirLockedError(self.data_dir) from None
+        return fd
+
+    @property
+    def metadata_store(self) -> SqliteMetadataStore:
+        return self._store
+
+    # --- managed ledgers ---------------------------------------------------------------------
+
+    def open(self, name: str) -> ManagedLedger:
+        """The managed ledger `name`, created if missing (the same object while it is open)."""
+        with self._lock:
+            if self._closed:
+                raise StorageClosedError(f"factory on {self.data_dir} is closed")
+            ml = self._open.get(name)
+            if ml is not None:
+                return ml
+            if not self.exists(name):
+                if self.read_only:
+                    raise NoSuchManagedLedgerError(f"no managed ledger {name!r} in {self.data_dir}")
+                self._store.put(layout.name_key(name), json.dumps({"created_at": time.time()}).encode())
+            ml = ManagedLedger(name, self._ml_dir(name), self)
+            self._open[name] = ml
+            return ml
+
+    def _ml_dir(self, name: str) -> Path:
+        return self.data_dir / "managed-ledgers" / layout.directory_name(name)
+
+    def exists(self, name: str) -> bool:
+        return self._store.get(layout.name_key(name)) is not None
+
+    def list_names(self) -> list[str]:
+        return [layout.name_from_key(key) for key in self._store.list(layout.NAMES_PREFIX)]
+
+    def delete(self, name: str) -> None:
+        """Remove the managed ledger, its cursors and its files."""
+        if self.read_only:
+            raise ReadOnlyError(f"cannot delete {name!r} through a read-only factory")
+        with self._lock:
+            ml = self._open.get(name)
+        if ml is not None:
+            ml.close()
+        prefix = layout.ml_prefix(name)
+        with self._store.transaction() as txn:
+            txn.delete(layout.name_key(name))
+            for key in self._store.list(prefix):
+                txn.delete(key)
+        shutil.rmtree(self._ml_dir(name), ignore_errors=True)
+
+    def release(self, ml: ManagedLedger) -> None:
+        """Called by a managed ledger as it closes."""
+        with self._lock:
+            if self._open.get(ml.name) is ml:
+                del self._open[ml.name]
+
+    # --- services for managed ledgers --------------------------------------------------------
+
+    def allocate_ledger_id(self) -> int:
+        if self._ids is None:
+            raise ReadOnlyError("a read-only factory creates no ledgers")
+        return self._ids.next_id()
+
+    def schedule_commit(self, job: Callable[[], None]) -> None:
+        assert self._sync is not None
+        self._sync.schedule(job)
+
+    def mark_cursor_dirty(self, key: str, cursor: ManagedCursor) -> None:
+        with self._dirty_lock:
+            self._dirty_cursors[cursor] = key
+
+    def persist_cursor(self, key: str, cursor: ManagedCursor) -> None:
+        self._write_cursors({cursor: key})
+
+    def forget_cursor(self, key: str, cursor: ManagedCursor) -> None:
+        with self._persist_lock:
+            cursor.detach()
+            with self._dirty_lock:
+                self._dirty_cursors.pop(cursor, None)
+            self._store.delete(key)
+
+    def _flush_dirty_cursors(self) -> None:
+        with self._dirty_lock:
+            dirty, self._dirty_cursors = self._dirty_cursors, {}
+        self._write_cursors(dirty)
+
+    def _write_cursors(self, cursors: dict[ManagedCursor, str]) -> None:
+        """Snapshots are taken under the persist lock so a newer one is never overwritten."""
+        with self._persist_lock:
+            with self._dirty_lock:
+                for cursor in cursors:
+                    self._dirty_cursors.pop(cursor, None)
+            records = [(key, cursor.snapshot()) for cursor, key in cursors.items() if cursor.durable]
+            if not records:
+                return
+            with self._store.transaction() as txn:
+                for key, snapshot in records:
+                    txn.put(key, snapshot)
+
+    # --- closing -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Make everything durable, persist cursors, release the data dir. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            open_mls = list(self._open.values())
+        for ml in open_mls:
+            ml.close()
+        if self._sync is not None:
+            self._sync.stop()
+            self._flush_dirty_cursors()
+        self._store.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> ManagedLedgerFactory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
