@@ -1,0 +1,107 @@
+"""Restarts and crashes: nothing receipted is lost, nothing acknowledged comes back."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+import pulsar
+import pytest
+
+from standalone import Standalone
+
+EARLIEST = pulsar.InitialPosition.Earliest
+
+
+def test_restart_between_produce_and_consume(broker, client_factory):
+    client = client_factory(broker.url)
+    producer = client.create_producer("restart")
+    consumer = client.subscribe("restart", "sub")
+    for i in range(50):
+        producer.send(f"{i}".encode())
+    for _ in range(20):
+        consumer.acknowledge(consumer.receive(timeout_millis=10000))
+    consumer.close()
+    client.close()
+    broker.restart()
+    client = client_factory(broker.url)
+    consumer = client.subscribe("restart", "sub")
+    got = [consumer.receive(timeout_millis=10000).data() for _ in range(30)]
+    assert got == [f"{i}".encode() for i in range(20, 50)]
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=500)
+
+
+def test_second_broker_on_same_data_dir_is_refused(broker):
+    result = subprocess.run(
+        [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(broker.data_dir), "--port", "0"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode != 0
+    assert "in use" in result.stderr or "locked" in result.stderr.lower()
+
+
+def test_sigterm_stops_cleanly(broker):
+    assert broker.stop() == 0
+    assert "stopped cleanly" in broker.log()
+
+
+def test_unknown_config_key_is_refused(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(tmp_path), "-c", "noSuchKey=1"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "noSuchKey" in result.stderr
+
+
+def test_bad_config_value_is_refused(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(tmp_path), "-c", "maxMessageSize=big"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "maxMessageSize" in result.stderr
+
+
+def test_sigkill_during_produce_loses_no_receipted_message(tmp_path, client_factory):
+    broker = Standalone(tmp_path / "data").start()
+    client = client_factory(broker.url, operation_timeout_seconds=3)
+    producer = client.create_producer("crash", send_timeout_millis=3000, batching_enabled=False)
+    receipted: list[bytes] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set():
+            payload = f"msg-{i}".encode()
+            try:
+                producer.send(payload)
+            except pulsar.PulsarException:
+                return
+            receipted.append(payload)
+            i += 1
+
+    thread = threading.Thread(target=produce)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while len(receipted) < 300 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    broker.kill()
+    stop.set()
+    thread.join(timeout=30)
+    assert len(receipted) >= 300
+    client.close()
+
+    broker.start()
+    reader_client = client_factory(broker.url)
+    reader = reader_client.create_reader("crash", pulsar.MessageId.earliest)
+    stored = []
+    while reader.has_message_available():
+        stored.append(reader.read_next(timeout_millis=10000).data())
+    broker.stop()
+    missing = set(receipted) - set(stored)
+    assert not missing, f"{len(missing)} receipted messages lost"
+    assert stored[: len(receipted)] == receipted

@@ -1,0 +1,53 @@
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+
+from standalone import Standalone
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator:
+    """Start brokers with chosen config; every one is stopped at the end."""
+    started: list[Standalone] = []
+
+    def start(*config: str, data_dir: Path | None = None) -> Standalone:
+        broker = Standalone(data_dir or tmp_path / f"data{len(started)}", list(config)).start()
+        started.append(broker)
+        return broker
+
+    yield start
+    for broker in started:
+        with contextlib.suppress(Exception):
+            broker.stop()
+
+
+@pytest.fixture
+def broker(broker_factory) -> Standalone:
+    return broker_factory()
+
+
+@pytest.fixture
+def client_factory() -> Iterator:
+    clients: list[pulsar.Client] = []
+
+    def make(url: str, **kwargs) -> pulsar.Client:
+        kwargs.setdefault("operation_timeout_seconds", 10)
+        kwargs.setdefault("logger", pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+        client = pulsar.Client(url, **kwargs)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+@pytest.fixture
+def client(broker: Standalone, client_factory) -> pulsar.Client:
+    return client_factory(broker.url)

@@ -1,0 +1,69 @@
+"""Start real `magnetar standalone` processes for integration tests.
+
+The broker binds port 0 (no race for a free port) and logs the URL it got;
+tests wait for that line with a deadline instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+READY = re.compile(r"accepting connections on (pulsar://[\d.]+:(\d+))")
+START_TIMEOUT = 30.0
+
+
+@dataclass
+class Standalone:
+    data_dir: Path
+    config: list[str] = field(default_factory=list)
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+    url: str = ""
+
+    def start(self) -> Standalone:
+        self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker-{time.monotonic_ns()}.log"
+        args = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(self.data_dir),
+                "--port", str(self.port), "--http-port", "0"]
+        for item in self.config:
+            args += ["-c", item]
+        with open(self.log_path, "wb") as log_file:
+            self.proc = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.url = self._wait_ready()
+        self.port = int(self.url.rsplit(":", 1)[1])
+        return self
+
+    def _wait_ready(self) -> str:
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            match = READY.search(self.log())
+            if match:
+                return match.group(1)
+            if self.proc is not None and self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
+            time.sleep(0.02)
+        raise TimeoutError(f"broker not ready within {START_TIMEOUT}s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(timeout)
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+    def restart(self) -> Standalone:
+        self.stop()
+        return self.start()
