@@ -109,11 +109,19 @@ def _parse(cls: type[_M], data: Buffer, what: str) -> _M:
     return msg
 
 
+def _metadata_at(entry: Buffer, size_offset: int) -> tuple[pb.MessageMetadata, int]:
+    """The MessageMetadata whose size field is at `size_offset`, and where it ends."""
+    start, end = _metadata_span(entry, size_offset)
+    metadata = _parse(pb.MessageMetadata, memoryview(entry)[start:end], "MessageMetadata")
+    if not metadata.IsInitialized():  # upb leaves `required` to us
+        raise WireError(f"MessageMetadata lacks required fields: {', '.join(metadata.FindInitializationErrors())}")
+    return metadata, end
+
+
 def parse_message_metadata(entry: Buffer) -> pb.MessageMetadata:
     """Decode MessageMetadata, skipping the prefix and checksum, never the payload."""
     _, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
-    start, end = _metadata_span(entry, size_offset)
-    return _parse(pb.MessageMetadata, memoryview(entry)[start:end], "MessageMetadata")
+    return _metadata_at(entry, size_offset)[0]
 
 
 def parse_entry(entry: Buffer) -> ParsedEntry:
@@ -121,10 +129,8 @@ def parse_entry(entry: Buffer) -> ParsedEntry:
     bem_end = broker_entry_metadata_end(entry)
     bem = peek_broker_entry_metadata(entry) if bem_end else None
     checksum, size_offset = _checksum_span(entry, bem_end)
-    start, end = _metadata_span(entry, size_offset)
-    view = memoryview(entry)
-    metadata = _parse(pb.MessageMetadata, view[start:end], "MessageMetadata")
-    return ParsedEntry(bem, checksum, metadata, view[end:])
+    metadata, end = _metadata_at(entry, size_offset)
+    return ParsedEntry(bem, checksum, metadata, memoryview(entry)[end:])
 
 
 def validate_layout(entry: Buffer) -> int:

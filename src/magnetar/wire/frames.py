@@ -64,7 +64,21 @@ def decode_command(body: bytes | memoryview) -> pb.BaseCommand:
         raise WireError(f"garbage BaseCommand ({len(body)} bytes): {exc}") from exc
     if not cmd.HasField("type"):
         raise WireError("BaseCommand without a type")
+    # upb does not enforce `required`; the official client would drop such a
+    # frame, and a handler reading a missing field would see a silent default.
+    field = _BODY_FIELDS.get(cmd.type)
+    if field is not None and not cmd.HasField(field):
+        raise WireError(f"{pb.BaseCommand.Type.Name(cmd.type)} command without its body")
+    if not cmd.IsInitialized():
+        missing = ", ".join(cmd.FindInitializationErrors())
+        raise WireError(f"{pb.BaseCommand.Type.Name(cmd.type)} command lacks required fields: {missing}")
     return cmd
+
+
+#: BaseCommand type -> the name of the body field with the same number.
+_BODY_FIELDS = {
+    number: field.name for number, field in pb.BaseCommand.DESCRIPTOR.fields_by_number.items() if number != 1
+}
 
 
 class FrameDecoder:
