@@ -9,6 +9,7 @@ over a million entries reads about twenty prefixes and nothing behind them.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from magnetar.storage import ManagedLedger, Position
@@ -53,15 +54,35 @@ class EntrySequence:
         return self.ledger.read_entry(self.position(ordinal))
 
 
-def find_first_at_or_after(ledger: ManagedLedger, timestamp: int) -> SearchResult:
-    """Binary search for the first entry whose time is >= `timestamp`."""
+def entry_last_index(entry: bytes) -> int:
+    """The PIP-70 index of the entry's last message; -1 for entries stored without one."""
+    bem = peek_broker_entry_metadata(entry)
+    return bem.index if bem is not None and bem.HasField("index") else -1
+
+
+def _first_at_or_above(ledger: ManagedLedger, key: Callable[[bytes], int], target: int) -> SearchResult:
+    """Binary search for the first entry whose key is >= target (keys never decrease)."""
     entries = EntrySequence(ledger)
     low, high, reads = 0, entries.size, 0
     while low < high:
         middle = (low + high) // 2
         reads += 1
-        if entry_timestamp(entries.read(middle)) < timestamp:
+        if key(entries.read(middle)) < target:
             low = middle + 1
         else:
             high = middle
     return SearchResult(entries.position(low) if low < entries.size else None, reads)
+
+
+def find_first_at_or_after(ledger: ManagedLedger, timestamp: int) -> SearchResult:
+    """The first entry whose time is >= `timestamp` (seek by time, TTL)."""
+    return _first_at_or_above(ledger, entry_timestamp, timestamp)
+
+
+def find_by_index(ledger: ManagedLedger, index: int) -> SearchResult:
+    """The entry holding the message with PIP-70 index `index` (or the first after it).
+
+    An entry's index is that of its last message, so the entry holding message
+    `index` is the first whose index is >= it.
+    """
+    return _first_at_or_above(ledger, entry_last_index, index)
