@@ -33,10 +33,6 @@ class EntryCache:
     def __contains__(self, position: Position) -> bool:
         return position in self._entries
 
-    @property
-    def size_bytes(self) -> int:
-        return self._bytes
-
     def put_many(self, positions: Sequence[Position], entries: Sequence[bytes]) -> None:
         if self._max_bytes <= 0:
             return

@@ -36,10 +36,6 @@ class PositionRangeSet:
         for start, (end, _) in self._ranges.items():
             yield start, end
 
-    @property
-    def range_count(self) -> int:
-        return len(self._ranges)
-
     def range_containing(self, position: Position) -> tuple[Position, Position] | None:
         index = self._ranges.bisect_right(position) - 1
         if index < 0:
