@@ -1,0 +1,282 @@
+"""Bad bytes and faults cost the sender its own connection and nothing else.
+
+Abuse comes from raw sockets speaking frames built with magnetar.wire; the
+bystanders are an official-client producer and consumer on the same topic,
+which must keep going with nothing lost while the abuse happens.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+
+import pulsar
+import pytest
+from rawclient import RawClient, send_frame
+
+from magnetar.wire.frames import encode_command
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+T = pb.BaseCommand
+EARLIEST = pulsar.InitialPosition.Earliest
+TOPIC = "persistent://public/default/bystander"
+
+
+class Traffic:
+    """An official producer and consumer moving messages in two threads."""
+
+    def __init__(self, client: pulsar.Client, topic: str) -> None:
+        self.producer = client.create_producer(topic, batching_enabled=False, send_timeout_millis=10000)
+        self.consumer = client.subscribe(topic, "bystander", initial_position=EARLIEST)
+        self.sent: list[bytes] = []
+        self.received: list[bytes] = []
+        self.errors: list[BaseException] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._produce), threading.Thread(target=self._consume)]
+        for thread in self._threads:
+            thread.start()
+
+    def _produce(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            payload = f"bystander-{i}".encode()
+            try:
+                self.producer.send(payload)
+            except Exception as exc:  # any failure is a finding
+                self.errors.append(exc)
+                return
+            self.sent.append(payload)
+            i += 1
+
+    def _consume(self) -> None:
+        while not (self._stop.is_set() and len(self.received) >= len(self.sent)):
+            try:
+                msg = self.consumer.receive(timeout_millis=200)
+            except pulsar.Timeout:
+                continue
+            except Exception as exc:
+                self.errors.append(exc)
+                return
+            self.received.append(msg.data())
+            self.consumer.acknowledge(msg)
+
+    def wait_progress(self, at_least: int = 20, timeout: float = 15.0) -> None:
+        """Both directions move `at_least` more messages before the deadline."""
+        sent0, received0 = len(self.sent), len(self.received)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert not self.errors, self.errors
+            if len(self.sent) >= sent0 + at_least and len(self.received) >= received0 + at_least:
+                return
+            time.sleep(0.01)
+        raise AssertionError(f"traffic stalled: sent {sent0}->{len(self.sent)}, "
+                             f"received {received0}->{len(self.received)}")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._threads[0].join(15)
+        self._threads[1].join(30)
+        assert not any(t.is_alive() for t in self._threads), "traffic threads did not finish"
+        assert not self.errors, self.errors
+
+
+def _announce(size: int) -> bytes:
+    return struct.pack(">I", size)
+
+
+def _connect_frame() -> bytes:
+    return encode_command(T(type=T.CONNECT, connect=pb.CommandConnect(client_version="raw", protocol_version=20)))
+
+
+def _abuse_garbage(url: str) -> RawClient:
+    raw = RawClient(url)
+    raw.write(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    return raw
+
+
+def _abuse_random_garbage(url: str) -> RawClient:
+    raw = RawClient(url)
+    raw.write(_connect_frame())
+    raw.expect(T.CONNECTED)
+    body = bytes(range(256)) * 4  # read as a command size, 0x00010203 overruns the frame
+    raw.write(_announce(len(body)) + body)
+    return raw
+
+
+def _abuse_frame_over_limit(url: str) -> RawClient:
+    raw = RawClient(url)
+    raw.connect()
+    raw.write(_announce(6 * 1024 * 1024) + _announce(8) + b"\x00" * 4096)  # never sends the rest
+    return raw
+
+
+def _abuse_garbage_command(url: str) -> RawClient:
+    raw = RawClient(url)
+    raw.connect()
+    body = b"\xff" * 12
+    raw.write(_announce(len(body) + 4) + _announce(len(body)) + body)
+    return raw
+
+
+def _abuse_command_size_past_frame(url: str) -> RawClient:
+    raw = RawClient(url)
+    raw.connect()
+    raw.write(_announce(8) + _announce(100) + b"\x08\x12\x92\x01")
+    return raw
+
+
+def _abuse_before_connect(url: str) -> RawClient:
+    raw = RawClient(url)
+    raw.command(T(type=T.PRODUCER, producer=pb.CommandProducer(topic=TOPIC, producer_id=0, request_id=0)))
+    return raw
+
+
+ABUSES = {
+    "http-request": _abuse_garbage,
+    "garbage-after-connect": _abuse_random_garbage,
+    "6MiB-frame": _abuse_frame_over_limit,
+    "garbage-basecommand": _abuse_garbage_command,
+    "command-size-past-frame": _abuse_command_size_past_frame,
+    "producer-before-connect": _abuse_before_connect,
+}
+
+
+def test_abuse_costs_only_the_abuser(broker, client_factory):
+    client = client_factory(broker.url)
+    traffic = Traffic(client, TOPIC)
+    try:
+        traffic.wait_progress()
+        for name, abuse in ABUSES.items():
+            raw = abuse(broker.url)
+            try:
+                assert raw.closed_by_peer(10), f"{name}: broker kept the connection open"
+            finally:
+                raw.close()
+            traffic.wait_progress()
+        # Disconnects mid-frame: a producer on the same topic that dies halfway
+        # through a SEND, and a fresh connection that dies inside its CONNECT.
+        raw = RawClient(broker.url)
+        raw.connect()
+        raw.create_producer(TOPIC, producer_id=3)
+        frame = send_frame(3, 0, b"never stored" * 100)
+        raw.write(frame[: len(frame) // 2])
+        raw.close()
+        raw = RawClient(broker.url)
+        raw.write(_connect_frame()[:7])
+        raw.close()
+        traffic.wait_progress()
+    finally:
+        traffic.stop()
+    assert traffic.received == traffic.sent
+    assert len(traffic.sent) >= 20 * (len(ABUSES) + 2)
+    # Stored data is intact: a reader from the start gets exactly what was sent.
+    reader = client.create_reader(TOPIC, pulsar.MessageId.earliest)
+    stored = [reader.read_next(10000).data() for _ in range(len(traffic.sent))]
+    assert stored == traffic.sent
+    assert not reader.has_message_available()
+    assert "Traceback" not in broker.log()
+
+
+def test_bad_checksum_gets_send_error_and_connection_stays(broker, client_factory):
+    raw = RawClient(broker.url)
+    raw.connect()
+    name = raw.create_producer("checksum")
+    raw.send(0, 0, b"first good", producer_name=name)
+    receipt = raw.expect(T.SEND_RECEIPT).send_receipt
+    assert receipt.sequence_id == 0
+    raw.send(0, 1, b"corrupted", producer_name=name, corrupt=True)
+    error = raw.expect(T.SEND_ERROR).send_error
+    assert (error.sequence_id, error.error) == (1, pb.ChecksumError)
+    raw.send(0, 2, b"second good", producer_name=name)
+    receipt2 = raw.expect(T.SEND_RECEIPT).send_receipt
+    assert receipt2.sequence_id == 2
+    assert receipt2.message_id.entryId == receipt.message_id.entryId + 1
+    raw.close()
+    reader = client_factory(broker.url).create_reader("checksum", pulsar.MessageId.earliest)
+    assert [reader.read_next(10000).data() for _ in range(2)] == [b"first good", b"second good"]
+    assert not reader.has_message_available()
+
+
+MAX_MESSAGE_SIZE = 10_000  # frame limit = 10_000 + 10 KiB padding = 20_240
+
+
+@pytest.mark.parametrize(
+    ("size", "outcome"),
+    [
+        (9_000, "receipt"),  # under maxMessageSize
+        (12_000, "receipt"),  # over it by less than the chunking slack (half the padding)
+        (16_000, "send-error"),  # over the slack, but the frame is within the limit
+        (30_000, "closed"),  # the frame itself is over maxMessageSize + padding
+    ],
+)
+def test_message_over_max_message_size(broker_factory, client_factory, size, outcome):
+    broker = broker_factory(f"maxMessageSize={MAX_MESSAGE_SIZE}")
+    raw = RawClient(broker.url)
+    assert raw.connect().max_message_size == MAX_MESSAGE_SIZE
+    name = raw.create_producer("big")
+    raw.send(0, 0, b"x" * size, producer_name=name)
+    if outcome == "closed":
+        assert raw.closed_by_peer(10)
+        return
+    if outcome == "receipt":
+        assert raw.expect(T.SEND_RECEIPT).send_receipt.sequence_id == 0
+    else:
+        error = raw.expect(T.SEND_ERROR).send_error
+        assert error.sequence_id == 0
+        assert error.error == pb.NotAllowedError
+        assert error.message
+    # Either way the connection is still usable.
+    raw.send(0, 1, b"small", producer_name=name)
+    assert raw.expect(T.SEND_RECEIPT).send_receipt.sequence_id == 1
+    raw.close()
+    reader = client_factory(broker.url).create_reader("big", pulsar.MessageId.earliest)
+    expected = ([b"x" * size] if outcome == "receipt" else []) + [b"small"]
+    assert [reader.read_next(10000).data() for _ in expected] == expected
+
+
+def test_official_client_refuses_oversized_message_itself(broker_factory, client_factory):
+    broker = broker_factory(f"maxMessageSize={MAX_MESSAGE_SIZE}")
+    producer = client_factory(broker.url).create_producer("big", batching_enabled=False)
+    with pytest.raises(pulsar.MessageTooBig):
+        producer.send(b"x" * (MAX_MESSAGE_SIZE + 1))
+    producer.send(b"ok")
+
+
+@pytest.mark.parametrize(
+    "cmd",
+    [
+        T(type=T.NEW_TXN),
+        T(type=T.END_TXN),
+        T(type=T.WATCH_TOPIC_LIST),
+        T(
+            type=T.GET_OR_CREATE_SCHEMA,
+            getOrCreateSchema=pb.CommandGetOrCreateSchema(
+                request_id=7, topic=TOPIC, schema=pb.Schema(name="s", schema_data=b"null", type=pb.Schema.String)
+            ),
+        ),
+        T(type=T.AUTH_RESPONSE, authResponse=pb.CommandAuthResponse()),
+    ],
+    ids=lambda cmd: T.Type.Name(cmd.type),
+)
+def test_unsupported_command_gets_an_error(broker, cmd):
+    raw = RawClient(broker.url)
+    raw.connect()
+    raw.command(cmd)
+    error = raw.expect(T.ERROR).error
+    assert error.message
+    if cmd.HasField("getOrCreateSchema"):
+        assert error.request_id == 7
+    # The connection survives: a PING still gets its PONG.
+    raw.command(T(type=T.PING, ping=pb.CommandPing()))
+    raw.expect(T.PONG)
+    raw.close()
+
+
+def test_send_for_unknown_producer_closes_connection(broker):
+    raw = RawClient(broker.url)
+    raw.connect()
+    raw.create_producer("unknown-producer", producer_id=0)
+    raw.send(5, 0, b"who am I")
+    assert raw.closed_by_peer(10)
+    raw.close()
