@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 READY = re.compile(r"accepting connections on (pulsar://[\d.]+:(\d+))")
+ADMIN = re.compile(r"admin API on (http://[\d.]+:\d+)")
 START_TIMEOUT = 30.0
 
 
@@ -27,6 +28,7 @@ class Standalone:
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
     url: str = ""
+    admin_url: str = ""
 
     def start(self) -> Standalone:
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker-{time.monotonic_ns()}.log"
@@ -39,6 +41,8 @@ class Standalone:
                                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self.url = self._wait_ready()
         self.port = int(self.url.rsplit(":", 1)[1])
+        admin = ADMIN.search(self.log())
+        self.admin_url = admin.group(1) if admin else ""
         return self
 
     def _wait_ready(self) -> str:

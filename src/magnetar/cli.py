@@ -10,6 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
+from magnetar.admin.server import AdminServer
 from magnetar.broker.config import ConfigError, ServiceConfiguration, load_configuration
 from magnetar.broker.service import BrokerService
 from magnetar.storage import DataDirLockedError
@@ -43,6 +44,9 @@ def _configuration(args: argparse.Namespace) -> ServiceConfiguration:
 async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
     service = BrokerService(config, data_dir)
     await service.start()
+    admin = AdminServer(service)
+    await admin.start(config.bindAddress, config.webServicePort)
+    log.info("admin API on http://%s:%d/admin/v2", config.bindAddress, admin.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -52,6 +56,7 @@ async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
         await stop.wait()
     finally:
         log.info("stopping: closing connections, flushing ledgers and cursors")
+        await admin.stop()
         await service.stop()
         log.info("stopped cleanly")
 
@@ -77,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _event_loop_runner() as runner:
             runner.run(_run_standalone(config, args.data_dir))
+    except ConfigError as exc:
+        print(f"magnetar: configuration error: {exc}", file=sys.stderr)
+        return 2
     except DataDirLockedError as exc:
         print(f"magnetar: {exc}", file=sys.stderr)
         return 1

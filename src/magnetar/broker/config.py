@@ -8,9 +8,9 @@ so a typo never leaves a broker running with a setting the operator didn't get.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 #: Keys that appear in every Pulsar broker.conf but configure parts (ZooKeeper,
 #: BookKeeper, clusters) that magnetar replaces; accepted and ignored.
@@ -61,15 +61,17 @@ class ServiceConfiguration:
     # storage
     managedLedgerMaxEntriesPerLedger: int = 50000
     managedLedgerMaxSizePerLedgerMbytes: int = 2048
-    managedLedgerMaxLedgerRolloverTimeMinutes: float = 240
+    managedLedgerMaxLedgerRolloverTimeMinutes: float = 240.0
     managedLedgerCacheSizeMB: int = 64
     journalSyncData: bool = True
     # PIP-70
     brokerEntryMetadataInterceptors: list[str] = field(default_factory=list)
     exposingBrokerEntryMetadataToClientEnabled: bool = False
+    # magnetar's own key: the index of a partition's first message (Pulsar: 0).
+    brokerEntryMetadataIndexBase: int = 0
     # message expiry
     ttlDurationDefaultInSeconds: int = 0
-    messageExpiryCheckIntervalInMinutes: float = 5
+    messageExpiryCheckIntervalInMinutes: float = 5.0
     # PIP-26
     delayedDeliveryEnabled: bool = True
     delayedDeliveryTickTimeMillis: int = 1000
@@ -98,29 +100,28 @@ class ServiceConfiguration:
 
     def apply(self, settings: Mapping[str, str]) -> None:
         """Set keys from their text form (broker.conf or `-c key=value`)."""
-        known = {f.name: f for f in fields(self)}
+        types = get_type_hints(ServiceConfiguration)
         for key, text in settings.items():
             if key in _IGNORED_PULSAR_KEYS:
                 continue
-            if key not in known:
+            if key not in types:
                 raise ConfigError(f"unknown configuration key {key!r}")
-            setattr(self, key, _convert(key, text, getattr(self, key)))
+            setattr(self, key, _convert(key, text, types[key]))
         self.validate()
 
 
-def _convert(key: str, text: str, current: Any) -> Any:
+def _convert(key: str, text: str, kind: Any) -> Any:
+    """Parse a value by the key's declared type."""
     text = text.strip()
     try:
-        if isinstance(current, bool):
+        if kind is bool:
             lowered = text.lower()
             if lowered not in ("true", "false"):
                 raise ValueError("expected true or false")
             return lowered == "true"
-        if isinstance(current, int):
-            return int(text)
-        if isinstance(current, float):
-            return float(text)
-        if isinstance(current, list):
+        if kind in (int, float):
+            return kind(text)
+        if kind == list[str]:
             return [item.strip() for item in text.split(",") if item.strip()]
     except ValueError as exc:
         raise ConfigError(f"bad value {text!r} for {key}: {exc}") from exc

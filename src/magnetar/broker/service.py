@@ -13,6 +13,7 @@ from magnetar.broker.connection import ServerCnx
 from magnetar.broker.entry_metadata import EntryMetadataStamper
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.loop_bridge import LoopBridge
+from magnetar.broker.message_expiry import MessageExpiryMonitor
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory
@@ -21,6 +22,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 log = logging.getLogger(__name__)
 _PARTITIONED_PREFIX = "/admin/partitioned-topics/"
 _BOOT_COUNTER_KEY = "/broker/boot-counter"
+_POLICIES_PREFIX = "/admin/policies/"
 
 
 def managed_ledger_config(config: ServiceConfiguration) -> ManagedLedgerConfig:
@@ -39,7 +41,9 @@ class BrokerService:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.factory = ManagedLedgerFactory(data_dir, managed_ledger_config(config))
         self.metadata = self.factory.metadata_store
-        self.entry_metadata = EntryMetadataStamper(config.brokerEntryMetadataInterceptors)
+        self.entry_metadata = EntryMetadataStamper(
+            config.brokerEntryMetadataInterceptors, config.brokerEntryMetadataIndexBase
+        )
         self.topics: dict[str, PersistentTopic] = {}
         self.connections: set[object] = set()
         self._server: asyncio.Server | None = None
@@ -47,6 +51,7 @@ class BrokerService:
         self._boot_id = self._next_boot_id()
         self.bridge: LoopBridge
         self.port = config.brokerServicePort
+        self.expiry_monitor = MessageExpiryMonitor(self)
 
     def _next_boot_id(self) -> int:
         """Distinguishes generated producer names across restarts of the same data."""
@@ -66,14 +71,18 @@ class BrokerService:
             lambda: ServerCnx(self), self.config.bindAddress, self.config.brokerServicePort, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        self.expiry_monitor.start()
 
     async def stop(self) -> None:
+        self.expiry_monitor.stop()
         if self._server is not None:
             self._server.close()
         for cnx in list(self.connections):
             cnx.close()  # type: ignore[attr-defined]
         if self._server is not None:
             await self._server.wait_closed()
+        for topic in self.topics.values():
+            self.entry_metadata.save(topic.ledger, topic.entry_metadata_state)
         self.factory.close()
 
     def generate_producer_name(self) -> str:
@@ -89,6 +98,24 @@ class BrokerService:
         if not topic.persistent:
             raise BrokerServiceError(pb.NotAllowedError, f"non-persistent topics are not supported: {name}")
         return topic
+
+    def topic_policy(self, topic: TopicName, name: str) -> str | None:
+        """A per-topic policy (e.g. messageTTL) set through the admin API.
+
+        Partitions inherit the policy of their partitioned topic.
+        """
+        for owner in (topic, topic.partitioned_topic_name):
+            raw = self.metadata.get(f"{_POLICIES_PREFIX}{owner.storage_name}/{name}")
+            if raw is not None:
+                return raw.decode()
+        return None
+
+    def set_topic_policy(self, topic: TopicName, name: str, value: str | None) -> None:
+        key = f"{_POLICIES_PREFIX}{topic.storage_name}/{name}"
+        if value is None:
+            self.metadata.delete(key)
+        else:
+            self.metadata.put(key, value.encode())
 
     def partitions_of(self, topic: TopicName) -> int | None:
         raw = self.metadata.get(_PARTITIONED_PREFIX + topic.storage_name)

@@ -120,6 +120,12 @@ class PersistentSubscription:
         self.cursor.mark_delete(position)
         self._forget([p for p in consumer.pending if p <= position])
 
+    def expire_up_to(self, position: Position) -> None:
+        """TTL: everything up to `position` counts as acknowledged."""
+        self.cursor.mark_delete(position)
+        if self.dispatcher is not None:
+            self._forget([p for p in self.dispatcher.outstanding if p <= position])
+
     def _forget(self, positions: list[Position]) -> None:
         for position in positions:
             self.redelivery_counts.pop(position, None)

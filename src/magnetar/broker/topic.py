@@ -40,6 +40,7 @@ class PersistentTopic:
             for sub_name, cursor in ledger.cursors.items()
         }
         self._last_batch_size = self._batch_size_of_last_entry()
+        self.entry_metadata_state = service.entry_metadata.recover(ledger)
 
     def __repr__(self) -> str:
         return str(self.name)
@@ -47,7 +48,7 @@ class PersistentTopic:
     # -- publishing
     def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
         """Append; `callback` runs on the loop once the entry is durable (or failed)."""
-        data = self.service.entry_metadata.stamp(self, entry, num_messages)
+        data = self.service.entry_metadata.stamp(self.entry_metadata_state, entry, num_messages)
         bridge = self.service.bridge
 
         def stored(position: Position | None, exc: BaseException | None) -> None:
@@ -95,6 +96,11 @@ class PersistentTopic:
         """Where a seek to `timestamp` lands: the first entry at or after it."""
         found = find_first_at_or_after(self.ledger, timestamp).position
         return found if found is not None else self.next_publish_position()
+
+    def message_ttl_seconds(self) -> int:
+        """The topic's TTL policy if one was set, else the broker default."""
+        policy = self.service.topic_policy(self.name, "messageTTL")
+        return int(policy) if policy is not None else self.service.config.ttlDurationDefaultInSeconds
 
     # -- producers
     def add_producer(self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int) -> Producer:
