@@ -50,6 +50,17 @@ class EntrySequence:
         span = bisect.bisect_right(self._firsts, ordinal) - 1
         return Position(self._ledger_ids[span], ordinal - self._firsts[span])
 
+    def ordinal(self, position: Position | None) -> int:
+        """The number of `position` (None, the end of a search, is `size`): ranges of entries
+        found by the searches here can be counted and split (the Spark source's partitions)."""
+        if position is None:
+            return self.size
+        span = bisect.bisect_left(self._ledger_ids, position.ledger_id)
+        if span == len(self._ledger_ids) or self._ledger_ids[span] != position.ledger_id:
+            # a ledger without entries: its next neighbour's first entry
+            return self._firsts[span] if span < len(self._firsts) else self.size
+        return self._firsts[span] + position.entry_id
+
     def read(self, ordinal: int) -> bytes:
         return self.ledger.read_entry(self.position(ordinal))
 
