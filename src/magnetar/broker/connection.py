@@ -177,13 +177,16 @@ class ServerCnx(asyncio.Protocol):
         if self.transport is None:
             return
         interval = self.service.config.keepAliveIntervalSeconds
+        if not self.connected:  # as Pulsar: no CONNECT within one interval, no connection
+            log.warning("%s did not complete the handshake within %ss; closing", self, interval)
+            self.close()
+            return
         if self._ping_outstanding and time.monotonic() - self._last_seen >= interval:
             log.warning("%s did not answer a ping within %ss; closing", self, interval)
             self.close()
             return
-        if self.connected:
-            self._ping_outstanding = True
-            self.send(commands.ping())
+        self._ping_outstanding = True
+        self.send(commands.ping())
         self._arm_keepalive()
 
     # -- errors
