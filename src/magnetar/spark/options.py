@@ -1,0 +1,209 @@
+"""The source's options: parsed and checked once, when the DataFrame is defined.
+
+Names follow StreamNative's pulsar-spark connector and Spark's Kafka source, so users bring
+what they know. Every mistake is reported with the option's name and what would be accepted,
+at `load()` time rather than deep inside a task.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
+from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec
+
+DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
+KNOWN = {
+    "path": "a broker data directory (or .load(path))",
+    "service.url": "pulsar://host:port of any Pulsar-compatible broker",
+    "topic": "one topic",
+    "topics": "comma-separated topics",
+    "topicspattern": "a regular expression over full topic names",
+    "startingoffsets": "earliest, latest or JSON {topic: {partition: index}}",
+    "endingoffsets": "latest or JSON {topic: {partition: index}} (exclusive)",
+    "startingtime": "broker time in ms (inclusive)",
+    "endingtime": "broker time in ms (exclusive)",
+    "failondataloss": "true or false",
+    "maxmessagespertrigger": "a positive message count per micro-batch",
+    "propertiesfilter": 'JSON {"key": "value"}: keep messages with these properties, skip entries ruled out',
+    "splitsizebytes": "bytes of entries per Spark partition",
+    "operationtimeoutseconds": "service.url only: seconds to wait for the broker",
+}
+
+
+class MagnetarOptionError(ValueError):
+    """A bad option; the message names it and what it accepts."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    path: str | None
+    service_url: str | None
+    topics: tuple[str, ...] = ()
+    """Full topic names, partitioned or not (never a `-partition-N` unless the user named one)."""
+    topics_pattern: str | None = None
+    starting: OffsetSpec = field(default_factory=lambda: EARLIEST)
+    ending: OffsetSpec = field(default_factory=lambda: LATEST)
+    starting_time: int | None = None
+    ending_time: int | None = None
+    fail_on_data_loss: bool = True
+    max_messages_per_trigger: int | None = None
+    split_size_bytes: int = DEFAULT_SPLIT_BYTES
+    operation_timeout_seconds: float = 30.0
+    properties_filter: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def pattern(self) -> re.Pattern[str] | None:
+        return re.compile(self.topics_pattern) if self.topics_pattern is not None else None
+
+
+def _int(options: Mapping[str, str], name: str, minimum: int | None = None) -> int | None:
+    raw = options.get(name)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise MagnetarOptionError(f"option {name!r} must be an integer ({KNOWN[name.lower()]}), got {raw!r}") from None
+    if minimum is not None and value < minimum:
+        raise MagnetarOptionError(f"option {name!r} must be >= {minimum}, got {value}")
+    return value
+
+
+def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = options.get(name)
+    if raw is None:
+        return default
+    text = str(raw).strip().lower()
+    if text not in ("true", "false"):
+        raise MagnetarOptionError(f"option {name!r} must be true or false, got {raw!r}")
+    return text == "true"
+
+
+def _topic(name: str, option: str) -> str:
+    try:
+        return str(TopicName.parse(name.strip()))
+    except InvalidTopicNameError as exc:
+        raise MagnetarOptionError(f"option {option!r}: {exc}") from None
+
+
+def _offsets(options: Mapping[str, str], name: str, default: OffsetSpec, allow_earliest: bool) -> OffsetSpec:
+    raw = options.get(name)
+    if raw is None:
+        return default
+    text = str(raw).strip()
+    if text.lower() == "earliest":
+        if not allow_earliest:
+            raise MagnetarOptionError(f"option {name!r} cannot be 'earliest'")
+        return EARLIEST
+    if text.lower() == "latest":
+        return LATEST
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
+        raise MagnetarOptionError(
+            f"option {name!r} must be earliest, latest or JSON like "
+            f'{{"persistent://public/default/t": {{"0": 42, "1": -2}}}} (index per partition, -1 for a '
+            f"non-partitioned topic's partition key; -2 = earliest, -1 = latest), got {text!r}"
+        )
+    per_partition: dict[tuple[str, int], int] = {}
+    for topic, partitions in parsed.items():
+        full = _topic(topic, name)
+        for partition, index in partitions.items():
+            try:
+                number = int(partition)
+            except ValueError:
+                raise MagnetarOptionError(
+                    f"option {name!r}: partition {partition!r} of {topic} is not a number"
+                ) from None
+            if not isinstance(index, int) or isinstance(index, bool) or index < -2:
+                raise MagnetarOptionError(
+                    f"option {name!r}: index for {topic} partition {partition} must be an integer >= -2, got {index!r}"
+                )
+            per_partition[(full, number)] = index
+    return OffsetSpec(per_partition=per_partition)
+
+
+def _properties(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    raw = options.get("propertiesfilter")
+    if raw is None:
+        return ()
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError:
+        parsed = None
+    if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
+        raise MagnetarOptionError(
+            f'option \'propertiesFilter\' must be a JSON object of strings like {{"k": "v"}}, got {raw!r}'
+        )
+    return tuple(sorted(parsed.items()))
+
+
+def parse_options(options: Mapping[str, str], *, streaming: bool | None = False) -> SourceOptions:
+    """Check every option; raise MagnetarOptionError naming the first bad one.
+
+    `streaming=None` (from DataSource.schema(), which does not know yet) skips the checks
+    that depend on batch vs stream.
+    """
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    unknown = sorted(k for k in lowered if k not in KNOWN)
+    if unknown:
+        raise MagnetarOptionError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(KNOWN))}")
+    path = lowered.get("path") or None
+    service_url = lowered.get("service.url") or None
+    if path and service_url:
+        raise MagnetarOptionError("give either 'path' (a data directory) or 'service.url' (a broker), not both")
+    if not path and not service_url:
+        raise MagnetarOptionError("give 'path' (a broker data directory, or .load(path)) or 'service.url'")
+    if service_url and not re.match(r"^pulsar(\+ssl)?://[^/]+$", service_url.rstrip("/")):
+        raise MagnetarOptionError(f"option 'service.url' must look like pulsar://host:port, got {service_url!r}")
+    given = [k for k in ("topic", "topics", "topicspattern") if lowered.get(k)]
+    if len(given) != 1:
+        raise MagnetarOptionError(
+            f"give exactly one of 'topic', 'topics', 'topicsPattern' (got {', '.join(given) or 'none'})"
+        )
+    topics: tuple[str, ...] = ()
+    pattern = None
+    if "topic" in given:
+        topics = (_topic(lowered["topic"], "topic"),)
+    elif "topics" in given:
+        topics = tuple(dict.fromkeys(_topic(t, "topics") for t in lowered["topics"].split(",") if t.strip()))
+        if not topics:
+            raise MagnetarOptionError("option 'topics' names no topic")
+    else:
+        pattern = lowered["topicspattern"]
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise MagnetarOptionError(f"option 'topicsPattern' is not a regular expression: {exc}") from None
+    starting_time = _int(lowered, "startingtime", 0)
+    ending_time = _int(lowered, "endingtime", 0)
+    if "startingoffsets" in lowered and starting_time is not None:
+        raise MagnetarOptionError("give 'startingOffsets' or 'startingTime', not both")
+    if "endingoffsets" in lowered and ending_time is not None:
+        raise MagnetarOptionError("give 'endingOffsets' or 'endingTime', not both")
+    if streaming is True and ("endingoffsets" in lowered or ending_time is not None):
+        raise MagnetarOptionError("'endingOffsets' and 'endingTime' are for batch queries; a stream has no end")
+    max_per_trigger = _int(lowered, "maxmessagespertrigger", 1)
+    if max_per_trigger is not None and streaming is False:
+        raise MagnetarOptionError("'maxMessagesPerTrigger' applies to streams (spark.readStream) only")
+    return SourceOptions(
+        path=path,
+        service_url=service_url.rstrip("/") if service_url else None,
+        topics=topics,
+        topics_pattern=pattern,
+        starting=_offsets(lowered, "startingoffsets", EARLIEST if not streaming else LATEST, allow_earliest=True),
+        ending=_offsets(lowered, "endingoffsets", LATEST, allow_earliest=False),
+        starting_time=starting_time,
+        ending_time=ending_time,
+        fail_on_data_loss=_bool(lowered, "failondataloss", True),
+        max_messages_per_trigger=max_per_trigger,
+        split_size_bytes=_int(lowered, "splitsizebytes", 1) or DEFAULT_SPLIT_BYTES,
+        operation_timeout_seconds=float(_int(lowered, "operationtimeoutseconds", 1) or 30),
+        properties_filter=_properties(lowered),
+    )

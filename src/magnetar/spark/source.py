@@ -1,0 +1,287 @@
+"""The `magnetar` PySpark Python Data Source: batch and streaming reads of topics.
+
+The reader objects are pickled from the planning worker to the executors, so they carry
+only options and plans (plain data); files and sockets are opened where rows are read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from magnetar.spark import protocol_reader
+from magnetar.spark.offsets import (
+    EARLIEST_INDEX,
+    LATEST_INDEX,
+    StreamOffset,
+    TopicPartition,
+    cap_by_messages,
+    from_stream_offset,
+    to_stream_offset,
+)
+from magnetar.spark.options import MagnetarOptionError, SourceOptions, parse_options
+from magnetar.spark.rows import spark_schema
+from magnetar.spark.storage_reader import (
+    Bounds,
+    EntryRange,
+    MagnetarDataLossError,
+    Plan,
+    StorageTopics,
+    read_range,
+    resolve_index,
+    tighter,
+    with_index_bounds,
+)
+
+_SEARCHED_COLUMNS = {("index",): "index", ("broker_time",): "time"}
+
+
+@dataclass(slots=True)
+class PushedFilters:
+    """The filters the source evaluates itself: kept exact, so Spark need not re-check them."""
+
+    bounds: Bounds = field(default_factory=Bounds)
+    topics: set[str] | None = None
+    partitions: set[int] | None = None
+    accepted: list[str] = field(default_factory=list)
+
+    def accept(self, f: Filter) -> bool:
+        """Absorb `f` if it is one the source handles exactly; False leaves it to Spark."""
+        column = f.attribute
+        if column in _SEARCHED_COLUMNS and self._accept_bound(_SEARCHED_COLUMNS[column], f):
+            self.accepted.append(repr(f))
+            return True
+        if column in (("topic",), ("partition",)) and isinstance(f, EqualTo | In):
+            values = set(f.value) if isinstance(f, In) else {f.value}
+            if column == ("topic",) and all(isinstance(v, str) for v in values):
+                self.topics = values if self.topics is None else self.topics & values
+            elif column == ("partition",) and all(isinstance(v, int) for v in values):
+                self.partitions = values if self.partitions is None else self.partitions & values
+            else:
+                return False
+            self.accepted.append(repr(f))
+            return True
+        return False
+
+    def _accept_bound(self, kind: str, f: Filter) -> bool:
+        value = getattr(f, "value", None)
+        if not isinstance(value, int) or isinstance(value, bool):
+            return False
+        low: int | None = None
+        high: int | None = None
+        if isinstance(f, EqualTo):
+            low = high = value
+        elif isinstance(f, GreaterThan):
+            low = value + 1
+        elif isinstance(f, GreaterThanOrEqual):
+            low = value
+        elif isinstance(f, LessThan):
+            high = value - 1
+        elif isinstance(f, LessThanOrEqual):
+            high = value
+        else:
+            return False
+        b = self.bounds
+        if kind == "index":
+            self.bounds = with_index_bounds(b, low, high)
+        else:
+            self.bounds = replace(b, time_min=tighter(max, b.time_min, low), time_max=tighter(min, b.time_max, high))
+        return True
+
+    def keeps(self, tp: TopicPartition) -> bool:
+        return (self.topics is None or tp.topic in self.topics) and (
+            self.partitions is None or tp.partition in self.partitions
+        )
+
+
+class MagnetarPartition(InputPartition):
+    """One Spark partition: an entry range (path) or a message range (service.url), as `value`."""
+
+    def __init__(self, work: EntryRange | protocol_reader.MessageRange) -> None:
+        super().__init__(work)
+
+
+class MagnetarDataSource(DataSource):
+    """`spark.read.format("magnetar")` / `spark.readStream.format("magnetar")`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "magnetar"
+
+    def schema(self) -> object:
+        # Called when the DataFrame is defined: check options (and, for a data dir, that the
+        # topics exist) here, so mistakes surface at load() and not inside a task.
+        options = parse_options(self.options, streaming=None)
+        if options.path is not None:
+            StorageTopics(options.path).resolve(options)
+        return spark_schema()
+
+    def reader(self, schema: object) -> DataSourceReader:
+        return MagnetarBatchReader(parse_options(self.options, streaming=False))
+
+    def streamReader(self, schema: object) -> DataSourceStreamReader:
+        return MagnetarStreamReader(parse_options(self.options, streaming=True))
+
+
+def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    work = partition.value
+    if isinstance(work, EntryRange):
+        assert options.path is not None
+        yield from read_range(options.path, work, options.fail_on_data_loss)
+    else:
+        yield from protocol_reader.read_messages(options, work)
+
+
+def _batch_bounds(options: SourceOptions, tp: TopicPartition, pushed: Bounds, storage: StorageTopics | None) -> Bounds:
+    """Pushed filters narrowed by startingOffsets/endingOffsets and startingTime/endingTime."""
+    bounds = replace(
+        pushed,
+        entry_time_min=options.starting_time,
+        entry_time_end=options.ending_time,
+        properties=options.properties_filter,
+    )
+    start = options.starting.index_for(tp)
+    end = options.ending.index_for(tp)
+    low = None if start in (EARLIEST_INDEX, LATEST_INDEX) else start
+    high = None if end in (EARLIEST_INDEX, LATEST_INDEX) else end - 1
+    if start == LATEST_INDEX:
+        low = resolve_index(storage, tp, LATEST_INDEX) if storage is not None else LATEST_INDEX
+        if low is None:  # nothing with an index stored: latest means nothing at all
+            high = -1
+    return with_index_bounds(bounds, low, high)
+
+
+class MagnetarBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self.pushed = PushedFilters()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        for f in filters:
+            if not self.pushed.accept(f):
+                yield f
+
+    def plan(self) -> list[Plan]:
+        """The entry ranges of every topic partition (path only)."""
+        options = self.options
+        assert options.path is not None
+        storage = StorageTopics(options.path)
+        plans = []
+        for tp in storage.resolve(options):
+            if self.pushed.keeps(tp):
+                bounds = _batch_bounds(options, tp, self.pushed.bounds, storage)
+                plans.append(storage.plan(tp, bounds, options.split_size_bytes, options.fail_on_data_loss))
+        return plans
+
+    def partitions(self) -> Sequence[InputPartition]:
+        if self.options.path is None:
+            ranges = protocol_reader.plan_batch(self.options, self.pushed.bounds, self.pushed.keeps, _batch_bounds)
+            return [MagnetarPartition(r) for r in ranges]
+        return [MagnetarPartition(r) for plan in self.plan() for r in plan.ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, partition)
+
+
+class MagnetarStreamReader(DataSourceStreamReader):
+    """Micro-batches between offsets that are each topic partition's next PIP-70 index."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._storage: StorageTopics | None = None
+
+    @property
+    def storage(self) -> StorageTopics:
+        if self.options.path is None:
+            raise MagnetarOptionError("streaming over 'service.url' is not supported yet; use 'path'")
+        if self._storage is None:
+            self._storage = StorageTopics(self.options.path)
+        return self._storage
+
+    def _next_indexes(self) -> dict[TopicPartition, int]:
+        storage = self.storage
+        out = {}
+        for tp in storage.resolve(self.options):
+            latest = storage.next_index(tp)
+            if latest is None and storage.first_index(tp) is None and storage.ledger(tp) is not None:
+                ml = storage.ledger(tp)
+                if ml is not None and ml.last_confirmed_position is not None:
+                    raise MagnetarOptionError(
+                        f"{tp.storage_topic} has entries without a broker index: streams need the "
+                        "AppendIndexMetadataInterceptor (brokerEntryMetadataInterceptors)"
+                    )
+            out[tp] = EARLIEST_INDEX if latest is None else latest
+        return out
+
+    def initialOffset(self) -> StreamOffset:
+        options = self.options
+        storage = self.storage
+        out: dict[TopicPartition, int] = {}
+        for tp, latest in self._next_indexes().items():
+            if options.starting_time is not None:
+                index = storage.index_at_time(tp, options.starting_time)
+                out[tp] = latest if index is None else index
+                continue
+            wanted = options.starting.index_for(tp)
+            resolved = resolve_index(storage, tp, wanted)
+            out[tp] = EARLIEST_INDEX if resolved is None else resolved
+        return to_stream_offset(out)
+
+    def _resolved_start(self, start: dict[TopicPartition, int], tp: TopicPartition) -> int:
+        index = start.get(tp, EARLIEST_INDEX)
+        if index == EARLIEST_INDEX:
+            first = self.storage.first_index(tp)
+            return EARLIEST_INDEX if first is None else first
+        return index
+
+    def latestOffset(self, start: StreamOffset, limit: ReadLimit) -> StreamOffset:
+        begin = from_stream_offset(start)
+        latest = self._next_indexes()
+        begin = {tp: self._resolved_start(begin, tp) for tp in latest}
+        if isinstance(limit, ReadMaxRows):
+            latest = cap_by_messages(begin, latest, limit.max_rows)
+        for tp, index in begin.items():  # never move backwards (e.g. a partition emptied by retention)
+            latest[tp] = max(latest[tp], index)
+        return to_stream_offset(latest)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_messages_per_trigger is not None:
+            return ReadMaxRows(self.options.max_messages_per_trigger)
+        return ReadAllAvailable()
+
+    def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
+        begin = from_stream_offset(start)
+        finish = from_stream_offset(end)
+        storage = self.storage
+        out = []
+        for tp, stop in finish.items():
+            first = self._resolved_start(begin, tp)
+            if stop < 0 or (first >= 0 and stop <= first):
+                continue
+            bounds = Bounds(properties=self.options.properties_filter)
+            bounds = with_index_bounds(bounds, first if first >= 0 else None, stop - 1)
+            plan = storage.plan(tp, bounds, self.options.split_size_bytes, self.options.fail_on_data_loss)
+            out.extend(MagnetarPartition(r) for r in plan.ranges)
+        return out
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        return _read(self.options, partition)
+
+
+__all__ = ["MagnetarDataLossError", "MagnetarDataSource"]
