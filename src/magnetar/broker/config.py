@@ -75,11 +75,16 @@ class ServiceConfiguration:
     # PIP-26
     delayedDeliveryEnabled: bool = True
     delayedDeliveryTickTimeMillis: int = 1000
-    isDelayedDeliveryDeliverAtTimeStrict: bool = False
+    # magnetar never delivers early by default: Pulsar's default (false) lets a
+    # message out up to one tick before deliver_at_time, its users' top complaint.
+    isDelayedDeliveryDeliverAtTimeStrict: bool = True
     delayedDeliveryMaxDelayInMillis: int = 0
     delayedDeliveryTrackerFactoryClassName: str = (
         "org.apache.pulsar.broker.delayed.InMemoryDelayedDeliveryTrackerFactory"
     )
+    # bucket tracker: entries buffered before they are sealed into segments, and bucket width
+    delayedDeliveryMinIndexCountPerBucket: int = 50000
+    delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
 
     def validate(self) -> None:
         """Refuse values no broker could run with, naming the key."""
@@ -90,10 +95,18 @@ class ServiceConfiguration:
             )
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
                     "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
-                    "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds")
+                    "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds",
+                    "delayedDeliveryMinIndexCountPerBucket",
+                    "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        from magnetar.broker.delayed_delivery import tracker_kind  # noqa: PLC0415 (imports this module)
+
+        try:
+            tracker_kind(self.delayedDeliveryTrackerFactoryClassName)
+        except ValueError as exc:
+            raise ConfigError(f"delayedDeliveryTrackerFactoryClassName: {exc}") from None
         for name in ("brokerServicePort", "webServicePort"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ConfigError(f"{name} must be a port number (0-65535), not {getattr(self, name)}")

@@ -10,6 +10,10 @@ message. They differ only in who may receive:
   permits; entries to deliver again wait in a replay set read before new ones.
 - `KeySharedDispatcher` (Key_Shared): like Shared, but an entry goes to the
   consumer owning its key's hash, and order per key is kept (see there).
+
+Shared and Key_Shared hold back entries whose metadata has deliver_at_time
+(PIP-26): the subscription's delayed-delivery tracker remembers them by
+position, and once due they are read again before new entries.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -24,6 +29,7 @@ import crc32c
 from sortedcontainers import SortedDict
 
 from magnetar.broker.consumer import Consumer, DispatchEntry
+from magnetar.broker.delayed_delivery import create_tracker
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.storage import Position
 from magnetar.wire.entry import parse_message_metadata
@@ -40,6 +46,9 @@ HASH_RANGE_SIZE = 65536
 #: Bound on entries parked for redelivery before reading new ones stops, so one
 #: stalled Key_Shared consumer cannot pull the whole backlog into memory.
 MAX_REPLAY_ENTRIES = 10_000
+#: Entries one read pass may look at before yielding to the event loop, so a
+#: backlog of held (delayed) entries is scanned in slices, not in one block.
+MAX_SCAN_PER_PASS = 1_000
 
 
 class Dispatcher:
@@ -122,16 +131,37 @@ class Dispatcher:
         return position not in self.outstanding and not self.subscription.cursor.is_acknowledged(position)
 
     def _read_new(self, max_entries: int) -> list[DispatchEntry]:
-        """Entries from the read position on, skipping acknowledged ones."""
+        """Entries from the read position on, skipping acknowledged and held ones."""
         ledger = self.subscription.topic.ledger
         entries: list[DispatchEntry] = []
+        scanned = 0
         while len(entries) < max_entries:
-            raw = ledger.read_entries(self.read_position, max_entries - len(entries))
+            if scanned >= MAX_SCAN_PER_PASS:
+                self.schedule()
+                break
+            raw = ledger.read_entries(self.read_position, self._readable_run(max_entries - len(entries)))
             if not raw:
                 break
-            entries.extend(self._entry(pos, data) for pos, data in raw if self._deliverable(pos))
+            scanned += len(raw)
+            for position, data in raw:
+                if self._deliverable(position):
+                    entry = self._entry(position, data)
+                    if not self._hold(entry):
+                        entries.append(entry)
             self.read_position = ledger.next_position(raw[-1][0])
         return entries
+
+    def _readable_run(self, limit: int) -> int:
+        """How many entries to read from the read position (which it may first move on)."""
+        return limit
+
+    def _hold(self, entry: DispatchEntry) -> bool:
+        """True when the entry must not be dispatched now (Exclusive/Failover hold nothing)."""
+        return False
+
+    @property
+    def delayed_messages(self) -> int:
+        return 0
 
     def _deliver(self, consumer: Consumer, entry: DispatchEntry) -> None:
         self.outstanding[entry.position] = consumer
@@ -205,6 +235,16 @@ class MultipleConsumersDispatcher(Dispatcher):
         super().__init__(subscription)
         self.replay: SortedDict = SortedDict()  # Position -> sticky-key hash (or -1)
         self._round_robin = 0
+        topic = subscription.topic
+        self.delayed = create_tracker(
+            topic.service.config, topic.service.metadata, subscription.cursor, topic.ledger.name)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0
+        self._last_fire = 0
+
+    @property
+    def delayed_messages(self) -> int:
+        return len(self.delayed) if self.delayed is not None else 0
 
     def _release(self, consumer: Consumer, positions: Iterable[Position]) -> None:
         counts = self.subscription.redelivery_counts
@@ -219,18 +259,28 @@ class MultipleConsumersDispatcher(Dispatcher):
         super().acknowledged(positions)
         for position in positions:
             self.replay.pop(position, None)
+        if self.delayed is not None:
+            self.delayed.discard(positions)
 
     def reset(self, position: Position) -> None:
         super().reset(position)
         self.replay.clear()
+        if self.delayed is not None:
+            self.delayed.clear()
 
     def dispatch(self) -> None:
+        self._dispatch_rounds()
+        self._arm_timer()
+
+    def _dispatch_rounds(self) -> None:
         while True:
             available = [c for c in self.consumers if c.can_receive]
             if not available:
                 return
             budget = min(sum(c.permits for c in available), self.max_read)
             entries = self._read_replay(budget)
+            if len(entries) < budget:
+                entries += self._read_due(budget - len(entries))
             fresh = 0
             if len(entries) < budget and len(self.replay) < MAX_REPLAY_ENTRIES:
                 new = self._read_new(budget - len(entries))
@@ -260,6 +310,80 @@ class MultipleConsumersDispatcher(Dispatcher):
     def _may_take_replay(self, key_hash: int) -> bool:
         """Shared: any parked entry may go; Key_Shared narrows this by key owner."""
         return True
+
+    # -- delayed delivery
+    def _hold(self, entry: DispatchEntry) -> bool:
+        metadata = entry.metadata
+        return (
+            self.delayed is not None
+            and metadata is not None
+            and metadata.HasField("deliver_at_time")
+            and self.delayed.add(entry.position, metadata.deliver_at_time)
+        )
+
+    def _read_due(self, budget: int) -> list[DispatchEntry]:
+        """Held entries whose time has come; they are never held again (redelivery included)."""
+        if self.delayed is None:
+            return []
+        ledger = self.subscription.topic.ledger
+        return [
+            self._entry(position, ledger.read_entry(position))
+            for position in self.delayed.pop_due(budget)
+            if self._deliverable(position)
+        ]
+
+    def _readable_run(self, limit: int) -> int:
+        """After a restart the index may already hold positions ahead of the read position:
+        step over them, and over acknowledged ones, without reading them."""
+        tracker = self.delayed
+        if tracker is None or tracker.high_water is None or tracker.high_water < self.read_position:
+            return limit
+        cursor, ledger = self.subscription.cursor, self.subscription.topic.ledger
+        position = next(cursor.iter_unacked(self.read_position), None)
+        while position is not None and tracker.contains(position):
+            position = next(cursor.iter_unacked(tracker.first_untracked(position)), None)
+        if position is None:
+            last = ledger.last_confirmed_position
+            self.read_position = ledger.next_position(last) if last is not None else self.read_position
+            return limit
+        self.read_position = position
+        run = 1
+        for following in cursor.iter_unacked(ledger.next_position(position)):
+            if run >= limit or following != ledger.next_position(position) or tracker.contains(following):
+                break
+            position = following
+            run += 1
+        return run
+
+    def _arm_timer(self) -> None:
+        """One timer, for the next due time, never sooner than one tick after the last firing."""
+        tracker = self.delayed
+        due = tracker.next_due_time() if tracker is not None and self._can_take_due() else None
+        if tracker is None or due is None:
+            self._cancel_timer()
+            return
+        fire_at = max(due - tracker.early_ms, self._last_fire + tracker.tick_ms)
+        if self._timer is not None and self._timer_at <= fire_at:
+            return
+        self._cancel_timer()
+        self._timer_at = fire_at
+        # +1 ms: the clock is read in whole ms, and a timer firing just short of
+        # the due time would otherwise wait a whole tick more.
+        delay = max(0.0, (fire_at + 1) / 1000 - time.time())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _can_take_due(self) -> bool:
+        return any(consumer.can_receive for consumer in self.consumers)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._last_fire = self.delayed.clock() if self.delayed is not None else 0
+        self.schedule()
 
     @staticmethod
     def _hash(entry: DispatchEntry) -> int:

@@ -162,9 +162,13 @@ class PersistentSubscription:
         return self.cursor.num_unacked_entries()
 
     def stats(self) -> dict[str, object]:
+        backlog = self.backlog()
+        delayed = self.dispatcher.delayed_messages if self.dispatcher is not None else 0
         return {
             "type": SUB_TYPE_NAMES.get(self.sub_type, "None") if self.sub_type is not None else "None",
-            "msgBacklog": self.backlog(),
+            "msgBacklog": backlog,
+            "msgDelayed": delayed,
+            "msgBacklogNoDelayed": max(0, backlog - delayed),
             "isDurable": self.durable,
             "unackedMessages": sum(c.unacked_messages for c in self.consumers),
             "consumers": [
