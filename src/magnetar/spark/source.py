@@ -140,7 +140,10 @@ class MagnetarDataSource(DataSource):
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    work = partition.value
+    # Spark reads one partition of None when partitions() planned nothing (nothing matched).
+    work = getattr(partition, "value", None)
+    if work is None:
+        return
     if isinstance(work, EntryRange):
         assert options.path is not None
         yield from read_range(options.path, work, options.fail_on_data_loss)

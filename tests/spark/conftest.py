@@ -1,0 +1,79 @@
+"""Spark fixtures: one local[2] SparkSession per test module, a helper writing PIP-70 entries."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyspark")
+pytest.importorskip("pyarrow")
+
+from pyspark.sql import SparkSession
+
+import magnetar.spark
+from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory
+from magnetar.wire.batch import encode_batch
+from magnetar.wire.entry import add_broker_entry_metadata, build_entry
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+INTERCEPTORS = (
+    "brokerEntryMetadataInterceptors=org.apache.pulsar.common.intercept.AppendBrokerTimestampMetadataInterceptor,"
+    "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor"
+)
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable  # workers must import magnetar from this venv
+    session = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    magnetar.spark.register(session)
+    yield session
+    session.stop()
+
+
+def write_entries(data_dir: Path, name: str, entries: list[dict], entries_per_ledger: int = 50_000) -> None:
+    """Write entries straight into storage: each dict has `messages` (list of (value, props)),
+    `broker_time` and `index` (None: no PIP-70 prefix), `batched`."""
+    factory = ManagedLedgerFactory(data_dir, ManagedLedgerConfig(max_entries_per_ledger=entries_per_ledger))
+    try:
+        ml = factory.open(name)
+        seq = 0
+        for spec in entries:
+            messages = spec["messages"]
+            if spec.get("batched", True):
+                payload = encode_batch(
+                    [
+                        (pb.SingleMessageMetadata(sequence_id=seq + i, properties=[pb.KeyValue(key=k, value=v) for k, v in props.items()]), value)
+                        for i, (value, props) in enumerate(messages)
+                    ]
+                )
+                metadata = pb.MessageMetadata(
+                    producer_name="w", sequence_id=seq, publish_time=spec.get("publish_time", 1),
+                    num_messages_in_batch=len(messages),
+                )
+                for k, v in spec.get("batch_properties", {}).items():
+                    metadata.properties.add(key=k, value=v)
+            else:
+                (value, props), = messages
+                payload = value
+                metadata = pb.MessageMetadata(producer_name="w", sequence_id=seq, publish_time=spec.get("publish_time", 1))
+                for k, v in props.items():
+                    metadata.properties.add(key=k, value=v)
+            seq += len(messages)
+            entry = build_entry(metadata, payload)
+            if spec.get("index") is not None:
+                bem = pb.BrokerEntryMetadata(broker_timestamp=spec["broker_time"], index=spec["index"])
+                entry = add_broker_entry_metadata(entry, bem)
+            ml.append_sync(entry)
+    finally:
+        factory.close()
