@@ -53,20 +53,29 @@ def write_entries(data_dir: Path, name: str, entries: list[dict], entries_per_le
             if spec.get("batched", True):
                 payload = encode_batch(
                     [
-                        (pb.SingleMessageMetadata(sequence_id=seq + i, properties=[pb.KeyValue(key=k, value=v) for k, v in props.items()]), value)
+                        (
+                            pb.SingleMessageMetadata(
+                                sequence_id=seq + i, properties=[pb.KeyValue(key=k, value=v) for k, v in props.items()]
+                            ),
+                            value,
+                        )
                         for i, (value, props) in enumerate(messages)
                     ]
                 )
                 metadata = pb.MessageMetadata(
-                    producer_name="w", sequence_id=seq, publish_time=spec.get("publish_time", 1),
+                    producer_name="w",
+                    sequence_id=seq,
+                    publish_time=spec.get("publish_time", 1),
                     num_messages_in_batch=len(messages),
                 )
                 for k, v in spec.get("batch_properties", {}).items():
                     metadata.properties.add(key=k, value=v)
             else:
-                (value, props), = messages
+                ((value, props),) = messages
                 payload = value
-                metadata = pb.MessageMetadata(producer_name="w", sequence_id=seq, publish_time=spec.get("publish_time", 1))
+                metadata = pb.MessageMetadata(
+                    producer_name="w", sequence_id=seq, publish_time=spec.get("publish_time", 1)
+                )
                 for k, v in props.items():
                     metadata.properties.add(key=k, value=v)
             seq += len(messages)

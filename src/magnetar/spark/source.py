@@ -23,7 +23,7 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from magnetar.spark import protocol_reader
 from magnetar.spark.offsets import (
@@ -202,12 +202,17 @@ class MagnetarBatchReader(DataSourceReader):
         return _read(self.options, partition)
 
 
-class MagnetarStreamReader(DataSourceStreamReader):
+class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches between offsets that are each topic partition's next PIP-70 index."""
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self._storage: StorageTopics | None = None
+        self._target: dict[TopicPartition, int] | None = None
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: read up to what is stored now, then stop."""
+        self._target = self._next_indexes()
 
     @property
     def storage(self) -> StorageTopics:
@@ -218,17 +223,16 @@ class MagnetarStreamReader(DataSourceStreamReader):
         return self._storage
 
     def _next_indexes(self) -> dict[TopicPartition, int]:
+        """Each partition's next index; EARLIEST_INDEX while it has no entry yet."""
         storage = self.storage
         out = {}
         for tp in storage.resolve(self.options):
             latest = storage.next_index(tp)
-            if latest is None and storage.first_index(tp) is None and storage.ledger(tp) is not None:
-                ml = storage.ledger(tp)
-                if ml is not None and ml.last_confirmed_position is not None:
-                    raise MagnetarOptionError(
-                        f"{tp.storage_topic} has entries without a broker index: streams need the "
-                        "AppendIndexMetadataInterceptor (brokerEntryMetadataInterceptors)"
-                    )
+            if latest is None and storage.first_index(tp) is None and storage.has_entries(tp):
+                raise MagnetarOptionError(
+                    f"{tp.storage_topic} has entries without a broker index: streams need the "
+                    "AppendIndexMetadataInterceptor in brokerEntryMetadataInterceptors"
+                )
             out[tp] = EARLIEST_INDEX if latest is None else latest
         return out
 
@@ -256,6 +260,8 @@ class MagnetarStreamReader(DataSourceStreamReader):
     def latestOffset(self, start: StreamOffset, limit: ReadLimit) -> StreamOffset:
         begin = from_stream_offset(start)
         latest = self._next_indexes()
+        if self._target is not None:
+            latest = {tp: min(index, self._target.get(tp, EARLIEST_INDEX)) for tp, index in latest.items()}
         begin = {tp: self._resolved_start(begin, tp) for tp in latest}
         if isinstance(limit, ReadMaxRows):
             latest = cap_by_messages(begin, latest, limit.max_rows)

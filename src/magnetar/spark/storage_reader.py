@@ -196,6 +196,10 @@ class StorageTopics:
         position = ml.last_confirmed_position if last else ml.first_position
         return None if position is None else ml.read_entry(position)
 
+    def has_entries(self, tp: TopicPartition) -> bool:
+        ml = self.ledger(tp)
+        return ml is not None and ml.last_confirmed_position is not None
+
     def first_index(self, tp: TopicPartition) -> int | None:
         entry = self._edge_entry(tp, last=False)
         return None if entry is None else first_index(entry)

@@ -1,0 +1,220 @@
+"""Batch reads from a live broker's data dir: rows equal what the official client produced."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pulsar
+import pytest
+from conftest import INTERCEPTORS
+
+from magnetar.spark.options import MagnetarOptionError
+
+pytestmark = pytest.mark.spark
+
+COMPRESSIONS = {
+    "none": pulsar.CompressionType.NONE,
+    "lz4": pulsar.CompressionType.LZ4,
+    "zlib": pulsar.CompressionType.ZLib,
+    "zstd": pulsar.CompressionType.ZSTD,
+    "snappy": pulsar.CompressionType.SNAPPY,
+}
+
+
+def _produce(client, topic, count, *, batched, compression, key_every=3):
+    """Send `count` messages; return what was sent, keyed by (ledger, entry, batch_index)."""
+    producer = client.create_producer(
+        topic,
+        batching_enabled=batched,
+        batching_max_messages=17,
+        batching_max_publish_delay_ms=5,
+        compression_type=compression,
+    )
+    sent, ids = [], []
+    lock = threading.Lock()
+
+    def done(result, msg_id, i):
+        with lock:
+            ids.append((i, msg_id))
+
+    for i in range(count):
+        value = f"{topic}-{i}-".encode() * (1 + i % 4)
+        kwargs = {"properties": {"i": str(i)}, "event_timestamp": 1_000 + i if i % 2 else None}
+        if i % key_every == 0:
+            kwargs["partition_key"] = f"k{i}"
+        sent.append((value, kwargs))
+        producer.send_async(
+            value, lambda r, m, i=i: done(r, m, i), **{k: v for k, v in kwargs.items() if v is not None}
+        )
+    producer.flush()
+    deadline = time.monotonic() + 10
+    while len(ids) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    producer.close()
+    out = {}
+    for i, msg_id in ids:
+        value, kwargs = sent[i]
+        out[(msg_id.ledger_id(), msg_id.entry_id(), msg_id.batch_index())] = (i, value, kwargs)
+    return out
+
+
+@pytest.fixture(scope="module")
+def produced(tmp_path_factory):
+    """One broker with the PIP-70 interceptors; a topic per (batched, compression)."""
+    from standalone import Standalone
+
+    data_dir = tmp_path_factory.mktemp("read") / "data"
+    broker = Standalone(data_dir, [INTERCEPTORS]).start()
+    client = pulsar.Client(
+        broker.url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
+    topics = {}
+    try:
+        for batched in (True, False):
+            for name, compression in COMPRESSIONS.items():
+                topic = f"t-{'b' if batched else 'n'}-{name}"
+                topics[topic] = _produce(client, topic, 60, batched=batched, compression=compression)
+        yield broker, data_dir, topics, client
+    finally:
+        client.close()
+        broker.stop()
+
+
+def test_rows_equal_what_the_official_client_sent(spark, produced):
+    _, data_dir, topics, _ = produced
+    df = (
+        spark.read.format("magnetar")
+        .option("topicsPattern", "persistent://public/default/t-[bn]-.*")
+        .load(str(data_dir))
+    )
+    rows = df.collect()
+    assert len(rows) == sum(len(v) for v in topics.values())
+    by_topic: dict[str, list] = {}
+    for row in rows:
+        by_topic.setdefault(row["topic"].rsplit("/", 1)[1], []).append(row)
+    for topic, sent in topics.items():
+        got = by_topic[topic]
+        assert len(got) == len(sent), topic
+        indexes = sorted(r["index"] for r in got)
+        assert indexes == list(range(indexes[0], indexes[0] + len(got))), topic  # continuous
+        for row in got:
+            batch_index = row["batch_index"]
+            i, value, kwargs = sent[(row["ledger_id"], row["entry_id"], batch_index)]
+            assert bytes(row["value"]) == value
+            assert row["properties"] == {"i": str(i)}
+            assert row["key"] == kwargs.get("partition_key")
+            assert row["event_time"] == kwargs.get("event_timestamp")
+            assert row["partition"] == -1
+            assert row["broker_time"] is not None and row["publish_time"] > 0
+            assert row["producer_name"]
+            assert (batch_index >= 0) == topic.startswith("t-b-")
+
+
+def test_topic_written_while_read_sees_durable_prefix(spark, produced):
+    broker, data_dir, _, client = produced
+    producer = client.create_producer("live", batching_enabled=True, batching_max_publish_delay_ms=1)
+    stop = threading.Event()
+    sent = [0]
+
+    def write():
+        while not stop.is_set():
+            producer.send(b"x" * 50)
+            sent[0] += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        counts = []
+        for _ in range(3):
+            while sent[0] < (len(counts) + 1) * 50:
+                time.sleep(0.01)
+            df = spark.read.format("magnetar").option("topic", "live").load(str(data_dir))
+            rows = df.select("index").collect()
+            indexes = sorted(r["index"] for r in rows)
+            assert indexes == list(range(len(indexes)))  # a prefix, no gap, no torn entry
+            counts.append(len(indexes))
+        assert counts == sorted(counts) and counts[-1] > 0
+    finally:
+        stop.set()
+        writer.join()
+        producer.close()
+
+
+def test_partitioned_topic_and_partition_pruning(spark, produced):
+    broker, data_dir, _, client = produced
+    import urllib.request
+
+    producer = None
+    try:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{_http_port(broker)}/admin/v2/persistent/public/default/parts/partitions",
+            data=b"3",
+            method="PUT",
+            headers={"Content-Type": "application/json"},
+        )
+        urllib.request.urlopen(req, timeout=10).read()
+        producer = client.create_producer(
+            "parts", batching_enabled=False, message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution
+        )
+        for i in range(30):
+            producer.send(str(i).encode())
+    finally:
+        if producer is not None:
+            producer.close()
+    df = spark.read.format("magnetar").option("topic", "parts").load(str(data_dir))
+    assert sorted(int(bytes(r["value"])) for r in df.collect()) == list(range(30))
+    assert {r["partition"] for r in df.select("partition").distinct().collect()} == {0, 1, 2}
+    only = df.where("partition = 1")
+    assert only.count() == df.where("partition = 1").count() == sum(1 for r in df.collect() if r["partition"] == 1)
+
+
+def _http_port(broker) -> int:
+    import re
+
+    match = re.search(r"admin API on http://[\d.]+:(\d+)", broker.log())
+    assert match, broker.log()
+    return int(match.group(1))
+
+
+def test_entries_without_prefix_read_with_null_index(spark, broker_factory, client_factory, tmp_path):
+    broker = broker_factory()
+    client = client_factory(broker.url)
+    sent = _produce(client, "plain", 20, batched=True, compression=pulsar.CompressionType.LZ4)
+    broker.stop()
+    df = spark.read.format("magnetar").option("topic", "plain").load(str(broker.data_dir))
+    rows = df.collect()
+    assert len(rows) == len(sent)
+    assert all(r["index"] is None and r["broker_time"] is None for r in rows)
+    assert df.where("broker_time > 0").count() == 0
+    late = spark.read.format("magnetar").option("topic", "plain").option("startingTime", str(10**15))
+    assert late.load(str(broker.data_dir)).count() == 0  # time options fall back to publish_time
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"topic": "nope"}, "unknown topic"),
+        ({"topic": "t-b-none", "startingTime": "yesterday"}, "startingtime"),
+        ({"topic": "t-b-none", "service.url": "pulsar://127.0.0.1:6650"}, "not both"),
+        ({"topic": "t-b-none", "startingOffsets": "{bad"}, "startingoffsets"),
+        ({"topic": "t-b-none", "colour": "red"}, "unknown option"),
+        ({"topic": "t-b-none", "topics": "a,b"}, "exactly one"),
+    ],
+)
+def test_bad_options_fail_at_load(spark, produced, options, message):
+    _, data_dir, _, _ = produced
+    reader = spark.read.format("magnetar")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    with pytest.raises(Exception, match=message):
+        reader.load(str(data_dir))
+
+
+def test_max_messages_per_trigger_is_for_streams():
+    from magnetar.spark.options import parse_options
+
+    with pytest.raises(MagnetarOptionError, match="streams"):
+        parse_options({"path": "/x", "topic": "t", "maxMessagesPerTrigger": "5"}, streaming=False)
+    with pytest.raises(MagnetarOptionError, match="no end"):
+        parse_options({"path": "/x", "topic": "t", "endingOffsets": "latest"}, streaming=True)
