@@ -91,10 +91,12 @@ def producer_success(request_id: int, producer_name: str, last_sequence_id: int 
 
 
 def send_receipt(producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int) -> bytes:
+    # Built directly (no MessageId round trip): one of these per SEND, and a
+    # stored position is never negative, so the bytes are the same.
     receipt = pb.CommandSendReceipt(
         producer_id=producer_id,
         sequence_id=sequence_id,
-        message_id=message_id_data(ledger_id, entry_id),
+        message_id=pb.MessageIdData(ledgerId=ledger_id, entryId=entry_id),
         highest_sequence_id=highest_sequence_id,
     )
     return encode_command(T(type=T.SEND_RECEIPT, send_receipt=receipt))
