@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
+import urllib.request
 
 import pulsar
 import pytest
 from conftest import INTERCEPTORS
+from standalone import Standalone
 
-from magnetar.spark.options import MagnetarOptionError
+from magnetar.spark.options import MagnetarOptionError, parse_options
 
 pytestmark = pytest.mark.spark
 
@@ -62,8 +65,6 @@ def _produce(client, topic, count, *, batched, compression, key_every=3):
 @pytest.fixture(scope="module")
 def produced(tmp_path_factory):
     """One broker with the PIP-70 interceptors; a topic per (batched, compression)."""
-    from standalone import Standalone
-
     data_dir = tmp_path_factory.mktemp("read") / "data"
     broker = Standalone(data_dir, [INTERCEPTORS]).start()
     client = pulsar.Client(
@@ -112,7 +113,7 @@ def test_rows_equal_what_the_official_client_sent(spark, produced):
 
 
 def test_topic_written_while_read_sees_durable_prefix(spark, produced):
-    broker, data_dir, _, client = produced
+    _, data_dir, _, client = produced
     producer = client.create_producer("live", batching_enabled=True, batching_max_publish_delay_ms=1)
     stop = threading.Event()
     sent = [0]
@@ -143,8 +144,6 @@ def test_topic_written_while_read_sees_durable_prefix(spark, produced):
 
 def test_partitioned_topic_and_partition_pruning(spark, produced):
     broker, data_dir, _, client = produced
-    import urllib.request
-
     producer = None
     try:
         req = urllib.request.Request(
@@ -170,8 +169,6 @@ def test_partitioned_topic_and_partition_pruning(spark, produced):
 
 
 def _http_port(broker) -> int:
-    import re
-
     match = re.search(r"admin API on http://[\d.]+:(\d+)", broker.log())
     assert match, broker.log()
     return int(match.group(1))
@@ -212,8 +209,6 @@ def test_bad_options_fail_at_load(spark, produced, options, message):
 
 
 def test_max_messages_per_trigger_is_for_streams():
-    from magnetar.spark.options import parse_options
-
     with pytest.raises(MagnetarOptionError, match="streams"):
         parse_options({"path": "/x", "topic": "t", "maxMessagesPerTrigger": "5"}, streaming=False)
     with pytest.raises(MagnetarOptionError, match="no end"):
