@@ -1,0 +1,144 @@
+"""Spark source benchmark: rows/s from a data dir on local[2] vs one official-client consumer,
+and entries read for "the last 1% by broker_time" vs a full scan. Prints one JSON object.
+
+The topic is written straight into storage with the bytes a batching producer sends
+(batches of --batch 100-byte messages, PIP-70 prefix as the interceptors stamp it), which
+takes seconds instead of minutes; then a real broker serves that data dir to the official
+client's consumer, and Spark reads the same dir while the broker runs.
+
+Usage: python benchmarks/spark_bench.py [--messages 10000000] [--batch 1000] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pulsar
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from pyspark.sql.datasource import GreaterThanOrEqual
+from standalone import Standalone
+
+from magnetar.spark.options import parse_options
+from magnetar.spark.source import MagnetarBatchReader
+from magnetar.storage import ManagedLedgerFactory
+from magnetar.wire.batch import encode_batch
+from magnetar.wire.entry import add_broker_entry_metadata, build_entry
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+TOPIC = "bench"
+NAME = "public/default/persistent/bench"
+INTERCEPTORS = (
+    "brokerEntryMetadataInterceptors=org.apache.pulsar.common.intercept.AppendBrokerTimestampMetadataInterceptor,"
+    "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor"
+)
+
+
+def write_topic(data_dir: Path, messages: int, batch: int) -> tuple[int, int]:
+    """Write the topic; return (entries, broker time of the first entry of the last 1%)."""
+    factory = ManagedLedgerFactory(data_dir)
+    ml = factory.open(NAME)
+    value = b"v" * 100
+    singles = [(pb.SingleMessageMetadata(sequence_id=i), value) for i in range(batch)]
+    payload = encode_batch(singles)
+    entries = messages // batch
+    index = -1
+    base = 1_700_000_000_000
+    for n in range(entries):
+        metadata = pb.MessageMetadata(
+            producer_name="bench", sequence_id=n * batch, publish_time=base + n, num_messages_in_batch=batch
+        )
+        index += batch
+        bem = pb.BrokerEntryMetadata(broker_timestamp=base + n, index=index)
+        ml.append(add_broker_entry_metadata(build_entry(metadata, payload), bem))
+    factory.close()
+    return entries, base + entries - max(1, entries // 100)
+
+
+def consumer_rate(url: str, messages: int) -> float:
+    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    consumer = client.subscribe(
+        TOPIC, "bench", initial_position=pulsar.InitialPosition.Earliest, receiver_queue_size=10_000
+    )
+    start = time.perf_counter()
+    for _ in range(messages):
+        consumer.acknowledge(consumer.receive())
+    elapsed = time.perf_counter() - start
+    client.close()
+    return messages / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--messages", type=int, default=10_000_000)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--consumer-messages", type=int, default=1_000_000, help="messages the consumer drains")
+    parser.add_argument("--dir")
+    args = parser.parse_args()
+    root = Path(args.dir or tempfile.mkdtemp(prefix="spark-bench-"))
+    data_dir = root / "data"
+    t0 = time.perf_counter()
+    entries, last_percent_time = write_topic(data_dir, args.messages, args.batch)
+    write_s = time.perf_counter() - t0
+
+    broker = Standalone(data_dir, [INTERCEPTORS]).start()
+    try:
+        consumed = min(args.consumer_messages, args.messages)
+        consumer = consumer_rate(broker.url, consumed)
+
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        from pyspark.sql import SparkSession  # noqa: PLC0415
+
+        import magnetar.spark  # noqa: PLC0415
+
+        spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        magnetar.spark.register(spark)
+        df = spark.read.format("magnetar").option("topic", TOPIC).load(str(data_dir))
+        df.limit(1).collect()  # start the Python workers once, outside the timing
+        start = time.perf_counter()
+        rows = df.count()
+        spark_s = time.perf_counter() - start
+        start = time.perf_counter()
+        recent = df.where(f"broker_time >= {last_percent_time}").count()
+        recent_s = time.perf_counter() - start
+        spark.stop()
+    finally:
+        broker.stop()
+
+    reader = MagnetarBatchReader(parse_options({"path": str(data_dir), "topic": TOPIC}))
+    reader.pushed.accept(GreaterThanOrEqual(("broker_time",), last_percent_time))
+    plans = reader.plan()
+    pushed_reads = sum(p.entries_searched + p.entries_to_read for p in plans)
+    spark_rate = rows / spark_s
+    print(
+        json.dumps(
+            {
+                "messages": args.messages,
+                "entries": entries,
+                "write_seconds": round(write_s, 1),
+                "spark_local2_rows": rows,
+                "spark_local2_seconds": round(spark_s, 2),
+                "spark_local2_rows_per_s": round(spark_rate),
+                "official_consumer_messages": consumed,
+                "official_consumer_msgs_per_s": round(consumer),
+                "spark_vs_consumer": round(spark_rate / consumer, 2),
+                "last_1pct_rows": recent,
+                "last_1pct_seconds": round(recent_s, 2),
+                "last_1pct_entries_read": pushed_reads,
+                "full_scan_entries_read": entries,
+                "full_scan_vs_pushdown_entries": round(entries / max(1, pushed_reads), 1),
+            },
+            indent=2,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
