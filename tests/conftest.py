@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pulsar
 import pytest
-
 from standalone import Standalone
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pulsar
 
 EARLIEST = pulsar.InitialPosition.Earliest
@@ -44,8 +46,6 @@ def test_auto_creation_disabled_gives_topic_not_found(broker_factory, client_fac
 def test_pattern_subscription(client):
     client.create_producer("persistent://public/default/pat-a").send(b"a")
     client.create_producer("persistent://public/default/pat-b").send(b"b")
-    import re
-
     consumer = client.subscribe(re.compile("persistent://public/default/pat-.*"), "sub",
                                 initial_position=EARLIEST)
     got = sorted(consumer.receive(timeout_millis=10000).data() for _ in range(2))

@@ -9,7 +9,6 @@ import time
 
 import pulsar
 import pytest
-
 from standalone import Standalone
 
 EARLIEST = pulsar.InitialPosition.Earliest
@@ -34,11 +33,16 @@ def test_restart_between_produce_and_consume(broker, client_factory):
         consumer.receive(timeout_millis=500)
 
 
-def test_second_broker_on_same_data_dir_is_refused(broker):
-    result = subprocess.run(
-        [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(broker.data_dir), "--port", "0"],
-        capture_output=True, text=True, timeout=60,
+def run_standalone(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run a standalone expected to refuse to start; its exit code and message are the result."""
+    return subprocess.run(
+        [sys.executable, "-m", "magnetar", "standalone", "--port", "0", "--http-port", "0", *args],
+        capture_output=True, text=True, timeout=60, check=False,
     )
+
+
+def test_second_broker_on_same_data_dir_is_refused(broker):
+    result = run_standalone("--data-dir", str(broker.data_dir))
     assert result.returncode != 0
     assert "in use" in result.stderr or "locked" in result.stderr.lower()
 
@@ -49,19 +53,13 @@ def test_sigterm_stops_cleanly(broker):
 
 
 def test_unknown_config_key_is_refused(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(tmp_path), "-c", "noSuchKey=1"],
-        capture_output=True, text=True, timeout=60,
-    )
+    result = run_standalone("--data-dir", str(tmp_path), "-c", "noSuchKey=1")
     assert result.returncode == 2
     assert "noSuchKey" in result.stderr
 
 
 def test_bad_config_value_is_refused(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(tmp_path), "-c", "maxMessageSize=big"],
-        capture_output=True, text=True, timeout=60,
-    )
+    result = run_standalone("--data-dir", str(tmp_path), "-c", "maxMessageSize=big")
     assert result.returncode == 2
     assert "maxMessageSize" in result.stderr
 
