@@ -34,11 +34,16 @@ def data(tmp_path_factory) -> tuple[str, list[tuple[int, int, str | None]]]:
         when += rng.choice([0, 1, 5, 40])
         if prefixed:
             index += count
-        entries.append({
-            "messages": messages, "batched": batched, "index": index if prefixed else None,
-            "broker_time": when, "publish_time": when + rng.randint(-500, 500),
-            "batch_properties": {},
-        })
+        entries.append(
+            {
+                "messages": messages,
+                "batched": batched,
+                "index": index if prefixed else None,
+                "broker_time": when,
+                "publish_time": when + rng.randint(-500, 500),
+                "batch_properties": {},
+            }
+        )
         for i, (_, props) in enumerate(messages):
             rows.append((index - count + 1 + i if prefixed else None, when if prefixed else None, props["colour"]))
     write_entries(path, NAME, entries, entries_per_ledger=37)
@@ -66,8 +71,13 @@ def test_randomized_time_and_index_filters_equal_a_full_read_and_filter(spark, d
     rng = random.Random(11)
     indexes = [i for i, _, _ in rows if i is not None]
     times = [t for _, t, _ in rows if t is not None]
-    ops = {">=": lambda a, b: a >= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
-           "<=": lambda a, b: a <= b, "=": lambda a, b: a == b}
+    ops = {
+        ">=": lambda a, b: a >= b,
+        ">": lambda a, b: a > b,
+        "<": lambda a, b: a < b,
+        "<=": lambda a, b: a <= b,
+        "=": lambda a, b: a == b,
+    }
     for _ in range(12):
         clauses = []
         for column, values in (("index", indexes), ("broker_time", times)):
@@ -78,7 +88,8 @@ def test_randomized_time_and_index_filters_equal_a_full_read_and_filter(spark, d
             continue
         where = " and ".join(f"{c} {op} {v}" for c, op, v in clauses)
         expected = sorted(
-            (i, t) for i, t, _ in rows
+            (i, t)
+            for i, t, _ in rows
             if i is not None and all(ops[op](i if c == "index" else t, v) for c, op, v in clauses)
         )
         assert _query(spark, path, where) == expected, where
@@ -94,8 +105,12 @@ def test_pushed_filters_show_in_explain(spark, data, capsys):
 
 def test_properties_filter_option_keeps_matching_messages(spark, data):
     path, rows = data
-    df = (spark.read.format("magnetar").option("topic", "pushdown")
-          .option("propertiesFilter", '{"colour": "red"}').load(path))
+    df = (
+        spark.read.format("magnetar")
+        .option("topic", "pushdown")
+        .option("propertiesFilter", '{"colour": "red"}')
+        .load(path)
+    )
     assert df.count() == sum(1 for *_, colour in rows if colour == "red")
 
 
