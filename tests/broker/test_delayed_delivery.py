@@ -219,6 +219,8 @@ def test_restart_with_thousands_pending(broker_factory, client_factory, tracker_
     for i in range(count):
         at = base + (i % 30) * 100
         producer.send_async(f"{i}".encode(), None, properties={"at": str(at)}, deliver_at=at)
+        if i % 3 == 0:  # interleaved messages not due for an hour must stay held after the restart
+            producer.send_async(b"far", None, deliver_after=timedelta(hours=1))
     producer.flush()
     for i in range(200):
         producer.send_async(f"now-{i}".encode(), None)
@@ -230,7 +232,28 @@ def test_restart_with_thousands_pending(broker_factory, client_factory, tracker_
     consumer = client.subscribe("delay-restart", "sub", consumer_type=SHARED, receiver_queue_size=1000)
     got = receive_all(consumer, count, 30)
     payloads = [m.data() for m, _ in got]
+    assert b"far" not in payloads
     assert len(payloads) == len(set(payloads)) == count, "lost or duplicated"
     early = [m.data() for m, arrived in got if arrived < deliver_at(m)]
     assert not early, f"{len(early)} delivered early"
+    assert_nothing_more(consumer, 1000)
+
+
+def test_delivered_but_unacked_delayed_messages_come_back_once_after_restart(broker_factory, client_factory,
+                                                                              tracker_config):
+    broker = broker_factory(*tracker_config)
+    client = client_factory(broker.url)
+    consumer = client.subscribe("delay-unacked", "sub", consumer_type=SHARED)
+    producer = client.create_producer("delay-unacked", batching_enabled=False)
+    for i in range(50):
+        producer.send_async(f"{i}".encode(), None, deliver_after=timedelta(seconds=1))
+        producer.send_async(b"far", None, deliver_after=timedelta(hours=1))
+    producer.flush()
+    first = [consumer.receive(timeout_millis=5000).data() for _ in range(50)]  # not acknowledged
+    assert sorted(first) == sorted(f"{i}".encode() for i in range(50))
+    client.close()
+    broker.restart()
+    consumer = client_factory(broker.url).subscribe("delay-unacked", "sub", consumer_type=SHARED)
+    again = [m.data() for m, _ in receive_all(consumer, 50, 10)]
+    assert sorted(again) == sorted(first)
     assert_nothing_more(consumer, 1000)

@@ -23,13 +23,14 @@ import bisect
 import logging
 import time
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
 import crc32c
 from sortedcontainers import SortedDict
 
 from magnetar.broker.consumer import Consumer, DispatchEntry
-from magnetar.broker.delayed_delivery import create_tracker
+from magnetar.broker.delayed_delivery import DelayedDeliveryTracker, create_tracker
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.storage import Position
 from magnetar.wire.entry import parse_message_metadata
@@ -130,8 +131,10 @@ class Dispatcher:
     def _deliverable(self, position: Position) -> bool:
         return position not in self.outstanding and not self.subscription.cursor.is_acknowledged(position)
 
-    def _read_new(self, max_entries: int) -> list[DispatchEntry]:
-        """Entries from the read position on, skipping acknowledged and held ones."""
+    def _read_new(self, max_entries: int, taken: AbstractSet[Position] = frozenset()) -> list[DispatchEntry]:
+        """Entries from the read position on, skipping acknowledged and held ones, and
+        `taken`: what this pass already took from replay or due (behind the read position
+        after a restart, so it may lie ahead of it)."""
         ledger = self.subscription.topic.ledger
         entries: list[DispatchEntry] = []
         scanned = 0
@@ -139,19 +142,19 @@ class Dispatcher:
             if scanned >= MAX_SCAN_PER_PASS:
                 self.schedule()
                 break
-            raw = ledger.read_entries(self.read_position, self._readable_run(max_entries - len(entries)))
+            raw = ledger.read_entries(self.read_position, self._readable_run(max_entries - len(entries), taken))
             if not raw:
                 break
             scanned += len(raw)
             for position, data in raw:
-                if self._deliverable(position):
+                if self._deliverable(position) and position not in taken:
                     entry = self._entry(position, data)
                     if not self._hold(entry):
                         entries.append(entry)
             self.read_position = ledger.next_position(raw[-1][0])
         return entries
 
-    def _readable_run(self, limit: int) -> int:
+    def _readable_run(self, limit: int, taken: AbstractSet[Position]) -> int:
         """How many entries to read from the read position (which it may first move on)."""
         return limit
 
@@ -283,7 +286,7 @@ class MultipleConsumersDispatcher(Dispatcher):
                 entries += self._read_due(budget - len(entries))
             fresh = 0
             if len(entries) < budget and len(self.replay) < MAX_REPLAY_ENTRIES:
-                new = self._read_new(budget - len(entries))
+                new = self._read_new(budget - len(entries), {entry.position for entry in entries})
                 fresh = len(new)
                 entries += new
             if not entries:
@@ -332,16 +335,17 @@ class MultipleConsumersDispatcher(Dispatcher):
             if self._deliverable(position)
         ]
 
-    def _readable_run(self, limit: int) -> int:
+    def _readable_run(self, limit: int, taken: AbstractSet[Position]) -> int:
         """After a restart the index may already hold positions ahead of the read position:
-        step over them, and over acknowledged ones, without reading them."""
+        step over them, and over acknowledged ones and those it already released, unread."""
         tracker = self.delayed
         if tracker is None or tracker.high_water is None or tracker.high_water < self.read_position:
             return limit
         cursor, ledger = self.subscription.cursor, self.subscription.topic.ledger
         position = next(cursor.iter_unacked(self.read_position), None)
-        while position is not None and tracker.contains(position):
-            position = next(cursor.iter_unacked(tracker.first_untracked(position)), None)
+        while position is not None and self._passed_over(tracker, taken, position):
+            after = tracker.first_untracked(position) if tracker.contains(position) else ledger.next_position(position)
+            position = next(cursor.iter_unacked(after), None)
         if position is None:
             last = ledger.last_confirmed_position
             self.read_position = ledger.next_position(last) if last is not None else self.read_position
@@ -349,11 +353,18 @@ class MultipleConsumersDispatcher(Dispatcher):
         self.read_position = position
         run = 1
         for following in cursor.iter_unacked(ledger.next_position(position)):
-            if run >= limit or following != ledger.next_position(position) or tracker.contains(following):
+            contiguous = following == ledger.next_position(position)
+            if run >= limit or not contiguous or self._passed_over(tracker, taken, following):
                 break
             position = following
             run += 1
         return run
+
+    def _passed_over(self, tracker: DelayedDeliveryTracker, taken: AbstractSet[Position], position: Position) -> bool:
+        """Held, out with a consumer, parked for replay or taken by this pass: reading it as
+        new would deliver it twice."""
+        return (position in self.outstanding or position in self.replay or position in taken
+                or tracker.contains(position))
 
     def _arm_timer(self) -> None:
         """One timer, for the next due time, never sooner than one tick after the last firing."""
