@@ -142,7 +142,8 @@ class Dispatcher:
             if scanned >= MAX_SCAN_PER_PASS:
                 self.schedule()
                 break
-            raw = ledger.read_entries(self.read_position, self._readable_run(max_entries - len(entries), taken))
+            count = self._readable_run(max_entries - len(entries), taken)  # may move the read position
+            raw = ledger.read_entries(self.read_position, count)
             if not raw:
                 break
             scanned += len(raw)
