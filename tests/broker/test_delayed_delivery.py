@@ -193,6 +193,17 @@ def test_key_shared_delayed_key_does_not_stall_other_keys(broker, client_factory
             fast.append(msg.data())
             consumer.acknowledge(msg)
     assert sorted(fast) == sorted(f"fast-{i}".encode() for i in range(20))
+    slow = []
+    deadline = time.monotonic() + 6
+    while len(slow) < 5 and time.monotonic() < deadline:
+        for consumer in consumers:
+            try:
+                msg = consumer.receive(timeout_millis=50)
+            except pulsar.Timeout:
+                continue
+            slow.append(msg.data())
+            consumer.acknowledge(msg)
+    assert slow == [f"slow-{i}".encode() for i in range(5)], "one key, one consumer, in order"
 
 
 def test_stats_count_delayed_not_available(broker, client_factory):
