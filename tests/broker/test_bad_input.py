@@ -15,6 +15,7 @@ import pulsar
 import pytest
 from rawclient import RawClient, send_frame
 
+from magnetar.wire.entry import build_entry
 from magnetar.wire.frames import encode_command
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -279,4 +280,25 @@ def test_send_for_unknown_producer_closes_connection(broker):
     raw.create_producer("unknown-producer", producer_id=0)
     raw.send(5, 0, b"who am I")
     assert raw.closed_by_peer(10)
+    raw.close()
+
+
+def delayed_send(producer_id: int, sequence_id: int, deliver_at: int) -> tuple[pb.BaseCommand, bytes]:
+    metadata = pb.MessageMetadata(producer_name="raw", sequence_id=sequence_id,
+                                  publish_time=int(time.time() * 1000), deliver_at_time=deliver_at)
+    send = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
+    return pb.BaseCommand(type=pb.BaseCommand.SEND, send=send), build_entry(metadata, b"later")
+
+
+def test_delivery_delay_over_the_maximum_is_refused(broker_factory):
+    broker = broker_factory("delayedDeliveryMaxDelayInMillis=5000")
+    raw = RawClient(broker.url)
+    raw.connect()
+    raw.create_producer("max-delay")
+    now = int(time.time() * 1000)
+    raw.command(*delayed_send(0, 0, now + 60_000))
+    error = raw.expect(pb.BaseCommand.SEND_ERROR).send_error
+    assert error.error == pb.NotAllowedError and "5000" in error.message
+    raw.command(*delayed_send(0, 1, now + 1_000))
+    assert raw.expect(pb.BaseCommand.SEND_RECEIPT).send_receipt.sequence_id == 1
     raw.close()

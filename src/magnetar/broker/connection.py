@@ -21,7 +21,12 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.producer import Producer
 from magnetar.storage import Position
 from magnetar.wire import commands
-from magnetar.wire.entry import strip_broker_entry_metadata, validate_layout, verify_checksum
+from magnetar.wire.entry import (
+    parse_message_metadata,
+    strip_broker_entry_metadata,
+    validate_layout,
+    verify_checksum,
+)
 from magnetar.wire.errors import ChecksumError, WireError
 from magnetar.wire.frames import FRAME_PADDING, FrameDecoder
 from magnetar.wire.message_id import MessageId
@@ -304,6 +309,19 @@ class ServerCnx(asyncio.Protocol):
             return pb.ChecksumError, "Checksum failed on the broker"
         except WireError as exc:
             return pb.NotAllowedError, f"malformed message: {exc}"
+        return self._check_delivery_delay(payload)
+
+    def _check_delivery_delay(self, payload: bytes) -> tuple[int, str] | None:
+        """delayedDeliveryMaxDelayInMillis: metadata is parsed only when a limit is set."""
+        max_delay = self.service.config.delayedDeliveryMaxDelayInMillis
+        if max_delay <= 0:
+            return None
+        try:
+            metadata = parse_message_metadata(payload)
+        except WireError as exc:
+            return pb.NotAllowedError, f"malformed message: {exc}"
+        if metadata.HasField("deliver_at_time") and metadata.deliver_at_time - time.time() * 1000 > max_delay:
+            return pb.NotAllowedError, f"Exceeds max allowed delivery delay of {max_delay} milliseconds"
         return None
 
     def handle_close_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
