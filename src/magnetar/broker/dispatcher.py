@@ -94,6 +94,16 @@ class Dispatcher:
         """Make messages a consumer held available again, counting a redelivery."""
         raise NotImplementedError
 
+    def _take_back(self, consumer: Consumer, positions: Iterable[Position]) -> list[Position]:
+        """Forget that `consumer` holds these positions; each counts one more redelivery."""
+        counts = self.subscription.redelivery_counts
+        taken = list(positions)
+        for position in taken:
+            consumer.pending.pop(position, None)
+            self.outstanding.pop(position, None)
+            counts[position] = counts.get(position, 0) + 1
+        return taken
+
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         """REDELIVER_UNACKNOWLEDGED_MESSAGES: the listed positions, or all when None."""
         chosen = list(consumer.pending) if positions is None else [p for p in positions if p in consumer.pending]
@@ -210,11 +220,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self.schedule()
 
     def _release(self, consumer: Consumer, positions: Iterable[Position]) -> None:
-        counts = self.subscription.redelivery_counts
-        for position in list(positions):
-            consumer.pending.pop(position, None)
-            self.outstanding.pop(position, None)
-            counts[position] = counts.get(position, 0) + 1
+        self._take_back(consumer, positions)
         # Order is the promise here, so everything unacked goes out again from the start.
         for other in self.consumers:
             for position in other.pending:
@@ -251,11 +257,7 @@ class MultipleConsumersDispatcher(Dispatcher):
         return len(self.delayed) if self.delayed is not None else 0
 
     def _release(self, consumer: Consumer, positions: Iterable[Position]) -> None:
-        counts = self.subscription.redelivery_counts
-        for position in list(positions):
-            consumer.pending.pop(position, None)
-            self.outstanding.pop(position, None)
-            counts[position] = counts.get(position, 0) + 1
+        for position in self._take_back(consumer, positions):
             self.replay[position] = -1
 
     def acknowledged(self, positions: Iterable[Position]) -> None:
