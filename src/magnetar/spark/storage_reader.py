@@ -24,7 +24,7 @@ from magnetar.broker.message_finder import EntrySequence, find_by_index, find_fi
 from magnetar.broker.topic_name import TopicName
 from magnetar.spark.offsets import EARLIEST_INDEX, LATEST_INDEX, TopicPartition
 from magnetar.spark.options import MagnetarOptionError, SourceOptions
-from magnetar.spark.rows import RowBuilder, RowFilter
+from magnetar.spark.rows import RowFilter, rows_of_entries
 from magnetar.storage import ManagedLedger, ManagedLedgerFactory, NoSuchManagedLedgerError, Position
 from magnetar.wire.entry import parse_message_metadata, peek_broker_entry_metadata
 
@@ -274,31 +274,28 @@ def resolve_index(topics: StorageTopics, tp: TopicPartition, index: int) -> int 
 
 def read_range(path: str, work: EntryRange, fail_on_data_loss: bool = True) -> Iterator[pa.RecordBatch]:
     """Executor side: the rows of one entry range, as Arrow batches of ~ROWS_PER_BATCH rows."""
+    entries = _entries_of_range(path, work, fail_on_data_loss)
+    with gc_paused():
+        yield from rows_of_entries(entries, work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH)
+
+
+def _entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool) -> Iterator[tuple[int, int, bytes]]:
     ml = open_data_dir(path).open(work.storage_name)
     ml.refresh()
-    builder = RowBuilder(work.tp.topic, work.tp.partition, work.row_filter)
     position = Position(work.ledger_id, work.entry_id)
     remaining = work.entries
-    with gc_paused():
-        while remaining > 0:
-            chunk = ml.read_entries(position, min(remaining, ENTRIES_PER_READ), BYTES_PER_READ)
-            if not chunk:
-                if fail_on_data_loss:
-                    raise MagnetarDataLossError(
-                        f"{work.tp.storage_topic}: {remaining} entries from {position} are no longer stored"
-                    )
-                break
-            for (ledger_id, entry_id), data in chunk:
-                builder.add(ledger_id, entry_id, data)
-            remaining -= len(chunk)
-            position = ml.next_position(chunk[-1][0])
-            if builder.rows >= ROWS_PER_BATCH:
-                batch = builder.flush()
-                if batch is not None:
-                    yield batch
-        batch = builder.flush()
-        if batch is not None:
-            yield batch
+    while remaining > 0:
+        chunk = ml.read_entries(position, min(remaining, ENTRIES_PER_READ), BYTES_PER_READ)
+        if not chunk:
+            if fail_on_data_loss:
+                raise MagnetarDataLossError(
+                    f"{work.tp.storage_topic}: {remaining} entries from {position} are no longer stored"
+                )
+            return
+        for (ledger_id, entry_id), data in chunk:
+            yield ledger_id, entry_id, data
+        remaining -= len(chunk)
+        position = ml.next_position(chunk[-1][0])
 
 
 def with_index_bounds(bounds: Bounds, low: int | None, high: int | None) -> Bounds:
