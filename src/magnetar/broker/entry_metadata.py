@@ -93,16 +93,20 @@ class EntryMetadataStamper:
     def enabled(self) -> bool:
         return bool(self.interceptors)
 
-    def recover(self, ledger: ManagedLedger) -> PartitionEntryMetadataState:
-        """State for a partition from its last entry's prefix (or the saved counter)."""
+    def recover(self, ledger: ManagedLedger, last_entry: bytes | None) -> PartitionEntryMetadataState:
+        """State for a partition from its last entry's prefix (or the saved counter).
+
+        Nothing is read when no interceptor is configured: the state is then unused.
+        """
         state = PartitionEntryMetadataState(index=self.index_base - 1)
+        if not self.interceptors:
+            return state
         saved = ledger.get_property(INDEX_PROPERTY)
         if saved is not None:
             state.index = max(state.index, int(saved))
-        last = ledger.last_confirmed_position
-        if last is not None:
+        if last_entry is not None:
             try:
-                bem = peek_broker_entry_metadata(ledger.read_entry(last))
+                bem = peek_broker_entry_metadata(last_entry)
             except WireError:
                 bem = None
             if bem is not None:

@@ -28,6 +28,17 @@ Sub = pb.CommandSubscribe
 PublishCallback = Callable[[Position | None, BaseException | None], None]
 
 
+def _batch_size(entry: bytes | None) -> int:
+    """num_messages_in_batch of an entry, -1 when it is not a batch (or unreadable)."""
+    if entry is None:
+        return -1
+    try:
+        metadata = parse_message_metadata(entry)
+    except WireError:
+        return -1
+    return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else -1
+
+
 class PersistentTopic:
     def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger) -> None:
         self.service = service
@@ -39,8 +50,9 @@ class PersistentTopic:
             sub_name: PersistentSubscription(self, sub_name, cursor, durable=True)
             for sub_name, cursor in ledger.cursors.items()
         }
-        self._last_batch_size = self._batch_size_of_last_entry()
-        self.entry_metadata_state = service.entry_metadata.recover(ledger)
+        last_entry = self._last_entry()
+        self._last_batch_size = _batch_size(last_entry)
+        self.entry_metadata_state = service.entry_metadata.recover(ledger, last_entry)
 
     def __repr__(self) -> str:
         return str(self.name)
@@ -66,15 +78,10 @@ class PersistentTopic:
                     subscription.dispatcher.schedule()
         callback(position, exc)
 
-    def _batch_size_of_last_entry(self) -> int:
+    def _last_entry(self) -> bytes | None:
+        """Read once at load: both the batch size and the PIP-70 state come from it."""
         last = self.ledger.last_confirmed_position
-        if last is None:
-            return -1
-        try:
-            metadata = parse_message_metadata(self.ledger.read_entry(last))
-        except WireError:
-            return -1
-        return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else -1
+        return None if last is None else self.ledger.read_entry(last)
 
     def next_publish_position(self) -> Position:
         """The position just past the last durable entry."""
