@@ -21,7 +21,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage import NoSuchEntryError, Position
-from magnetar.wire.compression import decompress
+from magnetar.wire.batch import decompressed_payload
 from magnetar.wire.entry import parse_entry
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -172,10 +172,9 @@ class AdminServer:
         try:
             entry = parse_entry(data)
             md = entry.metadata
-            payload = bytes(entry.payload)
-            if md.HasField("compression") and md.compression != pb.NONE:
-                payload = decompress(md.compression, payload, md.uncompressed_size,
-                                     max_size=self.service.config.maxMessageSize * 2)
+            payload = bytes(
+                decompressed_payload(md, entry.payload, max_size=self.service.config.maxMessageSize * 2)
+            )
         except WireError as exc:
             raise _fail(409, f"entry {position} cannot be decoded: {exc}") from exc
         headers = {

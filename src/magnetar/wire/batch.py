@@ -117,6 +117,13 @@ def _check_payload_size(metadata: pb.SingleMessageMetadata, index: int, availabl
         raise WireError(f"message {index} claims {metadata.payload_size} bytes, batch has {available}")
 
 
+def decompressed_payload(metadata: pb.MessageMetadata, payload: Buffer, *, max_size: int) -> Buffer:
+    """The payload as the producer built it: decompressed iff ``compression`` is present."""
+    if metadata.HasField("compression") and metadata.compression != pb.NONE:
+        return decompress(metadata.compression, payload, metadata.uncompressed_size, max_size=max_size)
+    return payload
+
+
 def decode_messages(metadata: pb.MessageMetadata, payload: Buffer, *, max_size: int) -> list[BatchMessage]:
     """Every message of an entry, as a consumer sees them.
 
@@ -126,8 +133,7 @@ def decode_messages(metadata: pb.MessageMetadata, payload: Buffer, *, max_size: 
     read keys, properties and event times in one place whatever the producer did.
     Encrypted payloads must be decrypted by the caller first.
     """
-    if metadata.HasField("compression") and metadata.compression != pb.NONE:
-        payload = decompress(metadata.compression, payload, metadata.uncompressed_size, max_size=max_size)
+    payload = decompressed_payload(metadata, payload, max_size=max_size)
     if metadata.HasField("num_messages_in_batch"):
         return decode_batch(payload, metadata.num_messages_in_batch)
     value = memoryview(payload)
