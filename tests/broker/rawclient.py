@@ -60,6 +60,11 @@ class RawClient:
             topic=topic, producer_id=producer_id, request_id=request_id)))
         return self.expect(T.PRODUCER_SUCCESS).producer_success.producer_name
 
+    def ping(self) -> None:
+        """PING and wait for the PONG: proof the broker still serves this connection."""
+        self.command(T(type=T.PING, ping=pb.CommandPing()))
+        self.expect(T.PONG)
+
     def send(self, producer_id: int, sequence_id: int, payload: bytes, *, producer_name: str = "raw",
              corrupt: bool = False) -> None:
         self.write(send_frame(producer_id, sequence_id, payload, producer_name=producer_name, corrupt=corrupt))

@@ -101,10 +101,7 @@ def _offsets(options: Mapping[str, str], name: str, default: OffsetSpec, allow_e
         return EARLIEST
     if text.lower() == "latest":
         return LATEST
-    try:
-        parsed = json.loads(text)
-    except json.JSONDecodeError:
-        parsed = None
+    parsed = _json_or_none(text)
     if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
         raise MagnetarOptionError(
             f"option {name!r} must be earliest, latest or JSON like "
@@ -129,14 +126,19 @@ def _offsets(options: Mapping[str, str], name: str, default: OffsetSpec, allow_e
     return OffsetSpec(per_partition=per_partition)
 
 
+def _json_or_none(text: str) -> object:
+    """Parsed JSON, or None for text that is not JSON (the caller words the error)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
 def _properties(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     raw = options.get("propertiesfilter")
     if raw is None:
         return ()
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError:
-        parsed = None
+    parsed = _json_or_none(raw)
     if not isinstance(parsed, dict) or not all(isinstance(v, str) for v in parsed.values()):
         raise MagnetarOptionError(
             f'option \'propertiesFilter\' must be a JSON object of strings like {{"k": "v"}}, got {raw!r}'
