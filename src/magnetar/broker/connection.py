@@ -238,7 +238,7 @@ class ServerCnx(asyncio.Protocol):
     def handle_partitioned_metadata(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.partitionMetadata
         try:
-            partitions = self.service.partitioned_metadata(req.topic)
+            partitions = self.service.partitioned_metadata(req.topic, auto_create=req.metadata_auto_creation_enabled)
         except BrokerServiceError as exc:
             self.send(commands.partitioned_metadata_error(req.request_id, exc.code, exc.message))
             return
@@ -427,16 +427,17 @@ class ServerCnx(asyncio.Protocol):
         subscription = consumer.subscription
         mark = subscription.cursor.mark_delete_position
         mark_delete = MessageId(mark.ledger_id, mark.entry_id).to_proto()
-        self.send(
-            commands.last_message_id_response(req.request_id, subscription.topic.last_message_id(), mark_delete)
-        )
+        self.send(commands.last_message_id_response(req.request_id, subscription.topic.last_message_id(), mark_delete))
 
     def handle_consumer_stats(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.consumerStats
         consumer = self.consumers.get(req.consumer_id)
         if consumer is None:
-            self.send(commands.consumer_stats_response(
-                req.request_id, error_code=pb.ConsumerNotFound, error_message="Consumer not found"))
+            self.send(
+                commands.consumer_stats_response(
+                    req.request_id, error_code=pb.ConsumerNotFound, error_message="Consumer not found"
+                )
+            )
             return
         self.send(
             commands.consumer_stats_response(

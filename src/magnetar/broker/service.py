@@ -128,15 +128,23 @@ class BrokerService:
             raise BrokerServiceError(pb.NotAllowedError, f"topic {topic} already exists")
         self.metadata.put(_PARTITIONED_PREFIX + topic.storage_name, json.dumps({"partitions": partitions}).encode())
 
-    def partitioned_metadata(self, name: str) -> int:
-        """PARTITIONED_METADATA: the partition count, auto-creating as configured."""
+    def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int:
+        """PARTITIONED_METADATA: the partition count, auto-creating as configured.
+
+        A client that asks not to auto-create (PIP-344) learns that a topic is missing
+        from TopicNotFound instead of a count of 0 that would read as "not partitioned".
+        """
         topic = self.parse_topic(name)
-        if topic.partition_index >= 0:
+        if topic.partition_index >= 0 and (auto_create or self.topic_exists(topic)):
             return 0
         partitions = self.partitions_of(topic)
         if partitions is not None:
             return partitions
-        if self.factory.exists(topic.storage_name) or not self.config.allowAutoTopicCreation:
+        if self.factory.exists(topic.storage_name):
+            return 0
+        if not auto_create:
+            raise BrokerServiceError(pb.TopicNotFound, f"Topic {name} does not exist")
+        if not self.config.allowAutoTopicCreation:
             return 0
         if self.config.allowAutoTopicCreationType == "partitioned":
             self.create_partitioned_topic(topic, self.config.defaultNumPartitions)
@@ -170,7 +178,7 @@ class BrokerService:
             if f"{tenant}/{ns}" == namespace:
                 names.add(f"{domain}://{tenant}/{ns}/{local}")
         for key in self.metadata.list(_PARTITIONED_PREFIX):
-            tenant, ns, domain, local = key[len(_PARTITIONED_PREFIX):].split("/", 3)
+            tenant, ns, domain, local = key[len(_PARTITIONED_PREFIX) :].split("/", 3)
             if f"{tenant}/{ns}" == namespace:
                 base = TopicName(domain, tenant, ns, local)
                 names.update(str(base.partition(i)) for i in range(self.partitions_of(base) or 0))
