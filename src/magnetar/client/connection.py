@@ -1,0 +1,208 @@
+"""A blocking connection to a Pulsar-compatible broker, for tools that read topics.
+
+Spark tasks and the Spark driver are plain threads, not event loops, so this is a socket
+with timeouts around `magnetar.wire`: requests wait for the frame answering their request
+id, frames nobody asked for (MESSAGE, CLOSE_CONSUMER) queue up for whoever reads them,
+and the broker's PINGs are answered while waiting. It speaks the protocol as the official
+client does, so it works against Apache Pulsar as well as magnetar.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections import deque
+from urllib.parse import urlsplit
+
+from magnetar import __version__
+from magnetar.wire.errors import WireError
+from magnetar.wire.frames import Frame, FrameDecoder, encode_command
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+T = pb.BaseCommand
+
+PROTOCOL_VERSION = 21
+"""What the official 3.x clients announce; brokers answer with the version they share."""
+
+DEFAULT_OPERATION_TIMEOUT = 30.0
+"""As the official client's operationTimeoutSeconds."""
+
+_READ_SIZE = 1 << 20
+
+
+class PulsarClientError(RuntimeError):
+    """The broker could not be reached, answered garbage, or went away."""
+
+
+class PulsarServerError(PulsarClientError):
+    """The broker refused a request: `code` is the ServerError it sent."""
+
+    def __init__(self, code: int, message: str) -> None:
+        self.code = code
+        self.code_name = pb.ServerError.Name(code) if code in pb.ServerError.values() else str(code)
+        super().__init__(f"{self.code_name}: {message}")
+
+
+def parse_service_url(url: str) -> tuple[str, int]:
+    """(host, port) of `pulsar://host[:port][,host2...]`: the first host is used."""
+    parts = urlsplit(url.strip())
+    if parts.scheme == "pulsar+ssl":
+        raise PulsarClientError(f"{url}: TLS (pulsar+ssl://) is not supported; use pulsar://")
+    if parts.scheme != "pulsar" or not parts.netloc:
+        raise PulsarClientError(f"{url!r} is not a Pulsar service URL (expected pulsar://host:port)")
+    first = parts.netloc.split(",")[0]
+    host, _, port = first.rpartition(":") if ":" in first else (first, "", "6650")
+    if not port.isdigit():
+        raise PulsarClientError(f"{url!r}: bad port {port!r}")
+    return host.strip("[]"), int(port)
+
+
+def _body(cmd: pb.BaseCommand) -> object | None:
+    """The command's body: the sub-message whose field number equals its type."""
+    field = T.DESCRIPTOR.fields_by_number.get(cmd.type)
+    return getattr(cmd, field.name) if field is not None and cmd.HasField(field.name) else None
+
+
+def _refusal(cmd: pb.BaseCommand) -> PulsarServerError | None:
+    """The error a response carries, whichever of Pulsar's shapes it uses."""
+    body = _body(cmd)
+    if cmd.type == T.ERROR:
+        return PulsarServerError(body.error, body.message)
+    for code_field, message_field in (("error", "message"), ("error_code", "error_message")):
+        if body is not None and code_field in body.DESCRIPTOR.fields_by_name and body.HasField(code_field):
+            return PulsarServerError(getattr(body, code_field), getattr(body, message_field))
+    return None
+
+
+class ClientConnection:
+    """One TCP connection, CONNECTed, with request ids and a queue of pushed frames."""
+
+    def __init__(self, url: str, timeout: float = DEFAULT_OPERATION_TIMEOUT) -> None:
+        self.url = url
+        self.timeout = timeout
+        self._decoder = FrameDecoder()
+        self._decoded: deque[Frame] = deque()
+        """Frames read off the socket, not yet looked at."""
+        self._pushed: deque[Frame] = deque()
+        """Frames looked at while waiting for an answer: pushed by the broker unasked."""
+        self._next_request_id = 0
+        self._next_consumer_id = 0
+        host, port = parse_service_url(url)
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise PulsarClientError(f"cannot connect to {url}: {exc}") from exc
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.server_version, self.protocol_version = self._handshake()
+        except BaseException:
+            self.close()
+            raise
+
+    def _handshake(self) -> tuple[str, int]:
+        flags = pb.FeatureFlags(
+            supports_broker_entry_metadata=True, supports_get_partitioned_metadata_without_auto_creation=True
+        )
+        connect = pb.CommandConnect(
+            client_version=f"magnetar-{__version__}", protocol_version=PROTOCOL_VERSION, feature_flags=flags
+        )
+        self.send(T(type=T.CONNECT, connect=connect))
+        frame = self._read_frame(time.monotonic() + self.timeout)
+        refusal = _refusal(frame.command)
+        if refusal is not None:
+            raise refusal
+        if frame.command.type != T.CONNECTED:
+            raise PulsarClientError(f"{self.url} answered CONNECT with {T.Type.Name(frame.command.type)}")
+        connected = frame.command.connected
+        return connected.server_version, connected.protocol_version
+
+    def new_request_id(self) -> int:
+        self._next_request_id += 1
+        return self._next_request_id
+
+    def new_consumer_id(self) -> int:
+        self._next_consumer_id += 1
+        return self._next_consumer_id
+
+    def send(self, cmd: pb.BaseCommand) -> None:
+        try:
+            self._sock.sendall(encode_command(cmd))
+        except OSError as exc:
+            raise PulsarClientError(f"connection to {self.url} lost: {exc}") from exc
+
+    def request(self, cmd: pb.BaseCommand) -> pb.BaseCommand:
+        """Send `cmd` (whose body carries a request_id) and return the frame answering it.
+
+        A refusal (ERROR, or a response with its error field set) raises PulsarServerError.
+        """
+        request_id = _body(cmd).request_id
+        self.send(cmd)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            frame = self._read_frame(deadline)
+            body = _body(frame.command)
+            if frame.command.type != T.MESSAGE and getattr(body, "request_id", None) == request_id:
+                refusal = _refusal(frame.command)
+                if refusal is not None:
+                    raise refusal
+                return frame.command
+            self._pushed.append(frame)
+
+    def next_for(self, consumer_id: int) -> Frame:
+        """The next frame the broker pushed to `consumer_id` (MESSAGE, CLOSE_CONSUMER, ...);
+        frames for other consumers of this connection stay queued for them."""
+        for i, frame in enumerate(self._pushed):
+            if getattr(_body(frame.command), "consumer_id", None) == consumer_id:
+                del self._pushed[i]
+                return frame
+        deadline = time.monotonic() + self.timeout
+        while True:
+            frame = self._read_frame(deadline)
+            if getattr(_body(frame.command), "consumer_id", None) == consumer_id:
+                return frame
+            self._pushed.append(frame)
+
+    def discard_pushed(self, consumer_id: int) -> None:
+        """Forget queued frames for `consumer_id` (messages sent before a seek, say)."""
+        self._pushed = deque(f for f in self._pushed if getattr(_body(f.command), "consumer_id", None) != consumer_id)
+
+    def _read_frame(self, deadline: float) -> Frame:
+        """The next frame that is not a PING (PINGs are answered here)."""
+        while True:
+            frame = self._decoded.popleft() if self._decoded else None
+            if frame is None:
+                self._receive(deadline)
+                continue
+            if frame.command.type == T.PING:
+                self.send(T(type=T.PONG, pong=pb.CommandPong()))
+                continue
+            if frame.command.type == T.PONG:
+                continue
+            return frame
+
+    def _receive(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise PulsarClientError(f"no answer from {self.url} within {self.timeout:g} s")
+        self._sock.settimeout(remaining)
+        try:
+            data = self._sock.recv(_READ_SIZE)
+        except TimeoutError as exc:
+            raise PulsarClientError(f"no answer from {self.url} within {self.timeout:g} s") from exc
+        except OSError as exc:
+            raise PulsarClientError(f"connection to {self.url} lost: {exc}") from exc
+        if not data:
+            raise PulsarClientError(f"{self.url} closed the connection")
+        try:
+            self._decoded.extend(self._decoder.feed(data))
+        except WireError as exc:
+            raise PulsarClientError(f"{self.url} sent a malformed frame: {exc}") from exc
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def __enter__(self) -> ClientConnection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
