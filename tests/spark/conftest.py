@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pulsar
 import pytest
 
 pytest.importorskip("pyspark")
@@ -86,3 +89,49 @@ def write_entries(data_dir: Path, name: str, entries: list[dict], entries_per_le
             ml.append_sync(entry)
     finally:
         factory.close()
+
+
+COMPRESSIONS = {
+    "none": pulsar.CompressionType.NONE,
+    "lz4": pulsar.CompressionType.LZ4,
+    "zlib": pulsar.CompressionType.ZLib,
+    "zstd": pulsar.CompressionType.ZSTD,
+    "snappy": pulsar.CompressionType.SNAPPY,
+}
+
+
+def produce(client, topic, count, *, batched, compression, key_every=3):
+    """Send `count` messages; return what was sent, keyed by (ledger, entry, batch_index)."""
+    producer = client.create_producer(
+        topic,
+        batching_enabled=batched,
+        batching_max_messages=17,
+        batching_max_publish_delay_ms=5,
+        compression_type=compression,
+    )
+    sent, ids = [], []
+    lock = threading.Lock()
+
+    def done(result, msg_id, i):
+        with lock:
+            ids.append((i, msg_id))
+
+    for i in range(count):
+        value = f"{topic}-{i}-".encode() * (1 + i % 4)
+        kwargs = {"properties": {"i": str(i)}, "event_timestamp": 1_000 + i if i % 2 else None}
+        if i % key_every == 0:
+            kwargs["partition_key"] = f"k{i}"
+        sent.append((value, kwargs))
+        producer.send_async(
+            value, lambda r, m, i=i: done(r, m, i), **{k: v for k, v in kwargs.items() if v is not None}
+        )
+    producer.flush()
+    deadline = time.monotonic() + 10
+    while len(ids) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    producer.close()
+    out = {}
+    for i, msg_id in ids:
+        value, kwargs = sent[i]
+        out[(msg_id.ledger_id(), msg_id.entry_id(), msg_id.batch_index())] = (i, value, kwargs)
+    return out

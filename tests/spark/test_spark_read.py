@@ -9,57 +9,12 @@ import urllib.request
 
 import pulsar
 import pytest
-from conftest import INTERCEPTORS
+from conftest import COMPRESSIONS, INTERCEPTORS, produce
 from standalone import Standalone
 
 from magnetar.spark.options import MagnetarOptionError, parse_options
 
 pytestmark = pytest.mark.spark
-
-COMPRESSIONS = {
-    "none": pulsar.CompressionType.NONE,
-    "lz4": pulsar.CompressionType.LZ4,
-    "zlib": pulsar.CompressionType.ZLib,
-    "zstd": pulsar.CompressionType.ZSTD,
-    "snappy": pulsar.CompressionType.SNAPPY,
-}
-
-
-def _produce(client, topic, count, *, batched, compression, key_every=3):
-    """Send `count` messages; return what was sent, keyed by (ledger, entry, batch_index)."""
-    producer = client.create_producer(
-        topic,
-        batching_enabled=batched,
-        batching_max_messages=17,
-        batching_max_publish_delay_ms=5,
-        compression_type=compression,
-    )
-    sent, ids = [], []
-    lock = threading.Lock()
-
-    def done(result, msg_id, i):
-        with lock:
-            ids.append((i, msg_id))
-
-    for i in range(count):
-        value = f"{topic}-{i}-".encode() * (1 + i % 4)
-        kwargs = {"properties": {"i": str(i)}, "event_timestamp": 1_000 + i if i % 2 else None}
-        if i % key_every == 0:
-            kwargs["partition_key"] = f"k{i}"
-        sent.append((value, kwargs))
-        producer.send_async(
-            value, lambda r, m, i=i: done(r, m, i), **{k: v for k, v in kwargs.items() if v is not None}
-        )
-    producer.flush()
-    deadline = time.monotonic() + 10
-    while len(ids) < count and time.monotonic() < deadline:
-        time.sleep(0.01)
-    producer.close()
-    out = {}
-    for i, msg_id in ids:
-        value, kwargs = sent[i]
-        out[(msg_id.ledger_id(), msg_id.entry_id(), msg_id.batch_index())] = (i, value, kwargs)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +30,7 @@ def produced(tmp_path_factory):
         for batched in (True, False):
             for name, compression in COMPRESSIONS.items():
                 topic = f"t-{'b' if batched else 'n'}-{name}"
-                topics[topic] = _produce(client, topic, 60, batched=batched, compression=compression)
+                topics[topic] = produce(client, topic, 60, batched=batched, compression=compression)
         yield broker, data_dir, topics, client
     finally:
         client.close()
@@ -177,7 +132,7 @@ def _http_port(broker) -> int:
 def test_entries_without_prefix_read_with_null_index(spark, broker_factory, client_factory, tmp_path):
     broker = broker_factory()
     client = client_factory(broker.url)
-    sent = _produce(client, "plain", 20, batched=True, compression=pulsar.CompressionType.LZ4)
+    sent = produce(client, "plain", 20, batched=True, compression=pulsar.CompressionType.LZ4)
     broker.stop()
     df = spark.read.format("magnetar").option("topic", "plain").load(str(broker.data_dir))
     rows = df.collect()

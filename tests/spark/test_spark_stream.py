@@ -18,12 +18,18 @@ def _send(client, topic, start, count):
     producer.close()
 
 
-def _run(spark, data_dir, checkpoint, out, **options):
+EXPOSING = "exposingBrokerEntryMetadataToClientEnabled=true"
+
+
+def _run(spark, broker, checkpoint, out, via="path", **options):
+    """Run the stream to what is stored now; `via` says how it reaches the broker's topics."""
     reader = spark.readStream.format("magnetar").option("topic", "s").option("startingOffsets", "earliest")
     for k, v in options.items():
         reader = reader.option(k, v)
+    if via == "service.url":
+        reader = reader.option("service.url", broker.url)
     query = (
-        reader.load(str(data_dir))
+        (reader.load() if via == "service.url" else reader.load(str(broker.data_dir)))
         .select("index", "value")
         .writeStream.format("parquet")
         .option("checkpointLocation", str(checkpoint))
@@ -41,13 +47,14 @@ def _read_out(spark, out):
     return sorted(int(bytes(r["value"])) for r in spark.read.parquet(str(out)).collect())
 
 
-def test_restarted_query_resumes_exactly_across_a_broker_restart(spark, broker_factory, client_factory, tmp_path):
-    broker = broker_factory(INTERCEPTORS)
+@pytest.mark.parametrize("via", ["path", "service.url"])
+def test_restarted_query_resumes_exactly_across_a_broker_restart(spark, broker_factory, client_factory, tmp_path, via):
+    broker = broker_factory(INTERCEPTORS, EXPOSING)
     client = client_factory(broker.url)
     _send(client, "s", 0, 100)
     checkpoint, out = tmp_path / "ck", tmp_path / "out"
 
-    batches = _run(spark, broker.data_dir, checkpoint, out, maxMessagesPerTrigger="30")
+    batches = _run(spark, broker, checkpoint, out, via, maxMessagesPerTrigger="30")
     assert _read_out(spark, out) == list(range(100))
     assert batches >= 4  # 100 messages, at most 30 per trigger (mid-batch ends resume exactly)
 
@@ -57,14 +64,16 @@ def test_restarted_query_resumes_exactly_across_a_broker_restart(spark, broker_f
     client = client_factory(broker.url)
     _send(client, "s", 150, 25)
 
-    _run(spark, broker.data_dir, checkpoint, out)
+    _run(spark, broker, checkpoint, out, via)
     assert _read_out(spark, out) == list(range(175))
-    _run(spark, broker.data_dir, checkpoint, out)  # nothing new: nothing read twice
+    _run(spark, broker, checkpoint, out, via)  # nothing new: nothing read twice
     assert _read_out(spark, out) == list(range(175))
 
 
-def test_stream_over_unprefixed_entries_is_refused(spark, broker_factory, client_factory, tmp_path):
-    broker = broker_factory()
+@pytest.mark.parametrize(("config", "via"), [((), "path"), ((INTERCEPTORS,), "service.url")])
+def test_stream_without_an_index_is_refused(spark, broker_factory, client_factory, tmp_path, config, via):
+    """No index stored, or (over the protocol) none exposed: a stream has no offsets, so it refuses."""
+    broker = broker_factory(*config)
     _send(client_factory(broker.url), "s", 0, 5)
     with pytest.raises(Exception, match="AppendIndexMetadataInterceptor"):
-        _run(spark, broker.data_dir, tmp_path / "ck", tmp_path / "out")
+        _run(spark, broker, tmp_path / "ck", tmp_path / "out", via)

@@ -6,8 +6,11 @@ only options and plans (plain data); files and sockets are opened where rows are
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import contextlib
+import functools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -25,7 +28,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from magnetar.spark import protocol_reader
+from magnetar.client.connection import PulsarClientError
 from magnetar.spark.offsets import (
     EARLIEST_INDEX,
     LATEST_INDEX,
@@ -36,6 +39,7 @@ from magnetar.spark.offsets import (
     to_stream_offset,
 )
 from magnetar.spark.options import MagnetarOptionError, SourceOptions, parse_options
+from magnetar.spark.protocol_reader import MessageRange, ProtocolTopics, read_messages
 from magnetar.spark.rows import spark_schema
 from magnetar.spark.storage_reader import (
     Bounds,
@@ -49,6 +53,8 @@ from magnetar.spark.storage_reader import (
     with_index_bounds,
 )
 
+Topics = StorageTopics | ProtocolTopics
+_R = TypeVar("_R")
 _SEARCHED_COLUMNS = {("index",): "index", ("broker_time",): "time"}
 
 
@@ -113,7 +119,7 @@ class PushedFilters:
 class MagnetarPartition(InputPartition):
     """One Spark partition: an entry range (path) or a message range (service.url), as `value`."""
 
-    def __init__(self, work: EntryRange | protocol_reader.MessageRange) -> None:
+    def __init__(self, work: EntryRange | MessageRange) -> None:
         super().__init__(work)
 
 
@@ -128,8 +134,8 @@ class MagnetarDataSource(DataSource):
         # Called when the DataFrame is defined: check options (and, for a data dir, that the
         # topics exist) here, so mistakes surface at load() and not inside a task.
         options = parse_options(self.options, streaming=None)
-        if options.path is not None:
-            StorageTopics(options.path).resolve(options)
+        with contextlib.closing(topics_of(options)) as topics:
+            topics.resolve(options)
         return spark_schema()
 
     def reader(self, schema: object) -> DataSourceReader:
@@ -137,6 +143,14 @@ class MagnetarDataSource(DataSource):
 
     def streamReader(self, schema: object) -> DataSourceStreamReader:
         return MagnetarStreamReader(parse_options(self.options, streaming=True))
+
+
+def topics_of(options: SourceOptions) -> Topics:
+    """The driver's view of what `path` or `service.url` names."""
+    if options.path is not None:
+        return StorageTopics(options.path)
+    assert options.service_url is not None
+    return ProtocolTopics(options.service_url)
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -148,10 +162,10 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         assert options.path is not None
         yield from read_range(options.path, work, options.fail_on_data_loss)
     else:
-        yield from protocol_reader.read_messages(options, work)
+        yield from read_messages(options, work)
 
 
-def _batch_bounds(options: SourceOptions, tp: TopicPartition, pushed: Bounds, storage: StorageTopics | None) -> Bounds:
+def _batch_bounds(options: SourceOptions, tp: TopicPartition, pushed: Bounds, topics: Topics) -> Bounds:
     """Pushed filters narrowed by startingOffsets/endingOffsets and startingTime/endingTime."""
     bounds = replace(
         pushed,
@@ -164,7 +178,7 @@ def _batch_bounds(options: SourceOptions, tp: TopicPartition, pushed: Bounds, st
     low = None if start in (EARLIEST_INDEX, LATEST_INDEX) else start
     high = None if end in (EARLIEST_INDEX, LATEST_INDEX) else end - 1
     if start == LATEST_INDEX:
-        low = resolve_index(storage, tp, LATEST_INDEX) if storage is not None else LATEST_INDEX
+        low = resolve_index(topics, tp, LATEST_INDEX)
         if low is None:  # nothing with an index stored: latest means nothing at all
             high = -1
     return with_index_bounds(bounds, low, high)
@@ -181,25 +195,38 @@ class MagnetarBatchReader(DataSourceReader):
                 yield f
 
     def plan(self) -> list[Plan]:
-        """The entry ranges of every topic partition (path only)."""
+        """The ranges to read of every topic partition the pushed filters keep."""
         options = self.options
-        assert options.path is not None
-        storage = StorageTopics(options.path)
         plans = []
-        for tp in storage.resolve(options):
-            if self.pushed.keeps(tp):
-                bounds = _batch_bounds(options, tp, self.pushed.bounds, storage)
-                plans.append(storage.plan(tp, bounds, options.split_size_bytes, options.fail_on_data_loss))
+        with contextlib.closing(topics_of(options)) as topics:
+            for tp in topics.resolve(options):
+                if self.pushed.keeps(tp):
+                    bounds = _batch_bounds(options, tp, self.pushed.bounds, topics)
+                    plans.append(topics.plan(tp, bounds, options.split_size_bytes, options.fail_on_data_loss))
         return plans
 
     def partitions(self) -> Sequence[InputPartition]:
-        if self.options.path is None:
-            ranges = protocol_reader.plan_batch(self.options, self.pushed.bounds, self.pushed.keeps, _batch_bounds)
-            return [MagnetarPartition(r) for r in ranges]
         return [MagnetarPartition(r) for plan in self.plan() for r in plan.ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)
+
+
+def _reconnecting(method: Callable[..., _R]) -> Callable[..., _R]:
+    """A stream's driver keeps one connection for its lifetime; when the broker restarted
+    in between, the call is retried once on a fresh connection."""
+
+    @functools.wraps(method)
+    def call(self: MagnetarStreamReader, *args: object) -> _R:
+        try:
+            return method(self, *args)
+        except PulsarClientError:
+            if self.options.service_url is None:
+                raise
+            self.stop()
+            return method(self, *args)
+
+    return call
 
 
 class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -207,56 +234,70 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self._storage: StorageTopics | None = None
+        self._topics: Topics | None = None
         self._target: dict[TopicPartition, int] | None = None
 
+    @_reconnecting
     def prepareForTriggerAvailableNow(self) -> None:
         """Trigger.AvailableNow: read up to what is stored now, then stop."""
         self._target = self._next_indexes()
 
+    def __getstate__(self) -> dict[str, object]:
+        # Executors get a copy of the reader: open files and sockets stay with the driver.
+        return {"options": self.options, "_topics": None, "_target": self._target}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+
     @property
-    def storage(self) -> StorageTopics:
-        if self.options.path is None:
-            raise MagnetarOptionError("streaming over 'service.url' is not supported yet; use 'path'")
-        if self._storage is None:
-            self._storage = StorageTopics(self.options.path)
-        return self._storage
+    def topics(self) -> Topics:
+        if self._topics is None:
+            self._topics = topics_of(self.options)
+        return self._topics
+
+    def stop(self) -> None:
+        if self._topics is not None:
+            self._topics.close()
+            self._topics = None
 
     def _next_indexes(self) -> dict[TopicPartition, int]:
         """Each partition's next index; EARLIEST_INDEX while it has no entry yet."""
-        storage = self.storage
+        topics = self.topics
         out = {}
-        for tp in storage.resolve(self.options):
-            latest = storage.next_index(tp)
-            if latest is None and storage.first_index(tp) is None and storage.has_entries(tp):
+        for tp in topics.resolve(self.options):
+            latest = topics.next_index(tp)
+            if latest is None and topics.first_index(tp) is None and topics.has_entries(tp):
                 raise MagnetarOptionError(
                     f"{tp.storage_topic} has entries without a broker index: streams need the "
-                    "AppendIndexMetadataInterceptor in brokerEntryMetadataInterceptors"
+                    "AppendIndexMetadataInterceptor in brokerEntryMetadataInterceptors (and, read over 'service.url', "
+                    "exposingBrokerEntryMetadataToClientEnabled=true)"
                 )
             out[tp] = EARLIEST_INDEX if latest is None else latest
         return out
 
+    @_reconnecting
     def initialOffset(self) -> StreamOffset:
         options = self.options
-        storage = self.storage
+        topics = self.topics
         out: dict[TopicPartition, int] = {}
         for tp, latest in self._next_indexes().items():
             if options.starting_time is not None:
-                index = storage.index_at_time(tp, options.starting_time)
+                index = topics.index_at_time(tp, options.starting_time)
                 out[tp] = latest if index is None else index
                 continue
             wanted = options.starting.index_for(tp)
-            resolved = resolve_index(storage, tp, wanted)
+            resolved = resolve_index(topics, tp, wanted)
             out[tp] = EARLIEST_INDEX if resolved is None else resolved
         return to_stream_offset(out)
 
     def _resolved_start(self, start: dict[TopicPartition, int], tp: TopicPartition) -> int:
         index = start.get(tp, EARLIEST_INDEX)
         if index == EARLIEST_INDEX:
-            first = self.storage.first_index(tp)
+            first = self.topics.first_index(tp)
             return EARLIEST_INDEX if first is None else first
         return index
 
+    @_reconnecting
     def latestOffset(self, start: StreamOffset, limit: ReadLimit) -> StreamOffset:
         begin = from_stream_offset(start)
         latest = self._next_indexes()
@@ -274,10 +315,11 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return ReadMaxRows(self.options.max_messages_per_trigger)
         return ReadAllAvailable()
 
+    @_reconnecting
     def partitions(self, start: StreamOffset, end: StreamOffset) -> Sequence[InputPartition]:
         begin = from_stream_offset(start)
         finish = from_stream_offset(end)
-        storage = self.storage
+        topics = self.topics
         out = []
         for tp, stop in finish.items():
             first = self._resolved_start(begin, tp)
@@ -285,7 +327,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             bounds = Bounds(properties=self.options.properties_filter)
             bounds = with_index_bounds(bounds, first if first >= 0 else None, stop - 1)
-            plan = storage.plan(tp, bounds, self.options.split_size_bytes, self.options.fail_on_data_loss)
+            plan = topics.plan(tp, bounds, self.options.split_size_bytes, self.options.fail_on_data_loss)
             out.extend(MagnetarPartition(r) for r in plan.ranges)
         return out
 

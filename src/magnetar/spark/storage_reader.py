@@ -180,6 +180,9 @@ class StorageTopics:
                 raise MagnetarOptionError(f"unknown topic {name}: no such topic in data directory {self.path}")
         return out
 
+    def close(self) -> None:
+        """Nothing to release: the data dir's factory is shared by the process's readers."""
+
     def ledger(self, tp: TopicPartition) -> ManagedLedger | None:
         """The partition's managed ledger, refreshed; None if it never stored anything."""
         try:
