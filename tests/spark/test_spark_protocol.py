@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import threading
+import time
 import urllib.request
 
 import pulsar
@@ -173,3 +175,33 @@ def test_unknown_topic_is_not_created_by_looking(spark, served):
         listed = json.load(answer)
     assert "persistent://public/default/p-b-none" in listed
     assert not [t for t in listed if "ghost" in t]
+
+
+def test_topic_written_while_read_gives_a_growing_prefix(spark, served):
+    broker, _, _, client = served
+    producer = client.create_producer("live-p", batching_enabled=True, batching_max_publish_delay_ms=1)
+    stop = threading.Event()
+    sent = [0]
+
+    def write():
+        while not stop.is_set():
+            producer.send(b"y" * 40)
+            sent[0] += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        counts = []
+        for round_ in range(1, 4):
+            deadline = time.monotonic() + 30
+            while sent[0] < round_ * 50 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            indexes = sorted(r["index"] for r in _frame(spark, broker.url, topic="live-p").select("index").collect())
+            assert indexes == list(range(len(indexes)))  # everything up to the planned end, no gap
+            assert len(indexes) >= round_ * 50
+            counts.append(len(indexes))
+        assert counts == sorted(counts)
+    finally:
+        stop.set()
+        writer.join()
+        producer.close()
