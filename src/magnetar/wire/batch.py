@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from typing import NamedTuple, TypeAlias
+from typing import Any, NamedTuple, TypeAlias
 
-from google.protobuf.message import DecodeError
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError, Message
 
 from magnetar.wire.compression import decompress
 from magnetar.wire.errors import WireError
@@ -147,3 +148,108 @@ def _single_metadata_of(metadata: pb.MessageMetadata, size: int) -> pb.SingleMes
         if metadata.HasField(name):
             setattr(single, name, getattr(metadata, name))
     return single
+
+
+def batch_header_offsets(payload: Buffer, num_messages: int) -> list[int] | None:
+    """Where each message's u32 size starts, guessed for the common shape of a batch.
+
+    The guess reads only the size's low byte and, when the SingleMessageMetadata starts with
+    ``payload_size`` (no key, no properties), takes it as a one- or two-byte varint: what every
+    client writes for under 256 bytes of metadata and 16 KiB of value. That keeps the
+    per-message Python loop to a few byte lookups, which is what a columnar reader needs; the
+    price is that the offsets are only a hypothesis: callers must check them against the
+    decoded metadata (see `metadata_columns`) and fall back to `decode_batch` when they
+    disagree. None when the guess visibly fails (runs off the end, or does not end exactly at it).
+    """
+    if not 0 < num_messages <= len(payload) // _MIN_MESSAGE_BYTES:
+        return None
+    offsets = [0] * num_messages
+    offset = 0
+    try:
+        for index in range(num_messages):
+            offsets[index] = offset
+            if payload[offset + 4] == _PAYLOAD_SIZE_TAG:
+                size = payload[offset + 5]
+                if size > 127:
+                    size = (size & 127) | (payload[offset + 6] << 7)
+            else:  # a key or properties first: let upb find payload_size
+                size = _payload_size_after(payload, offset)
+            offset += 4 + payload[offset + 3] + size
+    except (IndexError, DecodeError):
+        return None
+    return offsets if offset == len(payload) else None
+
+
+_PAYLOAD_SIZE_TAG = 3 << 3  # field 3, varint
+
+
+def _payload_size_after(payload: Buffer, offset: int) -> int:
+    start = offset + 4
+    return pb.SingleMessageMetadata.FromString(payload[start : start + payload[offset + 3]]).payload_size
+
+
+def _columns_descriptor(name: str) -> descriptor_pb2.DescriptorProto:
+    """SingleMessageMetadata with every field repeated: parsing concatenated metadata yields columns."""
+    message = descriptor_pb2.DescriptorProto()
+    pb.SingleMessageMetadata.DESCRIPTOR.CopyToProto(message)
+    message.name = name
+    for field in message.field:
+        field.label = descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED
+        field.ClearField("default_value")
+    return message
+
+
+def _column_types() -> tuple[type[Message], type[Message]]:
+    file = descriptor_pb2.FileDescriptorProto(
+        name="magnetar/wire/batch_columns.proto", package="magnetar.wire.batch", dependency=[pb.DESCRIPTOR.name]
+    )
+    file.message_type.append(_columns_descriptor("MetadataColumns"))
+    wrapper = file.message_type.add(name="MetadataList")
+    wrapper.field.add(
+        name="messages",
+        number=1,
+        label=descriptor_pb2.FieldDescriptorProto.LABEL_REPEATED,
+        type=descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE,
+        type_name="." + pb.SingleMessageMetadata.DESCRIPTOR.full_name,
+    )
+    pool = descriptor_pool.Default()
+    pool.Add(file)
+    columns = message_factory.GetMessageClass(pool.FindMessageTypeByName("magnetar.wire.batch.MetadataColumns"))
+    wrapped = message_factory.GetMessageClass(pool.FindMessageTypeByName("magnetar.wire.batch.MetadataList"))
+    return columns, wrapped
+
+
+MetadataColumns, MetadataList = _column_types()
+"""MetadataColumns: a batch's SingleMessageMetadata bytes back to back, parsed as one message, give
+each field as a column in message order (one upb call instead of one per message). MetadataList:
+the same metadata framed as a repeated field, which keeps each message's own values apart."""
+
+
+class BatchMetadata(NamedTuple):
+    """A batch's SingleMessageMetadata in bulk; trust `columns` only when `canonical`."""
+
+    columns: Any
+    """A MetadataColumns: one repeated field per SingleMessageMetadata field."""
+    messages: Any
+    """A MetadataList: `.messages` holds each message's own SingleMessageMetadata."""
+    canonical: bool
+
+
+def metadata_columns(concatenated: Buffer, framed: Buffer, num_messages: int) -> BatchMetadata | None:
+    """Parse a batch's metadata once as columns and once as a list, and say whether columns are exact.
+
+    `concatenated` is the messages' SingleMessageMetadata back to back; `framed` the same, each
+    behind a field-1 tag and length (``MetadataList``). A column of a field that every message
+    (or no message) has is exact when no message repeats a singular field, and the list proves
+    that cheaply: upb writes each present field once, so re-serializing it gives back `framed`
+    byte for byte only if nothing was repeated (or out of order). None when either does not
+    parse, or the list does not hold `num_messages` messages.
+    """
+    try:
+        messages = MetadataList.FromString(framed)
+        columns = MetadataColumns.FromString(concatenated)
+    except DecodeError:
+        return None
+    if len(messages.messages) != num_messages:
+        return None
+    return BatchMetadata(columns, messages, messages.SerializeToString() == framed)
