@@ -150,3 +150,9 @@ def test_rows_of_a_batch_repeating_a_field_pair_values_with_their_message() -> N
     rows = _rows([entry], True)
     assert rows.equals(_rows([entry], False))
     assert rows.column("sequence_id").to_pylist() == [2, 51]
+
+
+def test_a_negative_payload_size_is_no_offset() -> None:
+    smm = b"\x12\x01k" + pb.SingleMessageMetadata(payload_size=-5).SerializeToString()
+    payload = struct.pack(">I", len(smm)) + smm + bytes(20)
+    assert batch_header_offsets(payload, 1) is None

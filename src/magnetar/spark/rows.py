@@ -262,20 +262,21 @@ class _Layout:
 
     Segments of message i: its u32 size's three high bytes (4i), low byte (4i+1), its
     SingleMessageMetadata (4i+2), its value (4i+3); segment 4n is a trailing field-1 tag byte.
-    Taking segments in C regroups the bytes without a Python step per message.
+    One take in C regroups them, without a Python step per message, into: all high bytes,
+    all metadata back to back, the metadata framed as `MetadataList`, then all values.
     """
 
     def __init__(self, count: int) -> None:
-        def every(start: int) -> pa.Array:
-            return pa.array(range(start, 4 * count, 4), pa.int32())
+        def every(start: int) -> array:
+            return array("i", range(start, 4 * count, 4))
 
-        self.high_bytes = every(0)
-        self.metadata = every(2)
-        self.values = every(3)
         framed = array("i", [4 * count]) * (3 * count)
-        framed[1::3] = array("i", range(1, 4 * count, 4))
-        framed[2::3] = array("i", range(2, 4 * count, 4))
-        self.framed = pa.array(framed, pa.int32())
+        framed[1::3] = every(1)
+        framed[2::3] = every(2)
+        self.regroup = pa.array(every(0) + every(2) + framed + every(3), pa.int32())
+        self.metadata_from = count
+        self.framed_from = 2 * count
+        self.values_from = 5 * count
         order = array("i", [0]) * (4 * count)
         for part in range(4):
             order[part::4] = array("i", range(part * count, (part + 1) * count))
@@ -290,12 +291,12 @@ def _layout(count: int) -> _Layout:
     return _Layout(count)
 
 
-def _data(column: pa.Array) -> memoryview:
-    """The bytes a (freshly taken, offset 0) binary column holds, end to end."""
+def _data(column: pa.Array, start: int, stop: int) -> memoryview:
+    """The bytes of elements [start, stop) of a binary column (offset 0), end to end."""
     _, offsets, data = column.buffers()
-    end = _I32.unpack_from(offsets, 4 * len(column))[0]
+    first, last = _I32.unpack_from(offsets, 4 * start)[0], _I32.unpack_from(offsets, 4 * stop)[0]
     # Arrow exports its buffers as signed chars: cast, or comparing with bytes fails past 127.
-    return memoryview(b"") if data is None else memoryview(data).cast("B")[:end]
+    return memoryview(b"") if data is None else memoryview(data).cast("B")[first:last]
 
 
 _I32 = struct.Struct("<i")
@@ -307,7 +308,7 @@ def _segments(payload: bytes, heads: list[int], layout: _Layout) -> pa.Array:
     """`payload` + one field-1 tag byte as the binary array of `_Layout`'s segments."""
     data = pa.py_buffer(payload)
     end = len(payload) - 1
-    starts = pa.array(heads, pa.int32())
+    starts = _int_column(array("i", heads), None, pa.int32())
     low_byte = pc.add(starts, _THREE)
     metadata = pc.add(starts, _FOUR)
     sizes = pc.take(pa.Array.from_buffers(pa.uint8(), len(payload), [None, data]), low_byte).cast(pa.int32())
@@ -342,7 +343,7 @@ def _properties_column(batch: BatchMetadata, layout: _Layout) -> pa.Array:
     return _map_column(offsets, [kv.key for kv in flat], [kv.value for kv in flat])
 
 
-def _per_message(batch: BatchMetadata, name: str, count: int) -> Sequence | None:
+def _per_message(batch: BatchMetadata, name: str, count: int) -> Sequence:
     """A field's values in message order: the column when every message has it, else one by one."""
     column = getattr(batch.columns, name)
     if len(column) == count:
@@ -359,15 +360,20 @@ def columns_of_batch(metadata: pb.MessageMetadata, payload: Buffer, count: int) 
     metadata repeats or reorders fields (then columns could pair values with the wrong
     message); the caller decodes it message by message instead, with the same result.
     """
-    heads = batch_header_offsets(payload, count)
+    tagged = b"".join((payload, b"\n"))
+    heads = batch_header_offsets(tagged, count, len(payload))
     if heads is None:
         return None
     layout = _layout(count)
-    segments = _segments(b"".join((payload, b"\n")), heads, layout)
-    batch = metadata_columns(_data(pc.take(segments, layout.metadata)), _data(pc.take(segments, layout.framed)), count)
-    if batch is None or not batch.canonical or _data(pc.take(segments, layout.high_bytes)) != layout.zeros:
+    regrouped = pc.take(_segments(tagged, heads, layout), layout.regroup)
+    batch = metadata_columns(
+        _data(regrouped, layout.metadata_from, layout.framed_from),
+        _data(regrouped, layout.framed_from, layout.values_from),
+        count,
+    )
+    if batch is None or not batch.canonical or _data(regrouped, 0, layout.metadata_from) != layout.zeros:
         return None
-    values = pc.take(segments, layout.values)
+    values = regrouped.slice(layout.values_from)
     sizes = batch.columns.payload_size
     if len(sizes) != count or not pa.array(sizes, pa.int32()).equals(pc.binary_length(values)):
         return None

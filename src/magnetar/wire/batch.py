@@ -150,7 +150,7 @@ def _single_metadata_of(metadata: pb.MessageMetadata, size: int) -> pb.SingleMes
     return single
 
 
-def batch_header_offsets(payload: Buffer, num_messages: int) -> list[int] | None:
+def batch_header_offsets(payload: Buffer, num_messages: int, end: int | None = None) -> list[int] | None:
     """Where each message's u32 size starts, guessed for the common shape of a batch.
 
     The guess reads only the size's low byte and, when the SingleMessageMetadata starts with
@@ -160,8 +160,12 @@ def batch_header_offsets(payload: Buffer, num_messages: int) -> list[int] | None
     price is that the offsets are only a hypothesis: callers must check them against the
     decoded metadata (see `metadata_columns`) and fall back to `decode_batch` when they
     disagree. None when the guess visibly fails (runs off the end, or does not end exactly at it).
+    `end` (default: the length) lets the batch be followed by bytes of the caller's in `payload`:
+    indexing `bytes` is cheaper than indexing a memoryview, so a copy can pay for itself.
     """
-    if not 0 < num_messages <= len(payload) // _MIN_MESSAGE_BYTES:
+    if end is None:
+        end = len(payload)
+    if not 0 < num_messages <= end // _MIN_MESSAGE_BYTES:
         return None
     offsets = [0] * num_messages
     offset = 0
@@ -177,7 +181,7 @@ def batch_header_offsets(payload: Buffer, num_messages: int) -> list[int] | None
             offset += 4 + payload[offset + 3] + size
     except (IndexError, DecodeError):
         return None
-    return offsets if offset == len(payload) else None
+    return offsets if offset == end else None
 
 
 _PAYLOAD_SIZE_TAG = 3 << 3  # field 3, varint
@@ -185,7 +189,10 @@ _PAYLOAD_SIZE_TAG = 3 << 3  # field 3, varint
 
 def _payload_size_after(payload: Buffer, offset: int) -> int:
     start = offset + 4
-    return pb.SingleMessageMetadata.FromString(payload[start : start + payload[offset + 3]]).payload_size
+    size = pb.SingleMessageMetadata.FromString(payload[start : start + payload[offset + 3]]).payload_size
+    if size < 0:  # offsets must only grow: callers cut buffers at them
+        raise IndexError(size)
+    return size
 
 
 def _columns_descriptor(name: str) -> descriptor_pb2.DescriptorProto:
