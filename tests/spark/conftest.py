@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -16,6 +17,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from pyspark.sql import SparkSession
+from standalone import Standalone
 
 import magnetar.spark
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory
@@ -135,3 +137,55 @@ def produce(client, topic, count, *, batched, compression, key_every=3):
         value, kwargs = sent[i]
         out[(msg_id.ledger_id(), msg_id.entry_id(), msg_id.batch_index())] = (i, value, kwargs)
     return out
+
+
+def check_reads_while_writing(client, topic: str, read_indexes, rounds: int = 3, step: int = 50) -> None:
+    """Read `rounds` times while a producer keeps writing: every read is a gapless prefix
+    (no torn entry, no hole) holding at least what was receipted before it began."""
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=1)
+    stop = threading.Event()
+    sent = [0]
+
+    def write():
+        while not stop.is_set():
+            producer.send(b"x" * 50)
+            sent[0] += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        counts = []
+        for round_ in range(1, rounds + 1):
+            deadline = time.monotonic() + 30
+            while sent[0] < round_ * step and time.monotonic() < deadline:
+                time.sleep(0.01)
+            receipted = sent[0]
+            indexes = sorted(read_indexes())
+            assert indexes == list(range(len(indexes)))
+            assert len(indexes) >= receipted
+            counts.append(len(indexes))
+        assert counts == sorted(counts)
+    finally:
+        stop.set()
+        writer.join()
+        producer.close()
+
+
+@contextlib.contextmanager
+def codec_topics(data_dir: Path, config: list[str], prefix: str) -> Iterator[tuple]:
+    """A broker with `config`, holding 60 messages in a topic per (batched, compression)
+    named `{prefix}-{b|n}-{codec}`; yields (broker, sent per topic, client)."""
+    broker = Standalone(data_dir, config).start()
+    client = pulsar.Client(
+        broker.url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+    )
+    try:
+        topics = {}
+        for batched in (True, False):
+            for name, compression in COMPRESSIONS.items():
+                topic = f"{prefix}-{'b' if batched else 'n'}-{name}"
+                topics[topic] = produce(client, topic, 60, batched=batched, compression=compression)
+        yield broker, topics, client
+    finally:
+        client.close()
+        broker.stop()

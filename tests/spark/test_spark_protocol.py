@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import json
 import random
-import threading
-import time
 import urllib.request
 
 import pulsar
 import pytest
-from conftest import COMPRESSIONS, INTERCEPTORS, produce
-from standalone import Standalone
+from conftest import INTERCEPTORS, check_reads_while_writing, codec_topics, produce
 
 pytestmark = pytest.mark.spark
 
@@ -38,21 +35,10 @@ COLUMNS = [
 def served(tmp_path_factory):
     """A broker exposing PIP-70 metadata, a topic per (batched, compression), one bigger topic."""
     data_dir = tmp_path_factory.mktemp("protocol") / "data"
-    broker = Standalone(data_dir, [INTERCEPTORS, EXPOSING, "managedLedgerMaxEntriesPerLedger=40"]).start()
-    client = pulsar.Client(
-        broker.url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    )
-    topics = {}
-    try:
-        for batched in (True, False):
-            for name, compression in COMPRESSIONS.items():
-                topic = f"p-{'b' if batched else 'n'}-{name}"
-                topics[topic] = produce(client, topic, 60, batched=batched, compression=compression)
+    config = [INTERCEPTORS, EXPOSING, "managedLedgerMaxEntriesPerLedger=40"]
+    with codec_topics(data_dir, config, "p") as (broker, topics, client):
         produce(client, "big", 3000, batched=True, compression=pulsar.CompressionType.LZ4)
         yield broker, data_dir, topics, client
-    finally:
-        client.close()
-        broker.stop()
 
 
 def _frame(spark, source, **options):
@@ -179,29 +165,8 @@ def test_unknown_topic_is_not_created_by_looking(spark, served):
 
 def test_topic_written_while_read_gives_a_growing_prefix(spark, served):
     broker, _, _, client = served
-    producer = client.create_producer("live-p", batching_enabled=True, batching_max_publish_delay_ms=1)
-    stop = threading.Event()
-    sent = [0]
 
-    def write():
-        while not stop.is_set():
-            producer.send(b"y" * 40)
-            sent[0] += 1
+    def read_indexes():
+        return [r["index"] for r in _frame(spark, broker.url, topic="live-p").select("index").collect()]
 
-    writer = threading.Thread(target=write)
-    writer.start()
-    try:
-        counts = []
-        for round_ in range(1, 4):
-            deadline = time.monotonic() + 30
-            while sent[0] < round_ * 50 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            indexes = sorted(r["index"] for r in _frame(spark, broker.url, topic="live-p").select("index").collect())
-            assert indexes == list(range(len(indexes)))  # everything up to the planned end, no gap
-            assert len(indexes) >= round_ * 50
-            counts.append(len(indexes))
-        assert counts == sorted(counts)
-    finally:
-        stop.set()
-        writer.join()
-        producer.close()
+    check_reads_while_writing(client, "live-p", read_indexes)

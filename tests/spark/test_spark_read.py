@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import re
-import threading
-import time
 import urllib.request
 
 import pulsar
 import pytest
-from conftest import COMPRESSIONS, INTERCEPTORS, produce
-from standalone import Standalone
+from conftest import INTERCEPTORS, check_reads_while_writing, codec_topics, produce
 
 from magnetar.spark.options import MagnetarOptionError, parse_options
 
@@ -21,20 +18,8 @@ pytestmark = pytest.mark.spark
 def produced(tmp_path_factory):
     """One broker with the PIP-70 interceptors; a topic per (batched, compression)."""
     data_dir = tmp_path_factory.mktemp("read") / "data"
-    broker = Standalone(data_dir, [INTERCEPTORS]).start()
-    client = pulsar.Client(
-        broker.url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
-    )
-    topics = {}
-    try:
-        for batched in (True, False):
-            for name, compression in COMPRESSIONS.items():
-                topic = f"t-{'b' if batched else 'n'}-{name}"
-                topics[topic] = produce(client, topic, 60, batched=batched, compression=compression)
+    with codec_topics(data_dir, [INTERCEPTORS], "t") as (broker, topics, client):
         yield broker, data_dir, topics, client
-    finally:
-        client.close()
-        broker.stop()
 
 
 def test_rows_equal_what_the_official_client_sent(spark, produced):
@@ -69,32 +54,12 @@ def test_rows_equal_what_the_official_client_sent(spark, produced):
 
 def test_topic_written_while_read_sees_durable_prefix(spark, produced):
     _, data_dir, _, client = produced
-    producer = client.create_producer("live", batching_enabled=True, batching_max_publish_delay_ms=1)
-    stop = threading.Event()
-    sent = [0]
 
-    def write():
-        while not stop.is_set():
-            producer.send(b"x" * 50)
-            sent[0] += 1
+    def read_indexes():
+        df = spark.read.format("magnetar").option("topic", "live").load(str(data_dir))
+        return [r["index"] for r in df.select("index").collect()]
 
-    writer = threading.Thread(target=write)
-    writer.start()
-    try:
-        counts = []
-        for _ in range(3):
-            while sent[0] < (len(counts) + 1) * 50:
-                time.sleep(0.01)
-            df = spark.read.format("magnetar").option("topic", "live").load(str(data_dir))
-            rows = df.select("index").collect()
-            indexes = sorted(r["index"] for r in rows)
-            assert indexes == list(range(len(indexes)))  # a prefix, no gap, no torn entry
-            counts.append(len(indexes))
-        assert counts == sorted(counts) and counts[-1] > 0
-    finally:
-        stop.set()
-        writer.join()
-        producer.close()
+    check_reads_while_writing(client, "live", read_indexes)
 
 
 def test_partitioned_topic_and_partition_pruning(spark, produced):
