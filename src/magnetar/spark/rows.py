@@ -311,7 +311,7 @@ def _segments(payload: bytes, heads: list[int], layout: _Layout) -> pa.Array:
     starts = _int_column(array("i", heads), None, pa.int32())
     low_byte = pc.add(starts, _THREE)
     metadata = pc.add(starts, _FOUR)
-    sizes = pc.take(pa.Array.from_buffers(pa.uint8(), len(payload), [None, data]), low_byte).cast(pa.int32())
+    sizes = pc.take(pa.Array.from_buffers(pa.uint8(), len(payload), [None, data]), low_byte)
     boundaries = pa.concat_arrays(
         [starts, low_byte, metadata, pc.add(metadata, sizes), pa.array([end, end + 1], pa.int32())]
     )
@@ -375,7 +375,7 @@ def columns_of_batch(metadata: pb.MessageMetadata, payload: Buffer, count: int) 
         return None
     values = regrouped.slice(layout.values_from)
     sizes = batch.columns.payload_size
-    if len(sizes) != count or not pa.array(sizes, pa.int32()).equals(pc.binary_length(values)):
+    if len(sizes) != count or not _int_column(array("i", sizes[:]), None, pa.int32()).equals(pc.binary_length(values)):
         return None
     sequence = _sequence_column(batch.columns.sequence_id, metadata.sequence_id, count)
     if sequence is None:
