@@ -100,6 +100,32 @@ def load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def _proc_stat(pid: str) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds) of a live process, None if it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds() -> tuple[float, float]:
+    """(CPU seconds the whole machine has been busy, of which this process tree): the
+    difference over a run is what other processes took from the cores meanwhile."""
+    procs = {pid: stat for pid in os.listdir("/proc") if pid.isdigit() and (stat := _proc_stat(pid))}
+    ours, frontier = {os.getpid()}, [os.getpid()]
+    while frontier:
+        parent = frontier.pop()
+        children = [int(pid) for pid, (ppid, _) in procs.items() if ppid == parent]
+        ours.update(children)
+        frontier.extend(children)
+    tree = sum(cpu for pid, (_, cpu) in procs.items() if int(pid) in ours)
+    busy = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = busy[3] + busy[4]  # idle + iowait
+    return (sum(busy[:8]) - idle) / os.sysconf("SC_CLK_TCK"), tree
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--messages", type=int, default=10_000_000)
@@ -139,10 +165,14 @@ def main() -> None:
         df = spark.read.format("magnetar").option("topic", TOPIC).load(str(data_dir))
         df.limit(1).collect()  # start the Python workers once, outside the timing
         runs = []
+        machine_before, ours_before = cpu_seconds()
         for _ in range(args.spark_runs):
             start = time.perf_counter()
             rows = df.count()
             runs.append(time.perf_counter() - start)
+        machine_after, ours_after = cpu_seconds()
+        spark_cpu = ours_after - ours_before
+        others_cpu = max(0.0, machine_after - machine_before - spark_cpu)
         loads["after_spark"] = load()
         start = time.perf_counter()
         recent = df.where(f"broker_time >= {last_percent_time}").count()
@@ -178,6 +208,9 @@ def main() -> None:
                 "full_scan_entries_read": entries,
                 "full_scan_vs_pushdown_entries": round(entries / max(1, pushed_reads), 1),
                 "cpus": os.cpu_count(),
+                "spark_runs_cpu_seconds": round(spark_cpu, 1),
+                "other_processes_cpu_seconds_during_spark_runs": round(others_cpu, 1),
+                "spark_runs_wall_seconds": round(sum(runs), 1),
                 "load_average_1m": loads,
             },
             indent=2,
