@@ -137,6 +137,8 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="spark-bench-"))
     data_dir = root / "data"
+    if data_dir.exists():  # writing again would append a second copy of the topic
+        parser.error(f"{data_dir} exists; pass a --dir without a data directory")
     t0 = time.perf_counter()
     entries, last_percent_time = write_topic(data_dir, args.messages, args.batch)
     write_s = time.perf_counter() - t0
