@@ -156,3 +156,16 @@ def test_a_negative_payload_size_is_no_offset() -> None:
     smm = b"\x12\x01k" + pb.SingleMessageMetadata(payload_size=-5).SerializeToString()
     payload = struct.pack(">I", len(smm)) + smm + bytes(20)
     assert batch_header_offsets(payload, 1) is None
+
+
+def test_record_batches_are_bounded_by_bytes_too(monkeypatch) -> None:
+    rows = pytest.importorskip("magnetar.spark.rows")
+    from magnetar.wire.entry import build_entry  # noqa: PLC0415
+
+    payload = encode_batch([(pb.SingleMessageMetadata(sequence_id=i), bytes(1000)) for i in range(10)])
+    metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=10)
+    entries = [(1, n, build_entry(metadata, payload)) for n in range(7)]
+    monkeypatch.setattr(rows, "MAX_BATCH_BYTES", 2 * len(entries[0][2]))
+    batches = list(rows.rows_of_entries(entries, "persistent://public/default/t", 0))
+    assert [b.num_rows for b in batches] == [20, 20, 20, 10]
+    assert [i for b in batches for i in b.column("entry_id").to_pylist()] == [n for n in range(7) for _ in range(10)]
