@@ -8,7 +8,7 @@ import urllib.request
 
 import pulsar
 import pytest
-from conftest import INTERCEPTORS, check_reads_while_writing, codec_topics, produce
+from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics, produce
 
 pytestmark = pytest.mark.spark
 

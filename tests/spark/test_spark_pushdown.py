@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
-from conftest import write_entries
 from pyspark.sql.datasource import GreaterThanOrEqual
+from spark_helpers import write_entries
 
 from magnetar.spark.offsets import TopicPartition
 from magnetar.spark.options import parse_options

@@ -7,7 +7,7 @@ import urllib.request
 
 import pulsar
 import pytest
-from conftest import INTERCEPTORS, check_reads_while_writing, codec_topics, produce
+from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics, produce
 
 from magnetar.spark.options import MagnetarOptionError, parse_options
 

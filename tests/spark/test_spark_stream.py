@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import INTERCEPTORS
+from spark_helpers import INTERCEPTORS
 
 pytestmark = pytest.mark.spark
 
