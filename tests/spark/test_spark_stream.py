@@ -77,3 +77,27 @@ def test_stream_without_an_index_is_refused(spark, broker_factory, client_factor
     _send(client_factory(broker.url), "s", 0, 5)
     with pytest.raises(Exception, match="AppendIndexMetadataInterceptor"):
         _run(spark, broker, tmp_path / "ck", tmp_path / "out", via)
+
+
+def test_running_stream_over_service_url_survives_a_broker_restart(spark, broker_factory, client_factory):
+    """The driver keeps one connection for the query's life; a broker restart must not end it."""
+    broker = broker_factory(INTERCEPTORS, EXPOSING)
+    client = client_factory(broker.url)
+    _send(client, "s", 0, 40)
+    reader = (
+        spark.readStream.format("magnetar")
+        .option("service.url", broker.url)
+        .option("topic", "s")
+        .option("startingOffsets", "earliest")
+    )
+    query = reader.load().select("value").writeStream.format("memory").queryName("survivor").start()
+    try:
+        query.processAllAvailable()
+        client.close()
+        broker.restart()
+        _send(client_factory(broker.url), "s", 40, 30)
+        query.processAllAvailable()
+        got = sorted(int(bytes(r["value"])) for r in spark.sql("SELECT value FROM survivor").collect())
+        assert got == list(range(70))
+    finally:
+        query.stop()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from magnetar.broker.topic_name import TopicName
-from magnetar.client.connection import ClientConnection, PulsarClientError, PulsarServerError
+from magnetar.client.connection import ClientConnection, PulsarServerError
 from magnetar.client.lookup import lookup, partitions_of, topics_of_namespace
 from magnetar.client.raw_reader import RawReader
 from magnetar.spark.offsets import TopicPartition
@@ -105,10 +105,7 @@ class ProtocolTopics:
     @property
     def conn(self) -> ClientConnection:
         if self._conn is None:
-            try:
-                self._conn = ClientConnection(self.service_url)
-            except PulsarClientError as exc:
-                raise MagnetarOptionError(f"option 'service.url': {exc}") from exc
+            self._conn = ClientConnection(self.service_url)
         return self._conn
 
     def close(self) -> None:

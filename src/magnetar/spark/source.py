@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TypeVar
@@ -55,6 +56,7 @@ from magnetar.spark.storage_reader import (
 
 Topics = StorageTopics | ProtocolTopics
 _R = TypeVar("_R")
+RECONNECT_SECONDS = 30.0
 _SEARCHED_COLUMNS = {("index",): "index", ("broker_time",): "time"}
 
 
@@ -134,8 +136,11 @@ class MagnetarDataSource(DataSource):
         # Called when the DataFrame is defined: check options (and, for a data dir, that the
         # topics exist) here, so mistakes surface at load() and not inside a task.
         options = parse_options(self.options, streaming=None)
-        with contextlib.closing(topics_of(options)) as topics:
-            topics.resolve(options)
+        try:
+            with contextlib.closing(topics_of(options)) as topics:
+                topics.resolve(options)
+        except PulsarClientError as exc:
+            raise MagnetarOptionError(f"option 'service.url': {exc}") from exc
         return spark_schema()
 
     def reader(self, schema: object) -> DataSourceReader:
@@ -213,18 +218,23 @@ class MagnetarBatchReader(DataSourceReader):
 
 
 def _reconnecting(method: Callable[..., _R]) -> Callable[..., _R]:
-    """A stream's driver keeps one connection for its lifetime; when the broker restarted
-    in between, the call is retried once on a fresh connection."""
+    """A stream's driver keeps one connection for the query's life. When the broker goes
+    away (a restart, say), retry on fresh connections with backoff for up to
+    RECONNECT_SECONDS, as the official client reconnects, before failing the query."""
 
     @functools.wraps(method)
     def call(self: MagnetarStreamReader, *args: object) -> _R:
-        try:
-            return method(self, *args)
-        except PulsarClientError:
-            if self.options.service_url is None:
-                raise
-            self.stop()
-            return method(self, *args)
+        deadline = time.monotonic() + RECONNECT_SECONDS
+        delay = 0.1
+        while True:
+            try:
+                return method(self, *args)
+            except PulsarClientError:
+                if self.options.service_url is None or time.monotonic() + delay > deadline:
+                    raise
+                self.stop()
+                time.sleep(delay)  # backoff before reconnecting, not synchronisation
+                delay = min(delay * 2, 2.0)
 
     return call
 
