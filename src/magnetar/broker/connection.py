@@ -28,7 +28,7 @@ from magnetar.wire.entry import (
     verify_checksum,
 )
 from magnetar.wire.errors import ChecksumError, WireError
-from magnetar.wire.frames import FRAME_PADDING, FrameDecoder
+from magnetar.wire.frames import FRAME_PADDING, FrameDecoder, command_body
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -197,7 +197,7 @@ class ServerCnx(asyncio.Protocol):
     # -- errors
     def _reply_error(self, cmd: pb.BaseCommand, code: int, message: str) -> None:
         """Answer a failed request in the response type the client looks for."""
-        body = _sub_message(cmd)
+        body = command_body(cmd)
         request_id = getattr(body, "request_id", 0) if body is not None else 0
         if cmd.type == T.PARTITIONED_METADATA:
             self.send(commands.partitioned_metadata_error(request_id, code, message))
@@ -449,14 +449,6 @@ class ServerCnx(asyncio.Protocol):
                 address=self.remote,
             )
         )
-
-
-def _sub_message(cmd: pb.BaseCommand) -> object | None:
-    """The command's body (the sub-message whose field number equals its type)."""
-    field = T.DESCRIPTOR.fields_by_number.get(cmd.type)
-    if field is None or not cmd.HasField(field.name):
-        return None
-    return getattr(cmd, field.name)
 
 
 _HANDLERS: dict[int, Handler] = {

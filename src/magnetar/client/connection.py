@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from magnetar import __version__
 from magnetar.wire.errors import WireError
-from magnetar.wire.frames import Frame, FrameDecoder, encode_command
+from magnetar.wire.frames import Frame, FrameDecoder, command_body, encode_command
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 T = pb.BaseCommand
@@ -57,15 +57,14 @@ def parse_service_url(url: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def _body(cmd: pb.BaseCommand) -> object | None:
-    """The command's body: the sub-message whose field number equals its type."""
-    field = T.DESCRIPTOR.fields_by_number.get(cmd.type)
-    return getattr(cmd, field.name) if field is not None and cmd.HasField(field.name) else None
+def _consumer_of(frame: Frame) -> int | None:
+    """The consumer a pushed frame (MESSAGE, CLOSE_CONSUMER, ...) is meant for."""
+    return getattr(command_body(frame.command), "consumer_id", None)
 
 
 def _refusal(cmd: pb.BaseCommand) -> PulsarServerError | None:
     """The error a response carries, whichever of Pulsar's shapes it uses."""
-    body = _body(cmd)
+    body = command_body(cmd)
     if cmd.type == T.ERROR:
         return PulsarServerError(body.error, body.message)
     for code_field, message_field in (("error", "message"), ("error_code", "error_message")):
@@ -135,12 +134,12 @@ class ClientConnection:
 
         A refusal (ERROR, or a response with its error field set) raises PulsarServerError.
         """
-        request_id = _body(cmd).request_id
+        request_id = command_body(cmd).request_id
         self.send(cmd)
         deadline = time.monotonic() + self.timeout
         while True:
             frame = self._read_frame(deadline)
-            body = _body(frame.command)
+            body = command_body(frame.command)
             if frame.command.type != T.MESSAGE and getattr(body, "request_id", None) == request_id:
                 refusal = _refusal(frame.command)
                 if refusal is not None:
@@ -152,19 +151,19 @@ class ClientConnection:
         """The next frame the broker pushed to `consumer_id` (MESSAGE, CLOSE_CONSUMER, ...);
         frames for other consumers of this connection stay queued for them."""
         for i, frame in enumerate(self._pushed):
-            if getattr(_body(frame.command), "consumer_id", None) == consumer_id:
+            if _consumer_of(frame) == consumer_id:
                 del self._pushed[i]
                 return frame
         deadline = time.monotonic() + self.timeout
         while True:
             frame = self._read_frame(deadline)
-            if getattr(_body(frame.command), "consumer_id", None) == consumer_id:
+            if _consumer_of(frame) == consumer_id:
                 return frame
             self._pushed.append(frame)
 
     def discard_pushed(self, consumer_id: int) -> None:
         """Forget queued frames for `consumer_id` (messages sent before a seek, say)."""
-        self._pushed = deque(f for f in self._pushed if getattr(_body(f.command), "consumer_id", None) != consumer_id)
+        self._pushed = deque(f for f in self._pushed if _consumer_of(f) != consumer_id)
 
     def _read_frame(self, deadline: float) -> Frame:
         """The next frame that is not a PING (PINGs are answered here)."""

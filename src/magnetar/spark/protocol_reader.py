@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from magnetar.broker.message_finder import entry_timestamp
 from magnetar.broker.topic_name import TopicName
 from magnetar.client.connection import ClientConnection, PulsarServerError
 from magnetar.client.lookup import lookup, partitions_of, topics_of_namespace
@@ -37,7 +38,7 @@ from magnetar.spark.storage_reader import (
     gc_paused,
     last_index,
 )
-from magnetar.wire.entry import parse_message_metadata, peek_broker_entry_metadata
+from magnetar.wire.entry import peek_broker_entry_metadata
 from magnetar.wire.message_id import EARLIEST, MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -73,14 +74,6 @@ class MessageRange:
     entry_time_end: int | None
     """endingTime: the first entry at or past it (broker time, else publish time) ends the range."""
     row_filter: RowFilter
-
-
-def entry_time(entry: bytes) -> int:
-    """Broker time, or publish time for an entry without the prefix (as Pulsar's seek uses)."""
-    bem = peek_broker_entry_metadata(entry)
-    if bem is not None and bem.HasField("broker_timestamp"):
-        return bem.broker_timestamp
-    return parse_message_metadata(entry).publish_time
 
 
 def broker_time(entry: bytes) -> int | None:
@@ -323,7 +316,7 @@ def _past_upper_bound(work: MessageRange, entry: bytes) -> bool:
         stamped = broker_time(entry)
         if stamped is not None and stamped > work.time_max:
             return True
-    return work.entry_time_end is not None and entry_time(entry) >= work.entry_time_end
+    return work.entry_time_end is not None and entry_timestamp(entry) >= work.entry_time_end
 
 
 def _holds_index_max(work: MessageRange, entry: bytes) -> bool:

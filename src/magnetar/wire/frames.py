@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any
 
 from google.protobuf.message import DecodeError, EncodeError
 
@@ -79,6 +80,12 @@ def decode_command(body: bytes | memoryview) -> pb.BaseCommand:
 _BODY_FIELDS = {
     number: field.name for number, field in pb.BaseCommand.DESCRIPTOR.fields_by_number.items() if number != 1
 }
+
+
+def command_body(cmd: pb.BaseCommand) -> Any | None:
+    """The command's body: the sub-message whose field number equals its type (None if absent)."""
+    field = _BODY_FIELDS.get(cmd.type)
+    return getattr(cmd, field) if field is not None and cmd.HasField(field) else None
 
 
 class FrameDecoder:
