@@ -34,24 +34,30 @@ class Traffic:
         self.received: list[bytes] = []
         self.errors: list[BaseException] = []
         self._stop = threading.Event()
+        self._produced = threading.Event()  # set once the producer thread appends no more
         self._threads = [threading.Thread(target=self._produce), threading.Thread(target=self._consume)]
         for thread in self._threads:
             thread.start()
 
     def _produce(self) -> None:
-        i = 0
-        while not self._stop.is_set():
-            payload = f"bystander-{i}".encode()
-            try:
-                self.producer.send(payload)
-            except Exception as exc:  # any failure is a finding
-                self.errors.append(exc)
-                return
-            self.sent.append(payload)
-            i += 1
+        try:
+            i = 0
+            while not self._stop.is_set():
+                payload = f"bystander-{i}".encode()
+                try:
+                    self.producer.send(payload)
+                except Exception as exc:  # any failure is a finding
+                    self.errors.append(exc)
+                    return
+                self.sent.append(payload)
+                i += 1
+        finally:
+            self._produced.set()
 
     def _consume(self) -> None:
-        while not (self._stop.is_set() and len(self.received) >= len(self.sent)):
+        # Waiting for `_stop` alone raced a send in flight: its payload joined `sent`
+        # after the consumer had already counted up to the old length and left.
+        while not (self._produced.is_set() and len(self.received) >= len(self.sent)):
             try:
                 msg = self.consumer.receive(timeout_millis=200)
             except pulsar.Timeout:
