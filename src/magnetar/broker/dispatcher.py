@@ -19,19 +19,24 @@ position, and once due they are read again before new entries.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import logging
 import time
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING
 
-import crc32c
 from sortedcontainers import SortedDict
 
 from magnetar.broker.consumer import Consumer, DispatchEntry
+from magnetar.broker.consumer_selectors import (
+    RoundRobinSelector,
+    StickyKeyConsumerSelector,
+    announce_active,
+    check_exclusive,
+    choose_active,
+    sticky_key_hash,
+)
 from magnetar.broker.delayed_delivery import DelayedDeliveryTracker, create_tracker
-from magnetar.broker.errors import BrokerServiceError
 from magnetar.storage import Position
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
@@ -43,7 +48,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-HASH_RANGE_SIZE = 65536
 #: Bound on entries parked for redelivery before reading new ones stops, so one
 #: stalled Key_Shared consumer cannot pull the whole backlog into memory.
 MAX_REPLAY_ENTRIES = 10_000
@@ -191,8 +195,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self.active: Consumer | None = None
 
     def add_consumer(self, consumer: Consumer) -> None:
-        if self.sub_type == pb.CommandSubscribe.Exclusive and self.consumers:
-            raise BrokerServiceError(pb.ConsumerBusy, "Exclusive consumer is already connected")
+        check_exclusive(self.sub_type, self.consumers)
         super().add_consumer(consumer)
         self._elect()
 
@@ -201,22 +204,17 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         self._elect()
 
     def _elect(self) -> None:
-        """Failover picks by priority, then name; partitions spread over consumers."""
-        if not self.consumers:
+        chosen = choose_active(self.consumers, self.subscription.topic.partition)
+        if chosen is None:
             self.active = None
             return
-        ordered = sorted(self.consumers, key=lambda c: (c.priority_level, c.name))
-        top = [c for c in ordered if c.priority_level == ordered[0].priority_level]
-        partition = self.subscription.topic.partition
-        chosen = top[max(partition, 0) % len(top)]
         if chosen is self.active:
             return
         previous, self.active = self.active, chosen
         if previous is not None and previous.pending:
             self._release(previous, list(previous.pending))
         if self.sub_type == pb.CommandSubscribe.Failover:
-            for consumer in self.consumers:
-                consumer.cnx.send_active_consumer_change(consumer.consumer_id, consumer is chosen)
+            announce_active(self.consumers, chosen)
         self.schedule()
 
     def _release(self, consumer: Consumer, positions: Iterable[Position]) -> None:
@@ -244,7 +242,7 @@ class MultipleConsumersDispatcher(Dispatcher):
     def __init__(self, subscription: PersistentSubscription) -> None:
         super().__init__(subscription)
         self.replay: SortedDict = SortedDict()  # Position -> sticky-key hash (or -1)
-        self._round_robin = 0
+        self._round_robin = RoundRobinSelector()
         topic = subscription.topic
         self.delayed = create_tracker(
             topic.service.config, topic.service.metadata, subscription.cursor, topic.ledger.name)
@@ -406,26 +404,12 @@ class MultipleConsumersDispatcher(Dispatcher):
     def _assign(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
         parked: list[DispatchEntry] = []
         for entry in entries:
-            consumer = self._next_consumer()
+            consumer = self._round_robin.select(self.consumers)
             if consumer is None:
                 parked.append(entry)
             else:
                 self._deliver(consumer, entry)
         return parked
-
-    def _next_consumer(self) -> Consumer | None:
-        count = len(self.consumers)
-        for step in range(count):
-            consumer = self.consumers[(self._round_robin + step) % count]
-            if consumer.can_receive:
-                self._round_robin = (self._round_robin + step + 1) % count
-                return consumer
-        return None
-
-
-def sticky_key_hash(key: bytes) -> int:
-    """Hash of a message key into Pulsar's 0..65535 Key_Shared hash space."""
-    return crc32c.crc32c(key) % HASH_RANGE_SIZE
 
 
 class KeySharedDispatcher(MultipleConsumersDispatcher):
@@ -439,62 +423,24 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     since keys it takes over may still be unacknowledged at their old owner.
     """
 
-    POINTS_PER_CONSUMER = 100
-
     def __init__(self, subscription: PersistentSubscription, meta: pb.KeySharedMeta | None) -> None:
         super().__init__(subscription)
-        self.sticky = meta is not None and meta.keySharedMode == pb.STICKY
-        self._ring: list[tuple[int, int, Consumer]] = []
+        self.selector = StickyKeyConsumerSelector(meta)
         self._join_limit: dict[Consumer, Position] = {}
 
     def add_consumer(self, consumer: Consumer) -> None:
-        if self.sticky:
-            self._check_sticky_ranges(consumer)
+        self.selector.add(consumer)
         if self.outstanding or self.replay:
             self._join_limit[consumer] = self.read_position
         super().add_consumer(consumer)
-        self._rebuild_ring()
 
     def remove_consumer(self, consumer: Consumer) -> None:
         self._join_limit.pop(consumer, None)
+        self.selector.remove(consumer)
         super().remove_consumer(consumer)
-        self._rebuild_ring()
-
-    def _check_sticky_ranges(self, consumer: Consumer) -> None:
-        meta = consumer.key_shared_meta
-        if meta is None or not meta.hashRanges:
-            raise BrokerServiceError(pb.ConsumerAssignError, "Key_Shared STICKY mode needs hash ranges")
-        for new in meta.hashRanges:
-            if not 0 <= new.start <= new.end < HASH_RANGE_SIZE:
-                raise BrokerServiceError(pb.ConsumerAssignError, f"hash range [{new.start}, {new.end}] is invalid")
-            for other in self.consumers:
-                for old in other.key_shared_meta.hashRanges if other.key_shared_meta else ():
-                    if new.start <= old.end and old.start <= new.end:
-                        raise BrokerServiceError(
-                            pb.ConsumerAssignError,
-                            f"hash range [{new.start}, {new.end}] overlaps [{old.start}, {old.end}] of {other.name}",
-                        )
-
-    def _rebuild_ring(self) -> None:
-        ring = []
-        for number, consumer in enumerate(self.consumers):
-            identity = f"{consumer.name}/{consumer.cnx.id}/{consumer.consumer_id}"
-            for point in range(self.POINTS_PER_CONSUMER):
-                ring.append((sticky_key_hash(f"{identity}#{point}".encode()), number, consumer))
-        ring.sort(key=lambda item: (item[0], item[1]))
-        self._ring = ring
 
     def owner(self, key_hash: int) -> Consumer | None:
-        if self.sticky:
-            for consumer in self.consumers:
-                meta = consumer.key_shared_meta
-                if meta and any(r.start <= key_hash <= r.end for r in meta.hashRanges):
-                    return consumer
-            return None
-        if not self._ring:
-            return None
-        index = bisect.bisect_left(self._ring, key_hash, key=lambda item: item[0])
-        return self._ring[index % len(self._ring)][2]
+        return self.selector.owner(key_hash)
 
     @staticmethod
     def _hash(entry: DispatchEntry) -> int:
