@@ -9,8 +9,8 @@ from magnetar.storage import Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
+    from magnetar.broker.abstract_subscription import AbstractSubscription
     from magnetar.broker.connection import ServerCnx
-    from magnetar.broker.subscription import PersistentSubscription
 
 
 @dataclass(slots=True)
@@ -43,7 +43,7 @@ class Consumer:
         cnx: ServerCnx,
         consumer_id: int,
         name: str,
-        subscription: PersistentSubscription,
+        subscription: AbstractSubscription,
         sub_type: int,
         priority_level: int,
         key_shared_meta: pb.KeySharedMeta | None,
@@ -68,7 +68,13 @@ class Consumer:
         return sum(self.pending.values())
 
     def deliver(self, entry: DispatchEntry) -> None:
+        """Send a stored entry, held as unacknowledged until the consumer acks it."""
         self.pending[entry.position] = entry.num_messages
+        self.push(entry)
+
+    def push(self, entry: DispatchEntry) -> None:
+        """Send without holding anything for redelivery: a non-persistent message is never
+        asked for again (and the official client does not even acknowledge it)."""
         self.permits -= entry.num_messages
         self.messages_out += entry.num_messages
         self.cnx.send_message(self.consumer_id, self.subscription.topic.partition, entry)

@@ -18,8 +18,8 @@ from magnetar.wire import commands
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
+    from magnetar.broker.abstract_topic import AbstractTopic
     from magnetar.broker.connection import ServerCnx
-    from magnetar.broker.topic import PersistentTopic
 
 
 @dataclass(slots=True)
@@ -31,7 +31,7 @@ class _PendingSend:
 
 class Producer:
     def __init__(
-        self, topic: PersistentTopic, cnx: ServerCnx, producer_id: int, name: str, access_mode: int
+        self, topic: AbstractTopic, cnx: ServerCnx, producer_id: int, name: str, access_mode: int
     ) -> None:
         self.topic = topic
         self.cnx = cnx

@@ -1,10 +1,11 @@
-"""A subscription: a cursor plus the dispatcher that serves its consumers."""
+"""A persistent subscription: a cursor plus the dispatcher that serves its consumers."""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING
 
+from magnetar.broker.abstract_subscription import SUB_TYPE_NAMES, AbstractSubscription
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatcher import (
     Dispatcher,
@@ -12,7 +13,6 @@ from magnetar.broker.dispatcher import (
     MultipleConsumersDispatcher,
     SingleActiveConsumerDispatcher,
 )
-from magnetar.broker.errors import BrokerServiceError
 from magnetar.storage import ManagedCursor, Position
 from magnetar.wire.message_id import unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -22,63 +22,29 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Sub = pb.CommandSubscribe
-SUB_TYPE_NAMES = {
-    Sub.Exclusive: "Exclusive",
-    Sub.Shared: "Shared",
-    Sub.Failover: "Failover",
-    Sub.Key_Shared: "Key_Shared",
-}
+__all__ = ["SUB_TYPE_NAMES", "PersistentSubscription"]
 
 
-class PersistentSubscription:
+class PersistentSubscription(AbstractSubscription):
+    topic: PersistentTopic
+    dispatcher: Dispatcher | None
+
     def __init__(self, topic: PersistentTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
-        self.topic = topic
-        self.name = name
+        super().__init__(topic, name, durable)
         self.cursor = cursor
-        self.durable = durable
-        self.dispatcher: Dispatcher | None = None
-        self.sub_type: int | None = None
         self.redelivery_counts: dict[Position, int] = {}
-
-    def __repr__(self) -> str:
-        return f"{self.topic.name}/{self.name}"
-
-    @property
-    def consumers(self) -> list[Consumer]:
-        return self.dispatcher.consumers if self.dispatcher else []
 
     def first_unacked_position(self) -> Position:
         """Where reading starts again: just after the mark-delete position."""
         return self.topic.ledger.next_position(self.cursor.mark_delete_position)
 
     # -- consumers
-    def add_consumer(self, consumer: Consumer) -> None:
-        if self.dispatcher is None or (not self.dispatcher.consumers and self.sub_type != consumer.sub_type):
-            self.sub_type = consumer.sub_type
-            self.dispatcher = self._new_dispatcher(consumer)
-        elif self.sub_type != consumer.sub_type:
-            raise BrokerServiceError(
-                pb.ConsumerBusy,
-                f"Subscription {self.name} is {SUB_TYPE_NAMES[self.sub_type]}, "  # type: ignore[index]
-                f"not {SUB_TYPE_NAMES.get(consumer.sub_type, consumer.sub_type)}",
-            )
-        self.dispatcher.add_consumer(consumer)
-
     def _new_dispatcher(self, consumer: Consumer) -> Dispatcher:
         if consumer.sub_type in (Sub.Exclusive, Sub.Failover):
             return SingleActiveConsumerDispatcher(self, consumer.sub_type)
         if consumer.sub_type == Sub.Key_Shared:
             return KeySharedDispatcher(self, consumer.key_shared_meta)
         return MultipleConsumersDispatcher(self)
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        if self.dispatcher is not None and consumer in self.dispatcher.consumers:
-            self.dispatcher.remove_consumer(consumer)
-
-    def flow(self, consumer: Consumer, permits: int) -> None:
-        consumer.permits += permits
-        if self.dispatcher is not None:
-            self.dispatcher.schedule()
 
     # -- acknowledgements
     def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
@@ -165,14 +131,11 @@ class PersistentSubscription:
         backlog = self.backlog()
         delayed = self.dispatcher.delayed_messages if self.dispatcher is not None else 0
         return {
-            "type": SUB_TYPE_NAMES.get(self.sub_type, "None") if self.sub_type is not None else "None",
+            "type": self.type_name,
             "msgBacklog": backlog,
             "msgDelayed": delayed,
             "msgBacklogNoDelayed": max(0, backlog - delayed),
             "isDurable": self.durable,
             "unackedMessages": sum(c.unacked_messages for c in self.consumers),
-            "consumers": [
-                {"consumerName": c.name, "availablePermits": c.permits, "unackedMessages": c.unacked_messages}
-                for c in self.consumers
-            ],
+            "consumers": self.consumer_stats(),
         }

@@ -1,31 +1,26 @@
-"""A persistent topic (or one partition of one): its ledger, producers, subscriptions."""
+"""A persistent topic (or one partition of one): its ledger and the subscriptions reading it."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from magnetar.broker.consumer import Consumer
+from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.message_finder import find_first_at_or_after
-from magnetar.broker.producer import Producer
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage import ManagedLedger, Position
-from magnetar.wire import commands
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
 from magnetar.wire.message_id import INT64_MAX, MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
     from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
 Sub = pb.CommandSubscribe
-PublishCallback = Callable[[Position | None, BaseException | None], None]
 
 
 def _batch_size(entry: bytes | None) -> int:
@@ -39,13 +34,10 @@ def _batch_size(entry: bytes | None) -> int:
     return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else -1
 
 
-class PersistentTopic:
+class PersistentTopic(AbstractTopic):
     def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger) -> None:
-        self.service = service
-        self.name = name
+        super().__init__(service, name)
         self.ledger = ledger
-        self.partition = name.partition_index
-        self.producers: dict[str, Producer] = {}
         self.subscriptions: dict[str, PersistentSubscription] = {
             sub_name: PersistentSubscription(self, sub_name, cursor, durable=True)
             for sub_name, cursor in ledger.cursors.items()
@@ -53,9 +45,6 @@ class PersistentTopic:
         last_entry = self._last_entry()
         self._last_batch_size = _batch_size(last_entry)
         self.entry_metadata_state = service.entry_metadata.recover(ledger, last_entry)
-
-    def __repr__(self) -> str:
-        return str(self.name)
 
     # -- publishing
     def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
@@ -109,56 +98,12 @@ class PersistentTopic:
         policy = self.service.topic_policy(self.name, "messageTTL")
         return int(policy) if policy is not None else self.service.config.ttlDurationDefaultInSeconds
 
-    # -- producers
-    def add_producer(self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int) -> Producer:
-        if name in self.producers:
-            raise BrokerServiceError(pb.ProducerBusy, f"Producer with name '{name}' is already connected to topic")
-        exclusive = next((p for p in self.producers.values() if p.access_mode != pb.Shared), None)
-        if exclusive is not None:
-            code = pb.ProducerFenced if access_mode != pb.Shared else pb.ProducerBusy
-            raise BrokerServiceError(code, f"Topic has an existing exclusive producer: {exclusive.name}")
-        if access_mode in (pb.Exclusive, pb.WaitForExclusive) and self.producers:
-            raise BrokerServiceError(pb.ProducerFenced, "Topic has existing shared producers")
-        if access_mode == pb.ExclusiveWithFencing:
-            for other in list(self.producers.values()):
-                other.cnx.fence_producer(other)
-        producer = Producer(self, cnx, producer_id, name, access_mode)
-        self.producers[name] = producer
-        return producer
-
-    def remove_producer(self, producer: Producer) -> None:
-        producer.closed = True
-        if self.producers.get(producer.name) is producer:
-            del self.producers[producer.name]
-
     # -- consumers
-    def subscribe(self, cnx: ServerCnx, cmd: pb.CommandSubscribe) -> Consumer:
+    def _check_subscribe(self, cmd: pb.CommandSubscribe) -> None:
         if cmd.read_compacted and cmd.subType not in (Sub.Exclusive, Sub.Failover):
             raise BrokerServiceError(
                 pb.NotAllowedError, "readCompacted only allowed on failover or exclusive subscriptions"
             )
-        if not cmd.subscription:
-            raise BrokerServiceError(pb.InvalidTopicName, "empty subscription name")
-        subscription = self.subscriptions.get(cmd.subscription)
-        created = subscription is None
-        if subscription is None:
-            subscription = self._create_subscription(cmd)
-        consumer = Consumer(
-            cnx,
-            cmd.consumer_id,
-            cmd.consumer_name,
-            subscription,
-            cmd.subType,
-            cmd.priority_level,
-            cmd.keySharedMeta if cmd.HasField("keySharedMeta") else None,
-        )
-        try:
-            subscription.add_consumer(consumer)
-        except BrokerServiceError:
-            if created and not subscription.durable:
-                self._drop_subscription(subscription)
-            raise
-        return consumer
 
     def _create_subscription(self, cmd: pb.CommandSubscribe) -> PersistentSubscription:
         if cmd.durable:
@@ -186,34 +131,11 @@ class PersistentTopic:
             return first if first is not None else after_last
         return min(Position(start.ledger_id, max(start.entry_id, 0)), after_last)
 
-    def remove_consumer(self, consumer: Consumer, *, keep_subscription: bool = False) -> None:
-        subscription = consumer.subscription
-        subscription.remove_consumer(consumer)
-        if not subscription.durable and not subscription.consumers and not keep_subscription:
-            self._drop_subscription(subscription)
-
-    def _drop_subscription(self, subscription: PersistentSubscription) -> None:
+    def _drop_subscription(self, subscription: PersistentSubscription) -> None:  # type: ignore[override]
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
         if subscription.durable:
             self.ledger.delete_cursor(subscription.name)
-
-    def unsubscribe(self, consumer: Consumer) -> None:
-        subscription = consumer.subscription
-        others = [c for c in subscription.consumers if c is not consumer]
-        if others:
-            raise BrokerServiceError(pb.UnknownError, f"Subscription {subscription.name} has other connected consumers")
-        subscription.remove_consumer(consumer)
-        self._drop_subscription(subscription)
-
-    # -- lifecycle
-    def disconnect_all(self) -> None:
-        """Tell every client to reconnect (they re-run lookup), e.g. on shutdown."""
-        for producer in list(self.producers.values()):
-            producer.cnx.send(commands.close_producer(producer.producer_id))
-        for subscription in self.subscriptions.values():
-            for consumer in list(subscription.consumers):
-                consumer.cnx.send(commands.close_consumer(consumer.consumer_id))
 
     def stats(self) -> dict[str, object]:
         return {

@@ -1,0 +1,104 @@
+"""What every subscription is, stored or not: a type, and a dispatcher serving its consumers.
+
+The rules for consumers joining (the first consumer sets the type; another
+type is refused while consumers are connected) and for flow permits are the
+same on persistent and non-persistent topics, as in Pulsar's
+AbstractSubscription; what a subscription remembers about messages is not.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.storage import Position
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.abstract_topic import AbstractTopic
+
+Sub = pb.CommandSubscribe
+SUB_TYPE_NAMES = {
+    Sub.Exclusive: "Exclusive",
+    Sub.Shared: "Shared",
+    Sub.Failover: "Failover",
+    Sub.Key_Shared: "Key_Shared",
+}
+
+
+class SubscriptionDispatcher(Protocol):
+    """What a subscription and a connection ask of any dispatcher."""
+
+    consumers: list[Consumer]
+
+    def add_consumer(self, consumer: Consumer) -> None: ...
+
+    def remove_consumer(self, consumer: Consumer) -> None: ...
+
+    def schedule(self) -> None: ...
+
+
+class AbstractSubscription:
+    def __init__(self, topic: AbstractTopic, name: str, durable: bool) -> None:
+        self.topic = topic
+        self.name = name
+        self.durable = durable
+        self.dispatcher: SubscriptionDispatcher | None = None
+        self.sub_type: int | None = None
+
+    def __repr__(self) -> str:
+        return f"{self.topic.name}/{self.name}"
+
+    @property
+    def consumers(self) -> list[Consumer]:
+        return self.dispatcher.consumers if self.dispatcher else []
+
+    # -- consumers
+    def add_consumer(self, consumer: Consumer) -> None:
+        if self.dispatcher is None or (not self.dispatcher.consumers and self.sub_type != consumer.sub_type):
+            self.sub_type = consumer.sub_type
+            self.dispatcher = self._new_dispatcher(consumer)
+        elif self.sub_type != consumer.sub_type:
+            raise BrokerServiceError(
+                pb.ConsumerBusy,
+                f"Subscription {self.name} is {SUB_TYPE_NAMES[self.sub_type]}, "  # type: ignore[index]
+                f"not {SUB_TYPE_NAMES.get(consumer.sub_type, consumer.sub_type)}",
+            )
+        self.dispatcher.add_consumer(consumer)
+
+    def _new_dispatcher(self, consumer: Consumer) -> SubscriptionDispatcher:
+        raise NotImplementedError
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        if self.dispatcher is not None and consumer in self.dispatcher.consumers:
+            self.dispatcher.remove_consumer(consumer)
+
+    def flow(self, consumer: Consumer, permits: int) -> None:
+        consumer.permits += permits
+        if self.dispatcher is not None:
+            self.dispatcher.schedule()
+
+    # -- what each kind of subscription answers in its own way
+    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
+        raise NotImplementedError
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        raise NotImplementedError
+
+    def backlog(self) -> int:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, object]:
+        raise NotImplementedError
+
+    # -- stats both kinds report alike
+    @property
+    def type_name(self) -> str:
+        return SUB_TYPE_NAMES.get(self.sub_type, "None") if self.sub_type is not None else "None"
+
+    def consumer_stats(self) -> list[dict[str, object]]:
+        return [
+            {"consumerName": c.name, "availablePermits": c.permits, "unackedMessages": c.unacked_messages}
+            for c in self.consumers
+        ]

@@ -1,0 +1,129 @@
+"""What every topic is, stored or not: its producers, and consumers joining subscriptions.
+
+Pulsar's persistent and non-persistent topics differ in where a message goes
+once published, not in who may publish or subscribe; so producer access modes,
+name conflicts and the subscribe/unsubscribe rules live here once (Pulsar's
+AbstractTopic), and each kind of topic supplies only its subscriptions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from magnetar.broker.abstract_subscription import AbstractSubscription
+from magnetar.broker.consumer import Consumer
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.producer import Producer
+from magnetar.broker.topic_name import TopicName
+from magnetar.storage import Position
+from magnetar.wire import commands
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.service import BrokerService
+
+log = logging.getLogger(__name__)
+PublishCallback = Callable[[Position | None, BaseException | None], None]
+
+
+class AbstractTopic:
+    subscriptions: Mapping[str, AbstractSubscription]
+
+    def __init__(self, service: BrokerService, name: TopicName) -> None:
+        self.service = service
+        self.name = name
+        self.partition = name.partition_index
+        self.producers: dict[str, Producer] = {}
+
+    def __repr__(self) -> str:
+        return str(self.name)
+
+    def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
+        """Take a published entry; `callback` gets its position (the receipt) once accepted."""
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, object]:
+        raise NotImplementedError
+
+    # -- producers
+    def add_producer(self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int) -> Producer:
+        if name in self.producers:
+            raise BrokerServiceError(pb.ProducerBusy, f"Producer with name '{name}' is already connected to topic")
+        exclusive = next((p for p in self.producers.values() if p.access_mode != pb.Shared), None)
+        if exclusive is not None:
+            code = pb.ProducerFenced if access_mode != pb.Shared else pb.ProducerBusy
+            raise BrokerServiceError(code, f"Topic has an existing exclusive producer: {exclusive.name}")
+        if access_mode in (pb.Exclusive, pb.WaitForExclusive) and self.producers:
+            raise BrokerServiceError(pb.ProducerFenced, "Topic has existing shared producers")
+        if access_mode == pb.ExclusiveWithFencing:
+            for other in list(self.producers.values()):
+                other.cnx.fence_producer(other)
+        producer = Producer(self, cnx, producer_id, name, access_mode)
+        self.producers[name] = producer
+        return producer
+
+    def remove_producer(self, producer: Producer) -> None:
+        producer.closed = True
+        if self.producers.get(producer.name) is producer:
+            del self.producers[producer.name]
+
+    # -- consumers
+    def subscribe(self, cnx: ServerCnx, cmd: pb.CommandSubscribe) -> Consumer:
+        self._check_subscribe(cmd)
+        if not cmd.subscription:
+            raise BrokerServiceError(pb.InvalidTopicName, "empty subscription name")
+        subscription = self.subscriptions.get(cmd.subscription)
+        created = subscription is None
+        if subscription is None:
+            subscription = self._create_subscription(cmd)
+        consumer = Consumer(
+            cnx,
+            cmd.consumer_id,
+            cmd.consumer_name,
+            subscription,
+            cmd.subType,
+            cmd.priority_level,
+            cmd.keySharedMeta if cmd.HasField("keySharedMeta") else None,
+        )
+        try:
+            subscription.add_consumer(consumer)
+        except BrokerServiceError:
+            if created and not subscription.durable:
+                self._drop_subscription(subscription)
+            raise
+        return consumer
+
+    def _check_subscribe(self, cmd: pb.CommandSubscribe) -> None:
+        """Refuse a SUBSCRIBE this kind of topic cannot serve, before anything is created."""
+
+    def _create_subscription(self, cmd: pb.CommandSubscribe) -> AbstractSubscription:
+        raise NotImplementedError
+
+    def _drop_subscription(self, subscription: AbstractSubscription) -> None:
+        raise NotImplementedError
+
+    def remove_consumer(self, consumer: Consumer, *, keep_subscription: bool = False) -> None:
+        subscription = consumer.subscription
+        subscription.remove_consumer(consumer)
+        if not subscription.durable and not subscription.consumers and not keep_subscription:
+            self._drop_subscription(subscription)
+
+    def unsubscribe(self, consumer: Consumer) -> None:
+        subscription = consumer.subscription
+        others = [c for c in subscription.consumers if c is not consumer]
+        if others:
+            raise BrokerServiceError(pb.UnknownError, f"Subscription {subscription.name} has other connected consumers")
+        subscription.remove_consumer(consumer)
+        self._drop_subscription(subscription)
+
+    # -- lifecycle
+    def disconnect_all(self) -> None:
+        """Tell every client to reconnect (they re-run lookup), e.g. on shutdown."""
+        for producer in list(self.producers.values()):
+            producer.cnx.send(commands.close_producer(producer.producer_id))
+        for subscription in self.subscriptions.values():
+            for consumer in list(subscription.consumers):
+                consumer.cnx.send(commands.close_consumer(consumer.consumer_id))
