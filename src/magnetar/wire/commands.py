@@ -150,8 +150,16 @@ def last_message_id_response(
     return encode_command(T(type=T.GET_LAST_MESSAGE_ID_RESPONSE, getLastMessageIdResponse=resp))
 
 
-def topics_of_namespace_response(request_id: int, topics: Sequence[str]) -> bytes:
-    resp = pb.CommandGetTopicsOfNamespaceResponse(request_id=request_id, topics=topics)
+def topics_of_namespace_response(
+    request_id: int, topics: Sequence[str], *, topics_hash: str | None = None, filtered: bool = False,
+    changed: bool = True,
+) -> bytes:
+    """`filtered`: the broker applied the client's pattern; `changed=False` (with no topics):
+    the list still has the hash the client sent."""
+    resp = pb.CommandGetTopicsOfNamespaceResponse(request_id=request_id, topics=topics, filtered=filtered,
+                                                  changed=changed)
+    if topics_hash is not None:
+        resp.topics_hash = topics_hash
     return encode_command(T(type=T.GET_TOPICS_OF_NAMESPACE_RESPONSE, getTopicsOfNamespaceResponse=resp))
 
 
