@@ -50,6 +50,7 @@ class ServiceConfiguration:
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
+    enableNonPersistentTopics: bool = True
     # dispatch
     dispatcherMaxReadBatchSize: int = 100
     dispatcherMaxRoundRobinBatchSize: int = 20

@@ -19,6 +19,7 @@ from magnetar import __version__
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.producer import Producer
+from magnetar.broker.topic_list import compile_pattern, topics_hash
 from magnetar.storage import Position
 from magnetar.wire import commands
 from magnetar.wire.entry import (
@@ -258,8 +259,13 @@ class ServerCnx(asyncio.Protocol):
 
     def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getTopicsOfNamespace
-        topics = self.service.topics_of_namespace(req.namespace, req.topics_pattern or None)
-        self.send(commands.topics_of_namespace_response(req.request_id, topics))
+        pattern = req.topics_pattern or None
+        topics = self.service.topics_of_namespace(req.namespace, pattern, mode=req.mode)
+        digest = topics_hash(topics)
+        unchanged = req.HasField("topics_hash") and req.topics_hash == digest
+        self.send(commands.topics_of_namespace_response(
+            req.request_id, [] if unchanged else topics, topics_hash=digest,
+            filtered=pattern is not None and compile_pattern(pattern) is not None, changed=not unchanged))
 
     def handle_get_schema(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getSchema
@@ -402,6 +408,9 @@ class ServerCnx(asyncio.Protocol):
             return
         subscription = consumer.subscription
         topic = subscription.topic
+        if not topic.name.persistent and (req.HasField("message_id") or req.HasField("message_publish_time")):
+            self.send(commands.success(req.request_id))  # Pulsar: nothing to reset, the seek succeeds
+            return
         if req.HasField("message_id"):
             target = MessageId.from_proto(req.message_id)
             position = Position(max(target.ledger_id, -1), target.entry_id)
@@ -425,6 +434,10 @@ class ServerCnx(asyncio.Protocol):
             self.send(commands.error(req.request_id, pb.ConsumerNotFound, "Consumer not found"))
             return
         subscription = consumer.subscription
+        if not subscription.topic.name.persistent:  # Pulsar fails it the same way: there is no last message
+            self.send(commands.error(req.request_id, pb.UnknownError,
+                                     "GetLastMessageId is not supported on non-persistent topic"))
+            return
         mark = subscription.cursor.mark_delete_position
         mark_delete = MessageId(mark.ledger_id, mark.entry_id).to_proto()
         self.send(commands.last_message_id_response(req.request_id, subscription.topic.last_message_id(), mark_delete))

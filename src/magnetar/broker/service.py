@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 from pathlib import Path
 
 from magnetar.broker.config import ServiceConfiguration
@@ -14,7 +13,9 @@ from magnetar.broker.entry_metadata import EntryMetadataStamper
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.loop_bridge import LoopBridge
 from magnetar.broker.message_expiry import MessageExpiryMonitor
+from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic_list import compile_pattern, filter_topics
 from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 _PARTITIONED_PREFIX = "/admin/partitioned-topics/"
 _BOOT_COUNTER_KEY = "/broker/boot-counter"
 _POLICIES_PREFIX = "/admin/policies/"
+Mode = pb.CommandGetTopicsOfNamespace
 
 
 def managed_ledger_config(config: ServiceConfiguration) -> ManagedLedgerConfig:
@@ -45,6 +47,8 @@ class BrokerService:
             config.brokerEntryMetadataInterceptors, config.brokerEntryMetadataIndexBase
         )
         self.topics: dict[str, PersistentTopic] = {}
+        # Apart, so that what walks stored topics (TTL, metrics, shutdown) never meets one without a ledger.
+        self.non_persistent_topics: dict[str, NonPersistentTopic] = {}
         self.connections: set[object] = set()
         self._server: asyncio.Server | None = None
         self._producer_counter = 0
@@ -92,12 +96,9 @@ class BrokerService:
     # -- topics
     def parse_topic(self, name: str) -> TopicName:
         try:
-            topic = TopicName.parse(name)
+            return TopicName.parse(name)
         except InvalidTopicNameError as exc:
             raise BrokerServiceError(pb.InvalidTopicName, str(exc)) from exc
-        if not topic.persistent:
-            raise BrokerServiceError(pb.NotAllowedError, f"non-persistent topics are not supported: {name}")
-        return topic
 
     def topic_policy(self, topic: TopicName, name: str) -> str | None:
         """A per-topic policy (e.g. messageTTL) set through the admin API.
@@ -124,7 +125,7 @@ class BrokerService:
     def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         if partitions <= 0:
             raise BrokerServiceError(pb.NotAllowedError, "a partitioned topic needs at least one partition")
-        if self.partitions_of(topic) is not None or self.factory.exists(topic.storage_name):
+        if self.partitions_of(topic) is not None or self.topic_exists(topic):
             raise BrokerServiceError(pb.NotAllowedError, f"topic {topic} already exists")
         self.metadata.put(_PARTITIONED_PREFIX + topic.storage_name, json.dumps({"partitions": partitions}).encode())
 
@@ -140,7 +141,7 @@ class BrokerService:
         partitions = self.partitions_of(topic)
         if partitions is not None:
             return partitions
-        if self.factory.exists(topic.storage_name):
+        if self.topic_exists(topic):
             return 0
         if not auto_create:
             raise BrokerServiceError(pb.TopicNotFound, f"Topic {name} does not exist")
@@ -152,37 +153,52 @@ class BrokerService:
         return 0
 
     def topic_exists(self, topic: TopicName) -> bool:
-        if str(topic) in self.topics or self.factory.exists(topic.storage_name):
+        """A non-persistent topic exists while it is loaded: a restart forgets it."""
+        key = str(topic)
+        if key in self.topics or key in self.non_persistent_topics or self.factory.exists(topic.storage_name):
             return True
         parent = self.partitions_of(topic.partitioned_topic_name)
         return parent is not None and 0 <= topic.partition_index < parent
 
-    def get_topic(self, name: str, *, create: bool = True) -> PersistentTopic:
+    def get_topic(self, name: str, *, create: bool = True) -> PersistentTopic | NonPersistentTopic:
         topic_name = self.parse_topic(name)
         key = str(topic_name)
-        topic = self.topics.get(key)
+        topic = self.topics.get(key) or self.non_persistent_topics.get(key)
         if topic is not None:
             return topic
+        if not topic_name.persistent and not self.config.enableNonPersistentTopics:
+            raise BrokerServiceError(pb.NotAllowedError, f"non-persistent topics are disabled on this broker: {name}")
         if topic_name.partition_index < 0 and self.partitions_of(topic_name):
             raise BrokerServiceError(pb.NotAllowedError, f"{name} is a partitioned topic: use its partitions")
         if not self.topic_exists(topic_name) and not (create and self.config.allowAutoTopicCreation):
             raise BrokerServiceError(pb.TopicNotFound, f"Topic {name} does not exist")
-        topic = PersistentTopic(self, topic_name, self.factory.open(topic_name.storage_name))
-        self.topics[key] = topic
-        return topic
+        if not topic_name.persistent:
+            non_persistent = self.non_persistent_topics[key] = NonPersistentTopic(self, topic_name)
+            return non_persistent
+        persistent = self.topics[key] = PersistentTopic(self, topic_name, self.factory.open(topic_name.storage_name))
+        return persistent
 
-    def topics_of_namespace(self, namespace: str, pattern: str | None = None) -> list[str]:
+    def topics_of_namespace(self, namespace: str, pattern: str | None = None, *, mode: int = Mode.PERSISTENT
+                            ) -> list[str]:
+        """Topics and partitions of a namespace, by domain as GET_TOPICS_OF_NAMESPACE asks.
+
+        Persistent: every stored topic, and every partition of a partitioned one.
+        Non-persistent: as in Pulsar, only the loaded topics (partitions) that are
+        active (producers, consumers or subscriptions); nothing else knows of them.
+        """
         names: set[str] = set()
-        for storage_name in self.factory.list_names():
-            tenant, ns, domain, local = storage_name.split("/", 3)
-            if f"{tenant}/{ns}" == namespace:
-                names.add(f"{domain}://{tenant}/{ns}/{local}")
-        for key in self.metadata.list(_PARTITIONED_PREFIX):
-            tenant, ns, domain, local = key[len(_PARTITIONED_PREFIX) :].split("/", 3)
-            if f"{tenant}/{ns}" == namespace:
-                base = TopicName(domain, tenant, ns, local)
-                names.update(str(base.partition(i)) for i in range(self.partitions_of(base) or 0))
-        if pattern:
-            regex = re.compile(pattern)
-            names = {n for n in names if regex.fullmatch(n)}
-        return sorted(names)
+        if mode in (Mode.PERSISTENT, Mode.ALL):
+            for storage_name in self.factory.list_names():
+                tenant, ns, domain, local = storage_name.split("/", 3)
+                if f"{tenant}/{ns}" == namespace:
+                    names.add(f"{domain}://{tenant}/{ns}/{local}")
+            for key in self.metadata.list(_PARTITIONED_PREFIX):
+                tenant, ns, domain, local = key[len(_PARTITIONED_PREFIX) :].split("/", 3)
+                if f"{tenant}/{ns}" == namespace and domain == "persistent":
+                    base = TopicName(domain, tenant, ns, local)
+                    names.update(str(base.partition(i)) for i in range(self.partitions_of(base) or 0))
+        if mode in (Mode.NON_PERSISTENT, Mode.ALL):
+            names.update(key for key, topic in self.non_persistent_topics.items()
+                         if topic.name.namespace_name == namespace and topic.is_active())
+        regex = compile_pattern(pattern) if pattern else None
+        return sorted(filter_topics(names, regex) if regex is not None else names)
