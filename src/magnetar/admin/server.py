@@ -17,6 +17,7 @@ from aiohttp import web
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.message_finder import EntrySequence
+from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName
@@ -28,7 +29,11 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
 TOPIC = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
+#: Paths that serve both domains; the others read storage, which a non-persistent topic has none of.
+DOMAIN = "/admin/v2/{domain:persistent|non-persistent}"
+ANY_TOPIC = DOMAIN + "/{tenant}/{namespace}/{topic}"
 _NOT_FOUND = {pb.TopicNotFound, pb.SubscriptionNotFound, pb.ConsumerNotFound}
+Mode = pb.CommandGetTopicsOfNamespace
 
 
 def format_time(millis: int) -> str:
@@ -49,11 +54,11 @@ class AdminServer:
             [
                 web.get("/admin/v2/brokers/health", self.health),
                 web.get("/metrics", self.metrics),
-                web.get("/admin/v2/persistent/{tenant}/{namespace}", self.list_topics),
+                web.get(DOMAIN + "/{tenant}/{namespace}", self.list_topics),
                 web.put(TOPIC, self.create_topic),
-                web.get(TOPIC + "/partitions", self.get_partitions),
-                web.put(TOPIC + "/partitions", self.create_partitioned_topic),
-                web.get(TOPIC + "/stats", self.stats),
+                web.get(ANY_TOPIC + "/partitions", self.get_partitions),
+                web.put(ANY_TOPIC + "/partitions", self.create_partitioned_topic),
+                web.get(ANY_TOPIC + "/stats", self.stats),
                 web.get(TOPIC + "/examinemessage", self.examine_message),
                 web.get(TOPIC + "/ledger/{ledger}/entry/{entry}", self.get_message_by_id),
                 web.get(TOPIC + "/messageTTL", self.get_ttl),
@@ -78,12 +83,13 @@ class AdminServer:
     # -- helpers
     def _topic_name(self, request: web.Request) -> TopicName:
         info = request.match_info
+        domain = info.get("domain", "persistent")
         try:
-            return self.service.parse_topic(f"persistent://{info['tenant']}/{info['namespace']}/{info['topic']}")
+            return self.service.parse_topic(f"{domain}://{info['tenant']}/{info['namespace']}/{info['topic']}")
         except BrokerServiceError as exc:
             raise _fail(400, exc.message) from exc
 
-    def _topic(self, request: web.Request) -> PersistentTopic:
+    def _topic(self, request: web.Request) -> PersistentTopic | NonPersistentTopic:
         try:
             return self.service.get_topic(str(self._topic_name(request)), create=False)
         except BrokerServiceError as exc:
@@ -114,8 +120,10 @@ class AdminServer:
         return web.Response(text="\n".join(lines) + "\n")
 
     async def list_topics(self, request: web.Request) -> web.Response:
-        namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"
-        return web.json_response(self.service.topics_of_namespace(namespace))
+        info = request.match_info
+        namespace = f"{info['tenant']}/{info['namespace']}"
+        mode = Mode.PERSISTENT if info["domain"] == "persistent" else Mode.NON_PERSISTENT
+        return web.json_response(self.service.topics_of_namespace(namespace, mode=mode))
 
     async def create_topic(self, request: web.Request) -> web.Response:
         name = self._topic_name(request)
