@@ -23,6 +23,8 @@ import pulsar
 import pytest
 from rawclient import RawClient
 
+from magnetar.broker.rate import Rate
+from magnetar.broker.topic_list import compile_pattern, filter_topics, topics_hash
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 T = pb.BaseCommand
@@ -122,6 +124,19 @@ def test_consumer_gets_nothing_published_before_it_subscribed(client):
     assert late.receive(timeout_millis=10000).data() == b"after"
     assert reader.read_next(timeout_millis=10000).data() == b"after"
     assert early.receive(timeout_millis=10000).data() == b"after"
+
+
+def test_producer_access_modes_and_names_as_on_persistent_topics(client):
+    topic = f"{NP}access"
+    holder = client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive, producer_name="alice")
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(topic)
+    with pytest.raises(pulsar.ProducerFenced):
+        client.create_producer(topic, access_mode=pulsar.ProducerAccessMode.Exclusive)
+    holder.close()
+    client.create_producer(topic, producer_name="alice").send(b"mine now")
+    with pytest.raises(pulsar.ProducerBusy):
+        client.create_producer(topic, producer_name="alice")
 
 
 # -- subscription types
@@ -415,3 +430,27 @@ def test_disabled_non_persistent_topics_are_refused(broker_factory, client_facto
     with pytest.raises(pulsar.NotAllowedError):
         client.create_producer(f"{NP}refused")
     client.create_producer("persistent://public/default/still-fine").send(b"ok")
+
+
+# -- the pieces underneath, without a broker
+def test_rate_counts_everything_and_averages_the_last_window():
+    now = [1000.0]
+    rate = Rate(window_seconds=60, clock=lambda: now[0])
+    rate.record(30)
+    now[0] += 30
+    rate.record(90)
+    assert rate.total == 120 and rate.rate() == 2.0
+    now[0] += 31  # the first 30 fall out of the window
+    assert rate.total == 120 and rate.rate() == 1.5
+    now[0] += 60
+    assert rate.rate() == 0.0
+
+
+def test_topic_list_matches_like_pulsar():
+    names = [f"{NP}a-partition-0", f"{NP}a-partition-1", "persistent://public/default/ab", f"{NP}b"]
+    # Scheme-less and partition-less, whichever way the pattern is spelled; a full match.
+    assert filter_topics(names, compile_pattern("public/default/a.*")) == names[:3]
+    assert filter_topics(names, compile_pattern("persistent://public/default/a")) == names[:2]
+    assert compile_pattern("public/default/(") is None
+    assert topics_hash(["b", "a"]) == topics_hash(["a", "b"]) == pulsar_topics_hash(["a", "b"])
+    assert topics_hash([]) == "00000000"
