@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from magnetar import __version__
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.positions import position_of
 from magnetar.broker.producer import Producer
-from magnetar.storage import Position
 from magnetar.wire import commands
 from magnetar.wire.entry import (
     parse_message_metadata,
@@ -360,17 +360,16 @@ class ServerCnx(asyncio.Protocol):
     def handle_ack(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         ack = cmd.ack
         consumer = self._consumer(ack.consumer_id)
-        if consumer is not None:
-            consumer.subscription.acknowledge(consumer, ack)
+        refusal = consumer.subscription.acknowledge(consumer, ack) if consumer is not None else None
         if ack.HasField("request_id"):
-            self.send(commands.ack_response(ack.consumer_id, ack.request_id))
+            self.send(commands.ack_response(ack.consumer_id, ack.request_id, refusal))
 
     def handle_redeliver(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.redeliverUnacknowledgedMessages
         consumer = self._consumer(req.consumer_id)
         if consumer is None:
             return
-        positions = [Position(m.ledgerId, m.entryId) for m in req.message_ids] or None
+        positions = [position_of(m) for m in req.message_ids] or None
         consumer.subscription.redeliver(consumer, positions)
 
     def handle_close_consumer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
@@ -403,8 +402,7 @@ class ServerCnx(asyncio.Protocol):
         subscription = consumer.subscription
         topic = subscription.topic
         if req.HasField("message_id"):
-            target = MessageId.from_proto(req.message_id)
-            position = Position(max(target.ledger_id, -1), target.entry_id)
+            position = position_of(req.message_id)
         elif req.HasField("message_publish_time"):
             position = topic.find_position_by_time(req.message_publish_time)
         else:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.message_finder import find_first_at_or_after
+from magnetar.broker.positions import position_of
 from magnetar.broker.producer import Producer
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName
@@ -16,7 +17,7 @@ from magnetar.storage import ManagedLedger, Position
 from magnetar.wire import commands
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
-from magnetar.wire.message_id import INT64_MAX, MessageId
+from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -173,18 +174,24 @@ class PersistentTopic:
 
     def _start_position(self, cmd: pb.CommandSubscribe) -> Position:
         """A reader starts AT its start id; the client drops it when exclusive."""
-        first = self.ledger.first_position
-        after_last = self.next_publish_position()
         if not cmd.HasField("start_message_id"):
+            first = self.ledger.first_position
             if cmd.initialPosition == Sub.Earliest and first is not None:
                 return first
-            return after_last
-        start = MessageId.from_proto(cmd.start_message_id)
-        if start.ledger_id == INT64_MAX:
-            return after_last
-        if first is None or start.ledger_id < 0 or (start.ledger_id, start.entry_id) < first:
+            return self.next_publish_position()
+        return self.entry_at_or_after(position_of(cmd.start_message_id))
+
+    def entry_at_or_after(self, position: Position) -> Position:
+        """Where a seek or start id naming `position` lands: the first entry of this topic at
+        or after it, or just past the last entry. A position in a ledger of another topic, or
+        between ledgers, never reaches the cursor as it is."""
+        first = self.ledger.first_position
+        after_last = self.next_publish_position()
+        if first is None or position < first:
             return first if first is not None else after_last
-        return min(Position(start.ledger_id, max(start.entry_id, 0)), after_last)
+        if position >= after_last:
+            return after_last
+        return min(self.ledger.position_at_or_after(position), after_last)
 
     def remove_consumer(self, consumer: Consumer, *, keep_subscription: bool = False) -> None:
         subscription = consumer.subscription

@@ -165,6 +165,10 @@ def consumer_stats_response(request_id: int, **fields: object) -> bytes:
     return encode_command(T(type=T.CONSUMER_STATS_RESPONSE, consumerStatsResponse=resp))
 
 
-def ack_response(consumer_id: int, request_id: int) -> bytes:
+def ack_response(consumer_id: int, request_id: int, error_message: str | None = None,
+                 code: int = pb.NotAllowedError) -> bytes:
     resp = pb.CommandAckResponse(consumer_id=consumer_id, request_id=request_id)
+    if error_message is not None:
+        resp.error = code
+        resp.message = error_message
     return encode_command(T(type=T.ACK_RESPONSE, ackResponse=resp))
