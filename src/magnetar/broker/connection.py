@@ -269,17 +269,18 @@ class ServerCnx(asyncio.Protocol):
         req = cmd.producer
         existing = self.producers.get(req.producer_id)
         if existing is not None:  # a retried request for a producer we already made
-            self.send(commands.producer_success(req.request_id, existing.name))
+            self.send(commands.producer_success(req.request_id, existing.name, topic_epoch=existing.topic_epoch))
             return
         try:
             topic = self.service.get_topic(req.topic)
             name = req.producer_name or self.service.generate_producer_name()
-            producer = topic.add_producer(self, req.producer_id, name, req.producer_access_mode)
+            epoch = req.topic_epoch if req.HasField("topic_epoch") else None
+            producer = topic.add_producer(self, req.producer_id, name, req.producer_access_mode, epoch)
         except BrokerServiceError as exc:
             self.send(commands.error(req.request_id, exc.code, exc.message))
             return
         self.producers[req.producer_id] = producer
-        self.send(commands.producer_success(req.request_id, producer.name))
+        self.send(commands.producer_success(req.request_id, producer.name, topic_epoch=producer.topic_epoch))
 
     def handle_send(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         send = cmd.send

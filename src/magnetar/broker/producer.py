@@ -31,13 +31,15 @@ class _PendingSend:
 
 class Producer:
     def __init__(
-        self, topic: PersistentTopic, cnx: ServerCnx, producer_id: int, name: str, access_mode: int
+        self, topic: PersistentTopic, cnx: ServerCnx, producer_id: int, name: str, access_mode: int,
+        topic_epoch: int | None = None,
     ) -> None:
         self.topic = topic
         self.cnx = cnx
         self.producer_id = producer_id
         self.name = name
         self.access_mode = access_mode
+        self.topic_epoch = topic_epoch
         self.closed = False
         self.messages_in = 0
         self._pending: deque[_PendingSend] = deque()

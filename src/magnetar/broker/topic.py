@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Sub = pb.CommandSubscribe
+#: Pulsar's managed-ledger property for the topic epoch.
+TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"
 PublishCallback = Callable[[Position | None, BaseException | None], None]
 
 
@@ -111,21 +113,49 @@ class PersistentTopic:
         return int(policy) if policy is not None else self.service.config.ttlDurationDefaultInSeconds
 
     # -- producers
-    def add_producer(self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int) -> Producer:
+    def add_producer(
+        self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int, topic_epoch: int | None = None
+    ) -> Producer:
+        """Admit a producer: its access mode is settled first, then its name, as in Pulsar."""
+        epoch = self._claim_access(access_mode, topic_epoch)
         if name in self.producers:
             raise BrokerServiceError(pb.ProducerBusy, f"Producer with name '{name}' is already connected to topic")
+        producer = Producer(self, cnx, producer_id, name, access_mode, epoch)
+        self.producers[name] = producer
+        return producer
+
+    def _claim_access(self, access_mode: int, topic_epoch: int | None) -> int | None:
+        """Check `access_mode` against the producers present; an exclusive producer gets the
+        topic epoch it holds the topic in (None for Shared)."""
         exclusive = next((p for p in self.producers.values() if p.access_mode != pb.Shared), None)
-        if exclusive is not None:
-            code = pb.ProducerFenced if access_mode != pb.Shared else pb.ProducerBusy
-            raise BrokerServiceError(code, f"Topic has an existing exclusive producer: {exclusive.name}")
-        if access_mode in (pb.Exclusive, pb.WaitForExclusive) and self.producers:
-            raise BrokerServiceError(pb.ProducerFenced, "Topic has existing shared producers")
+        if access_mode == pb.Shared:
+            if exclusive is not None:
+                raise BrokerServiceError(pb.ProducerBusy, f"Topic has an existing exclusive producer: {exclusive.name}")
+            return None
         if access_mode == pb.ExclusiveWithFencing:
             for other in list(self.producers.values()):
                 other.cnx.fence_producer(other)
-        producer = Producer(self, cnx, producer_id, name, access_mode)
-        self.producers[name] = producer
-        return producer
+        elif exclusive is not None:
+            raise BrokerServiceError(pb.ProducerFenced, f"Topic has an existing exclusive producer: {exclusive.name}")
+        elif self.producers:
+            raise BrokerServiceError(pb.ProducerFenced, "Topic has existing shared producers")
+        current = self.topic_epoch
+        if topic_epoch is not None and topic_epoch < current:
+            # A producer that held the topic before someone else did is fenced for good.
+            raise BrokerServiceError(
+                pb.ProducerFenced,
+                f"Topic epoch has already moved. Current epoch: {current}, producer epoch: {topic_epoch}",
+            )
+        epoch = topic_epoch if topic_epoch is not None else current + 1
+        if epoch != current:
+            self.ledger.set_property(TOPIC_EPOCH_PROPERTY, str(epoch))
+        return epoch
+
+    @property
+    def topic_epoch(self) -> int:
+        """How many times an exclusive producer took the topic; kept with the ledger, so a
+        fenced producer stays fenced across broker restarts."""
+        return int(self.ledger.get_property(TOPIC_EPOCH_PROPERTY) or -1)
 
     def remove_producer(self, producer: Producer) -> None:
         producer.closed = True

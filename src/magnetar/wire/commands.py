@@ -83,10 +83,14 @@ def lookup_error(request_id: int, code: int, message: str) -> bytes:
     return encode_command(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=resp))
 
 
-def producer_success(request_id: int, producer_name: str, last_sequence_id: int = -1) -> bytes:
+def producer_success(
+    request_id: int, producer_name: str, last_sequence_id: int = -1, topic_epoch: int | None = None
+) -> bytes:
     resp = pb.CommandProducerSuccess(
         request_id=request_id, producer_name=producer_name, last_sequence_id=last_sequence_id
     )
+    if topic_epoch is not None:
+        resp.topic_epoch = topic_epoch
     return encode_command(T(type=T.PRODUCER_SUCCESS, producer_success=resp))
 
 
