@@ -12,6 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from magnetar.broker.advertised_listeners import (
+    ListenerConfigError,
+    internal_listener_name,
+    parse_advertised_listeners,
+)
+
 #: Keys that appear in every Pulsar broker.conf but configure parts (ZooKeeper,
 #: BookKeeper, clusters) that magnetar replaces; accepted and ignored.
 _IGNORED_PULSAR_KEYS = frozenset(
@@ -27,7 +33,6 @@ _IGNORED_PULSAR_KEYS = frozenset(
         "managedLedgerDefaultAckQuorum",
         "brokerServicePortTls",
         "webServicePortTls",
-        "advertisedAddress",
         "functionsWorkerEnabled",
     }
 )
@@ -42,6 +47,11 @@ class ServiceConfiguration:
     """Every setting the broker reads, with Pulsar's name and (mostly) Pulsar's default."""
 
     bindAddress: str = "127.0.0.1"
+    # what LOOKUP answers (see advertised_listeners): empty = the bind address, or the
+    # host name when binding a wildcard address
+    advertisedAddress: str = ""
+    advertisedListeners: str = ""
+    internalListenerName: str = ""
     brokerServicePort: int = 6650
     webServicePort: int = 8080
     maxMessageSize: int = 5 * 1024 * 1024
@@ -107,6 +117,10 @@ class ServiceConfiguration:
             tracker_kind(self.delayedDeliveryTrackerFactoryClassName)
         except ValueError as exc:
             raise ConfigError(f"delayedDeliveryTrackerFactoryClassName: {exc}") from None
+        try:
+            internal_listener_name(parse_advertised_listeners(self.advertisedListeners), self.internalListenerName)
+        except ListenerConfigError as exc:
+            raise ConfigError(str(exc)) from None
         for name in ("brokerServicePort", "webServicePort"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ConfigError(f"{name} must be a port number (0-65535), not {getattr(self, name)}")

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar import __version__
+from magnetar.broker.advertised_listeners import ListenerNotFoundError
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.positions import position_of
@@ -251,10 +252,14 @@ class ServerCnx(asyncio.Protocol):
             topic = service.parse_topic(req.topic)
             if not service.topic_exists(topic) and not service.config.allowAutoTopicCreation:
                 raise BrokerServiceError(pb.TopicNotFound, f"Topic {req.topic} does not exist")
+            listener = service.listeners.resolve(req.advertised_listener_name)
         except BrokerServiceError as exc:
             self.send(commands.lookup_error(req.request_id, exc.code, exc.message))
             return
-        self.send(commands.lookup_connect(req.request_id, service.service_url))
+        except ListenerNotFoundError as exc:
+            self.send(commands.lookup_error(req.request_id, pb.ServiceNotReady, str(exc)))
+            return
+        self.send(commands.lookup_connect(req.request_id, listener.broker_service_url, listener.broker_service_url_tls))
 
     def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getTopicsOfNamespace

@@ -8,6 +8,12 @@ import logging
 import re
 from pathlib import Path
 
+from magnetar.broker.advertised_listeners import (
+    AdvertisedListeners,
+    default_advertised_address,
+    internal_listener_name,
+    parse_advertised_listeners,
+)
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.entry_metadata import EntryMetadataStamper
@@ -50,6 +56,7 @@ class BrokerService:
         self._producer_counter = 0
         self._boot_id = self._next_boot_id()
         self.bridge: LoopBridge
+        self.listeners: AdvertisedListeners
         self.port = config.brokerServicePort
         self.expiry_monitor = MessageExpiryMonitor(self)
 
@@ -62,6 +69,7 @@ class BrokerService:
 
     @property
     def service_url(self) -> str:
+        """Where this broker listens (which may be a wildcard address)."""
         return f"pulsar://{self.config.bindAddress}:{self.port}"
 
     async def start(self) -> None:
@@ -71,7 +79,17 @@ class BrokerService:
             lambda: ServerCnx(self), self.config.bindAddress, self.config.brokerServicePort, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        self.listeners = self._advertised_listeners()
         self.expiry_monitor.start()
+
+    def _advertised_listeners(self) -> AdvertisedListeners:
+        config = self.config
+        listeners = parse_advertised_listeners(config.advertisedListeners)
+        address = default_advertised_address(config.advertisedAddress, config.bindAddress)
+        host = f"[{address}]" if ":" in address else address
+        return AdvertisedListeners(
+            listeners, internal_listener_name(listeners, config.internalListenerName), f"pulsar://{host}:{self.port}"
+        )
 
     async def stop(self) -> None:
         self.expiry_monitor.stop()

@@ -66,13 +66,14 @@ def partitioned_metadata_error(request_id: int, code: int, message: str) -> byte
     return encode_command(T(type=T.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse=resp))
 
 
-def lookup_connect(request_id: int, service_url: str) -> bytes:
+def lookup_connect(request_id: int, service_url: str | None, service_url_tls: str | None = None) -> bytes:
     resp = pb.CommandLookupTopicResponse(
-        request_id=request_id,
-        response=pb.CommandLookupTopicResponse.Connect,
-        brokerServiceUrl=service_url,
-        authoritative=True,
+        request_id=request_id, response=pb.CommandLookupTopicResponse.Connect, authoritative=True
     )
+    if service_url is not None:
+        resp.brokerServiceUrl = service_url
+    if service_url_tls is not None:
+        resp.brokerServiceUrlTls = service_url_tls
     return encode_command(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=resp))
 
 
