@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
+from magnetar.admin import metrics
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.message_finder import EntrySequence
 from magnetar.broker.service import BrokerService
@@ -106,12 +107,7 @@ class AdminServer:
         return web.Response(text="ok")
 
     async def metrics(self, _request: web.Request) -> web.Response:
-        lines = ["# TYPE pulsar_msg_backlog gauge", "# TYPE pulsar_storage_size gauge"]
-        for name, topic in self.service.topics.items():
-            lines.append(f'pulsar_storage_size{{topic="{name}"}} {topic.ledger.total_size_bytes()}')
-            for sub_name, sub in topic.subscriptions.items():
-                lines.append(f'pulsar_msg_backlog{{topic="{name}",subscription="{sub_name}"}} {sub.backlog()}')
-        return web.Response(text="\n".join(lines) + "\n")
+        return web.Response(text=metrics.render(self.service.topics.values()), content_type="text/plain")
 
     async def list_topics(self, request: web.Request) -> web.Response:
         namespace = f"{request.match_info['tenant']}/{request.match_info['namespace']}"

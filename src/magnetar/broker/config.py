@@ -79,6 +79,8 @@ class ServiceConfiguration:
     exposingBrokerEntryMetadataToClientEnabled: bool = False
     # magnetar's own key: the index of a partition's first message (Pulsar: 0).
     brokerEntryMetadataIndexBase: int = 0
+    # how often rates in stats and /metrics are worked out (Pulsar's default)
+    statsUpdateFrequencyInSecs: int = 60
     # message expiry
     ttlDurationDefaultInSeconds: int = 0
     messageExpiryCheckIntervalInMinutes: float = 5.0
@@ -105,7 +107,7 @@ class ServiceConfiguration:
             )
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
                     "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
-                    "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds",
+                    "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
                     "delayedDeliveryMinIndexCountPerBucket",
                     "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds")
         for name in positive:

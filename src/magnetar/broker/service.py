@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import re
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from magnetar.broker.advertised_listeners import (
@@ -29,6 +32,8 @@ log = logging.getLogger(__name__)
 _PARTITIONED_PREFIX = "/admin/partitioned-topics/"
 _BOOT_COUNTER_KEY = "/broker/boot-counter"
 _POLICIES_PREFIX = "/admin/policies/"
+#: Stored topics loaded per event-loop iteration at start-up.
+TOPICS_LOADED_PER_SLICE = 20
 
 
 def managed_ledger_config(config: ServiceConfiguration) -> ManagedLedgerConfig:
@@ -59,6 +64,7 @@ class BrokerService:
         self.listeners: AdvertisedListeners
         self.port = config.brokerServicePort
         self.expiry_monitor = MessageExpiryMonitor(self)
+        self._stats_timer: asyncio.TimerHandle | None = None
 
     def _next_boot_id(self) -> int:
         """Distinguishes generated producer names across restarts of the same data."""
@@ -81,6 +87,30 @@ class BrokerService:
         self.port = self._server.sockets[0].getsockname()[1]
         self.listeners = self._advertised_listeners()
         self.expiry_monitor.start()
+        self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
+        loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
+
+    def _sample_rates(self) -> None:
+        now = time.monotonic()
+        for topic in list(self.topics.values()):
+            topic.sample_rates(now)
+        self._stats_timer = asyncio.get_running_loop().call_later(
+            self.config.statsUpdateFrequencyInSecs, self._sample_rates)
+
+    def _load_stored_topics(self, names: Iterator[str]) -> None:
+        """Load every stored topic, a slice per loop iteration, so that stats, /metrics and
+        TTL see a subscription's backlog from the start, not once a client touches it."""
+        batch = list(itertools.islice(names, TOPICS_LOADED_PER_SLICE))
+        for storage_name in batch:
+            name = str(TopicName.from_storage_name(storage_name))
+            if name in self.topics:
+                continue
+            try:
+                self.get_topic(name, create=False)
+            except Exception:
+                log.exception("could not load stored topic %s", name)
+        if len(batch) == TOPICS_LOADED_PER_SLICE:
+            asyncio.get_running_loop().call_soon(self._load_stored_topics, names)
 
     def _advertised_listeners(self) -> AdvertisedListeners:
         config = self.config
@@ -93,6 +123,8 @@ class BrokerService:
 
     async def stop(self) -> None:
         self.expiry_monitor.stop()
+        if self._stats_timer is not None:
+            self._stats_timer.cancel()
         if self._server is not None:
             self._server.close()
         for cnx in list(self.connections):
@@ -192,9 +224,9 @@ class BrokerService:
     def topics_of_namespace(self, namespace: str, pattern: str | None = None) -> list[str]:
         names: set[str] = set()
         for storage_name in self.factory.list_names():
-            tenant, ns, domain, local = storage_name.split("/", 3)
-            if f"{tenant}/{ns}" == namespace:
-                names.add(f"{domain}://{tenant}/{ns}/{local}")
+            stored = TopicName.from_storage_name(storage_name)
+            if stored.namespace_name == namespace:
+                names.add(str(stored))
         for key in self.metadata.list(_PARTITIONED_PREFIX):
             tenant, ns, domain, local = key[len(_PARTITIONED_PREFIX) :].split("/", 3)
             if f"{tenant}/{ns}" == namespace:

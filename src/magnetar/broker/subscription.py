@@ -14,6 +14,7 @@ from magnetar.broker.dispatcher import (
 )
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.positions import position_of
+from magnetar.broker.stats import MessageCounter
 from magnetar.storage import ManagedCursor, Position
 from magnetar.wire.message_id import unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -29,6 +30,9 @@ SUB_TYPE_NAMES = {
     Sub.Failover: "Failover",
     Sub.Key_Shared: "Key_Shared",
 }
+_SUB_TYPES = {name: number for number, name in SUB_TYPE_NAMES.items()}
+#: Cursor property remembering the subscription's type while no consumer is connected.
+SUB_TYPE_PROPERTY = "#magnetar.subscription.type"
 
 
 class PersistentSubscription:
@@ -38,8 +42,9 @@ class PersistentSubscription:
         self.cursor = cursor
         self.durable = durable
         self.dispatcher: Dispatcher | None = None
-        self.sub_type: int | None = None
+        self.sub_type: int | None = _SUB_TYPES.get(cursor.properties.get(SUB_TYPE_PROPERTY, ""))
         self.redelivery_counts: dict[Position, int] = {}
+        self.outbound = MessageCounter()
 
     def __repr__(self) -> str:
         return f"{self.topic.name}/{self.name}"
@@ -55,7 +60,7 @@ class PersistentSubscription:
     # -- consumers
     def add_consumer(self, consumer: Consumer) -> None:
         if self.dispatcher is None or (not self.dispatcher.consumers and self.sub_type != consumer.sub_type):
-            self.sub_type = consumer.sub_type
+            self._set_type(consumer.sub_type)
             self.dispatcher = self._new_dispatcher(consumer)
         elif self.sub_type != consumer.sub_type:
             raise BrokerServiceError(
@@ -64,6 +69,12 @@ class PersistentSubscription:
                 f"not {SUB_TYPE_NAMES.get(consumer.sub_type, consumer.sub_type)}",
             )
         self.dispatcher.add_consumer(consumer)
+
+    def _set_type(self, sub_type: int) -> None:
+        """Remember the type with the cursor, so stats name it after a restart too."""
+        if sub_type != self.sub_type and self.durable and sub_type in SUB_TYPE_NAMES:
+            self.cursor.set_property(SUB_TYPE_PROPERTY, SUB_TYPE_NAMES[sub_type])
+        self.sub_type = sub_type
 
     def _new_dispatcher(self, consumer: Consumer) -> Dispatcher:
         if consumer.sub_type in (Sub.Exclusive, Sub.Failover):
@@ -198,18 +209,25 @@ class PersistentSubscription:
     def backlog(self) -> int:
         return self.cursor.num_unacked_entries()
 
+    def sample_rates(self, now: float) -> None:
+        self.outbound.sample(now)
+        for consumer in self.consumers:
+            consumer.outbound.sample(now)
+
     def stats(self) -> dict[str, object]:
         backlog = self.backlog()
         delayed = self.dispatcher.delayed_messages if self.dispatcher is not None else 0
+        out = self.outbound
         return {
+            "msgRateOut": out.message_rate,
+            "msgThroughputOut": out.byte_rate,
+            "bytesOutCounter": out.bytes,
+            "msgOutCounter": out.messages,
             "type": SUB_TYPE_NAMES.get(self.sub_type, "None") if self.sub_type is not None else "None",
             "msgBacklog": backlog,
             "msgDelayed": delayed,
             "msgBacklogNoDelayed": max(0, backlog - delayed),
             "isDurable": self.durable,
             "unackedMessages": sum(c.unacked_messages for c in self.consumers),
-            "consumers": [
-                {"consumerName": c.name, "availablePermits": c.permits, "unackedMessages": c.unacked_messages}
-                for c in self.consumers
-            ],
+            "consumers": [c.stats() for c in self.consumers],
         }

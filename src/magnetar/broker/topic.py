@@ -11,6 +11,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.message_finder import find_first_at_or_after
 from magnetar.broker.positions import position_of
 from magnetar.broker.producer import Producer
+from magnetar.broker.stats import MessageCounter
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage import ManagedLedger, Position
@@ -53,6 +54,8 @@ class PersistentTopic:
             sub_name: PersistentSubscription(self, sub_name, cursor, durable=True)
             for sub_name, cursor in ledger.cursors.items()
         }
+        self.inbound = MessageCounter()
+        self.outbound = MessageCounter()
         last_entry = self._last_entry()
         self._last_batch_size = _batch_size(last_entry)
         self.entry_metadata_state = service.entry_metadata.recover(ledger, last_entry)
@@ -63,6 +66,7 @@ class PersistentTopic:
     # -- publishing
     def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
         """Append; `callback` runs on the loop once the entry is durable (or failed)."""
+        self.inbound.add(num_messages, len(entry))
         data = self.service.entry_metadata.stamp(self.entry_metadata_state, entry, num_messages)
         bridge = self.service.bridge
 
@@ -252,10 +256,29 @@ class PersistentTopic:
             for consumer in list(subscription.consumers):
                 consumer.cnx.send(commands.close_consumer(consumer.consumer_id))
 
+    def sample_rates(self, now: float) -> None:
+        self.inbound.sample(now)
+        self.outbound.sample(now)
+        for producer in self.producers.values():
+            producer.inbound.sample(now)
+        for subscription in self.subscriptions.values():
+            subscription.sample_rates(now)
+
     def stats(self) -> dict[str, object]:
+        """Pulsar's TopicStats: counters since the topic was loaded, rates over the last
+        stats interval, storage as it is now."""
+        inbound, outbound = self.inbound, self.outbound
         return {
-            "msgInCounter": sum(p.messages_in for p in self.producers.values()),
+            "msgRateIn": inbound.message_rate,
+            "msgThroughputIn": inbound.byte_rate,
+            "msgRateOut": outbound.message_rate,
+            "msgThroughputOut": outbound.byte_rate,
+            "bytesInCounter": inbound.bytes,
+            "msgInCounter": inbound.messages,
+            "bytesOutCounter": outbound.bytes,
+            "msgOutCounter": outbound.messages,
+            "averageMsgSize": inbound.average_size,
             "storageSize": self.ledger.total_size_bytes(),
-            "publishers": [{"producerName": p.name, "accessMode": p.access_mode} for p in self.producers.values()],
+            "publishers": [p.stats() for p in self.producers.values()],
             "subscriptions": {name: sub.stats() for name, sub in self.subscriptions.items()},
         }

@@ -43,6 +43,12 @@ class TopicName:
             raise InvalidTopicNameError(f"invalid topic name {name!r}: expected {domain}://tenant/namespace/topic")
         return cls(domain, parts[0], parts[1], parts[2])
 
+    @classmethod
+    def from_storage_name(cls, storage_name: str) -> TopicName:
+        """Inverse of `storage_name`."""
+        tenant, namespace, domain, local_name = storage_name.split("/", 3)
+        return cls(domain, tenant, namespace, local_name)
+
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
 
