@@ -37,7 +37,7 @@ def test_in_counters_count_producers_that_left(broker, client_factory):
     client = client_factory(broker.url)
     consumer = client.subscribe("counted", "sub", initial_position=EARLIEST)
     first = client.create_producer("counted", batching_enabled=False)
-    for i in range(10):
+    for _ in range(10):
         first.send(b"x" * 100)
     first.close()
     second = client.create_producer("counted")  # batching: 5 messages in one entry
