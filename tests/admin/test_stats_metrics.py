@@ -111,3 +111,17 @@ def test_subscription_type_survives_restart(broker, client_factory):
     subscriptions = stats(broker, "typed")["subscriptions"]
     assert {name: sub["type"] for name, sub in subscriptions.items()} == {
         "shared": "Shared", "failover": "Failover", "key-shared": "Key_Shared"}
+
+
+_SAMPLE_LINE = re.compile(r'^[a-z_]+\{(?:[a-z_]+="(?:\\.|[^"\\\n])*",?)*\} [-+0-9.e]+$')
+
+
+def test_label_values_cannot_inject_lines(broker, client_factory):
+    """A topic name full of exposition syntax stays inside its label value."""
+    client = client_factory(broker.url)
+    hostile = 'x"} 1 fake_metric{job=\\"injected\\"} 42 #'
+    client.create_producer(f"persistent://public/default/{hostile}").send(b"payload")
+    text = metrics(broker)
+    for line in text.splitlines():
+        assert line.startswith("# ") or _SAMPLE_LINE.match(line), line
+    assert "fake_metric" not in {line.split("{", 1)[0] for line in text.splitlines()}
