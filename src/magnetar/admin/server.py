@@ -38,7 +38,8 @@ def format_time(millis: int) -> str:
 
 
 def _fail(status: int, reason: str) -> web.HTTPException:
-    cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 409: web.HTTPConflict}.get(status, web.HTTPBadRequest)
+    cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 409: web.HTTPConflict,
+           412: web.HTTPPreconditionFailed}.get(status, web.HTTPBadRequest)
     return cls(text=json.dumps({"reason": reason}), content_type="application/json")
 
 
@@ -82,7 +83,7 @@ class AdminServer:
         try:
             return self.service.parse_topic(f"persistent://{info['tenant']}/{info['namespace']}/{info['topic']}")
         except BrokerServiceError as exc:
-            raise _fail(400, exc.message) from exc
+            raise _fail(412, exc.message) from exc  # Pulsar: Precondition Failed
 
     def _topic(self, request: web.Request) -> PersistentTopic:
         try:
