@@ -56,6 +56,12 @@ class ServiceConfiguration:
     webServicePort: int = 8080
     maxMessageSize: int = 5 * 1024 * 1024
     keepAliveIntervalSeconds: int = 30
+    # connection limits (0 = none, Pulsar's default)
+    brokerMaxConnections: int = 0
+    maxConnectionsPerIp: int = 0
+    # bytes of frames received in part, over all connections (see connection_controller);
+    # Pulsar's default is half the JVM's direct memory, which has no Python equivalent
+    maxMessagePublishBufferSizeInMB: int = 64
     # topics
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
@@ -108,6 +114,7 @@ class ServiceConfiguration:
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
                     "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
                     "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
+                    "maxMessagePublishBufferSizeInMB",
                     "delayedDeliveryMinIndexCountPerBucket",
                     "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds")
         for name in positive:
@@ -123,6 +130,9 @@ class ServiceConfiguration:
             internal_listener_name(parse_advertised_listeners(self.advertisedListeners), self.internalListenerName)
         except ListenerConfigError as exc:
             raise ConfigError(str(exc)) from None
+        for name in ("brokerMaxConnections", "maxConnectionsPerIp"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
         for name in ("brokerServicePort", "webServicePort"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ConfigError(f"{name} must be a port number (0-65535), not {getattr(self, name)}")

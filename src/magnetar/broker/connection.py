@@ -66,6 +66,8 @@ class ServerCnx(asyncio.Protocol):
         self._last_seen = time.monotonic()
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_outstanding = False
+        self._partial_since: float | None = None
+        self._ip: str | None = None
 
     def __repr__(self) -> str:
         return f"[{self.remote} #{self.id}]"
@@ -75,11 +77,19 @@ class ServerCnx(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._ip = peer[0] if peer else "?"
+        if not self.service.connection_controller.admit(self._ip):
+            self._ip = None
+            transport.close()
+            return
         transport.set_write_buffer_limits(high=HIGH_WATER)  # type: ignore[attr-defined]
         self.service.connections.add(self)
         self._arm_keepalive()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._ip is not None:
+            self.service.connection_controller.release(self._ip)
+        self.service.frame_budget.forget(self)
         self.service.connections.discard(self)
         if self._keepalive is not None:
             self._keepalive.cancel()
@@ -101,19 +111,42 @@ class ServerCnx(asyncio.Protocol):
             if dispatcher is not None:
                 dispatcher.schedule()
 
+    def pause_reading(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None:
+            self.transport.resume_reading()
+
     def data_received(self, data: bytes) -> None:
-        self._last_seen = time.monotonic()
-        self._ping_outstanding = False
+        decoder = self.decoder
+        had_partial = decoder.buffered > 0
         try:
-            frames = self.decoder.feed(data)
+            frames = decoder.feed(data)
         except WireError as exc:
             log.warning("%s closing connection: %s", self, exc)
             self.close()
             return
+        if frames:
+            # Only whole frames prove the peer alive: a byte now and then does not.
+            self._last_seen = time.monotonic()
+            self._ping_outstanding = False
+        if decoder.buffered or had_partial:
+            self._track_partial_frame(had_partial)
         for frame in frames:
             if self.transport is None:
                 return
             self._handle(frame.command, frame.payload)
+
+    def _track_partial_frame(self, had_partial: bool) -> None:
+        """Charge the unfinished frame to the broker-wide budget, and time it."""
+        buffered = self.decoder.buffered
+        if buffered and (not had_partial or self._partial_since is None):
+            self._partial_since = time.monotonic()
+        elif not buffered:
+            self._partial_since = None
+        self.service.frame_budget.update(self, buffered)
 
     def _handle(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         if not self.connected and cmd.type != T.CONNECT:
@@ -187,8 +220,13 @@ class ServerCnx(asyncio.Protocol):
             log.warning("%s did not complete the handshake within %ss; closing", self, interval)
             self.close()
             return
-        if self._ping_outstanding and time.monotonic() - self._last_seen >= interval:
+        now = time.monotonic()
+        if self._ping_outstanding and now - self._last_seen >= interval:
             log.warning("%s did not answer a ping within %ss; closing", self, interval)
+            self.close()
+            return
+        if self._partial_since is not None and now - self._partial_since >= 2 * interval:
+            log.warning("%s left a frame unfinished for %ss; closing", self, 2 * interval)
             self.close()
             return
         self._ping_outstanding = True

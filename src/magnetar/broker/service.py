@@ -19,6 +19,7 @@ from magnetar.broker.advertised_listeners import (
 )
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.connection import ServerCnx
+from magnetar.broker.connection_controller import ConnectionController, PartialFrameBudget
 from magnetar.broker.entry_metadata import EntryMetadataStamper
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.loop_bridge import LoopBridge
@@ -64,6 +65,8 @@ class BrokerService:
         self.listeners: AdvertisedListeners
         self.port = config.brokerServicePort
         self.expiry_monitor = MessageExpiryMonitor(self)
+        self.connection_controller = ConnectionController(config.brokerMaxConnections, config.maxConnectionsPerIp)
+        self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
         self._stats_timer: asyncio.TimerHandle | None = None
 
     def _next_boot_id(self) -> int:
