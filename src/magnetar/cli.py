@@ -51,6 +51,8 @@ async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    advertised = service.listeners.resolve(None)
+    log.info("advertising %s to clients", advertised.broker_service_url or advertised.broker_service_url_tls)
     log.info("magnetar standalone accepting connections on %s (data in %s)", service.service_url, data_dir)
     try:
         await stop.wait()

@@ -133,6 +133,12 @@ def _abuse_command_size_past_frame(url: str) -> RawClient:
     return raw
 
 
+def _abuse_garbage_in_connect_write(url: str) -> RawClient:
+    raw = RawClient(url)
+    raw.write(_connect_frame() + struct.pack(">II", 9, 5) + b"\xff" * 5)  # one write
+    return raw
+
+
 def _abuse_before_connect(url: str) -> RawClient:
     raw = RawClient(url)
     raw.command(T(type=T.PRODUCER, producer=pb.CommandProducer(topic=TOPIC, producer_id=0, request_id=0)))
@@ -146,6 +152,7 @@ ABUSES = {
     "garbage-basecommand": _abuse_garbage_command,
     "command-size-past-frame": _abuse_command_size_past_frame,
     "producer-before-connect": _abuse_before_connect,
+    "garbage-in-the-connect-write": _abuse_garbage_in_connect_write,
 }
 
 

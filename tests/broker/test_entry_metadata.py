@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import random
 import time
-import urllib.request
 from datetime import datetime
 
 import pulsar
 import pytest
+from admin_http import http, http_get
 from rawclient import RawClient
 
 from magnetar.broker.topic_name import TopicName
@@ -252,14 +252,6 @@ def test_exposure_to_clients(broker_factory, client_factory, exposing):
     assert peek_broker_entry_metadata(raw_message_payload(broker.url, topic, announce=False)) is None
 
 
-def http_get(url: str) -> tuple[int, dict[str, str], bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return response.status, dict(response.headers), response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, dict(error.headers), error.read()
-
-
 def test_admin_examine_and_get_message_show_entry_metadata(broker_factory, client_factory):
     broker = broker_factory(PULSAR_INTERCEPTORS)
     client = client_factory(broker.url)
@@ -320,7 +312,5 @@ def test_per_topic_ttl_through_admin(broker_factory, client_factory):
     producer = client.create_producer("topic-ttl")
     producer.send(b"x")
     url = f"{broker.admin_url}/admin/v2/persistent/public/default/topic-ttl/messageTTL?messageTTL=1"
-    request = urllib.request.Request(url, method="POST")
-    with urllib.request.urlopen(request, timeout=10) as response:
-        assert response.status == 204
+    assert http("POST", url)[0] == 204
     assert wait_for(lambda: backlog(broker, "topic-ttl", "sub") == 0)

@@ -2,8 +2,9 @@
 
 Access-mode refusals follow Pulsar's AbstractTopic.incrementTopicEpochIfNeeded
 (and its ExclusiveProducerTest): an Exclusive producer meeting any producer is
-ProducerFenced; a Shared producer meeting an exclusive one is ProducerBusy; a
-name already connected is ProducerBusy (NamingException).
+ProducerFenced; a Shared producer meeting an exclusive one is ProducerBusy; only then
+is a name already connected ProducerBusy (NamingException). ExclusiveWithFencing closes
+every other producer, and a producer holding an older topic epoch is fenced for good.
 """
 
 from __future__ import annotations
@@ -74,6 +75,90 @@ def test_exclusive_with_fencing_takes_over(client_factory, broker):
     assert got == [b"before", b"after"]
     new.send(b"later")
     assert reader.read_next(10000).data() == b"later"
+
+
+def _fails_within(producer, deadline_s: float = 15.0) -> pulsar.PulsarException:
+    """Send until a send fails (a fenced producer learns it on its next reconnect)."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            producer.send(b"fenced out")
+        except pulsar.PulsarException as exc:
+            return exc
+        assert time.monotonic() < deadline, "the fenced producer can still send"
+
+
+def test_exclusive_with_fencing_fences_an_exclusive_producer(client_factory, broker):
+    old_client = client_factory(broker.url, operation_timeout_seconds=3)
+    old = old_client.create_producer("fence-exclusive", access_mode=Mode.Exclusive, batching_enabled=False,
+                                     send_timeout_millis=3000)
+    old.send(b"before")
+    new_client = client_factory(broker.url)
+    new = new_client.create_producer("fence-exclusive", access_mode=Mode.ExclusiveWithFencing)
+    new.send(b"after")
+    assert isinstance(_fails_within(old), (pulsar.ProducerFenced, pulsar.AlreadyClosed))
+    # Fenced for good: not even the new producer leaving lets the old one back in.
+    new.close()
+    with pytest.raises((pulsar.ProducerFenced, pulsar.AlreadyClosed)):
+        old.send(b"still fenced")
+    reader = client_factory(broker.url).create_reader("fence-exclusive", pulsar.MessageId.earliest)
+    assert [reader.read_next(10000).data() for _ in range(2)] == [b"before", b"after"]
+    assert not reader.has_message_available()
+
+
+def test_exclusive_with_fencing_takes_a_taken_name(client_factory, broker):
+    holder = client_factory(broker.url).create_producer("fence-name", producer_name="p", batching_enabled=False,
+                                                        send_timeout_millis=3000)
+    taker = client_factory(broker.url).create_producer("fence-name", producer_name="p",
+                                                       access_mode=Mode.ExclusiveWithFencing)
+    assert taker.producer_name() == "p"
+    taker.send(b"mine")
+    assert isinstance(_fails_within(holder), pulsar.PulsarException)
+
+
+@pytest.mark.parametrize("holder_mode", [Mode.Shared, Mode.Exclusive], ids=["shared", "exclusive"])
+def test_exclusive_with_a_taken_name_is_fenced_not_busy(client_factory, broker, holder_mode):
+    """Pulsar settles the access mode before it looks at names (NamingException comes later)."""
+    client_factory(broker.url).create_producer("taken-exclusive", producer_name="p", access_mode=holder_mode)
+    with pytest.raises(pulsar.ProducerFenced):
+        client_factory(broker.url).create_producer("taken-exclusive", producer_name="p",
+                                                   access_mode=Mode.Exclusive)
+
+
+def test_stale_topic_epoch_is_fenced_across_restart(broker):
+    """An exclusive producer coming back with the epoch it held before another one took the
+    topic is refused, even after a restart; one with the current epoch gets it back."""
+
+    def claim(raw: RawClient, request_id: int, epoch: int | None) -> T:
+        cmd = pb.CommandProducer(topic="epochs", producer_id=request_id, request_id=request_id,
+                                 producer_access_mode=pb.Exclusive)
+        if epoch is not None:
+            cmd.topic_epoch = epoch
+        raw.command(T(type=T.PRODUCER, producer=cmd))
+        frame = raw.next_frame()
+        assert frame is not None
+        return frame.command
+
+    def close(raw: RawClient, producer_id: int) -> None:
+        raw.command(T(type=T.CLOSE_PRODUCER, close_producer=pb.CommandCloseProducer(
+            producer_id=producer_id, request_id=100 + producer_id)))
+        raw.expect(T.SUCCESS)
+
+    raw = RawClient(broker.url)
+    raw.connect()
+    first = claim(raw, 1, None).producer_success.topic_epoch
+    close(raw, 1)
+    second = claim(raw, 2, None).producer_success.topic_epoch
+    assert second == first + 1
+    close(raw, 2)
+    raw.close()
+    broker.restart()
+    raw = RawClient(broker.url)
+    raw.connect()
+    refused = claim(raw, 3, first)
+    assert refused.type == T.ERROR and refused.error.error == pb.ProducerFenced, refused
+    assert claim(raw, 4, second).producer_success.topic_epoch == second
+    raw.close()
 
 
 def test_name_already_connected_is_busy(broker, client_factory):

@@ -125,6 +125,19 @@ def test_cursor_state_persists_across_reopen(open_factory):
     assert restored.mark_delete_position == p[5]
 
 
+def test_restore_repairs_an_unsigned_before_first_mark_delete(ml):
+    """Brokers before the fix stored a cumulative ack of (L, -1) as (L, 2^64-1); read
+    signed it means 'nothing of L', and the hidden messages become deliverable again."""
+    p = all_positions(ml)
+    second_ledger = p[4].ledger_id
+    broken = f'{{"mark_delete":[{second_ledger},{2**64 - 1}],"ranges":[],"batch_acks":[],"properties":{{}}}}'
+    cursor = ml.open_non_durable_cursor(p[0])
+    cursor.restore(broken.encode())
+    assert cursor.mark_delete_position == Position(second_ledger, -1)
+    assert list(cursor.iter_unacked()) == p[4:]
+    assert cursor.num_unacked_entries() == 8
+
+
 def test_acks_persisted_by_throttled_flush_without_close(open_factory, tmp_path, wait_until):
     ml = open_factory().open(TOPIC)
     p = [ml.append_sync(b"x") for _ in range(3)]

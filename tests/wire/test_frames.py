@@ -67,6 +67,15 @@ def test_garbage_command():
         FrameDecoder().feed(struct.pack(">II", 8, 4) + b"\xff\xff\xff\xff")
 
 
+@pytest.mark.parametrize("good", [b"", PING, PING + FLOW_1000], ids=["alone", "after-one", "after-two"])
+def test_garbage_after_good_frames_in_one_chunk_is_a_wire_error(good):
+    """A frame that fails to parse after complete frames of the same chunk used to leave a
+    memoryview export behind, so trimming the buffer raised BufferError instead."""
+    decoder = FrameDecoder()
+    with pytest.raises(WireError):
+        decoder.feed(good + struct.pack(">II", 9, 5) + b"\xff" * 5)
+
+
 def test_command_without_type():
     with pytest.raises(WireError, match="without a type"):
         FrameDecoder().feed(struct.pack(">II", 4, 0))

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 from aiohttp import web
 
+from magnetar.admin import metrics
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.message_finder import EntrySequence
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
@@ -42,7 +43,8 @@ def format_time(millis: int) -> str:
 
 
 def _fail(status: int, reason: str) -> web.HTTPException:
-    cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 409: web.HTTPConflict}.get(status, web.HTTPBadRequest)
+    cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 409: web.HTTPConflict,
+           412: web.HTTPPreconditionFailed}.get(status, web.HTTPBadRequest)
     return cls(text=json.dumps({"reason": reason}), content_type="application/json")
 
 
@@ -87,7 +89,7 @@ class AdminServer:
         try:
             return self.service.parse_topic(f"{domain}://{info['tenant']}/{info['namespace']}/{info['topic']}")
         except BrokerServiceError as exc:
-            raise _fail(400, exc.message) from exc
+            raise _fail(412, exc.message) from exc  # Pulsar: Precondition Failed
 
     def _topic(self, request: web.Request) -> PersistentTopic | NonPersistentTopic:
         try:
@@ -112,12 +114,7 @@ class AdminServer:
         return web.Response(text="ok")
 
     async def metrics(self, _request: web.Request) -> web.Response:
-        lines = ["# TYPE pulsar_msg_backlog gauge", "# TYPE pulsar_storage_size gauge"]
-        for name, topic in self.service.topics.items():
-            lines.append(f'pulsar_storage_size{{topic="{name}"}} {topic.ledger.total_size_bytes()}')
-            for sub_name, sub in topic.subscriptions.items():
-                lines.append(f'pulsar_msg_backlog{{topic="{name}",subscription="{sub_name}"}} {sub.backlog()}')
-        return web.Response(text="\n".join(lines) + "\n")
+        return web.Response(text=metrics.render(self.service.topics.values()), content_type="text/plain")
 
     async def list_topics(self, request: web.Request) -> web.Response:
         info = request.match_info

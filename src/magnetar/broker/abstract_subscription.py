@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.stats import MessageCounter
 from magnetar.storage import Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -46,6 +47,7 @@ class AbstractSubscription:
         self.durable = durable
         self.dispatcher: SubscriptionDispatcher | None = None
         self.sub_type: int | None = None
+        self.outbound = MessageCounter()
 
     def __repr__(self) -> str:
         return f"{self.topic.name}/{self.name}"
@@ -57,7 +59,7 @@ class AbstractSubscription:
     # -- consumers
     def add_consumer(self, consumer: Consumer) -> None:
         if self.dispatcher is None or (not self.dispatcher.consumers and self.sub_type != consumer.sub_type):
-            self.sub_type = consumer.sub_type
+            self._set_type(consumer.sub_type)
             self.dispatcher = self._new_dispatcher(consumer)
         elif self.sub_type != consumer.sub_type:
             raise BrokerServiceError(
@@ -66,6 +68,9 @@ class AbstractSubscription:
                 f"not {SUB_TYPE_NAMES.get(consumer.sub_type, consumer.sub_type)}",
             )
         self.dispatcher.add_consumer(consumer)
+
+    def _set_type(self, sub_type: int) -> None:
+        self.sub_type = sub_type
 
     def _new_dispatcher(self, consumer: Consumer) -> SubscriptionDispatcher:
         raise NotImplementedError
@@ -80,7 +85,8 @@ class AbstractSubscription:
             self.dispatcher.schedule()
 
     # -- what each kind of subscription answers in its own way
-    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
+    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> str | None:
+        """Apply an ACK; returns why (part of) it was refused, for the ACK_RESPONSE."""
         raise NotImplementedError
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
@@ -93,12 +99,23 @@ class AbstractSubscription:
         raise NotImplementedError
 
     # -- stats both kinds report alike
+    def sample_rates(self, now: float) -> None:
+        self.outbound.sample(now)
+        for consumer in self.consumers:
+            consumer.outbound.sample(now)
+
+    def traffic_stats(self) -> dict[str, object]:
+        out = self.outbound
+        return {
+            "msgRateOut": out.message_rate,
+            "msgThroughputOut": out.byte_rate,
+            "bytesOutCounter": out.bytes,
+            "msgOutCounter": out.messages,
+        }
+
     @property
     def type_name(self) -> str:
         return SUB_TYPE_NAMES.get(self.sub_type, "None") if self.sub_type is not None else "None"
 
     def consumer_stats(self) -> list[dict[str, object]]:
-        return [
-            {"consumerName": c.name, "availablePermits": c.permits, "unackedMessages": c.unacked_messages}
-            for c in self.consumers
-        ]
+        return [c.stats() for c in self.consumers]

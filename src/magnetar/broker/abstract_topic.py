@@ -16,6 +16,7 @@ from magnetar.broker.abstract_subscription import AbstractSubscription
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.producer import Producer
+from magnetar.broker.stats import MessageCounter
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage import Position
 from magnetar.wire import commands
@@ -37,6 +38,8 @@ class AbstractTopic:
         self.name = name
         self.partition = name.partition_index
         self.producers: dict[str, Producer] = {}
+        self.inbound = MessageCounter()
+        self.outbound = MessageCounter()
 
     def __repr__(self) -> str:
         return str(self.name)
@@ -49,21 +52,51 @@ class AbstractTopic:
         raise NotImplementedError
 
     # -- producers
-    def add_producer(self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int) -> Producer:
+    def add_producer(
+        self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int, topic_epoch: int | None = None
+    ) -> Producer:
+        """Admit a producer: its access mode is settled first, then its name, as in Pulsar."""
+        epoch = self._claim_access(access_mode, topic_epoch)
         if name in self.producers:
             raise BrokerServiceError(pb.ProducerBusy, f"Producer with name '{name}' is already connected to topic")
+        producer = Producer(self, cnx, producer_id, name, access_mode, epoch)
+        self.producers[name] = producer
+        return producer
+
+    def _claim_access(self, access_mode: int, topic_epoch: int | None) -> int | None:
+        """Check `access_mode` against the producers present; an exclusive producer gets the
+        topic epoch it holds the topic in (None for Shared)."""
         exclusive = next((p for p in self.producers.values() if p.access_mode != pb.Shared), None)
-        if exclusive is not None:
-            code = pb.ProducerFenced if access_mode != pb.Shared else pb.ProducerBusy
-            raise BrokerServiceError(code, f"Topic has an existing exclusive producer: {exclusive.name}")
-        if access_mode in (pb.Exclusive, pb.WaitForExclusive) and self.producers:
-            raise BrokerServiceError(pb.ProducerFenced, "Topic has existing shared producers")
+        if access_mode == pb.Shared:
+            if exclusive is not None:
+                raise BrokerServiceError(pb.ProducerBusy, f"Topic has an existing exclusive producer: {exclusive.name}")
+            return None
         if access_mode == pb.ExclusiveWithFencing:
             for other in list(self.producers.values()):
                 other.cnx.fence_producer(other)
-        producer = Producer(self, cnx, producer_id, name, access_mode)
-        self.producers[name] = producer
-        return producer
+        elif exclusive is not None:
+            raise BrokerServiceError(pb.ProducerFenced, f"Topic has an existing exclusive producer: {exclusive.name}")
+        elif self.producers:
+            raise BrokerServiceError(pb.ProducerFenced, "Topic has existing shared producers")
+        current = self.topic_epoch
+        if topic_epoch is not None and topic_epoch < current:
+            # A producer that held the topic before someone else did is fenced for good.
+            raise BrokerServiceError(
+                pb.ProducerFenced,
+                f"Topic epoch has already moved. Current epoch: {current}, producer epoch: {topic_epoch}",
+            )
+        epoch = topic_epoch if topic_epoch is not None else current + 1
+        if epoch != current:
+            self._set_topic_epoch(epoch)
+        return epoch
+
+    @property
+    def topic_epoch(self) -> int:
+        """How many times an exclusive producer took the topic (-1: never)."""
+        raise NotImplementedError
+
+    def _set_topic_epoch(self, epoch: int) -> None:
+        raise NotImplementedError
 
     def remove_producer(self, producer: Producer) -> None:
         producer.closed = True
@@ -118,6 +151,31 @@ class AbstractTopic:
             raise BrokerServiceError(pb.UnknownError, f"Subscription {subscription.name} has other connected consumers")
         subscription.remove_consumer(consumer)
         self._drop_subscription(subscription)
+
+    # -- stats
+    def sample_rates(self, now: float) -> None:
+        self.inbound.sample(now)
+        self.outbound.sample(now)
+        for producer in self.producers.values():
+            producer.inbound.sample(now)
+        for subscription in self.subscriptions.values():
+            subscription.sample_rates(now)
+
+    def traffic_stats(self) -> dict[str, object]:
+        """The part of Pulsar's TopicStats both kinds of topic report alike: counters since the
+        topic was loaded, rates over the last stats interval."""
+        inbound, outbound = self.inbound, self.outbound
+        return {
+            "msgRateIn": inbound.message_rate,
+            "msgThroughputIn": inbound.byte_rate,
+            "msgRateOut": outbound.message_rate,
+            "msgThroughputOut": outbound.byte_rate,
+            "bytesInCounter": inbound.bytes,
+            "msgInCounter": inbound.messages,
+            "bytesOutCounter": outbound.bytes,
+            "msgOutCounter": outbound.messages,
+            "averageMsgSize": inbound.average_size,
+        }
 
     # -- lifecycle
     def disconnect_all(self) -> None:

@@ -12,6 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_type_hints
 
+from magnetar.broker.advertised_listeners import (
+    ListenerConfigError,
+    internal_listener_name,
+    parse_advertised_listeners,
+)
+
 #: Keys that appear in every Pulsar broker.conf but configure parts (ZooKeeper,
 #: BookKeeper, clusters) that magnetar replaces; accepted and ignored.
 _IGNORED_PULSAR_KEYS = frozenset(
@@ -27,7 +33,6 @@ _IGNORED_PULSAR_KEYS = frozenset(
         "managedLedgerDefaultAckQuorum",
         "brokerServicePortTls",
         "webServicePortTls",
-        "advertisedAddress",
         "functionsWorkerEnabled",
     }
 )
@@ -42,10 +47,21 @@ class ServiceConfiguration:
     """Every setting the broker reads, with Pulsar's name and (mostly) Pulsar's default."""
 
     bindAddress: str = "127.0.0.1"
+    # what LOOKUP answers (see advertised_listeners): empty = the bind address, or the
+    # host name when binding a wildcard address
+    advertisedAddress: str = ""
+    advertisedListeners: str = ""
+    internalListenerName: str = ""
     brokerServicePort: int = 6650
     webServicePort: int = 8080
     maxMessageSize: int = 5 * 1024 * 1024
     keepAliveIntervalSeconds: int = 30
+    # connection limits (0 = none, Pulsar's default)
+    brokerMaxConnections: int = 0
+    maxConnectionsPerIp: int = 0
+    # bytes of frames received in part, over all connections (see connection_controller);
+    # Pulsar's default is half the JVM's direct memory, which has no Python equivalent
+    maxMessagePublishBufferSizeInMB: int = 64
     # topics
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
@@ -70,6 +86,8 @@ class ServiceConfiguration:
     exposingBrokerEntryMetadataToClientEnabled: bool = False
     # magnetar's own key: the index of a partition's first message (Pulsar: 0).
     brokerEntryMetadataIndexBase: int = 0
+    # how often rates in stats and /metrics are worked out (Pulsar's default)
+    statsUpdateFrequencyInSecs: int = 60
     # message expiry
     ttlDurationDefaultInSeconds: int = 0
     messageExpiryCheckIntervalInMinutes: float = 5.0
@@ -96,7 +114,8 @@ class ServiceConfiguration:
             )
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
                     "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
-                    "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds",
+                    "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
+                    "maxMessagePublishBufferSizeInMB",
                     "delayedDeliveryMinIndexCountPerBucket",
                     "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds")
         for name in positive:
@@ -108,6 +127,13 @@ class ServiceConfiguration:
             tracker_kind(self.delayedDeliveryTrackerFactoryClassName)
         except ValueError as exc:
             raise ConfigError(f"delayedDeliveryTrackerFactoryClassName: {exc}") from None
+        try:
+            internal_listener_name(parse_advertised_listeners(self.advertisedListeners), self.internalListenerName)
+        except ListenerConfigError as exc:
+            raise ConfigError(str(exc)) from None
+        for name in ("brokerMaxConnections", "maxConnectionsPerIp"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
         for name in ("brokerServicePort", "webServicePort"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ConfigError(f"{name} must be a port number (0-65535), not {getattr(self, name)}")

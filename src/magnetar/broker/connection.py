@@ -16,11 +16,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar import __version__
+from magnetar.broker.advertised_listeners import ListenerNotFoundError
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.positions import position_of
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic_list import compile_pattern, topics_hash
-from magnetar.storage import Position
 from magnetar.wire import commands
 from magnetar.wire.entry import (
     parse_message_metadata,
@@ -66,6 +67,8 @@ class ServerCnx(asyncio.Protocol):
         self._last_seen = time.monotonic()
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_outstanding = False
+        self._partial_since: float | None = None
+        self._ip: str | None = None
 
     def __repr__(self) -> str:
         return f"[{self.remote} #{self.id}]"
@@ -75,11 +78,19 @@ class ServerCnx(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._ip = peer[0] if peer else "?"
+        if not self.service.connection_controller.admit(self._ip):
+            self._ip = None
+            transport.close()
+            return
         transport.set_write_buffer_limits(high=HIGH_WATER)  # type: ignore[attr-defined]
         self.service.connections.add(self)
         self._arm_keepalive()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._ip is not None:
+            self.service.connection_controller.release(self._ip)
+        self.service.frame_budget.forget(self)
         self.service.connections.discard(self)
         if self._keepalive is not None:
             self._keepalive.cancel()
@@ -101,19 +112,42 @@ class ServerCnx(asyncio.Protocol):
             if dispatcher is not None:
                 dispatcher.schedule()
 
+    def pause_reading(self) -> None:
+        if self.transport is not None:
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        if self.transport is not None:
+            self.transport.resume_reading()
+
     def data_received(self, data: bytes) -> None:
-        self._last_seen = time.monotonic()
-        self._ping_outstanding = False
+        decoder = self.decoder
+        had_partial = decoder.buffered > 0
         try:
-            frames = self.decoder.feed(data)
+            frames = decoder.feed(data)
         except WireError as exc:
             log.warning("%s closing connection: %s", self, exc)
             self.close()
             return
+        if frames:
+            # Only whole frames prove the peer alive: a byte now and then does not.
+            self._last_seen = time.monotonic()
+            self._ping_outstanding = False
+        if decoder.buffered or had_partial:
+            self._track_partial_frame(had_partial)
         for frame in frames:
             if self.transport is None:
                 return
             self._handle(frame.command, frame.payload)
+
+    def _track_partial_frame(self, had_partial: bool) -> None:
+        """Charge the unfinished frame to the broker-wide budget, and time it."""
+        buffered = self.decoder.buffered
+        if buffered and (not had_partial or self._partial_since is None):
+            self._partial_since = time.monotonic()
+        elif not buffered:
+            self._partial_since = None
+        self.service.frame_budget.update(self, buffered)
 
     def _handle(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         if not self.connected and cmd.type != T.CONNECT:
@@ -187,8 +221,13 @@ class ServerCnx(asyncio.Protocol):
             log.warning("%s did not complete the handshake within %ss; closing", self, interval)
             self.close()
             return
-        if self._ping_outstanding and time.monotonic() - self._last_seen >= interval:
+        now = time.monotonic()
+        if self._ping_outstanding and now - self._last_seen >= interval:
             log.warning("%s did not answer a ping within %ss; closing", self, interval)
+            self.close()
+            return
+        if self._partial_since is not None and now - self._partial_since >= 2 * interval:
+            log.warning("%s left a frame unfinished for %ss; closing", self, 2 * interval)
             self.close()
             return
         self._ping_outstanding = True
@@ -252,10 +291,14 @@ class ServerCnx(asyncio.Protocol):
             topic = service.parse_topic(req.topic)
             if not service.topic_exists(topic) and not service.config.allowAutoTopicCreation:
                 raise BrokerServiceError(pb.TopicNotFound, f"Topic {req.topic} does not exist")
+            listener = service.listeners.resolve(req.advertised_listener_name)
         except BrokerServiceError as exc:
             self.send(commands.lookup_error(req.request_id, exc.code, exc.message))
             return
-        self.send(commands.lookup_connect(req.request_id, service.service_url))
+        except ListenerNotFoundError as exc:
+            self.send(commands.lookup_error(req.request_id, pb.ServiceNotReady, str(exc)))
+            return
+        self.send(commands.lookup_connect(req.request_id, listener.broker_service_url, listener.broker_service_url_tls))
 
     def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getTopicsOfNamespace
@@ -275,17 +318,18 @@ class ServerCnx(asyncio.Protocol):
         req = cmd.producer
         existing = self.producers.get(req.producer_id)
         if existing is not None:  # a retried request for a producer we already made
-            self.send(commands.producer_success(req.request_id, existing.name))
+            self.send(commands.producer_success(req.request_id, existing.name, topic_epoch=existing.topic_epoch))
             return
         try:
             topic = self.service.get_topic(req.topic)
             name = req.producer_name or self.service.generate_producer_name()
-            producer = topic.add_producer(self, req.producer_id, name, req.producer_access_mode)
+            epoch = req.topic_epoch if req.HasField("topic_epoch") else None
+            producer = topic.add_producer(self, req.producer_id, name, req.producer_access_mode, epoch)
         except BrokerServiceError as exc:
             self.send(commands.error(req.request_id, exc.code, exc.message))
             return
         self.producers[req.producer_id] = producer
-        self.send(commands.producer_success(req.request_id, producer.name))
+        self.send(commands.producer_success(req.request_id, producer.name, topic_epoch=producer.topic_epoch))
 
     def handle_send(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         send = cmd.send
@@ -366,17 +410,16 @@ class ServerCnx(asyncio.Protocol):
     def handle_ack(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         ack = cmd.ack
         consumer = self._consumer(ack.consumer_id)
-        if consumer is not None:
-            consumer.subscription.acknowledge(consumer, ack)
+        refusal = consumer.subscription.acknowledge(consumer, ack) if consumer is not None else None
         if ack.HasField("request_id"):
-            self.send(commands.ack_response(ack.consumer_id, ack.request_id))
+            self.send(commands.ack_response(ack.consumer_id, ack.request_id, refusal))
 
     def handle_redeliver(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.redeliverUnacknowledgedMessages
         consumer = self._consumer(req.consumer_id)
         if consumer is None:
             return
-        positions = [Position(m.ledgerId, m.entryId) for m in req.message_ids] or None
+        positions = [position_of(m) for m in req.message_ids] or None
         consumer.subscription.redeliver(consumer, positions)
 
     def handle_close_consumer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
@@ -412,8 +455,7 @@ class ServerCnx(asyncio.Protocol):
             self.send(commands.success(req.request_id))  # Pulsar: nothing to reset, the seek succeeds
             return
         if req.HasField("message_id"):
-            target = MessageId.from_proto(req.message_id)
-            position = Position(max(target.ledger_id, -1), target.entry_id)
+            position = position_of(req.message_id)
         elif req.HasField("message_publish_time"):
             position = topic.find_position_by_time(req.message_publish_time)
         else:

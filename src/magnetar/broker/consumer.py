@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from magnetar.broker.stats import MessageCounter
 from magnetar.storage import Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -57,7 +58,7 @@ class Consumer:
         self.key_shared_meta = key_shared_meta
         self.permits = 0
         self.pending: dict[Position, int] = {}
-        self.messages_out = 0
+        self.outbound = MessageCounter()
 
     @property
     def can_receive(self) -> bool:
@@ -75,9 +76,25 @@ class Consumer:
     def push(self, entry: DispatchEntry) -> None:
         """Send without holding anything for redelivery: a non-persistent message is never
         asked for again (and the official client does not even acknowledge it)."""
-        self.permits -= entry.num_messages
-        self.messages_out += entry.num_messages
-        self.cnx.send_message(self.consumer_id, self.subscription.topic.partition, entry)
+        count, size = entry.num_messages, len(entry.data)
+        self.permits -= count
+        self.outbound.add(count, size)
+        subscription = self.subscription
+        subscription.outbound.add(count, size)
+        subscription.topic.outbound.add(count, size)
+        self.cnx.send_message(self.consumer_id, subscription.topic.partition, entry)
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "consumerName": self.name,
+            "msgRateOut": self.outbound.message_rate,
+            "msgThroughputOut": self.outbound.byte_rate,
+            "bytesOutCounter": self.outbound.bytes,
+            "msgOutCounter": self.outbound.messages,
+            "availablePermits": self.permits,
+            "unackedMessages": self.unacked_messages,
+            "address": self.cnx.remote,
+        }
 
     def __repr__(self) -> str:
         return f"Consumer({self.name!r}, id={self.consumer_id}, {self.cnx})"

@@ -64,7 +64,7 @@ class NonPersistentDispatcher:
         if consumer is not None and consumer.can_receive:
             consumer.push(entry)
         else:
-            self.subscription.dropped.record(entry.num_messages)
+            self.subscription.dropped.add(entry.num_messages, len(entry.data))
 
 
 class NonPersistentSingleActiveConsumerDispatcher(NonPersistentDispatcher):

@@ -19,7 +19,7 @@ from magnetar.broker.non_persistent_dispatcher import (
     NonPersistentMultipleConsumersDispatcher,
     NonPersistentSingleActiveConsumerDispatcher,
 )
-from magnetar.broker.rate import Rate
+from magnetar.broker.stats import MessageCounter
 from magnetar.storage import Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -37,8 +37,7 @@ class NonPersistentSubscription(AbstractSubscription):
         super().__init__(topic, name, durable)
         # Kept here rather than in the dispatcher: a type change replaces the dispatcher,
         # and the count of what this subscription lost should not restart with it.
-        self.dropped = Rate()
-        self._messages_out_by_gone_consumers = 0
+        self.dropped = MessageCounter()
 
     def _new_dispatcher(self, consumer: Consumer) -> NonPersistentDispatcher:
         if consumer.sub_type in (Sub.Exclusive, Sub.Failover):
@@ -46,16 +45,6 @@ class NonPersistentSubscription(AbstractSubscription):
         if consumer.sub_type == Sub.Key_Shared:
             return NonPersistentKeySharedDispatcher(self, consumer.key_shared_meta)
         return NonPersistentMultipleConsumersDispatcher(self)
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        if consumer in self.consumers:
-            self._messages_out_by_gone_consumers += consumer.messages_out
-        super().remove_consumer(consumer)
-
-    @property
-    def messages_out(self) -> int:
-        """Messages sent to consumers, those that have left included (Pulsar's msgOutCounter)."""
-        return self._messages_out_by_gone_consumers + sum(c.messages_out for c in self.consumers)
 
     @property
     def needs_metadata(self) -> bool:
@@ -71,8 +60,9 @@ class NonPersistentSubscription(AbstractSubscription):
             self.dispatcher.send(entry)
 
     # -- commands about remembered messages: nothing is remembered
-    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
-        """Nothing to acknowledge; the official client does not even send these."""
+    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> str | None:
+        """Nothing to acknowledge, nothing refused; the official client does not even send these."""
+        return None
 
     def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
         """Nothing can be delivered again."""
@@ -80,15 +70,21 @@ class NonPersistentSubscription(AbstractSubscription):
     def backlog(self) -> int:
         return 0
 
+    def sample_rates(self, now: float) -> None:
+        super().sample_rates(now)
+        self.dropped.sample(now)
+
     def stats(self) -> dict[str, object]:
+        """Pulsar's NonPersistentSubscriptionStats; msgDropRate is, like every rate, worked out
+        each statsUpdateFrequencyInSecs."""
         return {
+            **self.traffic_stats(),
             "type": self.type_name,
             "msgBacklog": 0,
             "isDurable": self.durable,
             "unackedMessages": 0,
-            "msgOutCounter": self.messages_out,
-            "msgDropRate": self.dropped.rate(),
+            "msgDropRate": self.dropped.message_rate,
             # magnetar's own: Pulsar reports the rate only, which a test or an alert can't sum.
-            "msgDropCounter": self.dropped.total,
+            "msgDropCounter": self.dropped.messages,
             "consumers": self.consumer_stats(),
         }

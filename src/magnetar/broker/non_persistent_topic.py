@@ -51,9 +51,7 @@ class NonPersistentTopic(AbstractTopic):
     def __init__(self, service: BrokerService, name: TopicName) -> None:
         super().__init__(service, name)
         self.subscriptions = {}
-        self.messages_in = 0
-        self.bytes_in = 0
-        self._messages_out_by_gone_subscriptions = 0
+        self._topic_epoch = -1
 
     def is_active(self) -> bool:
         """Pulsar lists a non-persistent topic only while it has producers, consumers or
@@ -63,8 +61,7 @@ class NonPersistentTopic(AbstractTopic):
     # -- publishing
     def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
         callback(NON_PERSISTENT_POSITION, None)
-        self.messages_in += num_messages
-        self.bytes_in += len(entry)
+        self.inbound.add(num_messages, len(entry))
         message = DispatchEntry(NON_PERSISTENT_POSITION, entry, None, num_messages)
         subscriptions = list(self.subscriptions.values())
         if any(subscription.needs_metadata for subscription in subscriptions):
@@ -74,6 +71,15 @@ class NonPersistentTopic(AbstractTopic):
                 subscription.send(message)
             except Exception:  # one subscription's failure must not cost the others the message
                 log.exception("dispatch failed on %s", subscription)
+
+    # -- producers
+    @property
+    def topic_epoch(self) -> int:
+        """In memory only, as in Pulsar: a non-persistent topic has no durable metadata."""
+        return self._topic_epoch
+
+    def _set_topic_epoch(self, epoch: int) -> None:
+        self._topic_epoch = epoch
 
     # -- consumers
     def _check_subscribe(self, cmd: pb.CommandSubscribe) -> None:
@@ -90,22 +96,15 @@ class NonPersistentTopic(AbstractTopic):
     def _drop_subscription(self, subscription: NonPersistentSubscription) -> None:  # type: ignore[override]
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
-            self._messages_out_by_gone_subscriptions += subscription.messages_out
 
     # -- stats, with the field names of Pulsar's NonPersistentTopicStats
     def stats(self) -> dict[str, object]:
         return {
-            "msgInCounter": self.messages_in,
-            "bytesInCounter": self.bytes_in,
-            "msgOutCounter": self._messages_out_by_gone_subscriptions
-            + sum(sub.messages_out for sub in self.subscriptions.values()),
+            **self.traffic_stats(),
             # Pulsar's publisher-side drop (over maxConcurrentNonPersistentMessagePerConnection);
             # magnetar dispatches within the SEND, so nothing piles up to be dropped there.
             "msgDropRate": 0.0,
             "storageSize": 0,
-            "publishers": [
-                {"producerName": p.name, "accessMode": p.access_mode, "msgDropRate": 0.0}
-                for p in self.producers.values()
-            ],
+            "publishers": [{**p.stats(), "msgDropRate": 0.0} for p in self.producers.values()],
             "subscriptions": {name: sub.stats() for name, sub in self.subscriptions.items()},
         }

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from magnetar.broker.stats import MessageCounter
 from magnetar.storage import Position
 from magnetar.wire import commands
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -31,22 +32,24 @@ class _PendingSend:
 
 class Producer:
     def __init__(
-        self, topic: AbstractTopic, cnx: ServerCnx, producer_id: int, name: str, access_mode: int
+        self, topic: AbstractTopic, cnx: ServerCnx, producer_id: int, name: str, access_mode: int,
+        topic_epoch: int | None = None,
     ) -> None:
         self.topic = topic
         self.cnx = cnx
         self.producer_id = producer_id
         self.name = name
         self.access_mode = access_mode
+        self.topic_epoch = topic_epoch
         self.closed = False
-        self.messages_in = 0
+        self.inbound = MessageCounter()
         self._pending: deque[_PendingSend] = deque()
 
     def publish(self, sequence_id: int, highest_sequence_id: int, entry: bytes, num_messages: int,
                 batch_size: int) -> None:
         slot = _PendingSend(sequence_id, highest_sequence_id)
         self._pending.append(slot)
-        self.messages_in += num_messages
+        self.inbound.add(num_messages, len(entry))
         self.topic.publish(entry, num_messages, batch_size, lambda pos, exc: self._stored(slot, pos, exc))
 
     def refuse(self, sequence_id: int, code: int, message: str) -> None:
@@ -72,3 +75,14 @@ class Producer:
             answer = pending.popleft().answer
             if not self.closed:
                 self.cnx.send(answer)  # type: ignore[arg-type]
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "producerId": self.producer_id,
+            "producerName": self.name,
+            "accessMode": pb.ProducerAccessMode.Name(self.access_mode),
+            "msgRateIn": self.inbound.message_rate,
+            "msgThroughputIn": self.inbound.byte_rate,
+            "averageMsgSize": self.inbound.average_size,
+            "address": self.cnx.remote,
+        }

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
+from magnetar.broker.advertised_listeners import (
+    AdvertisedListeners,
+    default_advertised_address,
+    internal_listener_name,
+    parse_advertised_listeners,
+)
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.connection import ServerCnx
+from magnetar.broker.connection_controller import ConnectionController, PartialFrameBudget
 from magnetar.broker.entry_metadata import EntryMetadataStamper
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.loop_bridge import LoopBridge
@@ -24,6 +34,8 @@ log = logging.getLogger(__name__)
 _PARTITIONED_PREFIX = "/admin/partitioned-topics/"
 _BOOT_COUNTER_KEY = "/broker/boot-counter"
 _POLICIES_PREFIX = "/admin/policies/"
+#: Stored topics loaded per event-loop iteration at start-up.
+TOPICS_LOADED_PER_SLICE = 20
 Mode = pb.CommandGetTopicsOfNamespace
 
 
@@ -54,8 +66,12 @@ class BrokerService:
         self._producer_counter = 0
         self._boot_id = self._next_boot_id()
         self.bridge: LoopBridge
+        self.listeners: AdvertisedListeners
         self.port = config.brokerServicePort
         self.expiry_monitor = MessageExpiryMonitor(self)
+        self.connection_controller = ConnectionController(config.brokerMaxConnections, config.maxConnectionsPerIp)
+        self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
+        self._stats_timer: asyncio.TimerHandle | None = None
 
     def _next_boot_id(self) -> int:
         """Distinguishes generated producer names across restarts of the same data."""
@@ -66,6 +82,7 @@ class BrokerService:
 
     @property
     def service_url(self) -> str:
+        """Where this broker listens (which may be a wildcard address)."""
         return f"pulsar://{self.config.bindAddress}:{self.port}"
 
     async def start(self) -> None:
@@ -75,10 +92,46 @@ class BrokerService:
             lambda: ServerCnx(self), self.config.bindAddress, self.config.brokerServicePort, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        self.listeners = self._advertised_listeners()
         self.expiry_monitor.start()
+        self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
+        loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
+
+    def _sample_rates(self) -> None:
+        now = time.monotonic()
+        for topic in [*self.topics.values(), *self.non_persistent_topics.values()]:
+            topic.sample_rates(now)
+        self._stats_timer = asyncio.get_running_loop().call_later(
+            self.config.statsUpdateFrequencyInSecs, self._sample_rates)
+
+    def _load_stored_topics(self, names: Iterator[str]) -> None:
+        """Load every stored topic, a slice per loop iteration, so that stats, /metrics and
+        TTL see a subscription's backlog from the start, not once a client touches it."""
+        batch = list(itertools.islice(names, TOPICS_LOADED_PER_SLICE))
+        for storage_name in batch:
+            name = str(TopicName.from_storage_name(storage_name))
+            if name in self.topics:
+                continue
+            try:
+                self.get_topic(name, create=False)
+            except Exception:
+                log.exception("could not load stored topic %s", name)
+        if len(batch) == TOPICS_LOADED_PER_SLICE:
+            asyncio.get_running_loop().call_soon(self._load_stored_topics, names)
+
+    def _advertised_listeners(self) -> AdvertisedListeners:
+        config = self.config
+        listeners = parse_advertised_listeners(config.advertisedListeners)
+        address = default_advertised_address(config.advertisedAddress, config.bindAddress)
+        host = f"[{address}]" if ":" in address else address
+        return AdvertisedListeners(
+            listeners, internal_listener_name(listeners, config.internalListenerName), f"pulsar://{host}:{self.port}"
+        )
 
     async def stop(self) -> None:
         self.expiry_monitor.stop()
+        if self._stats_timer is not None:
+            self._stats_timer.cancel()
         if self._server is not None:
             self._server.close()
         for cnx in list(self.connections):
@@ -189,9 +242,9 @@ class BrokerService:
         names: set[str] = set()
         if mode in (Mode.PERSISTENT, Mode.ALL):
             for storage_name in self.factory.list_names():
-                tenant, ns, domain, local = storage_name.split("/", 3)
-                if f"{tenant}/{ns}" == namespace:
-                    names.add(f"{domain}://{tenant}/{ns}/{local}")
+                stored = TopicName.from_storage_name(storage_name)
+                if stored.namespace_name == namespace:
+                    names.add(str(stored))
             for key in self.metadata.list(_PARTITIONED_PREFIX):
                 tenant, ns, domain, local = key[len(_PARTITIONED_PREFIX) :].split("/", 3)
                 if f"{tenant}/{ns}" == namespace and domain == "persistent":

@@ -13,6 +13,7 @@ from magnetar.broker.dispatcher import (
     MultipleConsumersDispatcher,
     SingleActiveConsumerDispatcher,
 )
+from magnetar.broker.positions import position_of
 from magnetar.storage import ManagedCursor, Position
 from magnetar.wire.message_id import unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 Sub = pb.CommandSubscribe
 __all__ = ["SUB_TYPE_NAMES", "PersistentSubscription"]
+_SUB_TYPES = {name: number for number, name in SUB_TYPE_NAMES.items()}
+#: Cursor property remembering the subscription's type while no consumer is connected.
+SUB_TYPE_PROPERTY = "#magnetar.subscription.type"
 
 
 class PersistentSubscription(AbstractSubscription):
@@ -32,6 +36,7 @@ class PersistentSubscription(AbstractSubscription):
     def __init__(self, topic: PersistentTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
         super().__init__(topic, name, durable)
         self.cursor = cursor
+        self.sub_type = _SUB_TYPES.get(cursor.properties.get(SUB_TYPE_PROPERTY, ""))
         self.redelivery_counts: dict[Position, int] = {}
 
     def first_unacked_position(self) -> Position:
@@ -39,6 +44,12 @@ class PersistentSubscription(AbstractSubscription):
         return self.topic.ledger.next_position(self.cursor.mark_delete_position)
 
     # -- consumers
+    def _set_type(self, sub_type: int) -> None:
+        """Remember the type with the cursor, so stats name it after a restart too."""
+        if sub_type != self.sub_type and self.durable and sub_type in SUB_TYPE_NAMES:
+            self.cursor.set_property(SUB_TYPE_PROPERTY, SUB_TYPE_NAMES[sub_type])
+        self.sub_type = sub_type
+
     def _new_dispatcher(self, consumer: Consumer) -> Dispatcher:
         if consumer.sub_type in (Sub.Exclusive, Sub.Failover):
             return SingleActiveConsumerDispatcher(self, consumer.sub_type)
@@ -47,24 +58,46 @@ class PersistentSubscription(AbstractSubscription):
         return MultipleConsumersDispatcher(self)
 
     # -- acknowledgements
-    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> None:
-        if ack.ack_type == pb.CommandAck.Cumulative:
-            self._acknowledge_cumulative(consumer, ack)
-        else:
-            self._acknowledge_individual(ack)
+    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> str | None:
+        """Apply an ACK; returns why (part of) it was refused, for the ACK_RESPONSE.
 
-    def _acknowledge_individual(self, ack: pb.CommandAck) -> None:
+        An id that names no entry of this topic is refused and changes nothing, so a
+        client (buggy or hostile) cannot acknowledge what it was never given.
+        """
+        if ack.ack_type == pb.CommandAck.Cumulative:
+            return self._acknowledge_cumulative(consumer, ack)
+        return self._acknowledge_individual(ack)
+
+    def _acknowledge_individual(self, ack: pb.CommandAck) -> str | None:
         whole: list[Position] = []
+        refused: list[Position] = []
         batch_level = self.topic.service.config.acknowledgmentAtBatchIndexLevelEnabled
+        ledger = self.topic.ledger
         for mid in ack.message_id:
-            position = Position(mid.ledgerId, mid.entryId)
-            if batch_level and mid.ack_set and self._partial(mid):
+            position = position_of(mid)
+            if not ledger.has_entry(position):
+                if not self._before_first(position):
+                    refused.append(position)
+            elif batch_level and mid.ack_set and self._partial(mid):
                 self.cursor.set_batch_deleted_indexes(position, list(mid.ack_set))
             else:
                 whole.append(position)
         if whole:
             self.cursor.delete(whole)
             self._forget(whole)
+        return self._refusal(refused)
+
+    def _before_first(self, position: Position) -> bool:
+        """Older than every entry the topic has: acknowledged already, by definition."""
+        first = self.topic.ledger.first_position
+        return first is not None and position < first and position.entry_id >= -1
+
+    def _refusal(self, refused: list[Position]) -> str | None:
+        if not refused:
+            return None
+        log.warning("%s: refused acks of positions that are not entries of the topic: %s",
+                    self, ", ".join(map(str, refused[:5])))
+        return f"Invalid message id {refused[0]}: not an entry of {self.topic.name}"
 
     @staticmethod
     def _partial(mid: pb.MessageIdData) -> bool:
@@ -72,19 +105,38 @@ class PersistentSubscription(AbstractSubscription):
         size = mid.batch_size if mid.HasField("batch_size") else 64 * len(mid.ack_set)
         return bool(unacked_indexes(mid.ack_set, size))
 
-    def _acknowledge_cumulative(self, consumer: Consumer, ack: pb.CommandAck) -> None:
+    def _acknowledge_cumulative(self, consumer: Consumer, ack: pb.CommandAck) -> str | None:
         if self.sub_type in (Sub.Shared, Sub.Key_Shared) or len(ack.message_id) != 1:
             log.warning("ignoring cumulative ack on %s (%s subscription)", self, self.sub_type)
-            return
+            return None
         mid = ack.message_id[0]
-        position = Position(mid.ledgerId, mid.entryId)
-        if mid.ack_set and self._partial(mid):
+        named = position_of(mid)
+        position = self._mark_delete_target(named)
+        if position is None:
+            return self._refusal([named])
+        if position == named and mid.ack_set and self._partial(mid):
             self.cursor.set_batch_deleted_indexes(position, list(mid.ack_set))
             position = self.topic.ledger.previous_position(position)
         if position <= self.cursor.mark_delete_position:
-            return
+            return None
         self.cursor.mark_delete(position)
         self._forget([p for p in consumer.pending if p <= position])
+        return None
+
+    def _mark_delete_target(self, position: Position) -> Position | None:
+        """Where a cumulative ack of `position` moves the mark-delete position.
+
+        (L, -1) is "nothing of ledger L": the position before L's first entry. Anything
+        else must be an entry of this topic (or lie before all of them, which is a no-op).
+        """
+        ledger = self.topic.ledger
+        if ledger.has_entry(position):
+            return position
+        if position.entry_id == -1 and ledger.has_entry(Position(position.ledger_id, 0)):
+            return ledger.previous_position(Position(position.ledger_id, 0))
+        if self._before_first(position):
+            return self.cursor.mark_delete_position
+        return None
 
     def expire_up_to(self, position: Position) -> None:
         """TTL: everything up to `position` counts as acknowledged."""
@@ -108,12 +160,7 @@ class PersistentSubscription(AbstractSubscription):
     # -- seek
     def reset_cursor(self, position: Position) -> list[Consumer]:
         """Move the subscription to `position`; returns the consumers to disconnect."""
-        first = self.topic.ledger.first_position
-        after_last = self.topic.next_publish_position()
-        if first is None or position < first:
-            position = first if first is not None else after_last
-        elif position > after_last:
-            position = after_last
+        position = self.topic.entry_at_or_after(position)
         self.cursor.reset(position)
         self.redelivery_counts.clear()
         consumers = list(self.consumers)
@@ -131,6 +178,7 @@ class PersistentSubscription(AbstractSubscription):
         backlog = self.backlog()
         delayed = self.dispatcher.delayed_messages if self.dispatcher is not None else 0
         return {
+            **self.traffic_stats(),
             "type": self.type_name,
             "msgBacklog": backlog,
             "msgDelayed": delayed,

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.message_finder import find_first_at_or_after
+from magnetar.broker.positions import position_of
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage import ManagedLedger, Position
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
-from magnetar.wire.message_id import INT64_MAX, MessageId
+from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 Sub = pb.CommandSubscribe
+#: Pulsar's managed-ledger property for the topic epoch.
+TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"
 
 
 def _batch_size(entry: bytes | None) -> int:
@@ -49,6 +52,7 @@ class PersistentTopic(AbstractTopic):
     # -- publishing
     def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
         """Append; `callback` runs on the loop once the entry is durable (or failed)."""
+        self.inbound.add(num_messages, len(entry))
         data = self.service.entry_metadata.stamp(self.entry_metadata_state, entry, num_messages)
         bridge = self.service.bridge
 
@@ -98,6 +102,16 @@ class PersistentTopic(AbstractTopic):
         policy = self.service.topic_policy(self.name, "messageTTL")
         return int(policy) if policy is not None else self.service.config.ttlDurationDefaultInSeconds
 
+    # -- producers
+    @property
+    def topic_epoch(self) -> int:
+        """How many times an exclusive producer took the topic; kept with the ledger, so a
+        fenced producer stays fenced across broker restarts."""
+        return int(self.ledger.get_property(TOPIC_EPOCH_PROPERTY) or -1)
+
+    def _set_topic_epoch(self, epoch: int) -> None:
+        self.ledger.set_property(TOPIC_EPOCH_PROPERTY, str(epoch))
+
     # -- consumers
     def _check_subscribe(self, cmd: pb.CommandSubscribe) -> None:
         if cmd.read_compacted and cmd.subType not in (Sub.Exclusive, Sub.Failover):
@@ -118,18 +132,24 @@ class PersistentTopic(AbstractTopic):
 
     def _start_position(self, cmd: pb.CommandSubscribe) -> Position:
         """A reader starts AT its start id; the client drops it when exclusive."""
-        first = self.ledger.first_position
-        after_last = self.next_publish_position()
         if not cmd.HasField("start_message_id"):
+            first = self.ledger.first_position
             if cmd.initialPosition == Sub.Earliest and first is not None:
                 return first
-            return after_last
-        start = MessageId.from_proto(cmd.start_message_id)
-        if start.ledger_id == INT64_MAX:
-            return after_last
-        if first is None or start.ledger_id < 0 or (start.ledger_id, start.entry_id) < first:
+            return self.next_publish_position()
+        return self.entry_at_or_after(position_of(cmd.start_message_id))
+
+    def entry_at_or_after(self, position: Position) -> Position:
+        """Where a seek or start id naming `position` lands: the first entry of this topic at
+        or after it, or just past the last entry. A position in a ledger of another topic, or
+        between ledgers, never reaches the cursor as it is."""
+        first = self.ledger.first_position
+        after_last = self.next_publish_position()
+        if first is None or position < first:
             return first if first is not None else after_last
-        return min(Position(start.ledger_id, max(start.entry_id, 0)), after_last)
+        if position >= after_last:
+            return after_last
+        return min(self.ledger.position_at_or_after(position), after_last)
 
     def _drop_subscription(self, subscription: PersistentSubscription) -> None:  # type: ignore[override]
         if self.subscriptions.get(subscription.name) is subscription:
@@ -138,9 +158,11 @@ class PersistentTopic(AbstractTopic):
             self.ledger.delete_cursor(subscription.name)
 
     def stats(self) -> dict[str, object]:
+        """Pulsar's TopicStats: counters since the topic was loaded, rates over the last
+        stats interval, storage as it is now."""
         return {
-            "msgInCounter": sum(p.messages_in for p in self.producers.values()),
+            **self.traffic_stats(),
             "storageSize": self.ledger.total_size_bytes(),
-            "publishers": [{"producerName": p.name, "accessMode": p.access_mode} for p in self.producers.values()],
+            "publishers": [p.stats() for p in self.producers.values()],
             "subscriptions": {name: sub.stats() for name, sub in self.subscriptions.items()},
         }

@@ -7,9 +7,16 @@ form, but users (and our CLI and admin API) write `my-topic` or
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
 
 PARTITION_SUFFIX = "-partition-"
+#: Pulsar's rule for tenant and namespace names (NamedEntity): letters, digits, _ - = : .
+_NAMED_ENTITY = re.compile(r"[-=:.\w]+", re.ASCII)
+#: Pulsar sets no length limit; ours keep names printable in logs, keys and metrics.
+MAX_ENTITY_NAME_LENGTH = 255
+MAX_LOCAL_NAME_LENGTH = 512
 
 
 class InvalidTopicNameError(ValueError):
@@ -33,15 +40,25 @@ class TopicName:
                 name = f"persistent://{name}"
             else:
                 raise InvalidTopicNameError(
-                    f"invalid short topic name {name!r}: use 'topic' or 'tenant/namespace/topic'"
+                    f"invalid short topic name {_shown(name)}: use 'topic' or 'tenant/namespace/topic'"
                 )
         domain, _, rest = name.partition("://")
         if domain not in ("persistent", "non-persistent"):
-            raise InvalidTopicNameError(f"invalid topic domain {domain!r} in {name!r}")
+            raise InvalidTopicNameError(f"invalid topic domain {_shown(domain)} in {_shown(name)}")
         parts = rest.split("/", 2)
         if len(parts) != 3 or not all(parts):
-            raise InvalidTopicNameError(f"invalid topic name {name!r}: expected {domain}://tenant/namespace/topic")
-        return cls(domain, parts[0], parts[1], parts[2])
+            raise InvalidTopicNameError(f"invalid topic name {_shown(name)}: expected {domain}://tenant/namespace/topic")
+        tenant, namespace, local_name = parts
+        check_entity_name("tenant", tenant)
+        check_entity_name("namespace", namespace)
+        _check_local_name(local_name)
+        return cls(domain, tenant, namespace, local_name)
+
+    @classmethod
+    def from_storage_name(cls, storage_name: str) -> TopicName:
+        """Inverse of `storage_name`."""
+        tenant, namespace, domain, local_name = storage_name.split("/", 3)
+        return cls(domain, tenant, namespace, local_name)
 
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local_name}"
@@ -77,3 +94,23 @@ class TopicName:
     def storage_name(self) -> str:
         """The managed-ledger name, laid out like Pulsar's `tenant/ns/persistent/topic`."""
         return f"{self.tenant}/{self.namespace}/{self.domain}/{self.local_name}"
+
+
+def check_entity_name(kind: str, name: str) -> None:
+    """Tenant and namespace names as Pulsar allows them, minus '.' and '..'."""
+    if len(name) > MAX_ENTITY_NAME_LENGTH:
+        raise InvalidTopicNameError(f"{kind} name of {len(name)} characters exceeds {MAX_ENTITY_NAME_LENGTH}")
+    if not _NAMED_ENTITY.fullmatch(name) or name in (".", ".."):
+        raise InvalidTopicNameError(f"invalid {kind} name {_shown(name)}: use letters, digits and _ - = : .")
+
+
+def _check_local_name(name: str) -> None:
+    if len(name) > MAX_LOCAL_NAME_LENGTH:
+        raise InvalidTopicNameError(f"topic name of {len(name)} characters exceeds {MAX_LOCAL_NAME_LENGTH}")
+    if "/" in name or name in (".", "..") or any(unicodedata.category(c) == "Cc" for c in name):
+        raise InvalidTopicNameError(f"invalid topic name {_shown(name)}: no '/', control characters, '.' or '..'")
+
+
+def _shown(name: str) -> str:
+    """A name quoted for an error message, cut so that a huge one cannot flood a log."""
+    return repr(name if len(name) <= 100 else name[:100] + "...")

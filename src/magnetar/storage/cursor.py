@@ -9,6 +9,7 @@ from typing import Protocol
 
 from magnetar.storage.position import Position
 from magnetar.storage.range_set import PositionRangeSet
+from magnetar.wire.message_id import to_signed64
 
 
 class PositionSpace(Protocol):
@@ -203,9 +204,18 @@ class ManagedCursor:
     def restore(self, snapshot: bytes) -> None:
         state = json.loads(snapshot)
         with self._lock:
-            self._mark_delete = Position(*state["mark_delete"])
+            self._mark_delete = _stored_position(*state["mark_delete"])
             self._acked.clear()
             for l1, e1, l2, e2 in state["ranges"]:
-                self._acked.add_range(Position(l1, e1), Position(l2, e2))
-            self._batch_acks = {Position(ledger, entry): words for ledger, entry, words in state["batch_acks"]}
+                self._acked.add_range(_stored_position(l1, e1), _stored_position(l2, e2))
+            self._batch_acks = {
+                _stored_position(ledger, entry): words for ledger, entry, words in state["batch_acks"]
+            }
             self._properties = dict(state["properties"])
+
+
+def _stored_position(ledger_id: int, entry_id: int) -> Position:
+    """A position as persisted. Earlier brokers stored a cumulative ack of (L, -1) as
+    (L, 2^64-1), acknowledging all of ledger L; reading it signed gives back what the client
+    meant, so the messages it hid are delivered again."""
+    return Position(to_signed64(ledger_id), to_signed64(entry_id))

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import deque
 from collections.abc import Sequence
 
 from magnetar.storage.position import Position
+
+#: Memory an entry costs beyond its bytes: the bytes object's header, the Position tuple
+#: and its entry-id int, and the amortised dict and deque slots (measured with tracemalloc;
+#: tests/storage/test_entry_cache.py checks it). Small entries cost more in overhead than
+#: in data, so counting len() alone let a "64 MB" cache hold twice that.
+ENTRY_OVERHEAD_BYTES = sys.getsizeof(b"") + sys.getsizeof(Position(0, 0)) + sys.getsizeof(1 << 40) + 96
 
 
 class EntryCache:
@@ -21,6 +28,7 @@ class EntryCache:
     """
 
     def __init__(self, max_bytes: int) -> None:
+        """`max_bytes` bounds the memory the cached entries take, overhead included."""
         self._max_bytes = max_bytes
         self._entries: dict[Position, bytes] = {}
         self._order: deque[Position] = deque()
@@ -40,7 +48,15 @@ class EntryCache:
         with self._lock:
             cached.update(zip(positions, entries, strict=True))
             self._order.extend(positions)
-            self._bytes += sum(map(len, entries))
+            self._bytes += sum(map(len, entries)) + ENTRY_OVERHEAD_BYTES * len(entries)
             popleft = self._order.popleft
             while self._bytes > self._max_bytes:
-                self._bytes -= len(cached.pop(popleft()))
+                self._bytes -= len(cached.pop(popleft())) + ENTRY_OVERHEAD_BYTES
+
+    @property
+    def size_bytes(self) -> int:
+        """Memory the cached entries take, as counted against the bound."""
+        return self._bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)

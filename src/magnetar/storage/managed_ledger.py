@@ -430,15 +430,26 @@ class ManagedLedger:
         if self._closed:
             raise StorageClosedError(f"managed ledger {self.name} is closed")
 
+    def has_entry(self, position: Position) -> bool:
+        """Whether `position` is a durable entry of this managed ledger (not of another one)."""
+        slot = self._slots.get(position.ledger_id)
+        return slot is not None and 0 <= position.entry_id < slot.durable
+
     def read_entry(self, position: Position) -> bytes:
+        """The entry at `position`, which must be one of this managed ledger's own.
+
+        The entry cache is shared by every managed ledger of the factory, so ownership is
+        checked before the cache is asked: ledger ids are unique, but a position a user
+        names may belong to another topic.
+        """
         self._check_open()
-        cached = self._factory.entry_cache.get(position)
-        if cached is not None:
-            return cached
         with self._lock:
             slot = self._slots.get(position.ledger_id)
             if slot is None or not 0 <= position.entry_id < slot.durable:
                 raise NoSuchEntryError(f"{self.name}: no durable entry at {position}")
+            cached = self._factory.entry_cache.get(position)
+            if cached is not None:
+                return cached
             ledger = self._readable_ledger(slot)
         return ledger.read(position.entry_id)
 

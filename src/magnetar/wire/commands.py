@@ -66,13 +66,14 @@ def partitioned_metadata_error(request_id: int, code: int, message: str) -> byte
     return encode_command(T(type=T.PARTITIONED_METADATA_RESPONSE, partitionMetadataResponse=resp))
 
 
-def lookup_connect(request_id: int, service_url: str) -> bytes:
+def lookup_connect(request_id: int, service_url: str | None, service_url_tls: str | None = None) -> bytes:
     resp = pb.CommandLookupTopicResponse(
-        request_id=request_id,
-        response=pb.CommandLookupTopicResponse.Connect,
-        brokerServiceUrl=service_url,
-        authoritative=True,
+        request_id=request_id, response=pb.CommandLookupTopicResponse.Connect, authoritative=True
     )
+    if service_url is not None:
+        resp.brokerServiceUrl = service_url
+    if service_url_tls is not None:
+        resp.brokerServiceUrlTls = service_url_tls
     return encode_command(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=resp))
 
 
@@ -83,10 +84,14 @@ def lookup_error(request_id: int, code: int, message: str) -> bytes:
     return encode_command(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=resp))
 
 
-def producer_success(request_id: int, producer_name: str, last_sequence_id: int = -1) -> bytes:
+def producer_success(
+    request_id: int, producer_name: str, last_sequence_id: int = -1, topic_epoch: int | None = None
+) -> bytes:
     resp = pb.CommandProducerSuccess(
         request_id=request_id, producer_name=producer_name, last_sequence_id=last_sequence_id
     )
+    if topic_epoch is not None:
+        resp.topic_epoch = topic_epoch
     return encode_command(T(type=T.PRODUCER_SUCCESS, producer_success=resp))
 
 
@@ -173,6 +178,10 @@ def consumer_stats_response(request_id: int, **fields: object) -> bytes:
     return encode_command(T(type=T.CONSUMER_STATS_RESPONSE, consumerStatsResponse=resp))
 
 
-def ack_response(consumer_id: int, request_id: int) -> bytes:
+def ack_response(consumer_id: int, request_id: int, error_message: str | None = None,
+                 code: int = pb.NotAllowedError) -> bytes:
     resp = pb.CommandAckResponse(consumer_id=consumer_id, request_id=request_id)
+    if error_message is not None:
+        resp.error = code
+        resp.message = error_message
     return encode_command(T(type=T.ACK_RESPONSE, ackResponse=resp))

@@ -139,7 +139,10 @@ class FrameDecoder:
             raise WireError(f"command size {cmd_size} exceeds its frame ({total - 4} bytes left)")
         body_start = start + 4
         payload_start = body_start + cmd_size
-        command = decode_command(view[body_start:payload_start])
+        # Released on the way out even when parsing fails: an error's traceback would keep
+        # the slice alive, and an exported slice stops the decoder trimming its buffer.
+        with view[body_start:payload_start] as body:
+            command = decode_command(body)
         frame_end = start + total
         payload = bytes(view[payload_start:frame_end]) if payload_start < frame_end else None
         return Frame(command, payload)

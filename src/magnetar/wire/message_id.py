@@ -20,7 +20,8 @@ INT64_MAX = (1 << 63) - 1
 _WORD_BITS = 64
 
 
-def _to_signed64(value: int) -> int:
+def to_signed64(value: int) -> int:
+    """The int64 a uint64 field carries: 2^64-1 is -1, Pulsar's "before the first"."""
     return value - _U64 if value > INT64_MAX else value
 
 
@@ -78,8 +79,8 @@ class MessageId:
     def from_proto(cls, data: pb.MessageIdData) -> MessageId:
         """Read a MessageIdData from any peer; absent optional fields take C++ defaults."""
         return cls(
-            _to_signed64(data.ledgerId),
-            _to_signed64(data.entryId),
+            to_signed64(data.ledgerId),
+            to_signed64(data.entryId),
             data.partition,
             data.batch_index,
             data.batch_size,
@@ -120,7 +121,7 @@ def ack_set_from_indexes(unacked: Iterable[int], batch_size: int) -> list[int]:
         words[index // _WORD_BITS] |= 1 << (index % _WORD_BITS)
     while words and not words[-1]:
         words.pop()
-    return [_to_signed64(word) for word in words]
+    return [to_signed64(word) for word in words]
 
 
 def unacked_indexes(ack_set: Sequence[int], batch_size: int) -> list[int]:

@@ -1,0 +1,97 @@
+"""`/metrics` in Prometheus text format, under the names Pulsar's brokers export.
+
+Every loaded topic is shown, and the broker loads every stored topic at start-up, so a
+subscription's backlog is visible right after a restart. Counters run from the moment
+the topic was loaded, as in Pulsar; rates cover the last `statsUpdateFrequencyInSecs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.topic import PersistentTopic
+
+CLUSTER = "standalone"
+
+
+@dataclass(frozen=True, slots=True)
+class Family:
+    name: str
+    kind: str
+    help: str
+    value: Callable[..., float]
+
+
+TOPIC_FAMILIES = (
+    Family("pulsar_subscriptions_count", "gauge", "Subscriptions of the topic.", lambda t: len(t.subscriptions)),
+    Family("pulsar_producers_count", "gauge", "Producers connected to the topic.", lambda t: len(t.producers)),
+    Family("pulsar_consumers_count", "gauge", "Consumers connected to the topic.",
+           lambda t: sum(len(s.consumers) for s in t.subscriptions.values())),
+    Family("pulsar_rate_in", "gauge", "Messages published per second.", lambda t: t.inbound.message_rate),
+    Family("pulsar_rate_out", "gauge", "Messages dispatched per second.", lambda t: t.outbound.message_rate),
+    Family("pulsar_throughput_in", "gauge", "Bytes published per second.", lambda t: t.inbound.byte_rate),
+    Family("pulsar_throughput_out", "gauge", "Bytes dispatched per second.", lambda t: t.outbound.byte_rate),
+    Family("pulsar_in_messages_total", "counter", "Messages published since the topic was loaded.",
+           lambda t: t.inbound.messages),
+    Family("pulsar_in_bytes_total", "counter", "Bytes published since the topic was loaded.",
+           lambda t: t.inbound.bytes),
+    Family("pulsar_out_messages_total", "counter", "Messages dispatched since the topic was loaded.",
+           lambda t: t.outbound.messages),
+    Family("pulsar_out_bytes_total", "counter", "Bytes dispatched since the topic was loaded.",
+           lambda t: t.outbound.bytes),
+    Family("pulsar_storage_size", "gauge", "Bytes the topic's ledgers take on disk.",
+           lambda t: t.ledger.total_size_bytes()),
+    Family("pulsar_msg_backlog", "gauge", "Unacknowledged entries, summed over the topic's subscriptions.",
+           lambda t: sum(s.backlog() for s in t.subscriptions.values())),
+)
+
+SUBSCRIPTION_FAMILIES = (
+    Family("pulsar_subscription_back_log", "gauge", "Unacknowledged entries of the subscription.",
+           lambda s: s.backlog()),
+    Family("pulsar_subscription_delayed", "gauge", "Messages held back for delayed delivery.",
+           lambda s: s.dispatcher.delayed_messages if s.dispatcher is not None else 0),
+    Family("pulsar_subscription_unacked_messages", "gauge", "Messages delivered and not yet acknowledged.",
+           lambda s: sum(c.unacked_messages for c in s.consumers)),
+    Family("pulsar_subscription_msg_rate_out", "gauge", "Messages dispatched per second.",
+           lambda s: s.outbound.message_rate),
+    Family("pulsar_subscription_msg_throughput_out", "gauge", "Bytes dispatched per second.",
+           lambda s: s.outbound.byte_rate),
+)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _labels(pairs: Iterable[tuple[str, str]]) -> str:
+    return ",".join(f'{key}="{_escape(value)}"' for key, value in pairs)
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def render(topics: Iterable[PersistentTopic]) -> str:
+    """All families, each with its HELP and TYPE lines followed by one sample per topic
+    (or per subscription)."""
+    topics = sorted(topics, key=lambda t: str(t.name))
+    lines: list[str] = []
+    for family in TOPIC_FAMILIES:
+        lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
+        lines += [f"{family.name}{{{_labels(_topic_labels(t))}}} {_number(family.value(t))}" for t in topics]
+    subscriptions = [(t, s) for t in topics for _, s in sorted(t.subscriptions.items())]
+    for family in SUBSCRIPTION_FAMILIES:
+        lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
+        lines += [f"{family.name}{{{_labels(_subscription_labels(t, s))}}} {_number(family.value(s))}"
+                  for t, s in subscriptions]
+    return "\n".join(lines) + "\n"
+
+
+def _topic_labels(topic: PersistentTopic) -> list[tuple[str, str]]:
+    return [("cluster", CLUSTER), ("namespace", topic.name.namespace_name), ("topic", str(topic.name))]
+
+
+def _subscription_labels(topic: PersistentTopic, subscription: PersistentSubscription) -> list[tuple[str, str]]:
+    return [*_topic_labels(topic), ("subscription", subscription.name)]

@@ -1,0 +1,29 @@
+"""Plain HTTP calls to a standalone's admin API, as curl would make them."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+
+def http(method: str, url: str, body: bytes | None = None,
+         content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of one request; error statuses are returned, not raised."""
+    headers = {"Content-Type": content_type} if body is not None else {}
+    request = urllib.request.Request(url, data=body, method=method, headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def http_get(url: str) -> tuple[int, dict[str, str], bytes]:
+    return http("GET", url)
+
+
+def get_json(url: str) -> object:
+    status, _, body = http_get(url)
+    assert status == 200, f"GET {url}: {status} {body!r}"
+    return json.loads(body)

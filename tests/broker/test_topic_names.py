@@ -1,0 +1,66 @@
+"""Pulsar's naming rules, and our length limits, for names clients and admins send."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+
+import pytest
+from admin_http import http
+from rawclient import RawClient
+
+from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+T = pb.BaseCommand
+
+BAD_NAMES = {
+    "dot-dot-path": "persistent://public/default/../../etc",
+    "dot-dot-tenant": "persistent://../default/t",
+    "dot-namespace": "persistent://public/./t",
+    "nul": "persistent://public/default/a\x00b",
+    "newline": "persistent://public/default/a\nb",
+    "slash-in-local-name": "persistent://public/default/a/b",
+    "space-in-tenant": "persistent://pub lic/default/t",
+    "10KB": "persistent://public/default/" + "x" * 10_000,
+    "1MB": "persistent://public/default/" + "y" * 1_000_000,
+    "long-tenant": "persistent://" + "t" * 300 + "/default/t",
+}
+
+
+@pytest.mark.parametrize("name", BAD_NAMES.values(), ids=BAD_NAMES.keys())
+def test_parse_refuses(name):
+    with pytest.raises(InvalidTopicNameError) as refused:
+        TopicName.parse(name)
+    assert len(str(refused.value)) < 300  # a huge name is not echoed whole
+
+
+@pytest.mark.parametrize("name", ["t", "public/default/t", "persistent://my-tenant/ns_1/topic.with:=chars-partition-3",
+                                  "non-persistent://a/b/ünïcode topic", "persistent://public/default/" + "z" * 512])
+def test_parse_accepts(name):
+    TopicName.parse(name)
+
+
+def test_broker_refuses_bad_names_and_stores_nothing(broker):
+    raw = RawClient(broker.url)
+    raw.connect()
+    for request_id, name in enumerate(BAD_NAMES.values(), start=1):
+        raw.command(T(type=T.PRODUCER, producer=pb.CommandProducer(topic=name, producer_id=request_id,
+                                                                   request_id=request_id)))
+        refused = raw.expect(T.ERROR).error
+        assert (refused.request_id, refused.error) == (request_id, pb.InvalidTopicName)
+        raw.command(T(type=T.LOOKUP, lookupTopic=pb.CommandLookupTopic(topic=name, request_id=1000 + request_id)))
+        answer = raw.expect(T.LOOKUP_RESPONSE).lookupTopicResponse
+        assert answer.error == pb.InvalidTopicName
+    raw.ping()
+    raw.close()
+    stored = list((broker.data_dir / "managed-ledgers").iterdir())
+    assert stored == [], stored
+
+
+@pytest.mark.parametrize("local", ["..", "a%00b", "a%0Ab", "x" * 1000])
+def test_admin_answers_412(broker, local):
+    url = f"{broker.admin_url}/admin/v2/persistent/public/default/{urllib.parse.quote(local, safe='%')}"
+    status, _, body = http("PUT", url)
+    assert status == 412, (status, body[:200])
+    assert "reason" in json.loads(body)

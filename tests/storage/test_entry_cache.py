@@ -1,0 +1,40 @@
+"""The entry cache's bound is on real memory, not on the sum of entry lengths."""
+
+from __future__ import annotations
+
+import gc
+import os
+import tracemalloc
+
+import pytest
+
+from magnetar.storage.entry_cache import EntryCache
+from magnetar.storage.position import Position
+
+
+@pytest.mark.parametrize("entry_size", [16, 60, 1000])
+def test_counted_bytes_match_traced_memory(entry_size):
+    count = 50_000
+    cache = EntryCache(1 << 40)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for start in range(0, count, 100):
+            # Built here as the broker builds them: fresh bytes and positions per append.
+            positions = [Position(7_000_000 + start // 10_000, i) for i in range(start, start + 100)]
+            cache.put_many(positions, [os.urandom(entry_size) for _ in positions])
+        used = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert len(cache) == count
+    assert 0.8 <= cache.size_bytes / used <= 1.25, (cache.size_bytes, used)
+
+
+def test_bound_holds_for_tiny_entries():
+    cache = EntryCache(1_000_000)
+    for start in range(0, 100_000, 1000):
+        cache.put_many([Position(1, i) for i in range(start, start + 1000)], [b"x"] * 1000)
+    assert cache.size_bytes <= 1_000_000
+    assert len(cache) < 1_000_000 // 100
+    assert Position(1, 99_999) in cache and Position(1, 0) not in cache
