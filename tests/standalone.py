@@ -71,3 +71,11 @@ class Standalone:
     def restart(self) -> Standalone:
         self.stop()
         return self.start()
+
+
+def run_standalone(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run a standalone expected to refuse to start; its exit code and message are the result."""
+    return subprocess.run(
+        [sys.executable, "-m", "magnetar", "standalone", "--port", "0", "--http-port", "0", *args],
+        capture_output=True, text=True, timeout=60, check=False,
+    )

@@ -7,8 +7,7 @@ import socket
 import pulsar
 import pytest
 from rawclient import RawClient
-from standalone import Standalone
-from test_restart_durability import run_standalone
+from standalone import Standalone, run_standalone
 
 from magnetar.broker.advertised_listeners import (
     ListenerConfigError,

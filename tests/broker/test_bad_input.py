@@ -11,6 +11,7 @@ import struct
 import threading
 import time
 
+import crc32c
 import pulsar
 import pytest
 from rawclient import RawClient, send_frame
@@ -314,3 +315,43 @@ def test_delivery_delay_over_the_maximum_is_refused(broker_factory):
     raw.command(*delayed_send(0, 1, now + 1_000))
     assert raw.expect(pb.BaseCommand.SEND_RECEIPT).send_receipt.sequence_id == 1
     raw.close()
+
+
+def _entry_with_raw_metadata(metadata_bytes: bytes, payload: bytes) -> bytes:
+    covered = struct.pack(">I", len(metadata_bytes)) + metadata_bytes + payload
+    return struct.pack(">HI", 0x0E01, crc32c.crc32c(covered)) + covered
+
+
+def _metadata(**fields) -> pb.MessageMetadata:
+    return pb.MessageMetadata(producer_name="raw", sequence_id=0, publish_time=int(time.time() * 1000), **fields)
+
+
+POISON = {
+    "garbage-metadata": (_entry_with_raw_metadata(b"\xff" * 12, b"payload"), None),
+    "metadata-without-required-fields": (_entry_with_raw_metadata(b"\x0a\x01x", b"payload"), None),
+    "3-messages-in-1-byte": (build_entry(_metadata(num_messages_in_batch=3), b"x"), 3),
+    "2^31-1-messages-in-1-byte": (build_entry(_metadata(num_messages_in_batch=2**31 - 1), b"x"), 2**31 - 1),
+    "zero-messages": (build_entry(_metadata(num_messages_in_batch=0), b"x" * 20), 0),
+    "compressed-lie": (build_entry(_metadata(num_messages_in_batch=1000, compression=pb.LZ4, uncompressed_size=60),
+                                   b"\x00" * 30), 1000),
+    "count-disagrees-with-send": (build_entry(_metadata(num_messages_in_batch=2), b"x" * 40), 5),
+}
+
+
+@pytest.mark.parametrize(("entry", "num_messages"), POISON.values(), ids=POISON.keys())
+def test_poison_entries_are_refused_at_publish(broker, client_factory, entry, num_messages):
+    consumer = client_factory(broker.url).subscribe("poison", "sub", initial_position=EARLIEST)
+    raw = RawClient(broker.url)
+    raw.connect()
+    name = raw.create_producer("poison")
+    send = pb.CommandSend(producer_id=0, sequence_id=0)
+    if num_messages is not None:
+        send.num_messages = num_messages
+    raw.command(T(type=T.SEND, send=send), entry)
+    error = raw.expect(T.SEND_ERROR).send_error
+    assert (error.sequence_id, error.error) == (0, pb.NotAllowedError)
+    assert "malformed" in error.message
+    raw.send(0, 1, b"good", producer_name=name)
+    assert raw.expect(T.SEND_RECEIPT).send_receipt.sequence_id == 1
+    raw.close()
+    assert consumer.receive(timeout_millis=10_000).data() == b"good"

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 
 import pulsar
 import pytest
-from standalone import Standalone
+from standalone import Standalone, run_standalone
 
 EARLIEST = pulsar.InitialPosition.Earliest
 
@@ -31,14 +29,6 @@ def test_restart_between_produce_and_consume(broker, client_factory):
     assert got == [f"{i}".encode() for i in range(20, 50)]
     with pytest.raises(pulsar.Timeout):
         consumer.receive(timeout_millis=500)
-
-
-def run_standalone(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run a standalone expected to refuse to start; its exit code and message are the result."""
-    return subprocess.run(
-        [sys.executable, "-m", "magnetar", "standalone", "--port", "0", "--http-port", "0", *args],
-        capture_output=True, text=True, timeout=60, check=False,
-    )
 
 
 def test_second_broker_on_same_data_dir_is_refused(broker):

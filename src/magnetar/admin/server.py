@@ -14,9 +14,10 @@ import logging
 from datetime import UTC, datetime
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from magnetar.admin import metrics
-from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError
 from magnetar.broker.message_finder import EntrySequence
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.service import BrokerService
@@ -44,14 +45,37 @@ def format_time(millis: int) -> str:
 
 def _fail(status: int, reason: str) -> web.HTTPException:
     cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 409: web.HTTPConflict,
-           412: web.HTTPPreconditionFailed}.get(status, web.HTTPBadRequest)
+           412: web.HTTPPreconditionFailed, 500: web.HTTPInternalServerError}.get(status, web.HTTPBadRequest)
     return cls(text=json.dumps({"reason": reason}), content_type="application/json")
+
+
+def _status_of(error: BrokerServiceError) -> int:
+    """The HTTP status Pulsar's admin API gives the same failure."""
+    if error.code in _NOT_FOUND:
+        return 404
+    if isinstance(error, InvalidPartitionCountError) or error.code == pb.InvalidTopicName:
+        return 412
+    return 500 if error.code == pb.MetadataError else 409
+
+
+@web.middleware
+async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure answers Pulsar's JSON `{"reason": ...}`; none escapes as a bare 500."""
+    try:
+        return await handler(request)
+    except web.HTTPException:
+        raise
+    except BrokerServiceError as exc:
+        raise _fail(_status_of(exc), exc.message) from exc
+    except Exception as exc:
+        log.exception("admin request %s %s failed", request.method, request.path)
+        raise _fail(500, "internal broker error") from exc
 
 
 class AdminServer:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
-        self.app = web.Application()
+        self.app = web.Application(middlewares=[_errors_as_json])
         self.app.add_routes(
             [
                 web.get("/admin/v2/brokers/health", self.health),
@@ -92,10 +116,7 @@ class AdminServer:
             raise _fail(412, exc.message) from exc  # Pulsar: Precondition Failed
 
     def _topic(self, request: web.Request) -> PersistentTopic | NonPersistentTopic:
-        try:
-            return self.service.get_topic(str(self._topic_name(request)), create=False)
-        except BrokerServiceError as exc:
-            raise _fail(404 if exc.code in _NOT_FOUND else 409, exc.message) from exc
+        return self.service.get_topic(str(self._topic_name(request)), create=False)
 
     @staticmethod
     def _int_param(request: web.Request, name: str, default: int | None = None) -> int:
@@ -139,10 +160,7 @@ class AdminServer:
             partitions = int(await request.text())
         except ValueError as exc:
             raise _fail(400, "the body must be the number of partitions") from exc
-        try:
-            self.service.create_partitioned_topic(name, partitions)
-        except BrokerServiceError as exc:
-            raise _fail(409, exc.message) from exc
+        self.service.create_partitioned_topic(name, partitions)
         return web.Response(status=204)
 
     async def stats(self, request: web.Request) -> web.Response:

@@ -66,6 +66,11 @@ class ServiceConfiguration:
     allowAutoTopicCreation: bool = True
     allowAutoTopicCreationType: str = "non-partitioned"
     defaultNumPartitions: int = 1
+    # Pulsar's default is 0 (no limit). A client that may create topics could then ask for
+    # a trillion partitions, and every partition is a managed ledger that listings name one
+    # by one; 1024 is far beyond what one standalone serves well. 0 still means "no limit"
+    # up to the broker's absolute ceiling (65536).
+    maxNumPartitionsPerPartitionedTopic: int = 1024
     enableNonPersistentTopics: bool = True
     # dispatch
     dispatcherMaxReadBatchSize: int = 100
@@ -131,7 +136,10 @@ class ServiceConfiguration:
             internal_listener_name(parse_advertised_listeners(self.advertisedListeners), self.internalListenerName)
         except ListenerConfigError as exc:
             raise ConfigError(str(exc)) from None
-        for name in ("brokerMaxConnections", "maxConnectionsPerIp"):
+        if 0 < self.maxNumPartitionsPerPartitionedTopic < self.defaultNumPartitions:
+            raise ConfigError(f"defaultNumPartitions ({self.defaultNumPartitions}) exceeds "
+                              f"maxNumPartitionsPerPartitionedTopic ({self.maxNumPartitionsPerPartitionedTopic})")
+        for name in ("brokerMaxConnections", "maxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
         for name in ("brokerServicePort", "webServicePort"):

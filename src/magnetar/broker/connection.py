@@ -23,12 +23,7 @@ from magnetar.broker.positions import position_of
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic_list import compile_pattern, topics_hash
 from magnetar.wire import commands
-from magnetar.wire.entry import (
-    parse_message_metadata,
-    strip_broker_entry_metadata,
-    validate_layout,
-    verify_checksum,
-)
+from magnetar.wire.entry import strip_broker_entry_metadata, validate_publishable, verify_checksum
 from magnetar.wire.errors import ChecksumError, WireError
 from magnetar.wire.frames import FRAME_PADDING, FrameDecoder, command_body
 from magnetar.wire.message_id import MessageId
@@ -338,7 +333,7 @@ class ServerCnx(asyncio.Protocol):
             log.warning("%s sent to unknown producer %d; closing", self, send.producer_id)
             self.close()
             return
-        problem = self._check_entry(payload)
+        problem = self._check_entry(send, payload)
         if problem is not None:
             producer.refuse(send.sequence_id, *problem)
             return
@@ -346,31 +341,30 @@ class ServerCnx(asyncio.Protocol):
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else send.sequence_id
         producer.publish(send.sequence_id, highest, payload, max(send.num_messages, 1), batch_size)  # type: ignore[arg-type]
 
-    def _check_entry(self, payload: bytes | None) -> tuple[int, str] | None:
+    def _check_entry(self, send: pb.CommandSend, payload: bytes | None) -> tuple[int, str] | None:
+        """Refuse at the door what consumers could not read: nothing is stored unchecked."""
         if not payload:
             return pb.NotAllowedError, "SEND without a message"
         limit = self.service.config.maxMessageSize + FRAME_PADDING // 2
         if len(payload) > limit:
             return pb.NotAllowedError, f"message of {len(payload)} bytes exceeds maxMessageSize"
         try:
-            validate_layout(payload)
+            metadata = validate_publishable(payload)
             verify_checksum(payload)
         except ChecksumError:
             return pb.ChecksumError, "Checksum failed on the broker"
         except WireError as exc:
             return pb.NotAllowedError, f"malformed message: {exc}"
-        return self._check_delivery_delay(payload)
+        claimed = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+        if claimed != send.num_messages:  # an absent num_messages reads as its default, 1
+            return pb.NotAllowedError, (
+                f"malformed message: num_messages_in_batch {claimed} disagrees with the SEND's {send.num_messages}")
+        return self._check_delivery_delay(metadata)
 
-    def _check_delivery_delay(self, payload: bytes) -> tuple[int, str] | None:
-        """delayedDeliveryMaxDelayInMillis: metadata is parsed only when a limit is set."""
+    def _check_delivery_delay(self, metadata: pb.MessageMetadata) -> tuple[int, str] | None:
         max_delay = self.service.config.delayedDeliveryMaxDelayInMillis
-        if max_delay <= 0:
-            return None
-        try:
-            metadata = parse_message_metadata(payload)
-        except WireError as exc:
-            return pb.NotAllowedError, f"malformed message: {exc}"
-        if metadata.HasField("deliver_at_time") and metadata.deliver_at_time - time.time() * 1000 > max_delay:
+        if max_delay > 0 and metadata.HasField("deliver_at_time") and (
+                metadata.deliver_at_time - time.time() * 1000 > max_delay):
             return pb.NotAllowedError, f"Exceeds max allowed delivery delay of {max_delay} milliseconds"
         return None
 

@@ -15,3 +15,10 @@ class BrokerServiceError(Exception):
 
     def __str__(self) -> str:
         return f"{pb.ServerError.Name(self.code)}: {self.message}"
+
+
+class InvalidPartitionCountError(BrokerServiceError):
+    """A partition count outside what the broker allows (412 on the admin API, as in Pulsar)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(pb.NotAllowedError, message)

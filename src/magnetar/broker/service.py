@@ -20,7 +20,7 @@ from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.connection_controller import ConnectionController, PartialFrameBudget
 from magnetar.broker.entry_metadata import EntryMetadataStamper
-from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError
 from magnetar.broker.loop_bridge import LoopBridge
 from magnetar.broker.message_expiry import MessageExpiryMonitor
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 _PARTITIONED_PREFIX = "/admin/partitioned-topics/"
 _BOOT_COUNTER_KEY = "/broker/boot-counter"
 _POLICIES_PREFIX = "/admin/policies/"
+#: No partition count above this is ever created or believed, whatever the configuration:
+#: every partition is a managed ledger, and listings name each one.
+MAX_PARTITIONS_CEILING = 65536
 #: Stored topics loaded per event-loop iteration at start-up.
 TOPICS_LOADED_PER_SLICE = 20
 Mode = pb.CommandGetTopicsOfNamespace
@@ -172,12 +175,28 @@ class BrokerService:
             self.metadata.put(key, value.encode())
 
     def partitions_of(self, topic: TopicName) -> int | None:
+        """The stored partition count; one past the absolute ceiling (written by brokers that
+        took any number) reads as damaged metadata rather than as work to do."""
         raw = self.metadata.get(_PARTITIONED_PREFIX + topic.storage_name)
-        return json.loads(raw)["partitions"] if raw else None
+        if not raw:
+            return None
+        partitions = json.loads(raw)["partitions"]
+        if not isinstance(partitions, int) or not 0 < partitions <= MAX_PARTITIONS_CEILING:
+            raise BrokerServiceError(
+                pb.MetadataError, f"{topic} has a stored partition count of {partitions!r}, which no broker accepts "
+                f"(at most {MAX_PARTITIONS_CEILING}): delete the topic")
+        return partitions
+
+    def check_partition_count(self, partitions: int) -> None:
+        """maxNumPartitionsPerPartitionedTopic (0: only the absolute ceiling), as Pulsar says it."""
+        limit = self.config.maxNumPartitionsPerPartitionedTopic or MAX_PARTITIONS_CEILING
+        if partitions <= 0:
+            raise InvalidPartitionCountError("Number of partitions should be more than 0")
+        if partitions > limit:
+            raise InvalidPartitionCountError(f"Number of partitions should be less than or equal to {limit}")
 
     def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
-        if partitions <= 0:
-            raise BrokerServiceError(pb.NotAllowedError, "a partitioned topic needs at least one partition")
+        self.check_partition_count(partitions)
         if self.partitions_of(topic) is not None or self.topic_exists(topic):
             raise BrokerServiceError(pb.NotAllowedError, f"topic {topic} already exists")
         self.metadata.put(_PARTITIONED_PREFIX + topic.storage_name, json.dumps({"partitions": partitions}).encode())
@@ -246,10 +265,14 @@ class BrokerService:
                 if stored.namespace_name == namespace:
                     names.add(str(stored))
             for key in self.metadata.list(_PARTITIONED_PREFIX):
-                tenant, ns, domain, local = key[len(_PARTITIONED_PREFIX) :].split("/", 3)
-                if f"{tenant}/{ns}" == namespace and domain == "persistent":
-                    base = TopicName(domain, tenant, ns, local)
-                    names.update(str(base.partition(i)) for i in range(self.partitions_of(base) or 0))
+                base = TopicName.from_storage_name(key[len(_PARTITIONED_PREFIX) :])
+                if base.namespace_name == namespace and base.persistent:
+                    try:
+                        count = self.partitions_of(base) or 0
+                    except BrokerServiceError as exc:
+                        log.error("listing %s without %s: %s", namespace, base, exc.message)
+                        continue
+                    names.update(str(base.partition(i)) for i in range(count))
         if mode in (Mode.NON_PERSISTENT, Mode.ALL):
             names.update(key for key, topic in self.non_persistent_topics.items()
                          if topic.name.namespace_name == namespace and topic.is_active())

@@ -144,6 +144,37 @@ def validate_layout(entry: Buffer) -> int:
     return size_offset
 
 
+#: The least room a message takes in a batch payload: its 4-byte size and a
+#: SingleMessageMetadata holding the required payload_size (tag and one byte).
+MIN_BATCHED_MESSAGE_BYTES = 6
+
+
+def validate_publishable(entry: Buffer) -> pb.MessageMetadata:
+    """Everything a broker can check about a published entry without opening its payload:
+    the framing, a MessageMetadata that parses, and a message count the payload could hold.
+    Returns the metadata, parsed once."""
+    _, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
+    metadata, end = _metadata_at(entry, size_offset)
+    check_message_count(metadata, len(entry) - end)
+    return metadata
+
+
+def check_message_count(metadata: pb.MessageMetadata, payload_size: int) -> None:
+    """Raise WireError when a batch claims more messages than its payload can hold.
+
+    Consumers size their work by num_messages_in_batch before reading the payload; the
+    official client crashes on a batch claiming 2^31-1 messages in one byte.
+    """
+    if not metadata.HasField("num_messages_in_batch"):
+        return
+    count = metadata.num_messages_in_batch
+    compressed = metadata.compression != pb.NONE
+    size = metadata.uncompressed_size if compressed else payload_size
+    if count < 1 or count > size // MIN_BATCHED_MESSAGE_BYTES:
+        raise WireError(f"a batch of {count} messages cannot fit in {size} "
+                        f"{'uncompressed ' if compressed else ''}payload bytes")
+
+
 def verify_checksum(entry: Buffer) -> None:
     """Raise ChecksumError unless the stored CRC32C matches; entries without one pass."""
     checksum, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
