@@ -9,6 +9,7 @@ cannot show.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from datetime import UTC, datetime
@@ -34,6 +35,10 @@ TOPIC = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 #: Paths that serve both domains; the others read storage, which a non-persistent topic has none of.
 DOMAIN = "/admin/v2/{domain:persistent|non-persistent}"
 ANY_TOPIC = DOMAIN + "/{tenant}/{namespace}/{topic}"
+#: Bodies are small JSON or a number; aiohttp answers 413 past this (its default, kept).
+MAX_BODY_BYTES = 1024 * 1024
+#: webServiceRequestTimeoutSeconds: every admin request, its body included, ends within it.
+TIME_BUDGET = web.AppKey("time_budget", float)
 _NOT_FOUND = {pb.TopicNotFound, pb.SubscriptionNotFound, pb.ConsumerNotFound}
 Mode = pb.CommandGetTopicsOfNamespace
 
@@ -44,7 +49,7 @@ def format_time(millis: int) -> str:
 
 
 def _fail(status: int, reason: str) -> web.HTTPException:
-    cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 409: web.HTTPConflict,
+    cls = {400: web.HTTPBadRequest, 404: web.HTTPNotFound, 408: web.HTTPRequestTimeout, 409: web.HTTPConflict,
            412: web.HTTPPreconditionFailed, 500: web.HTTPInternalServerError}.get(status, web.HTTPBadRequest)
     return cls(text=json.dumps({"reason": reason}), content_type="application/json")
 
@@ -62,9 +67,13 @@ def _status_of(error: BrokerServiceError) -> int:
 async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every failure answers Pulsar's JSON `{"reason": ...}`; none escapes as a bare 500."""
     try:
-        return await handler(request)
+        budget = request.app[TIME_BUDGET]
+        async with asyncio.timeout(budget):
+            return await handler(request)
     except web.HTTPException:
         raise
+    except TimeoutError as exc:  # a body trickled in, or a request that never ends
+        raise _fail(408, f"request not completed within {request.app[TIME_BUDGET]} s") from exc
     except BrokerServiceError as exc:
         raise _fail(_status_of(exc), exc.message) from exc
     except Exception as exc:
@@ -75,7 +84,8 @@ async def _errors_as_json(request: web.Request, handler: Handler) -> web.StreamR
 class AdminServer:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
-        self.app = web.Application(middlewares=[_errors_as_json])
+        self.app = web.Application(middlewares=[_errors_as_json], client_max_size=MAX_BODY_BYTES)
+        self.app[TIME_BUDGET] = service.config.webServiceRequestTimeoutSeconds
         self.app.add_routes(
             [
                 web.get("/admin/v2/brokers/health", self.health),

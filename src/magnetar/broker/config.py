@@ -54,6 +54,8 @@ class ServiceConfiguration:
     internalListenerName: str = ""
     brokerServicePort: int = 6650
     webServicePort: int = 8080
+    # magnetar's own: an admin request (its body included) must end within this
+    webServiceRequestTimeoutSeconds: int = 30
     maxMessageSize: int = 5 * 1024 * 1024
     keepAliveIntervalSeconds: int = 30
     # connection limits (0 = none, Pulsar's default)
@@ -120,6 +122,7 @@ class ServiceConfiguration:
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
                     "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
                     "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
+                    "webServiceRequestTimeoutSeconds",
                     "maxMessagePublishBufferSizeInMB",
                     "delayedDeliveryMinIndexCountPerBucket",
                     "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds")
