@@ -125,3 +125,19 @@ def test_label_values_cannot_inject_lines(broker, client_factory):
     for line in text.splitlines():
         assert line.startswith("# ") or _SAMPLE_LINE.match(line), line
     assert "fake_metric" not in {line.split("{", 1)[0] for line in text.splitlines()}
+
+
+def test_non_persistent_topics_are_in_metrics(broker, client_factory):
+    client = client_factory(broker.url)
+    topic = "non-persistent://public/default/telemetry"
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for _ in range(3):
+        producer.send(b"t")
+    for _ in range(3):
+        consumer.receive(timeout_millis=10_000)
+    text = metrics(broker)
+    assert sample(text, "pulsar_in_messages_total", topic=topic) == 3
+    assert sample(text, "pulsar_out_messages_total", topic=topic) == 3
+    assert sample(text, "pulsar_storage_size", topic=topic) == 0
+    assert sample(text, "pulsar_subscription_back_log", topic=topic, subscription="sub") == 0

@@ -1,7 +1,8 @@
 """`/metrics` in Prometheus text format, under the names Pulsar's brokers export.
 
-Every loaded topic is shown, and the broker loads every stored topic at start-up, so a
-subscription's backlog is visible right after a restart. Counters run from the moment
+Every loaded topic is shown, non-persistent ones while they exist, and the broker loads
+every stored topic at start-up, so a subscription's backlog is visible right after a
+restart. Counters run from the moment
 the topic was loaded, as in Pulsar; rates cover the last `statsUpdateFrequencyInSecs`.
 """
 
@@ -10,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from magnetar.broker.subscription import PersistentSubscription
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.abstract_subscription import AbstractSubscription
+from magnetar.broker.abstract_topic import AbstractTopic
 
 CLUSTER = "standalone"
 
@@ -42,7 +43,7 @@ TOPIC_FAMILIES = (
     Family("pulsar_out_bytes_total", "counter", "Bytes dispatched since the topic was loaded.",
            lambda t: t.outbound.bytes),
     Family("pulsar_storage_size", "gauge", "Bytes the topic's ledgers take on disk.",
-           lambda t: t.ledger.total_size_bytes()),
+           lambda t: t.storage_size()),
     Family("pulsar_msg_backlog", "gauge", "Unacknowledged entries, summed over the topic's subscriptions.",
            lambda t: sum(s.backlog() for s in t.subscriptions.values())),
 )
@@ -51,7 +52,7 @@ SUBSCRIPTION_FAMILIES = (
     Family("pulsar_subscription_back_log", "gauge", "Unacknowledged entries of the subscription.",
            lambda s: s.backlog()),
     Family("pulsar_subscription_delayed", "gauge", "Messages held back for delayed delivery.",
-           lambda s: s.dispatcher.delayed_messages if s.dispatcher is not None else 0),
+           lambda s: s.delayed_messages),
     Family("pulsar_subscription_unacked_messages", "gauge", "Messages delivered and not yet acknowledged.",
            lambda s: sum(c.unacked_messages for c in s.consumers)),
     Family("pulsar_subscription_msg_rate_out", "gauge", "Messages dispatched per second.",
@@ -73,7 +74,7 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def render(topics: Iterable[PersistentTopic]) -> str:
+def render(topics: Iterable[AbstractTopic]) -> str:
     """All families, each with its HELP and TYPE lines followed by one sample per topic
     (or per subscription)."""
     topics = sorted(topics, key=lambda t: str(t.name))
@@ -89,9 +90,9 @@ def render(topics: Iterable[PersistentTopic]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _topic_labels(topic: PersistentTopic) -> list[tuple[str, str]]:
+def _topic_labels(topic: AbstractTopic) -> list[tuple[str, str]]:
     return [("cluster", CLUSTER), ("namespace", topic.name.namespace_name), ("topic", str(topic.name))]
 
 
-def _subscription_labels(topic: PersistentTopic, subscription: PersistentSubscription) -> list[tuple[str, str]]:
+def _subscription_labels(topic: AbstractTopic, subscription: AbstractSubscription) -> list[tuple[str, str]]:
     return [*_topic_labels(topic), ("subscription", subscription.name)]

@@ -145,7 +145,8 @@ class AdminServer:
         return web.Response(text="ok")
 
     async def metrics(self, _request: web.Request) -> web.Response:
-        return web.Response(text=metrics.render(self.service.topics.values()), content_type="text/plain")
+        topics = [*self.service.topics.values(), *self.service.non_persistent_topics.values()]
+        return web.Response(text=metrics.render(topics), content_type="text/plain")
 
     async def list_topics(self, request: web.Request) -> web.Response:
         info = request.match_info

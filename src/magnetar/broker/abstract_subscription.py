@@ -95,6 +95,11 @@ class AbstractSubscription:
     def backlog(self) -> int:
         raise NotImplementedError
 
+    @property
+    def delayed_messages(self) -> int:
+        """Messages held back for delayed delivery (only stored ones can be)."""
+        return 0
+
     def stats(self) -> dict[str, object]:
         raise NotImplementedError
 

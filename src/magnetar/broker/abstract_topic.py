@@ -51,6 +51,10 @@ class AbstractTopic:
     def stats(self) -> dict[str, object]:
         raise NotImplementedError
 
+    def storage_size(self) -> int:
+        """Bytes the topic keeps on disk (none unless it stores messages)."""
+        return 0
+
     # -- producers
     def add_producer(
         self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int, topic_epoch: int | None = None

@@ -174,9 +174,13 @@ class PersistentSubscription(AbstractSubscription):
     def backlog(self) -> int:
         return self.cursor.num_unacked_entries()
 
+    @property
+    def delayed_messages(self) -> int:
+        return self.dispatcher.delayed_messages if self.dispatcher is not None else 0
+
     def stats(self) -> dict[str, object]:
         backlog = self.backlog()
-        delayed = self.dispatcher.delayed_messages if self.dispatcher is not None else 0
+        delayed = self.delayed_messages
         return {
             **self.traffic_stats(),
             "type": self.type_name,

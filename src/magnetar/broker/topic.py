@@ -157,12 +157,15 @@ class PersistentTopic(AbstractTopic):
         if subscription.durable:
             self.ledger.delete_cursor(subscription.name)
 
+    def storage_size(self) -> int:
+        return self.ledger.total_size_bytes()
+
     def stats(self) -> dict[str, object]:
         """Pulsar's TopicStats: counters since the topic was loaded, rates over the last
         stats interval, storage as it is now."""
         return {
             **self.traffic_stats(),
-            "storageSize": self.ledger.total_size_bytes(),
+            "storageSize": self.storage_size(),
             "publishers": [p.stats() for p in self.producers.values()],
             "subscriptions": {name: sub.stats() for name, sub in self.subscriptions.items()},
         }
