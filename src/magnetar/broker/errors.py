@@ -1,4 +1,4 @@
-"""Failures the broker reports to a client as a Pulsar ServerError."""
+"""Failures the broker reports: a Pulsar ServerError to clients, an HTTP status to admins."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 
 class BrokerServiceError(Exception):
-    """Carries the ServerError code the client maps to its own exception type."""
+    """Carries the ServerError code the client maps to its own exception type.
+
+    `http_status` is what Pulsar's admin API answers for the same failure, where the
+    code alone does not say it (None: the admin API derives it from the code).
+    """
+
+    http_status: int | None = None
 
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -18,7 +24,36 @@ class BrokerServiceError(Exception):
 
 
 class InvalidPartitionCountError(BrokerServiceError):
-    """A partition count outside what the broker allows (412 on the admin API, as in Pulsar)."""
+    """A partition count outside what the broker allows."""
+
+    http_status = 412
+
+    def __init__(self, message: str) -> None:
+        super().__init__(pb.NotAllowedError, message)
+
+
+class ResourceNotFoundError(BrokerServiceError):
+    """A tenant, namespace or cluster that does not exist."""
+
+    http_status = 404
+
+    def __init__(self, message: str) -> None:
+        super().__init__(pb.TopicNotFound, message)
+
+
+class ResourceConflictError(BrokerServiceError):
+    """Creating what exists, or deleting what still has contents."""
+
+    http_status = 409
+
+    def __init__(self, message: str) -> None:
+        super().__init__(pb.NotAllowedError, message)
+
+
+class InvalidResourceError(BrokerServiceError):
+    """A name or a body the admin API refuses (Precondition Failed, as in Pulsar)."""
+
+    http_status = 412
 
     def __init__(self, message: str) -> None:
         super().__init__(pb.NotAllowedError, message)

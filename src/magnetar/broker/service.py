@@ -24,6 +24,8 @@ from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountErro
 from magnetar.broker.loop_bridge import LoopBridge
 from magnetar.broker.message_expiry import MessageExpiryMonitor
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
+from magnetar.broker.policies import TopicPolicies
+from magnetar.broker.resources import NamespaceResources
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_list import compile_pattern, filter_topics
 from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
@@ -33,7 +35,6 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 log = logging.getLogger(__name__)
 _PARTITIONED_PREFIX = "/admin/partitioned-topics/"
 _BOOT_COUNTER_KEY = "/broker/boot-counter"
-_POLICIES_PREFIX = "/admin/policies/"
 #: No partition count above this is ever created or believed, whatever the configuration:
 #: every partition is a managed ledger, and listings name each one.
 MAX_PARTITIONS_CEILING = 65536
@@ -58,6 +59,9 @@ class BrokerService:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.factory = ManagedLedgerFactory(data_dir, managed_ledger_config(config))
         self.metadata = self.factory.metadata_store
+        self.resources = NamespaceResources(self.metadata)
+        self.resources.bootstrap(self.stored_namespaces())
+        self.policies = TopicPolicies(self.metadata, self.resources, config)
         self.entry_metadata = EntryMetadataStamper(
             config.brokerEntryMetadataInterceptors, config.brokerEntryMetadataIndexBase
         )
@@ -156,23 +160,22 @@ class BrokerService:
         except InvalidTopicNameError as exc:
             raise BrokerServiceError(pb.InvalidTopicName, str(exc)) from exc
 
-    def topic_policy(self, topic: TopicName, name: str) -> str | None:
-        """A per-topic policy (e.g. messageTTL) set through the admin API.
+    def check_namespace(self, topic: TopicName) -> None:
+        """Topics live only in namespaces that exist (TopicNotFound otherwise, as Pulsar)."""
+        if not self.resources.namespace_exists(topic.namespace_name):
+            raise BrokerServiceError(pb.TopicNotFound, f"Namespace {topic.namespace_name} does not exist")
 
-        Partitions inherit the policy of their partitioned topic.
-        """
-        for owner in (topic, topic.partitioned_topic_name):
-            raw = self.metadata.get(f"{_POLICIES_PREFIX}{owner.storage_name}/{name}")
-            if raw is not None:
-                return raw.decode()
-        return None
+    def has_partitioned_topics(self, namespace: str) -> bool:
+        """Whether partitioned-topic metadata (of either domain) lives in the namespace."""
+        return any(TopicName.from_storage_name(key[len(_PARTITIONED_PREFIX):]).namespace_name == namespace
+                   for key in self.metadata.list(_PARTITIONED_PREFIX))
 
-    def set_topic_policy(self, topic: TopicName, name: str, value: str | None) -> None:
-        key = f"{_POLICIES_PREFIX}{topic.storage_name}/{name}"
-        if value is None:
-            self.metadata.delete(key)
-        else:
-            self.metadata.put(key, value.encode())
+    def stored_namespaces(self) -> set[str]:
+        """Namespaces that hold stored topics or partitioned-topic metadata."""
+        names = [TopicName.from_storage_name(n) for n in self.factory.list_names()]
+        names += [TopicName.from_storage_name(k[len(_PARTITIONED_PREFIX):])
+                  for k in self.metadata.list(_PARTITIONED_PREFIX)]
+        return {name.namespace_name for name in names}
 
     def partitions_of(self, topic: TopicName) -> int | None:
         """The stored partition count; one past the absolute ceiling (written by brokers that
@@ -197,6 +200,7 @@ class BrokerService:
 
     def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
         self.check_partition_count(partitions)
+        self.check_namespace(topic)
         if self.partitions_of(topic) is not None or self.topic_exists(topic):
             raise BrokerServiceError(pb.NotAllowedError, f"topic {topic} already exists")
         self.metadata.put(_PARTITIONED_PREFIX + topic.storage_name, json.dumps({"partitions": partitions}).encode())
@@ -217,6 +221,7 @@ class BrokerService:
             return 0
         if not auto_create:
             raise BrokerServiceError(pb.TopicNotFound, f"Topic {name} does not exist")
+        self.check_namespace(topic)
         if not self.config.allowAutoTopicCreation:
             return 0
         if self.config.allowAutoTopicCreationType == "partitioned":
@@ -242,8 +247,10 @@ class BrokerService:
             raise BrokerServiceError(pb.NotAllowedError, f"non-persistent topics are disabled on this broker: {name}")
         if topic_name.partition_index < 0 and self.partitions_of(topic_name):
             raise BrokerServiceError(pb.NotAllowedError, f"{name} is a partitioned topic: use its partitions")
-        if not self.topic_exists(topic_name) and not (create and self.config.allowAutoTopicCreation):
-            raise BrokerServiceError(pb.TopicNotFound, f"Topic {name} does not exist")
+        if not self.topic_exists(topic_name):
+            if not (create and self.config.allowAutoTopicCreation):
+                raise BrokerServiceError(pb.TopicNotFound, f"Topic {name} does not exist")
+            self.check_namespace(topic_name)
         if not topic_name.persistent:
             non_persistent = self.non_persistent_topics[key] = NonPersistentTopic(self, topic_name)
             return non_persistent

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.message_finder import find_first_at_or_after
+from magnetar.broker.policies import MESSAGE_TTL
 from magnetar.broker.positions import position_of
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName
@@ -98,9 +99,7 @@ class PersistentTopic(AbstractTopic):
         return found if found is not None else self.next_publish_position()
 
     def message_ttl_seconds(self) -> int:
-        """The topic's TTL policy if one was set, else the broker default."""
-        policy = self.service.topic_policy(self.name, "messageTTL")
-        return int(policy) if policy is not None else self.service.config.ttlDurationDefaultInSeconds
+        return int(self.service.policies.effective(self.name, MESSAGE_TTL))
 
     # -- producers
     @property

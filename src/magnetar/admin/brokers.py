@@ -1,0 +1,76 @@
+"""`/admin/v2/brokers/...` and `/lookup/v2/topic/...`: broker information, and the HTTP
+lookup that lets a client start from `http://host:8080`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+
+from aiohttp import web
+
+from magnetar import __version__
+from magnetar.admin.responses import bool_param, fail
+from magnetar.broker.advertised_listeners import ListenerNotFoundError
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.service import BrokerService
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+LOOKUP = "/lookup/v2/topic/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"
+
+
+class BrokersApi:
+    def __init__(self, service: BrokerService, http_url: Callable[[], str]) -> None:
+        self.service = service
+        self._http_url = http_url
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/admin/v2/brokers/health", self.ok),
+            web.get("/admin/v2/brokers/ready", self.ok),
+            web.get("/admin/v2/brokers/version", self.version),
+            web.get("/admin/v2/brokers/configuration/runtime", self.runtime_configuration),
+            web.get("/admin/v2/brokers/{cluster}", self.list_brokers),
+            web.get(LOOKUP, self.lookup),
+        ]
+
+    async def ok(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def version(self, _request: web.Request) -> web.Response:
+        return web.Response(text=f"magnetar-{__version__}")
+
+    async def runtime_configuration(self, _request: web.Request) -> web.Response:
+        """The configuration in effect, every value as a string, as Pulsar answers it."""
+        values = asdict(self.service.config)
+        return web.json_response({key: _as_text(value) for key, value in sorted(values.items())})
+
+    async def list_brokers(self, request: web.Request) -> web.Response:
+        if request.match_info["cluster"] != "standalone":
+            raise fail(404, "Cluster does not exist")
+        return web.json_response([self._http_url().removeprefix("http://")])
+
+    async def lookup(self, request: web.Request) -> web.Response:
+        """Pulsar's TopicLookup: where to connect, for clients given an http:// service URL."""
+        info = request.match_info
+        name = self.service.parse_topic(f"{info['domain']}://{info['tenant']}/{info['namespace']}/{info['topic']}")
+        if not self.service.topic_exists(name):
+            self.service.check_namespace(name)
+            if not self.service.config.allowAutoTopicCreation and not bool_param(request, "authoritative"):
+                raise BrokerServiceError(pb.TopicNotFound, f"Topic {name} does not exist")
+        try:
+            listener = self.service.listeners.resolve(request.query.get("listenerName")
+                                                      or request.headers.get("X-Pulsar-ListenerName"))
+        except ListenerNotFoundError as exc:
+            raise fail(503, str(exc)) from exc
+        answer = {"brokerUrl": listener.broker_service_url, "httpUrl": self._http_url()}
+        if listener.broker_service_url_tls is not None:
+            answer["brokerUrlTls"] = listener.broker_service_url_tls
+        return web.json_response(answer)
+
+
+def _as_text(value: object) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)

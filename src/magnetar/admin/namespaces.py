@@ -1,0 +1,84 @@
+"""`/admin/v2/namespaces/...`: Pulsar's namespaces resource and namespace policies."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from magnetar.admin.responses import bool_param, fail, json_body, no_content
+from magnetar.broker.errors import ResourceConflictError
+from magnetar.broker.policies import MESSAGE_TTL, Policy
+from magnetar.broker.service import BrokerService
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
+Mode = pb.CommandGetTopicsOfNamespace
+_MODES = {"PERSISTENT": Mode.PERSISTENT, "NON_PERSISTENT": Mode.NON_PERSISTENT, "ALL": Mode.ALL}
+
+
+def _namespace(request: web.Request) -> str:
+    return f"{request.match_info['tenant']}/{request.match_info['namespace']}"
+
+
+class NamespacesApi:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.resources = service.resources
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/admin/v2/namespaces/{tenant}", self.list_namespaces),
+            web.get(NAMESPACE, self.get_policies),
+            web.put(NAMESPACE, self.create_namespace),
+            web.delete(NAMESPACE, self.delete_namespace),
+            web.get(NAMESPACE + "/topics", self.list_topics),
+            *self._policy_routes("messageTTL", MESSAGE_TTL),
+        ]
+
+    def _policy_routes(self, path: str, policy: Policy) -> list[web.RouteDef]:
+        async def get(request: web.Request) -> web.Response:
+            return web.json_response(self.resources.policies(_namespace(request)).get(policy.namespace_field))
+
+        async def set_(request: web.Request) -> web.Response:
+            value = await json_body(request)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise fail(412, f"Invalid value for {path}: a non-negative integer is expected")
+            self.resources.set_policy(_namespace(request), policy.namespace_field, value)
+            return no_content()
+
+        async def remove(request: web.Request) -> web.Response:
+            self.resources.set_policy(_namespace(request), policy.namespace_field, None)
+            return no_content()
+
+        return [web.get(f"{NAMESPACE}/{path}", get), web.post(f"{NAMESPACE}/{path}", set_),
+                web.delete(f"{NAMESPACE}/{path}", remove)]
+
+    async def list_namespaces(self, request: web.Request) -> web.Response:
+        return web.json_response(self.resources.namespaces(request.match_info["tenant"]))
+
+    async def get_policies(self, request: web.Request) -> web.Response:
+        return web.json_response(self.resources.policies(_namespace(request)))
+
+    async def create_namespace(self, request: web.Request) -> web.Response:
+        policies = await json_body(request, {})
+        if not isinstance(policies, dict):
+            raise fail(400, "the body must be a JSON object of namespace policies")
+        self.resources.create_namespace(_namespace(request), policies)
+        return no_content()
+
+    async def delete_namespace(self, request: web.Request) -> web.Response:
+        namespace = _namespace(request)
+        if bool_param(request, "force"):
+            raise fail(405, "Broker doesn't allow forced deletion of namespaces")  # forceDeleteNamespaceAllowed
+        self.resources.policies(namespace)
+        if self.service.topics_of_namespace(namespace, mode=Mode.ALL) or self.service.has_partitioned_topics(namespace):
+            raise ResourceConflictError("Cannot delete non empty namespace")
+        self.resources.delete_namespace(namespace)
+        return no_content()
+
+    async def list_topics(self, request: web.Request) -> web.Response:
+        namespace = _namespace(request)
+        self.resources.policies(namespace)
+        mode = _MODES.get(request.query.get("mode", "PERSISTENT").upper())
+        if mode is None:
+            raise fail(400, "mode must be PERSISTENT, NON_PERSISTENT or ALL")
+        return web.json_response(self.service.topics_of_namespace(namespace, mode=mode))

@@ -1,0 +1,92 @@
+"""What every admin endpoint shares: Pulsar's JSON errors, a time budget, request parsing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+log = logging.getLogger(__name__)
+#: Bodies are small JSON or a number; aiohttp answers 413 past this (its default, kept).
+MAX_BODY_BYTES = 1024 * 1024
+#: webServiceRequestTimeoutSeconds: every admin request, its body included, ends within it.
+TIME_BUDGET = web.AppKey("time_budget", float)
+_NOT_FOUND = {pb.TopicNotFound, pb.SubscriptionNotFound, pb.ConsumerNotFound}
+_STATUS_CLASSES: dict[int, type[web.HTTPException]] = {
+    400: web.HTTPBadRequest, 404: web.HTTPNotFound, 405: web.HTTPMethodNotAllowed, 408: web.HTTPRequestTimeout,
+    409: web.HTTPConflict, 412: web.HTTPPreconditionFailed, 500: web.HTTPInternalServerError,
+    503: web.HTTPServiceUnavailable,
+}
+
+
+def fail(status: int, reason: str) -> web.HTTPException:
+    """An HTTP error carrying Pulsar's body, `{"reason": ...}`."""
+    return _STATUS_CLASSES.get(status, web.HTTPBadRequest)(
+        text=json.dumps({"reason": reason}), content_type="application/json")
+
+
+def status_of(error: BrokerServiceError) -> int:
+    """The HTTP status Pulsar's admin API gives the same failure."""
+    if error.http_status is not None:
+        return error.http_status
+    if error.code in _NOT_FOUND:
+        return 404
+    if error.code == pb.InvalidTopicName:
+        return 412
+    return 500 if error.code == pb.MetadataError else 409
+
+
+@web.middleware
+async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every failure answers Pulsar's JSON `{"reason": ...}`; none escapes as a bare 500."""
+    budget = request.app[TIME_BUDGET]
+    try:
+        async with asyncio.timeout(budget):
+            return await handler(request)
+    except web.HTTPException:
+        raise
+    except TimeoutError as exc:  # a body trickled in, or a request that never ends
+        raise fail(408, f"request not completed within {budget} s") from exc
+    except BrokerServiceError as exc:
+        raise fail(status_of(exc), exc.message) from exc
+    except Exception as exc:
+        log.exception("admin request %s %s failed", request.method, request.path)
+        raise fail(500, "internal broker error") from exc
+
+
+def int_param(request: web.Request, name: str, default: int | None = None) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        if default is None:
+            raise fail(400, f"missing query parameter {name}")
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise fail(400, f"query parameter {name} must be an integer, not {raw!r}") from exc
+
+
+def bool_param(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "false").lower() == "true"
+
+
+async def json_body(request: web.Request, default: Any = None) -> Any:
+    """The request's JSON body (`default` when empty); garbage is a 400 naming the problem."""
+    text = await request.text()
+    if not text.strip():
+        return default
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise fail(400, f"the body is not JSON: {exc}") from exc
+
+
+def no_content() -> web.Response:
+    return web.Response(status=204)

@@ -1,0 +1,138 @@
+"""`/admin/v2/{persistent,non-persistent}/{tenant}/{namespace}[/{topic}...]`: Pulsar's
+topics resource (PersistentTopics / NonPersistentTopics)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from magnetar.admin.messages import entry_response
+from magnetar.admin.responses import bool_param, fail, int_param, no_content
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.message_finder import EntrySequence
+from magnetar.broker.non_persistent_topic import NonPersistentTopic
+from magnetar.broker.policies import MESSAGE_TTL
+from magnetar.broker.service import BrokerService
+from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic_name import TopicName
+from magnetar.storage import NoSuchEntryError, Position
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+PERSISTENT = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
+#: Paths that serve both domains; the others read storage, which a non-persistent topic has none of.
+DOMAIN = "/admin/v2/{domain:persistent|non-persistent}"
+ANY_TOPIC = DOMAIN + "/{tenant}/{namespace}/{topic}"
+Mode = pb.CommandGetTopicsOfNamespace
+
+
+class TopicsApi:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get(DOMAIN + "/{tenant}/{namespace}", self.list_topics),
+            web.put(PERSISTENT, self.create_topic),
+            web.get(ANY_TOPIC + "/partitions", self.get_partitions),
+            web.put(ANY_TOPIC + "/partitions", self.create_partitioned_topic),
+            web.get(ANY_TOPIC + "/stats", self.stats),
+            web.get(PERSISTENT + "/examinemessage", self.examine_message),
+            web.get(PERSISTENT + "/ledger/{ledger}/entry/{entry}", self.get_message_by_id),
+            web.get(PERSISTENT + "/messageTTL", self.get_ttl),
+            web.post(PERSISTENT + "/messageTTL", self.set_ttl),
+            web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
+        ]
+
+    # -- helpers
+    def topic_name(self, request: web.Request) -> TopicName:
+        info = request.match_info
+        domain = info.get("domain", "persistent")
+        try:
+            return self.service.parse_topic(f"{domain}://{info['tenant']}/{info['namespace']}/{info['topic']}")
+        except BrokerServiceError as exc:
+            raise fail(412, exc.message) from exc  # Pulsar: Precondition Failed
+
+    def topic(self, request: web.Request) -> PersistentTopic | NonPersistentTopic:
+        return self.service.get_topic(str(self.topic_name(request)), create=False)
+
+    def persistent_topic(self, request: web.Request) -> PersistentTopic:
+        topic = self.topic(request)
+        assert isinstance(topic, PersistentTopic)  # the route names the persistent domain
+        return topic
+
+    # -- handlers
+    async def list_topics(self, request: web.Request) -> web.Response:
+        info = request.match_info
+        namespace = f"{info['tenant']}/{info['namespace']}"
+        self.service.resources.policies(namespace)  # 404 for a namespace that does not exist
+        mode = Mode.PERSISTENT if info["domain"] == "persistent" else Mode.NON_PERSISTENT
+        return web.json_response(self.service.topics_of_namespace(namespace, mode=mode))
+
+    async def create_topic(self, request: web.Request) -> web.Response:
+        name = self.topic_name(request)
+        if self.service.topic_exists(name) or self.service.partitions_of(name) is not None:
+            raise fail(409, f"topic {name} already exists")
+        self.service.check_namespace(name)
+        self.service.get_topic(str(name))
+        return no_content()
+
+    async def get_partitions(self, request: web.Request) -> web.Response:
+        """The partition count; with checkAllowAutoCreation (what a client looking up over
+        HTTP sends) a missing topic is auto-created as the configuration says."""
+        name = self.topic_name(request)
+        if bool_param(request, "checkAllowAutoCreation"):
+            return web.json_response({"partitions": self.service.partitioned_metadata(str(name))})
+        return web.json_response({"partitions": self.service.partitions_of(name) or 0})
+
+    async def create_partitioned_topic(self, request: web.Request) -> web.Response:
+        name = self.topic_name(request)
+        try:
+            partitions = int(await request.text())
+        except ValueError as exc:
+            raise fail(400, "the body must be the number of partitions") from exc
+        self.service.create_partitioned_topic(name, partitions)
+        return no_content()
+
+    async def stats(self, request: web.Request) -> web.Response:
+        return web.json_response(self.topic(request).stats())
+
+    async def examine_message(self, request: web.Request) -> web.Response:
+        """The Nth entry from the start (earliest) or from the end (latest), 1-based."""
+        topic = self.persistent_topic(request)
+        initial = request.query.get("initialPosition", "latest")
+        if initial not in ("earliest", "latest"):
+            raise fail(400, "initialPosition must be 'earliest' or 'latest'")
+        nth = int_param(request, "messagePosition", 1)
+        entries = EntrySequence(topic.ledger)
+        if not 1 <= nth <= entries.size:
+            raise fail(404, f"no message at position {nth} from {initial} (topic has {entries.size} entries)")
+        ordinal = nth - 1 if initial == "earliest" else entries.size - nth
+        position = entries.position(ordinal)
+        return self._entry(position, topic.ledger.read_entry(position))
+
+    async def get_message_by_id(self, request: web.Request) -> web.Response:
+        topic = self.persistent_topic(request)
+        try:
+            position = Position(int(request.match_info["ledger"]), int(request.match_info["entry"]))
+            data = topic.ledger.read_entry(position)
+        except ValueError as exc:
+            raise fail(400, "ledger and entry ids must be integers") from exc
+        except NoSuchEntryError as exc:
+            raise fail(404, f"Message not found: {exc}") from exc
+        return self._entry(position, data)
+
+    def _entry(self, position: Position, data: bytes) -> web.Response:
+        return entry_response(position, data, self.service.config.maxMessageSize * 2)
+
+    async def get_ttl(self, request: web.Request) -> web.Response:
+        return web.json_response(self.service.policies.topic_value(self.topic_name(request), MESSAGE_TTL))
+
+    async def set_ttl(self, request: web.Request) -> web.Response:
+        ttl = int_param(request, "messageTTL")
+        if ttl < 0:
+            raise fail(412, "Invalid value for message TTL")
+        self.service.policies.set_topic_value(self.topic_name(request), MESSAGE_TTL, ttl)
+        return no_content()
+
+    async def remove_ttl(self, request: web.Request) -> web.Response:
+        self.service.policies.set_topic_value(self.topic_name(request), MESSAGE_TTL, None)
+        return no_content()

@@ -1,0 +1,67 @@
+"""The policies in effect for a topic: topic > namespace > broker default, in one place.
+
+Each policy has three names, as in Pulsar: the topic-level one of the admin path
+(`.../{topic}/messageTTL`), the field of the namespace's `Policies` JSON
+(`message_ttl_in_seconds`), and the broker.conf key of its default
+(`ttlDurationDefaultInSeconds`). A partition takes its partitioned topic's policy.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from magnetar.broker.topic_name import TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.config import ServiceConfiguration
+    from magnetar.broker.resources import NamespaceResources
+    from magnetar.storage import MetadataStore
+
+_TOPIC_POLICIES = "/admin/policies/"
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    topic_key: str
+    namespace_field: str
+    broker_default: str
+
+
+MESSAGE_TTL = Policy("messageTTL", "message_ttl_in_seconds", "ttlDurationDefaultInSeconds")
+
+
+class TopicPolicies:
+    def __init__(self, store: MetadataStore, namespaces: NamespaceResources, config: ServiceConfiguration) -> None:
+        self._store = store
+        self._namespaces = namespaces
+        self._config = config
+
+    def topic_value(self, topic: TopicName, policy: Policy) -> Any | None:
+        """The value set on the topic (or on its partitioned topic), None if none is."""
+        for owner in (topic, topic.partitioned_topic_name):
+            raw = self._store.get(self._key(owner, policy))
+            if raw is not None:
+                return json.loads(raw)
+        return None
+
+    def set_topic_value(self, topic: TopicName, policy: Policy, value: Any | None) -> None:
+        key = self._key(topic, policy)
+        if value is None:
+            self._store.delete(key)
+        else:
+            self._store.put(key, json.dumps(value).encode())
+
+    def namespace_value(self, namespace: str, policy: Policy) -> Any | None:
+        return self._namespaces.policies(namespace).get(policy.namespace_field)
+
+    def effective(self, topic: TopicName, policy: Policy) -> Any:
+        value = self.topic_value(topic, policy)
+        if value is None and self._namespaces.namespace_exists(topic.namespace_name):
+            value = self.namespace_value(topic.namespace_name, policy)
+        return getattr(self._config, policy.broker_default) if value is None else value
+
+    @staticmethod
+    def _key(topic: TopicName, policy: Policy) -> str:
+        return f"{_TOPIC_POLICIES}{topic.storage_name}/{policy.topic_key}"

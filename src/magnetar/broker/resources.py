@@ -1,0 +1,130 @@
+"""Tenants and namespaces, kept in the metadata store (Pulsar's TenantResources and
+NamespaceResources).
+
+A topic lives in a namespace of a tenant, and nothing may be produced to or read from
+a namespace that does not exist, as in Pulsar. A namespace's policies are stored as one
+JSON object under the field names of Pulsar's `Policies`, so `GET .../namespaces/t/ns`
+reads as a Pulsar user expects. The one cluster is `standalone`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from magnetar.broker.errors import InvalidResourceError, ResourceConflictError, ResourceNotFoundError
+from magnetar.broker.topic_name import InvalidTopicNameError, check_entity_name
+from magnetar.storage import MetadataStore
+
+CLUSTER = "standalone"
+#: What a first start creates, as Pulsar's standalone does.
+DEFAULT_NAMESPACES = ("public/default", "pulsar/system")
+_TENANTS = "/admin/tenants/"
+_NAMESPACES = "/admin/namespaces/"
+
+
+def default_tenant_info() -> dict[str, Any]:
+    return {"adminRoles": [], "allowedClusters": [CLUSTER]}
+
+
+class NamespaceResources:
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+
+    def bootstrap(self, namespaces_in_use: Iterable[str]) -> None:
+        """Create the default namespaces, and adopt those stored topics already live in
+        (a data dir from before namespaces were kept), so no topic is orphaned."""
+        for namespace in [*DEFAULT_NAMESPACES, *namespaces_in_use]:
+            tenant = namespace.split("/", 1)[0]
+            if self.get_tenant(tenant) is None:
+                self._store.put(_TENANTS + tenant, json.dumps(default_tenant_info()).encode())
+            if not self.namespace_exists(namespace):
+                self._store.put(_NAMESPACES + namespace, b"{}")
+
+    # -- tenants
+    def tenants(self) -> list[str]:
+        return sorted(key.removeprefix(_TENANTS) for key in self._store.list(_TENANTS))
+
+    def get_tenant(self, tenant: str) -> dict[str, Any] | None:
+        raw = self._store.get(_TENANTS + tenant)
+        return json.loads(raw) if raw is not None else None
+
+    def tenant_info(self, tenant: str) -> dict[str, Any]:
+        info = self.get_tenant(tenant)
+        if info is None:
+            raise ResourceNotFoundError("Tenant does not exist")
+        return info
+
+    def create_tenant(self, tenant: str, info: dict[str, Any]) -> None:
+        _check_name("tenant", tenant)
+        if self.get_tenant(tenant) is not None:
+            raise ResourceConflictError("Tenant already exists")
+        self._store.put(_TENANTS + tenant, json.dumps(_valid_tenant_info(info)).encode())
+
+    def update_tenant(self, tenant: str, info: dict[str, Any]) -> None:
+        self.tenant_info(tenant)
+        self._store.put(_TENANTS + tenant, json.dumps(_valid_tenant_info(info)).encode())
+
+    def delete_tenant(self, tenant: str) -> None:
+        self.tenant_info(tenant)
+        if self.namespaces(tenant):
+            raise ResourceConflictError("The tenant still has active namespaces")
+        self._store.delete(_TENANTS + tenant)
+
+    # -- namespaces
+    def namespaces(self, tenant: str) -> list[str]:
+        self.tenant_info(tenant)
+        prefix = f"{_NAMESPACES}{tenant}/"
+        return sorted(key.removeprefix(_NAMESPACES) for key in self._store.list(prefix))
+
+    def namespace_exists(self, namespace: str) -> bool:
+        return self._store.get(_NAMESPACES + namespace) is not None
+
+    def policies(self, namespace: str) -> dict[str, Any]:
+        raw = self._store.get(_NAMESPACES + namespace)
+        if raw is None:
+            raise ResourceNotFoundError("Namespace does not exist")
+        return json.loads(raw)
+
+    def create_namespace(self, namespace: str, policies: dict[str, Any] | None = None) -> None:
+        tenant, _, local = namespace.partition("/")
+        _check_name("namespace", local)
+        self.tenant_info(tenant)
+        if self.namespace_exists(namespace):
+            raise ResourceConflictError("Namespace already exists")
+        self._store.put(_NAMESPACES + namespace, json.dumps(policies or {}).encode())
+
+    def delete_namespace(self, namespace: str) -> None:
+        """The caller checks that no topic is left in it (only the broker knows its topics)."""
+        self.policies(namespace)
+        self._store.delete(_NAMESPACES + namespace)
+
+    def set_policy(self, namespace: str, field: str, value: Any) -> None:
+        """Set (or, with None, remove) one field of the namespace's Policies."""
+        policies = self.policies(namespace)
+        if value is None:
+            policies.pop(field, None)
+        else:
+            policies[field] = value
+        self._store.put(_NAMESPACES + namespace, json.dumps(policies).encode())
+
+
+def _check_name(kind: str, name: str) -> None:
+    try:
+        check_entity_name(kind, name)
+    except InvalidTopicNameError as exc:
+        raise InvalidResourceError(str(exc)) from exc
+
+
+def _valid_tenant_info(info: dict[str, Any]) -> dict[str, Any]:
+    """TenantInfo as Pulsar takes it; a cluster other than ours is refused with its words."""
+    roles = info.get("adminRoles", [])
+    clusters = info.get("allowedClusters", [CLUSTER])
+    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+        raise InvalidResourceError("adminRoles must be a list of role names")
+    if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+        raise InvalidResourceError("allowedClusters must be a list of cluster names")
+    if any(cluster != CLUSTER for cluster in clusters):
+        raise InvalidResourceError("Clusters do not exist")
+    return {"adminRoles": roles, "allowedClusters": clusters or [CLUSTER]}
