@@ -62,10 +62,14 @@ class BrokersApi:
                                                       or request.headers.get("X-Pulsar-ListenerName"))
         except ListenerNotFoundError as exc:
             raise fail(503, str(exc)) from exc
-        answer = {"brokerUrl": listener.broker_service_url, "httpUrl": self._http_url()}
-        if listener.broker_service_url_tls is not None:
-            answer["brokerUrlTls"] = listener.broker_service_url_tls
-        return web.json_response(answer)
+        # Every field always present: the C++ client dereferences a null result when
+        # brokerUrlTls is missing (a segfault in pulsar-client 3.13), even without TLS.
+        return web.json_response({
+            "brokerUrl": listener.broker_service_url or "",
+            "brokerUrlTls": listener.broker_service_url_tls or "",
+            "httpUrl": self._http_url(),
+            "httpUrlTls": "",
+        })
 
 
 def _as_text(value: object) -> str:
