@@ -14,6 +14,7 @@ from magnetar.admin import metrics
 from magnetar.admin.brokers import BrokersApi
 from magnetar.admin.namespaces import NamespacesApi
 from magnetar.admin.responses import MAX_BODY_BYTES, TIME_BUDGET, errors_as_json
+from magnetar.admin.subscriptions import SubscriptionsApi
 from magnetar.admin.tenants import TenantsApi
 from magnetar.admin.topics import TopicsApi
 from magnetar.broker.advertised_listeners import default_advertised_address
@@ -25,7 +26,8 @@ class AdminServer:
         self.service = service
         self.app = web.Application(middlewares=[errors_as_json], client_max_size=MAX_BODY_BYTES)
         self.app[TIME_BUDGET] = service.config.webServiceRequestTimeoutSeconds
-        for api in (TenantsApi(service, self.http_url), NamespacesApi(service), TopicsApi(service),
+        topics = TopicsApi(service)
+        for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
                     BrokersApi(service, self.http_url)):
             self.app.add_routes(api.routes())
         self.app.add_routes([web.get("/metrics", self.metrics)])

@@ -8,6 +8,7 @@ from aiohttp import web
 from magnetar.admin.messages import entry_response
 from magnetar.admin.responses import bool_param, fail, int_param, no_content
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.internal_stats import internal_stats
 from magnetar.broker.message_finder import EntrySequence
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.policies import MESSAGE_TTL
@@ -15,6 +16,7 @@ from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage import NoSuchEntryError, Position
+from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 PERSISTENT = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
@@ -22,6 +24,8 @@ PERSISTENT = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 DOMAIN = "/admin/v2/{domain:persistent|non-persistent}"
 ANY_TOPIC = DOMAIN + "/{tenant}/{namespace}/{topic}"
 Mode = pb.CommandGetTopicsOfNamespace
+_SUMMED_STATS = ("msgRateIn", "msgThroughputIn", "msgRateOut", "msgThroughputOut", "bytesInCounter", "msgInCounter",
+                 "bytesOutCounter", "msgOutCounter")
 
 
 class TopicsApi:
@@ -37,6 +41,13 @@ class TopicsApi:
             web.get(ANY_TOPIC + "/stats", self.stats),
             web.get(PERSISTENT + "/examinemessage", self.examine_message),
             web.get(PERSISTENT + "/ledger/{ledger}/entry/{entry}", self.get_message_by_id),
+            web.delete(ANY_TOPIC, self.delete_topic),
+            web.delete(ANY_TOPIC + "/partitions", self.delete_partitioned_topic),
+            web.post(ANY_TOPIC + "/partitions", self.update_partitions),
+            web.put(ANY_TOPIC + "/unload", self.unload),
+            web.get(ANY_TOPIC + "/partitioned-stats", self.partitioned_stats),
+            web.get(PERSISTENT + "/internalStats", self.internal_stats),
+            web.get(PERSISTENT + "/lastMessageId", self.last_message_id),
             web.get(PERSISTENT + "/messageTTL", self.get_ttl),
             web.post(PERSISTENT + "/messageTTL", self.set_ttl),
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
@@ -94,6 +105,52 @@ class TopicsApi:
 
     async def stats(self, request: web.Request) -> web.Response:
         return web.json_response(self.topic(request).stats())
+
+    async def partitioned_stats(self, request: web.Request) -> web.Response:
+        """Pulsar's PartitionedTopicStats: the partitions' counters summed, each one's on request."""
+        name = self.topic_name(request)
+        partitions = self.service.partitions_of(name)
+        if partitions is None:
+            raise fail(404, "Partitioned topic does not exist")
+        stats = [self.service.get_topic(str(name.partition(i))).stats() for i in range(partitions)]
+        summed: dict[str, object] = {"metadata": {"partitions": partitions}}
+        for key in _SUMMED_STATS:
+            summed[key] = sum(s[key] for s in stats)  # type: ignore[misc]
+        summed["publishers"] = [p for s in stats for p in s["publishers"]]  # type: ignore[attr-defined]
+        if bool_param(request, "perPartition"):
+            summed["partitions"] = {str(name.partition(i)): s for i, s in enumerate(stats)}
+        return web.json_response(summed)
+
+    async def internal_stats(self, request: web.Request) -> web.Response:
+        return web.json_response(internal_stats(self.persistent_topic(request)))
+
+    async def last_message_id(self, request: web.Request) -> web.Response:
+        last = MessageId.from_proto(self.persistent_topic(request).last_message_id())
+        return web.json_response({"ledgerId": last.ledger_id, "entryId": last.entry_id,
+                                  "partitionIndex": last.partition, "batchIndex": last.batch_index})
+
+    async def delete_topic(self, request: web.Request) -> web.Response:
+        self.service.delete_topic(self.topic_name(request), force=bool_param(request, "force"))
+        return no_content()
+
+    async def delete_partitioned_topic(self, request: web.Request) -> web.Response:
+        self.service.delete_partitioned_topic(self.topic_name(request), force=bool_param(request, "force"))
+        return no_content()
+
+    async def update_partitions(self, request: web.Request) -> web.Response:
+        try:
+            partitions = int(await request.text())
+        except ValueError as exc:
+            raise fail(400, "the body must be the number of partitions") from exc
+        self.service.update_partitions(self.topic_name(request), partitions)
+        return no_content()
+
+    async def unload(self, request: web.Request) -> web.Response:
+        name = self.topic_name(request)
+        if not self.service.topic_exists(name):
+            raise fail(404, "Topic not found")
+        self.service.unload_topic(name)
+        return no_content()
 
     async def examine_message(self, request: web.Request) -> web.Response:
         """The Nth entry from the start (earliest) or from the end (latest), 1-based."""

@@ -19,7 +19,6 @@ from magnetar.broker.producer import Producer
 from magnetar.broker.stats import MessageCounter
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage import Position
-from magnetar.wire import commands
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -77,7 +76,7 @@ class AbstractTopic:
             return None
         if access_mode == pb.ExclusiveWithFencing:
             for other in list(self.producers.values()):
-                other.cnx.fence_producer(other)
+                other.cnx.tell_producer_closed(other)
         elif exclusive is not None:
             raise BrokerServiceError(pb.ProducerFenced, f"Topic has an existing exclusive producer: {exclusive.name}")
         elif self.producers:
@@ -182,10 +181,12 @@ class AbstractTopic:
         }
 
     # -- lifecycle
-    def disconnect_all(self) -> None:
-        """Tell every client to reconnect (they re-run lookup), e.g. on shutdown."""
+    def disconnect_clients(self) -> None:
+        """Close every producer and consumer of the topic (unload, deletion); clients look the
+        topic up again and reconnect, as Pulsar's do."""
         for producer in list(self.producers.values()):
-            producer.cnx.send(commands.close_producer(producer.producer_id))
-        for subscription in self.subscriptions.values():
+            producer.cnx.tell_producer_closed(producer)
+        for subscription in list(self.subscriptions.values()):
             for consumer in list(subscription.consumers):
-                consumer.cnx.send(commands.close_consumer(consumer.consumer_id))
+                self.remove_consumer(consumer)
+                consumer.cnx.tell_consumer_closed(consumer)

@@ -197,8 +197,8 @@ class ServerCnx(asyncio.Protocol):
         if self.protocol_version >= 12:
             self.send(commands.active_consumer_change(consumer_id, is_active))
 
-    def fence_producer(self, producer: Producer) -> None:
-        """ExclusiveWithFencing: the old producers are closed for good."""
+    def tell_producer_closed(self, producer: Producer) -> None:
+        """The broker closed `producer` (fencing, unload, deletion): forget it and tell the client."""
         producer.topic.remove_producer(producer)
         self.producers.pop(producer.producer_id, None)
         self.send(commands.close_producer(producer.producer_id))
@@ -459,9 +459,14 @@ class ServerCnx(asyncio.Protocol):
             return
         # Close first, answer second: the client completes the seek on reconnect.
         for closed in subscription.reset_cursor(position):
-            closed.cnx.consumers.pop(closed.consumer_id, None)
-            closed.cnx.send(commands.close_consumer(closed.consumer_id))
+            closed.cnx.tell_consumer_closed(closed)
         self.send(commands.success(req.request_id))
+
+    def tell_consumer_closed(self, consumer: Consumer) -> None:
+        """The broker closed `consumer` (seek, reset, unload, deletion): forget it here and
+        tell the client, which subscribes again where it should."""
+        self.consumers.pop(consumer.consumer_id, None)
+        self.send(commands.close_consumer(consumer.consumer_id))
 
     def handle_get_last_message_id(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getLastMessageId

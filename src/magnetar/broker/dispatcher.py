@@ -120,6 +120,9 @@ class Dispatcher:
             if owner is not None:
                 owner.pending.pop(position, None)
 
+    def close(self) -> None:
+        """The subscription goes away (topic unloaded or deleted): stop every timer."""
+
     def reset(self, position: Position) -> None:
         """After a seek: forget what was out, read again from `position`."""
         self.outstanding.clear()
@@ -386,6 +389,9 @@ class MultipleConsumersDispatcher(Dispatcher):
 
     def _can_take_due(self) -> bool:
         return any(consumer.can_receive for consumer in self.consumers)
+
+    def close(self) -> None:
+        self._cancel_timer()
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:

@@ -53,6 +53,14 @@ class TopicPolicies:
         else:
             self._store.put(key, json.dumps(value).encode())
 
+    def delete_topic(self, topic: TopicName) -> None:
+        """Forget every policy set on a deleted topic."""
+        keys = self._store.list(f"{_TOPIC_POLICIES}{topic.storage_name}/")
+        if keys:
+            with self._store.transaction() as txn:
+                for key in keys:
+                    txn.delete(key)
+
     def namespace_value(self, namespace: str, policy: Policy) -> Any | None:
         return self._namespaces.policies(namespace).get(policy.namespace_field)
 

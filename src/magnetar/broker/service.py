@@ -20,7 +20,7 @@ from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.connection_controller import ConnectionController, PartialFrameBudget
 from magnetar.broker.entry_metadata import EntryMetadataStamper
-from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError
+from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError, InvalidResourceError
 from magnetar.broker.loop_bridge import LoopBridge
 from magnetar.broker.message_expiry import MessageExpiryMonitor
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
@@ -205,6 +205,17 @@ class BrokerService:
             raise BrokerServiceError(pb.NotAllowedError, f"topic {topic} already exists")
         self.metadata.put(_PARTITIONED_PREFIX + topic.storage_name, json.dumps({"partitions": partitions}).encode())
 
+    def update_partitions(self, topic: TopicName, partitions: int) -> None:
+        """Pulsar only ever adds partitions: existing ones keep their data and keys."""
+        current = self.partitions_of(topic)
+        if current is None:
+            raise BrokerServiceError(pb.TopicNotFound, f"Partitioned topic {topic} does not exist")
+        self.check_partition_count(partitions)
+        if partitions <= current:
+            raise InvalidPartitionCountError(
+                f"Number of new partitions must be greater than existing number of partitions ({current})")
+        self.metadata.put(_PARTITIONED_PREFIX + topic.storage_name, json.dumps({"partitions": partitions}).encode())
+
     def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int:
         """PARTITIONED_METADATA: the partition count, auto-creating as configured.
 
@@ -256,6 +267,54 @@ class BrokerService:
             return non_persistent
         persistent = self.topics[key] = PersistentTopic(self, topic_name, self.factory.open(topic_name.storage_name))
         return persistent
+
+    # -- admin operations
+    def unload_topic(self, name: TopicName) -> None:
+        """Close a loaded topic; its clients reconnect, and the next touch loads it again."""
+        key = str(name)
+        topic = self.topics.pop(key, None)
+        if topic is not None:
+            topic.close()
+            return
+        non_persistent = self.non_persistent_topics.pop(key, None)
+        if non_persistent is not None:
+            non_persistent.disconnect_clients()
+
+    def delete_topic(self, name: TopicName, *, force: bool = False) -> None:
+        """Delete a topic with everything it stores; without `force` only an idle one."""
+        if not self.topic_exists(name) or self.partitions_of(name) is not None:
+            raise BrokerServiceError(pb.TopicNotFound, f"Topic {name} does not exist")
+        if not force:
+            self._check_idle([name])
+        self._remove_topic(name)
+
+    def _remove_topic(self, name: TopicName) -> None:
+        """Clients told to leave, then the ledgers, cursors, delayed indexes and policies gone."""
+        self.unload_topic(name)
+        if name.persistent:
+            self.factory.delete(name.storage_name)
+        self.policies.delete_topic(name)
+
+    def _check_idle(self, names: list[TopicName]) -> None:
+        """Deleting without force is refused while a client is attached, as Pulsar refuses it."""
+        for name in names:
+            topic = self.topics.get(str(name)) or self.non_persistent_topics.get(str(name))
+            if topic is not None and (topic.producers or any(s.consumers for s in topic.subscriptions.values())):
+                raise InvalidResourceError("Topic has active producers/subscriptions")
+
+    def delete_partitioned_topic(self, name: TopicName, *, force: bool = False) -> None:
+        partitions = self.partitions_of(name)
+        if partitions is None:
+            raise BrokerServiceError(pb.TopicNotFound, f"Partitioned topic {name} does not exist")
+        present = [p for p in map(name.partition, range(partitions))
+                   if str(p) in self.topics or str(p) in self.non_persistent_topics
+                   or self.factory.exists(p.storage_name)]
+        if not force:
+            self._check_idle(present)
+        for partition in present:
+            self._remove_topic(partition)
+        self.metadata.delete(_PARTITIONED_PREFIX + name.storage_name)
+        self.policies.delete_topic(name)
 
     def topics_of_namespace(self, namespace: str, pattern: str | None = None, *, mode: int = Mode.PERSISTENT
                             ) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import TYPE_CHECKING
 
@@ -169,6 +170,25 @@ class PersistentSubscription(AbstractSubscription):
                 self.dispatcher.remove_consumer(consumer)
             self.dispatcher.reset(position)
         return consumers
+
+    # -- admin operations on the backlog
+    def skip(self, count: int) -> int:
+        """Acknowledge the next `count` unacknowledged entries (Pulsar's skip); returns how many."""
+        skipped = list(itertools.islice(self.cursor.iter_unacked(), max(count, 0)))
+        if skipped:
+            self.cursor.delete(skipped)
+            self._forget(skipped)
+        return len(skipped)
+
+    def clear_backlog(self) -> None:
+        """Everything stored so far counts as acknowledged (Pulsar's skip_all)."""
+        last = self.topic.ledger.last_confirmed_position
+        if last is not None and last > self.cursor.mark_delete_position:
+            self.expire_up_to(last)
+
+    def nth_unacknowledged(self, n: int) -> Position | None:
+        """The n-th (1-based) entry still to be acknowledged, for peeking at a backlog."""
+        return next(itertools.islice(self.cursor.iter_unacked(), n - 1, None), None) if n >= 1 else None
 
     # -- stats
     def backlog(self) -> int:

@@ -6,7 +6,8 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
-from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.delayed_delivery import drop_delayed_index
+from magnetar.broker.errors import BrokerServiceError, InvalidResourceError, ResourceConflictError
 from magnetar.broker.message_finder import find_first_at_or_after
 from magnetar.broker.policies import MESSAGE_TTL
 from magnetar.broker.positions import position_of
@@ -153,8 +154,45 @@ class PersistentTopic(AbstractTopic):
     def _drop_subscription(self, subscription: PersistentSubscription) -> None:  # type: ignore[override]
         if self.subscriptions.get(subscription.name) is subscription:
             del self.subscriptions[subscription.name]
+        if subscription.dispatcher is not None:
+            subscription.dispatcher.close()
         if subscription.durable:
             self.ledger.delete_cursor(subscription.name)
+            drop_delayed_index(self.service.metadata, self.ledger.name, subscription.name)
+
+    # -- admin operations
+    def create_subscription_at(self, name: str, position: Position) -> None:
+        """A durable subscription whose first unacknowledged entry is `position` (or the
+        entry after it, should `position` name none of the topic's)."""
+        if name in self.subscriptions:
+            raise ResourceConflictError("Subscription already exists for topic")
+        cursor = self.ledger.open_cursor(name, initial_position="latest")
+        cursor.reset(self.entry_at_or_after(position))
+        self.subscriptions[name] = PersistentSubscription(self, name, cursor, durable=True)
+
+    def subscription(self, name: str) -> PersistentSubscription:
+        subscription = self.subscriptions.get(name)
+        if subscription is None:
+            raise BrokerServiceError(pb.SubscriptionNotFound, "Subscription not found")
+        return subscription
+
+    def delete_subscription(self, name: str, *, force: bool = False) -> None:
+        subscription = self.subscription(name)
+        if subscription.consumers and not force:
+            raise InvalidResourceError("Subscription has active connected consumers")
+        for consumer in list(subscription.consumers):
+            subscription.remove_consumer(consumer)
+            consumer.cnx.tell_consumer_closed(consumer)
+        self._drop_subscription(subscription)
+
+    def close(self) -> None:
+        """Unload: clients are told to reconnect, timers stop, state is saved, files close."""
+        self.disconnect_clients()
+        for subscription in self.subscriptions.values():
+            if subscription.dispatcher is not None:
+                subscription.dispatcher.close()
+        self.service.entry_metadata.save(self.ledger, self.entry_metadata_state)
+        self.ledger.close()
 
     def storage_size(self) -> int:
         return self.ledger.total_size_bytes()

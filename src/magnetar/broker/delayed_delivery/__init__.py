@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.broker.delayed_delivery.bucket import BucketDelayedDeliveryTracker
+from magnetar.broker.delayed_delivery.bucket import BucketDelayedDeliveryTracker, index_prefix
 from magnetar.broker.delayed_delivery.tracker import (
     DelayedDeliveryTracker,
     InMemoryDelayedDeliveryTracker,
@@ -26,6 +26,7 @@ __all__ = [
     "DelayedDeliveryTracker",
     "InMemoryDelayedDeliveryTracker",
     "create_tracker",
+    "drop_delayed_index",
     "tracker_kind",
     "wall_clock_ms",
 ]
@@ -66,3 +67,12 @@ def create_tracker(
         except StorageError:
             log.exception("bucket delayed delivery tracker of %s unavailable; using the in-memory one", cursor.name)
     return InMemoryDelayedDeliveryTracker(tick, strict)
+
+
+def drop_delayed_index(store: MetadataStore, ledger_name: str, subscription: str) -> None:
+    """Remove what a deleted subscription's bucket tracker kept in the metadata store."""
+    keys = store.list(index_prefix(ledger_name, subscription))
+    if keys:
+        with store.transaction() as txn:
+            for key in keys:
+                txn.delete(key)
