@@ -85,6 +85,7 @@ class ServerCnx(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._ip is not None:
             self.service.connection_controller.release(self._ip)
+            log.info("%s connection closed", self)
         self.service.frame_budget.forget(self)
         self.service.connections.discard(self)
         if self._keepalive is not None:
@@ -262,6 +263,7 @@ class ServerCnx(asyncio.Protocol):
             and connect.feature_flags.supports_broker_entry_metadata
         )
         self.connected = True
+        log.info("%s connected: %s, protocol version %d", self, connect.client_version, self.protocol_version)
         self.send(commands.connected(SERVER_VERSION, self.protocol_version, self.service.config.maxMessageSize))
 
     def handle_ping(self, _cmd: pb.BaseCommand, _payload: bytes | None) -> None:
@@ -324,6 +326,8 @@ class ServerCnx(asyncio.Protocol):
             self.send(commands.error(req.request_id, exc.code, exc.message))
             return
         self.producers[req.producer_id] = producer
+        log.info("%s [%s] created producer %r (%s)", self, topic.name, producer.name,
+                 pb.ProducerAccessMode.Name(producer.access_mode))
         self.send(commands.producer_success(req.request_id, producer.name, topic_epoch=producer.topic_epoch))
 
     def handle_send(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
@@ -373,6 +377,7 @@ class ServerCnx(asyncio.Protocol):
         producer = self.producers.pop(req.producer_id, None)
         if producer is not None:
             producer.topic.remove_producer(producer)
+            log.info("%s [%s] closed producer %r", self, producer.topic.name, producer.name)
         self.send(commands.success(req.request_id))
 
     def handle_subscribe(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
@@ -388,6 +393,8 @@ class ServerCnx(asyncio.Protocol):
             self.send(commands.error(req.request_id, exc.code, exc.message))
             return
         self.consumers[req.consumer_id] = consumer
+        log.info("%s [%s][%s] created %s consumer %r", self, topic.name, req.subscription,
+                 pb.CommandSubscribe.SubType.Name(req.subType), consumer.name)
         self.send(commands.success(req.request_id))
 
     def _consumer(self, consumer_id: int) -> Consumer | None:
@@ -421,6 +428,8 @@ class ServerCnx(asyncio.Protocol):
         consumer = self.consumers.pop(req.consumer_id, None)
         if consumer is not None:
             consumer.subscription.topic.remove_consumer(consumer)
+            log.info("%s [%s][%s] closed consumer %r", self, consumer.subscription.topic.name,
+                     consumer.subscription.name, consumer.name)
         self.send(commands.success(req.request_id))
 
     def handle_unsubscribe(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:

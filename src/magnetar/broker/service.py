@@ -266,6 +266,8 @@ class BrokerService:
             non_persistent = self.non_persistent_topics[key] = NonPersistentTopic(self, topic_name)
             return non_persistent
         persistent = self.topics[key] = PersistentTopic(self, topic_name, self.factory.open(topic_name.storage_name))
+        log.info("[%s] loaded (%d entries, %d subscriptions)", key, persistent.ledger.number_of_entries(),
+                 len(persistent.subscriptions))
         return persistent
 
     # -- admin operations
@@ -275,6 +277,7 @@ class BrokerService:
         topic = self.topics.pop(key, None)
         if topic is not None:
             topic.close()
+            log.info("[%s] unloaded", key)
             return
         non_persistent = self.non_persistent_topics.pop(key, None)
         if non_persistent is not None:
@@ -287,6 +290,7 @@ class BrokerService:
         if not force:
             self._check_idle([name])
         self._remove_topic(name)
+        log.info("[%s] deleted", name)
 
     def _remove_topic(self, name: TopicName) -> None:
         """Clients told to leave, then the ledgers, cursors, delayed indexes and policies gone."""
