@@ -92,19 +92,20 @@ class PersistentSubscription:
         batch_level = self.topic.service.config.acknowledgmentAtBatchIndexLevelEnabled
         for mid in ack.message_id:
             position = Position(mid.ledgerId, mid.entryId)
-            if batch_level and mid.ack_set and self._partial(mid):
-                self.cursor.set_batch_deleted_indexes(position, list(mid.ack_set))
-            else:
-                whole.append(position)
+            if batch_level and mid.ack_set:
+                left = self.cursor.intersect_batch_deleted_indexes(position, list(mid.ack_set))
+                if self._partial(mid, left):
+                    continue
+            whole.append(position)
         if whole:
             self.cursor.delete(whole)
             self._forget(whole)
 
     @staticmethod
-    def _partial(mid: pb.MessageIdData) -> bool:
+    def _partial(mid: pb.MessageIdData, ack_set: list[int]) -> bool:
         """An ack_set with bits still set leaves part of the batch unacknowledged."""
-        size = mid.batch_size if mid.HasField("batch_size") else 64 * len(mid.ack_set)
-        return bool(unacked_indexes(mid.ack_set, size))
+        size = mid.batch_size if mid.HasField("batch_size") else 64 * len(ack_set)
+        return bool(unacked_indexes(ack_set, size))
 
     def _acknowledge_cumulative(self, consumer: Consumer, ack: pb.CommandAck) -> None:
         if self.sub_type in (Sub.Shared, Sub.Key_Shared) or len(ack.message_id) != 1:
@@ -112,7 +113,7 @@ class PersistentSubscription:
             return
         mid = ack.message_id[0]
         position = Position(mid.ledgerId, mid.entryId)
-        if mid.ack_set and self._partial(mid):
+        if mid.ack_set and self._partial(mid, list(mid.ack_set)):
             self.cursor.set_batch_deleted_indexes(position, list(mid.ack_set))
             position = self.topic.ledger.previous_position(position)
         if position <= self.cursor.mark_delete_position:
