@@ -370,6 +370,29 @@ def test_consumer_joining_behind_a_batch_acked_index_by_index_is_released(shared
     assert {d.value for d in run.deliveries.snapshot() if d.value < 10} == {5, 6, 7, 8, 9}
 
 
+# -- the recently-joined hold-back ends when nobody else is left -------------------------------
+
+def receive_values(consumer: pulsar.Consumer, count: int, timeout_ms: int = 5000) -> list[int]:
+    return [int(consumer.receive(timeout_millis=timeout_ms).data().decode().rpartition(":")[2]) for _ in range(count)]
+
+
+def test_consumer_left_alone_is_not_held_back(shared_client):
+    """A consumer that joined while another held messages waits for their acks, to keep
+    order per key across the two; once it is alone it gets the released messages first
+    and then new ones, acked or not (Pulsar clears recentlyJoinedConsumers then)."""
+    topic = "ks-left-alone"
+    first = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first")
+    producer = shared_client.create_producer(topic, batching_enabled=False)
+    send(producer, range(10), lambda i: ("partition_key", f"key-{i}"))
+    assert receive_values(first, 10) == list(range(10))  # held, not acknowledged
+    second = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="second")
+    first.close()
+    assert sorted(receive_values(second, 10)) == list(range(10))  # redelivered, not acknowledged
+    send(producer, range(10, 20), lambda i: ("partition_key", f"key-{i % 10}"))
+    assert receive_values(second, 10) == list(range(10, 20))
+    second.close()
+
+
 # -- randomized --------------------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -436,7 +436,9 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     key is parked behind it in the same pass; parked entries are read first
     next time; (2) a consumer that joins while messages are out receives
     nothing read after its arrival until everything before it is acknowledged,
-    since keys it takes over may still be unacknowledged at their old owner.
+    since keys it takes over may still be unacknowledged at their old owner
+    (Pulsar's recentlyJoinedConsumers); once it is the only consumer left, no
+    other can hold such messages and the hold-back ends.
     """
 
     POINTS_PER_CONSUMER = 100
@@ -450,7 +452,8 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     def add_consumer(self, consumer: Consumer) -> None:
         if self.sticky:
             self._check_sticky_ranges(consumer)
-        if self.outstanding or self.replay:
+        # Only another consumer can hold older messages of the keys this one takes over.
+        if self.consumers and (self.outstanding or self.replay):
             self._join_limit[consumer] = self.read_position
         super().add_consumer(consumer)
         self._rebuild_ring()
@@ -458,6 +461,11 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     def remove_consumer(self, consumer: Consumer) -> None:
         self._join_limit.pop(consumer, None)
         super().remove_consumer(consumer)
+        if len(self.consumers) <= 1:
+            # Alone, a consumer gets what the others left (parked for replay, read before
+            # anything new) ahead of newer messages, so order holds without waiting for its
+            # acks; Pulsar clears recentlyJoinedConsumers here too.
+            self._join_limit.clear()
         self._rebuild_ring()
 
     def _check_sticky_ranges(self, consumer: Consumer) -> None:
