@@ -15,6 +15,7 @@ not one.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -435,7 +436,7 @@ class Scenario:
     batching: str
     max_batch: int
     consumers: int
-    joiner: bool
+    joiners: int  # consumers subscribing while messages are produced, at even intervals
     closer: bool
     ack: str
     queue_size: int
@@ -452,7 +453,7 @@ class Scenario:
             batching=rng.choice(["off", "default", "key_based"]),
             max_batch=rng.choice([10, 100, 1000]),
             consumers=rng.choice([1, 2, 3]),
-            joiner=rng.random() < 0.6,
+            joiners=rng.choice([0, 1, 1, 2]),
             closer=rng.random() < 0.4,
             ack=rng.choice(["all", "later", "nack"]),
             queue_size=rng.choice([5, 50, 1000]),
@@ -470,11 +471,11 @@ def run_scenario(client: pulsar.Client, sc: Scenario) -> None:
     keys = [f"k{n}" for n in range(sc.keys)]
     key_of = {i: (sc.key_field, rng.choice(keys)) if keys else None for i in range(sc.messages)}
     producer = client.create_producer(run.topic, **producer_options(sc.batching, sc.max_batch))
-    half = sc.messages // 2
-    send(producer, range(half), key_of.get)
-    if sc.joiner:
-        run.add_consumer("joiner", seed=str(sc.seed), ack=sc.ack)
-    send(producer, range(half, sc.messages), key_of.get)
+    bounds = [sc.messages * part // (sc.joiners + 1) for part in range(sc.joiners + 2)]
+    for part, (start, end) in enumerate(itertools.pairwise(bounds)):
+        if part:
+            run.add_consumer(f"joiner{part}", seed=str(sc.seed), ack=sc.ack)
+        send(producer, range(start, end), key_of.get)
     run.deliveries.wait_for(sc.messages)
     run.stop()
     producer.close()
