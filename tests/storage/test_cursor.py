@@ -99,6 +99,21 @@ def test_batch_index_acks_cleared_when_entry_acked_whole(ml):
     assert cursor.get_batch_deleted_indexes(p[1]) is None
 
 
+def test_individual_batch_index_acks_narrow_what_is_left(ml):
+    """Each set bit is an index still unacked: sets are ANDed (Pulsar's asyncDelete), so a
+    later set that still has an earlier-acked bit (a client's fresh acker after a
+    redelivery) does not bring that index back."""
+    p = all_positions(ml)
+    cursor = ml.open_cursor("s", "earliest")
+    assert cursor.intersect_batch_deleted_indexes(p[3], [0b11_1100, -1]) == [0b11_1100, -1]
+    assert cursor.intersect_batch_deleted_indexes(p[3], [0b00_1111, 5]) == [0b00_1100, 5]
+    assert cursor.get_batch_deleted_indexes(p[3]) == [0b00_1100, 5]
+    assert cursor.intersect_batch_deleted_indexes(p[3], [0b11_0011]) == [0]  # a missing word is 0
+    cursor.delete([p[3]])
+    assert cursor.intersect_batch_deleted_indexes(p[3], [1]) == []  # acknowledged whole already
+    assert cursor.get_batch_deleted_indexes(p[3]) is None
+
+
 def test_cursor_state_persists_across_reopen(open_factory):
     factory = open_factory(ManagedLedgerConfig(max_entries_per_ledger=4))
     ml = factory.open(TOPIC)

@@ -307,14 +307,14 @@ class MultipleConsumersDispatcher(Dispatcher):
         for position in list(self.replay.islice(0, None)):
             if len(entries) >= budget:
                 break
-            if not self._may_take_replay(self.replay[position]):
+            if not self._may_take_replay(position, self.replay[position]):
                 continue
             del self.replay[position]
             if self._deliverable(position):
                 entries.append(self._entry(position, ledger.read_entry(position)))
         return entries
 
-    def _may_take_replay(self, key_hash: int) -> bool:
+    def _may_take_replay(self, position: Position, key_hash: int) -> bool:
         """Shared: any parked entry may go; Key_Shared narrows this by key owner."""
         return True
 
@@ -426,7 +426,9 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     key is parked behind it in the same pass; parked entries are read first
     next time; (2) a consumer that joins while messages are out receives
     nothing read after its arrival until everything before it is acknowledged,
-    since keys it takes over may still be unacknowledged at their old owner.
+    since keys it takes over may still be unacknowledged at their old owner
+    (Pulsar's recentlyJoinedConsumers); once it is the only consumer left, no
+    other can hold such messages and the hold-back ends.
     """
 
     def __init__(self, subscription: PersistentSubscription, meta: pb.KeySharedMeta | None) -> None:
@@ -436,7 +438,8 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.selector.add(consumer)
-        if self.outstanding or self.replay:
+        # Only another consumer can hold older messages of the keys this one takes over.
+        if self.consumers and (self.outstanding or self.replay):
             self._join_limit[consumer] = self.read_position
         super().add_consumer(consumer)
 
@@ -444,6 +447,11 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self._join_limit.pop(consumer, None)
         self.selector.remove(consumer)
         super().remove_consumer(consumer)
+        if len(self.consumers) <= 1:
+            # Alone, a consumer gets what the others left (parked for replay, read before
+            # anything new) ahead of newer messages, so order holds without waiting for its
+            # acks; Pulsar clears recentlyJoinedConsumers here too.
+            self._join_limit.clear()
 
     def owner(self, key_hash: int) -> Consumer | None:
         return self.selector.owner(key_hash)
@@ -452,11 +460,14 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
     def _hash(entry: DispatchEntry) -> int:
         return sticky_key_hash(entry.sticky_key)
 
-    def _may_take_replay(self, key_hash: int) -> bool:
+    def _may_take_replay(self, position: Position, key_hash: int) -> bool:
+        """Only what its owner may take now: an entry read only to be parked again would
+        use up the pass's budget, and a backlog parked for a held-back joiner would then
+        starve every other consumer (Pulsar's filterOutEntriesWillBeDiscarded)."""
         if key_hash < 0:  # released by a consumer before its key was known here
             return True
         owner = self.owner(key_hash)
-        return owner is not None and owner.can_receive
+        return owner is not None and owner.can_receive and not self._held(owner, position)
 
     def acknowledged(self, positions: Iterable[Position]) -> None:
         super().acknowledged(positions)
@@ -473,13 +484,19 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         for entry in entries:
             key_hash = self._hash(entry)
             consumer = self.owner(key_hash)
-            if key_hash in blocked or consumer is None or not consumer.can_receive or self._held(consumer, entry):
+            if (key_hash in blocked or consumer is None or not consumer.can_receive
+                    or self._held(consumer, entry.position)):
                 blocked.add(key_hash)
                 parked.append(entry)
             else:
                 self._deliver(consumer, entry)
         return parked
 
-    def _held(self, consumer: Consumer, entry: DispatchEntry) -> bool:
-        limit = self._join_limit.get(consumer)
-        return limit is not None and entry.position >= limit
+    def _held(self, consumer: Consumer, position: Position) -> bool:
+        """A joiner waits for what was read before it came, and for what was read before
+        any other joiner still waiting came: an entry parked while an earlier joiner owned
+        its key may have older messages of that key still out at a consumer (Pulsar's rule
+        for replayed entries, applied to all since new reads lie past every limit anyway)."""
+        if consumer not in self._join_limit:
+            return False
+        return position >= min(self._join_limit.values())

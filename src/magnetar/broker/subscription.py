@@ -79,10 +79,12 @@ class PersistentSubscription(AbstractSubscription):
             if not ledger.has_entry(position):
                 if not self._before_first(position):
                     refused.append(position)
-            elif batch_level and mid.ack_set and self._partial(mid):
-                self.cursor.set_batch_deleted_indexes(position, list(mid.ack_set))
-            else:
-                whole.append(position)
+                continue
+            if batch_level and mid.ack_set:
+                left = self.cursor.intersect_batch_deleted_indexes(position, list(mid.ack_set))
+                if self._partial(mid, left):
+                    continue
+            whole.append(position)
         if whole:
             self.cursor.delete(whole)
             self._forget(whole)
@@ -101,10 +103,10 @@ class PersistentSubscription(AbstractSubscription):
         return f"Invalid message id {refused[0]}: not an entry of {self.topic.name}"
 
     @staticmethod
-    def _partial(mid: pb.MessageIdData) -> bool:
+    def _partial(mid: pb.MessageIdData, ack_set: list[int]) -> bool:
         """An ack_set with bits still set leaves part of the batch unacknowledged."""
-        size = mid.batch_size if mid.HasField("batch_size") else 64 * len(mid.ack_set)
-        return bool(unacked_indexes(mid.ack_set, size))
+        size = mid.batch_size if mid.HasField("batch_size") else 64 * len(ack_set)
+        return bool(unacked_indexes(ack_set, size))
 
     def _acknowledge_cumulative(self, consumer: Consumer, ack: pb.CommandAck) -> str | None:
         if self.sub_type in (Sub.Shared, Sub.Key_Shared) or len(ack.message_id) != 1:
@@ -115,7 +117,7 @@ class PersistentSubscription(AbstractSubscription):
         position = self._mark_delete_target(named)
         if position is None:
             return self._refusal([named])
-        if position == named and mid.ack_set and self._partial(mid):
+        if position == named and mid.ack_set and self._partial(mid, list(mid.ack_set)):
             self.cursor.set_batch_deleted_indexes(position, list(mid.ack_set))
             position = self.topic.ledger.previous_position(position)
         if position <= self.cursor.mark_delete_position:

@@ -120,12 +120,36 @@ class ManagedCursor:
     # --- batch-index acks ------------------------------------------------------------------
 
     def set_batch_deleted_indexes(self, position: Position, ack_set_words: list[int]) -> None:
-        """Remember a partial ack of a batch entry (Pulsar's ack-set words, stored as given)."""
+        """Remember a partial cumulative ack of a batch entry (stored as given: a cumulative
+        ack says where the subscription stands, as Pulsar's asyncMarkDelete puts it)."""
         with self._lock:
             if self.is_acknowledged(position):
                 return
             self._batch_acks[position] = list(ack_set_words)
         self._changed()
+
+    def intersect_batch_deleted_indexes(self, position: Position, ack_set_words: list[int]) -> list[int]:
+        """Individual ack of some indexes of a batch entry; returns the words left ([] if none).
+
+        A set bit is an index still unacknowledged, so what is left is what every ack so far
+        left: the sets are ANDed, as Pulsar's ManagedCursorImpl.asyncDelete does. Storing the
+        latest set instead would undo earlier acks whenever a client sends a set that does
+        not carry them, which the C++ client does for a redelivered batch (it starts a new
+        acker with every bit set); the entry would then never be complete. A word missing
+        from the shorter set is 0, as in java.util.BitSet.and. The caller deletes the entry
+        once nothing is left.
+        """
+        with self._lock:
+            if self.is_acknowledged(position):
+                return []
+            stored = self._batch_acks.get(position)
+            if stored is None:
+                words = list(ack_set_words)
+            else:  # not strict: the shorter set's missing words are 0, so the AND stops there
+                words = [a & b for a, b in zip(stored, ack_set_words, strict=False)]
+            self._batch_acks[position] = words
+        self._changed()
+        return words
 
     def get_batch_deleted_indexes(self, position: Position) -> list[int] | None:
         words = self._batch_acks.get(position)
