@@ -7,6 +7,7 @@ which must keep going with nothing lost while the abuse happens.
 
 from __future__ import annotations
 
+import json
 import struct
 import threading
 import time
@@ -14,6 +15,7 @@ import time
 import crc32c
 import pulsar
 import pytest
+from admin_http import http_get
 from rawclient import RawClient, send_frame
 
 from magnetar.wire.entry import build_entry
@@ -355,3 +357,57 @@ def test_poison_entries_are_refused_at_publish(broker, client_factory, entry, nu
     assert raw.expect(T.SEND_RECEIPT).send_receipt.sequence_id == 1
     raw.close()
     assert consumer.receive(timeout_millis=10_000).data() == b"good"
+
+
+@pytest.mark.parametrize("consumer_type", [pulsar.ConsumerType.Exclusive, pulsar.ConsumerType.Shared],
+                         ids=["exclusive", "shared"])
+def test_stored_unreadable_entries_are_skipped_not_stalled_on(broker, client_factory, consumer_type):
+    """Entries an older broker let in (or a damaged record) are skipped once, logged once,
+    counted, and everything around them is delivered."""
+    client = client_factory(broker.url)
+    client.subscribe("stored-poison", "sub", initial_position=EARLIEST).close()
+    producer = client.create_producer("stored-poison", batching_enabled=False)
+    producer.send(b"before")
+    producer.close()
+    client.close()
+    broker.stop()
+
+    from magnetar.storage import ManagedLedgerFactory  # noqa: PLC0415
+
+    factory = ManagedLedgerFactory(broker.data_dir)
+    ledger = factory.open("public/default/persistent/stored-poison")
+    for entry, _ in (POISON["garbage-metadata"], POISON["2^31-1-messages-in-1-byte"]):
+        ledger.append_sync(entry)
+    ledger.append_sync(build_entry(_metadata(), b"after"))
+    factory.close()
+
+    broker.start()
+    client = client_factory(broker.url)
+    consumer = client.subscribe("stored-poison", "sub", consumer_type=consumer_type)
+    got = [consumer.receive(timeout_millis=10_000).data() for _ in range(2)]
+    assert got == [b"before", b"after"]
+    stats = json.loads(http_get(f"{broker.admin_url}/admin/v2/persistent/public/default/stored-poison/stats")[2])
+    assert stats["subscriptions"]["sub"]["unreadableEntriesSkipped"] == 2
+    assert broker.log().count("cannot be delivered") == 2
+    with pytest.raises(pulsar.Timeout):
+        consumer.receive(timeout_millis=300)
+
+
+def test_a_damaged_record_is_skipped(broker, client_factory):
+    client = client_factory(broker.url)
+    client.subscribe("damaged", "sub", initial_position=EARLIEST).close()
+    producer = client.create_producer("damaged", batching_enabled=False)
+    for payload in (b"first", b"middle-record", b"last"):
+        producer.send(payload)
+    client.close()
+    broker.stop()
+    (log_file,) = (broker.data_dir / "managed-ledgers").glob("*/*.log")
+    data = bytearray(log_file.read_bytes())
+    at = data.index(b"middle-record")
+    data[at] ^= 0xFF  # the record's checksum no longer matches
+    log_file.write_bytes(bytes(data))
+
+    broker.start()
+    consumer = client_factory(broker.url).subscribe("damaged", "sub")
+    assert [consumer.receive(timeout_millis=10_000).data() for _ in range(2)] == [b"first", b"last"]
+    assert broker.log().count("cannot be delivered") == 1

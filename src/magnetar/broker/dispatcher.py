@@ -37,8 +37,8 @@ from magnetar.broker.consumer_selectors import (
     sticky_key_hash,
 )
 from magnetar.broker.delayed_delivery import DelayedDeliveryTracker, create_tracker
-from magnetar.storage import Position
-from magnetar.wire.entry import parse_message_metadata
+from magnetar.storage import CorruptEntryError, Position
+from magnetar.wire.entry import validate_publishable
 from magnetar.wire.errors import WireError
 from magnetar.wire.message_id import unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -131,13 +131,19 @@ class Dispatcher:
         self.read_position = position
 
     # -- reading
-    def _entry(self, position: Position, data: bytes) -> DispatchEntry:
+    def _entry(self, position: Position, data: bytes | None) -> DispatchEntry | None:
+        """What dispatch needs of an entry; None for one no consumer could read (unparseable
+        metadata, a batch count its payload cannot hold, a corrupt record), which the
+        subscription skips rather than let it stall every later message."""
         sub = self.subscription
+        if data is None:
+            sub.skip_unreadable(position, "its stored record fails its checksum")
+            return None
         try:
-            metadata: pb.MessageMetadata | None = parse_message_metadata(data)
-        except WireError:
-            log.warning("entry %s of %s has unreadable metadata; delivering it as is", position, sub.topic)
-            metadata = None
+            metadata: pb.MessageMetadata | None = validate_publishable(data)
+        except WireError as exc:
+            sub.skip_unreadable(position, str(exc))
+            return None
         count = metadata.num_messages_in_batch if metadata is not None and metadata.HasField(
             "num_messages_in_batch") else 1
         ack_set = sub.cursor.get_batch_deleted_indexes(position) or []
@@ -160,17 +166,32 @@ class Dispatcher:
                 self.schedule()
                 break
             count = self._readable_run(max_entries - len(entries), taken)  # may move the read position
-            raw = ledger.read_entries(self.read_position, count)
+            raw = self._read_stored(self.read_position, count)
             if not raw:
                 break
             scanned += len(raw)
             for position, data in raw:
                 if self._deliverable(position) and position not in taken:
                     entry = self._entry(position, data)
-                    if not self._hold(entry):
+                    if entry is not None and not self._hold(entry):
                         entries.append(entry)
             self.read_position = ledger.next_position(raw[-1][0])
         return entries
+
+    def _read_stored(self, start: Position, count: int) -> list[tuple[Position, bytes | None]]:
+        """Entries from `start`; a corrupt record reads as None instead of failing its run."""
+        ledger = self.subscription.topic.ledger
+        try:
+            return ledger.read_entries(start, count)  # type: ignore[return-value]
+        except CorruptEntryError:
+            position = ledger.position_at_or_after(start)
+            return [(position, self._read_one(position))]
+
+    def _read_one(self, position: Position) -> bytes | None:
+        try:
+            return self.subscription.topic.ledger.read_entry(position)
+        except CorruptEntryError:
+            return None
 
     def _readable_run(self, limit: int, taken: AbstractSet[Position]) -> int:
         """How many entries to read from the read position (which it may first move on)."""
@@ -302,7 +323,6 @@ class MultipleConsumersDispatcher(Dispatcher):
                 return
 
     def _read_replay(self, budget: int) -> list[DispatchEntry]:
-        ledger = self.subscription.topic.ledger
         entries: list[DispatchEntry] = []
         for position in list(self.replay.islice(0, None)):
             if len(entries) >= budget:
@@ -310,8 +330,8 @@ class MultipleConsumersDispatcher(Dispatcher):
             if not self._may_take_replay(position, self.replay[position]):
                 continue
             del self.replay[position]
-            if self._deliverable(position):
-                entries.append(self._entry(position, ledger.read_entry(position)))
+            if self._deliverable(position) and (entry := self._entry(position, self._read_one(position))):
+                entries.append(entry)
         return entries
 
     def _may_take_replay(self, position: Position, key_hash: int) -> bool:
@@ -332,12 +352,9 @@ class MultipleConsumersDispatcher(Dispatcher):
         """Held entries whose time has come; they are never held again (redelivery included)."""
         if self.delayed is None:
             return []
-        ledger = self.subscription.topic.ledger
-        return [
-            self._entry(position, ledger.read_entry(position))
-            for position in self.delayed.pop_due(budget)
-            if self._deliverable(position)
-        ]
+        due = [self._entry(position, self._read_one(position))
+               for position in self.delayed.pop_due(budget) if self._deliverable(position)]
+        return [entry for entry in due if entry is not None]
 
     def _readable_run(self, limit: int, taken: AbstractSet[Position]) -> int:
         """After a restart the index may already hold positions ahead of the read position:

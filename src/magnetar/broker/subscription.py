@@ -39,6 +39,7 @@ class PersistentSubscription(AbstractSubscription):
         self.cursor = cursor
         self.sub_type = _SUB_TYPES.get(cursor.properties.get(SUB_TYPE_PROPERTY, ""))
         self.redelivery_counts: dict[Position, int] = {}
+        self.unreadable_skipped = 0
 
     def first_unacked_position(self) -> Position:
         """Where reading starts again: just after the mark-delete position."""
@@ -173,6 +174,15 @@ class PersistentSubscription(AbstractSubscription):
             self.dispatcher.reset(position)
         return consumers
 
+    def skip_unreadable(self, position: Position, reason: str) -> None:
+        """An entry no consumer could read is acknowledged, once, with one logged error: the
+        alternative is a subscription that delivers nothing past it."""
+        log.error("%s: entry %s cannot be delivered (%s); acknowledged so the subscription moves on",
+                  self, position, reason)
+        self.unreadable_skipped += 1
+        self.cursor.delete([position])
+        self._forget([position])
+
     # -- admin operations on the backlog
     def skip(self, count: int) -> int:
         """Acknowledge the next `count` unacknowledged entries (Pulsar's skip); returns how many."""
@@ -211,5 +221,7 @@ class PersistentSubscription(AbstractSubscription):
             "msgBacklogNoDelayed": max(0, backlog - delayed),
             "isDurable": self.durable,
             "unackedMessages": sum(c.unacked_messages for c in self.consumers),
+            # magnetar's own: entries acknowledged because no consumer could read them
+            "unreadableEntriesSkipped": self.unreadable_skipped,
             "consumers": self.consumer_stats(),
         }
