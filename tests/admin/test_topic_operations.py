@@ -6,6 +6,7 @@ import json
 import time
 
 import pulsar
+import pytest
 from admin_http import get_json, http
 
 EARLIEST = pulsar.InitialPosition.Earliest
@@ -137,3 +138,42 @@ def test_unload_keeps_clients_working(broker, client_factory):
     producer.send(b"after")
     assert consumer.receive(timeout_millis=10_000).data() == b"after"
     assert call(broker, "PUT", "never-was/unload")[0] == 404
+
+
+def test_terminate_refuses_new_messages_and_keeps_old_ones(broker, client_factory):
+    client = client_factory(broker.url, operation_timeout_seconds=5)
+    consumer = client.subscribe("terminated", "sub")
+    producer = client.create_producer("terminated", batching_enabled=False, send_timeout_millis=5000)
+    ids = [producer.send(f"m{i}".encode()) for i in range(3)]
+    status, last = call(broker, "POST", "terminated/terminate")
+    assert status == 200 and (last["ledgerId"], last["entryId"]) == (ids[-1].ledger_id(), ids[-1].entry_id())
+    with pytest.raises(pulsar.PulsarException):
+        producer.send(b"too late")
+    with pytest.raises(pulsar.TopicTerminated):
+        client.create_producer("terminated")
+    assert [consumer.receive(timeout_millis=10_000).data() for _ in range(3)] == [b"m0", b"m1", b"m2"]
+    broker.restart()  # still terminated after a restart
+    with pytest.raises(pulsar.TopicTerminated):
+        client_factory(broker.url, operation_timeout_seconds=5).create_producer("terminated")
+    reader = client_factory(broker.url).create_reader("terminated", pulsar.MessageId.earliest)
+    assert [reader.read_next(10_000).data() for _ in range(3)] == [b"m0", b"m1", b"m2"]
+
+
+def test_reached_end_of_topic_is_sent_to_clients_that_understand_it(broker, client_factory):
+    from rawclient import RawClient  # noqa: PLC0415
+
+    from magnetar.wire.proto import pulsar_api_pb2 as pb  # noqa: PLC0415
+
+    t = pb.BaseCommand
+    fill(client_factory(broker.url), "ending", 2)
+    assert call(broker, "POST", "ending/terminate")[0] == 200
+    raw = RawClient(broker.url)
+    raw.connect()  # client_version "raw": not the C++ client, which would drop the connection
+    raw.command(t(type=t.SUBSCRIBE, subscribe=pb.CommandSubscribe(
+        topic="persistent://public/default/ending", subscription="s", subType=pb.CommandSubscribe.Exclusive,
+        consumer_id=1, request_id=1, initialPosition=pb.CommandSubscribe.Earliest)))
+    raw.expect(t.SUCCESS)
+    raw.command(t(type=t.FLOW, flow=pb.CommandFlow(consumer_id=1, messagePermits=100)))
+    kinds = [raw.next_frame().command.type for _ in range(3)]
+    assert kinds == [t.MESSAGE, t.MESSAGE, t.REACHED_END_OF_TOPIC]
+    raw.close()

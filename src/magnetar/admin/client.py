@@ -150,6 +150,10 @@ class AdminClient:
     def last_message_id(self, topic: str) -> dict[str, int]:
         return self._json("GET", _topic(topic, "lastMessageId"))
 
+    def terminate(self, topic: str) -> dict[str, int]:
+        """The topic takes no more messages; returns its last message id."""
+        return self._json("POST", _topic(topic, "terminate"))
+
     def unload(self, topic: str) -> None:
         self._json("PUT", _topic(topic, "unload"))
 

@@ -48,6 +48,7 @@ class TopicsApi:
             web.get(ANY_TOPIC + "/partitioned-stats", self.partitioned_stats),
             web.get(PERSISTENT + "/internalStats", self.internal_stats),
             web.get(PERSISTENT + "/lastMessageId", self.last_message_id),
+            web.post(PERSISTENT + "/terminate", self.terminate),
             web.get(PERSISTENT + "/messageTTL", self.get_ttl),
             web.post(PERSISTENT + "/messageTTL", self.set_ttl),
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
@@ -125,9 +126,11 @@ class TopicsApi:
         return web.json_response(internal_stats(self.persistent_topic(request)))
 
     async def last_message_id(self, request: web.Request) -> web.Response:
-        last = MessageId.from_proto(self.persistent_topic(request).last_message_id())
-        return web.json_response({"ledgerId": last.ledger_id, "entryId": last.entry_id,
-                                  "partitionIndex": last.partition, "batchIndex": last.batch_index})
+        return _message_id_json(self.persistent_topic(request).last_message_id())
+
+    async def terminate(self, request: web.Request) -> web.Response:
+        """Pulsar's terminate: the topic takes no more messages; answers its last message id."""
+        return _message_id_json(self.persistent_topic(request).terminate())
 
     async def delete_topic(self, request: web.Request) -> web.Response:
         self.service.delete_topic(self.topic_name(request), force=bool_param(request, "force"))
@@ -193,3 +196,9 @@ class TopicsApi:
     async def remove_ttl(self, request: web.Request) -> web.Response:
         self.service.policies.set_topic_value(self.topic_name(request), MESSAGE_TTL, None)
         return no_content()
+
+
+def _message_id_json(data: pb.MessageIdData) -> web.Response:
+    last = MessageId.from_proto(data)
+    return web.json_response({"ledgerId": last.ledger_id, "entryId": last.entry_id,
+                              "partitionIndex": last.partition, "batchIndex": last.batch_index})

@@ -50,6 +50,11 @@ class AbstractTopic:
     def stats(self) -> dict[str, object]:
         raise NotImplementedError
 
+    @property
+    def terminated(self) -> bool:
+        """A terminated topic takes no more messages (only a stored topic can be one)."""
+        return False
+
     def storage_size(self) -> int:
         """Bytes the topic keeps on disk (none unless it stores messages)."""
         return 0
@@ -59,6 +64,8 @@ class AbstractTopic:
         self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int, topic_epoch: int | None = None
     ) -> Producer:
         """Admit a producer: its access mode is settled first, then its name, as in Pulsar."""
+        if self.terminated:
+            raise BrokerServiceError(pb.TopicTerminatedError, f"Topic {self.name} was already terminated")
         epoch = self._claim_access(access_mode, topic_epoch)
         if name in self.producers:
             raise BrokerServiceError(pb.ProducerBusy, f"Producer with name '{name}' is already connected to topic")

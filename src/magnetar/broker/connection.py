@@ -52,6 +52,7 @@ class ServerCnx(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.remote = "?"
         self.connected = False
+        self.client_version = ""
         self.protocol_version = 0
         self.expose_entry_metadata = False
         self.writable = True
@@ -194,6 +195,12 @@ class ServerCnx(asyncio.Protocol):
             )
         )
 
+    def send_reached_end_of_topic(self, consumer_id: int) -> None:
+        """Told to clients that understand it. The official C++ client (4.2) does not: it
+        drops the whole connection on a command it does not know, so it is not sent there."""
+        if not self.client_version.startswith("Pulsar-CPP"):
+            self.send(commands.reached_end_of_topic(consumer_id))
+
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
         if self.protocol_version >= 12:
             self.send(commands.active_consumer_change(consumer_id, is_active))
@@ -263,6 +270,7 @@ class ServerCnx(asyncio.Protocol):
             and connect.feature_flags.supports_broker_entry_metadata
         )
         self.connected = True
+        self.client_version = connect.client_version
         log.info("%s connected: %s, protocol version %d", self, connect.client_version, self.protocol_version)
         self.send(commands.connected(SERVER_VERSION, self.protocol_version, self.service.config.maxMessageSize))
 
@@ -338,6 +346,8 @@ class ServerCnx(asyncio.Protocol):
             self.close()
             return
         problem = self._check_entry(send, payload)
+        if problem is None and producer.topic.terminated:
+            problem = pb.TopicTerminatedError, f"Topic {producer.topic.name} was already terminated"
         if problem is not None:
             producer.refuse(send.sequence_id, *problem)
             return

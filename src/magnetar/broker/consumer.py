@@ -57,6 +57,7 @@ class Consumer:
         self.priority_level = priority_level
         self.key_shared_meta = key_shared_meta
         self.permits = 0
+        self.told_end_of_topic = False
         self.pending: dict[Position, int] = {}
         self.outbound = MessageCounter()
 

@@ -178,6 +178,17 @@ class Dispatcher:
             self.read_position = ledger.next_position(raw[-1][0])
         return entries
 
+    def _notify_end_of_topic(self) -> None:
+        """Once a terminated topic has nothing left to read, each consumer is told so, once."""
+        topic = self.subscription.topic
+        last = topic.ledger.last_confirmed_position
+        if not topic.terminated or (last is not None and self.read_position <= last):
+            return
+        for consumer in self.consumers:
+            if not consumer.told_end_of_topic:
+                consumer.told_end_of_topic = True
+                consumer.cnx.send_reached_end_of_topic(consumer.consumer_id)
+
     def _read_stored(self, start: Position, count: int) -> list[tuple[Position, bytes | None]]:
         """Entries from `start`; a corrupt record reads as None instead of failing its run."""
         ledger = self.subscription.topic.ledger
@@ -255,6 +266,7 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         while consumer is not None and consumer.can_receive:
             entries = self._read_new(min(consumer.permits, self.max_read))
             if not entries:
+                self._notify_end_of_topic()
                 return
             for entry in entries:
                 self._deliver(consumer, entry)
@@ -315,6 +327,7 @@ class MultipleConsumersDispatcher(Dispatcher):
                 fresh = len(new)
                 entries += new
             if not entries:
+                self._notify_end_of_topic()
                 return
             parked = self._assign(entries)
             for entry in parked:

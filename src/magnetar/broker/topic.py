@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 Sub = pb.CommandSubscribe
 #: Pulsar's managed-ledger property for the topic epoch.
 TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"
+#: magnetar's managed-ledger property marking a terminated topic (Pulsar keeps it as a
+#: managed-ledger state; a property survives restarts the same way).
+TERMINATED_PROPERTY = "#magnetar.terminated"
 
 
 def _batch_size(entry: bytes | None) -> int:
@@ -196,6 +199,22 @@ class PersistentTopic(AbstractTopic):
 
     def storage_size(self) -> int:
         return self.ledger.total_size_bytes()
+
+    @property
+    def terminated(self) -> bool:
+        return self.ledger.get_property(TERMINATED_PROPERTY) == "true"
+
+    def terminate(self) -> pb.MessageIdData:
+        """No message is taken after this one: producers are closed (and refused on their
+        return with TopicTerminatedError), consumers learn when they have read everything."""
+        if not self.terminated:
+            self.ledger.set_property(TERMINATED_PROPERTY, "true")
+            for producer in list(self.producers.values()):
+                producer.cnx.tell_producer_closed(producer)
+            for subscription in self.subscriptions.values():
+                if subscription.dispatcher is not None:
+                    subscription.dispatcher.schedule()
+        return self.last_message_id()
 
     def stats(self) -> dict[str, object]:
         """Pulsar's TopicStats: counters since the topic was loaded, rates over the last

@@ -124,6 +124,11 @@ def close_consumer(consumer_id: int) -> bytes:
     )
 
 
+def reached_end_of_topic(consumer_id: int) -> bytes:
+    end = pb.CommandReachedEndOfTopic(consumer_id=consumer_id)
+    return encode_command(T(type=T.REACHED_END_OF_TOPIC, reachedEndOfTopic=end))
+
+
 def active_consumer_change(consumer_id: int, is_active: bool) -> bytes:
     change = pb.CommandActiveConsumerChange(consumer_id=consumer_id, is_active=is_active)
     return encode_command(T(type=T.ACTIVE_CONSUMER_CHANGE, active_consumer_change=change))
