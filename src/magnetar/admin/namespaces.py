@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from magnetar.admin.responses import bool_param, fail, json_body, no_content
+from magnetar.admin.responses import (
+    Validator,
+    bool_param,
+    boolean,
+    fail,
+    json_body,
+    no_content,
+    non_negative_int,
+    policy_routes,
+)
+from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.errors import ResourceConflictError
 from magnetar.broker.policies import MESSAGE_TTL, Policy
 from magnetar.broker.service import BrokerService
@@ -31,26 +41,16 @@ class NamespacesApi:
             web.put(NAMESPACE, self.create_namespace),
             web.delete(NAMESPACE, self.delete_namespace),
             web.get(NAMESPACE + "/topics", self.list_topics),
-            *self._policy_routes("messageTTL", MESSAGE_TTL),
+            *self._policy_routes("messageTTL", MESSAGE_TTL, non_negative_int),
+            *self._policy_routes("deduplication", DEDUPLICATION, boolean),
         ]
 
-    def _policy_routes(self, path: str, policy: Policy) -> list[web.RouteDef]:
-        async def get(request: web.Request) -> web.Response:
-            return web.json_response(self.resources.policies(_namespace(request)).get(policy.namespace_field))
-
-        async def set_(request: web.Request) -> web.Response:
-            value = await json_body(request)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise fail(412, f"Invalid value for {path}: a non-negative integer is expected")
-            self.resources.set_policy(_namespace(request), policy.namespace_field, value)
-            return no_content()
-
-        async def remove(request: web.Request) -> web.Response:
-            self.resources.set_policy(_namespace(request), policy.namespace_field, None)
-            return no_content()
-
-        return [web.get(f"{NAMESPACE}/{path}", get), web.post(f"{NAMESPACE}/{path}", set_),
-                web.delete(f"{NAMESPACE}/{path}", remove)]
+    def _policy_routes(self, path: str, policy: Policy, valid: Validator) -> list[web.RouteDef]:
+        policies = self.service.policies
+        return policy_routes(
+            f"{NAMESPACE}/{path}", path, valid,
+            lambda request: self.resources.policies(_namespace(request)).get(policy.namespace_field),
+            lambda request, value: policies.set_namespace_value(_namespace(request), policy, value))
 
     async def list_namespaces(self, request: web.Request) -> web.Response:
         return web.json_response(self.resources.namespaces(request.match_info["tenant"]))

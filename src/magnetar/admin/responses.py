@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -90,3 +91,37 @@ async def json_body(request: web.Request, default: Any = None) -> Any:
 
 def no_content() -> web.Response:
     return web.Response(status=204)
+
+
+#: Checks a policy value from a request body; refuses with 412 naming the policy.
+Validator = Callable[[str, Any], Any]
+
+
+def non_negative_int(name: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise fail(412, f"Invalid value for {name}: a non-negative integer is expected")
+    return value
+
+
+def boolean(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise fail(412, f"Invalid value for {name}: true or false is expected")
+    return value
+
+
+def policy_routes(url: str, name: str, valid: Validator, read: Callable[[web.Request], Any],
+                  write: Callable[[web.Request, Any], None]) -> list[web.RouteDef]:
+    """GET, POST (the value as the JSON body) and DELETE of one policy at `url`."""
+
+    async def get(request: web.Request) -> web.Response:
+        return web.json_response(read(request))
+
+    async def set_(request: web.Request) -> web.Response:
+        write(request, valid(name, await json_body(request)))
+        return no_content()
+
+    async def remove(request: web.Request) -> web.Response:
+        write(request, None)
+        return no_content()
+
+    return [web.get(url, get), web.post(url, set_), web.delete(url, remove)]

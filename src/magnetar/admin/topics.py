@@ -6,12 +6,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.admin.messages import entry_response
-from magnetar.admin.responses import bool_param, fail, int_param, no_content
+from magnetar.admin.responses import Validator, bool_param, boolean, fail, int_param, no_content, policy_routes
+from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.internal_stats import internal_stats
 from magnetar.broker.message_finder import EntrySequence
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
-from magnetar.broker.policies import MESSAGE_TTL
+from magnetar.broker.policies import MESSAGE_TTL, Policy
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName
@@ -52,7 +53,15 @@ class TopicsApi:
             web.get(PERSISTENT + "/messageTTL", self.get_ttl),
             web.post(PERSISTENT + "/messageTTL", self.set_ttl),
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
+            *self._policy_routes("deduplicationEnabled", DEDUPLICATION, boolean),
         ]
+
+    def _policy_routes(self, path: str, policy: Policy, valid: Validator) -> list[web.RouteDef]:
+        policies = self.service.policies
+        return policy_routes(
+            f"{PERSISTENT}/{path}", path, valid,
+            lambda request: policies.topic_value(self.topic_name(request), policy),
+            lambda request, value: policies.set_topic_value(self.topic_name(request), policy, value))
 
     # -- helpers
     def topic_name(self, request: web.Request) -> TopicName:

@@ -23,6 +23,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.deduplication import MessageDeduplication
     from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,11 @@ class AbstractTopic:
 
     def stats(self) -> dict[str, object]:
         raise NotImplementedError
+
+    @property
+    def deduplication(self) -> MessageDeduplication | None:
+        """The topic's deduplication state when it is enabled (stored topics only)."""
+        return None
 
     @property
     def terminated(self) -> bool:

@@ -95,6 +95,9 @@ class ServiceConfiguration:
     brokerEntryMetadataIndexBase: int = 0
     # how often rates in stats and /metrics are worked out (Pulsar's default)
     statsUpdateFrequencyInSecs: int = 60
+    # deduplication (Pulsar's keys and defaults)
+    brokerDeduplicationEnabled: bool = False
+    brokerDeduplicationEntriesInterval: int = 1000
     # message expiry
     ttlDurationDefaultInSeconds: int = 0
     messageExpiryCheckIntervalInMinutes: float = 5.0
@@ -122,6 +125,7 @@ class ServiceConfiguration:
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
                     "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
                     "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
+                    "brokerDeduplicationEntriesInterval",
                     "webServiceRequestTimeoutSeconds",
                     "maxMessagePublishBufferSizeInMB",
                     "delayedDeliveryMinIndexCountPerBucket",

@@ -323,7 +323,8 @@ class ServerCnx(asyncio.Protocol):
         req = cmd.producer
         existing = self.producers.get(req.producer_id)
         if existing is not None:  # a retried request for a producer we already made
-            self.send(commands.producer_success(req.request_id, existing.name, topic_epoch=existing.topic_epoch))
+            self.send(commands.producer_success(req.request_id, existing.name, _last_sequence_id(existing),
+                                                topic_epoch=existing.topic_epoch))
             return
         try:
             topic = self.service.get_topic(req.topic)
@@ -336,7 +337,8 @@ class ServerCnx(asyncio.Protocol):
         self.producers[req.producer_id] = producer
         log.info("%s [%s] created producer %r (%s)", self, topic.name, producer.name,
                  pb.ProducerAccessMode.Name(producer.access_mode))
-        self.send(commands.producer_success(req.request_id, producer.name, topic_epoch=producer.topic_epoch))
+        self.send(commands.producer_success(req.request_id, producer.name, _last_sequence_id(producer),
+                                            topic_epoch=producer.topic_epoch))
 
     def handle_send(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         send = cmd.send
@@ -522,6 +524,12 @@ class ServerCnx(asyncio.Protocol):
                 address=self.remote,
             )
         )
+
+
+def _last_sequence_id(producer: Producer) -> int:
+    """With deduplication on, a producer learns where its name left off (Pulsar's rule)."""
+    dedup = producer.topic.deduplication
+    return dedup.last_sequence_id(producer.name) if dedup is not None else -1
 
 
 _HANDLERS: dict[int, Handler] = {

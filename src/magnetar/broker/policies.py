@@ -37,6 +37,8 @@ class TopicPolicies:
         self._store = store
         self._namespaces = namespaces
         self._config = config
+        self.version = 0
+        """Bumped by every change, so a topic can cache what it reads on its hot path."""
 
     def topic_value(self, topic: TopicName, policy: Policy) -> Any | None:
         """The value set on the topic (or on its partitioned topic), None if none is."""
@@ -52,10 +54,16 @@ class TopicPolicies:
             self._store.delete(key)
         else:
             self._store.put(key, json.dumps(value).encode())
+        self.version += 1
+
+    def set_namespace_value(self, namespace: str, policy: Policy, value: Any | None) -> None:
+        self._namespaces.set_policy(namespace, policy.namespace_field, value)
+        self.version += 1
 
     def delete_topic(self, topic: TopicName) -> None:
         """Forget every policy set on a deleted topic."""
         keys = self._store.list(f"{_TOPIC_POLICIES}{topic.storage_name}/")
+        self.version += 1
         if keys:
             with self._store.transaction() as txn:
                 for key in keys:

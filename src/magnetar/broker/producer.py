@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from magnetar.broker.deduplication import DupStatus, MessageDeduplication
 from magnetar.broker.stats import MessageCounter
 from magnetar.storage import Position
 from magnetar.wire import commands
@@ -47,10 +48,26 @@ class Producer:
 
     def publish(self, sequence_id: int, highest_sequence_id: int, entry: bytes, num_messages: int,
                 batch_size: int) -> None:
+        dedup = self.topic.deduplication
+        if dedup is not None:
+            status = dedup.check(self.name, sequence_id, highest_sequence_id)
+            if status is DupStatus.DUPLICATE:  # stored before: acknowledged again, not stored again
+                self._answer(_PendingSend(sequence_id, highest_sequence_id), Position(-1, -1))
+                return
+            if status is DupStatus.UNKNOWN:
+                self.refuse(sequence_id, pb.PersistenceError,
+                            "Cannot determine whether the message is a duplicate at this time")
+                return
         slot = _PendingSend(sequence_id, highest_sequence_id)
         self._pending.append(slot)
         self.inbound.add(num_messages, len(entry))
-        self.topic.publish(entry, num_messages, batch_size, lambda pos, exc: self._stored(slot, pos, exc))
+        self.topic.publish(entry, num_messages, batch_size, lambda pos, exc: self._stored(slot, pos, exc, dedup))
+
+    def _answer(self, slot: _PendingSend, position: Position) -> None:
+        slot.answer = commands.send_receipt(
+            self.producer_id, slot.sequence_id, position.ledger_id, position.entry_id, slot.highest_sequence_id)
+        self._pending.append(slot)
+        self._flush()
 
     def refuse(self, sequence_id: int, code: int, message: str) -> None:
         slot = _PendingSend(sequence_id, sequence_id)
@@ -58,12 +75,17 @@ class Producer:
         self._pending.append(slot)
         self._flush()
 
-    def _stored(self, slot: _PendingSend, position: Position | None, exc: BaseException | None) -> None:
+    def _stored(self, slot: _PendingSend, position: Position | None, exc: BaseException | None,
+                dedup: MessageDeduplication | None = None) -> None:
         if position is None or exc is not None:
+            if dedup is not None:
+                dedup.forget_pushed(self.name)
             slot.answer = commands.send_error(
                 self.producer_id, slot.sequence_id, pb.PersistenceError, f"could not store the message: {exc}"
             )
         else:
+            if dedup is not None:
+                dedup.persisted(self.name, slot.highest_sequence_id, position)
             slot.answer = commands.send_receipt(
                 self.producer_id, slot.sequence_id, position.ledger_id, position.entry_id, slot.highest_sequence_id
             )

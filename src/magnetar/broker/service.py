@@ -146,7 +146,7 @@ class BrokerService:
         if self._server is not None:
             await self._server.wait_closed()
         for topic in self.topics.values():
-            self.entry_metadata.save(topic.ledger, topic.entry_metadata_state)
+            topic.save_state()
         self.factory.close()
 
     def generate_producer_name(self) -> str:

@@ -6,6 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
+from magnetar.broker.deduplication import DEDUPLICATION, MessageDeduplication
 from magnetar.broker.delayed_delivery import drop_delayed_index
 from magnetar.broker.errors import BrokerServiceError, InvalidResourceError, ResourceConflictError
 from magnetar.broker.message_finder import find_first_at_or_after
@@ -53,6 +54,8 @@ class PersistentTopic(AbstractTopic):
         last_entry = self._last_entry()
         self._last_batch_size = _batch_size(last_entry)
         self.entry_metadata_state = service.entry_metadata.recover(ledger, last_entry)
+        self._dedup: MessageDeduplication | None = None
+        self._dedup_policy_version = -1
 
     # -- publishing
     def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
@@ -194,8 +197,14 @@ class PersistentTopic(AbstractTopic):
         for subscription in self.subscriptions.values():
             if subscription.dispatcher is not None:
                 subscription.dispatcher.close()
-        self.service.entry_metadata.save(self.ledger, self.entry_metadata_state)
+        self.save_state()
         self.ledger.close()
+
+    def save_state(self) -> None:
+        """What the broker keeps in memory and must find again after a restart."""
+        self.service.entry_metadata.save(self.ledger, self.entry_metadata_state)
+        if self._dedup is not None:
+            self._dedup.snapshot()
 
     def storage_size(self) -> int:
         return self.ledger.total_size_bytes()
@@ -203,6 +212,21 @@ class PersistentTopic(AbstractTopic):
     @property
     def terminated(self) -> bool:
         return self.ledger.get_property(TERMINATED_PROPERTY) == "true"
+
+    @property
+    def deduplication(self) -> MessageDeduplication | None:
+        """Read on every publish, so the policy lookup is cached until any policy changes;
+        turning deduplication on rebuilds its state from the ledger, as Pulsar does."""
+        policies = self.service.policies
+        if policies.version != self._dedup_policy_version:
+            self._dedup_policy_version = policies.version
+            enabled = bool(policies.effective(self.name, DEDUPLICATION))
+            if enabled and self._dedup is None:
+                self._dedup = MessageDeduplication(self.ledger, self.service.config.brokerDeduplicationEntriesInterval)
+            elif not enabled and self._dedup is not None:
+                self._dedup.snapshot()
+                self._dedup = None
+        return self._dedup
 
     def terminate(self) -> pb.MessageIdData:
         """No message is taken after this one: producers are closed (and refused on their

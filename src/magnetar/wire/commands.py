@@ -96,8 +96,10 @@ def producer_success(
 
 
 def send_receipt(producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int) -> bytes:
-    # Built directly (no MessageId round trip): one of these per SEND, and a
-    # stored position is never negative, so the bytes are the same.
+    # Built directly (no MessageId round trip): one of these per SEND. Only a duplicate's
+    # receipt carries -1:-1, which travels as uint64.
+    if ledger_id < 0 or entry_id < 0:
+        ledger_id, entry_id = ledger_id % (1 << 64), entry_id % (1 << 64)
     receipt = pb.CommandSendReceipt(
         producer_id=producer_id,
         sequence_id=sequence_id,
