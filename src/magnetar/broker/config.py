@@ -60,7 +60,7 @@ class ServiceConfiguration:
     keepAliveIntervalSeconds: int = 30
     # connection limits (0 = none, Pulsar's default)
     brokerMaxConnections: int = 0
-    maxConnectionsPerIp: int = 0
+    brokerMaxConnectionsPerIp: int = 0
     # bytes of frames received in part, over all connections (see connection_controller);
     # Pulsar's default is half the JVM's direct memory, which has no Python equivalent
     maxMessagePublishBufferSizeInMB: int = 64
@@ -142,7 +142,7 @@ class ServiceConfiguration:
         if 0 < self.maxNumPartitionsPerPartitionedTopic < self.defaultNumPartitions:
             raise ConfigError(f"defaultNumPartitions ({self.defaultNumPartitions}) exceeds "
                               f"maxNumPartitionsPerPartitionedTopic ({self.maxNumPartitionsPerPartitionedTopic})")
-        for name in ("brokerMaxConnections", "maxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
+        for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
         for name in ("brokerServicePort", "webServicePort"):
