@@ -193,7 +193,7 @@ def _with_origins(message: str, effective: Mapping[str, Setting]) -> str:
              if setting.origin and re.search(rf"\b{re.escape(key)}\b", message)]
     if not named:
         return message
-    return f"{message} ({', '.join(f'{setting.key} set at {setting.origin}' for setting in named)})"
+    return f"{message}; {', '.join(f'{setting.key} set at {setting.origin}' for setting in named)}"
 
 
 def _set(config: ServiceConfiguration, setting: Setting, kind: Any) -> None:
