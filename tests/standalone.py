@@ -25,6 +25,8 @@ class Standalone:
     data_dir: Path
     config: list[str] = field(default_factory=list)
     port: int = 0
+    args: list[str] = field(default_factory=list)  # further command-line arguments (--config ...)
+    env: dict[str, str] = field(default_factory=dict)  # further environment (PULSAR_PREFIX_...)
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
     url: str = ""
@@ -36,9 +38,10 @@ class Standalone:
                 "--port", str(self.port), "--http-port", "0"]
         for item in self.config:
             args += ["-c", item]
+        args += self.args
         with open(self.log_path, "wb") as log_file:
             self.proc = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                         env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"})
         self.url = self._wait_ready()
         self.port = int(self.url.rsplit(":", 1)[1])
         admin = ADMIN.search(self.log())
@@ -73,9 +76,9 @@ class Standalone:
         return self.start()
 
 
-def run_standalone(*args: str) -> subprocess.CompletedProcess[str]:
+def run_standalone(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run a standalone expected to refuse to start; its exit code and message are the result."""
     return subprocess.run(
         [sys.executable, "-m", "magnetar", "standalone", "--port", "0", "--http-port", "0", *args],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True, text=True, timeout=60, check=False, env={**os.environ, **(env or {})},
     )

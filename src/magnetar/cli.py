@@ -6,16 +6,28 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from pathlib import Path
 
 from magnetar.admin.server import AdminServer
-from magnetar.broker.config import ConfigError, ServiceConfiguration, load_configuration
+from magnetar.broker.config import ConfigError, ServiceConfiguration
+from magnetar.broker.config_loading import LoadedConfiguration, load_configuration
+from magnetar.broker.properties import Setting
 from magnetar.broker.service import BrokerService
 from magnetar.storage import DataDirLockedError
 
 log = logging.getLogger("magnetar")
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(text: str) -> str:
+    """A log level name in any case; argparse turns the refusal into exit code 2."""
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
+    return text.upper()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -26,19 +38,20 @@ def _parser() -> argparse.ArgumentParser:
     standalone.add_argument("--port", type=int, help="broker port (brokerServicePort, default 6650; 0 = any free)")
     standalone.add_argument("--http-port", type=int, help="admin HTTP port (webServicePort, default 8080)")
     standalone.add_argument("--bind", help="address to listen on (bindAddress, default 127.0.0.1)")
-    standalone.add_argument("--config", type=Path, help="a broker.conf-style file of key=value lines")
+    standalone.add_argument("--config", type=Path, help="a Pulsar broker.conf or standalone.conf (Java properties)")
     standalone.add_argument(
         "-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="set one configuration key"
     )
-    standalone.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ...")
+    standalone.add_argument("--log-level", default="INFO", type=_log_level, help=", ".join(LOG_LEVELS))
     return parser
 
 
-def _configuration(args: argparse.Namespace) -> ServiceConfiguration:
-    flags = [f"{key}={value}" for key, value in (
-        ("brokerServicePort", args.port), ("webServicePort", args.http_port), ("bindAddress", args.bind)
+def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
+    flags = [Setting(key, str(value), flag) for key, value, flag in (
+        ("brokerServicePort", args.port, "--port"), ("webServicePort", args.http_port, "--http-port"),
+        ("bindAddress", args.bind, "--bind"),
     ) if value is not None]
-    return load_configuration(args.config, [*args.overrides, *flags])
+    return load_configuration(args.config, args.overrides, environ=os.environ, flags=flags)
 
 
 async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
@@ -74,16 +87,17 @@ def _event_loop_runner() -> asyncio.Runner:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     try:
-        config = _configuration(args)
+        loaded = _configuration(args)
     except ConfigError as exc:
         print(f"magnetar: configuration error: {exc}", file=sys.stderr)
         return 2
+    loaded.log_summary()
     try:
         with _event_loop_runner() as runner:
-            runner.run(_run_standalone(config, args.data_dir))
+            runner.run(_run_standalone(loaded.config, args.data_dir))
     except ConfigError as exc:
         print(f"magnetar: configuration error: {exc}", file=sys.stderr)
         return 2

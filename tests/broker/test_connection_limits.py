@@ -92,7 +92,7 @@ def test_unfinished_frames_are_bounded_in_total(broker_factory, client_factory):
     assert traffic.received == traffic.sent
 
 
-@pytest.mark.parametrize("setting", ["maxConnectionsPerIp=3", "brokerMaxConnections=3"])
+@pytest.mark.parametrize("setting", ["brokerMaxConnectionsPerIp=3", "brokerMaxConnections=3"])
 def test_connection_caps(broker_factory, setting):
     broker = broker_factory(setting)
     admitted = [RawClient(broker.url) for _ in range(3)]

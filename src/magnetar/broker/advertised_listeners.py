@@ -58,10 +58,13 @@ def parse_advertised_listeners(text: str) -> dict[str, AdvertisedListener]:
 
 
 def internal_listener_name(listeners: dict[str, AdvertisedListener], configured: str) -> str | None:
-    """The listener for clients that name none; it must be one of the listeners."""
+    """The listener for clients that name none; it must be one of the listeners.
+
+    Without advertisedListeners the name is accepted and names the one listener built
+    from advertisedAddress and the ports, as in Pulsar: its standalone.conf ships
+    `internalListenerName=internal` with no advertisedListeners.
+    """
     if not listeners:
-        if configured:
-            raise ListenerConfigError("internalListenerName is set but advertisedListeners is empty")
         return None
     if not configured:
         return next(iter(listeners))

@@ -1,15 +1,19 @@
 """Broker configuration under the key names of Pulsar's broker.conf.
 
-A Pulsar user's existing broker.conf lines work as written; keys magnetar does
-not know are refused at start-up (naming the key) rather than silently ignored,
-so a typo never leaves a broker running with a setting the operator didn't get.
+A Pulsar user's broker.conf lines work as written. Every key is one of three kinds:
+magnetar's (applied), Pulsar's but not implemented by magnetar (accepted and named
+in a start-up warning, so an existing standalone.conf starts), or neither (refused
+with its file and line, all of them at once, so a typo never leaves a broker running
+with a setting the operator didn't get). Where settings come from and in which order
+is config_loading's business; this module knows the keys and their values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
 from magnetar.broker.advertised_listeners import (
@@ -17,25 +21,8 @@ from magnetar.broker.advertised_listeners import (
     internal_listener_name,
     parse_advertised_listeners,
 )
-
-#: Keys that appear in every Pulsar broker.conf but configure parts (ZooKeeper,
-#: BookKeeper, clusters) that magnetar replaces; accepted and ignored.
-_IGNORED_PULSAR_KEYS = frozenset(
-    {
-        "clusterName",
-        "zookeeperServers",
-        "configurationStoreServers",
-        "metadataStoreUrl",
-        "configurationMetadataStoreUrl",
-        "bookkeeperClientTimeoutInSeconds",
-        "managedLedgerDefaultEnsembleSize",
-        "managedLedgerDefaultWriteQuorum",
-        "managedLedgerDefaultAckQuorum",
-        "brokerServicePortTls",
-        "webServicePortTls",
-        "functionsWorkerEnabled",
-    }
-)
+from magnetar.broker.properties import Setting
+from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
 
 
 class ConfigError(ValueError):
@@ -60,7 +47,7 @@ class ServiceConfiguration:
     keepAliveIntervalSeconds: int = 30
     # connection limits (0 = none, Pulsar's default)
     brokerMaxConnections: int = 0
-    maxConnectionsPerIp: int = 0
+    brokerMaxConnectionsPerIp: int = 0
     # bytes of frames received in part, over all connections (see connection_controller);
     # Pulsar's default is half the JVM's direct memory, which has no Python equivalent
     maxMessagePublishBufferSizeInMB: int = 64
@@ -146,7 +133,7 @@ class ServiceConfiguration:
         if 0 < self.maxNumPartitionsPerPartitionedTopic < self.defaultNumPartitions:
             raise ConfigError(f"defaultNumPartitions ({self.defaultNumPartitions}) exceeds "
                               f"maxNumPartitionsPerPartitionedTopic ({self.maxNumPartitionsPerPartitionedTopic})")
-        for name in ("brokerMaxConnections", "maxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
+        for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
         for name in ("brokerServicePort", "webServicePort"):
@@ -154,20 +141,82 @@ class ServiceConfiguration:
                 raise ConfigError(f"{name} must be a port number (0-65535), not {getattr(self, name)}")
 
     def apply(self, settings: Mapping[str, str]) -> None:
-        """Set keys from their text form (broker.conf or `-c key=value`)."""
-        types = get_type_hints(ServiceConfiguration)
-        for key, text in settings.items():
-            if key in _IGNORED_PULSAR_KEYS:
-                continue
-            if key not in types:
-                raise ConfigError(f"unknown configuration key {key!r}")
-            setattr(self, key, _convert(key, text, types[key]))
-        self.validate()
+        """Set keys from their text form, as `apply_settings` does (for code and tests)."""
+        apply_settings(self, [Setting(key, text, "") for key, text in settings.items()])
+
+
+def magnetar_keys() -> frozenset[str]:
+    """The keys magnetar implements: the fields of ServiceConfiguration."""
+    return frozenset(item.name for item in fields(ServiceConfiguration))
+
+
+def apply_settings(config: ServiceConfiguration, settings: Sequence[Setting]) -> list[Setting]:
+    """Apply `settings` in order (a later one for the same key wins) and validate.
+
+    Every unknown key and every bad value is reported in one ConfigError, each with
+    its origin, so one start-up shows everything to fix. Returns the settings of
+    Pulsar keys magnetar does not implement, which are otherwise ignored.
+    """
+    known = magnetar_keys()
+    effective = {setting.key: setting for setting in settings}
+    problems = [_unknown(setting, known) for setting in settings
+                if setting.key not in known and not is_pulsar_key(setting.key)]
+    types = get_type_hints(ServiceConfiguration)
+    for setting in effective.values():
+        if setting.key in known:
+            try:
+                _set(config, setting, types[setting.key])
+            except ConfigError as exc:
+                problems.append(_located(setting.origin, str(exc)))
+    if problems:
+        raise ConfigError(problems[0] if len(problems) == 1 else
+                          f"{len(problems)} problems:\n  " + "\n  ".join(problems))
+    try:
+        config.validate()
+    except ConfigError as exc:
+        raise ConfigError(_with_origins(str(exc), effective)) from None
+    return [setting for setting in settings if setting.key not in known]
+
+
+def _unknown(setting: Setting, known: frozenset[str]) -> str:
+    """The report of a key neither magnetar nor Pulsar has, with the nearest real keys."""
+    message = f"unknown configuration key {setting.key!r} (not a key of magnetar or of Pulsar's broker.conf)"
+    close = difflib.get_close_matches(setting.key, sorted(known | PULSAR_BROKER_KEYS), n=2)
+    if close:
+        message += f"; did you mean {' or '.join(close)}?"
+    return _located(setting.origin, message)
+
+
+def _located(origin: str, message: str) -> str:
+    return f"{origin}: {message}" if origin else message
+
+
+def _with_origins(message: str, effective: Mapping[str, Setting]) -> str:
+    """A validation message with where each key it names was set (validate knows no origins)."""
+    named = [setting for key, setting in effective.items()
+             if setting.origin and re.search(rf"\b{re.escape(key)}\b", message)]
+    if not named:
+        return message
+    return f"{message}; {', '.join(f'{setting.key} set at {setting.origin}' for setting in named)}"
+
+
+def _set(config: ServiceConfiguration, setting: Setting, kind: Any) -> None:
+    """Set one key from its text; an empty value keeps the default, as in Pulsar.
+
+    Pulsar's own files carry `key=` lines for settings whose default is computed
+    (`managedLedgerCacheSizeMB=`, `numIOThreads=`); a number or a switch cannot be
+    empty, so such a line means "the default" there and here.
+    """
+    text = setting.value.strip()
+    if not text and kind is not str:
+        if kind == list[str]:
+            setattr(config, setting.key, [])
+        return
+    setattr(config, setting.key, _convert(setting.key, text, kind))
 
 
 def _convert(key: str, text: str, kind: Any) -> Any:
     """Parse a value by the key's declared type."""
-    text = text.strip()
     try:
         if kind is bool:
             lowered = text.lower()
@@ -181,32 +230,3 @@ def _convert(key: str, text: str, kind: Any) -> Any:
     except ValueError as exc:
         raise ConfigError(f"bad value {text!r} for {key}: {exc}") from exc
     return text
-
-
-def parse_properties(lines: Iterable[str], origin: str) -> dict[str, str]:
-    """Parse broker.conf's `key=value` lines (comments with #, blank lines allowed)."""
-    settings: dict[str, str] = {}
-    for number, raw in enumerate(lines, start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"{origin}:{number}: expected key=value, got {line!r}")
-        settings[key.strip()] = value
-    return settings
-
-
-def load_configuration(
-    config_file: Path | None = None, overrides: Iterable[str] = ()
-) -> ServiceConfiguration:
-    """Defaults, then the file, then `-c key=value` overrides, in that order."""
-    config = ServiceConfiguration()
-    if config_file is not None:
-        try:
-            text = config_file.read_text()
-        except OSError as exc:
-            raise ConfigError(f"cannot read config file {config_file}: {exc.strerror}") from exc
-        config.apply(parse_properties(text.splitlines(), str(config_file)))
-    config.apply(parse_properties(overrides, "-c"))
-    return config

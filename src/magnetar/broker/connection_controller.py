@@ -1,6 +1,6 @@
 """What connections may take from the broker: how many of them, and how much unparsed input.
 
-Pulsar's keys: `brokerMaxConnections` and `maxConnectionsPerIp` (0 = no limit, as in
+Pulsar's keys: `brokerMaxConnections` and `brokerMaxConnectionsPerIp` (0 = no limit, as in
 Pulsar), and `maxMessagePublishBufferSizeInMB`, which in Pulsar bounds the bytes of
 messages being published before it stops reading from connections. Here it bounds the
 bytes of frames received in part, the memory a peer can hold without ever finishing a
@@ -43,7 +43,7 @@ class ConnectionController:
         if self._max and self._total >= self._max:
             reason = f"brokerMaxConnections ({self._max}) reached"
         elif self._max_per_ip and self._per_ip[ip] >= self._max_per_ip:
-            reason = f"maxConnectionsPerIp ({self._max_per_ip}) reached for {ip}"
+            reason = f"brokerMaxConnectionsPerIp ({self._max_per_ip}) reached for {ip}"
         if reason is not None:
             self._log_refusal(reason)
             return False

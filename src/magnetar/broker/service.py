@@ -76,7 +76,7 @@ class BrokerService:
         self.listeners: AdvertisedListeners
         self.port = config.brokerServicePort
         self.expiry_monitor = MessageExpiryMonitor(self)
-        self.connection_controller = ConnectionController(config.brokerMaxConnections, config.maxConnectionsPerIp)
+        self.connection_controller = ConnectionController(config.brokerMaxConnections, config.brokerMaxConnectionsPerIp)
         self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
         self._stats_timer: asyncio.TimerHandle | None = None
 
