@@ -21,7 +21,7 @@ from magnetar.broker.config_loading import (
 )
 from magnetar.broker.properties import PropertiesError, Setting, parse_properties
 from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
-from magnetar.cli import _parser
+from magnetar.cli import parser
 
 # --- the Java properties syntax ----------------------------------------------------------
 
@@ -277,7 +277,7 @@ def test_other_values_are_shown_as_written():
 
 
 def test_log_level_is_case_insensitive():
-    assert _parser().parse_args(["standalone", "--log-level", "debug"]).log_level == "DEBUG"
+    assert parser().parse_args(["standalone", "--log-level", "debug"]).log_level == "DEBUG"
 
 
 # --- real standalone processes ----------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The `magnetar` command line: `magnetar standalone ...`."""
+"""`magnetar standalone`: an embedded broker with its admin API and its data on local disk."""
 
 from __future__ import annotations
 
@@ -30,10 +30,10 @@ def _log_level(text: str) -> str:
     return text.upper()
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="magnetar", description="A Pulsar-protocol message broker in Python.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    standalone = commands.add_parser("standalone", help="run an embedded broker with its data on local disk")
+def register(commands: argparse._SubParsersAction) -> None:
+    standalone = commands.add_parser("standalone", help="run an embedded broker with its data on local disk",
+                                     description="Run an embedded broker with its admin API, data on local disk.")
+    standalone.set_defaults(run=run)
     standalone.add_argument("--data-dir", type=Path, default=Path("magnetar-data"), help="default ./magnetar-data")
     standalone.add_argument("--port", type=int, help="broker port (brokerServicePort, default 6650; 0 = any free)")
     standalone.add_argument("--http-port", type=int, help="admin HTTP port (webServicePort, default 8080)")
@@ -43,7 +43,6 @@ def _parser() -> argparse.ArgumentParser:
         "-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="set one configuration key"
     )
     standalone.add_argument("--log-level", default="INFO", type=_log_level, help=", ".join(LOG_LEVELS))
-    return parser
 
 
 def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
@@ -84,8 +83,7 @@ def _event_loop_runner() -> asyncio.Runner:
     return asyncio.Runner()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
@@ -108,7 +106,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"magnetar: cannot start: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

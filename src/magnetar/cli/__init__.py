@@ -1,0 +1,26 @@
+"""The `magnetar` command line: `standalone` runs a broker, `admin` drives one over its REST
+API with pulsar-admin's verbs and flags.
+
+Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from magnetar import __version__
+from magnetar.cli import admin, standalone
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="magnetar", description="A Pulsar-protocol message broker in Python.")
+    top.add_argument("--version", action="version", version=f"magnetar {__version__}")
+    commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    standalone.register(commands)
+    admin.register(commands)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.run(args)

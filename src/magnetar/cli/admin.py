@@ -1,0 +1,223 @@
+"""`magnetar admin`: pulsar-admin's verbs and flags over the admin REST API.
+
+    magnetar admin tenants list
+    magnetar admin topics create-partitioned-topic persistent://public/default/t -p 4
+    magnetar admin topics reset-cursor persistent://public/default/t -s sub -t 10m
+
+Output is for people by default (a list one item per line, objects as indented JSON)
+and for programs with `--json`. A refusal prints the broker's reason and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from magnetar.admin.client import AdminClient, AdminError, Message
+
+DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
+_DURATION = re.compile(r"(\d+)([smhdw]?)")
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+Action = Callable[[AdminClient, argparse.Namespace], Any]
+
+
+@dataclass(frozen=True)
+class Verb:
+    name: str
+    help: str
+    action: Action
+    arguments: list[tuple[tuple[str, ...], dict[str, Any]]] = field(default_factory=list)
+
+
+def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    return flags, options
+
+
+def duration_seconds(text: str) -> int:
+    """pulsar-admin's relative times: `90`, `10s`, `10m`, `2h`, `1d`, `1w`."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration such as 30s, 10m, 2h, 1d")
+    return int(match.group(1)) * _SECONDS[match.group(2)]
+
+
+def message_id(text: str) -> tuple[int, int]:
+    """`ledger:entry` as pulsar-admin writes message ids."""
+    ledger, sep, entry = text.partition(":")
+    try:
+        if sep:
+            return int(ledger), int(entry)
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"{text!r} is not a message id (ledgerId:entryId)")
+
+
+def _reset_cursor(admin: AdminClient, args: argparse.Namespace) -> None:
+    if (args.time is None) == (args.message_id is None):
+        raise AdminError(0, "give exactly one of --time/-t and --messageId/-m")
+    if args.time is not None:
+        admin.reset_cursor_to_time(args.topic, args.subscription, int(time.time() * 1000) - args.time * 1000)
+    else:
+        admin.reset_cursor_to_message_id(args.topic, args.subscription, *args.message_id)
+
+
+def _create_subscription(admin: AdminClient, args: argparse.Namespace) -> None:
+    start = {"latest": None, "earliest": (-1, -1)}.get(args.message_id) if isinstance(args.message_id, str) else (
+        args.message_id)
+    admin.create_subscription(args.topic, args.subscription, start)
+
+
+def _start_position(text: str) -> str | tuple[int, int]:
+    return text if text in ("latest", "earliest") else message_id(text)
+
+
+TOPIC = arg("topic", help="persistent://tenant/namespace/topic (or a short name)")
+SUBSCRIPTION = arg("-s", "--subscription", required=True, help="subscription name")
+FORCE = arg("-f", "--force", action="store_true", help="close connected clients first")
+NAMESPACE = arg("namespace", help="tenant/namespace")
+
+RESOURCES: dict[str, list[Verb]] = {
+    "clusters": [Verb("list", "list clusters", lambda a, _: a.clusters())],
+    "tenants": [
+        Verb("list", "list tenants", lambda a, _: a.tenants()),
+        Verb("get", "show a tenant", lambda a, n: a.tenant(n.tenant), [arg("tenant")]),
+        Verb("create", "create a tenant", lambda a, n: a.create_tenant(n.tenant, n.admin_roles, n.allowed_clusters),
+             [arg("tenant"), arg("-r", "--admin-roles", type=lambda s: s.split(","), default=None),
+              arg("-c", "--allowed-clusters", type=lambda s: s.split(","), default=None)]),
+        Verb("delete", "delete a tenant", lambda a, n: a.delete_tenant(n.tenant), [arg("tenant")]),
+    ],
+    "namespaces": [
+        Verb("list", "list a tenant's namespaces", lambda a, n: a.namespaces(n.tenant), [arg("tenant")]),
+        Verb("create", "create a namespace", lambda a, n: a.create_namespace(n.namespace), [NAMESPACE]),
+        Verb("delete", "delete an empty namespace", lambda a, n: a.delete_namespace(n.namespace), [NAMESPACE]),
+        Verb("policies", "show a namespace's policies", lambda a, n: a.namespace_policies(n.namespace),
+             [NAMESPACE]),
+        Verb("topics", "list a namespace's topics", lambda a, n: a.namespace_topics(n.namespace), [NAMESPACE]),
+        Verb("set-message-ttl", "set the namespace's message TTL",
+             lambda a, n: a.set_namespace_message_ttl(n.namespace, n.messageTTL),
+             [NAMESPACE, arg("-ttl", "--messageTTL", type=int, required=True, help="seconds")]),
+        Verb("get-message-ttl", "show the namespace's message TTL",
+             lambda a, n: a.get_namespace_message_ttl(n.namespace), [NAMESPACE]),
+        Verb("remove-message-ttl", "remove the namespace's message TTL",
+             lambda a, n: a.remove_namespace_message_ttl(n.namespace), [NAMESPACE]),
+    ],
+    "topics": [
+        Verb("list", "list a namespace's topics", lambda a, n: a.topics(n.namespace), [NAMESPACE]),
+        Verb("create", "create a non-partitioned topic", lambda a, n: a.create_topic(n.topic), [TOPIC]),
+        Verb("create-partitioned-topic", "create a partitioned topic",
+             lambda a, n: a.create_partitioned_topic(n.topic, n.partitions),
+             [TOPIC, arg("-p", "--partitions", type=int, required=True)]),
+        Verb("update-partitioned-topic", "add partitions",
+             lambda a, n: a.update_partitioned_topic(n.topic, n.partitions),
+             [TOPIC, arg("-p", "--partitions", type=int, required=True)]),
+        Verb("get-partitioned-topic-metadata", "show the partition count",
+             lambda a, n: {"partitions": a.partitions(n.topic)}, [TOPIC]),
+        Verb("delete", "delete a topic", lambda a, n: a.delete_topic(n.topic, force=n.force), [TOPIC, FORCE]),
+        Verb("delete-partitioned-topic", "delete a partitioned topic",
+             lambda a, n: a.delete_partitioned_topic(n.topic, force=n.force), [TOPIC, FORCE]),
+        Verb("stats", "show a topic's stats", lambda a, n: a.stats(n.topic), [TOPIC]),
+        Verb("partitioned-stats", "show a partitioned topic's stats",
+             lambda a, n: a.partitioned_stats(n.topic, per_partition=n.per_partition),
+             [TOPIC, arg("--per-partition", action="store_true")]),
+        Verb("internal-stats", "show ledgers and cursors", lambda a, n: a.internal_stats(n.topic), [TOPIC]),
+        Verb("last-message-id", "show the last message id", lambda a, n: a.last_message_id(n.topic), [TOPIC]),
+        Verb("subscriptions", "list a topic's subscriptions", lambda a, n: a.subscriptions(n.topic), [TOPIC]),
+        Verb("create-subscription", "create a subscription", _create_subscription,
+             [TOPIC, SUBSCRIPTION, arg("-m", "--messageId", dest="message_id", type=_start_position,
+                                       default="latest", help="latest, earliest or ledgerId:entryId")]),
+        Verb("unsubscribe", "delete a subscription",
+             lambda a, n: a.delete_subscription(n.topic, n.subscription, force=n.force), [TOPIC, SUBSCRIPTION, FORCE]),
+        Verb("reset-cursor", "move a subscription to a time or a message id", _reset_cursor,
+             [TOPIC, SUBSCRIPTION, arg("-t", "--time", type=duration_seconds, help="that long ago, e.g. 10m"),
+              arg("-m", "--messageId", dest="message_id", type=message_id, help="ledgerId:entryId")]),
+        Verb("skip", "skip messages of a subscription",
+             lambda a, n: a.skip(n.topic, n.subscription, n.count),
+             [TOPIC, SUBSCRIPTION, arg("-n", "--count", type=int, required=True)]),
+        Verb("clear-backlog", "skip every message of a subscription",
+             lambda a, n: a.clear_backlog(n.topic, n.subscription), [TOPIC, SUBSCRIPTION]),
+        Verb("expire-messages", "expire messages older than a time",
+             lambda a, n: a.expire_messages(n.topic, n.subscription, n.expireTime),
+             [TOPIC, SUBSCRIPTION, arg("-t", "--expireTime", type=duration_seconds, required=True)]),
+        Verb("peek-messages", "show messages of a subscription's backlog",
+             lambda a, n: a.peek_messages(n.topic, n.subscription, n.count),
+             [TOPIC, SUBSCRIPTION, arg("-n", "--count", type=int, default=1)]),
+        Verb("examine-message", "show the n-th message from either end",
+             lambda a, n: a.examine_message(n.topic, n.initialPosition, n.messagePosition),
+             [TOPIC, arg("-i", "--initialPosition", choices=("earliest", "latest"), default="latest"),
+              arg("-m", "--messagePosition", type=int, default=1)]),
+        Verb("get-message-by-id", "show one message",
+             lambda a, n: a.get_message_by_id(n.topic, n.ledgerId, n.entryId),
+             [TOPIC, arg("-l", "--ledgerId", type=int, required=True),
+              arg("-e", "--entryId", type=int, required=True)]),
+        Verb("unload", "unload a topic (clients reconnect)", lambda a, n: a.unload(n.topic), [TOPIC]),
+        Verb("terminate", "stop a topic taking messages", lambda a, n: a.terminate(n.topic), [TOPIC]),
+    ],
+    "brokers": [
+        Verb("version", "show the broker's version", lambda a, _: a.version()),
+        Verb("healthcheck", "check that the broker answers", lambda a, _: a.healthcheck() or "ok"),
+        Verb("get-runtime-config", "show the configuration in effect", lambda a, _: a.runtime_configuration()),
+    ],
+}
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    admin = commands.add_parser("admin", help="manage a broker over its REST API (pulsar-admin's verbs)",
+                                description="Manage a broker over its admin REST API, as pulsar-admin does.")
+    admin.add_argument("--admin-url", default=os.environ.get("MAGNETAR_ADMIN_URL", DEFAULT_ADMIN_URL),
+                       help=f"the broker's HTTP URL (default $MAGNETAR_ADMIN_URL or {DEFAULT_ADMIN_URL})")
+    admin.add_argument("--json", action="store_true", help="print JSON for programs")
+    resources = admin.add_subparsers(dest="resource", required=True, metavar="RESOURCE")
+    for resource, verbs in RESOURCES.items():
+        parser = resources.add_parser(resource, help=f"{resource} operations")
+        verb_parsers = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+        for verb in verbs:
+            verb_parser = verb_parsers.add_parser(verb.name, help=verb.help, description=verb.help)
+            for flags, options in verb.arguments:
+                verb_parser.add_argument(*flags, **options)
+            verb_parser.set_defaults(run=run, action=verb.action)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        result = args.action(AdminClient(args.admin_url), args)
+    except AdminError as error:
+        print(f"magnetar admin: {error.reason}" + (f" ({error.status})" if error.status else ""), file=sys.stderr)
+        return 1
+    _print(result, as_json=args.json)
+    return 0
+
+
+def _print(result: Any, *, as_json: bool) -> None:
+    if result is None:
+        return
+    if isinstance(result, Message) or (isinstance(result, list) and result and isinstance(result[0], Message)):
+        _print_messages(result if isinstance(result, list) else [result], as_json)
+    elif as_json:
+        print(json.dumps(result))
+    elif isinstance(result, list):
+        for item in result:
+            print(item)
+    elif isinstance(result, dict):
+        print(json.dumps(result, indent=2, sort_keys=True))
+    else:
+        print(result)
+
+
+def _print_messages(messages: list[Message], as_json: bool) -> None:
+    for message in messages:
+        if as_json:
+            print(json.dumps({"messageId": message.message_id, "properties": message.properties,
+                              "data": message.data.decode(errors="replace")}))
+            continue
+        print(f"Message ID: {message.message_id}")
+        for key, value in sorted(message.properties.items()):
+            print(f"  property {key}: {value}")
+        print(message.data.decode(errors="replace"))
