@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from magnetar.admin.backlog_quotas import backlog_quota_routes
 from magnetar.admin.responses import (
     Validator,
     bool_param,
@@ -14,6 +15,7 @@ from magnetar.admin.responses import (
     non_negative_int,
     policy_routes,
 )
+from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.errors import ResourceConflictError
 from magnetar.broker.policies import MESSAGE_TTL, Policy
@@ -43,6 +45,11 @@ class NamespacesApi:
             web.get(NAMESPACE + "/topics", self.list_topics),
             *self._policy_routes("messageTTL", MESSAGE_TTL, non_negative_int),
             *self._policy_routes("deduplication", DEDUPLICATION, boolean),
+            *backlog_quota_routes(
+                NAMESPACE,
+                lambda request: self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field),
+                lambda request, value: self.service.policies.set_namespace_value(_namespace(request), BACKLOG_QUOTA,
+                                                                                 value)),
         ]
 
     def _policy_routes(self, path: str, policy: Policy, valid: Validator) -> list[web.RouteDef]:

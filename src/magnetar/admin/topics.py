@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from magnetar.admin.backlog_quotas import backlog_quota_routes
 from magnetar.admin.messages import entry_response
 from magnetar.admin.responses import Validator, bool_param, boolean, fail, int_param, no_content, policy_routes
+from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.internal_stats import internal_stats
@@ -54,6 +56,11 @@ class TopicsApi:
             web.post(PERSISTENT + "/messageTTL", self.set_ttl),
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
             *self._policy_routes("deduplicationEnabled", DEDUPLICATION, boolean),
+            *backlog_quota_routes(
+                PERSISTENT,
+                lambda request: self.service.policies.topic_value(self.topic_name(request), BACKLOG_QUOTA),
+                lambda request, value: self.service.policies.set_topic_value(self.topic_name(request),
+                                                                             BACKLOG_QUOTA, value)),
         ]
 
     def _policy_routes(self, path: str, policy: Policy, valid: Validator) -> list[web.RouteDef]:

@@ -70,14 +70,18 @@ class AbstractTopic:
         self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int, topic_epoch: int | None = None
     ) -> Producer:
         """Admit a producer: its access mode is settled first, then its name, as in Pulsar."""
-        if self.terminated:
-            raise BrokerServiceError(pb.TopicTerminatedError, f"Topic {self.name} was already terminated")
+        self._check_new_producer()
         epoch = self._claim_access(access_mode, topic_epoch)
         if name in self.producers:
             raise BrokerServiceError(pb.ProducerBusy, f"Producer with name '{name}' is already connected to topic")
         producer = Producer(self, cnx, producer_id, name, access_mode, epoch)
         self.producers[name] = producer
         return producer
+
+    def _check_new_producer(self) -> None:
+        """Refuse a producer the topic cannot take at all, before any access mode is claimed."""
+        if self.terminated:
+            raise BrokerServiceError(pb.TopicTerminatedError, f"Topic {self.name} was already terminated")
 
     def _claim_access(self, access_mode: int, topic_epoch: int | None) -> int | None:
         """Check `access_mode` against the producers present; an exclusive producer gets the

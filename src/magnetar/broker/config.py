@@ -24,6 +24,9 @@ from magnetar.broker.advertised_listeners import (
 from magnetar.broker.properties import Setting
 from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
 
+#: Pulsar's backlog quota retention policies (see broker.backlog_quota).
+_BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+
 
 class ConfigError(ValueError):
     """A configuration key or value that magnetar refuses; the message names the key."""
@@ -82,6 +85,12 @@ class ServiceConfiguration:
     brokerEntryMetadataIndexBase: int = 0
     # how often rates in stats and /metrics are worked out (Pulsar's default)
     statsUpdateFrequencyInSecs: int = 60
+    # backlog quotas (Pulsar's keys and defaults: -1 = no limit)
+    backlogQuotaCheckEnabled: bool = True
+    backlogQuotaCheckIntervalInSeconds: int = 60
+    backlogQuotaDefaultLimitBytes: int = -1
+    backlogQuotaDefaultLimitSecond: int = -1
+    backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
     # deduplication (Pulsar's keys and defaults)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = 1000
@@ -112,6 +121,7 @@ class ServiceConfiguration:
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
                     "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
                     "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
+                    "backlogQuotaCheckIntervalInSeconds",
                     "brokerDeduplicationEntriesInterval",
                     "webServiceRequestTimeoutSeconds",
                     "maxMessagePublishBufferSizeInMB",
@@ -130,6 +140,9 @@ class ServiceConfiguration:
             internal_listener_name(parse_advertised_listeners(self.advertisedListeners), self.internalListenerName)
         except ListenerConfigError as exc:
             raise ConfigError(str(exc)) from None
+        if self.backlogQuotaDefaultRetentionPolicy not in _BACKLOG_POLICIES:
+            raise ConfigError(f"backlogQuotaDefaultRetentionPolicy must be one of {', '.join(_BACKLOG_POLICIES)}, "
+                              f"not {self.backlogQuotaDefaultRetentionPolicy!r}")
         if 0 < self.maxNumPartitionsPerPartitionedTopic < self.defaultNumPartitions:
             raise ConfigError(f"defaultNumPartitions ({self.defaultNumPartitions}) exceeds "
                               f"maxNumPartitionsPerPartitionedTopic ({self.maxNumPartitionsPerPartitionedTopic})")

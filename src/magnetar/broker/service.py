@@ -16,6 +16,7 @@ from magnetar.broker.advertised_listeners import (
     internal_listener_name,
     parse_advertised_listeners,
 )
+from magnetar.broker.backlog_quota import BacklogQuotaChecker
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.connection_controller import ConnectionController, PartialFrameBudget
@@ -76,6 +77,7 @@ class BrokerService:
         self.listeners: AdvertisedListeners
         self.port = config.brokerServicePort
         self.expiry_monitor = MessageExpiryMonitor(self)
+        self.backlog_quota_checker = BacklogQuotaChecker(self)
         self.connection_controller = ConnectionController(config.brokerMaxConnections, config.brokerMaxConnectionsPerIp)
         self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
         self._stats_timer: asyncio.TimerHandle | None = None
@@ -101,6 +103,7 @@ class BrokerService:
         self.port = self._server.sockets[0].getsockname()[1]
         self.listeners = self._advertised_listeners()
         self.expiry_monitor.start()
+        self.backlog_quota_checker.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
         loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
 
@@ -137,6 +140,7 @@ class BrokerService:
 
     async def stop(self) -> None:
         self.expiry_monitor.stop()
+        self.backlog_quota_checker.stop()
         if self._stats_timer is not None:
             self._stats_timer.cancel()
         if self._server is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from magnetar.broker import backlog_quota
 from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
 from magnetar.broker.deduplication import DEDUPLICATION, MessageDeduplication
 from magnetar.broker.delayed_delivery import drop_delayed_index
@@ -109,6 +110,10 @@ class PersistentTopic(AbstractTopic):
         return int(self.service.policies.effective(self.name, MESSAGE_TTL))
 
     # -- producers
+    def _check_new_producer(self) -> None:
+        super()._check_new_producer()
+        backlog_quota.check_producer_allowed(self.service, self)
+
     @property
     def topic_epoch(self) -> int:
         """How many times an exclusive producer took the topic; kept with the ledger, so a
@@ -246,6 +251,7 @@ class PersistentTopic(AbstractTopic):
         return {
             **self.traffic_stats(),
             "storageSize": self.storage_size(),
+            "backlogSize": backlog_quota.backlog_bytes(self),
             "publishers": [p.stats() for p in self.producers.values()],
             "subscriptions": {name: sub.stats() for name, sub in self.subscriptions.items()},
         }

@@ -419,6 +419,20 @@ class ManagedLedger:
         with self._lock:
             return sum(slot.durable_bytes for slot in self._slots.values())
 
+    def estimated_bytes_from(self, position: Position) -> int:
+        """Bytes of the entries from `position` on: whole ledgers after its own, and a share of
+        its own in proportion to the entries left (Pulsar estimates backlog sizes the same way)."""
+        total = 0
+        with self._lock:
+            for ledger_id in self._slots.irange(minimum=position.ledger_id):
+                slot = self._slots[ledger_id]
+                if ledger_id > position.ledger_id:
+                    total += slot.durable_bytes
+                elif slot.durable:
+                    left = max(0, slot.durable - max(position.entry_id, 0))
+                    total += slot.durable_bytes * left // slot.durable
+        return total
+
     @property
     def ledgers(self) -> list[LedgerInfo]:
         with self._lock:
