@@ -24,6 +24,8 @@ from magnetar.broker.advertised_listeners import (
 from magnetar.broker.properties import Setting
 from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
 
+#: Pulsar's modes of brokerDeleteInactiveTopicsMode (see broker.inactivity).
+_INACTIVE_TOPIC_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
 #: Pulsar's backlog quota retention policies (see broker.backlog_quota).
 _BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 
@@ -91,6 +93,14 @@ class ServiceConfiguration:
     backlogQuotaDefaultLimitBytes: int = -1
     backlogQuotaDefaultLimitSecond: int = -1
     backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
+    # inactive topics and subscriptions (see broker.inactivity; Pulsar's keys, and Pulsar's
+    # defaults except brokerDeleteInactiveTopicsEnabled, which Pulsar turns on)
+    brokerDeleteInactiveTopicsEnabled: bool = False
+    brokerDeleteInactiveTopicsFrequencySeconds: int = 60
+    brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: int = 60
+    brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
+    subscriptionExpirationTimeMinutes: float = 0.0  # Pulsar takes whole minutes; fractions are accepted
+    subscriptionExpiryCheckIntervalInMinutes: float = 5.0
     # deduplication (Pulsar's keys and defaults)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = 1000
@@ -121,7 +131,8 @@ class ServiceConfiguration:
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
                     "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
                     "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
-                    "backlogQuotaCheckIntervalInSeconds",
+                    "backlogQuotaCheckIntervalInSeconds", "brokerDeleteInactiveTopicsFrequencySeconds",
+                    "subscriptionExpiryCheckIntervalInMinutes",
                     "brokerDeduplicationEntriesInterval",
                     "webServiceRequestTimeoutSeconds",
                     "maxMessagePublishBufferSizeInMB",
@@ -140,6 +151,9 @@ class ServiceConfiguration:
             internal_listener_name(parse_advertised_listeners(self.advertisedListeners), self.internalListenerName)
         except ListenerConfigError as exc:
             raise ConfigError(str(exc)) from None
+        if self.brokerDeleteInactiveTopicsMode not in _INACTIVE_TOPIC_MODES:
+            raise ConfigError(f"brokerDeleteInactiveTopicsMode must be one of {', '.join(_INACTIVE_TOPIC_MODES)}, "
+                              f"not {self.brokerDeleteInactiveTopicsMode!r}")
         if self.backlogQuotaDefaultRetentionPolicy not in _BACKLOG_POLICIES:
             raise ConfigError(f"backlogQuotaDefaultRetentionPolicy must be one of {', '.join(_BACKLOG_POLICIES)}, "
                               f"not {self.backlogQuotaDefaultRetentionPolicy!r}")

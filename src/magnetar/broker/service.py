@@ -22,6 +22,7 @@ from magnetar.broker.connection import ServerCnx
 from magnetar.broker.connection_controller import ConnectionController, PartialFrameBudget
 from magnetar.broker.entry_metadata import EntryMetadataStamper
 from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError, InvalidResourceError
+from magnetar.broker.inactivity import InactivityMonitor
 from magnetar.broker.loop_bridge import LoopBridge
 from magnetar.broker.message_expiry import MessageExpiryMonitor
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
@@ -78,6 +79,7 @@ class BrokerService:
         self.port = config.brokerServicePort
         self.expiry_monitor = MessageExpiryMonitor(self)
         self.backlog_quota_checker = BacklogQuotaChecker(self)
+        self.inactivity_monitor = InactivityMonitor(self)
         self.connection_controller = ConnectionController(config.brokerMaxConnections, config.brokerMaxConnectionsPerIp)
         self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
         self._stats_timer: asyncio.TimerHandle | None = None
@@ -104,6 +106,7 @@ class BrokerService:
         self.listeners = self._advertised_listeners()
         self.expiry_monitor.start()
         self.backlog_quota_checker.start()
+        self.inactivity_monitor.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
         loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
 
@@ -141,6 +144,7 @@ class BrokerService:
     async def stop(self) -> None:
         self.expiry_monitor.stop()
         self.backlog_quota_checker.stop()
+        self.inactivity_monitor.stop()
         if self._stats_timer is not None:
             self._stats_timer.cancel()
         if self._server is not None:
