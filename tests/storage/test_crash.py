@@ -17,12 +17,17 @@ from magnetar.storage import ManagedLedgerFactory, Position
 WRITER = Path(__file__).with_name("crash_writer.py")
 
 
+def _pythonpath() -> str:
+    """The writer's directory, and the caller's PYTHONPATH, which says which magnetar is tested."""
+    return os.pathsep.join(filter(None, [str(WRITER.parent), os.environ.get("PYTHONPATH")]))
+
+
 def run_and_kill(data_dir: Path, first_index: int, kill_after: int) -> dict[int, Position]:
     """Start a writer, SIGKILL it once `kill_after` durable entries were reported."""
     child = subprocess.Popen(
         [sys.executable, str(WRITER), str(data_dir), str(first_index)],
         stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(WRITER.parent)},
+        env={**os.environ, "PYTHONPATH": _pythonpath()},
     )
     reported: dict[int, Position] = {}
     buffer = b""
