@@ -43,6 +43,7 @@ def managed_ledger_config(config: ServiceConfiguration) -> ManagedLedgerConfig:
         max_ledger_rollover_time_seconds=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60,
         sync_data=config.journalSyncData,
         cache_size_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
+        max_open_files=config.managedLedgerMaxOpenFiles,
     )
 
 

@@ -1,0 +1,78 @@
+"""File descriptors: a broker with many topics holds a bounded number of ledger files."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from pathlib import Path
+
+import pulsar
+from admin_http import http_get
+
+TOPICS = 100
+MESSAGES = 7
+MAX_OPEN_FILES = 16
+OTHER_FDS = 40
+"""Descriptors a broker holds besides ledger files: stdio, the event loop, listening sockets,
+the client's connection, the metadata store (db, WAL, shm) and LOCK measured about 20. One
+ledger file per topic would already be 100 more; the two a topic being written used to hold,
+200."""
+
+
+def fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def ledger_fd_count(pid: int, data_dir: Path) -> int:
+    ledgers = str(data_dir / "managed-ledgers")
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(FileNotFoundError):
+            count += os.readlink(f"/proc/{pid}/fd/{fd}").startswith(ledgers)
+    return count
+
+
+def loaded_topics(broker) -> str:
+    """/metrics, which has a line for each topic the broker has loaded."""
+    return http_get(f"{broker.admin_url}/metrics")[2].decode()
+
+
+def topic(i: int) -> str:
+    return f"persistent://public/default/many-{i}"
+
+
+def message(i: int, j: int) -> bytes:
+    return f"topic {i} message {j} ".encode() * (j + 1)
+
+
+def check_topics_readable_and_fds_bounded(client: pulsar.Client, broker) -> None:
+    for i in range(TOPICS):
+        reader = client.create_reader(topic(i), pulsar.MessageId.earliest)
+        assert [reader.read_next(10000).data() for _ in range(MESSAGES)] == [message(i, j) for j in range(MESSAGES)]
+        reader.close()
+        assert ledger_fd_count(broker.proc.pid, broker.data_dir) <= MAX_OPEN_FILES
+    assert fd_count(broker.proc.pid) <= MAX_OPEN_FILES + OTHER_FDS
+
+
+def test_fds_stay_bounded_with_many_topics_and_after_a_restart(broker_factory, client_factory):
+    broker = broker_factory(f"managedLedgerMaxOpenFiles={MAX_OPEN_FILES}", "managedLedgerMaxEntriesPerLedger=3")
+    client = client_factory(broker.url)
+    for i in range(TOPICS):
+        producer = client.create_producer(topic(i), batching_enabled=False)
+        for j in range(MESSAGES):
+            producer.send(message(i, j))
+        producer.close()
+        assert ledger_fd_count(broker.proc.pid, broker.data_dir) <= MAX_OPEN_FILES
+    assert fd_count(broker.proc.pid) <= MAX_OPEN_FILES + OTHER_FDS
+    check_topics_readable_and_fds_bounded(client, broker)
+    client.close()
+
+    broker.restart()  # start-up loads every stored topic, reading each one's last entry
+    deadline = time.monotonic() + 20
+    while sum(f"many-{i}\"" in loaded_topics(broker) for i in range(TOPICS)) < TOPICS:
+        assert time.monotonic() < deadline, "stored topics not loaded"
+        time.sleep(0.1)
+    assert ledger_fd_count(broker.proc.pid, broker.data_dir) <= MAX_OPEN_FILES
+    assert fd_count(broker.proc.pid) <= MAX_OPEN_FILES + OTHER_FDS
+    check_topics_readable_and_fds_bounded(client_factory(broker.url), broker)
