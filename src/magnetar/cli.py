@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import resource
 import signal
 import sys
 from pathlib import Path
@@ -16,6 +17,8 @@ from magnetar.broker.service import BrokerService
 from magnetar.storage import DataDirLockedError
 
 log = logging.getLogger("magnetar")
+_NO_HARD_LIMIT_TARGET = 1 << 20
+"""Soft limit to ask for when the hard one is unlimited (macOS): Linux's default nr_open."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,6 +74,31 @@ def _event_loop_runner() -> asyncio.Runner:
     return asyncio.Runner()
 
 
+def _raise_open_files_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit: every connection and open ledger file
+    is a descriptor, and the usual soft limit (1024) is far below what a broker may need."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = _NO_HARD_LIMIT_TARGET if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("open files limit stays at %d: cannot raise it to %d: %s", soft, target, exc)
+            return soft
+        soft = target
+    log.info("open files limit (RLIMIT_NOFILE): %d", soft)
+    return soft
+
+
+def _check_file_budget(config: ServiceConfiguration, open_files_limit: int) -> None:
+    """Ledger files should leave most descriptors to connections (see managedLedgerMaxOpenFiles)."""
+    if open_files_limit != resource.RLIM_INFINITY and config.managedLedgerMaxOpenFiles > open_files_limit // 2:
+        log.warning(
+            "managedLedgerMaxOpenFiles=%d is over half the open files limit (%d): connections may run out",
+            config.managedLedgerMaxOpenFiles, open_files_limit,
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -81,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"magnetar: configuration error: {exc}", file=sys.stderr)
         return 2
+    _check_file_budget(config, _raise_open_files_limit())
     try:
         with _event_loop_runner() as runner:
             runner.run(_run_standalone(config, args.data_dir))

@@ -1,9 +1,12 @@
-"""File descriptors: a broker with many topics holds a bounded number of ledger files."""
+"""File descriptors: a broker with many topics holds a bounded number of ledger files, and
+raises its soft open-files limit at start-up."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import resource
 import time
 from pathlib import Path
 
@@ -76,3 +79,20 @@ def test_fds_stay_bounded_with_many_topics_and_after_a_restart(broker_factory, c
     assert ledger_fd_count(broker.proc.pid, broker.data_dir) <= MAX_OPEN_FILES
     assert fd_count(broker.proc.pid) <= MAX_OPEN_FILES + OTHER_FDS
     check_topics_readable_and_fds_bounded(client_factory(broker.url), broker)
+
+
+def open_files_limits(pid: int) -> tuple[int, int]:
+    limits = Path(f"/proc/{pid}/limits").read_text()
+    soft, hard = re.search(r"^Max open files\s+(\d+)\s+(\d+)", limits, re.MULTILINE).groups()
+    return int(soft), int(hard)
+
+
+def test_soft_open_files_limit_is_raised_to_the_hard_limit(broker_factory):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, hard // 2), hard))  # inherited by the broker
+    try:
+        broker = broker_factory()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert open_files_limits(broker.proc.pid) == (hard, hard)
+    assert broker.log().count(f"open files limit (RLIMIT_NOFILE): {hard}") == 1
