@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from magnetar.admin.server import AdminServer
+from magnetar.broker.accept_errors import BrokerEventLoop
 from magnetar.broker.config import ConfigError, ServiceConfiguration, load_configuration
 from magnetar.broker.service import BrokerService
 from magnetar.storage import DataDirLockedError
@@ -71,7 +72,7 @@ def _event_loop_runner() -> asyncio.Runner:
         import uvloop  # noqa: PLC0415  (optional speed-up)
 
         return asyncio.Runner(loop_factory=uvloop.new_event_loop)
-    return asyncio.Runner()
+    return asyncio.Runner(loop_factory=BrokerEventLoop)
 
 
 def _raise_open_files_limit() -> int:

@@ -1,5 +1,5 @@
-"""File descriptors: a broker with many topics holds a bounded number of ledger files, and
-raises its soft open-files limit at start-up."""
+"""File descriptors: a broker with many topics holds a bounded number of ledger files, raises
+its soft open-files limit at start-up, and backs off quietly when accept() runs out of them."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import contextlib
 import os
 import re
 import resource
+import socket
 import time
 from pathlib import Path
 
 import pulsar
-from admin_http import http_get
+from admin_http import get_json, http_get
 
 TOPICS = 100
 MESSAGES = 7
@@ -96,3 +97,27 @@ def test_soft_open_files_limit_is_raised_to_the_hard_limit(broker_factory):
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert open_files_limits(broker.proc.pid) == (hard, hard)
     assert broker.log().count(f"open files limit (RLIMIT_NOFILE): {hard}") == 1
+
+
+def test_accept_backs_off_and_reports_once_when_out_of_fds(broker_factory, client_factory):
+    broker = broker_factory()
+    pid = broker.proc.pid
+    _, hard = open_files_limits(pid)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (fd_count(pid) + 5, hard))
+    held = []
+    try:
+        for _ in range(30):  # 5 are accepted, the others wait in the listen backlog
+            held.append(socket.create_connection(("127.0.0.1", broker.port), timeout=5))
+        time.sleep(3.5)  # asyncio retries every second: several failed rounds
+        reports = broker.log().count("cannot accept connections")
+        assert reports == 1, broker.log()[-3000:]
+        assert "socket.accept() out of system resource" not in broker.log()
+    finally:
+        for sock in held:
+            sock.close()
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (hard, hard))
+    client = client_factory(broker.url)  # descriptors are free again: the broker accepts
+    producer = client.create_producer("after-emfile")
+    producer.send(b"accepted again")
+    assert get_json(f"{broker.admin_url}/admin/v2/persistent/public/default")
+    assert broker.stop() == 0

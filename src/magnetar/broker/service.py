@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from magnetar.broker.accept_errors import AcceptErrorReporter
 from magnetar.broker.advertised_listeners import (
     AdvertisedListeners,
     default_advertised_address,
@@ -81,6 +82,7 @@ class BrokerService:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        AcceptErrorReporter.install(loop)
         self.bridge = LoopBridge(loop)
         self._server = await loop.create_server(
             lambda: ServerCnx(self), self.config.bindAddress, self.config.brokerServicePort, reuse_address=True
