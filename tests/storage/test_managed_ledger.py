@@ -263,3 +263,26 @@ def test_read_only_reader_follows_a_writer_appending_concurrently(open_factory):
     finally:
         stop.set()
         thread.join()
+
+
+def test_properties_written_while_ledgers_roll_over_do_not_deadlock(open_factory):
+    """set_property (a metadata write) from one thread while the sync thread rolls ledgers
+    over (a metadata transaction that seals the old ledger) used to take the two locks in
+    opposite orders."""
+
+    ml = open_factory(ManagedLedgerConfig(max_entries_per_ledger=2)).open("persistent/rolling")
+    done = threading.Event()
+
+    def write_properties() -> None:
+        for i in range(1000):
+            ml.set_property("k", str(i))
+        done.set()
+
+    writer = threading.Thread(target=write_properties, daemon=True)
+    writer.start()
+    appended = []
+    while not done.is_set() and len(appended) < 20_000:
+        appended.append(ml.append(b"x"))
+    assert done.wait(30), "set_property never finished: deadlock with the sync thread"
+    assert len({position.ledger_id for position in appended}) >= 100
+    assert ml.get_property("k") == "999"

@@ -129,6 +129,7 @@ class ManagedLedger:
         self._read_only = factory.read_only
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()
+        self._properties_lock = threading.Lock()
         self._slots: SortedDict = SortedDict()  # ledger_id -> _Slot
         self._current: _Slot | None = None
         self._writing: _Slot | None = None
@@ -373,10 +374,13 @@ class ManagedLedger:
         if slot is self._writing:
             assert slot.ledger is not None
             return slot.ledger
+        previous = self._writing
+        if previous is not None:
+            # Sealed before the transaction, never inside it: sealing takes `_lock`, and
+            # append() takes the store (a ledger id) while holding `_lock`.
+            self._seal(previous)
         with self._store.transaction() as txn:
-            previous = self._writing
             if previous is not None:
-                self._seal(previous)
                 txn.put(layout.ledger_key(self.name, previous.ledger_id), previous.info().to_json())
             txn.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
         ledger = Ledger.create(self._dir, slot.ledger_id, self._factory.file_pool)
@@ -574,7 +578,9 @@ class ManagedLedger:
         self._update_properties(lambda props: props.pop(key, None))
 
     def _update_properties(self, change: Callable[[dict[str, str]], object]) -> None:
-        with self._lock:
+        # Not under `_lock`: the sync thread takes `_lock` inside a metadata transaction (at a
+        # rollover), so writing the store while holding `_lock` here deadlocked against it.
+        with self._properties_lock:
             self._check_writable()
             updated = dict(self._properties)
             change(updated)
