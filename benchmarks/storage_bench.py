@@ -9,12 +9,16 @@ Prints one JSON object. Baselines run on the same disk (the same --dir) with the
   size our sync thread formed in the same run. The same durability work done by hand.
 - write_fsync_per_entry: what a naive "durable before ack" writer does.
 
+Reads: by position from the files (page cache) and from the entry cache, and from the files
+over 64 ledgers with a file pool that holds them all or only 2 files (each read reopens).
+
 Usage: python benchmarks/storage_bench.py [--quick] [--entries N] [--dir DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -160,6 +164,31 @@ def bench_reads(base: Path, count: int) -> dict[str, dict[str, float]]:
     }
 
 
+def bench_pool_churn(base: Path) -> dict[str, object]:
+    """Random reads over 64 ledgers with a file pool that holds them all, and with one that
+    holds 2 files, so nearly every read reopens its ledger's data file (and closes another)."""
+    ledgers, per_ledger = 64, 100
+    config = ManagedLedgerConfig(max_entries_per_ledger=per_ledger, sync_data=False, cache_size_bytes=0)
+    with ManagedLedgerFactory(base / "churn", config) as factory:
+        ml = factory.open(TOPIC)
+        positions = [ml.append(os.urandom(ENTRY_SIZE)) for _ in range(ledgers * per_ledger)]
+        ml.append_sync(b"x")
+    rng = random.Random(11)
+    sample = [rng.choice(positions) for _ in range(20_000)]
+    result: dict[str, object] = {}
+    for label, max_open_files in (("fits", 512), ("2_files", 2)):
+        pool_config = dataclasses.replace(config, max_open_files=max_open_files)
+        with ManagedLedgerFactory(base / "churn", pool_config, read_only=True) as factory:
+            ml = factory.open(TOPIC)
+            for position in positions[::per_ledger]:
+                ml.read_entry(position)  # load every ledger's index: measure reads, not loading
+            result[f"read_entry_file_pool_{label}_us"] = latency_us(ml.read_entry, sample)
+    result["ratio_pool_2_files_vs_fits_p50"] = round(
+        result["read_entry_file_pool_2_files_us"]["p50"] / result["read_entry_file_pool_fits_us"]["p50"], 2
+    )
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20k entries instead of 200k")
@@ -183,6 +212,7 @@ def main() -> None:
         per_entry_count = min(count, 2_000)
         per_entry = bench_plain_writes(base / "plain", records[:per_entry_count], 1) * count / per_entry_count
         reads = bench_reads(base, count)
+        pool = bench_pool_churn(base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     result = {
@@ -198,6 +228,7 @@ def main() -> None:
         "ratio_vs_seq_write_fsync_per_group": round(per_group / gc_seconds, 3),
         "ratio_vs_write_fsync_per_entry": round(per_entry / gc_seconds, 3),
         **reads,
+        **pool,
     }
     print(json.dumps(result))
 

@@ -2,6 +2,10 @@
 
 Payloads are derived from their sequence number, so the parent can check every byte
 without being told what was written.
+
+Usage: crash_writer.py DATA_DIR FIRST_INDEX [MAX_OPEN_FILES]. With MAX_OPEN_FILES, every
+entry is also appended to a second topic (CHURN_TOPIC) through a file pool that small, so
+the two topics' ledgers keep evicting each other's files between groups.
 """
 
 import random
@@ -12,6 +16,7 @@ from pathlib import Path
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position
 
 TOPIC = "persistent://public/default/crash-partition-0"
+CHURN_TOPIC = "persistent://public/default/crash-churn"
 MAX_IN_FLIGHT = 256
 
 
@@ -21,8 +26,11 @@ def payload(i: int) -> bytes:
 
 
 def main() -> None:
-    factory = ManagedLedgerFactory(Path(sys.argv[1]), ManagedLedgerConfig(max_entries_per_ledger=37))
+    churning = len(sys.argv) > 3
+    pool = {"max_open_files": int(sys.argv[3])} if churning else {}
+    factory = ManagedLedgerFactory(Path(sys.argv[1]), ManagedLedgerConfig(max_entries_per_ledger=37, **pool))
     ml = factory.open(TOPIC)
+    churn = factory.open(CHURN_TOPIC) if churning else None
     in_flight = threading.BoundedSemaphore(MAX_IN_FLIGHT)
     out = sys.stdout
 
@@ -39,6 +47,8 @@ def main() -> None:
     while True:
         in_flight.acquire()
         ml.append(payload(i), reporter(i))
+        if churn is not None:
+            churn.append(payload(i))
         i += 1
 
 

@@ -10,19 +10,24 @@ import time
 from pathlib import Path
 
 import pytest
-from crash_writer import TOPIC, payload
+from crash_writer import CHURN_TOPIC, TOPIC, payload
 
 from magnetar.storage import ManagedLedgerFactory, Position
 
 WRITER = Path(__file__).with_name("crash_writer.py")
 
 
-def run_and_kill(data_dir: Path, first_index: int, kill_after: int) -> dict[int, Position]:
+def _pythonpath() -> str:
+    """The writer's directory, and the caller's PYTHONPATH, which says which magnetar is tested."""
+    return os.pathsep.join(filter(None, [str(WRITER.parent), os.environ.get("PYTHONPATH")]))
+
+
+def run_and_kill(data_dir: Path, first_index: int, kill_after: int, *writer_args: str) -> dict[int, Position]:
     """Start a writer, SIGKILL it once `kill_after` durable entries were reported."""
     child = subprocess.Popen(
-        [sys.executable, str(WRITER), str(data_dir), str(first_index)],
+        [sys.executable, str(WRITER), str(data_dir), str(first_index), *writer_args],
         stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(WRITER.parent)},
+        env={**os.environ, "PYTHONPATH": _pythonpath()},
     )
     reported: dict[int, Position] = {}
     buffer = b""
@@ -52,11 +57,24 @@ def run_and_kill(data_dir: Path, first_index: int, kill_after: int) -> dict[int,
 
 @pytest.mark.slow
 def test_durable_entries_survive_sigkill(tmp_path):
-    rng = random.Random(1234)
+    kill_repeatedly(tmp_path / "data", random.Random(1234))
+
+
+@pytest.mark.slow
+def test_durable_entries_survive_sigkill_while_files_are_evicted(tmp_path):
+    """A pool of 2 files for two topics written in turn: each group commit reopens the
+    ledger's data and index files that the other topic's group closed."""
     data_dir = tmp_path / "data"
+    kill_repeatedly(data_dir, random.Random(4321), "2")
+    with ManagedLedgerFactory(data_dir) as factory:
+        churn = factory.open(CHURN_TOPIC)
+        assert churn.read_entries(churn.first_position, 10**6)  # whole and checksum-valid
+
+
+def kill_repeatedly(data_dir: Path, rng: random.Random, *writer_args: str) -> None:
     next_index = 0
     for _ in range(8):
-        reported = run_and_kill(data_dir, next_index, kill_after=rng.randint(20, 400))
+        reported = run_and_kill(data_dir, next_index, rng.randint(20, 400), *writer_args)
         assert reported
 
         with ManagedLedgerFactory(data_dir) as factory:

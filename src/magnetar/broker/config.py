@@ -80,6 +80,11 @@ class ServiceConfiguration:
     managedLedgerMaxLedgerRolloverTimeMinutes: float = 240.0
     managedLedgerCacheSizeMB: int = 64
     journalSyncData: bool = True
+    # magnetar's own key (broker.conf has none; BookKeeper's bookie has openFileLimit):
+    # ledger files held open at once, closed least recently used first and reopened on
+    # demand. Half a common soft limit of 1024, so connections keep the other half even
+    # where the limit cannot be raised; two files per topic being written.
+    managedLedgerMaxOpenFiles: int = 512
     # PIP-70
     brokerEntryMetadataInterceptors: list[str] = field(default_factory=list)
     exposingBrokerEntryMetadataToClientEnabled: bool = False
@@ -130,6 +135,7 @@ class ServiceConfiguration:
             )
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
                     "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
+                    "managedLedgerMaxOpenFiles",
                     "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
                     "backlogQuotaCheckIntervalInSeconds", "brokerDeleteInactiveTopicsFrequencySeconds",
                     "subscriptionExpiryCheckIntervalInMinutes",

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from magnetar.broker.accept_errors import AcceptErrorReporter
 from magnetar.broker.advertised_listeners import (
     AdvertisedListeners,
     default_advertised_address,
@@ -52,6 +53,7 @@ def managed_ledger_config(config: ServiceConfiguration) -> ManagedLedgerConfig:
         max_ledger_rollover_time_seconds=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60,
         sync_data=config.journalSyncData,
         cache_size_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
+        max_open_files=config.managedLedgerMaxOpenFiles,
     )
 
 
@@ -98,6 +100,7 @@ class BrokerService:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        AcceptErrorReporter.install(loop)
         self.bridge = LoopBridge(loop)
         self._server = await loop.create_server(
             lambda: ServerCnx(self), self.config.bindAddress, self.config.brokerServicePort, reuse_address=True

@@ -7,11 +7,13 @@ import asyncio
 import contextlib
 import logging
 import os
+import resource
 import signal
 import sys
 from pathlib import Path
 
 from magnetar.admin.server import AdminServer
+from magnetar.broker.accept_errors import BrokerEventLoop
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.config_loading import LoadedConfiguration, load_configuration
 from magnetar.broker.properties import Setting
@@ -19,6 +21,8 @@ from magnetar.broker.service import BrokerService
 from magnetar.storage import DataDirLockedError
 
 log = logging.getLogger("magnetar")
+_NO_HARD_LIMIT_TARGET = 1 << 20
+"""Soft limit to ask for when the hard one is unlimited (macOS): Linux's default nr_open."""
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -80,7 +84,32 @@ def _event_loop_runner() -> asyncio.Runner:
         import uvloop  # noqa: PLC0415  (optional speed-up)
 
         return asyncio.Runner(loop_factory=uvloop.new_event_loop)
-    return asyncio.Runner()
+    return asyncio.Runner(loop_factory=BrokerEventLoop)
+
+
+def _raise_open_files_limit() -> int:
+    """Raise the soft RLIMIT_NOFILE to the hard limit: every connection and open ledger file
+    is a descriptor, and the usual soft limit (1024) is far below what a broker may need."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = _NO_HARD_LIMIT_TARGET if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.warning("open files limit stays at %d: cannot raise it to %d: %s", soft, target, exc)
+            return soft
+        soft = target
+    log.info("open files limit (RLIMIT_NOFILE): %d", soft)
+    return soft
+
+
+def _check_file_budget(config: ServiceConfiguration, open_files_limit: int) -> None:
+    """Ledger files should leave most descriptors to connections (see managedLedgerMaxOpenFiles)."""
+    if open_files_limit != resource.RLIM_INFINITY and config.managedLedgerMaxOpenFiles > open_files_limit // 2:
+        log.warning(
+            "managedLedgerMaxOpenFiles=%d is over half the open files limit (%d): connections may run out",
+            config.managedLedgerMaxOpenFiles, open_files_limit,
+        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"magnetar: configuration error: {exc}", file=sys.stderr)
         return 2
     loaded.log_summary()
+    _check_file_budget(loaded.config, _raise_open_files_limit())
     try:
         with _event_loop_runner() as runner:
             runner.run(_run_standalone(loaded.config, args.data_dir))

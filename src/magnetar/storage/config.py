@@ -33,3 +33,10 @@ class ManagedLedgerConfig:
     group_commit_max_delay_seconds: float = 0.001
     """How long the sync thread may wait after the first queued append to gather a larger group.
     Every append in the group pays this as extra latency, so keep it small."""
+
+    max_open_files: int = 512
+    """managedLedgerMaxOpenFiles (magnetar's own key; BookKeeper's bookie calls it openFileLimit):
+    ledger files kept open at once. Closed ledgers are reopened on demand when read, so this
+    bounds descriptors however many topics exist. Half a typical soft limit of 1024: even where
+    the limit cannot be raised, the other half is left for connections, the metadata store
+    and the rest of the process."""

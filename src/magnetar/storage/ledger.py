@@ -10,19 +10,23 @@ open it is checked against the data file and rebuilt from it when it lags or is 
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import itertools
 import logging
 import os
 import struct
 import sys
+import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import crc32c
 
-from magnetar.storage.errors import CorruptEntryError
+from magnetar.storage.errors import CorruptEntryError, ReadOnlyError, StorageClosedError
+from magnetar.storage.file_pool import UNBOUNDED, FilePool
 
 log = logging.getLogger(__name__)
 
@@ -170,35 +174,56 @@ class Ledger:
 
     Only the sync thread appends; readers on other threads see an entry once `entries`
     counts it, which happens after its bytes are durable.
+
+    Descriptors are opened on demand and counted in a FilePool, which may close them while
+    the ledger is idle; the next read or append reopens them. `_lock` guards them: a read
+    holds it across its pread (short, and it keeps eviction away), while an append or a seal
+    only *pins* them under the lock and then writes and fsyncs without it, so that a reader
+    never waits for an fsync. A sealed ledger, or one opened only to read, has no index
+    descriptor at all.
     """
 
-    def __init__(self, directory: Path, ledger_id: int, data_fd: int, offsets: array, end: int) -> None:
+    def __init__(self, directory: Path, ledger_id: int, *, writable: bool, pool: FilePool | None) -> None:
         self.ledger_id = ledger_id
         self._directory = directory
-        self._data_fd = data_fd
-        self._index_fd: int | None = None
-        self._offsets = offsets
-        self._end = end
+        self._offsets = array("Q")
+        self._end = 0
+        self._writable = writable
+        """The current ledger: its data file opens read-write, and it has an index to append to."""
+        self._pool = pool if pool is not None else FilePool(UNBOUNDED)
+        self._lock = threading.Lock()
+        self._data_fd = -1
+        self._index_fd = -1
+        self._pins = 0
+        self._closed = False
 
     @classmethod
-    def create(cls, directory: Path, ledger_id: int) -> Ledger:
-        data_fd = os.open(data_path(directory, ledger_id), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        ledger = cls(directory, ledger_id, data_fd, array("Q"), 0)
-        ledger._index_fd = os.open(index_path(directory, ledger_id), os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        fsync_dir(directory)
+    def create(cls, directory: Path, ledger_id: int, pool: FilePool | None = None) -> Ledger:
+        ledger = cls(directory, ledger_id, writable=True, pool=pool)
+        with ledger._closed_on_error():
+            with ledger._lock:
+                ledger._data_fd = ledger._open_file(data_path(directory, ledger_id), os.O_RDWR | os.O_CREAT | os.O_EXCL)
+                ledger._index(os.O_CREAT | os.O_EXCL)
+            fsync_dir(directory)
         return ledger
 
     @classmethod
-    def recover(cls, directory: Path, ledger_id: int) -> tuple[Ledger, RecoveryReport]:
+    def recover(cls, directory: Path, ledger_id: int, pool: FilePool | None = None) -> tuple[Ledger, RecoveryReport]:
         """Open a ledger a writer may have died in: cut a torn tail, rebuild the index.
 
         Everything up to the last whole, checksum-valid record is kept, including records
         written but never reported durable: they are whole, and keeping them is the same
         at-least-once outcome as a producer retrying.
         """
-        data_fd = os.open(data_path(directory, ledger_id), os.O_RDWR)
+        ledger = cls(directory, ledger_id, writable=True, pool=pool)
+        with ledger._closed_on_error(), ledger._lock:
+            report = ledger._recover_locked()
+        return ledger, report
+
+    def _recover_locked(self) -> RecoveryReport:
+        data_fd = self._data()
         file_size = os.fstat(data_fd).st_size
-        indexed = _unpack_offsets(_read_from(index_path(directory, ledger_id), 0))
+        indexed = _unpack_offsets(_read_from(index_path(self._directory, self.ledger_id), 0))
         valid, start = _trusted_index(data_fd, indexed, 0, file_size)
         tail, end = _scan(data_fd, start, file_size, None)
         offsets = indexed[:valid]
@@ -206,26 +231,37 @@ class Ledger:
         if end < file_size:
             os.ftruncate(data_fd, end)
             _fdatasync(data_fd)
-            log.warning("ledger %d: dropped %d bytes of torn or corrupt tail", ledger_id, file_size - end)
-        ledger = cls(directory, ledger_id, data_fd, offsets, end)
-        ledger._index_fd = os.open(index_path(directory, ledger_id), os.O_RDWR | os.O_CREAT, 0o644)
+            log.warning("ledger %d: dropped %d bytes of torn or corrupt tail", self.ledger_id, file_size - end)
+        self._offsets, self._end = offsets, end
+        index_fd = self._index(os.O_CREAT)
         index_rebuilt = valid != len(indexed) or bool(tail)
         if index_rebuilt:
-            _pwrite_all(ledger._index_fd, _pack_offsets(offsets), 0)
-            os.ftruncate(ledger._index_fd, len(offsets) * INDEX_SLOT_BYTES)
-        return ledger, RecoveryReport(ledger_id, len(offsets), file_size - end, index_rebuilt)
+            _pwrite_all(index_fd, _pack_offsets(offsets), 0)
+            os.ftruncate(index_fd, len(offsets) * INDEX_SLOT_BYTES)
+        return RecoveryReport(self.ledger_id, len(offsets), file_size - end, index_rebuilt)
 
     @classmethod
-    def open_read_only(cls, directory: Path, ledger_id: int, entries: int | None) -> Ledger:
+    def open_read_only(
+        cls, directory: Path, ledger_id: int, entries: int | None, pool: FilePool | None = None
+    ) -> Ledger:
         """Open without writing anything, trusting only what is known durable.
 
         `entries` is the count recorded when the ledger was closed; for a ledger still being
         written (None) the index alone says which entries are durable.
         """
-        data_fd = os.open(data_path(directory, ledger_id), os.O_RDONLY)
-        ledger = cls(directory, ledger_id, data_fd, array("Q"), 0)
-        ledger.refresh(entries)
+        ledger = cls(directory, ledger_id, writable=False, pool=pool)
+        with ledger._closed_on_error():
+            ledger.refresh(entries)
         return ledger
+
+    @contextlib.contextmanager
+    def _closed_on_error(self) -> Iterator[None]:
+        """Opening failed half-way: close what was opened, since no caller will get this ledger."""
+        try:
+            yield
+        except BaseException:
+            self.close()
+            raise
 
     def refresh(self, entries: int | None) -> None:
         """Read-only: pick up entries the writer made durable since the last look.
@@ -233,17 +269,104 @@ class Ledger:
         Reads only the index slots past those already known, so polling a tailing ledger
         stays cheap.
         """
-        known = len(self._offsets)
-        file_size = os.fstat(self._data_fd).st_size
-        indexed = _unpack_offsets(_read_from(index_path(self._directory, self.ledger_id), known * INDEX_SLOT_BYTES))
-        if entries is not None:
-            del indexed[max(0, entries - known) :]
-        valid, end = _trusted_index(self._data_fd, indexed, self._end, file_size)
-        self._offsets.extend(indexed[:valid])
-        if entries is not None and known + valid < entries:
-            tail, end = _scan(self._data_fd, end, file_size, entries - known - valid)
-            self._offsets.extend(tail)
-        self._end = end
+        with self._lock:
+            data_fd = self._data()
+            known = len(self._offsets)
+            file_size = os.fstat(data_fd).st_size
+            indexed = _unpack_offsets(
+                _read_from(index_path(self._directory, self.ledger_id), known * INDEX_SLOT_BYTES)
+            )
+            if entries is not None:
+                del indexed[max(0, entries - known) :]
+            valid, end = _trusted_index(data_fd, indexed, self._end, file_size)
+            self._offsets.extend(indexed[:valid])
+            if entries is not None and known + valid < entries:
+                tail, end = _scan(data_fd, end, file_size, entries - known - valid)
+                self._offsets.extend(tail)
+            self._end = end
+
+    # --- descriptors -------------------------------------------------------------------------
+
+    def _data(self) -> int:
+        """Lock held: the data file's descriptor, reopened if the pool closed it."""
+        if self._data_fd < 0:
+            flags = os.O_RDWR if self._writable else os.O_RDONLY
+            self._data_fd = self._open_file(data_path(self._directory, self.ledger_id), flags)
+        else:
+            self._pool.touch(self)
+        return self._data_fd
+
+    def _index(self, extra_flags: int = 0) -> int:
+        """Lock held: the index file's descriptor, reopened read-write if the pool closed it.
+
+        Index slots are written with pwrite at the offset their entry number gives, so a
+        reopened descriptor needs no seek to carry on where the closed one stopped.
+        """
+        if self._index_fd < 0:
+            path = index_path(self._directory, self.ledger_id)
+            self._index_fd = self._open_file(path, os.O_RDWR | extra_flags)
+        return self._index_fd
+
+    def _open_file(self, path: Path, flags: int) -> int:
+        """Lock held: open one file, counted in the pool (which makes room for it first).
+
+        If the process is out of descriptors (connections may have taken them), the pool
+        gives back every idle one and the open is tried once more.
+        """
+        if self._closed:
+            raise StorageClosedError(f"ledger {self.ledger_id} is closed")
+        self._pool.opened(self)
+        try:
+            try:
+                return os.open(path, flags, 0o644)
+            except OSError as exc:
+                if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._pool.evict_idle():
+                    raise
+                return os.open(path, flags, 0o644)
+        except BaseException:
+            self._pool.closed(self)
+            raise
+
+    def _pin_for_write(self) -> tuple[int, int]:
+        """Data and index descriptors, opened if need be and kept open (eviction skips a
+        pinned ledger) until _unpin(), so that writes and fsyncs run without the lock."""
+        with self._lock:
+            if not self._writable:
+                raise ReadOnlyError(f"ledger {self.ledger_id} is not open for appending")
+            fds = self._data(), self._index()
+            self._pins += 1
+            return fds
+
+    def _unpin(self) -> None:
+        with self._lock:
+            self._pins -= 1
+
+    def release_files_if_idle(self) -> bool:
+        """Pool, with its own lock held: close our files unless a thread is using them."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self._pins:
+                return False
+            self._close_fds()
+            return True
+        finally:
+            self._lock.release()
+
+    def _close_fds(self) -> int:
+        """Lock held: close whatever is open, without telling the pool; how many were open."""
+        closed = 0
+        for fd in (self._data_fd, self._index_fd):
+            if fd >= 0:
+                closed += 1
+                try:
+                    os.close(fd)
+                except OSError as exc:  # the descriptor is released even when close reports an error
+                    log.warning("ledger %d: closing a file failed: %s", self.ledger_id, exc)
+        self._data_fd = self._index_fd = -1
+        return closed
+
+    # --- entries -----------------------------------------------------------------------------
 
     @property
     def entries(self) -> int:
@@ -264,12 +387,15 @@ class Ledger:
         headers = map(HEADER.pack, lengths, map(crc32c.crc32c, entries))
         buffers = [part for record in zip(headers, entries, strict=True) for part in record]
         offsets = list(itertools.accumulate((HEADER.size + length for length in lengths), initial=self._end))
-        _pwritev_all(self._data_fd, buffers, self._end)
-        if sync:
-            _fdatasync(self._data_fd)
-        assert self._index_fd is not None, "only the current ledger is appended to"
         end = offsets.pop()
-        _pwrite_all(self._index_fd, _pack_offsets(offsets), len(self._offsets) * INDEX_SLOT_BYTES)
+        data_fd, index_fd = self._pin_for_write()
+        try:
+            _pwritev_all(data_fd, buffers, self._end)
+            if sync:
+                _fdatasync(data_fd)
+            _pwrite_all(index_fd, _pack_offsets(offsets), len(self._offsets) * INDEX_SLOT_BYTES)
+        finally:
+            self._unpin()
         self._end = end
         self._offsets.extend(offsets)
 
@@ -296,7 +422,16 @@ class Ledger:
     def read_range(self, first: int, count: int) -> list[bytes]:
         """Entries first..first+count-1 with a single pread, each checked against its crc."""
         start = self._offsets[first]
-        buf = os.pread(self._data_fd, self._record_end_offset(first + count - 1) - start, start)
+        length = self._record_end_offset(first + count - 1) - start
+        lock = self._lock
+        lock.acquire()  # not `with`: half the cost, on the path of every read that misses the cache
+        try:
+            fd = self._data_fd
+            if fd < 0 or self._pool.last_used is not self:
+                fd = self._data()
+            buf = os.pread(fd, length, start)
+        finally:
+            lock.release()
         view = memoryview(buf)
         out: list[bytes] = []
         pos = 0
@@ -310,18 +445,29 @@ class Ledger:
         return out
 
     def seal(self) -> None:
-        """Make data and index durable and stop appending: the ledger is closed for good."""
-        _fdatasync(self._data_fd)
-        if self._index_fd is not None:
-            os.fsync(self._index_fd)
-            os.close(self._index_fd)
-            self._index_fd = None
+        """Make data and index durable and stop appending: the ledger is closed for good.
+
+        Files the pool closed since the last append are reopened to be fsynced: their dirty
+        pages belong to the file, not to the descriptor that wrote them.
+        """
+        data_fd, index_fd = self._pin_for_write()
+        try:
+            _fdatasync(data_fd)
+            os.fsync(index_fd)
+        finally:
+            self._unpin()
+        with self._lock:
+            self._writable = False
+            if self._index_fd >= 0:
+                os.close(self._index_fd)
+                self._index_fd = -1
+                self._pool.closed(self)
 
     def close(self) -> None:
-        if self._index_fd is not None:
-            os.close(self._index_fd)
-            self._index_fd = None
-        os.close(self._data_fd)
+        """Close the files for good: a later read raises StorageClosedError."""
+        with self._lock:
+            self._closed = True
+            self._pool.closed(self, self._close_fds())
 
 
 def remove_files(directory: Path, ledger_id: int) -> None:

@@ -30,6 +30,7 @@ from magnetar.storage.errors import (
     ReadOnlyError,
     StorageClosedError,
 )
+from magnetar.storage.file_pool import FilePool
 from magnetar.storage.group_commit import SyncThread
 from magnetar.storage.ledger import HEADER, Ledger, RecoveryReport, fsync_dir, remove_files
 from magnetar.storage.ledger_ids import LedgerIdAllocator
@@ -187,7 +188,7 @@ class ManagedLedger:
         """Close a ledger its writer left open; forget it if it holds no entry."""
         key = layout.ledger_key(self.name, info.ledger_id)
         try:
-            ledger, report = Ledger.recover(self._dir, info.ledger_id)
+            ledger, report = Ledger.recover(self._dir, info.ledger_id, self._factory.file_pool)
         except FileNotFoundError:  # listed, but the writer died before creating the files
             self._store.delete(key)
             return None
@@ -255,7 +256,7 @@ class ManagedLedger:
             return
         if slot.ledger is None:
             try:
-                slot.ledger = Ledger.open_read_only(self._dir, info.ledger_id, closed_entries)
+                slot.ledger = Ledger.open_read_only(self._dir, info.ledger_id, closed_entries, self._factory.file_pool)
             except FileNotFoundError:  # listed a moment before its files are created
                 return
         else:
@@ -382,7 +383,7 @@ class ManagedLedger:
             if previous is not None:
                 txn.put(layout.ledger_key(self.name, previous.ledger_id), previous.info().to_json())
             txn.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
-        ledger = Ledger.create(self._dir, slot.ledger_id)
+        ledger = Ledger.create(self._dir, slot.ledger_id, self._factory.file_pool)
         with self._lock:
             slot.listed = True
             slot.ledger = ledger
@@ -439,9 +440,13 @@ class ManagedLedger:
             return [slot.info() for slot in self._slots.values() if slot.listed]
 
     def _readable_ledger(self, slot: _Slot) -> Ledger:
-        """Ledgers closed before this process opened them get their files on first read."""
+        """Ledgers closed before this process opened them are loaded on first read.
+
+        Loading keeps their index in memory; their files are opened and closed on demand by
+        the factory's file pool.
+        """
         if slot.ledger is None:
-            slot.ledger = Ledger.open_read_only(self._dir, slot.ledger_id, slot.durable)
+            slot.ledger = Ledger.open_read_only(self._dir, slot.ledger_id, slot.durable, self._factory.file_pool)
         return slot.ledger
 
     def _check_open(self) -> None:
@@ -701,6 +706,8 @@ class ManagedLedgerFactory:
             self._lock_fd = self._lock_data_dir()
         self._store = SqliteMetadataStore(self.data_dir / "metadata.db", read_only=read_only)
         self.entry_cache = EntryCache(self.config.cache_size_bytes)
+        self.file_pool = FilePool(self.config.max_open_files)
+        """Bounds the ledger files held open by all managed ledgers of this factory."""
         self._dirty_cursors: dict[ManagedCursor, str] = {}
         self._dirty_lock = threading.Lock()
         self._persist_lock = threading.Lock()
