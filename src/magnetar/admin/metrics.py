@@ -59,6 +59,10 @@ SUBSCRIPTION_FAMILIES = (
            lambda s: s.outbound.message_rate),
     Family("pulsar_subscription_msg_throughput_out", "gauge", "Bytes dispatched per second.",
            lambda s: s.outbound.byte_rate),
+    *(Family(f"pulsar_subscription_filter_{what}_msg_count", "counter", f"Messages entry filters {verb}.",
+             lambda s, field=field: getattr(s.filter_counters, field))
+      for what, verb, field in (("processed", "judged", "processed"), ("accepted", "accepted", "accepted"),
+                                ("rejected", "rejected", "rejected"), ("rescheduled", "rescheduled", "rescheduled"))),
 )
 
 

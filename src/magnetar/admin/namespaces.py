@@ -9,6 +9,7 @@ from magnetar.admin.responses import (
     Validator,
     bool_param,
     boolean,
+    entry_filter_names,
     fail,
     json_body,
     no_content,
@@ -17,6 +18,7 @@ from magnetar.admin.responses import (
 )
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.deduplication import DEDUPLICATION
+from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import ResourceConflictError
 from magnetar.broker.policies import MESSAGE_TTL, Policy
 from magnetar.broker.service import BrokerService
@@ -45,6 +47,7 @@ class NamespacesApi:
             web.get(NAMESPACE + "/topics", self.list_topics),
             *self._policy_routes("messageTTL", MESSAGE_TTL, non_negative_int),
             *self._policy_routes("deduplication", DEDUPLICATION, boolean),
+            *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
             *backlog_quota_routes(
                 NAMESPACE,
                 lambda request: self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field),

@@ -125,3 +125,17 @@ def policy_routes(url: str, name: str, valid: Validator, read: Callable[[web.Req
         return no_content()
 
     return [web.get(url, get), web.post(url, set_), web.delete(url, remove)]
+
+
+def entry_filter_names(name: str, value: Any) -> dict[str, str]:
+    """Pulsar's EntryFilters JSON; every named filter must be one the broker can load."""
+    from magnetar.broker.entry_filters import load_entry_filter, parse_names  # noqa: PLC0415 (broker-side)
+
+    if not isinstance(value, dict) or not isinstance(value.get("entryFilterNames"), str):
+        raise fail(412, f'Invalid value for {name}: {{"entryFilterNames": "a,b"}} is expected')
+    for filter_name in parse_names(value["entryFilterNames"]):
+        try:
+            load_entry_filter(filter_name)
+        except (ValueError, ImportError) as exc:
+            raise fail(412, f"Invalid value for {name}: {exc}") from exc
+    return {"entryFilterNames": value["entryFilterNames"]}

@@ -9,6 +9,7 @@ from aiohttp import web
 from magnetar.admin.messages import entry_response
 from magnetar.admin.responses import bool_param, fail, json_body, no_content
 from magnetar.admin.topics import PERSISTENT, TopicsApi
+from magnetar.broker.entry_filters.gate import filter_context
 from magnetar.broker.message_expiry import last_expired_position
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.storage import Position
@@ -42,6 +43,8 @@ class SubscriptionsApi:
             web.post(SUBSCRIPTION + "/resetcursor", self.reset_to_message_id),
             web.post(SUBSCRIPTION + "/expireMessages/{seconds}", self.expire),
             web.get(SUBSCRIPTION + "/position/{n}", self.peek),
+            web.get(SUBSCRIPTION + "/properties", self.get_properties),
+            web.put(SUBSCRIPTION + "/properties", self.set_properties),
         ]
 
     def _subscription(self, request: web.Request) -> PersistentSubscription:
@@ -102,6 +105,24 @@ class SubscriptionsApi:
         last = last_expired_position(subscription.topic, seconds)
         if last > subscription.cursor.mark_delete_position:
             subscription.expire_up_to(last)
+        return no_content()
+
+    async def get_properties(self, request: web.Request) -> web.Response:
+        return web.json_response(self._subscription(request).properties)
+
+    async def set_properties(self, request: web.Request) -> web.Response:
+        """Pulsar's updateSubscriptionProperties: the body replaces them all."""
+        body = await json_body(request, {})
+        if not isinstance(body, dict) or not all(isinstance(v, str) for v in body.values()):
+            raise fail(400, "the body must be a JSON object of string properties")
+        subscription = self._subscription(request)
+        chain = subscription.topic.entry_filters
+        if chain is not None:  # a selector is checked before it replaces a working one
+            chain.check_subscription(filter_context(subscription, None, body))
+        try:
+            subscription.set_properties(body)
+        except ValueError as exc:
+            raise fail(412, str(exc)) from exc
         return no_content()
 
     async def peek(self, request: web.Request) -> web.Response:

@@ -7,9 +7,19 @@ from aiohttp import web
 
 from magnetar.admin.backlog_quotas import backlog_quota_routes
 from magnetar.admin.messages import entry_response
-from magnetar.admin.responses import Validator, bool_param, boolean, fail, int_param, no_content, policy_routes
+from magnetar.admin.responses import (
+    Validator,
+    bool_param,
+    boolean,
+    entry_filter_names,
+    fail,
+    int_param,
+    no_content,
+    policy_routes,
+)
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.deduplication import DEDUPLICATION
+from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.internal_stats import internal_stats
 from magnetar.broker.message_finder import EntrySequence
@@ -56,6 +66,7 @@ class TopicsApi:
             web.post(PERSISTENT + "/messageTTL", self.set_ttl),
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
             *self._policy_routes("deduplicationEnabled", DEDUPLICATION, boolean),
+            *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
             *backlog_quota_routes(
                 PERSISTENT,
                 lambda request: self.service.policies.topic_value(self.topic_name(request), BACKLOG_QUOTA),

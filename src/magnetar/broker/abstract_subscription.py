@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.consumer import Consumer
+from magnetar.broker.entry_filters.gate import FilterCounters
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.stats import MessageCounter
 from magnetar.storage import Position
@@ -48,6 +49,7 @@ class AbstractSubscription:
         self.dispatcher: SubscriptionDispatcher | None = None
         self.sub_type: int | None = None
         self.outbound = MessageCounter()
+        self.filter_counters = FilterCounters()
 
     def __repr__(self) -> str:
         return f"{self.topic.name}/{self.name}"

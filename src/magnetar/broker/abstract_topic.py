@@ -141,6 +141,7 @@ class AbstractTopic:
             cmd.priority_level,
             cmd.keySharedMeta if cmd.HasField("keySharedMeta") else None,
         )
+        consumer.metadata = {kv.key: kv.value for kv in cmd.metadata}
         try:
             subscription.add_consumer(consumer)
         except BrokerServiceError:

@@ -21,6 +21,7 @@ from magnetar.broker.advertised_listeners import (
     internal_listener_name,
     parse_advertised_listeners,
 )
+from magnetar.broker.entry_filters import load_entry_filter
 from magnetar.broker.properties import Setting
 from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
 
@@ -92,6 +93,13 @@ class ServiceConfiguration:
     brokerEntryMetadataIndexBase: int = 0
     # how often rates in stats and /metrics are worked out (Pulsar's default)
     statsUpdateFrequencyInSecs: int = 60
+    # entry filters (PIP-105, see broker.entry_filters): plugin names of the
+    # magnetar.entry_filters entry-point group; the directory of Pulsar's NAR files means
+    # nothing here and is accepted and ignored
+    entryFilterNames: list[str] = field(default_factory=list)
+    entryFiltersDirectory: str = ""
+    allowOverrideEntryFilters: bool = False
+    dispatcherFilterRescheduledMessageDelay: int = 1000
     # backlog quotas (Pulsar's keys and defaults: -1 = no limit)
     backlogQuotaCheckEnabled: bool = True
     backlogQuotaCheckIntervalInSeconds: int = 60
@@ -138,7 +146,7 @@ class ServiceConfiguration:
                     "managedLedgerMaxOpenFiles",
                     "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
                     "backlogQuotaCheckIntervalInSeconds", "brokerDeleteInactiveTopicsFrequencySeconds",
-                    "subscriptionExpiryCheckIntervalInMinutes",
+                    "subscriptionExpiryCheckIntervalInMinutes", "dispatcherFilterRescheduledMessageDelay",
                     "brokerDeduplicationEntriesInterval",
                     "webServiceRequestTimeoutSeconds",
                     "maxMessagePublishBufferSizeInMB",
@@ -157,6 +165,11 @@ class ServiceConfiguration:
             internal_listener_name(parse_advertised_listeners(self.advertisedListeners), self.internalListenerName)
         except ListenerConfigError as exc:
             raise ConfigError(str(exc)) from None
+        for name in self.entryFilterNames:
+            try:
+                load_entry_filter(name)
+            except (ValueError, ImportError) as exc:
+                raise ConfigError(f"entryFilterNames: {exc}") from None
         if self.brokerDeleteInactiveTopicsMode not in _INACTIVE_TOPIC_MODES:
             raise ConfigError(f"brokerDeleteInactiveTopicsMode must be one of {', '.join(_INACTIVE_TOPIC_MODES)}, "
                               f"not {self.brokerDeleteInactiveTopicsMode!r}")

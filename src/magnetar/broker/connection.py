@@ -402,6 +402,7 @@ class ServerCnx(asyncio.Protocol):
             topic = self.service.get_topic(req.topic, create=req.force_topic_creation)
             consumer = topic.subscribe(self, req)
         except BrokerServiceError as exc:
+            log.info("%s [%s][%s] subscribe refused: %s", self, req.topic, req.subscription, exc.message)
             self.send(commands.error(req.request_id, exc.code, exc.message))
             return
         self.consumers[req.consumer_id] = consumer

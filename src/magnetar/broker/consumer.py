@@ -56,6 +56,8 @@ class Consumer:
         self.sub_type = sub_type
         self.priority_level = priority_level
         self.key_shared_meta = key_shared_meta
+        self.metadata: dict[str, str] = {}
+        """The consumer's properties (CommandSubscribe.metadata; the client's `properties=`)."""
         self.permits = 0
         self.told_end_of_topic = False
         self.pending: dict[Position, int] = {}

@@ -37,6 +37,8 @@ from magnetar.broker.consumer_selectors import (
     sticky_key_hash,
 )
 from magnetar.broker.delayed_delivery import DelayedDeliveryTracker, create_tracker
+from magnetar.broker.entry_filters import FilterResult
+from magnetar.broker.entry_filters.gate import judge
 from magnetar.storage import CorruptEntryError, Position
 from magnetar.wire.entry import validate_publishable
 from magnetar.wire.errors import WireError
@@ -54,6 +56,10 @@ MAX_REPLAY_ENTRIES = 10_000
 #: Entries one read pass may look at before yielding to the event loop, so a
 #: backlog of held (delayed) entries is scanned in slices, not in one block.
 MAX_SCAN_PER_PASS = 1_000
+#: Read-and-assign rounds one dispatch pass may make before yielding to the event loop:
+#: with entry filters rejecting most entries, a round can deliver nothing and the next
+#: would follow at once, through the whole backlog in one callback.
+MAX_ROUNDS_PER_PASS = 16
 
 
 class Dispatcher:
@@ -216,9 +222,23 @@ class Dispatcher:
     def delayed_messages(self) -> int:
         return 0
 
-    def _deliver(self, consumer: Consumer, entry: DispatchEntry) -> None:
-        self.outstanding[entry.position] = consumer
-        consumer.deliver(entry)
+    def _deliver(self, consumer: Consumer, entry: DispatchEntry) -> bool:
+        """Send `entry` to `consumer` unless the topic's entry filters say otherwise (a
+        rejected entry is acknowledged by the gate; a rescheduled one comes back later)."""
+        verdict = judge(self.subscription, consumer, entry)
+        if verdict is FilterResult.ACCEPT:
+            self.outstanding[entry.position] = consumer
+            consumer.deliver(entry)
+            return True
+        if verdict is FilterResult.RESCHEDULE:
+            self._reschedule(entry)
+        return False
+
+    def _reschedule(self, entry: DispatchEntry) -> None:
+        raise NotImplementedError
+
+    def _reschedule_delay(self) -> float:
+        return self.subscription.topic.service.config.dispatcherFilterRescheduledMessageDelay / 1000
 
 
 class SingleActiveConsumerDispatcher(Dispatcher):
@@ -228,6 +248,8 @@ class SingleActiveConsumerDispatcher(Dispatcher):
         super().__init__(subscription)
         self.sub_type = sub_type
         self.active: Consumer | None = None
+        self._paused: asyncio.TimerHandle | None = None
+        """Set while a rescheduled entry waits: nothing is read past it meanwhile."""
 
     def add_consumer(self, consumer: Consumer) -> None:
         check_exclusive(self.sub_type, self.consumers)
@@ -263,13 +285,37 @@ class SingleActiveConsumerDispatcher(Dispatcher):
 
     def dispatch(self) -> None:
         consumer = self.active
-        while consumer is not None and consumer.can_receive:
+        rounds = 0
+        while consumer is not None and consumer.can_receive and self._paused is None:
+            rounds += 1
+            if rounds > MAX_ROUNDS_PER_PASS:  # filters rejecting most entries: yield now and then
+                self.schedule()
+                return
             entries = self._read_new(min(consumer.permits, self.max_read))
             if not entries:
                 self._notify_end_of_topic()
                 return
             for entry in entries:
-                self._deliver(consumer, entry)
+                if not self._deliver(consumer, entry) and self._paused is not None:
+                    return  # rescheduled: nothing after it goes out before it does
+
+    def _reschedule(self, entry: DispatchEntry) -> None:
+        """Order is the promise: read again from this entry once the delay is over."""
+        self.read_position = entry.position
+        self._paused = asyncio.get_running_loop().call_later(self._reschedule_delay(), self._resume)
+
+    def _resume(self) -> None:
+        self._paused = None
+        self.schedule()
+
+    def reset(self, position: Position) -> None:
+        self.close()
+        super().reset(position)
+
+    def close(self) -> None:
+        if self._paused is not None:
+            self._paused.cancel()
+            self._paused = None
 
 
 class MultipleConsumersDispatcher(Dispatcher):
@@ -278,6 +324,8 @@ class MultipleConsumersDispatcher(Dispatcher):
     def __init__(self, subscription: PersistentSubscription) -> None:
         super().__init__(subscription)
         self.replay: SortedDict = SortedDict()  # Position -> sticky-key hash (or -1)
+        self._rescheduled: dict[Position, tuple[float, int]] = {}  # -> (monotonic due time, key hash)
+        self._reschedule_timer: asyncio.TimerHandle | None = None
         self._round_robin = RoundRobinSelector()
         topic = subscription.topic
         self.delayed = create_tracker(
@@ -299,12 +347,14 @@ class MultipleConsumersDispatcher(Dispatcher):
         super().acknowledged(positions)
         for position in positions:
             self.replay.pop(position, None)
+            self._rescheduled.pop(position, None)
         if self.delayed is not None:
             self.delayed.discard(positions)
 
     def reset(self, position: Position) -> None:
         super().reset(position)
         self.replay.clear()
+        self._rescheduled.clear()
         if self.delayed is not None:
             self.delayed.clear()
 
@@ -313,9 +363,14 @@ class MultipleConsumersDispatcher(Dispatcher):
         self._arm_timer()
 
     def _dispatch_rounds(self) -> None:
+        rounds = 0
         while True:
             available = [c for c in self.consumers if c.can_receive]
             if not available:
+                return
+            rounds += 1
+            if rounds > MAX_ROUNDS_PER_PASS:  # filters rejecting most entries: yield now and then
+                self.schedule()
                 return
             budget = min(sum(c.permits for c in available), self.max_read)
             entries = self._read_replay(budget)
@@ -422,6 +477,34 @@ class MultipleConsumersDispatcher(Dispatcher):
 
     def close(self) -> None:
         self._cancel_timer()
+        if self._reschedule_timer is not None:
+            self._reschedule_timer.cancel()
+            self._reschedule_timer = None
+
+    # -- rescheduled by entry filters
+    def _deliverable(self, position: Position) -> bool:
+        return position not in self._rescheduled and super()._deliverable(position)
+
+    def _reschedule(self, entry: DispatchEntry) -> None:
+        """Parked out of reach until the delay is over, then read again like a redelivery
+        (without counting one)."""
+        self._rescheduled[entry.position] = (time.monotonic() + self._reschedule_delay(), self._hash(entry))
+        if self._reschedule_timer is None:
+            self._reschedule_timer = asyncio.get_running_loop().call_later(
+                self._reschedule_delay(), self._release_rescheduled)
+
+    def _release_rescheduled(self) -> None:
+        self._reschedule_timer = None
+        now = time.monotonic()
+        for position, (due, key_hash) in list(self._rescheduled.items()):
+            if due <= now:
+                del self._rescheduled[position]
+                self.replay[position] = key_hash
+        if self._rescheduled:
+            first_due = min(due for due, _ in self._rescheduled.values())
+            self._reschedule_timer = asyncio.get_running_loop().call_later(
+                max(0.0, first_due - now), self._release_rescheduled)
+        self.schedule()
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -510,7 +593,8 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
 
     def _assign(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
         parked: list[DispatchEntry] = []
-        blocked: set[int] = set()
+        # A key waits behind its rescheduled entry, and behind any entry parked this pass.
+        blocked: set[int] = {key_hash for _, key_hash in self._rescheduled.values()}
         for entry in entries:
             key_hash = self._hash(entry)
             consumer = self.owner(key_hash)
@@ -518,8 +602,8 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
                     or self._held(consumer, entry.position)):
                 blocked.add(key_hash)
                 parked.append(entry)
-            else:
-                self._deliver(consumer, entry)
+            elif not self._deliver(consumer, entry) and entry.position in self._rescheduled:
+                blocked.add(key_hash)
         return parked
 
     def _held(self, consumer: Consumer, position: Position) -> bool:

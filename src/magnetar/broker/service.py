@@ -21,6 +21,7 @@ from magnetar.broker.backlog_quota import BacklogQuotaChecker
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.connection_controller import ConnectionController, PartialFrameBudget
+from magnetar.broker.entry_filters import EntryFilterProvider
 from magnetar.broker.entry_metadata import EntryMetadataStamper
 from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError, InvalidResourceError
 from magnetar.broker.inactivity import InactivityMonitor
@@ -82,6 +83,7 @@ class BrokerService:
         self.expiry_monitor = MessageExpiryMonitor(self)
         self.backlog_quota_checker = BacklogQuotaChecker(self)
         self.inactivity_monitor = InactivityMonitor(self)
+        self.entry_filter_provider = EntryFilterProvider()
         self.connection_controller = ConnectionController(config.brokerMaxConnections, config.brokerMaxConnectionsPerIp)
         self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
         self._stats_timer: asyncio.TimerHandle | None = None

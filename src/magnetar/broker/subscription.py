@@ -40,6 +40,28 @@ class PersistentSubscription(AbstractSubscription):
         self.sub_type = _SUB_TYPES.get(cursor.properties.get(SUB_TYPE_PROPERTY, ""))
         self.redelivery_counts: dict[Position, int] = {}
         self.unreadable_skipped = 0
+        self._transient_properties: dict[str, str] = {}
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """Subscription properties (CommandSubscribe.subscription_properties, or the admin API),
+        kept with the cursor beside magnetar's own '#' keys; a reader's live in memory."""
+        if not self.durable:
+            return self._transient_properties
+        return {key: value for key, value in self.cursor.properties.items() if not key.startswith("#")}
+
+    def set_properties(self, properties: dict[str, str]) -> None:
+        """Replace the subscription properties (Pulsar's updateSubscriptionProperties)."""
+        if not self.durable:
+            self._transient_properties = dict(properties)
+            return
+        for key in self.properties:
+            if key not in properties:
+                self.cursor.remove_property(key)
+        for key, value in properties.items():
+            if key.startswith("#"):
+                raise ValueError(f"subscription property {key!r}: names starting with '#' are reserved")
+            self.cursor.set_property(key, value)
 
     def first_unacked_position(self) -> Position:
         """Where reading starts again: just after the mark-delete position."""
@@ -174,6 +196,11 @@ class PersistentSubscription(AbstractSubscription):
             self.dispatcher.reset(position)
         return consumers
 
+    def acknowledge_filtered(self, position: Position) -> None:
+        """An entry filter rejected the entry: acknowledged for this subscription only."""
+        self.cursor.delete([position])
+        self._forget([position])
+
     def skip_unreadable(self, position: Position, reason: str) -> None:
         """An entry no consumer could read is acknowledged, once, with one logged error: the
         alternative is a subscription that delivers nothing past it."""
@@ -223,5 +250,7 @@ class PersistentSubscription(AbstractSubscription):
             "unackedMessages": sum(c.unacked_messages for c in self.consumers),
             # magnetar's own: entries acknowledged because no consumer could read them
             "unreadableEntriesSkipped": self.unreadable_skipped,
+            "subscriptionProperties": self.properties,
+            **self.filter_counters.stats(),
             "consumers": self.consumer_stats(),
         }

@@ -9,6 +9,8 @@ from magnetar.broker import backlog_quota
 from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
 from magnetar.broker.deduplication import DEDUPLICATION, MessageDeduplication
 from magnetar.broker.delayed_delivery import drop_delayed_index
+from magnetar.broker.entry_filters import EntryFilterChain, FilterContext
+from magnetar.broker.entry_filters.policy import effective_filter_names
 from magnetar.broker.errors import BrokerServiceError, InvalidResourceError, ResourceConflictError
 from magnetar.broker.message_finder import find_first_at_or_after
 from magnetar.broker.policies import MESSAGE_TTL
@@ -57,6 +59,8 @@ class PersistentTopic(AbstractTopic):
         self.entry_metadata_state = service.entry_metadata.recover(ledger, last_entry)
         self._dedup: MessageDeduplication | None = None
         self._dedup_policy_version = -1
+        self._filters: EntryFilterChain | None = None
+        self._filters_policy_version = -1
 
     # -- publishing
     def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
@@ -129,6 +133,13 @@ class PersistentTopic(AbstractTopic):
             raise BrokerServiceError(
                 pb.NotAllowedError, "readCompacted only allowed on failover or exclusive subscriptions"
             )
+        chain = self.entry_filters
+        if chain is not None:  # a selector that could never be judged fails the SUBSCRIBE now
+            existing = self.subscriptions.get(cmd.subscription)
+            properties = existing.properties if existing is not None else {
+                kv.key: kv.value for kv in cmd.subscription_properties}
+            chain.check_subscription(FilterContext(str(self.name), cmd.subscription, properties, cmd.consumer_name,
+                                                   {kv.key: kv.value for kv in cmd.metadata}))
 
     def _create_subscription(self, cmd: pb.CommandSubscribe) -> PersistentSubscription:
         if cmd.durable:
@@ -138,6 +149,8 @@ class PersistentTopic(AbstractTopic):
             start = self._start_position(cmd)
             cursor = self.ledger.open_non_durable_cursor(start)
         subscription = PersistentSubscription(self, cmd.subscription, cursor, durable=cmd.durable)
+        if cmd.subscription_properties:
+            subscription.set_properties({kv.key: kv.value for kv in cmd.subscription_properties})
         self.subscriptions[cmd.subscription] = subscription
         return subscription
 
@@ -217,6 +230,16 @@ class PersistentTopic(AbstractTopic):
     @property
     def terminated(self) -> bool:
         return self.ledger.get_property(TERMINATED_PROPERTY) == "true"
+
+    @property
+    def entry_filters(self) -> EntryFilterChain | None:
+        """The topic's filter chain, cached until any policy changes: topic > namespace >
+        broker (`entryFilterNames`) when `allowOverrideEntryFilters`, else the broker's."""
+        policies = self.service.policies
+        if policies.version != self._filters_policy_version:
+            self._filters_policy_version = policies.version
+            self._filters = self.service.entry_filter_provider.chain(effective_filter_names(self.service, self.name))
+        return self._filters
 
     @property
     def deduplication(self) -> MessageDeduplication | None:

@@ -1,0 +1,167 @@
+"""Entry filters (PIP-105): plugins that decide, per subscription, whether an entry is
+delivered, acknowledged unseen, or tried again later, reading only its metadata.
+
+A filter sees the entry's position, its MessageMetadata (parsed once by dispatch anyway)
+and its broker entry metadata, never the payload: on a batch it judges the batch-level
+properties, which a producer using `batched_filter_properties` (PIP-191) groups its
+batches by. Filters are entry points of the `magnetar.entry_filters` group, named by
+`entryFilterNames` (broker), or by namespace and topic policies when
+`allowOverrideEntryFilters` lets them. Several chain: the first answer other than
+ACCEPT wins. A filter that raises counts as ACCEPT and is logged at most once a minute.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Protocol, runtime_checkable
+
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.storage import Position
+from magnetar.wire.entry import peek_broker_entry_metadata
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+log = logging.getLogger(__name__)
+ENTRY_POINT_GROUP = "magnetar.entry_filters"
+_ERROR_LOG_INTERVAL_SECONDS = 60.0
+
+
+class FilterResult(enum.Enum):
+    ACCEPT = "accept"
+    REJECT = "reject"
+    RESCHEDULE = "reschedule"
+
+
+@dataclass(slots=True)
+class FilterEntry:
+    """What a filter may look at: never the payload."""
+
+    position: Position
+    metadata: pb.MessageMetadata
+    data: bytes = field(repr=False)
+    _properties: dict[str, str] | None = field(default=None, repr=False)
+
+    @property
+    def properties(self) -> Mapping[str, str]:
+        """The MessageMetadata properties: a batch's own, set by batched filter properties."""
+        if self._properties is None:
+            self._properties = {kv.key: kv.value for kv in self.metadata.properties}
+        return self._properties
+
+    @property
+    def broker_entry_metadata(self) -> pb.BrokerEntryMetadata | None:
+        return peek_broker_entry_metadata(self.data)
+
+
+@dataclass(frozen=True, slots=True)
+class FilterContext:
+    topic: str
+    subscription: str
+    subscription_properties: Mapping[str, str]
+    consumer: str | None = None
+    consumer_metadata: Mapping[str, str] = field(default_factory=dict)
+
+
+@runtime_checkable
+class EntryFilter(Protocol):
+    def filter_entry(self, entry: FilterEntry, context: FilterContext) -> FilterResult: ...
+
+
+class SubscriptionCheck(Protocol):
+    """Optional: a filter that can refuse a SUBSCRIBE it could never judge (a bad selector)."""
+
+    def check_subscription(self, context: FilterContext) -> None: ...
+
+
+def load_entry_filter(name: str) -> EntryFilter:
+    """A filter by its entry-point name, or by `package.module:Class` (as Pulsar's NAR
+    descriptors name a class), instantiated with no arguments."""
+    factory = _find_factory(name)
+    instance = factory()
+    if not isinstance(instance, EntryFilter):
+        raise ValueError(f"entry filter {name!r} has no filter_entry(entry, context)")
+    return instance
+
+
+def _find_factory(name: str) -> Any:
+    for plugin in entry_points(group=ENTRY_POINT_GROUP):
+        if plugin.name == name:
+            return plugin.load()
+    if name == "selector":  # built in, also when the package's entry points are not installed
+        from magnetar.broker.entry_filters.selector_filter import SelectorEntryFilter  # noqa: PLC0415
+
+        return SelectorEntryFilter
+    module_name, sep, attribute = name.partition(":")
+    if sep:
+        try:
+            return getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"cannot load entry filter {name!r}: {exc}") from None
+    raise ValueError(f"no entry filter named {name!r} (plugins register under {ENTRY_POINT_GROUP!r}, "
+                     "or name one as package.module:Class)")
+
+
+class EntryFilterChain:
+    """The filters of one topic, in order."""
+
+    def __init__(self, filters: Sequence[tuple[str, EntryFilter]]) -> None:
+        self.filters = list(filters)
+        self._errors_logged_at: dict[str, float] = {}
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self.filters]
+
+    def judge(self, entry: FilterEntry, context: FilterContext) -> FilterResult:
+        for name, entry_filter in self.filters:
+            try:
+                result = entry_filter.filter_entry(entry, context)
+            except Exception:
+                self._log_failure(name, context)
+                continue
+            if result is not FilterResult.ACCEPT:
+                return result
+        return FilterResult.ACCEPT
+
+    def check_subscription(self, context: FilterContext) -> None:
+        for name, entry_filter in self.filters:
+            check = getattr(entry_filter, "check_subscription", None)
+            if check is None:
+                continue
+            try:
+                check(context)
+            except ValueError as exc:
+                raise BrokerServiceError(pb.NotAllowedError, f"entry filter {name}: {exc}") from None
+
+    def _log_failure(self, name: str, context: FilterContext) -> None:
+        now = time.monotonic()
+        if now - self._errors_logged_at.get(name, -_ERROR_LOG_INTERVAL_SECONDS) >= _ERROR_LOG_INTERVAL_SECONDS:
+            self._errors_logged_at[name] = now
+            log.exception("entry filter %s failed on %s/%s; the entry is accepted (logged once a minute)",
+                          name, context.topic, context.subscription)
+
+
+class EntryFilterProvider:
+    """Loads each named filter once per broker and hands topics their chains."""
+
+    def __init__(self) -> None:
+        self._loaded: dict[str, EntryFilter] = {}
+
+    def chain(self, names: Sequence[str]) -> EntryFilterChain | None:
+        if not names:
+            return None
+        return EntryFilterChain([(name, self._load(name)) for name in names])
+
+    def _load(self, name: str) -> EntryFilter:
+        if name not in self._loaded:
+            self._loaded[name] = load_entry_filter(name)
+        return self._loaded[name]
+
+
+def parse_names(text: str | None) -> list[str]:
+    return [name.strip() for name in (text or "").split(",") if name.strip()]

@@ -1,0 +1,29 @@
+"""Which entry filters a topic runs, under Pulsar's keys and policies."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from magnetar.broker.entry_filters import parse_names
+from magnetar.broker.policies import Policy
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.topic_name import TopicName
+
+#: Pulsar's EntryFilters policy JSON, `{"entryFilterNames": "a,b"}`, at both levels.
+ENTRY_FILTERS = Policy("entryFilters", "entryFilters", "entryFilterNames")
+
+
+def effective_filter_names(service: BrokerService, topic: TopicName) -> list[str]:
+    """Topic policy, else namespace policy, else `entryFilterNames`; the policies count only
+    with `allowOverrideEntryFilters`, as in Pulsar."""
+    config = service.config
+    if config.allowOverrideEntryFilters:
+        policies = service.policies
+        value: Any = policies.topic_value(topic, ENTRY_FILTERS)
+        if value is None and service.resources.namespace_exists(topic.namespace_name):
+            value = policies.namespace_value(topic.namespace_name, ENTRY_FILTERS)
+        if isinstance(value, dict) and "entryFilterNames" in value:
+            return parse_names(value["entryFilterNames"])
+    return list(config.entryFilterNames)
