@@ -8,13 +8,11 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.abstract_subscription import SUB_TYPE_NAMES, AbstractSubscription
 from magnetar.broker.consumer import Consumer
-from magnetar.broker.dispatcher import (
-    Dispatcher,
-    KeySharedDispatcher,
-    MultipleConsumersDispatcher,
-    SingleActiveConsumerDispatcher,
-)
+from magnetar.broker.dispatcher import Dispatcher
+from magnetar.broker.key_shared_dispatcher import KeySharedDispatcher
 from magnetar.broker.positions import position_of
+from magnetar.broker.shared_dispatcher import MultipleConsumersDispatcher
+from magnetar.broker.single_active_dispatcher import SingleActiveConsumerDispatcher
 from magnetar.storage import ManagedCursor, Position
 from magnetar.wire.message_id import unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
