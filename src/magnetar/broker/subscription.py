@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 from magnetar.broker.abstract_subscription import SUB_TYPE_NAMES, AbstractSubscription
 from magnetar.broker.consumer import Consumer
 from magnetar.broker.dispatcher import Dispatcher
+from magnetar.broker.entry_filters import FilterContext
+from magnetar.broker.entry_filters.gate import filter_context
 from magnetar.broker.key_shared_dispatcher import KeySharedDispatcher
 from magnetar.broker.positions import position_of
 from magnetar.broker.shared_dispatcher import MultipleConsumersDispatcher
@@ -39,6 +41,8 @@ class PersistentSubscription(AbstractSubscription):
         self.redelivery_counts: dict[Position, int] = {}
         self.unreadable_skipped = 0
         self._transient_properties: dict[str, str] = {}
+        self._properties: dict[str, str] | None = None
+        self._filter_contexts: dict[Consumer, FilterContext] = {}
 
     @property
     def properties(self) -> dict[str, str]:
@@ -46,20 +50,36 @@ class PersistentSubscription(AbstractSubscription):
         kept with the cursor beside magnetar's own '#' keys; a reader's live in memory."""
         if not self.durable:
             return self._transient_properties
-        return {key: value for key, value in self.cursor.properties.items() if not key.startswith("#")}
+        if self._properties is None:
+            self._properties = {key: value for key, value in self.cursor.properties.items() if not key.startswith("#")}
+        return self._properties
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        super().remove_consumer(consumer)
+        self._filter_contexts.pop(consumer, None)
+
+    def filter_context_for(self, consumer: Consumer) -> FilterContext:
+        """What entry filters are told about this subscription and `consumer`, built once."""
+        context = self._filter_contexts.get(consumer)
+        if context is None:
+            context = self._filter_contexts[consumer] = filter_context(self, consumer)
+        return context
 
     def set_properties(self, properties: dict[str, str]) -> None:
         """Replace the subscription properties (Pulsar's updateSubscriptionProperties)."""
+        reserved = [key for key in properties if key.startswith("#")]
+        if reserved:
+            raise ValueError(f"subscription property {reserved[0]!r}: names starting with '#' are reserved")
         if not self.durable:
             self._transient_properties = dict(properties)
-            return
-        for key in self.properties:
-            if key not in properties:
-                self.cursor.remove_property(key)
-        for key, value in properties.items():
-            if key.startswith("#"):
-                raise ValueError(f"subscription property {key!r}: names starting with '#' are reserved")
-            self.cursor.set_property(key, value)
+        else:
+            for key in self.properties:
+                if key not in properties:
+                    self.cursor.remove_property(key)
+            for key, value in properties.items():
+                self.cursor.set_property(key, value)
+        self._properties = None
+        self._filter_contexts.clear()
 
     def first_unacked_position(self) -> Position:
         """Where reading starts again: just after the mark-delete position."""

@@ -46,8 +46,8 @@ def judge(subscription: PersistentSubscription, consumer: Consumer, entry: Dispa
     chain = subscription.topic.entry_filters
     if chain is None or entry.metadata is None:
         return FilterResult.ACCEPT
-    result = chain.judge(FilterEntry(entry.position, entry.metadata, entry.data), filter_context(subscription,
-                                                                                                 consumer))
+    result = chain.judge(FilterEntry(entry.position, entry.metadata, entry.data),
+                         subscription.filter_context_for(consumer))
     counters = subscription.filter_counters
     counters.processed += entry.num_messages
     if result is FilterResult.ACCEPT:
