@@ -57,7 +57,8 @@ def _entry_metadata(producer_name: str, first: PendingMessage, publish_time: int
 
 
 def _compressed(metadata: pb.MessageMetadata, payload: bytes, compression: int) -> bytes:
-    if compression == pb.NONE:
+    # An empty payload stays uncompressed: the C++ consumer cannot inflate into 0 bytes.
+    if compression == pb.NONE or not payload:
         return payload
     metadata.compression = compression
     metadata.uncompressed_size = len(payload)
