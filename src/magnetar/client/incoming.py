@@ -86,28 +86,32 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
         if whole is None:
             return Decoded([], 1, False)
         first_id, chunk_ids, data = whole
-        ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0)
+        ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0, ledger, entry,
+                           partition, chunk_ids)
         message_id = MessageId(partition, ledger, entry)
         message_id._topic = topic
         message_id._first_chunk = first_id
         message_id.batch_acks = chunk_ids
         value = decompressed_payload(metadata, data, max_size=max_size)
-        return Decoded([Message(ctx, None, value, message_id)], 0, False)
+        return Decoded([Message(ctx, None, value, -1, message_id)], 0, False)
     if not metadata.HasField("num_messages_in_batch"):
         if start is not None and not start.keeps(ledger, entry, -1):
             return Decoded([], 1, False)
-        ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0)
-        message_id = MessageId(partition, ledger, entry)
-        message_id._topic = topic
+        ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0, ledger, entry,
+                           partition)
         value = decompressed_payload(metadata, parsed.payload, max_size=max_size)
-        return Decoded([Message(ctx, None, value, message_id)], 0, False)
+        return Decoded([Message(ctx, None, value)], 0, False)
     size = metadata.num_messages_in_batch
     batch = decode_batch(decompressed_payload(metadata, parsed.payload, max_size=max_size), size)
-    ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, size)
     wanted: set[int] | None = set(unacked_indexes(command.ack_set, size)) if len(command.ack_set) else None
     acks = BatchAcks(size) if track_batch_acks else None
     if acks is not None and wanted is not None:
         acks.acked.update(set(range(size)) - wanted)
+    ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, size, ledger, entry,
+                       partition, acks)
+    if wanted is None and start is None:  # the common case: every message, nothing to check
+        messages = [Message(ctx, single, value, index) for single, value, index in batch if not single.compacted_out]
+        return Decoded(messages, size - len(messages), False)
     messages = []
     append = messages.append
     for single, value, index in batch:
@@ -119,10 +123,7 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
             if acks is not None:
                 acks.acked.add(index)
             continue
-        message_id = MessageId(partition, ledger, entry, index, size)
-        message_id._topic = topic
-        message_id.batch_acks = acks
-        append(Message(ctx, single, value, message_id))
+        append(Message(ctx, single, value, index))
     return Decoded(messages, size - len(messages), False)
 
 

@@ -17,10 +17,12 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 class EntryContext:
     """What every message of one entry shares."""
 
-    __slots__ = ("batch_size", "broker_metadata", "metadata", "owner", "redelivery_count", "topic")
+    __slots__ = ("acks", "batch_size", "broker_metadata", "entry", "ledger", "metadata", "owner", "partition",
+                 "redelivery_count", "topic")
 
     def __init__(self, owner: Any, topic: str, metadata: pb.MessageMetadata,
-                 broker_metadata: pb.BrokerEntryMetadata | None, redelivery_count: int, batch_size: int) -> None:
+                 broker_metadata: pb.BrokerEntryMetadata | None, redelivery_count: int, batch_size: int,
+                 ledger: int, entry: int, partition: int, acks: Any = None) -> None:
         self.owner = owner
         """The single-topic consumer that received the entry (acks and permits go back to it)."""
         self.topic = topic
@@ -28,19 +30,28 @@ class EntryContext:
         self.broker_metadata = broker_metadata
         self.redelivery_count = redelivery_count
         self.batch_size = batch_size
+        """Messages in the batch, 0 for a non-batched entry."""
+        self.ledger = ledger
+        self.entry = entry
+        self.partition = partition
+        self.acks = acks
+        """The batch's BatchAcks (which of its messages were acked), or a chunked message's chunk ids."""
 
 
 class Message:
     """A received message."""
 
-    __slots__ = ("_ctx", "_data", "_id", "_single")
+    __slots__ = ("_ctx", "_data", "_id", "_index", "_single")
 
-    def __init__(self, ctx: EntryContext, single: pb.SingleMessageMetadata | None, data: Any,
-                 message_id: MessageId) -> None:
+    def __init__(self, ctx: EntryContext, single: pb.SingleMessageMetadata | None, data: Any, index: int = -1,
+                 message_id: MessageId | None = None) -> None:
         self._ctx = ctx
         self._single = single
         self._data = data
+        self._index = index
+        """The batch index, -1 for a non-batched entry."""
         self._id = message_id
+        """Made on first use: most messages are acknowledged without anyone asking for their id."""
 
     def _fields(self) -> Any:
         return self._ctx.metadata if self._single is None else self._single
@@ -73,7 +84,13 @@ class Message:
         return self._fields().event_time
 
     def message_id(self) -> MessageId:
-        return self._id
+        mid = self._id
+        if mid is None:
+            ctx = self._ctx
+            mid = self._id = MessageId(ctx.partition, ctx.ledger, ctx.entry, self._index, ctx.batch_size)
+            mid._topic = ctx.topic
+            mid.batch_acks = ctx.acks
+        return mid
 
     def topic_name(self) -> str:
         return self._ctx.topic
@@ -104,7 +121,7 @@ class Message:
         bem = self._ctx.broker_metadata
         if bem is None or not bem.HasField("index"):
             return None
-        batch_index = self._id.batch_index()
+        batch_index = self._index
         if batch_index < 0:
             return bem.index
         return bem.index - self._ctx.batch_size + batch_index + 1
@@ -117,5 +134,5 @@ class Message:
         return bem.broker_timestamp
 
     def __repr__(self) -> str:
-        return f"Message(id={self._id}, topic={self._ctx.topic!r}, {len(self._data)} bytes)"
+        return f"Message(id={self.message_id()}, topic={self._ctx.topic!r}, {len(self._data)} bytes)"
 

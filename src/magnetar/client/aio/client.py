@@ -143,6 +143,9 @@ class Client:
         self._check_open()
         if message_listener is not None:
             raise errors.InvalidConfiguration("message listeners are not supported: use `async for`")
+        if unacked_messages_timeout_ms and unacked_messages_timeout_ms < 10_000:
+            raise ValueError("Unacknowledged message timeout should be greater than 10 seconds (as the official "
+                             "client requires)")
         config = ConsumerConfig(
             consumer_type=int(consumer_type), receiver_queue_size=receiver_queue_size,
             consumer_name=consumer_name, unacked_messages_timeout_ms=unacked_messages_timeout_ms,

@@ -107,7 +107,8 @@ class Consumer(Handler, Receiver):
         self._ready = False
         self._start: StartFilter | None = self._start_filter(config.start_message_id,
                                                              config.start_message_id_inclusive)
-        self._last_taken: MessageId | None = None
+        self._last_taken: Message | None = None
+        """The last message the application took (readers resume after it)."""
         self._seek_by_time = False
         self._chunks = ChunkAssembler(config.max_pending_chunked_message)
         self._acks: AckGroupingTracker | None = None
@@ -143,7 +144,7 @@ class Consumer(Handler, Receiver):
         start: WireId | None = None
         if not self.config.durable:
             if self._last_taken is not None:
-                last = self._last_taken
+                last = self._last_taken.message_id()
                 start = WireId(last.ledger_id(), last.entry_id(), batch_index=last.batch_index())
                 self._start = StartFilter(last.ledger_id(), last.entry_id(), last.batch_index(), False)
             elif self.config.start_message_id is not None and not self._seek_by_time:
@@ -216,10 +217,9 @@ class Consumer(Handler, Receiver):
                 self._start = None  # the position is passed: later redeliveries are not filtered
             dlq = self.config.dead_letter_policy
             if dlq is not None and message.redelivery_count >= dlq.max_redeliver_count:
-                self._dead_letters[(messages[0]._id._l, messages[0]._id._e)] = messages
+                self._dead_letters[(message.message_id.ledgerId, message.message_id.entryId)] = messages
             if self._unacked_timer is not None:
-                now = time.monotonic()
-                self._unacked[(messages[0]._id._l, messages[0]._id._e)] = now
+                self._unacked[(message.message_id.ledgerId, message.message_id.entryId)] = time.monotonic()
             self.queue.put_many(messages)
         if decoded.skipped:
             self._permits_used(decoded.skipped)
@@ -231,7 +231,7 @@ class Consumer(Handler, Receiver):
     def taken(self, message: Message) -> None:
         """The application took `message` from the queue (any thread)."""
         self._taken += 1
-        self._last_taken = message._id
+        self._last_taken = message
         self._maybe_flow()
 
     def _maybe_flow(self) -> None:
@@ -252,49 +252,49 @@ class Consumer(Handler, Receiver):
 
     # -- acknowledging
     def acknowledge(self, message: Any) -> None:
-        """Acknowledge one message (grouped, sent within 100 ms)."""
+        """Acknowledge one message or id (grouped, sent within 100 ms)."""
+        if type(message) is Message:  # the common case: no id object needed
+            ctx = message._ctx
+            ctx.owner._ack(ctx.ledger, ctx.entry, message._index, ctx.batch_size, ctx.acks)
+            return
         mid = as_message_id(message)
-        owner = self._owner_of(message, mid)
-        owner._ack(mid)
+        self._owner_of(message, mid)._ack(mid._l, mid._e, mid._b, mid._n, mid.batch_acks)
 
     def _owner_of(self, message: Any, mid: MessageId) -> Consumer:
         return self
 
-    def _ack(self, mid: MessageId) -> None:
+    def _ack(self, ledger: int, entry: int, index: int, size: int, acks: Any) -> None:
         if self._threaded and (self._unacked_timer is not None or self._nacks):
             # those dicts belong to the event loop
-            self._loop.call_soon_threadsafe(self._ack_now, mid)
+            self._loop.call_soon_threadsafe(self._ack_now, ledger, entry, index, size, acks)
         else:
-            self._ack_now(mid)
+            self._ack_now(ledger, entry, index, size, acks)
 
-    def _ack_now(self, mid: MessageId) -> None:
+    def _ack_now(self, ledger: int, entry: int, index: int, size: int, acks: Any) -> None:
         tracker = self._acks
         if tracker is None:
             return
-        key = (mid._l, mid._e)
         if self._unacked:
-            self._unacked.pop(key, None)
+            self._unacked.pop((ledger, entry), None)
         if self._nacks:
-            self._nacks.pop(key, None)
-        acks = mid.batch_acks
+            self._nacks.pop((ledger, entry), None)
         if type(acks) is list:  # a chunked message: every chunk's entry
             for chunk in acks:
                 tracker.add(chunk.ledger_id, chunk.entry_id)
             return
-        if mid._b < 0:
-            tracker.add(mid._l, mid._e)
+        if index < 0:
+            tracker.add(ledger, entry)
             return
         if acks is not None:
-            if acks.ack(mid._b):
-                tracker.add(mid._l, mid._e)
+            if acks.ack(index):
+                tracker.add(ledger, entry)
             elif self.config.batch_index_ack_enabled:
-                tracker.add(mid._l, mid._e, ack_set_from_indexes(acks.unacked(), acks.size))
+                tracker.add(ledger, entry, ack_set_from_indexes(acks.unacked(), acks.size))
             return
-        size = mid._n
         if size <= 0:
-            tracker.add(mid._l, mid._e)
+            tracker.add(ledger, entry)
         else:  # an id without its batch's record (deserialized): ack its index alone
-            tracker.add(mid._l, mid._e, ack_set_from_indexes([i for i in range(size) if i != mid._b], size))
+            tracker.add(ledger, entry, ack_set_from_indexes([i for i in range(size) if i != index], size))
 
     def acknowledge_cumulative(self, message: Any) -> None:
         """Acknowledge everything up to and including `message` (Exclusive and Failover only)."""
@@ -422,10 +422,10 @@ class Consumer(Handler, Receiver):
                               "ORIGIN_MESSAGE_ID": str(message.message_id())}
                 await self._dead_letter_producer.send(message.data(), properties=properties,
                                                       partition_key=message.partition_key() or None)
-                self._ack(message.message_id())
+                self.acknowledge(message)
         except errors.PulsarException as exc:
             log.warning("%s: could not send to the dead letter topic: %s", self.topic, exc)
-            self._write(cc.redeliver(self.consumer_id, [messages[0]._id.wire]))
+            self._write(cc.redeliver(self.consumer_id, [messages[0].message_id().wire]))
 
     # -- positions
     async def seek(self, target: Any) -> None:
@@ -480,8 +480,8 @@ class Consumer(Handler, Receiver):
             return False
         last_pos = (last.ledger_id, last.entry_id, last.batch_index)
         if self._last_taken is not None:
-            taken = self._last_taken
-            return last_pos > (taken._l, taken._e, taken._b)
+            taken = self._last_taken._ctx
+            return last_pos > (taken.ledger, taken.entry, self._last_taken._index)
         start = self.config.start_message_id
         if start is not None and not self._seek_by_time and start.ledger_id() != INT64_MAX:
             if start.ledger_id() < 0:
