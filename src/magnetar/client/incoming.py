@@ -17,8 +17,7 @@ import time
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
-from magnetar.client.message import EntryContext, Message
-from magnetar.client.message_id import MessageId
+from magnetar.client.message import EntryContext, Message, messages_of
 from magnetar.wire.batch import decode_batch, decompressed_payload
 from magnetar.wire.entry import parse_entry, verify_checksum
 from magnetar.wire.message_id import MessageId as WireId
@@ -70,8 +69,13 @@ class Decoded(NamedTuple):
 
 def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: bytes, *, max_size: int,
                  start: StartFilter | None = None, track_batch_acks: bool = True,
-                 chunks: ChunkAssembler | None = None) -> Decoded:
-    """The messages of one entry, as Message objects ready for the receiver queue."""
+                 chunks: ChunkAssembler | None = None, skip_compacted_out: bool = False) -> Decoded:
+    """The messages of one entry, as Message objects ready for the receiver queue.
+
+    `skip_compacted_out`: leave out the placeholders compaction leaves in batches (as the
+    Java client does; the C++ client delivers them as empty messages). Only compacted reads
+    can meet them, so other consumers skip the per-message check.
+    """
     try:
         verify_checksum(payload)
     except ValueError:
@@ -88,19 +92,16 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
         first_id, chunk_ids, data = whole
         ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0, ledger, entry,
                            partition, chunk_ids)
-        message_id = MessageId(partition, ledger, entry)
-        message_id._topic = topic
-        message_id._first_chunk = first_id
-        message_id.batch_acks = chunk_ids
+        ctx.first_chunk = first_id
         value = decompressed_payload(metadata, data, max_size=max_size)
-        return Decoded([Message(ctx, None, value, -1, message_id)], 0, False)
+        return Decoded([Message.of(ctx, None, value)], 0, False)
     if not metadata.HasField("num_messages_in_batch"):
         if start is not None and not start.keeps(ledger, entry, -1):
             return Decoded([], 1, False)
         ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0, ledger, entry,
                            partition)
         value = decompressed_payload(metadata, parsed.payload, max_size=max_size)
-        return Decoded([Message(ctx, None, value)], 0, False)
+        return Decoded([Message.of(ctx, None, value)], 0, False)
     size = metadata.num_messages_in_batch
     batch = decode_batch(decompressed_payload(metadata, parsed.payload, max_size=max_size), size)
     wanted: set[int] | None = set(unacked_indexes(command.ack_set, size)) if len(command.ack_set) else None
@@ -109,13 +110,12 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
         acks.acked.update(set(range(size)) - wanted)
     ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, size, ledger, entry,
                        partition, acks)
-    if wanted is None and start is None:  # the common case: every message, nothing to check
-        messages = [Message(ctx, single, value, index) for single, value, index in batch if not single.compacted_out]
-        return Decoded(messages, size - len(messages), False)
+    if wanted is None and start is None and not skip_compacted_out:  # the common case: nothing to check
+        return Decoded(messages_of(ctx, batch), 0, False)
     messages = []
     append = messages.append
     for single, value, index in batch:
-        if single.compacted_out:
+        if skip_compacted_out and single.compacted_out:
             continue
         if wanted is not None and index not in wanted:
             continue
@@ -123,7 +123,7 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
             if acks is not None:
                 acks.acked.add(index)
             continue
-        append(Message(ctx, single, value, index))
+        append(Message.of(ctx, single, value, index))
     return Decoded(messages, size - len(messages), False)
 
 

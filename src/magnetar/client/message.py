@@ -1,13 +1,17 @@
 """`Message`: the official client's accessors plus PIP-70's `index()` and `broker_publish_time()`.
 
-A consumer builds one Message per received message, so construction does no decoding:
-a message keeps the entry-wide context (MessageMetadata, broker entry metadata, topic,
-redelivery count) shared with its batch siblings, and its own SingleMessageMetadata
-(None for a non-batched entry, whose fields are then the entry's). Accessors read lazily.
+A consumer builds one Message per received message, so construction does no decoding and
+runs no Python code: a Message is a tuple of the wire codec's `BatchMessage` (its own
+SingleMessageMetadata, value and batch index; metadata None for a non-batched entry, whose
+fields are then the entry's) and the entry-wide context (MessageMetadata, broker entry
+metadata, topic, redelivery count, position) it shares with its batch siblings, made in C
+by `messages_of`. Accessors read lazily; the MessageId is made when asked for.
 """
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from magnetar.client.message_id import MessageId
@@ -17,8 +21,8 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 class EntryContext:
     """What every message of one entry shares."""
 
-    __slots__ = ("acks", "batch_size", "broker_metadata", "entry", "ledger", "metadata", "owner", "partition",
-                 "redelivery_count", "topic")
+    __slots__ = ("acks", "batch_size", "broker_metadata", "entry", "first_chunk", "ledger", "metadata", "owner",
+                 "partition", "redelivery_count", "topic")
 
     def __init__(self, owner: Any, topic: str, metadata: pb.MessageMetadata,
                  broker_metadata: pb.BrokerEntryMetadata | None, redelivery_count: int, batch_size: int,
@@ -36,32 +40,34 @@ class EntryContext:
         self.partition = partition
         self.acks = acks
         """The batch's BatchAcks (which of its messages were acked), or a chunked message's chunk ids."""
+        self.first_chunk: Any = None
+        """A chunked message's first chunk id (a wire MessageId)."""
 
 
-class Message:
-    """A received message."""
+class Message(tuple):
+    """A received message: ``(BatchMessage(single metadata, value, index), EntryContext)``."""
 
-    __slots__ = ("_ctx", "_data", "_id", "_index", "_single")
+    __slots__ = ()
 
-    def __init__(self, ctx: EntryContext, single: pb.SingleMessageMetadata | None, data: Any, index: int = -1,
-                 message_id: MessageId | None = None) -> None:
-        self._ctx = ctx
-        self._single = single
-        self._data = data
-        self._index = index
-        """The batch index, -1 for a non-batched entry."""
-        self._id = message_id
-        """Made on first use: most messages are acknowledged without anyone asking for their id."""
+    _ctx: EntryContext = property(itemgetter(1))  # type: ignore[assignment]
+    _index: int = property(lambda self: self[0][2])  # type: ignore[assignment]
+
+    @classmethod
+    def of(cls, ctx: EntryContext, single: pb.SingleMessageMetadata | None, data: Any, index: int = -1) -> Message:
+        return tuple.__new__(cls, ((single, data, index), ctx))
 
     def _fields(self) -> Any:
-        return self._ctx.metadata if self._single is None else self._single
+        single = self[0][0]
+        return self[1].metadata if single is None else single
+
+    @property
+    def _data(self) -> Any:
+        return self[0][1]
 
     def data(self) -> bytes:
         """The payload bytes (b"" for a null value)."""
-        data = self._data
-        if type(data) is not bytes:
-            data = self._data = bytes(data)
-        return data
+        data = self[0][1]
+        return data if type(data) is bytes else bytes(data)
 
     def value(self) -> Any:
         """The payload decoded by the consumer's schema; the bytes schema is the only one so far."""
@@ -84,12 +90,11 @@ class Message:
         return self._fields().event_time
 
     def message_id(self) -> MessageId:
-        mid = self._id
-        if mid is None:
-            ctx = self._ctx
-            mid = self._id = MessageId(ctx.partition, ctx.ledger, ctx.entry, self._index, ctx.batch_size)
-            mid._topic = ctx.topic
-            mid.batch_acks = ctx.acks
+        ctx = self[1]
+        mid = MessageId(ctx.partition, ctx.ledger, ctx.entry, self[0][2], ctx.batch_size)
+        mid._topic = ctx.topic
+        mid.batch_acks = ctx.acks
+        mid._first_chunk = ctx.first_chunk
         return mid
 
     def topic_name(self) -> str:
@@ -134,5 +139,10 @@ class Message:
         return bem.broker_timestamp
 
     def __repr__(self) -> str:
-        return f"Message(id={self.message_id()}, topic={self._ctx.topic!r}, {len(self._data)} bytes)"
+        return f"Message(id={self.message_id()}, topic={self[1].topic!r}, {len(self[0][1])} bytes)"
+
+
+def messages_of(ctx: EntryContext, batch: list[Any]) -> list[Message]:
+    """Messages of a decoded batch (a list of BatchMessage), built without a Python step per message."""
+    return list(map(tuple.__new__, repeat(Message), zip(batch, repeat(ctx))))
 

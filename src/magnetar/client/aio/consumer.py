@@ -199,7 +199,8 @@ class Consumer(Handler, Receiver):
     def on_message(self, message: pb.CommandMessage, payload: bytes) -> None:
         try:
             decoded = decode_entry(self, self.topic, message, payload, max_size=MAX_UNCOMPRESSED, start=self._start,
-                                   track_batch_acks=not self.config.batch_index_ack_enabled, chunks=self._chunks)
+                                   track_batch_acks=not self.config.batch_index_ack_enabled, chunks=self._chunks,
+                                   skip_compacted_out=self.config.is_read_compacted)
         except ValueError as exc:
             log.warning("%s: dropping undecodable entry %s: %s", self.topic, message.message_id, exc)
             self._write(cc.ack(self.consumer_id, [WireId(message.message_id.ledgerId,
@@ -230,8 +231,14 @@ class Consumer(Handler, Receiver):
 
     def taken(self, message: Message) -> None:
         """The application took `message` from the queue (any thread)."""
-        self._taken += 1
+        self._taken = taken = self._taken + 1
         self._last_taken = message
+        if taken + self._dropped - self._returned >= self._flow_threshold:
+            self._maybe_flow()
+
+    def dropped_by_reader(self, count: int) -> None:
+        """A reader thread threw away messages queued before a clear() (their permits go back)."""
+        self._taken += count
         self._maybe_flow()
 
     def _maybe_flow(self) -> None:
@@ -254,8 +261,13 @@ class Consumer(Handler, Receiver):
     def acknowledge(self, message: Any) -> None:
         """Acknowledge one message or id (grouped, sent within 100 ms)."""
         if type(message) is Message:  # the common case: no id object needed
-            ctx = message._ctx
-            ctx.owner._ack(ctx.ledger, ctx.entry, message._index, ctx.batch_size, ctx.acks)
+            ctx = message[1]
+            owner = ctx.owner
+            if owner._threaded and (owner._unacked_timer is not None or owner._nacks):
+                owner._loop.call_soon_threadsafe(owner._ack_now, ctx.ledger, ctx.entry, message[0][2],
+                                                 ctx.batch_size, ctx.acks)
+            else:
+                owner._ack_now(ctx.ledger, ctx.entry, message[0][2], ctx.batch_size, ctx.acks)
             return
         mid = as_message_id(message)
         self._owner_of(message, mid)._ack(mid._l, mid._e, mid._b, mid._n, mid.batch_acks)
