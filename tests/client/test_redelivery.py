@@ -72,3 +72,31 @@ def test_chunked_messages_between_clients(api, broker_factory, producing):
         assert consumer.receive(EARLY).data() == b"small"
     finally:
         producing_client.close()
+
+
+def test_retry_letter_topic_then_dead_letter(shared_broker, topic):
+    """The Java client's reconsumeLater, which the official Python client lacks."""
+    client = ours.Client(shared_broker.url, operation_timeout_seconds=10)
+    try:
+        dlq = client.subscribe(f"{topic}-sub-DLQ", "dlq-reader")
+        consumer = client.subscribe(topic, "sub", consumer_type=ours.ConsumerType.Shared, retry_enable=True,
+                                    dead_letter_policy=ours.ConsumerDeadLetterPolicy(max_redeliver_count=2))
+        client.create_producer(topic).send(b"try again", properties={"p": "1"}, partition_key="k")
+        msg = consumer.receive(EARLY)
+        times = []
+        for _ in range(3):
+            consumer.reconsume_later(msg, 200)
+            if len(times) == 2:
+                break
+            msg = consumer.receive(EARLY)
+            times.append(msg.properties()["RECONSUMETIMES"])
+            assert msg.topic_name() == f"{topic}-sub-RETRY"
+            assert msg.properties()["REAL_TOPIC"] == topic and msg.properties()["p"] == "1"
+            assert msg.partition_key() == "k"
+        assert times == ["1", "2"]
+        dead = dlq.receive(EARLY)
+        assert dead.data() == b"try again" and dead.properties()["RECONSUMETIMES"] == "3"
+        with pytest.raises(ours.Timeout):
+            consumer.receive(500)
+    finally:
+        client.close()

@@ -9,7 +9,7 @@ Apache Pulsar as well as magnetar. Extras: `Message.index()` / `broker_publish_t
 Spark source uses.
 """
 
-from magnetar.client.aio.consumer import DeadLetterPolicy as ConsumerDeadLetterPolicy
+from magnetar.client.aio.letters import DeadLetterPolicy as ConsumerDeadLetterPolicy
 from magnetar.client.blocking import Client, Consumer, Producer, Reader
 from magnetar.client.enums import (
     BatchingType,

@@ -278,6 +278,10 @@ class Consumer(_Receiving):
     def negative_acknowledge(self, message: Any) -> None:
         self._core.negative_acknowledge(message)
 
+    def reconsume_later(self, message: Any, delay_ms: int, properties: dict[str, str] | None = None) -> None:
+        """The Java client's reconsumeLater: to the retry-letter topic, back after `delay_ms`."""
+        self._client._run(self._core.reconsume_later(message, delay_ms, properties))
+
     def redeliver_unacknowledged_messages(self) -> None:
         self._loop.call_soon_threadsafe(self._core.redeliver_unacknowledged_messages)
 

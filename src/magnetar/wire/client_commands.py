@@ -88,6 +88,7 @@ def producer(
     access_mode: int = pb.Shared,
     properties: Mapping[str, str] | None = None,
     topic_epoch: int | None = None,
+    initial_subscription_name: str | None = None,
 ) -> bytes:
     body = pb.CommandProducer(
         topic=topic,
@@ -103,6 +104,8 @@ def producer(
         body.producer_name = producer_name
     if topic_epoch is not None:
         body.topic_epoch = topic_epoch
+    if initial_subscription_name is not None:
+        body.initial_subscription_name = initial_subscription_name
     return encode_command(T(type=T.PRODUCER, producer=body))
 
 

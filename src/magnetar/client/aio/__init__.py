@@ -1,7 +1,8 @@
 """The asyncio core of magnetar.client: `Client`, `Producer`, `Consumer`, `Reader`."""
 
 from magnetar.client.aio.client import Client
-from magnetar.client.aio.consumer import Consumer, ConsumerConfig, DeadLetterPolicy
+from magnetar.client.aio.consumer import Consumer, ConsumerConfig
+from magnetar.client.aio.letters import DeadLetterPolicy
 from magnetar.client.aio.multi_consumer import MultiTopicsConsumer
 from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.producer import Producer, ProducerConfig

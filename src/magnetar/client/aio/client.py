@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from magnetar.client import errors
-from magnetar.client.aio.consumer import Consumer, ConsumerConfig, DeadLetterPolicy, ReceiveQueue
+from magnetar.client.aio.consumer import Consumer, ConsumerConfig, ReceiveQueue
+from magnetar.client.aio.letters import DeadLetterPolicy, Letters
 from magnetar.client.aio.lookup import LookupService
 from magnetar.client.aio.multi_consumer import MultiTopicsConsumer
 from magnetar.client.aio.partitioned_producer import PartitionedProducer
@@ -94,8 +95,7 @@ class Client:
                               crypto_key_reader: Any = None, access_mode: Any = ProducerAccessMode.Shared,
                               message_router: Callable[[Any, int], int] | None = None,
                               batched_filter_properties: Sequence[str] = (),
-                              config: ProducerConfig | None = None,
-                              initial_subscription_name: str | None = None) -> AnyProducer:
+                              config: ProducerConfig | None = None) -> AnyProducer:
         self._check_open()
         if encryption_key is not None or crypto_key_reader is not None:
             raise errors.InvalidConfiguration("encryption is not supported yet")
@@ -139,7 +139,7 @@ class Client:
                         key_shared_policy: Any = None, batch_index_ack_enabled: bool = False,
                         regex_subscription_mode: Any = None, dead_letter_policy: Any = None,
                         crypto_failure_action: Any = None, subscription_properties: Mapping[str, str] | None = None,
-                        queue: ReceiveQueue | None = None) -> AnyConsumer:
+                        retry_enable: bool = False, queue: ReceiveQueue | None = None) -> AnyConsumer:
         self._check_open()
         if message_listener is not None:
             raise errors.InvalidConfiguration("message listeners are not supported: use `async for`")
@@ -159,22 +159,34 @@ class Client:
         )
         if key_shared_policy is not None:
             _apply_key_shared_policy(config, key_shared_policy)
+        letters = None
+        if config.dead_letter_policy is not None:
+            first = topic.pattern if isinstance(topic, re.Pattern) else topic if isinstance(topic, str) else topic[0]
+            letters = Letters(self, full_topic_name(first), subscription_name, config.dead_letter_policy)
+        elif retry_enable:
+            raise errors.InvalidConfiguration("retry_enable needs a dead_letter_policy (max_redeliver_count)")
+        if retry_enable:
+            assert letters is not None
+            topic = [topic, letters.retry_letter_topic] if isinstance(topic, str) else [*topic,
+                                                                                         letters.retry_letter_topic]
         consumer: AnyConsumer
         if isinstance(topic, re.Pattern):
             pattern = topic if "://" in topic.pattern else re.compile(full_topic_name(topic.pattern))
             consumer = MultiTopicsConsumer(self, [], subscription_name, config, queue, pattern,
-                                           float(pattern_auto_discovery_period))
+                                           float(pattern_auto_discovery_period), letters)
         elif isinstance(topic, str):
             name = full_topic_name(topic)
             partitions = await self._partitions(name)
             if partitions > 0:
-                consumer = MultiTopicsConsumer(self, [name], subscription_name, config, queue)
+                consumer = MultiTopicsConsumer(self, [name], subscription_name, config, queue, letters=letters)
             else:
-                consumer = Consumer(self, name, subscription_name, config, queue)
+                consumer = Consumer(self, name, subscription_name, config, queue, letters=letters)
         else:
-            consumer = MultiTopicsConsumer(self, list(topic), subscription_name, config, queue)
+            consumer = MultiTopicsConsumer(self, list(topic), subscription_name, config, queue, letters=letters)
         await consumer.start()
         self._handles.add(consumer)
+        if letters is not None:
+            self._handles.add(letters)
         return consumer
 
     async def create_reader(self, topic: str, start_message_id: Any, schema: Any = None, reader_listener: Any = None,
@@ -229,7 +241,7 @@ def _dead_letter_policy(policy: Any) -> DeadLetterPolicy | None:
         return policy
     # the official ConsumerDeadLetterPolicy exposes these as properties
     return DeadLetterPolicy(policy.max_redeliver_count, policy.dead_letter_topic or None,
-                            policy.initial_subscription_name or None)
+                            policy.initial_subscription_name or None, getattr(policy, "retry_letter_topic", None))
 
 
 def _apply_key_shared_policy(config: ConsumerConfig, policy: Any) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.client import errors
 from magnetar.client.aio.acks import AckGroupingTracker
 from magnetar.client.aio.handler import Handler
+from magnetar.client.aio.letters import DeadLetterPolicy, Letters
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue, ThreadReceiveQueue
 from magnetar.client.aio.receiver import Receiver
 from magnetar.client.enums import ConsumerType, InitialPosition
@@ -47,16 +48,6 @@ MAX_UNCOMPRESSED = 64 * 1024 * 1024
 """Largest decompressed payload accepted (a batch or a reassembled chunked message)."""
 
 ReceiveQueue = AsyncReceiveQueue | ThreadReceiveQueue
-
-
-@dataclass(slots=True)
-class DeadLetterPolicy:
-    """As `pulsar.ConsumerDeadLetterPolicy`: after `max_redeliver_count` redeliveries a message
-    goes to `dead_letter_topic` (default `<topic>-<subscription>-DLQ`) instead of coming back."""
-
-    max_redeliver_count: int
-    dead_letter_topic: str | None = None
-    initial_subscription_name: str | None = None
 
 
 @dataclass(slots=True)
@@ -87,8 +78,10 @@ class Consumer(Handler, Receiver):
     """A subscription's consumer on one topic (or one partition of a partitioned topic)."""
 
     def __init__(self, client: Client, topic: str, subscription: str, config: ConsumerConfig,
-                 queue: ReceiveQueue | None = None, partition: int = -1) -> None:
+                 queue: ReceiveQueue | None = None, partition: int = -1, letters: Letters | None = None) -> None:
         super().__init__(client, topic)
+        self.letters = letters
+        """The subscription's dead-letter and retry-letter topics (with a dead_letter_policy)."""
         self.subscription = subscription
         self.config = config
         self.partition = partition
@@ -117,7 +110,6 @@ class Consumer(Handler, Receiver):
         self._unacked: dict[tuple[int, int], float] = {}
         self._unacked_timer: asyncio.TimerHandle | None = None
         self._dead_letters: dict[tuple[int, int], list[Message]] = {}
-        self._dead_letter_producer: Any = None
         self._ready_event = asyncio.Event()
         self._shared = int(config.consumer_type) in (ConsumerType.Shared, ConsumerType.KeyShared)
 
@@ -398,10 +390,9 @@ class Consumer(Handler, Receiver):
         self._write(cc.redeliver(self.consumer_id))
         self._maybe_flow()
 
-    # -- dead letters
+    # -- dead and retry letters
     def _send_dead_letters(self, keys: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        policy = self.config.dead_letter_policy
-        if policy is None or not self._dead_letters:
+        if self.letters is None or not self._dead_letters:
             return keys
         rest = []
         for key in keys:
@@ -412,32 +403,23 @@ class Consumer(Handler, Receiver):
                 self._loop.create_task(self._dead_letter(messages))
         return rest
 
-    def dead_letter_topic(self) -> str:
-        policy = self.config.dead_letter_policy
-        assert policy is not None
-        from magnetar.client.topic_name import base_topic_name  # noqa: PLC0415
-
-        return policy.dead_letter_topic or f"{base_topic_name(self.topic)}-{self.subscription}-DLQ"
-
     async def _dead_letter(self, messages: list[Message]) -> None:
-        policy = self.config.dead_letter_policy
-        assert policy is not None
+        assert self.letters is not None
         try:
-            if self._dead_letter_producer is None:
-                from magnetar.client.aio.producer import ProducerConfig  # noqa: PLC0415
-
-                self._dead_letter_producer = await self.client.create_producer(
-                    self.dead_letter_topic(), config=ProducerConfig(),
-                    initial_subscription_name=policy.initial_subscription_name)
-            for message in messages:
-                properties = {**message.properties(), "REAL_TOPIC": self.topic,
-                              "ORIGIN_MESSAGE_ID": str(message.message_id())}
-                await self._dead_letter_producer.send(message.data(), properties=properties,
-                                                      partition_key=message.partition_key() or None)
-                self.acknowledge(message)
+            await self.letters.dead_letter(messages, self.acknowledge)
         except errors.PulsarException as exc:
             log.warning("%s: could not send to the dead letter topic: %s", self.topic, exc)
             self._write(cc.redeliver(self.consumer_id, [messages[0].message_id().wire]))
+
+    async def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None = None
+                              ) -> None:
+        """Send `message` to the retry-letter topic, delivered again after `delay_ms` (the Java
+        client's reconsumeLater; needs `retry_enable=True` and a dead-letter policy)."""
+        owner = message[1].owner
+        if owner.letters is None:
+            raise errors.InvalidConfiguration("reconsume_later needs subscribe(..., retry_enable=True, "
+                                              "dead_letter_policy=...)")
+        await owner.letters.reconsume_later(message, delay_ms, properties, owner.acknowledge)
 
     # -- positions
     async def seek(self, target: Any) -> None:
@@ -534,6 +516,4 @@ class Consumer(Handler, Receiver):
             if send:
                 with contextlib.suppress(errors.PulsarException):
                     await conn.request(lambda rid: cc.close_consumer(rid, self.consumer_id))
-        if self._dead_letter_producer is not None:
-            await self._dead_letter_producer.close()
 

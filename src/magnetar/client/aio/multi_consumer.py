@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.client import errors
 from magnetar.client.aio.consumer import Consumer, ConsumerConfig, ReceiveQueue
+from magnetar.client.aio.letters import Letters
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue
 from magnetar.client.aio.receiver import Receiver
 from magnetar.client.message_id import MessageId, as_message_id
@@ -31,8 +32,9 @@ log = logging.getLogger(__name__)
 class MultiTopicsConsumer(Receiver):
     def __init__(self, client: Client, topics: list[str], subscription: str, config: ConsumerConfig,
                  queue: ReceiveQueue | None = None, pattern: re.Pattern[str] | None = None,
-                 discovery_period: float = 60.0) -> None:
+                 discovery_period: float = 60.0, letters: Letters | None = None) -> None:
         self.client = client
+        self.letters = letters
         self.topics = [full_topic_name(t) for t in topics]
         self.topic = pattern.pattern if pattern is not None else ",".join(self.topics)
         self.subscription = subscription
@@ -70,7 +72,8 @@ class MultiTopicsConsumer(Receiver):
             names = [(topic, -1)] if count == 0 else [(partition_name(topic, i), i) for i in range(count)]
             for name, index in names:
                 if name not in self.consumers:
-                    consumer = Consumer(self.client, name, self.subscription, self.config, self.queue, index)
+                    consumer = Consumer(self.client, name, self.subscription, self.config, self.queue, index,
+                                        self.letters)
                     self.consumers[name] = consumer
                     consumers.append(consumer)
         results = await asyncio.gather(*(c.start() for c in consumers), return_exceptions=True)
@@ -113,6 +116,9 @@ class MultiTopicsConsumer(Receiver):
 
     def negative_acknowledge(self, message: Any) -> None:
         self._owner(message).negative_acknowledge(message)
+
+    async def reconsume_later(self, message: Any, delay_ms: int, properties: dict[str, str] | None = None) -> None:
+        await self._owner(message).reconsume_later(message, delay_ms, properties)
 
     def redeliver_unacknowledged_messages(self) -> None:
         for consumer in self.consumers.values():

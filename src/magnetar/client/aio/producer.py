@@ -64,6 +64,7 @@ class ProducerConfig:
     access_mode: int = ProducerAccessMode.Shared
     properties: Mapping[str, str] = field(default_factory=dict)
     batched_filter_properties: Sequence[str] = ()
+    initial_subscription_name: str | None = None
 
 
 class _OpSend:
@@ -178,7 +179,7 @@ class Producer(Handler):
             answer = await conn.request(lambda rid: cc.producer(
                 rid, self.producer_id, self.topic, producer_name=self._name, user_provided_name=self._user_named,
                 epoch=self._epoch, access_mode=int(self.config.access_mode), properties=self.config.properties,
-                topic_epoch=self._topic_epoch,
+                topic_epoch=self._topic_epoch, initial_subscription_name=self.config.initial_subscription_name,
             ))
         except BaseException:
             conn.producers.pop(self.producer_id, None)
