@@ -1,1 +1,46 @@
-"""magnetar.client"""
+"""magnetar.client: a Pulsar client with the official `pulsar-client` API and what it lacks.
+
+`from magnetar.client import Client` is the blocking facade (the official API); the
+asyncio core is `magnetar.client.aio`. Both speak only the protocol, so they work against
+Apache Pulsar as well as magnetar. Extras: `Message.index()` / `broker_publish_time()`
+(PIP-70) and `batched_filter_properties` on producers (PIP-191). See docs/client.md.
+
+`connection`, `lookup` and `raw_reader` are the blocking single-connection tools the
+Spark source uses.
+"""
+
+from magnetar.client.aio.letters import DeadLetterPolicy as ConsumerDeadLetterPolicy
+from magnetar.client.blocking import Client, Consumer, Producer, Reader
+from magnetar.client.enums import (
+    BatchingType,
+    CompressionType,
+    ConsumerType,
+    InitialPosition,
+    KeySharedMode,
+    PartitionsRoutingMode,
+    ProducerAccessMode,
+    RegexSubscriptionMode,
+    Result,
+)
+from magnetar.client.errors import *  # noqa: F403 (the official client exports its exceptions the same way)
+from magnetar.client.message import Message
+from magnetar.client.message_id import MessageId
+
+__all__ = [
+    "BatchingType",
+    "Client",
+    "CompressionType",
+    "Consumer",
+    "ConsumerDeadLetterPolicy",
+    "ConsumerType",
+    "InitialPosition",
+    "KeySharedMode",
+    "Message",
+    "MessageId",
+    "PartitionsRoutingMode",
+    "Producer",
+    "ProducerAccessMode",
+    "Reader",
+    "RegexSubscriptionMode",
+    "Result",
+]

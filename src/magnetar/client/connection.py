@@ -15,14 +15,15 @@ from collections import deque
 from urllib.parse import urlsplit
 
 from magnetar import __version__
+from magnetar.client.errors import PulsarException, PulsarServerError, refusal_of
+from magnetar.wire import client_commands
 from magnetar.wire.errors import WireError
 from magnetar.wire.frames import Frame, FrameDecoder, command_body, encode_command
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 T = pb.BaseCommand
 
-PROTOCOL_VERSION = 21
-"""What the official 3.x clients announce; brokers answer with the version they share."""
+__all__ = ["ClientConnection", "PulsarClientError", "PulsarServerError", "parse_service_url"]
 
 DEFAULT_OPERATION_TIMEOUT = 30.0
 """As the official client's operationTimeoutSeconds."""
@@ -30,18 +31,8 @@ DEFAULT_OPERATION_TIMEOUT = 30.0
 _READ_SIZE = 1 << 20
 
 
-class PulsarClientError(RuntimeError):
-    """The broker could not be reached, answered garbage, or went away."""
-
-
-class PulsarServerError(PulsarClientError):
-    """The broker refused a request: `code` is the ServerError it sent."""
-
-    def __init__(self, code: int, message: str) -> None:
-        self.code = code
-        self.code_name = pb.ServerError.Name(code) if code in pb.ServerError.values() else str(code)
-        super().__init__(f"{self.code_name}: {message}")
-
+PulsarClientError = PulsarException
+"""The broker could not be reached, answered garbage, or went away (every client error)."""
 
 def parse_service_url(url: str) -> tuple[str, int]:
     """(host, port) of `pulsar://host[:port][,host2...]`: the first host is used."""
@@ -60,17 +51,6 @@ def parse_service_url(url: str) -> tuple[str, int]:
 def _consumer_of(frame: Frame) -> int | None:
     """The consumer a pushed frame (MESSAGE, CLOSE_CONSUMER, ...) is meant for."""
     return getattr(command_body(frame.command), "consumer_id", None)
-
-
-def _refusal(cmd: pb.BaseCommand) -> PulsarServerError | None:
-    """The error a response carries, whichever of Pulsar's shapes it uses."""
-    body = command_body(cmd)
-    if cmd.type == T.ERROR:
-        return PulsarServerError(body.error, body.message)
-    for code_field, message_field in (("error", "message"), ("error_code", "error_message")):
-        if body is not None and code_field in body.DESCRIPTOR.fields_by_name and body.HasField(code_field):
-            return PulsarServerError(getattr(body, code_field), getattr(body, message_field))
-    return None
 
 
 class ClientConnection:
@@ -99,15 +79,9 @@ class ClientConnection:
             raise
 
     def _handshake(self) -> tuple[str, int]:
-        flags = pb.FeatureFlags(
-            supports_broker_entry_metadata=True, supports_get_partitioned_metadata_without_auto_creation=True
-        )
-        connect = pb.CommandConnect(
-            client_version=f"magnetar-{__version__}", protocol_version=PROTOCOL_VERSION, feature_flags=flags
-        )
-        self.send(T(type=T.CONNECT, connect=connect))
+        self._write(client_commands.connect(f"magnetar-{__version__}"))
         frame = self._read_frame(time.monotonic() + self.timeout)
-        refusal = _refusal(frame.command)
+        refusal = refusal_of(frame.command)
         if refusal is not None:
             raise refusal
         if frame.command.type != T.CONNECTED:
@@ -124,8 +98,11 @@ class ClientConnection:
         return self._next_consumer_id
 
     def send(self, cmd: pb.BaseCommand) -> None:
+        self._write(encode_command(cmd))
+
+    def _write(self, frame: bytes) -> None:
         try:
-            self._sock.sendall(encode_command(cmd))
+            self._sock.sendall(frame)
         except OSError as exc:
             raise PulsarClientError(f"connection to {self.url} lost: {exc}") from exc
 
@@ -141,7 +118,7 @@ class ClientConnection:
             frame = self._read_frame(deadline)
             body = command_body(frame.command)
             if frame.command.type != T.MESSAGE and getattr(body, "request_id", None) == request_id:
-                refusal = _refusal(frame.command)
+                refusal = refusal_of(frame.command)
                 if refusal is not None:
                     raise refusal
                 return frame.command
@@ -173,7 +150,7 @@ class ClientConnection:
                 self._receive(deadline)
                 continue
             if frame.command.type == T.PING:
-                self.send(T(type=T.PONG, pong=pb.CommandPong()))
+                self._write(client_commands.pong())
                 continue
             if frame.command.type == T.PONG:
                 continue

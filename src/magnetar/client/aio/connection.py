@@ -1,0 +1,253 @@
+"""One TCP connection to a broker, shared by every producer and consumer that lives there.
+
+An asyncio Protocol (not streams: `data_received` hands bytes straight to the sans-IO
+`FrameDecoder`, with no coroutine switch per frame). It owns what is per connection in
+Pulsar: the CONNECT handshake, request ids and the futures waiting on them, keep-alive,
+and the routing of pushed frames (MESSAGE, SEND_RECEIPT, CLOSE_*) to the producer or
+consumer registered under the id the frame names. When it is lost, every waiting request
+fails and every registered handler is told, so each can reconnect on its own schedule.
+TLS and authentication enter only through `open` (an SSL context, the CONNECT fields).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from magnetar import __version__
+from magnetar.client import errors
+from magnetar.wire import client_commands as cc
+from magnetar.wire.errors import WireError
+from magnetar.wire.frames import DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING, Frame, FrameDecoder, command_body
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+T = pb.BaseCommand
+log = logging.getLogger(__name__)
+
+CLIENT_VERSION = f"magnetar-client-{__version__}"
+
+
+class ProducerHandler(Protocol):
+    def on_receipt(self, receipt: pb.CommandSendReceipt) -> None: ...
+    def on_send_error(self, error: pb.CommandSendError) -> None: ...
+    def on_broker_close(self) -> None: ...
+    def connection_closed(self, conn: Connection) -> None: ...
+
+
+class ConsumerHandler(Protocol):
+    def on_message(self, message: pb.CommandMessage, payload: bytes) -> None: ...
+    def on_broker_close(self) -> None: ...
+    def on_active_change(self, active: bool) -> None: ...
+    def connection_closed(self, conn: Connection) -> None: ...
+
+
+class Connection(asyncio.Protocol):
+    """A CONNECTed connection; `request` sends a command and awaits the frame answering it."""
+
+    def __init__(self, logical_url: str, physical_url: str, operation_timeout: float,
+                 keepalive_interval: float = 30.0, on_closed: Callable[[Connection], None] | None = None) -> None:
+        self.logical_url = logical_url
+        self.physical_url = physical_url
+        self.operation_timeout = operation_timeout
+        self.keepalive_interval = keepalive_interval
+        self._on_closed = on_closed
+        self._loop = asyncio.get_running_loop()
+        self._decoder = FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)
+        self._transport: asyncio.Transport | None = None
+        self._requests: dict[int, asyncio.Future[pb.BaseCommand]] = {}
+        self._next_request_id = 0
+        self.producers: dict[int, ProducerHandler] = {}
+        self.consumers: dict[int, ConsumerHandler] = {}
+        self._connected: asyncio.Future[pb.CommandConnected] = self._loop.create_future()
+        self._traffic = False
+        self._keepalive: asyncio.TimerHandle | None = None
+        self.closed = False
+        self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
+        self.server_version = ""
+        self.protocol_version = 0
+
+    # -- opening
+    @classmethod
+    async def open(cls, logical_url: str, physical_url: str, host: str, port: int, *, operation_timeout: float,
+                   connection_timeout: float, keepalive_interval: float = 30.0,
+                   on_closed: Callable[[Connection], None] | None = None, ssl: Any = None,
+                   connect_frame: bytes | None = None) -> Connection:
+        """Connect and handshake; ConnectError when the broker cannot be reached or will not answer.
+
+        `connect_frame` is the CONNECT to send (an authentication provider builds its own).
+        """
+        loop = asyncio.get_running_loop()
+        conn = cls(logical_url, physical_url, operation_timeout, keepalive_interval, on_closed)
+        try:
+            async with asyncio.timeout(connection_timeout):
+                await loop.create_connection(lambda: conn, host, port, ssl=ssl)
+                conn.write(connect_frame or cc.connect(CLIENT_VERSION))
+                connected = await conn._connected
+        except TimeoutError:
+            conn.close()
+            raise errors.ConnectError(f"connection to {physical_url} not established in {connection_timeout:g} s") \
+                from None
+        except OSError as exc:
+            conn.close()
+            raise errors.ConnectError(f"cannot connect to {physical_url}: {exc}") from exc
+        conn.server_version = connected.server_version
+        conn.protocol_version = connected.protocol_version
+        if connected.HasField("max_message_size"):
+            conn.max_message_size = connected.max_message_size
+        conn._arm_keepalive()
+        return conn
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    # -- reading
+    def data_received(self, data: bytes) -> None:
+        self._traffic = True
+        try:
+            frames = self._decoder.feed(data)
+        except WireError as exc:
+            log.warning("%s sent a malformed frame, closing: %s", self.physical_url, exc)
+            self.close()
+            return
+        for frame in frames:
+            try:
+                self._dispatch(frame)
+            except Exception:
+                log.exception("handling %s from %s", T.Type.Name(frame.command.type), self.physical_url)
+
+    def _dispatch(self, frame: Frame) -> None:
+        cmd = frame.command
+        kind = cmd.type
+        if kind == T.MESSAGE:
+            body = cmd.message
+            consumer = self.consumers.get(body.consumer_id)
+            if consumer is not None:
+                consumer.on_message(body, frame.payload or b"")
+        elif kind == T.SEND_RECEIPT:
+            producer = self.producers.get(cmd.send_receipt.producer_id)
+            if producer is not None:
+                producer.on_receipt(cmd.send_receipt)
+        elif kind == T.PING:
+            self.write(cc.pong())
+        elif kind == T.PONG:
+            pass
+        elif kind == T.SEND_ERROR:
+            producer = self.producers.get(cmd.send_error.producer_id)
+            if producer is not None:
+                producer.on_send_error(cmd.send_error)
+        elif kind == T.CLOSE_PRODUCER:
+            producer = self.producers.pop(cmd.close_producer.producer_id, None)
+            if producer is not None:
+                producer.on_broker_close()
+        elif kind == T.CLOSE_CONSUMER:
+            consumer = self.consumers.pop(cmd.close_consumer.consumer_id, None)
+            if consumer is not None:
+                consumer.on_broker_close()
+        elif kind == T.ACTIVE_CONSUMER_CHANGE:
+            consumer = self.consumers.get(cmd.active_consumer_change.consumer_id)
+            if consumer is not None:
+                consumer.on_active_change(cmd.active_consumer_change.is_active)
+        elif kind == T.CONNECTED:
+            if not self._connected.done():
+                self._connected.set_result(cmd.connected)
+        elif kind == T.ERROR and not self._connected.done():
+            self._connected.set_exception(errors.refusal_of(cmd) or errors.ConnectError("refused"))
+        else:
+            self._answer(cmd)
+
+    def _answer(self, cmd: pb.BaseCommand) -> None:
+        body = command_body(cmd)
+        request_id = getattr(body, "request_id", None)
+        waiter = self._requests.get(request_id) if request_id is not None else None
+        if waiter is None:
+            log.debug("%s: unexpected %s", self.physical_url, T.Type.Name(cmd.type))
+            return
+        if cmd.type == T.PRODUCER_SUCCESS and not cmd.producer_success.producer_ready:
+            return  # queued for exclusive access: the real answer follows with the same id
+        del self._requests[request_id]
+        if waiter.done():
+            return
+        refusal = errors.refusal_of(cmd)
+        if refusal is not None:
+            waiter.set_exception(refusal)
+        else:
+            waiter.set_result(cmd)
+
+    # -- writing
+    def write(self, data: bytes) -> None:
+        if self._transport is not None and not self.closed:
+            self._transport.write(data)
+
+    def new_request_id(self) -> int:
+        self._next_request_id += 1
+        return self._next_request_id
+
+    async def request(self, build: Callable[[int], bytes], timeout: float | None = None) -> pb.BaseCommand:
+        """Send the command `build(request_id)` returns and await its answer (errors raise)."""
+        if self.closed:
+            raise errors.NotConnected(f"connection to {self.physical_url} is closed")
+        request_id = self.new_request_id()
+        waiter = self._loop.create_future()
+        self._requests[request_id] = waiter
+        self.write(build(request_id))
+        try:
+            async with asyncio.timeout(self.operation_timeout if timeout is None else timeout):
+                return await waiter
+        except TimeoutError:
+            raise errors.Timeout(f"no answer from {self.physical_url} within the operation timeout") from None
+        finally:
+            self._requests.pop(request_id, None)
+
+    # -- keep-alive
+    def _arm_keepalive(self) -> None:
+        if self.keepalive_interval > 0 and not self.closed:
+            self._keepalive = self._loop.call_later(self.keepalive_interval, self._keepalive_tick)
+
+    def _keepalive_tick(self) -> None:
+        if not self._traffic:
+            log.warning("%s: no traffic within a keep-alive interval, closing", self.physical_url)
+            self.close()
+            return
+        self._traffic = False
+        self.write(cc.ping())
+        self._arm_keepalive()
+
+    # -- closing
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+        else:
+            self.connection_lost(None)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        if not self._connected.done():
+            self._connected.set_exception(errors.ConnectError(f"{self.physical_url} closed the connection"))
+            self._connected.exception()  # retrieved: nobody else may be waiting
+        for waiter in self._requests.values():
+            if not waiter.done():
+                waiter.set_exception(errors.NotConnected(f"connection to {self.physical_url} lost"))
+        self._requests.clear()
+        handlers: list[Any] = [*self.producers.values(), *self.consumers.values()]
+        self.producers.clear()
+        self.consumers.clear()
+        if self._on_closed is not None:
+            self._on_closed(self)
+        for handler in handlers:
+            try:
+                handler.connection_closed(self)
+            except Exception:
+                log.exception("connection_closed handler")

@@ -1,0 +1,105 @@
+"""What producers and consumers share: finding their broker, and coming back after losing it.
+
+A handler (one producer or consumer on one topic partition) is "ready" while it is
+registered on a live connection. When the connection is lost or the broker closes the
+handler (topic unloaded, broker stopping), it looks the topic up again and re-registers,
+with the official client's backoff (0.1 s doubling), until it is closed. The first
+registration retries the errors the official producer retries, up to the operation timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from magnetar.client import errors
+from magnetar.client.backoff import Backoff
+
+if TYPE_CHECKING:
+    from magnetar.client.aio.client import Client
+    from magnetar.client.aio.connection import Connection
+
+log = logging.getLogger(__name__)
+
+RETRYABLE = (errors.NotConnected, errors.ConnectError, errors.Timeout, errors.ServiceUnitNotReady,
+             errors.BrokerMetadataError, errors.BrokerPersistenceError, errors.UnknownError, errors.LookupError)
+
+
+class Handler:
+    def __init__(self, client: Client, topic: str) -> None:
+        self.client = client
+        self.topic = topic
+        self.conn: Connection | None = None
+        self.closed = False
+        self._backoff = Backoff()
+        self._reconnecting: asyncio.Task[None] | None = None
+        self._loop = asyncio.get_running_loop()
+
+    async def _register(self, conn: Connection) -> None:
+        """Register on `conn` (send PRODUCER / SUBSCRIBE); raise on refusal."""
+        raise NotImplementedError
+
+    def _on_ready(self) -> None:
+        """Called once registered (again): resend, re-flow, ..."""
+
+    async def _connect_once(self) -> None:
+        logical, physical = await self.client.lookup.broker_for(self.topic)
+        conn = await self.client.pool.get(logical, physical)
+        await self._register(conn)
+        self.conn = conn
+        self._on_ready()
+
+    async def start(self) -> None:
+        """First registration: retry what is retryable until the operation timeout."""
+        deadline = time.monotonic() + self.client.operation_timeout
+        backoff = Backoff()
+        while True:
+            try:
+                await self._connect_once()
+                return
+            except RETRYABLE as exc:
+                delay = backoff.next()
+                if time.monotonic() + delay >= deadline:
+                    raise errors.Timeout(f"{self.topic}: {exc}") from exc
+                await asyncio.sleep(delay)
+
+    # -- losing the broker
+    def on_broker_close(self) -> None:
+        log.info("broker closed %s on %s: reconnecting", type(self).__name__, self.topic)
+        self._lost()
+
+    def connection_closed(self, conn: Connection) -> None:
+        if conn is self.conn:
+            self._lost()
+
+    def _lost(self) -> None:
+        self.conn = None
+        self._schedule_reconnect()
+
+    def _schedule_reconnect(self) -> None:
+        if self.closed or (self._reconnecting is not None and not self._reconnecting.done()):
+            return
+        self._reconnecting = self._loop.create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        while not self.closed:
+            await asyncio.sleep(self._backoff.next())
+            if self.closed:
+                return
+            try:
+                await self._connect_once()
+            except errors.PulsarException as exc:
+                log.info("reconnecting %s: %s", self.topic, exc)
+                continue
+            self._backoff.reset()
+            return
+
+    def _stop_reconnecting(self) -> None:
+        self.closed = True
+        if self._reconnecting is not None:
+            self._reconnecting.cancel()
+            with contextlib.suppress(BaseException):
+                self._reconnecting.exception()  # type: ignore[func-returns-value]

@@ -1,0 +1,95 @@
+"""Dead-letter and retry-letter topics of one subscription, named as the Java client names them.
+
+`<topic>-<subscription>-DLQ` receives a message after `max_redeliver_count` redeliveries
+(negative acks or ack timeouts) instead of a further redelivery; `<topic>-<subscription>-RETRY`
+receives what `reconsume_later` sends back with a delay, until it has been reconsumed
+`max_redeliver_count` times, after which it goes to the dead-letter topic too. Letters carry
+the Java client's properties (REAL_TOPIC, ORIGIN_MESSAGE_ID, RECONSUMETIMES, DELAY_TIME,
+RETRY_TOPIC) beside the message's own, and its key. The original is acknowledged only once
+its letter is stored. Producers are created on first use and shared by a subscription's
+partitions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client.aio.producer import ProducerConfig
+from magnetar.client.message import Message
+from magnetar.client.topic_name import base_topic_name
+
+if TYPE_CHECKING:
+    from magnetar.client.aio.client import Client
+
+
+@dataclass(slots=True)
+class DeadLetterPolicy:
+    """As `pulsar.ConsumerDeadLetterPolicy`, plus the retry-letter topic of the Java client."""
+
+    max_redeliver_count: int
+    dead_letter_topic: str | None = None
+    initial_subscription_name: str | None = None
+    retry_letter_topic: str | None = None
+
+
+class Letters:
+    def __init__(self, client: Client, topic: str, subscription: str, policy: DeadLetterPolicy) -> None:
+        self.client = client
+        self.policy = policy
+        base = base_topic_name(topic)
+        self.dead_letter_topic = policy.dead_letter_topic or f"{base}-{subscription}-DLQ"
+        self.retry_letter_topic = policy.retry_letter_topic or f"{base}-{subscription}-RETRY"
+        self._producers: dict[str, Any] = {}
+        self._creating: dict[str, asyncio.Task[Any]] = {}
+
+    async def _producer(self, topic: str) -> Any:
+        producer = self._producers.get(topic)
+        if producer is not None:
+            return producer
+        task = self._creating.get(topic)
+        if task is None:
+            subscription = self.policy.initial_subscription_name if topic == self.dead_letter_topic else None
+            task = self._creating[topic] = asyncio.ensure_future(self.client.create_producer(
+                topic, config=ProducerConfig(initial_subscription_name=subscription)))
+        try:
+            producer = self._producers[topic] = await asyncio.shield(task)
+        finally:
+            self._creating.pop(topic, None)
+        return producer
+
+    @staticmethod
+    def _origin(message: Message) -> dict[str, str]:
+        properties = message.properties()
+        if "REAL_TOPIC" not in properties:
+            properties["REAL_TOPIC"] = message.topic_name()
+            properties["ORIGIN_MESSAGE_ID"] = str(message.message_id())
+        return properties
+
+    async def dead_letter(self, messages: list[Message], ack: Callable[[Message], None]) -> None:
+        producer = await self._producer(self.dead_letter_topic)
+        for message in messages:
+            await producer.send(message.data(), properties=self._origin(message),
+                                partition_key=message.partition_key() or None)
+            ack(message)
+
+    async def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None,
+                              ack: Callable[[Message], None]) -> None:
+        letter = {**self._origin(message), **(properties or {})}
+        times = int(letter.get("RECONSUMETIMES", "0")) + 1
+        letter["RECONSUMETIMES"] = str(times)
+        letter["DELAY_TIME"] = str(delay_ms)
+        letter["RETRY_TOPIC"] = self.retry_letter_topic
+        key = message.partition_key() or None
+        if times > self.policy.max_redeliver_count:
+            producer = await self._producer(self.dead_letter_topic)
+            await producer.send(message.data(), properties=letter, partition_key=key)
+        else:
+            producer = await self._producer(self.retry_letter_topic)
+            await producer.send(message.data(), properties=letter, partition_key=key, deliver_after=delay_ms)
+        ack(message)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(p.close() for p in self._producers.values()), return_exceptions=True)

@@ -1,0 +1,505 @@
+"""A producer on one topic partition: sequence ids, batching, pending sends, receipts, resends.
+
+Messages get their sequence id when they are handed over, go through the batch container
+(or straight out when batching is off, the message is delayed or it must be chunked), and
+each SEND becomes an `_OpSend` queued in send order. Receipts must come back in that order
+(the broker answers per producer in order); the head op takes a receipt whose sequence id
+lies in its range, and completes its messages' callbacks or futures with their ids. After a
+reconnect every pending op is written again, in order and with its sequence ids, so the
+broker sees the same sequence as before.
+
+`send_async(content, callback)` is the hot path: no coroutine, no future, one callback per
+message, as in the official client; `await send(...)` wraps it in a future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client import errors
+from magnetar.client.aio.handler import Handler
+from magnetar.client.batching import Batch, BatchContainer, KeyBasedContainer
+from magnetar.client.enums import BatchingType, CompressionType, ProducerAccessMode, Result
+from magnetar.client.message_id import MessageId
+from magnetar.client.outgoing import PendingMessage, build_batch_entry, chunk_entries, single_metadata
+from magnetar.wire import client_commands as cc
+from magnetar.wire.entry import build_entry
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.client.aio.client import Client
+    from magnetar.client.aio.connection import Connection
+
+log = logging.getLogger(__name__)
+
+Completion = Any
+"""callable(result, message_id) or asyncio.Future[MessageId]"""
+
+SendCallback = Callable[[Result, MessageId | None], None]
+
+
+@dataclass(slots=True)
+class ProducerConfig:
+    """The official `create_producer` arguments a single-partition producer needs."""
+
+    producer_name: str | None = None
+    initial_sequence_id: int | None = None
+    send_timeout_millis: int = 30000
+    compression_type: int = CompressionType.NONE
+    max_pending_messages: int = 1000
+    block_if_queue_full: bool = False
+    batching_enabled: bool = False
+    batching_max_messages: int = 1000
+    batching_max_allowed_size_in_bytes: int = 128 * 1024
+    batching_max_publish_delay_ms: int = 10
+    batching_type: int = BatchingType.Default
+    chunking_enabled: bool = False
+    access_mode: int = ProducerAccessMode.Shared
+    properties: Mapping[str, str] = field(default_factory=dict)
+    batched_filter_properties: Sequence[str] = ()
+    initial_subscription_name: str | None = None
+
+
+class _OpSend:
+    """One SEND in flight: its entry, the sequence ids it covers, and whom to tell."""
+
+    __slots__ = ("batch_size", "chunk", "completions", "created", "entry", "first_seq", "frame", "frame_for",
+                 "is_chunk", "last_seq", "num_messages")
+
+    def __init__(self, first_seq: int, last_seq: int, entry: bytes, completions: list[Completion],
+                 batch_size: int, is_chunk: bool = False, chunk: _ChunkState | None = None) -> None:
+        self.first_seq = first_seq
+        self.last_seq = last_seq
+        self.entry = entry
+        self.completions = completions
+        self.batch_size = batch_size
+        """Messages in the batch; 0 for a non-batched entry (no num_messages, no batch index)."""
+        self.num_messages = max(batch_size, 1)
+        self.is_chunk = is_chunk
+        self.chunk = chunk
+        self.created = time.monotonic()
+        self.frame: bytes | None = None
+        self.frame_for = -1
+
+
+class _ChunkState:
+    """The chunks of one message: the id of the first, and the completion for the last."""
+
+    __slots__ = ("first_id",)
+
+    def __init__(self) -> None:
+        self.first_id: MessageId | None = None
+
+
+def _complete(completion: Completion, message_id: MessageId) -> None:
+    if isinstance(completion, asyncio.Future):
+        if not completion.done():
+            completion.set_result(message_id)
+    elif completion is not None:
+        try:
+            completion(Result.Ok, message_id)
+        except Exception:  # the official client would abort the process; we keep the others going
+            log.exception("send callback raised")
+
+
+def _fail(completion: Completion, exc: errors.PulsarException) -> None:
+    if isinstance(completion, asyncio.Future):
+        if not completion.done():
+            completion.set_exception(exc)
+    elif completion is not None:
+        try:
+            completion(exc.result, None)
+        except Exception:
+            log.exception("send callback raised")
+
+
+def _millis(value: int | timedelta | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return int(value.total_seconds() * 1000)
+    return int(value)
+
+
+class Producer(Handler):
+    """A producer of one topic (or one partition of a partitioned topic)."""
+
+    def __init__(self, client: Client, topic: str, config: ProducerConfig, partition: int = -1) -> None:
+        super().__init__(client, topic)
+        self.config = config
+        self.partition = partition
+        self.producer_id = client.new_producer_id()
+        self._name = config.producer_name
+        self._user_named = config.producer_name is not None
+        self._epoch = 0
+        self._topic_epoch: int | None = None
+        self._schema_version: bytes | None = None
+        self._next_seq = 0 if config.initial_sequence_id is None else config.initial_sequence_id + 1
+        self._last_seq_published = -1 if config.initial_sequence_id is None else config.initial_sequence_id
+        self._pending: deque[_OpSend] = deque()
+        self._pending_messages = 0
+        self._space = asyncio.Event()
+        self._space.set()
+        self._flush_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._ready = False
+        self._batching = config.batching_enabled
+        container = KeyBasedContainer if config.batching_type == BatchingType.KeyBased else BatchContainer
+        self._container = container(config.batching_max_messages, config.batching_max_allowed_size_in_bytes,
+                                    config.batched_filter_properties)
+        self._batch_timer: asyncio.TimerHandle | None = None
+        self._batch_delay = config.batching_max_publish_delay_ms / 1000
+        self._compression = int(config.compression_type)
+        self._send_timeout = config.send_timeout_millis / 1000
+        self._timeout_timer: asyncio.TimerHandle | None = None
+        self.on_completed: Callable[[int], None] | None = None
+        """Told how many messages completed (sent or failed); the blocking facade counts with it."""
+
+    # -- the official accessors
+    def producer_name(self) -> str:
+        return self._name or ""
+
+    def last_sequence_id(self) -> int:
+        return self._last_seq_published
+
+    def is_connected(self) -> bool:
+        return self._ready
+
+    # -- registration
+    async def _register(self, conn: Connection) -> None:
+        self._ready = False
+        conn.producers[self.producer_id] = self
+        try:
+            answer = await conn.request(lambda rid: cc.producer(
+                rid, self.producer_id, self.topic, producer_name=self._name, user_provided_name=self._user_named,
+                epoch=self._epoch, access_mode=int(self.config.access_mode), properties=self.config.properties,
+                topic_epoch=self._topic_epoch, initial_subscription_name=self.config.initial_subscription_name,
+            ))
+        except BaseException:
+            conn.producers.pop(self.producer_id, None)
+            self._epoch += 1
+            raise
+        success = answer.producer_success
+        self._epoch += 1
+        self._name = success.producer_name
+        if success.HasField("topic_epoch"):
+            self._topic_epoch = success.topic_epoch
+        if success.schema_version:
+            self._schema_version = success.schema_version
+        if self.config.initial_sequence_id is None and not self._pending and self._next_seq == 0:
+            self._next_seq = success.last_sequence_id + 1
+            self._last_seq_published = success.last_sequence_id
+
+    def _on_ready(self) -> None:
+        self._ready = True
+        conn = self.conn
+        assert conn is not None
+        for op in self._pending:  # resend in order, same sequence ids
+            conn.write(self._frame(op))
+        if self._timeout_timer is None and self._send_timeout > 0:
+            self._arm_timeout_check()
+
+    def _lost(self) -> None:
+        self._ready = False
+        super()._lost()
+
+    # -- sending
+    def send_async(self, content: bytes | None, callback: SendCallback | None,
+                   properties: Mapping[str, str] | None = None,
+                   partition_key: str | None = None, ordering_key: str | bytes | None = None,
+                   sequence_id: int | None = None, replication_clusters: Sequence[str] | None = None,
+                   disable_replication: bool = False, event_timestamp: int | None = None,
+                   deliver_at: int | None = None, deliver_after: timedelta | int | None = None) -> None:
+        """Queue a message; `callback(result, message_id)` runs once the broker has stored it."""
+        if self.closed:
+            _fail(callback, errors.AlreadyClosed(f"producer on {self.topic} is closed"))
+            return
+        if self._pending_messages >= self.config.max_pending_messages > 0 and not self.config.block_if_queue_full:
+            _fail(callback, errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}"))
+            return
+        self._enqueue(self._message(content, callback, properties, partition_key, ordering_key, sequence_id,
+                                    replication_clusters, disable_replication, event_timestamp, deliver_at,
+                                    deliver_after))
+
+    async def send(self, content: bytes | None, properties: Mapping[str, str] | None = None,
+                   partition_key: str | None = None, ordering_key: str | bytes | None = None,
+                   sequence_id: int | None = None, replication_clusters: Sequence[str] | None = None,
+                   disable_replication: bool = False, event_timestamp: int | None = None,
+                   deliver_at: int | None = None, deliver_after: timedelta | int | None = None) -> MessageId:
+        """Send and wait for the broker's receipt.
+
+        Cancelling the wait does not unsend: a message handed over is published (or fails)
+        like any other; its outcome is then dropped, and nothing is left behind.
+        """
+        if self.closed:
+            raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
+        while self._pending_messages >= self.config.max_pending_messages > 0:
+            if not self.config.block_if_queue_full:
+                raise errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}")
+            self._space.clear()
+            await self._space.wait()
+        future: asyncio.Future[MessageId] = self._loop.create_future()
+        self._enqueue(self._message(content, future, properties, partition_key, ordering_key, sequence_id,
+                                    replication_clusters, disable_replication, event_timestamp, deliver_at,
+                                    deliver_after))
+        return await future
+
+    def _message(self, content: bytes | None, completion: Completion, properties: Mapping[str, str] | None,
+                 partition_key: str | None, ordering_key: str | bytes | None, sequence_id: int | None,
+                 replication_clusters: Sequence[str] | None, disable_replication: bool,
+                 event_timestamp: int | None, deliver_at: int | None,
+                 deliver_after: timedelta | int | None) -> PendingMessage:
+        if sequence_id is None:
+            sequence_id = self._next_seq
+            self._next_seq += 1
+        if deliver_after is not None:
+            deliver_at = int(time.time() * 1000) + (_millis(deliver_after) or 0)
+        if isinstance(ordering_key, str):
+            ordering_key = ordering_key.encode()
+        replicate_to = ["__local__"] if disable_replication else replication_clusters
+        null_value = content is None
+        return PendingMessage(b"" if content is None else bytes(content), sequence_id, completion,
+                              dict(properties) if properties else None, partition_key, ordering_key,
+                              event_timestamp, deliver_at, null_value, replicate_to)
+
+    def _enqueue(self, message: PendingMessage) -> None:
+        self._pending_messages += 1
+        if self._batching and message.deliver_at is None and not message.replicate_to:
+            container = self._container
+            was_empty = not len(container)
+            batches = container.add(message)
+            for batch in batches:
+                self._send_batch(batch)
+            if len(container) and (was_empty or batches):
+                self._arm_batch_timer()
+            return
+        # Delayed (never batched, as in C++ and Java) or unbatched: keep the order of what
+        # is already in the container by cutting it first.
+        if self._batching and len(self._container):
+            self._flush_container()
+        self._send_single(message)
+
+    def _arm_batch_timer(self) -> None:
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+        self._batch_timer = self._loop.call_later(self._batch_delay, self._flush_container)
+
+    def _flush_container(self) -> None:
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+            self._batch_timer = None
+        for batch in self._container.cut():
+            self._send_batch(batch)
+
+    def _publish_time(self) -> int:
+        return int(time.time() * 1000)
+
+    def _send_batch(self, batch: Batch) -> None:
+        messages = batch.messages
+        entry = build_batch_entry(messages, batch.payload(), producer_name=self._name or "",
+                                  publish_time=self._publish_time(), compression=self._compression,
+                                  batch_properties=batch.filter_values, schema_version=self._schema_version)
+        if len(entry) > self._max_message_size():
+            exc = errors.MessageTooBig(f"a batch of {len(entry)} bytes exceeds the broker's limit")
+            self._fail_messages(messages, exc)
+            return
+        self._add_op(_OpSend(messages[0].sequence_id, messages[-1].sequence_id, entry,
+                             [m.completion for m in messages], len(messages)))
+
+    def _send_single(self, message: PendingMessage) -> None:
+        metadata, payload = single_metadata(message, producer_name=self._name or "",
+                                            publish_time=self._publish_time(), compression=self._compression,
+                                            schema_version=self._schema_version)
+        limit = self._max_message_size()
+        if len(payload) + metadata.ByteSize() + 16 <= limit:
+            self._add_op(_OpSend(message.sequence_id, message.sequence_id, build_entry(metadata, payload),
+                                 [message.completion], 0))
+            return
+        if not self.config.chunking_enabled:
+            self._fail_messages([message], errors.MessageTooBig(
+                f"message of {len(payload)} bytes exceeds the broker's limit of {limit} (enable chunking)"))
+            return
+        state = _ChunkState()
+        chunks = list(chunk_entries(metadata, payload, limit))
+        for index, entry in enumerate(chunks):
+            last = index == len(chunks) - 1
+            op = _OpSend(message.sequence_id, message.sequence_id, entry, [message.completion] if last else [],
+                         0, is_chunk=True, chunk=state)
+            op.num_messages = 1 if last else 0
+            self._add_op(op)
+
+    def _max_message_size(self) -> int:
+        conn = self.conn
+        return conn.max_message_size if conn is not None else self.client.max_message_size
+
+    def _fail_messages(self, messages: Sequence[PendingMessage], exc: errors.PulsarException) -> None:
+        self._pending_messages -= len(messages)
+        for message in messages:
+            _fail(message.completion, exc)
+        self._space.set()
+        self._completed(len(messages))
+
+    def _completed(self, count: int) -> None:
+        if self.on_completed is not None and count:
+            self.on_completed(count)
+
+    def _frame(self, op: _OpSend) -> bytes:
+        if op.frame_for != self.producer_id or op.frame is None:
+            op.frame = cc.send(self.producer_id, op.first_seq, op.entry,
+                               num_messages=op.batch_size or None, is_chunk=op.is_chunk)
+            op.frame_for = self.producer_id
+        return op.frame
+
+    def _add_op(self, op: _OpSend) -> None:
+        self._pending.append(op)
+        if self._ready and self.conn is not None:
+            self.conn.write(self._frame(op))
+
+    # -- receipts
+    def on_receipt(self, receipt: pb.CommandSendReceipt) -> None:
+        pending = self._pending
+        if not pending:
+            return
+        op = pending[0]
+        seq = receipt.sequence_id
+        if seq < op.first_seq:
+            return  # for an op that timed out
+        if seq > op.last_seq:
+            log.warning("%s: receipt for sequence id %d, expecting %d: reconnecting", self.topic, seq, op.first_seq)
+            if self.conn is not None:
+                self.conn.close()
+            return
+        pending.popleft()
+        mid = receipt.message_id
+        ledger, entry = mid.ledgerId, mid.entryId
+        partition = self.partition
+        n = op.batch_size
+        completions = op.completions
+        if op.chunk is not None:
+            if op.chunk.first_id is None:
+                op.chunk.first_id = MessageId(partition, ledger, entry)
+            if completions:
+                message_id = MessageId(partition, ledger, entry)
+                first = op.chunk.first_id
+                message_id._first_chunk = first.wire
+                _complete(completions[0], message_id)
+        elif n:
+            for index, completion in enumerate(completions):
+                _complete(completion, MessageId(partition, ledger, entry, index, n))
+        else:
+            _complete(completions[0], MessageId(partition, ledger, entry))
+        self._pending_messages -= op.num_messages
+        self._completed(op.num_messages)
+        self._last_seq_published = max(self._last_seq_published, op.last_seq)
+        if not self._space.is_set():
+            self._space.set()
+        if self._flush_waiters:
+            self._wake_flushers()
+
+    def on_send_error(self, error: pb.CommandSendError) -> None:
+        exc = errors.server_error(error.error, error.message)
+        if error.error == pb.ChecksumError and self._pending and self._pending[0].first_seq == error.sequence_id:
+            op = self._pending.popleft()
+            self._pending_messages -= op.num_messages
+            for completion in op.completions:
+                _fail(completion, exc)
+            self._completed(op.num_messages)
+            self._wake_flushers()
+            return
+        # As the C++ producer: any other error drops the connection, and pending sends go again.
+        log.warning("%s: send error %s, reconnecting", self.topic, exc)
+        if self.conn is not None:
+            self.conn.close()
+
+    # -- timeouts and flush
+    def _arm_timeout_check(self) -> None:
+        interval = min(1.0, max(self._send_timeout / 4, 0.05))
+        self._timeout_timer = self._loop.call_later(interval, self._check_timeouts)
+
+    def _check_timeouts(self) -> None:
+        self._timeout_timer = None
+        if self.closed:
+            return
+        deadline = time.monotonic() - self._send_timeout
+        expired = False
+        while self._pending and self._pending[0].created <= deadline:
+            op = self._pending.popleft()
+            self._pending_messages -= op.num_messages
+            exc = errors.Timeout(f"no receipt from the broker within {self._send_timeout:g} s")
+            for completion in op.completions:
+                _fail(completion, exc)
+            self._completed(op.num_messages)
+            expired = True
+        if expired:
+            self._space.set()
+            self._wake_flushers()
+        self._arm_timeout_check()
+
+    def _wake_flushers(self) -> None:
+        head = self._pending[0].first_seq if self._pending else None
+        keep = []
+        for seq, waiter in self._flush_waiters:
+            if head is None or head > seq or (not self._pending):
+                if not waiter.done():
+                    waiter.set_result(None)
+            else:
+                keep.append((seq, waiter))
+        self._flush_waiters = keep
+
+    async def flush(self) -> None:
+        """Send what is batched and wait until everything sent so far has its receipt."""
+        self._flush_container()
+        if not self._pending:
+            return
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._flush_waiters.append((self._pending[-1].last_seq, waiter))
+        self._wake_flushers()
+        await waiter
+
+    def flush_batch(self) -> None:
+        """Cut the current batch now without waiting (the facade's send path)."""
+        self._flush_container()
+
+    async def close(self) -> None:
+        """Flush, then leave the broker; later sends fail with AlreadyClosed."""
+        if self.closed:
+            return
+        try:
+            if self._ready:
+                async with asyncio.timeout(self.client.operation_timeout):
+                    await self.flush()
+        except TimeoutError:
+            log.warning("%s: closing with messages still pending", self.topic)
+        finally:
+            self._stop_reconnecting()
+            self._shutdown()
+        conn = self.conn
+        if conn is not None and not conn.closed:
+            conn.producers.pop(self.producer_id, None)
+            try:
+                await conn.request(lambda rid: cc.close_producer(rid, self.producer_id))
+            except errors.PulsarException as exc:
+                log.debug("close producer: %s", exc)
+
+    def _shutdown(self) -> None:
+        self.closed = True
+        self._ready = False
+        for timer in (self._batch_timer, self._timeout_timer):
+            if timer is not None:
+                timer.cancel()
+        exc = errors.AlreadyClosed(f"producer on {self.topic} closed")
+        for batch in self._container.cut():
+            self._fail_messages(batch.messages, exc)
+        while self._pending:
+            op = self._pending.popleft()
+            for completion in op.completions:
+                _fail(completion, exc)
+            self._completed(op.num_messages)
+        self._pending_messages = 0
+        self._wake_flushers()

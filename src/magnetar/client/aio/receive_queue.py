@@ -1,0 +1,139 @@
+"""The consumer's receiver queue, in two flavours: for asyncio tasks and for blocking threads.
+
+The event loop fills the queue; the application takes from it. With the asyncio API both
+happen on the loop, and a waiting `receive()` is a future. With the blocking facade the
+application waits in its own thread, so the queue is a `queue.SimpleQueue` (a C queue whose
+`get(timeout)` releases the GIL): no hop through the event loop per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import threading
+from collections import deque
+from typing import Any
+
+
+class AsyncReceiveQueue:
+    threaded = False
+
+    def __init__(self) -> None:
+        self._items: deque[Any] = deque()
+        self._waiters: deque[asyncio.Future[Any]] = deque()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put_many(self, items: list[Any]) -> None:
+        self._items.extend(items)
+        waiters = self._waiters
+        while waiters and self._items:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(self._items.popleft())
+
+    def get_nowait(self) -> Any | None:
+        return self._items.popleft() if self._items else None
+
+    def waiter(self) -> asyncio.Future[Any]:
+        """A future that receives the next item (cancel it to stop waiting)."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        return future
+
+    def requeue_front(self, item: Any) -> None:
+        """Give back an item whose taker was cancelled before it could use it."""
+        self._items.appendleft(item)
+        self.put_many([])
+
+    def clear(self) -> int:
+        count = len(self._items)
+        self._items.clear()
+        return count
+
+    def fail_waiters(self, exc: BaseException) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(exc)
+
+
+_CLOSED = object()
+
+
+class ThreadReceiveQueue:
+    """Filled by the event loop, read by application threads.
+
+    The loop puts whole lists (one entry's messages) into a `queue.SimpleQueue`; a reader
+    takes a list at a time into its own buffer and hands out messages from there, so the
+    two threads meet once per entry, not once per message. `clear()` (a reconnect, a seek)
+    bumps a generation: a buffer taken before it is thrown away by its reader, whose
+    messages then count as dropped so their permits still go back to the broker.
+    """
+
+    threaded = True
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._generation = 0
+        self._buffer: deque[Any] = deque()
+        self._buffer_generation = 0
+        self._lock = threading.Lock()
+        """Serialises readers (several application threads may call receive)."""
+
+    def __len__(self) -> int:
+        """Not exact (queued lists count one each), but zero exactly when nothing is queued."""
+        buffered = len(self._buffer) if self._buffer_generation == self._generation else 0
+        return buffered + self._queue.qsize()
+
+    def put_many(self, items: list[Any]) -> None:
+        if items:
+            self._queue.put((self._generation, items))
+
+    def get_nowait(self) -> Any | None:
+        return self.get(0)
+
+    def get(self, timeout: float | None) -> Any | None:
+        """The next item, or None on timeout or when the consumer closed."""
+        with self._lock:
+            buffer = self._buffer
+            while True:
+                if buffer and self._buffer_generation == self._generation:
+                    return buffer.popleft()
+                if buffer:  # taken before a clear(): the broker sends these again
+                    self._drop(buffer)
+                try:
+                    item = self._queue.get_nowait() if timeout == 0 else self._queue.get(timeout=timeout)
+                except queue.Empty:
+                    return None
+                if item is _CLOSED:
+                    self._queue.put(_CLOSED)  # wake every other waiting thread too
+                    return None
+                generation, items = item
+                self._buffer_generation = generation
+                buffer.extend(items)
+
+    @staticmethod
+    def _drop(buffer: deque[Any]) -> None:
+        for message in buffer:
+            message[1].owner.dropped_by_reader(1)
+        buffer.clear()
+
+    def clear(self) -> int:
+        """Forget what is queued (the loop's side); returns how many messages that was."""
+        self._generation += 1
+        count = 0
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is _CLOSED:
+                self._queue.put(_CLOSED)
+                break
+            count += len(item[1])
+        return count
+
+    def fail_waiters(self, exc: BaseException) -> None:
+        self._queue.put(_CLOSED)

@@ -1,0 +1,74 @@
+"""Taking messages from a receiver queue: `receive`, `batch_receive`, `async for`.
+
+Shared by the single-topic consumer and the multi-topic one (whose partitions all fill one
+queue). Every message knows the single-topic consumer it came from, which gets the permit
+back when the message is taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from magnetar.client import errors
+from magnetar.client.aio.receive_queue import AsyncReceiveQueue
+from magnetar.client.message import Message
+
+
+class Receiver:
+    queue: Any
+    closed: bool
+    topic: str
+
+    async def receive(self, timeout_millis: int | None = None) -> Message:
+        """The next message; Timeout after `timeout_millis`. Cancelling loses no message."""
+        if self.closed:
+            raise errors.AlreadyClosed(f"consumer on {self.topic} is closed")
+        queue = self.queue
+        assert isinstance(queue, AsyncReceiveQueue), "the blocking facade reads its queue itself"
+        message = queue.get_nowait()
+        if message is None:
+            waiter = queue.waiter()
+            try:
+                if timeout_millis is None:
+                    message = await waiter
+                else:
+                    async with asyncio.timeout(timeout_millis / 1000):
+                        message = await waiter
+            except TimeoutError:
+                raise errors.Timeout(f"no message within {timeout_millis} ms") from None
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                    queue.requeue_front(waiter.result())  # handed over, but nobody will use it
+                waiter.cancel()
+                raise
+        message._ctx.owner.taken(message)
+        return message
+
+    async def batch_receive(self, max_num_messages: int = -1, max_num_bytes: int = 10 * 1024 * 1024,
+                            timeout_ms: int = 100) -> list[Message]:
+        """What arrives within `timeout_ms`, up to the limits (the official client's default policy)."""
+        out: list[Message] = []
+        size = 0
+        deadline = time.monotonic() + timeout_ms / 1000
+        while (max_num_messages <= 0 or len(out) < max_num_messages) and size < max_num_bytes:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                message = await self.receive(max(1, int(remaining * 1000)))
+            except errors.Timeout:
+                break
+            out.append(message)
+            size += len(message._data)
+        return out
+
+    def __aiter__(self) -> Receiver:
+        return self
+
+    async def __anext__(self) -> Message:
+        try:
+            return await self.receive()
+        except errors.AlreadyClosed:
+            raise StopAsyncIteration from None

@@ -1,0 +1,341 @@
+"""The blocking facade: `from magnetar.client import Client` instead of `from pulsar import Client`.
+
+The asyncio core runs on one event-loop thread per client (the official client has its I/O
+thread too). Blocking calls submit a coroutine and wait for it. The two hot paths avoid a
+thread hop per message:
+
+- `send_async` appends to an inbox (a deque) and wakes the loop only when the inbox was
+  idle, so a burst of sends costs one wake-up; `max_pending_messages` is a semaphore taken
+  here and given back as receipts come in, so `block_if_queue_full` blocks this thread only.
+- `receive` reads the consumer's thread-side queue (`queue.SimpleQueue`) directly; the loop
+  hears about taken messages only when a FLOW is due.
+
+Callbacks (`send_async`) run on the loop thread, as the official client runs them on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import threading
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from magnetar.client import errors
+from magnetar.client.aio import client as aio_client
+from magnetar.client.aio.consumer import Consumer as CoreConsumer
+from magnetar.client.aio.multi_consumer import MultiTopicsConsumer
+from magnetar.client.aio.reader import Reader as CoreReader
+from magnetar.client.aio.receive_queue import ThreadReceiveQueue
+from magnetar.client.enums import Result
+from magnetar.client.message import Message
+from magnetar.client.message_id import MessageId
+
+_T = TypeVar("_T")
+
+
+class _LoopThread:
+    """An event loop running in a daemon thread (uvloop when installed)."""
+
+    def __init__(self) -> None:
+        try:
+            import uvloop  # noqa: PLC0415 (optional speed-up)
+
+            self.loop = uvloop.new_event_loop()
+        except ImportError:
+            self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="magnetar-client-io", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, _T], timeout: float | None = None) -> _T:
+        if threading.current_thread() is self.thread:
+            coro.close()
+            raise errors.OperationNotSupported("blocking calls cannot be made from a callback on the I/O thread")
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise errors.Timeout("operation timed out") from None
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        if not self.thread.is_alive():
+            self.loop.close()
+
+
+class Client:
+    """The official `pulsar.Client` API over magnetar's asyncio core."""
+
+    def __init__(self, service_url: str, authentication: Any = None, operation_timeout_seconds: float = 30,
+                 io_threads: int = 1, message_listener_threads: int = 1, concurrent_lookup_requests: int = 50000,
+                 log_conf_file_path: str | None = None, stats_interval_in_seconds: int = 600, use_tls: bool = False,
+                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
+                 tls_validate_hostname: bool = False, logger: Any = None, connection_timeout_ms: int = 10000,
+                 listener_name: str | None = None, **kwargs: Any) -> None:
+        self._io = _LoopThread()
+        self._timeout = float(operation_timeout_seconds)
+
+        async def make() -> aio_client.Client:
+            return aio_client.Client(service_url, authentication, operation_timeout_seconds,
+                                     connection_timeout_ms=connection_timeout_ms, listener_name=listener_name,
+                                     **kwargs)
+
+        try:
+            self._core = self._io.run(make())
+        except BaseException:
+            self._io.stop()
+            raise
+
+    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        return self._io.run(coro)
+
+    def create_producer(self, topic: str, **kwargs: Any) -> Producer:
+        """Same arguments as `pulsar.Client.create_producer`, plus `batched_filter_properties` (PIP-191)."""
+        core = self._run(self._core.create_producer(topic, **kwargs))
+        return Producer(self, core)
+
+    def subscribe(self, topic: Any, subscription_name: str, **kwargs: Any) -> Consumer:
+        """Same arguments as `pulsar.Client.subscribe` (a topic, a list of topics or a compiled pattern)."""
+        queue = ThreadReceiveQueue()
+        core = self._run(self._core.subscribe(topic, subscription_name, queue=queue, **kwargs))
+        return Consumer(self, core, queue)
+
+    def create_reader(self, topic: str, start_message_id: Any, **kwargs: Any) -> Reader:
+        queue = ThreadReceiveQueue()
+        core = self._run(self._core.create_reader(topic, start_message_id, queue=queue, **kwargs))
+        return Reader(self, core, queue)
+
+    def get_topic_partitions(self, topic: str) -> list[str]:
+        return self._run(self._core.get_topic_partitions(topic))
+
+    def close(self) -> None:
+        if self._core.closed:
+            return
+        try:
+            self._run(self._core.close())
+        finally:
+            self._io.stop()
+
+    def shutdown(self) -> None:
+        self.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Producer:
+    def __init__(self, client: Client, core: Any) -> None:
+        self._client = client
+        self._core = core
+        self._loop = client._io.loop
+        self._inbox: deque[tuple[Any, Any, dict[str, Any]]] = deque()
+        self._drain_scheduled = False
+        producers = core.producers if hasattr(core, "producers") else [core]
+        config = producers[0].config
+        self._block = config.block_if_queue_full
+        self._slots: threading.Semaphore | None = None
+        if config.max_pending_messages > 0:
+            self._slots = threading.Semaphore(config.max_pending_messages * len(producers))
+            for producer in producers:
+                producer.on_completed = self._slots.release
+
+    def topic(self) -> str:
+        return self._core.topic
+
+    def producer_name(self) -> str:
+        return self._core.producer_name()
+
+    def last_sequence_id(self) -> int:
+        return self._core.last_sequence_id()
+
+    def is_connected(self) -> bool:
+        return self._core.is_connected()
+
+    def send_async(self, content: bytes | None, callback: Callable[[Result, MessageId | None], None] | None,
+                   **kwargs: Any) -> None:
+        """Queue a message; `callback(result, message_id)` runs on the client's I/O thread."""
+        slots = self._slots
+        if slots is not None and not slots.acquire(blocking=self._block):
+            if callback is not None:
+                callback(Result.ProducerQueueIsFull, None)
+            return
+        self._inbox.append((content, callback, kwargs))
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        self._drain_scheduled = False
+        inbox = self._inbox
+        send = self._core.send_async
+        while inbox:
+            content, callback, kwargs = inbox.popleft()
+            send(content, callback, **kwargs)
+
+    def send(self, content: bytes | None, **kwargs: Any) -> MessageId:
+        """Send and wait for the receipt; raises the error the official client raises."""
+        done = concurrent.futures.Future()
+
+        def callback(result: Result, message_id: MessageId | None) -> None:
+            done.set_result((result, message_id))
+
+        self.send_async(content, callback, **kwargs)
+        result, message_id = done.result()
+        if result != Result.Ok or message_id is None:
+            raise errors.exception_for(result)
+        return message_id
+
+    def flush(self) -> None:
+        async def flush() -> None:
+            self._drain()
+            await self._core.flush()
+
+        self._client._run(flush())
+
+    def close(self) -> None:
+        async def close() -> None:
+            self._drain()
+            await self._core.close()
+
+        self._client._run(close())
+        self._client._core._handles.discard(self._core)
+
+
+class _Receiving:
+    """receive / batch_receive over the thread-side queue."""
+
+    _queue: ThreadReceiveQueue
+    _core: Any
+
+    def _take(self, timeout_millis: int | None) -> Message:
+        if timeout_millis is not None and not isinstance(timeout_millis, int):
+            raise ValueError("timeout_millis must be an int")
+        message = self._queue.get(None if timeout_millis is None else timeout_millis / 1000)
+        if message is None:
+            if self._core.closed:
+                raise errors.AlreadyClosed("consumer is closed")
+            raise errors.Timeout(f"no message within {timeout_millis} ms")
+        message._ctx.owner.taken(message)
+        return message
+
+
+class Consumer(_Receiving):
+    def __init__(self, client: Client, core: CoreConsumer | MultiTopicsConsumer, queue: ThreadReceiveQueue) -> None:
+        self._client = client
+        self._core = core
+        self._queue = queue
+        self._loop = client._io.loop
+
+    def topic(self) -> str:
+        return self._core.topic
+
+    def subscription_name(self) -> str:
+        return self._core.subscription_name()
+
+    def consumer_name(self) -> str:
+        return self._core.consumer_name()
+
+    def receive(self, timeout_millis: int | None = None) -> Message:
+        return self._take(timeout_millis)
+
+    def batch_receive(self, max_num_messages: int = -1, timeout_ms: int = 100) -> list[Message]:
+        """What is queued or arrives within `timeout_ms` (the official default policy), at least waiting once."""
+        out = []
+        try:
+            out.append(self._take(timeout_ms))
+        except errors.Timeout:
+            return out
+        while max_num_messages <= 0 or len(out) < max_num_messages:
+            message = self._queue.get_nowait()
+            if message is None:
+                break
+            message._ctx.owner.taken(message)
+            out.append(message)
+        return out
+
+    def __iter__(self) -> Consumer:
+        return self
+
+    def __next__(self) -> Message:
+        try:
+            return self.receive()
+        except errors.AlreadyClosed:
+            raise StopIteration from None
+
+    def acknowledge(self, message: Any) -> None:
+        self._core.acknowledge(message)
+
+    def acknowledge_cumulative(self, message: Any) -> None:
+        self._core.acknowledge_cumulative(message)
+
+    def negative_acknowledge(self, message: Any) -> None:
+        self._core.negative_acknowledge(message)
+
+    def reconsume_later(self, message: Any, delay_ms: int, properties: dict[str, str] | None = None) -> None:
+        """The Java client's reconsumeLater: to the retry-letter topic, back after `delay_ms`."""
+        self._client._run(self._core.reconsume_later(message, delay_ms, properties))
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        self._loop.call_soon_threadsafe(self._core.redeliver_unacknowledged_messages)
+
+    def seek(self, target: Any) -> None:
+        self._client._run(self._core.seek(target))
+
+    def get_last_message_id(self) -> MessageId:
+        return self._client._run(self._core.get_last_message_id())
+
+    def is_connected(self) -> bool:
+        return self._core.is_connected()
+
+    def unsubscribe(self) -> None:
+        self._client._run(self._core.unsubscribe())
+
+    def close(self) -> None:
+        with contextlib.suppress(errors.AlreadyClosed):
+            self._client._run(self._core.close())
+        self._client._core._handles.discard(self._core)
+
+    def pause_message_listener(self) -> None:
+        raise errors.OperationNotSupported("message listeners are not supported")
+
+    resume_message_listener = pause_message_listener
+
+
+class Reader(_Receiving):
+    def __init__(self, client: Client, core: CoreReader, queue: ThreadReceiveQueue) -> None:
+        self._client = client
+        self._reader = core
+        self._core = core.consumer
+        self._queue = queue
+
+    def topic(self) -> str:
+        return self._reader.topic()
+
+    def read_next(self, timeout_millis: int | None = None) -> Message:
+        return self._take(timeout_millis)
+
+    def has_message_available(self) -> bool:
+        return self._client._run(self._reader.has_message_available())
+
+    def seek(self, target: Any) -> None:
+        self._client._run(self._reader.seek(target))
+
+    def is_connected(self) -> bool:
+        return self._reader.is_connected()
+
+    def close(self) -> None:
+        self._client._run(self._reader.close())
+        self._client._core._handles.discard(self._reader)
+
+    def __iter__(self) -> Reader:
+        return self
+
+    def __next__(self) -> Message:
+        return self.read_next()

@@ -1,0 +1,165 @@
+"""From a MESSAGE frame's entry to the application's messages (sans-IO).
+
+One pass per entry, as the C++ consumer does it: the broker-entry prefix (kept for
+`Message.index()` and `broker_publish_time()`), the checksum, MessageMetadata, then the
+payload, decompressed if `compression` is present and split if `num_messages_in_batch` is.
+Messages the broker sent although they are already acknowledged (`ack_set` of a
+redelivered batch) or that lie before the consumer's start position are left out here,
+and counted, because their flow permits still have to go back to the broker.
+
+Chunked messages (`chunk_id` present) are collected by `ChunkAssembler` until the last
+chunk arrives, then decoded as one message whose id remembers the first chunk's.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from typing import Any, NamedTuple
+
+from magnetar.client.message import EntryContext, Message, messages_of
+from magnetar.wire.batch import decode_batch, decompressed_payload
+from magnetar.wire.entry import parse_entry, verify_checksum
+from magnetar.wire.message_id import MessageId as WireId
+from magnetar.wire.message_id import unacked_indexes
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+
+class StartFilter(NamedTuple):
+    """Drop messages before `position` (or at it, unless `inclusive`): a reader's start or a seek target."""
+
+    ledger: int
+    entry: int
+    batch_index: int
+    inclusive: bool
+
+    def keeps(self, ledger: int, entry: int, batch_index: int) -> bool:
+        if (ledger, entry) != (self.ledger, self.entry):
+            return (ledger, entry) > (self.ledger, self.entry)
+        if self.batch_index < 0:
+            return self.inclusive
+        return batch_index > self.batch_index or (self.inclusive and batch_index == self.batch_index)
+
+
+class BatchAcks:
+    """Which messages of one received batch the application acknowledged (batch-index acks off)."""
+
+    __slots__ = ("acked", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.acked: set[int] = set()
+
+    def ack(self, index: int) -> bool:
+        """Record an ack; True once every message of the batch is acked."""
+        self.acked.add(index)
+        return len(self.acked) >= self.size
+
+    def unacked(self) -> list[int]:
+        return [i for i in range(self.size) if i not in self.acked]
+
+
+class Decoded(NamedTuple):
+    messages: list[Message]
+    skipped: int
+    """Messages of the entry not handed to the application (permits to give back)."""
+    corrupt: bool
+    """The checksum failed: the entry must be acknowledged with a validation error."""
+
+
+def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: bytes, *, max_size: int,
+                 start: StartFilter | None = None, track_batch_acks: bool = True,
+                 chunks: ChunkAssembler | None = None, skip_compacted_out: bool = False) -> Decoded:
+    """The messages of one entry, as Message objects ready for the receiver queue.
+
+    `skip_compacted_out`: leave out the placeholders compaction leaves in batches (as the
+    Java client does; the C++ client delivers them as empty messages). Only compacted reads
+    can meet them, so other consumers skip the per-message check.
+    """
+    try:
+        verify_checksum(payload)
+    except ValueError:
+        return Decoded([], 1, True)
+    parsed = parse_entry(payload)
+    metadata = parsed.metadata
+    mid = command.message_id
+    ledger, entry, partition = mid.ledgerId, mid.entryId, mid.partition
+    redelivery = command.redelivery_count
+    if metadata.HasField("chunk_id") and metadata.num_chunks_from_msg > 1 and chunks is not None:
+        whole = chunks.add(metadata, parsed.payload, WireId(ledger, entry, partition))
+        if whole is None:
+            return Decoded([], 1, False)
+        first_id, chunk_ids, data = whole
+        ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0, ledger, entry,
+                           partition, chunk_ids)
+        ctx.first_chunk = first_id
+        value = decompressed_payload(metadata, data, max_size=max_size)
+        return Decoded([Message.of(ctx, None, value)], 0, False)
+    if not metadata.HasField("num_messages_in_batch"):
+        if start is not None and not start.keeps(ledger, entry, -1):
+            return Decoded([], 1, False)
+        ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0, ledger, entry,
+                           partition)
+        value = decompressed_payload(metadata, parsed.payload, max_size=max_size)
+        return Decoded([Message.of(ctx, None, value)], 0, False)
+    size = metadata.num_messages_in_batch
+    batch = decode_batch(decompressed_payload(metadata, parsed.payload, max_size=max_size), size)
+    wanted: set[int] | None = set(unacked_indexes(command.ack_set, size)) if len(command.ack_set) else None
+    acks = BatchAcks(size) if track_batch_acks else None
+    if acks is not None and wanted is not None:
+        acks.acked.update(set(range(size)) - wanted)
+    ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, size, ledger, entry,
+                       partition, acks)
+    if wanted is None and start is None and not skip_compacted_out:  # the common case: nothing to check
+        return Decoded(messages_of(ctx, batch), 0, False)
+    messages = []
+    append = messages.append
+    for single, value, index in batch:
+        if skip_compacted_out and single.compacted_out:
+            continue
+        if wanted is not None and index not in wanted:
+            continue
+        if start is not None and not start.keeps(ledger, entry, index):
+            if acks is not None:
+                acks.acked.add(index)
+            continue
+        append(Message.of(ctx, single, value, index))
+    return Decoded(messages, size - len(messages), False)
+
+
+class ChunkAssembler:
+    """Chunks of messages in progress, by uuid; the oldest is dropped past `max_pending`."""
+
+    def __init__(self, max_pending: int = 10, expire_seconds: float = 60.0) -> None:
+        self.max_pending = max_pending
+        self.expire_seconds = expire_seconds
+        self._pending: OrderedDict[str, tuple[list[bytes], list[WireId], float]] = OrderedDict()
+
+    def add(self, metadata: pb.MessageMetadata, payload: memoryview, chunk_id: WireId
+            ) -> tuple[WireId, list[WireId], bytes] | None:
+        """Returns (first chunk id, every chunk's id, the whole payload) on the last chunk."""
+        uuid = metadata.uuid
+        now = time.monotonic()
+        if metadata.chunk_id == 0:
+            self._pending.pop(uuid, None)
+            self._pending[uuid] = ([], [], now)
+            while len(self._pending) > self.max_pending:
+                self._pending.popitem(last=False)
+        state = self._pending.get(uuid)
+        if state is None or len(state[0]) != metadata.chunk_id:
+            self._pending.pop(uuid, None)  # out of order or its start was lost: give up on it
+            return None
+        state[0].append(bytes(payload))
+        state[1].append(chunk_id)
+        if metadata.chunk_id < metadata.num_chunks_from_msg - 1:
+            return None
+        del self._pending[uuid]
+        return state[1][0], state[1], b"".join(state[0])
+
+    def expire(self) -> None:
+        deadline = time.monotonic() - self.expire_seconds
+        while self._pending:
+            uuid, (_, _, started) = next(iter(self._pending.items()))
+            if started > deadline:
+                return
+            del self._pending[uuid]

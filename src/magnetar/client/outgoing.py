@@ -1,0 +1,124 @@
+"""Messages on their way out, and the entries a producer builds from them (sans-IO).
+
+A `PendingMessage` is what `send`/`send_async` produced: the value, its per-message
+metadata and how to report the outcome (a callback or a future). The entry builders
+lay out MessageMetadata as the C++ producer does (wire-protocol.md §2), so a broker, a
+compactor or an official consumer cannot tell our entries from its own; the one addition
+is PIP-191: a batch's MessageMetadata carries the batched filter properties.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from magnetar.wire.compression import compress
+from magnetar.wire.entry import build_entry
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+
+class PendingMessage:
+    """One message the application handed to a producer, with its sequence id."""
+
+    __slots__ = ("completion", "deliver_at", "event_time", "null_value", "ordering_key", "partition_key",
+                 "properties", "replicate_to", "sequence_id", "value")
+
+    def __init__(self, value: bytes, sequence_id: int, completion: Any, properties: dict[str, str] | None = None,
+                 partition_key: str | None = None, ordering_key: bytes | None = None, event_time: int | None = None,
+                 deliver_at: int | None = None, null_value: bool = False,
+                 replicate_to: Sequence[str] | None = None) -> None:
+        self.value = value
+        self.sequence_id = sequence_id
+        self.completion = completion
+        """A callable(result, message_id) or an asyncio.Future, completed on the receipt."""
+        self.properties = properties
+        self.partition_key = partition_key
+        self.ordering_key = ordering_key
+        self.event_time = event_time
+        self.deliver_at = deliver_at
+        self.null_value = null_value
+        self.replicate_to = replicate_to
+
+
+def _entry_metadata(producer_name: str, first: PendingMessage, publish_time: int,
+                    schema_version: bytes | None) -> pb.MessageMetadata:
+    metadata = pb.MessageMetadata(producer_name=producer_name, sequence_id=first.sequence_id,
+                                  publish_time=publish_time)
+    if first.partition_key is not None:
+        metadata.partition_key = first.partition_key
+    if first.ordering_key is not None:
+        metadata.ordering_key = first.ordering_key
+    if first.replicate_to:
+        metadata.replicate_to.extend(first.replicate_to)
+    if schema_version:
+        metadata.schema_version = schema_version
+    return metadata
+
+
+def _compressed(metadata: pb.MessageMetadata, payload: bytes, compression: int) -> bytes:
+    # An empty payload stays uncompressed: the C++ consumer cannot inflate into 0 bytes.
+    if compression == pb.NONE or not payload:
+        return payload
+    metadata.compression = compression
+    metadata.uncompressed_size = len(payload)
+    return compress(compression, payload)
+
+
+def build_batch_entry(messages: Sequence[PendingMessage], payload: bytes, *, producer_name: str,
+                      publish_time: int, compression: int, batch_properties: Sequence[tuple[str, str]] = (),
+                      schema_version: bytes | None = None) -> bytes:
+    """The entry of a batch whose (uncompressed) payload is `payload`.
+
+    Like the C++ producer: sequence id, partition and ordering key come from the first
+    message, `num_messages_in_batch` is set, the payload is compressed as a whole.
+    `batch_properties` are PIP-191's batched filter properties (the same for every message).
+    """
+    metadata = _entry_metadata(producer_name, messages[0], publish_time, schema_version)
+    metadata.num_messages_in_batch = len(messages)
+    for key, value in batch_properties:
+        metadata.properties.add(key=key, value=value)
+    return build_entry(metadata, _compressed(metadata, payload, compression))
+
+
+def single_metadata(message: PendingMessage, *, producer_name: str, publish_time: int, compression: int,
+                    schema_version: bytes | None = None) -> tuple[pb.MessageMetadata, bytes]:
+    """MessageMetadata and (maybe compressed) payload of a non-batched message."""
+    metadata = _entry_metadata(producer_name, message, publish_time, schema_version)
+    if message.properties:
+        for key, value in message.properties.items():
+            metadata.properties.add(key=key, value=value)
+    if message.event_time:
+        metadata.event_time = message.event_time
+    if message.deliver_at is not None:
+        metadata.deliver_at_time = message.deliver_at
+    if message.null_value:
+        metadata.null_value = True
+    return metadata, _compressed(metadata, message.value, compression)
+
+
+def build_single_entry(message: PendingMessage, **kwargs: Any) -> bytes:
+    metadata, payload = single_metadata(message, **kwargs)
+    return build_entry(metadata, payload)
+
+
+def chunk_entries(metadata: pb.MessageMetadata, payload: bytes, max_message_size: int) -> Iterator[bytes]:
+    """Split a message bigger than the broker's limit into chunk entries, as the Java client does.
+
+    Each chunk's payload is `max_message_size` less the metadata's size (so a chunk entry
+    stays within the limit), and every chunk carries `uuid` = producer name + "-" +
+    sequence id, `num_chunks_from_msg`, `total_chunk_msg_size` (the compressed size) and
+    its `chunk_id`. The caller sends them with CommandSend.is_chunk and one sequence id.
+    """
+    metadata.uuid = f"{metadata.producer_name}-{metadata.sequence_id}"
+    metadata.total_chunk_msg_size = len(payload)
+    metadata.num_chunks_from_msg = 0
+    metadata.chunk_id = 0
+    # Reserve the metadata's size with its chunk fields at their largest.
+    metadata.num_chunks_from_msg = metadata.chunk_id = 0x7FFFFFFF
+    chunk_size = max(1, max_message_size - metadata.ByteSize() - 16)
+    chunks = max(1, math.ceil(len(payload) / chunk_size))
+    metadata.num_chunks_from_msg = chunks
+    for chunk_id in range(chunks):
+        metadata.chunk_id = chunk_id
+        yield build_entry(metadata, payload[chunk_id * chunk_size:(chunk_id + 1) * chunk_size])

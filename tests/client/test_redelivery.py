@@ -1,0 +1,102 @@
+"""Redelivery paths with both clients: unacked timeout, dead-letter topics, chunked messages."""
+
+from __future__ import annotations
+
+import pulsar
+import pytest
+
+import magnetar.client as ours
+
+EARLY = 10_000
+
+
+def _dead_letter_policy(api, **kwargs):
+    return api.module.ConsumerDeadLetterPolicy(**kwargs)
+
+
+def test_unacked_messages_come_back_after_the_timeout(api, topic):
+    client = api.client()
+    with pytest.raises(ValueError, match="10 seconds"):
+        client.subscribe(topic, "sub", unacked_messages_timeout_ms=9999)
+    consumer = client.subscribe(topic, "sub", consumer_type=api.module.ConsumerType.Shared,
+                                unacked_messages_timeout_ms=10_000)
+    client.create_producer(topic).send(b"forgotten")
+    first = consumer.receive(EARLY)
+    again = consumer.receive(2 * EARLY)  # not acked: redelivered after 10 to 11 seconds
+    assert (again.data(), again.redelivery_count()) == (b"forgotten", 1)
+    assert str(again.message_id()) == str(first.message_id())
+    consumer.acknowledge(again)
+
+
+def test_dead_letter_topic_after_max_redeliveries(api, topic):
+    client = api.client()
+    dlq_consumer = client.subscribe(f"{topic}-sub-DLQ", "dlq-reader")
+    consumer = client.subscribe(topic, "sub", consumer_type=api.module.ConsumerType.Shared,
+                                negative_ack_redelivery_delay_ms=100,
+                                dead_letter_policy=_dead_letter_policy(api, max_redeliver_count=2))
+    client.create_producer(topic).send(b"poison", properties={"p": "1"})
+    counts = []
+    for _ in range(3):  # first delivery and two redeliveries
+        msg = consumer.receive(EARLY)
+        counts.append(msg.redelivery_count())
+        consumer.negative_acknowledge(msg)
+    assert counts == [0, 1, 2]
+    dead = dlq_consumer.receive(EARLY)
+    assert dead.data() == b"poison"
+    assert dead.properties()["p"] == "1"
+    assert dead.properties()["REAL_TOPIC"] == topic
+    with pytest.raises(api.module.Timeout):
+        consumer.receive(500)
+
+
+@pytest.mark.parametrize("producing", ["official", "magnetar"])
+def test_chunked_messages_between_clients(api, broker_factory, producing):
+    broker = broker_factory("maxMessageSize=10000")
+    api.url = broker.url
+    consuming_client = api.client()
+    module = pulsar if producing == "official" else ours
+    kwargs = {"logger": pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)} if module is pulsar else {}
+    producing_client = module.Client(broker.url, operation_timeout_seconds=10, **kwargs)
+    try:
+        topic = "persistent://public/default/chunked"
+        consumer = consuming_client.subscribe(topic, "sub")
+        producer = producing_client.create_producer(topic, chunking_enabled=True,
+                                                    compression_type=module.CompressionType.LZ4)
+        big = bytes(range(256)) * 200  # 51200 bytes, barely compressible
+        sent = producer.send(big, properties={"k": "v"})
+        producer.send(b"small")
+        got = consumer.receive(EARLY)
+        assert got.data() == big and got.properties() == {"k": "v"}
+        assert (got.message_id().ledger_id(), got.message_id().entry_id()) == (sent.ledger_id(), sent.entry_id())
+        consumer.acknowledge(got)
+        assert consumer.receive(EARLY).data() == b"small"
+    finally:
+        producing_client.close()
+
+
+def test_retry_letter_topic_then_dead_letter(shared_broker, topic):
+    """The Java client's reconsumeLater, which the official Python client lacks."""
+    client = ours.Client(shared_broker.url, operation_timeout_seconds=10)
+    try:
+        dlq = client.subscribe(f"{topic}-sub-DLQ", "dlq-reader")
+        consumer = client.subscribe(topic, "sub", consumer_type=ours.ConsumerType.Shared, retry_enable=True,
+                                    dead_letter_policy=ours.ConsumerDeadLetterPolicy(max_redeliver_count=2))
+        client.create_producer(topic).send(b"try again", properties={"p": "1"}, partition_key="k")
+        msg = consumer.receive(EARLY)
+        times = []
+        for _ in range(3):
+            consumer.reconsume_later(msg, 200)
+            if len(times) == 2:
+                break
+            msg = consumer.receive(EARLY)
+            times.append(msg.properties()["RECONSUMETIMES"])
+            assert msg.topic_name() == f"{topic}-sub-RETRY"
+            assert msg.properties()["REAL_TOPIC"] == topic and msg.properties()["p"] == "1"
+            assert msg.partition_key() == "k"
+        assert times == ["1", "2"]
+        dead = dlq.receive(EARLY)
+        assert dead.data() == b"try again" and dead.properties()["RECONSUMETIMES"] == "3"
+        with pytest.raises(ours.Timeout):
+            consumer.receive(500)
+    finally:
+        client.close()
