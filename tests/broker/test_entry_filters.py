@@ -14,6 +14,7 @@ from admin_http import get_json, http
 from rawclient import RawClient
 from standalone import Standalone
 
+import magnetar.client
 from magnetar.wire.batch import encode_batch
 from magnetar.wire.compression import compress
 from magnetar.wire.entry import build_entry
@@ -76,7 +77,7 @@ def drain(consumer, timeout_ms: int = 800) -> list[bytes]:
     while True:
         try:
             msg = consumer.receive(timeout_millis=timeout_ms)
-        except pulsar.Timeout:
+        except (pulsar.Timeout, magnetar.client.Timeout):
             return got
         got.append(msg.data())
         consumer.acknowledge(msg)
@@ -267,3 +268,39 @@ def test_delayed_messages_are_judged_when_due(broker_factory, client_factory):
     assert sorted(drain(consumer, 1500)) == [b"1", b"3", b"5"]
     assert time.monotonic() - sent_at >= 0.3
     assert subscription_stats(broker, "delayed-filtered", "sub")["msgBacklog"] == 0
+
+
+@pytest.mark.parametrize("consumer_api", ["official", "magnetar"])
+def test_worked_example_from_a_magnetar_producer(broker_factory, client_factory, consumer_api):
+    """Both halves of PIP-191 together: magnetar.client groups the default-batched LZ4 sends
+    by `region, version`, and the selector judges the batches it built, for consumers of
+    either client."""
+    broker = broker_factory(SELECTOR)
+    producer_client = magnetar.client.Client(broker.url, operation_timeout_seconds=10)
+    consumer_client = (client_factory(broker.url) if consumer_api == "official"
+                       else magnetar.client.Client(broker.url, operation_timeout_seconds=10))
+    try:
+        consumers = {name: consumer_client.subscribe("grouped", name, initial_position=EARLIEST,
+                                                     properties={"selector": selector} if selector else {})
+                     for name, selector in [("us2", "region = 'us' AND version = '2'"),
+                                            ("eu", "region = 'eu'"), ("all", "")]}
+        producer = producer_client.create_producer(
+            "grouped", batching_max_publish_delay_ms=200, compression_type=magnetar.client.CompressionType.LZ4,
+            batched_filter_properties=["region", "version"])
+        receipts: list[object] = []
+        for (_, messages) in WORKED_EXAMPLE:
+            for value, properties in messages:
+                producer.send_async(value.encode(), lambda result, _id: receipts.append(result),
+                                    properties=properties)
+        producer.flush()
+        assert receipts == [magnetar.client.Result.Ok] * 6
+        assert drain(consumers["us2"]) == [b"msg6"]
+        assert drain(consumers["eu"]) == [b"msg1", b"msg2", b"msg3", b"msg4"]
+        assert drain(consumers["all"]) == [f"msg{i}".encode() for i in range(1, 7)]
+        stats = subscription_stats(broker, "grouped", "eu")
+        # Four entries judged: what the producer grouped is what the filter saw.
+        assert (stats["filterAcceptedMsgCount"], stats["filterRejectedMsgCount"]) == (4, 2)
+    finally:
+        producer_client.close()
+        if consumer_api == "magnetar":
+            consumer_client.close()
