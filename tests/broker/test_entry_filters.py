@@ -285,7 +285,7 @@ def test_worked_example_from_a_magnetar_producer(broker_factory, client_factory,
                      for name, selector in [("us2", "region = 'us' AND version = '2'"),
                                             ("eu", "region = 'eu'"), ("all", "")]}
         producer = producer_client.create_producer(
-            "grouped", batching_max_publish_delay_ms=200, compression_type=magnetar.client.CompressionType.LZ4,
+            "grouped", batching_enabled=True, batching_max_publish_delay_ms=200, compression_type=magnetar.client.CompressionType.LZ4,
             batched_filter_properties=["region", "version"])
         receipts: list[object] = []
         for (_, messages) in WORKED_EXAMPLE:
@@ -298,8 +298,9 @@ def test_worked_example_from_a_magnetar_producer(broker_factory, client_factory,
         assert drain(consumers["eu"]) == [b"msg1", b"msg2", b"msg3", b"msg4"]
         assert drain(consumers["all"]) == [f"msg{i}".encode() for i in range(1, 7)]
         stats = subscription_stats(broker, "grouped", "eu")
-        # Four entries judged: what the producer grouped is what the filter saw.
         assert (stats["filterAcceptedMsgCount"], stats["filterRejectedMsgCount"]) == (4, 2)
+        internal = get_json(f"{broker.admin_url}/admin/v2/persistent/public/default/grouped/internalStats")
+        assert internal["numberOfEntries"] == 4  # the proposal's four batches, judged as such
     finally:
         producer_client.close()
         if consumer_api == "magnetar":
