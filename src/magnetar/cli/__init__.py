@@ -1,5 +1,6 @@
 """The `magnetar` command line: `standalone` runs a broker, `admin` drives one over its REST
-API with pulsar-admin's verbs and flags.
+API with pulsar-admin's verbs and flags, `client` and `perf` produce and consume with
+pulsar-client's and pulsar-perf's.
 
 Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage error.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from magnetar import __version__
-from magnetar.cli import admin, standalone
+from magnetar.cli import admin, client, perf, standalone
 
 
 def parser() -> argparse.ArgumentParser:
@@ -18,6 +19,8 @@ def parser() -> argparse.ArgumentParser:
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     standalone.register(commands)
     admin.register(commands)
+    client.register(commands)
+    perf.register(commands)
     return top
 
 

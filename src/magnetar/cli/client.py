@@ -1,0 +1,191 @@
+"""`magnetar client produce|consume`: pulsar-client's verbs and flags, on magnetar.client.
+
+    magnetar client produce my-topic -m "hello,world" -n 10 -p origin=cli -k user-1
+    magnetar client consume my-topic -s sub -p Earliest -n 0
+
+Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage error,
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from magnetar.cli import options
+from magnetar.cli.pacing import Pacer
+from magnetar.client import Client, Result
+from magnetar.client.errors import PulsarException, Timeout
+
+_RECEIVE_SLICE_MS = 500
+"""A receive waits this long at most, so Ctrl-C is seen promptly while consuming forever."""
+
+
+class _UsageError(Exception):
+    """A flag's value the command cannot use; exit code 2, as argparse's own refusals."""
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    top = commands.add_parser("client", help="produce and consume messages (pulsar-client's verbs)",
+                              description="Produce and consume messages, as pulsar-client does.")
+    options.add_service_url(top, "--url")
+    verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
+    _register_produce(verbs)
+    _register_consume(verbs)
+
+
+def _register_produce(verbs: argparse._SubParsersAction) -> None:
+    produce = verbs.add_parser("produce", help="send messages to a topic", description="Send messages to a topic.")
+    produce.add_argument("topic")
+    produce.add_argument("-m", "--messages", action="append", default=[],
+                         help="messages to send, split on the separator (repeatable)")
+    produce.add_argument("-f", "--files", action="append", default=[],
+                         help="comma-separated files whose contents are sent, one message each (repeatable)")
+    produce.add_argument("-s", "--separator", default=",", help="splits the -m strings (default ',')")
+    produce.add_argument("-n", "--num-produce", type=options.non_negative(), default=1,
+                         help="how many times to send the messages (default 1)")
+    produce.add_argument("-r", "--rate", type=options.non_negative(float), default=0.0,
+                         help="messages per second; 0 sends as fast as possible")
+    produce.add_argument("-p", "--properties", type=options.properties, action="append",
+                         help="k1=v1,k2=v2 added to every message (repeatable)")
+    produce.add_argument("-k", "--key", help="the partition key of every message")
+    produce.add_argument("-db", "--disable-batching", action="store_true")
+    produce.add_argument("-c", "--chunking", action="store_true", help="split messages larger than the limit")
+    produce.add_argument("-z", "--compression", type=options.compression, default=options.COMPRESSIONS["NONE"])
+    produce.set_defaults(run=produce_messages)
+
+
+def _register_consume(verbs: argparse._SubParsersAction) -> None:
+    consume = verbs.add_parser("consume", help="receive and acknowledge messages",
+                               description="Receive messages, print them and acknowledge them.")
+    consume.add_argument("topic")
+    consume.add_argument("-s", "--subscription-name", required=True)
+    consume.add_argument("-t", "--subscription-type", type=options.subscription_type,
+                         default=options.SUBSCRIPTION_TYPES["Exclusive"],
+                         help="Exclusive, Shared, Failover or Key_Shared")
+    consume.add_argument("-p", "--subscription-position", type=options.subscription_position,
+                         default=options.POSITIONS["Latest"], help="Latest or Earliest (a new subscription's start)")
+    consume.add_argument("-n", "--num-messages", type=options.non_negative(), default=1,
+                         help="how many messages to consume; 0 consumes until interrupted")
+    consume.add_argument("-r", "--rate", type=options.non_negative(float), default=0.0)
+    consume.add_argument("-q", "--queue-size", type=options.non_negative(), default=1000)
+    consume.add_argument("--regex", action="store_true", help="the topic is a regular expression")
+    consume.add_argument("--hex", action="store_true", help="print payloads in hexadecimal")
+    consume.add_argument("--hide-content", action="store_true", help="do not print payloads")
+    consume.set_defaults(run=consume_messages)
+
+
+def _payloads(args: argparse.Namespace) -> list[bytes]:
+    messages = [part.encode() for text in args.messages for part in text.split(args.separator)]
+    files = [Path(name) for text in args.files for name in text.split(",") if name]
+    for path in files:
+        try:
+            messages.append(path.read_bytes())
+        except OSError as error:
+            raise _UsageError(f"-f/--files: cannot read {path}: {error.strerror}") from None
+    if not messages:
+        raise _UsageError("give the messages with -m/--messages or -f/--files")
+    return messages
+
+
+def produce_messages(args: argparse.Namespace) -> int:
+    try:
+        payloads = _payloads(args)
+    except _UsageError as error:
+        print(f"magnetar client produce: {error}", file=sys.stderr)
+        return 2
+    properties = options.merged(args.properties)
+    failures: list[Result] = []
+
+    def sent(result: Result, _message_id: Any) -> None:
+        if result != Result.Ok:
+            failures.append(result)
+
+    def work(client: Client) -> int:
+        producer = client.create_producer(
+            args.topic, batching_enabled=not args.disable_batching and not args.chunking,
+            chunking_enabled=args.chunking, compression_type=args.compression, block_if_queue_full=True)
+        pacer = Pacer(args.rate)
+        count = 0
+        for _ in range(args.num_produce):
+            for payload in payloads:
+                pacer.wait()
+                producer.send_async(payload, sent, properties=properties, partition_key=args.key)
+                count += 1
+        producer.flush()
+        producer.close()
+        if failures:
+            print(f"magnetar client produce: {len(failures)} of {count} messages failed: {failures[0].name}",
+                  file=sys.stderr)
+            return 1
+        print(f"{count} messages successfully produced")
+        return 0
+
+    return _with_client(args, "produce", work)
+
+
+def consume_messages(args: argparse.Namespace) -> int:
+    consumed = 0
+
+    def work(client: Client) -> int:
+        nonlocal consumed
+        topic = _topic_pattern(args.topic) if args.regex else args.topic
+        consumer = client.subscribe(topic, args.subscription_name, consumer_type=args.subscription_type,
+                                    initial_position=args.subscription_position, receiver_queue_size=args.queue_size)
+        pacer = Pacer(args.rate)
+        while args.num_messages == 0 or consumed < args.num_messages:
+            try:
+                message = consumer.receive(_RECEIVE_SLICE_MS)
+            except Timeout:
+                continue
+            pacer.wait()
+            print("----- got message -----")
+            print(_describe(message, args), flush=True)
+            consumer.acknowledge(message)
+            consumed += 1
+        consumer.close()
+        print(f"{consumed} messages successfully consumed")
+        return 0
+
+    return _with_client(args, "consume", work, on_interrupt=lambda: print(f"{consumed} messages consumed"))
+
+
+def _topic_pattern(text: str) -> Any:
+    try:
+        return re.compile(text)
+    except re.error as error:
+        raise _UsageError(f"--regex: {text!r} is not a regular expression: {error}") from None
+
+
+def _describe(message: Any, args: argparse.Namespace) -> str:
+    parts = [f"key:[{message.partition_key() or 'null'}]"]
+    if message.properties():
+        parts.append("properties:[" + ", ".join(f"{k}={v}" for k, v in sorted(message.properties().items())) + "]")
+    if not args.hide_content:
+        data = message.data()
+        parts.append("content:" + (data.hex(" ") if args.hex else data.decode(errors="replace")))
+    return ", ".join(parts)
+
+
+def _with_client(args: argparse.Namespace, verb: str, work: Any, on_interrupt: Any = None) -> int:
+    """Runs `work(client)`, turning the client's errors into a message and exit code 1."""
+    client = None
+    try:
+        client = Client(args.service_url, operation_timeout_seconds=30)
+        return work(client)
+    except _UsageError as error:
+        print(f"magnetar client {verb}: {error}", file=sys.stderr)
+        return 2
+    except PulsarException as error:
+        print(f"magnetar client {verb}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        if on_interrupt is not None:
+            on_interrupt()
+        return 130
+    finally:
+        if client is not None:
+            client.close()

@@ -1,0 +1,71 @@
+"""Flag values shared by `magnetar client` and `magnetar perf`, spelled as pulsar-client and
+pulsar-perf spell them, so that scripts written for those tools keep working."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+
+from magnetar.client import CompressionType, ConsumerType, InitialPosition
+
+DEFAULT_SERVICE_URL = "pulsar://127.0.0.1:6650"
+SUBSCRIPTION_TYPES = {"Exclusive": ConsumerType.Exclusive, "Shared": ConsumerType.Shared,
+                      "Failover": ConsumerType.Failover, "Key_Shared": ConsumerType.KeyShared}
+POSITIONS = {"Latest": InitialPosition.Latest, "Earliest": InitialPosition.Earliest}
+COMPRESSIONS = {"NONE": CompressionType.NONE, "LZ4": CompressionType.LZ4, "ZLIB": CompressionType.ZLib,
+                "ZSTD": CompressionType.ZSTD, "SNAPPY": CompressionType.SNAPPY}
+
+
+def default_service_url() -> str:
+    return os.environ.get("MAGNETAR_SERVICE_URL", DEFAULT_SERVICE_URL)
+
+
+def _choice(table: dict[str, object], what: str, case_sensitive: bool = True) -> Callable[[str], object]:
+    """An argparse type picking from `table`; the refusal lists the accepted spellings."""
+    def parse(text: str) -> object:
+        key = text if case_sensitive else text.upper()
+        if key not in table:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {what}; use one of {', '.join(table)}")
+        return table[key]
+    return parse
+
+
+subscription_type = _choice(SUBSCRIPTION_TYPES, "subscription type")
+subscription_position = _choice(POSITIONS, "subscription position")
+compression = _choice(COMPRESSIONS, "compression type", case_sensitive=False)
+
+
+def properties(text: str) -> dict[str, str]:
+    """`k1=v1,k2=v2`; the flag may repeat, and the caller merges the dictionaries."""
+    result = {}
+    for pair in filter(None, text.split(",")):
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"{pair!r} is not a property; write key=value")
+        result[key] = value
+    return result
+
+
+def merged(dicts: list[dict[str, str]] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for part in dicts or ():
+        out.update(part)
+    return out
+
+
+def non_negative(kind: type = int) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is negative")
+        return value
+    return parse
+
+
+def add_service_url(parser: argparse.ArgumentParser, *flags: str) -> None:
+    parser.add_argument(*flags, dest="service_url", default=default_service_url(),
+                        help=f"the broker's service URL (default $MAGNETAR_SERVICE_URL or {DEFAULT_SERVICE_URL})")
