@@ -285,8 +285,8 @@ def test_worked_example_from_a_magnetar_producer(broker_factory, client_factory,
                      for name, selector in [("us2", "region = 'us' AND version = '2'"),
                                             ("eu", "region = 'eu'"), ("all", "")]}
         producer = producer_client.create_producer(
-            "grouped", batching_enabled=True, batching_max_publish_delay_ms=200, compression_type=magnetar.client.CompressionType.LZ4,
-            batched_filter_properties=["region", "version"])
+            "grouped", batching_enabled=True, batching_max_publish_delay_ms=200,
+            compression_type=magnetar.client.CompressionType.LZ4, batched_filter_properties=["region", "version"])
         receipts: list[object] = []
         for (_, messages) in WORKED_EXAMPLE:
             for value, properties in messages:

@@ -69,3 +69,25 @@ def test_unreachable_broker_exits_1():
     result = magnetar("tenants", "list", admin_url="http://127.0.0.1:1")
     assert result.returncode == 1 and "cannot reach" in result.stderr
 
+
+
+def test_policy_verbs(broker, client_factory):
+    def admin(*args: str) -> subprocess.CompletedProcess[str]:
+        return magnetar(*args, admin_url=broker.admin_url)
+
+    assert admin("namespaces", "set-max-producers-per-topic", "public/default", "-p", "1").returncode == 0
+    assert admin("namespaces", "get-max-producers-per-topic", "public/default").stdout.strip() == "1"
+    client = client_factory(broker.url)
+    client.create_producer("limited")
+    topic = "persistent://public/default/limited"
+    assert admin("topics", "set-max-producers", topic, "-p", "2").returncode == 0
+    client.create_producer("limited")  # the topic's own limit lets a second one in
+    assert admin("namespaces", "remove-max-producers-per-topic", "public/default").returncode == 0
+    assert admin("namespaces", "get-max-producers-per-topic", "public/default").stdout.strip() == ""
+    assert admin("namespaces", "set-delayed-delivery", "public/default", "-d").returncode == 0
+    assert json.loads(admin("--json", "namespaces", "get-delayed-delivery", "public/default").stdout) == {
+        "active": False, "tickTime": 1000, "maxDeliveryDelayInMillis": 0}
+    both = admin("namespaces", "set-delayed-delivery", "public/default", "-e", "-d")
+    assert both.returncode == 1 and "--enable/-e" in both.stderr
+    refused = admin("namespaces", "set-schema-compatibility-strategy", "public/default", "-c", "SOMETIMES")
+    assert refused.returncode == 1 and "Invalid value" in refused.stderr and "(412)" in refused.stderr

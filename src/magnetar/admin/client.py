@@ -115,6 +115,16 @@ class AdminClient:
     def remove_namespace_message_ttl(self, namespace: str) -> None:
         self._json("DELETE", f"/admin/v2/namespaces/{_ns(namespace)}/messageTTL")
 
+    def get_namespace_policy(self, namespace: str, policy: str) -> Any:
+        """Any namespace policy by the name of its path (`maxProducersPerTopic`, `delayedDelivery`, ...)."""
+        return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}/{policy}")
+
+    def set_namespace_policy(self, namespace: str, policy: str, value: Any) -> None:
+        self._json("POST", f"/admin/v2/namespaces/{_ns(namespace)}/{policy}", value)
+
+    def remove_namespace_policy(self, namespace: str, policy: str) -> None:
+        self._json("DELETE", f"/admin/v2/namespaces/{_ns(namespace)}/{policy}")
+
     # -- topics
     def topics(self, namespace: str, *, non_persistent: bool = False) -> list[str]:
         domain = "non-persistent" if non_persistent else "persistent"
@@ -172,6 +182,16 @@ class AdminClient:
 
     def set_message_ttl(self, topic: str, seconds: int) -> None:
         self._json("POST", _topic(topic, "messageTTL"), messageTTL=seconds)
+
+    def get_topic_policy(self, topic: str, policy: str) -> Any:
+        """Any topic policy by the name of its path (`maxProducers`, `delayedDelivery`, ...)."""
+        return self._json("GET", _topic(topic, policy))
+
+    def set_topic_policy(self, topic: str, policy: str, value: Any) -> None:
+        self._json("POST", _topic(topic, policy), value)
+
+    def remove_topic_policy(self, topic: str, policy: str) -> None:
+        self._json("DELETE", _topic(topic, policy))
 
     # -- subscriptions
     def subscriptions(self, topic: str) -> list[str]:

@@ -9,12 +9,15 @@ from magnetar.admin.responses import (
     Validator,
     bool_param,
     boolean,
+    delayed_delivery_policies,
     entry_filter_names,
     fail,
     json_body,
     no_content,
     non_negative_int,
+    non_negative_number,
     policy_routes,
+    schema_compatibility_strategy,
 )
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.deduplication import DEDUPLICATION
@@ -22,6 +25,15 @@ from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import ResourceConflictError
 from magnetar.broker.policies import MESSAGE_TTL, Policy
 from magnetar.broker.service import BrokerService
+from magnetar.broker.topic_limits import (
+    DELAYED_DELIVERY,
+    MAX_CONSUMERS,
+    MAX_CONSUMERS_PER_SUBSCRIPTION,
+    MAX_PRODUCERS,
+    MAX_UNACKED_PER_CONSUMER,
+    SCHEMA_COMPATIBILITY,
+    SUBSCRIPTION_EXPIRATION,
+)
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
@@ -48,6 +60,13 @@ class NamespacesApi:
             *self._policy_routes("messageTTL", MESSAGE_TTL, non_negative_int),
             *self._policy_routes("deduplication", DEDUPLICATION, boolean),
             *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
+            *self._policy_routes("maxProducersPerTopic", MAX_PRODUCERS, non_negative_int),
+            *self._policy_routes("maxConsumersPerTopic", MAX_CONSUMERS, non_negative_int),
+            *self._policy_routes("maxConsumersPerSubscription", MAX_CONSUMERS_PER_SUBSCRIPTION, non_negative_int),
+            *self._policy_routes("maxUnackedMessagesPerConsumer", MAX_UNACKED_PER_CONSUMER, non_negative_int),
+            *self._policy_routes("subscriptionExpirationTime", SUBSCRIPTION_EXPIRATION, non_negative_number),
+            *self._policy_routes("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
+            *self._policy_routes("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
             *backlog_quota_routes(
                 NAMESPACE,
                 lambda request: self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field),

@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.topic_limits import SCHEMA_STRATEGIES
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,13 @@ def non_negative_int(name: str, value: Any) -> int:
     return value
 
 
+def non_negative_number(name: str, value: Any) -> float:
+    """Minutes where Pulsar takes whole ones; fractions are accepted, as for the broker keys."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
+        raise fail(412, f"Invalid value for {name}: a non-negative number is expected")
+    return value
+
+
 def boolean(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise fail(412, f"Invalid value for {name}: true or false is expected")
@@ -111,7 +119,8 @@ def boolean(name: str, value: Any) -> bool:
 
 def policy_routes(url: str, name: str, valid: Validator, read: Callable[[web.Request], Any],
                   write: Callable[[web.Request, Any], None]) -> list[web.RouteDef]:
-    """GET, POST (the value as the JSON body) and DELETE of one policy at `url`."""
+    """GET, POST (the value as the JSON body) and DELETE of one policy at `url`; PUT sets
+    too, as Pulsar's paths for some policies (schemaCompatibilityStrategy) take it."""
 
     async def get(request: web.Request) -> web.Response:
         return web.json_response(read(request))
@@ -124,7 +133,7 @@ def policy_routes(url: str, name: str, valid: Validator, read: Callable[[web.Req
         write(request, None)
         return no_content()
 
-    return [web.get(url, get), web.post(url, set_), web.delete(url, remove)]
+    return [web.get(url, get), web.post(url, set_), web.put(url, set_), web.delete(url, remove)]
 
 
 def entry_filter_names(name: str, value: Any) -> dict[str, str]:
@@ -139,3 +148,21 @@ def entry_filter_names(name: str, value: Any) -> dict[str, str]:
         except (ValueError, ImportError) as exc:
             raise fail(412, f"Invalid value for {name}: {exc}") from exc
     return {"entryFilterNames": value["entryFilterNames"]}
+
+
+def delayed_delivery_policies(name: str, value: Any) -> dict[str, Any]:
+    """Pulsar's DelayedDeliveryPolicies JSON: `active`, `tickTime` (ms) and optionally
+    `maxDeliveryDelayInMillis` (0 = no limit)."""
+    if not isinstance(value, dict) or not isinstance(value.get("active"), bool):
+        raise fail(412, f'Invalid value for {name}: {{"active": true, "tickTime": 1000}} is expected')
+    policies = {"active": value["active"], "tickTime": value.get("tickTime", 1000),
+                "maxDeliveryDelayInMillis": value.get("maxDeliveryDelayInMillis", 0)}
+    for key in ("tickTime", "maxDeliveryDelayInMillis"):
+        non_negative_int(f"{name}.{key}", policies[key])
+    return policies
+
+
+def schema_compatibility_strategy(name: str, value: Any) -> str:
+    if value not in SCHEMA_STRATEGIES:
+        raise fail(412, f"Invalid value for {name}: one of {', '.join(SCHEMA_STRATEGIES)} is expected")
+    return value

@@ -11,11 +11,14 @@ from magnetar.admin.responses import (
     Validator,
     bool_param,
     boolean,
+    delayed_delivery_policies,
     entry_filter_names,
     fail,
     int_param,
     no_content,
+    non_negative_int,
     policy_routes,
+    schema_compatibility_strategy,
 )
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.deduplication import DEDUPLICATION
@@ -27,6 +30,14 @@ from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.policies import MESSAGE_TTL, Policy
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.topic_limits import (
+    DELAYED_DELIVERY,
+    MAX_CONSUMERS,
+    MAX_CONSUMERS_PER_SUBSCRIPTION,
+    MAX_PRODUCERS,
+    MAX_UNACKED_PER_CONSUMER,
+    SCHEMA_COMPATIBILITY,
+)
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage import NoSuchEntryError, Position
 from magnetar.wire.message_id import MessageId
@@ -67,6 +78,12 @@ class TopicsApi:
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
             *self._policy_routes("deduplicationEnabled", DEDUPLICATION, boolean),
             *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
+            *self._policy_routes("maxProducers", MAX_PRODUCERS, non_negative_int),
+            *self._policy_routes("maxConsumers", MAX_CONSUMERS, non_negative_int),
+            *self._policy_routes("maxConsumersPerSubscription", MAX_CONSUMERS_PER_SUBSCRIPTION, non_negative_int),
+            *self._policy_routes("maxUnackedMessagesOnConsumer", MAX_UNACKED_PER_CONSUMER, non_negative_int),
+            *self._policy_routes("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
+            *self._policy_routes("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
             *backlog_quota_routes(
                 PERSISTENT,
                 lambda request: self.service.policies.topic_value(self.topic_name(request), BACKLOG_QUOTA),

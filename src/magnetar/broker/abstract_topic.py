@@ -17,6 +17,7 @@ from magnetar.broker.consumer import Consumer
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.producer import Producer
 from magnetar.broker.stats import MessageCounter
+from magnetar.broker.topic_limits import check_new_consumer, check_new_producer, max_unacked_per_consumer
 from magnetar.broker.topic_name import TopicName
 from magnetar.storage import Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -71,6 +72,7 @@ class AbstractTopic:
     ) -> Producer:
         """Admit a producer: its access mode is settled first, then its name, as in Pulsar."""
         self._check_new_producer()
+        check_new_producer(self)
         epoch = self._claim_access(access_mode, topic_epoch)
         if name in self.producers:
             raise BrokerServiceError(pb.ProducerBusy, f"Producer with name '{name}' is already connected to topic")
@@ -129,6 +131,7 @@ class AbstractTopic:
         if not cmd.subscription:
             raise BrokerServiceError(pb.InvalidTopicName, "empty subscription name")
         subscription = self.subscriptions.get(cmd.subscription)
+        check_new_consumer(self, subscription)
         created = subscription is None
         if subscription is None:
             subscription = self._create_subscription(cmd)
@@ -142,6 +145,7 @@ class AbstractTopic:
             cmd.keySharedMeta if cmd.HasField("keySharedMeta") else None,
         )
         consumer.metadata = {kv.key: kv.value for kv in cmd.metadata}
+        consumer.max_unacked = max_unacked_per_consumer(self, cmd.subType)
         try:
             subscription.add_consumer(consumer)
         except BrokerServiceError:

@@ -67,6 +67,14 @@ class ServiceConfiguration:
     # up to the broker's absolute ceiling (65536).
     maxNumPartitionsPerPartitionedTopic: int = 1024
     enableNonPersistentTopics: bool = True
+    # per-topic limits (Pulsar's keys and defaults; 0 = no limit), overridden by the
+    # namespace and topic policies of broker.topic_limits
+    maxProducersPerTopic: int = 0
+    maxConsumersPerTopic: int = 0
+    maxConsumersPerSubscription: int = 0
+    maxUnackedMessagesPerConsumer: int = 50000
+    # stored and reported; no schema registry uses it yet
+    schemaCompatibilityStrategy: str = "FULL"
     # dispatch
     dispatcherMaxReadBatchSize: int = 100
     dispatcherMaxRoundRobinBatchSize: int = 20

@@ -21,6 +21,7 @@ from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.positions import position_of
 from magnetar.broker.producer import Producer
+from magnetar.broker.topic_limits import delayed_delivery
 from magnetar.broker.topic_list import compile_pattern, topics_hash
 from magnetar.wire import commands
 from magnetar.wire.entry import strip_broker_entry_metadata, validate_publishable, verify_checksum
@@ -30,6 +31,7 @@ from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
+    from magnetar.broker.abstract_topic import AbstractTopic
     from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -347,7 +349,7 @@ class ServerCnx(asyncio.Protocol):
             log.warning("%s sent to unknown producer %d; closing", self, send.producer_id)
             self.close()
             return
-        problem = self._check_entry(send, payload)
+        problem = self._check_entry(send, payload, producer.topic)
         if problem is None and producer.topic.terminated:
             problem = pb.TopicTerminatedError, f"Topic {producer.topic.name} was already terminated"
         if problem is not None:
@@ -357,7 +359,8 @@ class ServerCnx(asyncio.Protocol):
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else send.sequence_id
         producer.publish(send.sequence_id, highest, payload, max(send.num_messages, 1), batch_size)  # type: ignore[arg-type]
 
-    def _check_entry(self, send: pb.CommandSend, payload: bytes | None) -> tuple[int, str] | None:
+    def _check_entry(self, send: pb.CommandSend, payload: bytes | None,
+                     topic: AbstractTopic) -> tuple[int, str] | None:
         """Refuse at the door what consumers could not read: nothing is stored unchecked."""
         if not payload:
             return pb.NotAllowedError, "SEND without a message"
@@ -375,12 +378,14 @@ class ServerCnx(asyncio.Protocol):
         if claimed != send.num_messages:  # an absent num_messages reads as its default, 1
             return pb.NotAllowedError, (
                 f"malformed message: num_messages_in_batch {claimed} disagrees with the SEND's {send.num_messages}")
-        return self._check_delivery_delay(metadata)
+        return self._check_delivery_delay(metadata, topic)
 
-    def _check_delivery_delay(self, metadata: pb.MessageMetadata) -> tuple[int, str] | None:
-        max_delay = self.service.config.delayedDeliveryMaxDelayInMillis
-        if max_delay > 0 and metadata.HasField("deliver_at_time") and (
-                metadata.deliver_at_time - time.time() * 1000 > max_delay):
+    @staticmethod
+    def _check_delivery_delay(metadata: pb.MessageMetadata, topic: AbstractTopic) -> tuple[int, str] | None:
+        if not metadata.HasField("deliver_at_time"):
+            return None
+        max_delay = delayed_delivery(topic).max_delay_ms
+        if max_delay > 0 and metadata.deliver_at_time - time.time() * 1000 > max_delay:
             return pb.NotAllowedError, f"Exceeds max allowed delivery delay of {max_delay} milliseconds"
         return None
 

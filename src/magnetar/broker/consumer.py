@@ -36,8 +36,36 @@ class DispatchEntry:
         return md.partition_key.encode()
 
 
+class UnackedMessages(dict[Position, int]):
+    """Entries a consumer holds unacknowledged, with the message count kept as it changes:
+    the unacked limit is checked on every dispatch, which must not sum the whole map."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+
+    def __setitem__(self, position: Position, count: int) -> None:
+        self.total += count - self.get(position, 0)
+        super().__setitem__(position, count)
+
+    def pop(self, position: Position, default: int | None = None) -> int | None:  # type: ignore[override]
+        count = super().pop(position, None)
+        if count is None:
+            return default
+        self.total -= count
+        return count
+
+    def clear(self) -> None:
+        super().clear()
+        self.total = 0
+
+
 class Consumer:
-    """Flow permits are counted in messages: a batch of n costs n (Pulsar's rule)."""
+    """Flow permits are counted in messages: a batch of n costs n (Pulsar's rule).
+
+    A Shared or Key_Shared consumer holding `max_unacked` messages is blocked until its
+    acknowledgements bring it down to half of that, as Pulsar's consumers are.
+    """
 
     def __init__(
         self,
@@ -60,20 +88,28 @@ class Consumer:
         """The consumer's properties (CommandSubscribe.metadata; the client's `properties=`)."""
         self.permits = 0
         self.told_end_of_topic = False
-        self.pending: dict[Position, int] = {}
+        self.pending = UnackedMessages()
+        self.max_unacked = 0
+        self.blocked_on_unacked = False
         self.outbound = MessageCounter()
 
     @property
     def can_receive(self) -> bool:
+        if self.blocked_on_unacked:
+            if self.pending.total > self.max_unacked // 2:
+                return False
+            self.blocked_on_unacked = False
         return self.permits > 0 and self.cnx.writable
 
     @property
     def unacked_messages(self) -> int:
-        return sum(self.pending.values())
+        return self.pending.total
 
     def deliver(self, entry: DispatchEntry) -> None:
         """Send a stored entry, held as unacknowledged until the consumer acks it."""
         self.pending[entry.position] = entry.num_messages
+        if self.max_unacked and self.pending.total >= self.max_unacked:
+            self.blocked_on_unacked = True
         self.push(entry)
 
     def push(self, entry: DispatchEntry) -> None:
@@ -96,6 +132,7 @@ class Consumer:
             "msgOutCounter": self.outbound.messages,
             "availablePermits": self.permits,
             "unackedMessages": self.unacked_messages,
+            "blockedConsumerOnUnackedMsgs": self.blocked_on_unacked,
             "address": self.cnx.remote,
         }
 

@@ -106,10 +106,14 @@ class Dispatcher:
         self.schedule()
 
     def acknowledged(self, positions: Iterable[Position]) -> None:
+        was_blocked = False
         for position in positions:
             owner = self.outstanding.pop(position, None)
             if owner is not None:
                 owner.pending.pop(position, None)
+                was_blocked |= owner.blocked_on_unacked
+        if was_blocked:
+            self.schedule()  # the consumer may be under half its limit again
 
     def close(self) -> None:
         """The subscription goes away (topic unloaded or deleted): stop every timer."""

@@ -21,6 +21,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from magnetar.broker.topic_limits import SUBSCRIPTION_EXPIRATION
+
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
     from magnetar.broker.topic import PersistentTopic
@@ -40,8 +42,8 @@ class InactivityMonitor:
         config = self.service.config
         if config.brokerDeleteInactiveTopicsEnabled:
             self._every(config.brokerDeleteInactiveTopicsFrequencySeconds, self.delete_inactive_topics)
-        if config.subscriptionExpirationTimeMinutes > 0:
-            self._every(config.subscriptionExpiryCheckIntervalInMinutes * 60, self.expire_subscriptions)
+        # Always: a namespace or topic may set subscriptionExpirationTime when the broker does not.
+        self._every(config.subscriptionExpiryCheckIntervalInMinutes * 60, self.expire_subscriptions)
 
     def stop(self) -> None:
         for handle in self._handles:
@@ -82,9 +84,11 @@ class InactivityMonitor:
 
     # -- subscriptions
     def expire_subscriptions(self) -> None:
-        limit = self.service.config.subscriptionExpirationTimeMinutes * 60
         now = time.monotonic()
         for key, topic in list(self.service.topics.items()):
+            limit = float(self.service.policies.effective(topic.name, SUBSCRIPTION_EXPIRATION) or 0) * 60
+            if limit <= 0:
+                continue
             for name, subscription in list(topic.subscriptions.items()):
                 idle_key = (key, name)
                 if subscription.consumers or not subscription.durable:
@@ -92,7 +96,7 @@ class InactivityMonitor:
                     continue
                 since = self._idle_subscriptions.setdefault(idle_key, now)
                 if now - since >= limit:
-                    log.info("[%s][%s] deleting: no consumer for %.0f s (subscriptionExpirationTimeMinutes)",
+                    log.info("[%s][%s] deleting: no consumer for %.0f s (subscriptionExpirationTime)",
                              key, name, now - since)
                     self._idle_subscriptions.pop(idle_key, None)
                     topic.delete_subscription(name)

@@ -17,6 +17,7 @@ from magnetar.broker.consumer_selectors import (
 )
 from magnetar.broker.delayed_delivery import DelayedDeliveryTracker, create_tracker
 from magnetar.broker.dispatcher import MAX_ROUNDS_PER_PASS, Dispatcher
+from magnetar.broker.topic_limits import delayed_delivery
 from magnetar.storage import Position
 
 if TYPE_CHECKING:
@@ -38,8 +39,9 @@ class MultipleConsumersDispatcher(Dispatcher):
         self._reschedule_timer: asyncio.TimerHandle | None = None
         self._round_robin = RoundRobinSelector()
         topic = subscription.topic
-        self.delayed = create_tracker(
-            topic.service.config, topic.service.metadata, subscription.cursor, topic.ledger.name)
+        settings = delayed_delivery(topic)
+        self.delayed = create_tracker(topic.service.config, topic.service.metadata, subscription.cursor,
+                                      topic.ledger.name, settings.active, settings.tick_time_ms)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0
         self._last_fire = 0

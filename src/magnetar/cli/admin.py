@@ -79,6 +79,74 @@ def _start_position(text: str) -> str | tuple[int, int]:
     return text if text in ("latest", "earliest") else message_id(text)
 
 
+def _delayed_delivery(enable: bool, disable: bool, tick: str) -> dict[str, Any]:
+    if enable == disable:
+        raise AdminError(0, "give exactly one of --enable/-e and --disable/-d")
+    return {"active": enable, "tickTime": _tick_ms(tick)}
+
+
+def _tick_ms(text: str) -> int:
+    """pulsar-admin's tick times: `1s`, `500ms`, or milliseconds."""
+    if text.endswith("ms"):
+        return int(text[:-2])
+    return duration_seconds(text) * 1000 if text[-1:].isalpha() else int(text)
+
+
+@dataclass(frozen=True)
+class PolicyVerbs:
+    """pulsar-admin's set-/get-/remove- triple for one policy, on a namespace or a topic."""
+
+    suffix: str
+    path: str
+    value: tuple[tuple[str, ...], dict[str, Any]] | None = None
+    build: Callable[[argparse.Namespace], Any] | None = None
+    extra: list[tuple[tuple[str, ...], dict[str, Any]]] = field(default_factory=list)
+
+    def verbs(self, subject: tuple[tuple[str, ...], dict[str, Any]], on_topic: bool) -> list[Verb]:
+        where = subject[0][0]
+        get = "get_topic_policy" if on_topic else "get_namespace_policy"
+        set_ = "set_topic_policy" if on_topic else "set_namespace_policy"
+        remove = "remove_topic_policy" if on_topic else "remove_namespace_policy"
+        build = self.build or (lambda n: n.value)
+        value = [arg(*self.value[0], dest="value", required=True, **self.value[1])] if self.value else []
+        arguments = [subject, *value, *self.extra]
+        return [
+            Verb(f"set-{self.suffix}", f"set the {self.path} policy",
+                 lambda a, n: getattr(a, set_)(getattr(n, where), self.path, build(n)), arguments),
+            Verb(f"get-{self.suffix}", f"show the {self.path} policy",
+                 lambda a, n: getattr(a, get)(getattr(n, where), self.path), [subject]),
+            Verb(f"remove-{self.suffix}", f"remove the {self.path} policy",
+                 lambda a, n: getattr(a, remove)(getattr(n, where), self.path), [subject]),
+        ]
+
+
+_DELAYED = PolicyVerbs(
+    "delayed-delivery", "delayedDelivery", build=lambda n: _delayed_delivery(n.enable, n.disable, n.time),
+    extra=[arg("-e", "--enable", action="store_true"), arg("-d", "--disable", action="store_true"),
+           arg("-t", "--time", default="1s", help="tick time: 1s, 500ms (default 1s)")])
+_SCHEMA = PolicyVerbs("schema-compatibility-strategy", "schemaCompatibilityStrategy",
+                      arg("-c", "--compatibility", help="FULL, BACKWARD, FORWARD, ALWAYS_COMPATIBLE, ..."))
+NAMESPACE_POLICIES = [
+    PolicyVerbs("max-producers-per-topic", "maxProducersPerTopic", arg("-p", "--max-producers-per-topic", type=int)),
+    PolicyVerbs("max-consumers-per-topic", "maxConsumersPerTopic", arg("-c", "--max-consumers-per-topic", type=int)),
+    PolicyVerbs("max-consumers-per-subscription", "maxConsumersPerSubscription",
+                arg("-c", "--max-consumers-per-subscription", type=int)),
+    PolicyVerbs("max-unacked-messages-per-consumer", "maxUnackedMessagesPerConsumer",
+                arg("-c", "--max-unacked-messages-per-consumer", type=int)),
+    PolicyVerbs("subscription-expiration-time", "subscriptionExpirationTime",
+                arg("-t", "--time", type=float, help="minutes")),
+    _DELAYED, _SCHEMA,
+]
+TOPIC_POLICIES = [
+    PolicyVerbs("max-producers", "maxProducers", arg("-p", "--max-producers", type=int)),
+    PolicyVerbs("max-consumers", "maxConsumers", arg("-c", "--max-consumers", type=int)),
+    PolicyVerbs("max-consumers-per-subscription", "maxConsumersPerSubscription",
+                arg("-c", "--max-consumers-per-subscription", type=int)),
+    PolicyVerbs("max-unacked-messages-per-consumer", "maxUnackedMessagesOnConsumer",
+                arg("-m", "--maxNum", type=int)),
+    _DELAYED, _SCHEMA,
+]
+
 TOPIC = arg("topic", help="persistent://tenant/namespace/topic (or a short name)")
 SUBSCRIPTION = arg("-s", "--subscription", required=True, help="subscription name")
 FORCE = arg("-f", "--force", action="store_true", help="close connected clients first")
@@ -108,6 +176,7 @@ RESOURCES: dict[str, list[Verb]] = {
              lambda a, n: a.get_namespace_message_ttl(n.namespace), [NAMESPACE]),
         Verb("remove-message-ttl", "remove the namespace's message TTL",
              lambda a, n: a.remove_namespace_message_ttl(n.namespace), [NAMESPACE]),
+        *[verb for policy in NAMESPACE_POLICIES for verb in policy.verbs(NAMESPACE, on_topic=False)],
     ],
     "topics": [
         Verb("list", "list a namespace's topics", lambda a, n: a.topics(n.namespace), [NAMESPACE]),
@@ -159,6 +228,7 @@ RESOURCES: dict[str, list[Verb]] = {
               arg("-e", "--entryId", type=int, required=True)]),
         Verb("unload", "unload a topic (clients reconnect)", lambda a, n: a.unload(n.topic), [TOPIC]),
         Verb("terminate", "stop a topic taking messages", lambda a, n: a.terminate(n.topic), [TOPIC]),
+        *[verb for policy in TOPIC_POLICIES for verb in policy.verbs(TOPIC, on_topic=True)],
     ],
     "brokers": [
         Verb("version", "show the broker's version", lambda a, _: a.version()),

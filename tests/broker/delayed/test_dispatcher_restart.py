@@ -39,7 +39,9 @@ def dispatcher(factory: ManagedLedgerFactory, ledger: ManagedLedger) -> Multiple
     config = ServiceConfiguration()
     config.apply({"delayedDeliveryTrackerFactoryClassName": "Bucket", "delayedDeliveryMinIndexCountPerBucket": "10"})
     cursor = ledger.open_cursor("sub", initial_position="earliest")
-    topic = SimpleNamespace(service=SimpleNamespace(config=config, metadata=factory.metadata_store), ledger=ledger)
+    no_policies = SimpleNamespace(effective=lambda _topic, policy: getattr(config, policy.broker_default))
+    topic = SimpleNamespace(service=SimpleNamespace(config=config, metadata=factory.metadata_store,
+                                                    policies=no_policies), ledger=ledger, name=NAME)
     subscription = SimpleNamespace(
         topic=topic, cursor=cursor, redelivery_counts={},
         first_unacked_position=lambda: ledger.next_position(cursor.mark_delete_position))

@@ -220,9 +220,8 @@ def test_non_durable_cursor_falls_back_to_in_memory(factory):
     ledger = factory.open("public/default/persistent/t")
     ledger.append_sync(b"x")
     non_durable = ledger.open_non_durable_cursor(Position(0, 0))
-    tracker = create_tracker(config, factory.metadata_store, non_durable, ledger.name)
+    tracker = create_tracker(config, factory.metadata_store, non_durable, ledger.name, True, 1000)
     assert isinstance(tracker, InMemoryDelayedDeliveryTracker)
-    durable = create_tracker(config, factory.metadata_store, ledger.open_cursor("d"), ledger.name)
+    durable = create_tracker(config, factory.metadata_store, ledger.open_cursor("d"), ledger.name, True, 1000)
     assert isinstance(durable, BucketDelayedDeliveryTracker)
-    config.apply({"delayedDeliveryEnabled": "false"})
-    assert create_tracker(config, factory.metadata_store, ledger.open_cursor("d"), ledger.name) is None
+    assert create_tracker(config, factory.metadata_store, ledger.open_cursor("d"), ledger.name, False, 1000) is None

@@ -46,17 +46,19 @@ def tracker_kind(class_name: str) -> str:
 
 
 def create_tracker(
-    config: ServiceConfiguration, store: MetadataStore, cursor: ManagedCursor, ledger_name: str
+    config: ServiceConfiguration, store: MetadataStore, cursor: ManagedCursor, ledger_name: str,
+    active: bool, tick_ms: int,
 ) -> DelayedDeliveryTracker | None:
-    """The tracker for one subscription, or None when delayed delivery is off.
+    """The tracker for one subscription, or None when delayed delivery is off (`active`
+    and `tick_ms` come from the topic's delayedDelivery policy or the broker's keys).
 
     A non-durable cursor has nowhere to keep an index, and a bucket tracker that
     cannot open its index must not stop the subscription: both fall back to the
     in-memory tracker, as Pulsar's factory does.
     """
-    if not config.delayedDeliveryEnabled:
+    if not active:
         return None
-    tick, strict = config.delayedDeliveryTickTimeMillis, config.isDelayedDeliveryDeliverAtTimeStrict
+    tick, strict = tick_ms, config.isDelayedDeliveryDeliverAtTimeStrict
     if tracker_kind(config.delayedDeliveryTrackerFactoryClassName) == "bucket" and cursor.durable:
         try:
             return BucketDelayedDeliveryTracker(
