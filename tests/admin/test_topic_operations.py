@@ -159,6 +159,22 @@ def test_terminate_refuses_new_messages_and_keeps_old_ones(broker, client_factor
     assert [reader.read_next(10_000).data() for _ in range(3)] == [b"m0", b"m1", b"m2"]
 
 
+def test_terminate_every_partition(broker, client_factory):
+    assert call(broker, "PUT", "parts/partitions", 3)[0] == 204
+    producer = client_factory(broker.url).create_producer("parts", batching_enabled=False,
+                                                          message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    sent = [producer.send(f"m{i}".encode()) for i in range(6)]
+    status, last_ids = call(broker, "POST", "parts/terminate/partitions")
+    assert status == 200 and sorted(last_ids) == ["0", "1", "2"]
+    last_by_partition = {}
+    for message_id in sent:
+        last_by_partition[message_id.partition()] = (message_id.ledger_id(), message_id.entry_id())
+    assert {int(k): (v["ledgerId"], v["entryId"]) for k, v in last_ids.items()} == last_by_partition
+    with pytest.raises(pulsar.PulsarException):
+        producer.send(b"too late")
+    assert call(broker, "POST", "nothing-here/terminate/partitions")[0] == 404
+
+
 def test_reached_end_of_topic_is_sent_to_clients_that_understand_it(broker, client_factory):
     from rawclient import RawClient  # noqa: PLC0415
 

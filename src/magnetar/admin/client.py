@@ -164,6 +164,10 @@ class AdminClient:
         """The topic takes no more messages; returns its last message id."""
         return self._json("POST", _topic(topic, "terminate"))
 
+    def terminate_partitioned_topic(self, topic: str) -> dict[str, dict[str, int]]:
+        """Terminates every partition; their last message ids by partition index."""
+        return self._json("POST", _topic(topic, "terminate/partitions"))
+
     def unload(self, topic: str) -> None:
         self._json("PUT", _topic(topic, "unload"))
 

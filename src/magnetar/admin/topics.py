@@ -73,6 +73,7 @@ class TopicsApi:
             web.get(PERSISTENT + "/internalStats", self.internal_stats),
             web.get(PERSISTENT + "/lastMessageId", self.last_message_id),
             web.post(PERSISTENT + "/terminate", self.terminate),
+            web.post(PERSISTENT + "/terminate/partitions", self.terminate_partitions),
             web.get(PERSISTENT + "/messageTTL", self.get_ttl),
             web.post(PERSISTENT + "/messageTTL", self.set_ttl),
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
@@ -176,6 +177,19 @@ class TopicsApi:
         """Pulsar's terminate: the topic takes no more messages; answers its last message id."""
         return _message_id_json(self.persistent_topic(request).terminate())
 
+    async def terminate_partitions(self, request: web.Request) -> web.Response:
+        """Every partition terminated; answers each one's last message id by partition index."""
+        name = self.topic_name(request)
+        partitions = self.service.partitions_of(name)
+        if partitions is None:
+            raise fail(404, "Partitioned topic does not exist")
+        last_ids = {}
+        for index in range(partitions):
+            topic = self.service.get_topic(str(name.partition(index)))
+            assert isinstance(topic, PersistentTopic)  # the route names the persistent domain
+            last_ids[str(index)] = _message_id_dict(topic.terminate())
+        return web.json_response(last_ids)
+
     async def delete_topic(self, request: web.Request) -> web.Response:
         self.service.delete_topic(self.topic_name(request), force=bool_param(request, "force"))
         return no_content()
@@ -242,7 +256,11 @@ class TopicsApi:
         return no_content()
 
 
-def _message_id_json(data: pb.MessageIdData) -> web.Response:
+def _message_id_dict(data: pb.MessageIdData) -> dict[str, int]:
     last = MessageId.from_proto(data)
-    return web.json_response({"ledgerId": last.ledger_id, "entryId": last.entry_id,
-                              "partitionIndex": last.partition, "batchIndex": last.batch_index})
+    return {"ledgerId": last.ledger_id, "entryId": last.entry_id, "partitionIndex": last.partition,
+            "batchIndex": last.batch_index}
+
+
+def _message_id_json(data: pb.MessageIdData) -> web.Response:
+    return web.json_response(_message_id_dict(data))

@@ -228,6 +228,8 @@ RESOURCES: dict[str, list[Verb]] = {
               arg("-e", "--entryId", type=int, required=True)]),
         Verb("unload", "unload a topic (clients reconnect)", lambda a, n: a.unload(n.topic), [TOPIC]),
         Verb("terminate", "stop a topic taking messages", lambda a, n: a.terminate(n.topic), [TOPIC]),
+        Verb("partitioned-terminate", "stop every partition taking messages",
+             lambda a, n: a.terminate_partitioned_topic(n.topic), [TOPIC]),
         *[verb for policy in TOPIC_POLICIES for verb in policy.verbs(TOPIC, on_topic=True)],
     ],
     "brokers": [
