@@ -8,6 +8,7 @@ import time
 import pulsar
 import pytest
 from admin_http import get_json, http
+from polling import wait_for
 
 BASE = "/admin/v2/persistent/public/default"
 CHECK_EVERY_SECOND = "backlogQuotaCheckIntervalInSeconds=1"
@@ -21,15 +22,6 @@ def set_quota(broker, topic: str, kind: str = "destination_storage", **quota) ->
 def backlog(broker, topic: str) -> tuple[int, int]:
     stats = get_json(f"{broker.admin_url}{BASE}/{topic}/stats")
     return stats["subscriptions"]["slow"]["msgBacklog"], stats["backlogSize"]
-
-
-def wait_for(condition, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def fill(client, topic: str, count: int = 20) -> None:

@@ -10,6 +10,7 @@ from datetime import datetime
 import pulsar
 import pytest
 from admin_http import http, http_get
+from polling import wait_for
 from rawclient import RawClient
 
 from magnetar.broker.topic_name import TopicName
@@ -279,15 +280,6 @@ def test_admin_examine_and_get_message_show_entry_metadata(broker_factory, clien
 def backlog(broker, topic: str, subscription: str) -> int:
     _, _, body = http_get(f"{broker.admin_url}/admin/v2/persistent/public/default/{topic}/stats")
     return json.loads(body)["subscriptions"][subscription]["msgBacklog"]
-
-
-def wait_for(predicate, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_message_ttl_expires_backlog(broker_factory, client_factory):

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import time
-
 from admin_http import get_json
+from polling import wait_for
 
 BASE = "/admin/v2/persistent/public/default"
 INACTIVE = ("brokerDeleteInactiveTopicsEnabled=true", "brokerDeleteInactiveTopicsFrequencySeconds=1",
@@ -13,15 +12,6 @@ INACTIVE = ("brokerDeleteInactiveTopicsEnabled=true", "brokerDeleteInactiveTopic
 
 def topics(broker) -> list[str]:
     return get_json(f"{broker.admin_url}{BASE}")
-
-
-def wait_for(condition, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def test_inactive_topics_without_subscriptions_are_deleted(broker_factory, client_factory):

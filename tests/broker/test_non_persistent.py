@@ -20,6 +20,7 @@ import crc32c
 import pulsar
 import pytest
 from admin_http import http as admin_request
+from polling import wait_for
 from rawclient import RawClient
 
 from magnetar.broker.topic_list import compile_pattern, filter_topics, topics_hash
@@ -48,15 +49,6 @@ def listed(broker) -> list[str]:
     status, body = http(broker, "GET", "/admin/v2/non-persistent/public/default")
     assert status == 200
     return body  # type: ignore[return-value]
-
-
-def wait_for(predicate, timeout: float = DEADLINE) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def receive(consumer, count: int) -> list[pulsar.Message]:

@@ -5,13 +5,13 @@ the admin API at Pulsar's paths and enforced on the official client."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from datetime import timedelta
 
 import pulsar
 import pytest
 from admin_http import get_json, http
+from polling import wait_for
 
 NAMESPACE = "/admin/v2/namespaces/public/default"
 TOPICS = "/admin/v2/persistent/public/default"
@@ -32,15 +32,6 @@ def receive_all(consumer, timeout_ms: int = 500) -> list:
             got.append(consumer.receive(timeout_ms))
         except pulsar.Timeout:
             return got
-
-
-def wait_for(condition, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_max_producers_namespace_then_topic(broker, client_factory):

@@ -12,8 +12,6 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from magnetar.wire import message_id as wire
-from magnetar.wire.errors import WireError
-from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 
 class MessageId:
@@ -85,13 +83,7 @@ class MessageId:
     @staticmethod
     def deserialize(data: bytes, topic: str | None = None) -> MessageId:
         """Inverse of `serialize`, also for the official client's bytes."""
-        message = pb.MessageIdData()
-        try:
-            message.ParseFromString(data)
-        except Exception as exc:
-            raise WireError(f"garbage MessageIdData: {exc}") from exc
-        if not (message.HasField("ledgerId") and message.HasField("entryId")):
-            raise WireError("MessageIdData without ledgerId/entryId")
+        message = wire.parse_message_id_data(data)
         result = MessageId.of(wire.MessageId.from_proto(message), topic)
         if message.HasField("first_chunk_message_id"):
             result._first_chunk = wire.MessageId.from_proto(message.first_chunk_message_id)

@@ -93,15 +93,7 @@ class MessageId:
     @classmethod
     def deserialize(cls, data: bytes | bytearray | memoryview) -> MessageId:
         """Inverse of ``serialize``; also accepts what the official client produces."""
-        message = pb.MessageIdData()
-        try:
-            message.ParseFromString(data)
-        except DecodeError as exc:
-            raise WireError(f"garbage MessageIdData ({len(data)} bytes): {exc}") from exc
-        # upb leaves `required` to us, and a missing ledger/entry would silently read 0.
-        if not (message.HasField("ledgerId") and message.HasField("entryId")):
-            raise WireError("MessageIdData without ledgerId/entryId")
-        return cls.from_proto(message)
+        return cls.from_proto(parse_message_id_data(data))
 
 
 EARLIEST = MessageId(-1, -1)
@@ -142,3 +134,16 @@ def unacked_indexes(ack_set: Sequence[int], batch_size: int) -> list[int]:
             indexes.append(index)
             bits ^= low
     return indexes
+
+
+def parse_message_id_data(data: bytes | bytearray | memoryview) -> pb.MessageIdData:
+    """A serialized MessageIdData with its required fields checked: upb leaves `required`
+    to us, and a missing ledger or entry would silently read 0."""
+    message = pb.MessageIdData()
+    try:
+        message.ParseFromString(data)
+    except DecodeError as exc:
+        raise WireError(f"garbage MessageIdData ({len(data)} bytes): {exc}") from exc
+    if not (message.HasField("ledgerId") and message.HasField("entryId")):
+        raise WireError("MessageIdData without ledgerId/entryId")
+    return message
