@@ -9,7 +9,7 @@ entry is delivered.
 from __future__ import annotations
 
 from magnetar.broker.entry_filters import FilterContext, FilterEntry, FilterResult
-from magnetar.broker.entry_filters.selector import SelectorError, compile_selector
+from magnetar.broker.entry_filters.selector import Condition, SelectorError, compile_selector
 
 SELECTOR_PROPERTY = "selector"
 
@@ -19,11 +19,24 @@ def _selector_text(context: FilterContext) -> str | None:
 
 
 class SelectorEntryFilter:
+    def __init__(self) -> None:
+        self._last: tuple[FilterContext | None, Condition | None] = (None, None)
+
     def filter_entry(self, entry: FilterEntry, context: FilterContext) -> FilterResult:
-        text = _selector_text(context)
-        if not text:
+        condition = self._condition(context)
+        if condition is None or condition(entry.properties) is True:
             return FilterResult.ACCEPT
-        return FilterResult.ACCEPT if compile_selector(text)(entry.properties) is True else FilterResult.REJECT
+        return FilterResult.REJECT
+
+    def _condition(self, context: FilterContext) -> Condition | None:
+        """The compiled selector of `context`; dispatch judges runs of entries for one
+        consumer, so remembering the last context skips the lookups on most entries."""
+        last_context, condition = self._last
+        if context is not last_context:
+            text = _selector_text(context)
+            condition = compile_selector(text) if text else None
+            self._last = (context, condition)
+        return condition
 
     def check_subscription(self, context: FilterContext) -> None:
         text = _selector_text(context)
