@@ -151,3 +151,6 @@ class ArrowProcessor(PayloadProcessor):
 
     def columns(self, entry: EntryPayload, context: PayloadContext) -> MessageColumns | None:
         return arrow_columns(self._batch(entry, context), entry.metadata.sequence_id)
+
+    def count(self, payload: memoryview) -> int | None:
+        return read_arrow_entry(payload, None).num_rows

@@ -252,6 +252,10 @@ class KafkaProcessor(PayloadProcessor):
         return [new(BatchMessage, (_single_metadata(r), memoryview(r.value or b""), i))
                 for i, r in enumerate(records)]
 
+    def count(self, payload: memoryview) -> int | None:
+        header = read_header(payload)
+        return 0 if header.attributes & _CONTROL else header.count
+
 
 def _zigzag(value: int) -> bytes:
     value = (value << 1) ^ (value >> 63)

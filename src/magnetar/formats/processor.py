@@ -127,6 +127,10 @@ class PayloadProcessor:
         """The entry's messages as Arrow columns, or None to have them built from `messages`."""
         return None
 
+    def count(self, payload: memoryview) -> int | None:
+        """How many messages a payload of this format holds (for writers to validate), None if unknown."""
+        return None
+
 
 class ProcessorSet:
     """The processors of one reader, by format; Pulsar's own format is always readable."""
@@ -213,6 +217,19 @@ def resolve_processors(spec: Any) -> ProcessorSet | None:
         else:
             raise TypeError(f"payload_processor: expected a PayloadProcessor or a name, got {type(item).__name__}")
     return ProcessorSet(processors)
+
+
+def count_messages(fmt: str, payload: bytes | memoryview) -> int | None:
+    """Messages in a payload of format `fmt` by the built-in reader of it; None for other formats.
+    Raises PayloadError when the payload is not valid in that format."""
+    if fmt not in BUILTINS:
+        return None
+    try:
+        return load_processor(fmt).count(memoryview(payload))
+    except PayloadError:
+        raise
+    except Exception as exc:
+        raise CorruptPayloadError(fmt, f"{type(exc).__name__}: {exc}") from exc
 
 
 def all_builtins() -> ProcessorSet:

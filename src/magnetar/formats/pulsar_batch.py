@@ -31,6 +31,7 @@ from magnetar.wire.entry import PULSAR_FORMAT
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 _properties = operator.attrgetter("properties")
+_U32 = struct.Struct(">I")
 
 
 class PulsarProcessor(PayloadProcessor):
@@ -47,6 +48,18 @@ class PulsarProcessor(PayloadProcessor):
         if not metadata.HasField("num_messages_in_batch") or not metadata.num_messages_in_batch:
             return None
         return columns_of_batch(metadata, entry.payload, metadata.num_messages_in_batch)
+
+    def count(self, payload: memoryview) -> int | None:
+        """A Pulsar batch carries no count of its own: walk it, message by message."""
+        offset = count = 0
+        while offset < len(payload):
+            (size,) = _U32.unpack_from(payload, offset)
+            single = pb.SingleMessageMetadata.FromString(payload[offset + 4 : offset + 4 + size])
+            offset += 4 + size + single.payload_size
+            count += 1
+        if offset != len(payload):
+            raise ValueError(f"the last message runs {offset - len(payload)} bytes past the payload")
+        return count
 
 
 class _Layout:
