@@ -157,20 +157,21 @@ class ArrowBuilder:
 
 
 def ack_rows(batch: pa.RecordBatch, owner_of: Any) -> None:
-    """Acknowledge every row of a batch receive_arrow returned, one call per entry it covers."""
-    import numpy as np  # noqa: PLC0415
+    """Acknowledge every row of a batch receive_arrow returned, one call per entry it covers
+    (an entry's rows are adjacent; where (ledger, entry) changes is found in C)."""
+    import pyarrow.compute as pc  # noqa: PLC0415
 
-    if not batch.num_rows:
+    rows = batch.num_rows
+    if not rows:
         return
-    ledgers = batch.column("ledger_id").to_numpy()
-    entries = batch.column("entry_id").to_numpy()
-    indexes = batch.column("batch_index").to_numpy()
-    topics = batch.column("topic")
-    starts = np.flatnonzero((ledgers[1:] != ledgers[:-1]) | (entries[1:] != entries[:-1])) + 1
-    bounds = [0, *starts.tolist(), batch.num_rows]
+    ledgers, entries = batch.column("ledger_id"), batch.column("entry_id")
+    changed = pc.or_(pc.not_equal(ledgers.slice(1), ledgers.slice(0, rows - 1)),
+                     pc.not_equal(entries.slice(1), entries.slice(0, rows - 1)))
+    bounds = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist()), rows]
+    indexes, topics = batch.column("batch_index"), batch.column("topic")
     for start, stop in itertools.pairwise(bounds):
         owner = owner_of(topics[start].as_py())
-        owner.ack_rows(int(ledgers[start]), int(entries[start]), indexes[start:stop].tolist())
+        owner.ack_rows(ledgers[start].as_py(), entries[start].as_py(), indexes.slice(start, stop - start).to_pylist())
 
 
 class ArrowReceiving:
