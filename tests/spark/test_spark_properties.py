@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.spark import rows as rows_module
+from magnetar.formats import table as table_module
 from magnetar.spark.rows import RowBuilder, RowFilter
 from magnetar.storage import ManagedLedgerFactory
 from magnetar.wire.batch import encode_batch
@@ -109,13 +109,13 @@ def test_ruled_out_entries_are_neither_decompressed_nor_decoded(monkeypatch):
     entries, ruled_out = _entries(corrupt_ruled_out=True)
     assert 0 < ruled_out < len(entries)
     opened: list[int] = []
-    real = rows_module.decompressed_payload
+    real = table_module.decompressed_payload
 
     def counting(metadata, payload, *, max_size):
         opened.append(metadata.sequence_id)
         return real(metadata, payload, max_size=max_size)
 
-    monkeypatch.setattr(rows_module, "decompressed_payload", counting)
+    monkeypatch.setattr(table_module, "decompressed_payload", counting)
     builder = RowBuilder("persistent://public/default/t", -1, RowFilter(properties=tuple(WANTED.items())))
     for ledger_id, entry_id, data in _stored(entries):
         builder.add(ledger_id, entry_id, data)

@@ -95,9 +95,10 @@ def _single_metadata(spec: dict) -> pb.SingleMessageMetadata:
 
 def _rows(entries: list[bytes], columnar: bool) -> object:
     rows = pytest.importorskip("magnetar.spark.rows")
+    pulsar_batch = pytest.importorskip("magnetar.formats.pulsar_batch")
     with pytest.MonkeyPatch.context() as patch:
         if not columnar:
-            patch.setattr(rows, "columns_of_batch", lambda *_: None)
+            patch.setattr(pulsar_batch, "columns_of_batch", lambda *_: None)
         builder = rows.RowBuilder("persistent://public/default/t", 0)
         for n, entry in enumerate(entries):
             builder.add(3, n, entry)
@@ -130,12 +131,12 @@ def test_columnar_rows_equal_message_by_message_rows(batches, repeat_a_field) ->
 
 
 def test_the_common_batch_takes_the_columnar_path(monkeypatch) -> None:
-    rows = pytest.importorskip("magnetar.spark.rows")
+    processor = pytest.importorskip("magnetar.formats.processor")
     smms = [pb.SingleMessageMetadata(sequence_id=i, partition_key="k" * (i % 2)) for i in range(50)]
     payload = encode_batch([(smm, b"v" * 300) for smm in smms])
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=50)
-    monkeypatch.setattr(rows, "decode_batch", None)  # calling it would fail
-    assert rows.columns_of_batch(metadata, payload, 50) is not None
+    monkeypatch.setattr(processor, "decode_batch", None)  # calling it would fail
+    assert pytest.importorskip("magnetar.formats.pulsar_batch").columns_of_batch(metadata, payload, 50) is not None
 
 
 def test_rows_of_a_batch_repeating_a_field_pair_values_with_their_message() -> None:

@@ -29,6 +29,7 @@ from magnetar.client.aio.consumer import Consumer as CoreConsumer
 from magnetar.client.aio.multi_consumer import MultiTopicsConsumer
 from magnetar.client.aio.reader import Reader as CoreReader
 from magnetar.client.aio.receive_queue import ThreadReceiveQueue
+from magnetar.client.columnar import ArrowReceiving, not_a_message
 from magnetar.client.enums import Result
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
@@ -192,6 +193,18 @@ class Producer:
             raise errors.exception_for(result)
         return message_id
 
+    def send_entry(self, payload: bytes, metadata_fields: Any = None, num_messages: int = 1) -> MessageId:
+        """One whole entry of another format's writer (see docs/payload_processors.md)."""
+        return self._client._run(self._after_queued(self._core.send_entry(payload, metadata_fields, num_messages)))
+
+    def send_arrow(self, data: Any, max_rows: int | None = None) -> list[MessageId]:
+        """A pyarrow Table or RecordBatch, one Arrow IPC entry per record batch."""
+        return self._client._run(self._after_queued(self._core.send_arrow(data, max_rows)))
+
+    async def _after_queued(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        self._drain()  # messages send_async queued before this entry go first
+        return await coro
+
     def flush(self) -> None:
         async def flush() -> None:
             self._drain()
@@ -222,8 +235,23 @@ class _Receiving:
             if self._core.closed:
                 raise errors.AlreadyClosed("consumer is closed")
             raise errors.Timeout(f"no message within {timeout_millis} ms")
+        if type(message) is not Message:
+            raise not_a_message(message)
         message._ctx.owner.taken(message)
         return message
+
+    def _arrow(self, max_messages: int, timeout_millis: int | None) -> Any:
+        self._core.config.columnar = True
+        state = self.__dict__.setdefault("_arrow_state", ArrowReceiving())
+        pending = state.pending(max_messages)
+        if pending is not None:
+            return pending
+        first = self._queue.get(None if timeout_millis is None else timeout_millis / 1000)
+        if first is None:
+            if self._core.closed:
+                raise errors.AlreadyClosed("consumer is closed")
+            raise errors.Timeout(f"no message within {timeout_millis} ms")
+        return state.take(first, self._queue.get_nowait, max_messages)
 
 
 class Consumer(_Receiving):
@@ -256,6 +284,9 @@ class Consumer(_Receiving):
             message = self._queue.get_nowait()
             if message is None:
                 break
+            if type(message) is not Message:  # raised by the next receive, after these messages
+                self._queue.put_back(message)
+                break
             message._ctx.owner.taken(message)
             out.append(message)
         return out
@@ -268,6 +299,16 @@ class Consumer(_Receiving):
             return self.receive()
         except errors.AlreadyClosed:
             raise StopIteration from None
+
+    def receive_arrow(self, max_messages: int = 10_000, timeout_millis: int | None = None) -> Any:
+        """The next messages (up to `max_messages`) as one pyarrow RecordBatch with the Spark source's
+        row schema, decoded per entry without a Python object per message. After the first call the
+        consumer queues raw entries, so receive() is for consumers that never call this."""
+        return self._arrow(max_messages, timeout_millis)
+
+    def acknowledge_arrow(self, batch: Any) -> None:
+        """Acknowledge every row of a batch receive_arrow returned (per entry, batch-index acks apply)."""
+        self._core.acknowledge_arrow(batch)
 
     def acknowledge(self, message: Any) -> None:
         self._core.acknowledge(message)
@@ -320,6 +361,10 @@ class Reader(_Receiving):
 
     def read_next(self, timeout_millis: int | None = None) -> Message:
         return self._take(timeout_millis)
+
+    def read_arrow(self, max_messages: int = 10_000, timeout_millis: int | None = None) -> Any:
+        """As Consumer.receive_arrow, for a reader."""
+        return self._arrow(max_messages, timeout_millis)
 
     def has_message_available(self) -> bool:
         return self._client._run(self._reader.has_message_available())

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from magnetar.client.message import EntryContext, Message, messages_of
-from magnetar.wire.batch import decode_batch, decompressed_payload
-from magnetar.wire.entry import parse_entry, verify_checksum
+from magnetar.formats.processor import EntryPayload, ProcessorSet, UnknownFormatError
+from magnetar.wire.batch import BatchMessage, decode_batch, decompressed_payload
+from magnetar.wire.entry import PULSAR_FORMAT, ParsedEntry, entry_format, parse_entry, verify_checksum
 from magnetar.wire.message_id import MessageId as WireId
 from magnetar.wire.message_id import unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -69,12 +71,16 @@ class Decoded(NamedTuple):
 
 def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: bytes, *, max_size: int,
                  start: StartFilter | None = None, track_batch_acks: bool = True,
-                 chunks: ChunkAssembler | None = None, skip_compacted_out: bool = False) -> Decoded:
+                 chunks: ChunkAssembler | None = None, skip_compacted_out: bool = False,
+                 processors: ProcessorSet | None = None) -> Decoded:
     """The messages of one entry, as Message objects ready for the receiver queue.
 
     `skip_compacted_out`: leave out the placeholders compaction leaves in batches (as the
     Java client does; the C++ client delivers them as empty messages). Only compacted reads
     can meet them, so other consumers skip the per-message check.
+    `processors` (PIP-96) read entries of other formats; an entry in Pulsar's format takes the
+    path it takes without them unless a catch-all processor wants every entry.
+    Raises PayloadError for an entry no processor reads or its processor refuses.
     """
     try:
         verify_checksum(payload)
@@ -95,7 +101,8 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
         ctx.first_chunk = first_id
         value = decompressed_payload(metadata, data, max_size=max_size)
         return Decoded([Message.of(ctx, None, value)], 0, False)
-    if not metadata.HasField("num_messages_in_batch"):
+    processed = _processed(parsed, processors, max_size) if processors is not None or metadata.properties else None
+    if processed is None and not metadata.HasField("num_messages_in_batch"):
         if start is not None and not start.keeps(ledger, entry, -1):
             return Decoded([], 1, False)
         ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0, ledger, entry,
@@ -103,7 +110,10 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
         value = decompressed_payload(metadata, parsed.payload, max_size=max_size)
         return Decoded([Message.of(ctx, None, value)], 0, False)
     size = metadata.num_messages_in_batch
-    batch = decode_batch(decompressed_payload(metadata, parsed.payload, max_size=max_size), size)
+    if processed is not None:
+        batch = processed
+    else:
+        batch = decode_batch(decompressed_payload(metadata, parsed.payload, max_size=max_size), size)
     wanted: set[int] | None = set(unacked_indexes(command.ack_set, size)) if len(command.ack_set) else None
     acks = BatchAcks(size) if track_batch_acks else None
     if acks is not None and wanted is not None:
@@ -125,6 +135,18 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
             continue
         append(Message.of(ctx, single, value, index))
     return Decoded(messages, size - len(messages), False)
+
+
+def _processed(parsed: ParsedEntry, processors: ProcessorSet | None, max_size: int) -> Sequence[BatchMessage] | None:
+    """The entry's messages by its format's processor; None for Pulsar's format read the usual way."""
+    metadata = parsed.metadata
+    fmt = entry_format(metadata)
+    if fmt == PULSAR_FORMAT and (processors is None or processors.catch_all is None):
+        return None
+    if processors is None:
+        raise UnknownFormatError(fmt, ())
+    payload = memoryview(decompressed_payload(metadata, parsed.payload, max_size=max_size))
+    return processors.messages(EntryPayload(parsed.broker_entry_metadata, metadata, payload, fmt))
 
 
 class ChunkAssembler:

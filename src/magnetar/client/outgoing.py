@@ -56,7 +56,7 @@ def _entry_metadata(producer_name: str, first: PendingMessage, publish_time: int
     return metadata
 
 
-def _compressed(metadata: pb.MessageMetadata, payload: bytes, compression: int) -> bytes:
+def compressed(metadata: pb.MessageMetadata, payload: bytes, compression: int) -> bytes:
     # An empty payload stays uncompressed: the C++ consumer cannot inflate into 0 bytes.
     if compression == pb.NONE or not payload:
         return payload
@@ -78,7 +78,7 @@ def build_batch_entry(messages: Sequence[PendingMessage], payload: bytes, *, pro
     metadata.num_messages_in_batch = len(messages)
     for key, value in batch_properties:
         metadata.properties.add(key=key, value=value)
-    return build_entry(metadata, _compressed(metadata, payload, compression))
+    return build_entry(metadata, compressed(metadata, payload, compression))
 
 
 def single_metadata(message: PendingMessage, *, producer_name: str, publish_time: int, compression: int,
@@ -94,7 +94,7 @@ def single_metadata(message: PendingMessage, *, producer_name: str, publish_time
         metadata.deliver_at_time = message.deliver_at
     if message.null_value:
         metadata.null_value = True
-    return metadata, _compressed(metadata, message.value, compression)
+    return metadata, compressed(metadata, message.value, compression)
 
 
 def build_single_entry(message: PendingMessage, **kwargs: Any) -> bytes:

@@ -168,6 +168,12 @@ def check_message_count(metadata: pb.MessageMetadata, payload_size: int) -> None
     if not metadata.HasField("num_messages_in_batch"):
         return
     count = metadata.num_messages_in_batch
+    if metadata.properties and entry_format(metadata) != PULSAR_FORMAT:
+        # A foreign payload (a Kafka record batch, Arrow IPC) packs messages its own way,
+        # often far denser than 6 bytes each; the broker never parses it, so only the count's sign is checked.
+        if count < 1:
+            raise WireError(f"a {entry_format(metadata)} entry of {count} messages")
+        return
     compressed = metadata.compression != pb.NONE
     size = metadata.uncompressed_size if compressed else payload_size
     if count < 1 or count > size // MIN_BATCHED_MESSAGE_BYTES:
@@ -197,3 +203,18 @@ def build_entry(metadata: pb.MessageMetadata, payload: Buffer, *, checksum: bool
     if not checksum:
         return covered
     return _MAGIC_AND_SIZE.pack(MAGIC_CRC32C, crc32c.crc32c(covered)) + covered
+
+
+FORMAT_PROPERTY = "entry.format"
+"""MessageMetadata property naming the payload's format when it is not Pulsar's batch format
+(``kafka`` as Kafka-on-Pulsar writes it, ``arrow``); absent or ``pulsar`` means Pulsar's own."""
+
+PULSAR_FORMAT = "pulsar"
+
+
+def entry_format(metadata: pb.MessageMetadata) -> str:
+    """The entry's payload format, read from MessageMetadata alone."""
+    for kv in metadata.properties:
+        if kv.key == FORMAT_PROPERTY:
+            return kv.value or PULSAR_FORMAT
+    return PULSAR_FORMAT

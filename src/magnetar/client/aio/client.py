@@ -33,6 +33,7 @@ from magnetar.client.enums import (
 from magnetar.client.message_id import MessageId, as_message_id
 from magnetar.client.topic_name import full_topic_name, partition_name
 from magnetar.client.url import parse_service_url
+from magnetar.formats.processor import ProcessorSet, resolve_processors
 from magnetar.wire.frames import DEFAULT_MAX_MESSAGE_SIZE
 
 AnyProducer = Producer | PartitionedProducer
@@ -139,7 +140,8 @@ class Client:
                         key_shared_policy: Any = None, batch_index_ack_enabled: bool = False,
                         regex_subscription_mode: Any = None, dead_letter_policy: Any = None,
                         crypto_failure_action: Any = None, subscription_properties: Mapping[str, str] | None = None,
-                        retry_enable: bool = False, queue: ReceiveQueue | None = None) -> AnyConsumer:
+                        retry_enable: bool = False, payload_processor: Any = None,
+                        queue: ReceiveQueue | None = None) -> AnyConsumer:
         self._check_open()
         if message_listener is not None:
             raise errors.InvalidConfiguration("message listeners are not supported: use `async for`")
@@ -156,6 +158,7 @@ class Client:
             replicate_subscription_state_enabled=replicate_subscription_state_enabled,
             max_pending_chunked_message=max_pending_chunked_message,
             dead_letter_policy=_dead_letter_policy(dead_letter_policy),
+            payload_processors=_processors(payload_processor),
         )
         if key_shared_policy is not None:
             _apply_key_shared_policy(config, key_shared_policy)
@@ -193,14 +196,16 @@ class Client:
                             receiver_queue_size: int = 1000, reader_name: str | None = None,
                             subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
                             crypto_key_reader: Any = None, start_message_id_inclusive: bool = False,
-                            crypto_failure_action: Any = None, queue: ReceiveQueue | None = None) -> Reader:
+                            crypto_failure_action: Any = None, payload_processor: Any = None,
+                            queue: ReceiveQueue | None = None) -> Reader:
         self._check_open()
         if reader_listener is not None:
             raise errors.InvalidConfiguration("reader listeners are not supported: use `async for`")
         reader = Reader(self, full_topic_name(topic), _start_id(start_message_id),
                         receiver_queue_size=receiver_queue_size, reader_name=reader_name,
                         subscription_role_prefix=subscription_role_prefix, is_read_compacted=is_read_compacted,
-                        start_message_id_inclusive=start_message_id_inclusive, queue=queue)
+                        start_message_id_inclusive=start_message_id_inclusive, queue=queue,
+                        payload_processors=_processors(payload_processor))
         await reader.start()
         self._handles.add(reader)
         return reader
@@ -223,6 +228,14 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _processors(spec: Any) -> ProcessorSet | None:
+    """`payload_processor=`: an instance, a name (built-in or entry point), or a list of them."""
+    try:
+        return resolve_processors(spec)
+    except (ValueError, TypeError, ImportError) as exc:
+        raise errors.InvalidConfiguration(f"payload_processor: {exc}") from exc
 
 
 def _start_id(value: Any) -> MessageId:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.client import errors
 from magnetar.client.aio.acks import AckGroupingTracker
 from magnetar.client.aio.handler import Handler
+from magnetar.client.aio.intake import ConsumerIntake
 from magnetar.client.aio.letters import DeadLetterPolicy, Letters
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue, ThreadReceiveQueue
 from magnetar.client.aio.receiver import Receiver
@@ -33,6 +34,7 @@ from magnetar.client.enums import ConsumerType, InitialPosition
 from magnetar.client.incoming import ChunkAssembler, StartFilter, decode_entry
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId, as_message_id
+from magnetar.formats.processor import PayloadError, ProcessorSet
 from magnetar.wire import client_commands as cc
 from magnetar.wire.message_id import INT64_MAX, ack_set_from_indexes
 from magnetar.wire.message_id import MessageId as WireId
@@ -72,9 +74,13 @@ class ConsumerConfig:
     durable: bool = True
     start_message_id: MessageId | None = None
     """Readers: where to start (earliest, latest or an id)."""
+    payload_processors: ProcessorSet | None = None
+    """PIP-96: how entries are read; None = Pulsar's format only, exactly as without processors."""
+    columnar: bool = False
+    """Set by the first receive_arrow(): entries are queued raw, for columns."""
 
 
-class Consumer(Handler, Receiver):
+class Consumer(ConsumerIntake, Handler, Receiver):
     """A subscription's consumer on one topic (or one partition of a partitioned topic)."""
 
     def __init__(self, client: Client, topic: str, subscription: str, config: ConsumerConfig,
@@ -110,6 +116,7 @@ class Consumer(Handler, Receiver):
         self._unacked: dict[tuple[int, int], float] = {}
         self._unacked_timer: asyncio.TimerHandle | None = None
         self._dead_letters: dict[tuple[int, int], list[Message]] = {}
+        self._row_acks: dict[tuple[int, int], Any] = {}
         self._ready_event = asyncio.Event()
         self._shared = int(config.consumer_type) in (ConsumerType.Shared, ConsumerType.KeyShared)
 
@@ -189,10 +196,16 @@ class Consumer(Handler, Receiver):
 
     # -- receiving
     def on_message(self, message: pb.CommandMessage, payload: bytes) -> None:
+        if self.config.columnar and self._queue_raw(message, payload):
+            return
         try:
             decoded = decode_entry(self, self.topic, message, payload, max_size=MAX_UNCOMPRESSED, start=self._start,
                                    track_batch_acks=not self.config.batch_index_ack_enabled, chunks=self._chunks,
-                                   skip_compacted_out=self.config.is_read_compacted)
+                                   skip_compacted_out=self.config.is_read_compacted,
+                                   processors=self.config.payload_processors)
+        except PayloadError as exc:
+            self._entry_failed(message.message_id.ledgerId, message.message_id.entryId, exc)
+            return
         except ValueError as exc:
             log.warning("%s: dropping undecodable entry %s: %s", self.topic, message.message_id, exc)
             self._write(cc.ack(self.consumer_id, [WireId(message.message_id.ledgerId,

@@ -41,6 +41,14 @@ class PartitionedProducer:
     async def send(self, content: bytes | None, **kwargs: Any) -> MessageId:
         return await self._pick(kwargs, content).send(content, **kwargs)
 
+    async def send_entry(self, payload: bytes, metadata_fields: Any = None, num_messages: int = 1) -> MessageId:
+        """One entry to the partition its `partition_key` field (or the router) picks."""
+        key = (metadata_fields or {}).get("partition_key")
+        return await self.producers[self.router.choose(key, None)].send_entry(payload, metadata_fields, num_messages)
+
+    async def send_arrow(self, data: Any, max_rows: int | None = None) -> list[MessageId]:
+        return await self.producers[self.router.choose(None, None)].send_arrow(data, max_rows)
+
     async def flush(self) -> None:
         await asyncio.gather(*(p.flush() for p in self.producers))
 

@@ -24,6 +24,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client import errors
+from magnetar.client.aio.entry_writer import EntryWriter
 from magnetar.client.aio.handler import Handler
 from magnetar.client.batching import Batch, BatchContainer, KeyBasedContainer
 from magnetar.client.enums import BatchingType, CompressionType, ProducerAccessMode, Result
@@ -128,7 +129,7 @@ def _millis(value: int | timedelta | None) -> int | None:
     return int(value)
 
 
-class Producer(Handler):
+class Producer(EntryWriter, Handler):
     """A producer of one topic (or one partition of a partitioned topic)."""
 
     def __init__(self, client: Client, topic: str, config: ProducerConfig, partition: int = -1) -> None:
@@ -333,6 +334,9 @@ class Producer(Handler):
                          0, is_chunk=True, chunk=state)
             op.num_messages = 1 if last else 0
             self._add_op(op)
+
+    def _op(self, first: int, last: int, entry: bytes, completions: list, batch_size: int) -> _OpSend:
+        return _OpSend(first, last, entry, completions, batch_size)
 
     def _max_message_size(self) -> int:
         conn = self.conn

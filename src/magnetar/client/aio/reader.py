@@ -14,6 +14,7 @@ from magnetar.client.aio.consumer import Consumer, ConsumerConfig, ReceiveQueue
 from magnetar.client.enums import ConsumerType
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
+from magnetar.formats.processor import ProcessorSet
 
 if TYPE_CHECKING:
     from magnetar.client.aio.client import Client
@@ -23,13 +24,13 @@ class Reader:
     def __init__(self, client: Client, topic: str, start_message_id: MessageId, *, receiver_queue_size: int = 1000,
                  reader_name: str | None = None, subscription_role_prefix: str | None = None,
                  is_read_compacted: bool = False, start_message_id_inclusive: bool = False,
-                 queue: ReceiveQueue | None = None) -> None:
+                 queue: ReceiveQueue | None = None, payload_processors: ProcessorSet | None = None) -> None:
         prefix = subscription_role_prefix or "reader"
         subscription = reader_name or f"{prefix}-{uuid.uuid4().hex[:10]}"
         config = ConsumerConfig(
             consumer_type=ConsumerType.Exclusive, receiver_queue_size=receiver_queue_size, consumer_name="",
             is_read_compacted=is_read_compacted, start_message_id_inclusive=start_message_id_inclusive,
-            durable=False, start_message_id=start_message_id,
+            durable=False, start_message_id=start_message_id, payload_processors=payload_processors,
         )
         self.consumer = Consumer(client, topic, subscription, config, queue)
 
@@ -45,6 +46,10 @@ class Reader:
 
     async def read_next(self, timeout_millis: int | None = None) -> Message:
         return await self.consumer.receive(timeout_millis)
+
+    async def read_arrow(self, max_messages: int = 10_000, timeout_millis: int | None = None) -> Any:
+        """Like Consumer.receive_arrow: the next messages as one pyarrow RecordBatch."""
+        return await self.consumer.receive_arrow(max_messages, timeout_millis)
 
     async def has_message_available(self) -> bool:
         return await self.consumer.has_message_available()

@@ -14,6 +14,8 @@ import threading
 from collections import deque
 from typing import Any
 
+from magnetar.client.columnar import item_count, item_owner
+
 
 class AsyncReceiveQueue:
     threaded = False
@@ -48,7 +50,7 @@ class AsyncReceiveQueue:
         self.put_many([])
 
     def clear(self) -> int:
-        count = len(self._items)
+        count = sum(map(item_count, self._items))
         self._items.clear()
         return count
 
@@ -116,9 +118,14 @@ class ThreadReceiveQueue:
 
     @staticmethod
     def _drop(buffer: deque[Any]) -> None:
-        for message in buffer:
-            message[1].owner.dropped_by_reader(1)
+        for item in buffer:
+            item_owner(item).dropped_by_reader(item_count(item))
         buffer.clear()
+
+    def put_back(self, item: Any) -> None:
+        """Return an item just taken to the front (a batch_receive that stops before an error)."""
+        with self._lock:
+            self._buffer.appendleft(item)
 
     def clear(self) -> int:
         """Forget what is queued (the loop's side); returns how many messages that was."""
@@ -132,7 +139,7 @@ class ThreadReceiveQueue:
             if item is _CLOSED:
                 self._queue.put(_CLOSED)
                 break
-            count += len(item[1])
+            count += sum(map(item_count, item[1]))
         return count
 
     def fail_waiters(self, exc: BaseException) -> None:

@@ -13,10 +13,12 @@ from typing import Any
 
 from magnetar.client import errors
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue
+from magnetar.client.columnar import ArrowReceiving, ack_rows, not_a_message
 from magnetar.client.message import Message
 
 
 class Receiver:
+    config: Any
     queue: Any
     closed: bool
     topic: str
@@ -43,8 +45,44 @@ class Receiver:
                     queue.requeue_front(waiter.result())  # handed over, but nobody will use it
                 waiter.cancel()
                 raise
+        if type(message) is not Message:
+            raise not_a_message(message)
         message._ctx.owner.taken(message)
         return message
+
+    async def receive_arrow(self, max_messages: int = 10_000, timeout_millis: int | None = None) -> Any:
+        """The next messages (up to `max_messages`) as one pyarrow RecordBatch with the Spark
+        source's row schema, built per entry in C; Timeout if none arrive within `timeout_millis`."""
+        if self.closed:
+            raise errors.AlreadyClosed(f"consumer on {self.topic} is closed")
+        self.config.columnar = True
+        state = self.__dict__.setdefault("_arrow", ArrowReceiving())
+        pending = state.pending(max_messages)
+        if pending is not None:
+            return pending
+        queue = self.queue
+        first = queue.get_nowait()
+        if first is None:
+            waiter = queue.waiter()
+            try:
+                async with asyncio.timeout(None if timeout_millis is None else timeout_millis / 1000):
+                    first = await waiter
+            except TimeoutError:
+                raise errors.Timeout(f"no message within {timeout_millis} ms") from None
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                    queue.requeue_front(waiter.result())
+                waiter.cancel()
+                raise
+        return state.take(first, queue.get_nowait, max_messages)
+
+    def acknowledge_arrow(self, batch: Any) -> None:
+        """Acknowledge every row of a batch receive_arrow returned."""
+        ack_rows(batch, self._row_owner)
+
+    def _row_owner(self, topic: str) -> Any:
+        consumers = getattr(self, "consumers", None)
+        return self if consumers is None else consumers[topic]
 
     async def batch_receive(self, max_num_messages: int = -1, max_num_bytes: int = 10 * 1024 * 1024,
                             timeout_ms: int = 100) -> list[Message]:

@@ -1,0 +1,33 @@
+"""Payload formats shared by the client and the Spark source (sans-IO, below both).
+
+Pulsar batches, Kafka record batches and Arrow IPC entries become messages (for `receive`)
+or Arrow columns (for `receive_arrow` and Spark), through payload processors (PIP-96)
+chosen per entry by its `entry.format` property. Modules that build Arrow columns import
+pyarrow; `processor` and the message paths do not need it.
+"""
+
+from magnetar.formats.processor import (
+    FORMAT_PROPERTY,
+    CorruptPayloadError,
+    EntryPayload,
+    PayloadContext,
+    PayloadError,
+    PayloadProcessor,
+    ProcessorSet,
+    UnknownFormatError,
+    entry_format,
+    resolve_processors,
+)
+
+__all__ = [
+    "FORMAT_PROPERTY",
+    "CorruptPayloadError",
+    "EntryPayload",
+    "PayloadContext",
+    "PayloadError",
+    "PayloadProcessor",
+    "ProcessorSet",
+    "UnknownFormatError",
+    "entry_format",
+    "resolve_processors",
+]

@@ -1,0 +1,296 @@
+"""Kafka record batches (magic 2) in Pulsar entries, as Kafka-on-Pulsar writes them.
+
+One entry holds one Kafka RecordBatch; its MessageMetadata says ``entry.format = kafka`` and
+``num_messages_in_batch`` = the record count. Record i becomes message i of the entry
+(batch index i): key -> partition key, value -> data (a null value -> `has_null_value`),
+headers -> properties, timestamp -> event time.
+
+RecordBatch v2 (Kafka's DefaultRecordBatch; big-endian):
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 = 2
+    crc uint32 (CRC32C of everything after it) | attributes int16 | lastOffsetDelta int32
+    baseTimestamp int64 | maxTimestamp int64 | producerId int64 | producerEpoch int16
+    baseSequence int32 | recordCount int32 | records (compressed as a whole per attributes)
+
+    record: length varint | attributes int8 | timestampDelta varlong | offsetDelta varint
+            keyLength varint (-1 = null) | key | valueLength varint | value
+            headerCount varint | (keyLength varint | key | valueLength varint | value) * n
+
+Varints are zigzag-encoded, as protobuf's sint64. Attributes: bits 0-2 codec (0 none, 1 gzip,
+2 snappy, 3 lz4, 4 zstd), bit 3 timestamp type (1 = log-append time: every record takes
+maxTimestamp), bit 5 control batch (transaction markers, no user records).
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import struct
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import crc32c
+
+from magnetar.formats.processor import CorruptPayloadError, EntryPayload, PayloadContext, PayloadProcessor
+from magnetar.wire.batch import BatchMessage
+from magnetar.wire.entry import FORMAT_PROPERTY
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+KAFKA_FORMAT = "kafka"
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = _HEADER.size  # 61
+_CRC_START = 21  # attributes onwards
+MAX_RECORDS_BYTES = 64 * 1024 * 1024
+
+CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = range(5)
+_CODEC_NAMES = {CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4",
+                CODEC_ZSTD: "zstd"}
+_LOG_APPEND_TIME = 0x08
+_CONTROL = 0x20
+
+
+class KafkaBatchHeader(NamedTuple):
+    base_offset: int
+    length: int
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    count: int
+
+
+class KafkaRecord(NamedTuple):
+    offset_delta: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]]
+
+
+def read_header(data: bytes | memoryview) -> KafkaBatchHeader:
+    """The batch header, checked: magic 2, a length that matches the bytes, a CRC32C that matches."""
+    if len(data) < HEADER_SIZE:
+        raise CorruptPayloadError(KAFKA_FORMAT, f"{len(data)} bytes cannot hold a record batch header")
+    header = KafkaBatchHeader(*_HEADER.unpack_from(data))
+    if header.magic != 2:
+        raise CorruptPayloadError(KAFKA_FORMAT, f"record batch magic {header.magic}, only magic 2 is supported")
+    if header.length != len(data) - 12:
+        raise CorruptPayloadError(KAFKA_FORMAT, f"batchLength {header.length} but {len(data) - 12} bytes follow it")
+    actual = crc32c.crc32c(memoryview(data)[_CRC_START:])
+    if actual != header.crc:
+        raise CorruptPayloadError(KAFKA_FORMAT, f"CRC32C mismatch: batch says {header.crc:#010x}, "
+                                                f"bytes give {actual:#010x}")
+    if header.count < 0:
+        raise CorruptPayloadError(KAFKA_FORMAT, f"record count {header.count}")
+    return header
+
+
+def _snappy_decompress(data: bytes) -> bytes:
+    """Raw snappy, or the xerial framing Kafka's Java client writes (magic, versions, sized blocks)."""
+    import cramjam  # noqa: PLC0415
+
+    if data[:8] != b"\x82SNAPPY\x00":
+        return bytes(cramjam.snappy.decompress_raw(data))
+    out, offset = [], 16
+    while offset < len(data):
+        (size,) = struct.unpack_from(">i", data, offset)
+        out.append(bytes(cramjam.snappy.decompress_raw(data[offset + 4 : offset + 4 + size])))
+        offset += 4 + size
+    return b"".join(out)
+
+
+def _decompress(codec: int, data: bytes) -> bytes:
+    if codec == CODEC_NONE:
+        return data
+    if codec == CODEC_GZIP:
+        return gzip.decompress(data)
+    if codec == CODEC_SNAPPY:
+        return _snappy_decompress(data)
+    if codec == CODEC_LZ4:
+        import lz4.frame  # noqa: PLC0415
+
+        return lz4.frame.decompress(data)
+    if codec == CODEC_ZSTD:
+        import zstandard  # noqa: PLC0415
+
+        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
+    raise CorruptPayloadError(KAFKA_FORMAT, f"unknown compression codec {codec}")
+
+
+def _compress(codec: int, data: bytes) -> bytes:
+    if codec == CODEC_NONE:
+        return data
+    if codec == CODEC_GZIP:
+        return gzip.compress(data)
+    if codec == CODEC_SNAPPY:
+        import cramjam  # noqa: PLC0415
+
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == CODEC_LZ4:
+        import lz4.frame  # noqa: PLC0415
+
+        return lz4.frame.compress(data)
+    if codec == CODEC_ZSTD:
+        import zstandard  # noqa: PLC0415
+
+        return zstandard.ZstdCompressor().compress(data)
+    raise ValueError(f"unknown Kafka compression codec {codec}")
+
+
+class _Reader:
+    """A cursor over the records' bytes; every read checks the bounds."""
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def varint(self) -> int:
+        data, pos, shift, value = self.data, self.pos, 0, 0
+        while True:
+            if pos >= len(data) or shift > 63:
+                raise CorruptPayloadError(KAFKA_FORMAT, f"varint runs past the records at byte {self.pos}")
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        self.pos = pos
+        return (value >> 1) ^ -(value & 1)
+
+    def take(self, size: int) -> bytes | None:
+        if size < 0:
+            return None
+        end = self.pos + size
+        if end > len(self.data):
+            raise CorruptPayloadError(KAFKA_FORMAT, f"a field of {size} bytes runs past the records")
+        chunk = self.data[self.pos : end]
+        self.pos = end
+        return chunk
+
+
+def _read_record(reader: _Reader, header: KafkaBatchHeader) -> KafkaRecord:
+    length = reader.varint()
+    end = reader.pos + length
+    if length < 0 or end > len(reader.data):
+        raise CorruptPayloadError(KAFKA_FORMAT, f"record of {length} bytes runs past the records")
+    reader.pos += 1  # record attributes: unused in magic 2
+    timestamp_delta = reader.varint()
+    offset_delta = reader.varint()
+    key = reader.take(reader.varint())
+    value = reader.take(reader.varint())
+    headers = []
+    for _ in range(reader.varint()):
+        name = reader.take(reader.varint())
+        if name is None:
+            raise CorruptPayloadError(KAFKA_FORMAT, "a header with a null key")
+        headers.append((name.decode("utf-8", "replace"), reader.take(reader.varint())))
+    if reader.pos != end:
+        taken = length + reader.pos - end
+        raise CorruptPayloadError(KAFKA_FORMAT, f"record says {length} bytes, its fields take {taken}")
+    log_append = header.attributes & _LOG_APPEND_TIME
+    timestamp = header.max_timestamp if log_append else header.base_timestamp + timestamp_delta
+    return KafkaRecord(offset_delta, timestamp, key, value, headers)
+
+
+def decode_record_batch(data: bytes | memoryview) -> tuple[KafkaBatchHeader, list[KafkaRecord]]:
+    """Header and records of one RecordBatch (control batches yield no records)."""
+    header = read_header(data)
+    if header.attributes & _CONTROL:
+        return header, []
+    body = bytes(memoryview(data)[HEADER_SIZE:])
+    try:
+        records = _decompress(header.attributes & 0x07, body)
+    except CorruptPayloadError:
+        raise
+    except Exception as exc:
+        codec = _CODEC_NAMES.get(header.attributes & 0x07, "?")
+        raise CorruptPayloadError(KAFKA_FORMAT, f"{codec} records do not decompress: {exc}") from exc
+    reader = _Reader(records)
+    out = [_read_record(reader, header) for _ in range(header.count)]
+    if reader.pos != len(records):
+        raise CorruptPayloadError(KAFKA_FORMAT, f"{len(records) - reader.pos} bytes after {header.count} records")
+    return header, out
+
+
+def _single_metadata(record: KafkaRecord) -> pb.SingleMessageMetadata:
+    single = pb.SingleMessageMetadata(payload_size=len(record.value or b""), event_time=max(record.timestamp, 0))
+    if record.key is not None:
+        try:
+            single.partition_key = record.key.decode()
+        except UnicodeDecodeError:  # binary keys travel base64-encoded, as Pulsar's bytes keys do
+            single.partition_key = base64.b64encode(record.key).decode()
+            single.partition_key_b64_encoded = True
+    if record.value is None:
+        single.null_value = True
+    for name, value in record.headers:
+        single.properties.add(key=name, value=(value or b"").decode("utf-8", "replace"))
+    return single
+
+
+class KafkaProcessor(PayloadProcessor):
+    """Reads entries holding one Kafka RecordBatch (``entry.format = kafka``)."""
+
+    formats = (KAFKA_FORMAT,)
+    name = KAFKA_FORMAT
+
+    def messages(self, entry: EntryPayload, context: PayloadContext) -> Sequence[BatchMessage]:
+        _, records = decode_record_batch(entry.payload)
+        if records and context.is_batch and len(records) != context.num_messages:
+            raise CorruptPayloadError(KAFKA_FORMAT, f"{len(records)} records, MessageMetadata says "
+                                                    f"num_messages_in_batch={context.num_messages}")
+        new = tuple.__new__
+        return [new(BatchMessage, (_single_metadata(r), memoryview(r.value or b""), i))
+                for i, r in enumerate(records)]
+
+    def count(self, payload: memoryview) -> int | None:
+        header = read_header(payload)
+        return 0 if header.attributes & _CONTROL else header.count
+
+
+def _zigzag(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _sized(data: bytes | None) -> bytes:
+    return _zigzag(-1) if data is None else _zigzag(len(data)) + data
+
+
+def encode_record_batch(records: Sequence[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes]], int]],
+                        codec: int = CODEC_NONE, base_offset: int = 0) -> bytes:
+    """A RecordBatch of (key, value, headers, timestamp ms) records, as a Kafka producer writes one."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    base_ts = records[0][3]
+    body = []
+    for delta, (key, value, headers, timestamp) in enumerate(records):
+        fields = [b"\x00", _zigzag(timestamp - base_ts), _zigzag(delta), _sized(key), _sized(value),
+                  _zigzag(len(headers))]
+        fields += [_sized(name.encode()) + _sized(hv) for name, hv in headers]
+        record = b"".join(fields)
+        body.append(_zigzag(len(record)) + record)
+    payload = _compress(codec, b"".join(body))
+    after_crc = struct.pack(">hiqqqhii", codec, len(records) - 1, base_ts, max(r[3] for r in records), -1, -1, -1,
+                            len(records)) + payload
+    crc = crc32c.crc32c(after_crc)
+    return struct.pack(">qiibI", base_offset, 4 + 1 + 4 + len(after_crc), 0, 2, crc) + after_crc
+
+
+def kafka_entry_properties() -> dict[str, str]:
+    """The MessageMetadata properties a Kafka-format entry carries."""
+    return {FORMAT_PROPERTY: KAFKA_FORMAT}

@@ -1,0 +1,61 @@
+"""The same messages written in Pulsar's, Kafka's and Arrow's format give the same rows."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from magnetar.formats.arrow_ipc import encode_arrow_batches
+from magnetar.formats.kafka_records import encode_record_batch
+from magnetar.spark.rows import rows_of_entries
+from magnetar.wire.batch import encode_batch
+from magnetar.wire.entry import FORMAT_PROPERTY, build_entry
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+MESSAGES = [("k0", b"v0", {"h": "1"}, 1000), (None, b"v1", {}, 1001), ("k2", b"", {"a": "b", "c": "d"}, 1002)]
+
+
+def _metadata(fmt: str | None) -> pb.MessageMetadata:
+    metadata = pb.MessageMetadata(producer_name="p", sequence_id=10, publish_time=5,
+                                  num_messages_in_batch=len(MESSAGES))
+    if fmt:
+        metadata.properties.add(key=FORMAT_PROPERTY, value=fmt)
+    return metadata
+
+
+def _pulsar() -> bytes:
+    singles = []
+    for key, value, props, time in MESSAGES:
+        single = pb.SingleMessageMetadata(event_time=time)
+        if key is not None:
+            single.partition_key = key
+        for k, v in props.items():
+            single.properties.add(key=k, value=v)
+        singles.append((single, value))
+    return build_entry(_metadata(None), encode_batch(singles))
+
+
+def _kafka() -> bytes:
+    records = [(None if k is None else k.encode(), v, [(a, b.encode()) for a, b in p.items()], t)
+               for k, v, p, t in MESSAGES]
+    return build_entry(_metadata("kafka"), encode_record_batch(records, codec=4))
+
+
+def _arrow() -> bytes:
+    table = pa.table({"value": [m[1] for m in MESSAGES], "key": [m[0] for m in MESSAGES],
+                      "properties": pa.array([list(m[2].items()) for m in MESSAGES], pa.map_(pa.string(), pa.string())),
+                      "event_time": [m[3] for m in MESSAGES]})
+    ((payload, _),) = encode_arrow_batches(table)
+    return build_entry(_metadata("arrow"), payload)
+
+
+def _rows(entry: bytes) -> list[dict]:
+    (batch,) = rows_of_entries([(1, 0, entry)], "persistent://public/default/t", -1)
+    return batch.to_pylist()
+
+
+def test_rows_are_identical_whatever_the_format() -> None:
+    pulsar = _rows(_pulsar())
+    assert [r["value"] for r in pulsar] == [b"v0", b"v1", b""]
+    assert [r["sequence_id"] for r in pulsar] == [10, 11, 12]
+    assert _rows(_kafka()) == pulsar
+    assert _rows(_arrow()) == pulsar
