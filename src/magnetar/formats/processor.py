@@ -189,9 +189,16 @@ def _load(target: str) -> Any:
 
 
 def load_processor(name: str) -> PayloadProcessor:
-    """A processor by name: a built-in, else the entry point of that name in ENTRY_POINT_GROUP."""
+    """A processor by name: a built-in, `module:Class`, else the entry point of that name in
+    ENTRY_POINT_GROUP."""
     if name in BUILTINS:
         return _load(BUILTINS[name])()
+    if ":" in name:
+        try:
+            factory = _load(name)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"no payload processor {name!r}: {exc}") from None
+        return factory() if isinstance(factory, type) else factory
     found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
     if not found:
         known = sorted(set(BUILTINS) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
@@ -232,6 +239,7 @@ def count_messages(fmt: str, payload: bytes | memoryview) -> int | None:
         raise CorruptPayloadError(fmt, f"{type(exc).__name__}: {exc}") from exc
 
 
-def all_builtins() -> ProcessorSet:
-    """Every built-in format: what the Spark source reads with when told nothing."""
-    return ProcessorSet([load_processor(name) for name in BUILTINS])
+def all_builtins(extra: Sequence[str] = ()) -> ProcessorSet:
+    """Every built-in format, after the processors named in `extra` (which win for the formats
+    they read): what the Spark source reads with, `extra` being its `payloadProcessor` option."""
+    return ProcessorSet([load_processor(name) for name in (*extra, *BUILTINS)])

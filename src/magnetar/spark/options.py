@@ -13,10 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
+from magnetar.formats.processor import load_processor
 from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec
 
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
 KNOWN = {
+    "payloadprocessor": "payload processors (names or module:Class, comma-separated) read before the built-ins",
     "path": "a broker data directory (or .load(path))",
     "service.url": "pulsar://host:port of any Pulsar-compatible broker",
     "topic": "one topic",
@@ -54,6 +56,8 @@ class SourceOptions:
     split_size_bytes: int = DEFAULT_SPLIT_BYTES
     operation_timeout_seconds: float = 30.0
     properties_filter: tuple[tuple[str, str], ...] = ()
+    payload_processors: tuple[str, ...] = ()
+    """Processor names (payloadProcessor) read before the built-ins; resolved on each executor."""
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
@@ -146,6 +150,17 @@ def _properties(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(parsed.items()))
 
 
+def _payload_processors(options: Mapping[str, str]) -> tuple[str, ...]:
+    """Checked on the driver, so a wrong name fails `load()` instead of every task."""
+    names = tuple(name.strip() for name in options.get("payloadprocessor", "").split(",") if name.strip())
+    for name in names:
+        try:
+            load_processor(name)
+        except ValueError as exc:
+            raise MagnetarOptionError(f"option 'payloadProcessor': {exc}") from None
+    return names
+
+
 def parse_options(options: Mapping[str, str], *, streaming: bool | None = False) -> SourceOptions:
     """Check every option; raise MagnetarOptionError naming the first bad one.
 
@@ -208,4 +223,5 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         split_size_bytes=_int(lowered, "splitsizebytes", 1) or DEFAULT_SPLIT_BYTES,
         operation_timeout_seconds=float(_int(lowered, "operationtimeoutseconds", 1) or 30),
         properties_filter=_properties(lowered),
+        payload_processors=_payload_processors(lowered),
     )

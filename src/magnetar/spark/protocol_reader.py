@@ -26,6 +26,7 @@ from magnetar.broker.topic_name import TopicName
 from magnetar.client.connection import ClientConnection, PulsarServerError
 from magnetar.client.lookup import lookup, partitions_of, topics_of_namespace
 from magnetar.client.raw_reader import RawReader
+from magnetar.formats.processor import all_builtins
 from magnetar.spark.offsets import TopicPartition
 from magnetar.spark.options import MagnetarOptionError, SourceOptions
 from magnetar.spark.rows import RowFilter, rows_of_entries
@@ -293,7 +294,8 @@ def read_messages(options: SourceOptions, work: MessageRange) -> Iterator[pa.Rec
         stack.callback(reader.close)
         with gc_paused():
             yield from rows_of_entries(
-                _entries_in_range(reader, work), work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH
+                _entries_in_range(reader, work), work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH,
+                all_builtins(options.payload_processors),
             )
 
 

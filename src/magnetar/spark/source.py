@@ -165,7 +165,7 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         return
     if isinstance(work, EntryRange):
         assert options.path is not None
-        yield from read_range(options.path, work, options.fail_on_data_loss)
+        yield from read_range(options.path, work, options.fail_on_data_loss, options.payload_processors)
     else:
         yield from read_messages(options, work)
 

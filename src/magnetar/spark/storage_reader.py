@@ -14,7 +14,7 @@ import gc
 import json
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from magnetar.broker.message_finder import EntrySequence, find_by_index, find_first_at_or_after
 from magnetar.broker.topic_name import TopicName
+from magnetar.formats.processor import all_builtins
 from magnetar.spark.offsets import EARLIEST_INDEX, LATEST_INDEX, TopicPartition
 from magnetar.spark.options import MagnetarOptionError, SourceOptions
 from magnetar.spark.rows import RowFilter, rows_of_entries
@@ -275,11 +276,13 @@ def resolve_index(topics: StorageTopics, tp: TopicPartition, index: int) -> int 
     return index
 
 
-def read_range(path: str, work: EntryRange, fail_on_data_loss: bool = True) -> Iterator[pa.RecordBatch]:
+def read_range(path: str, work: EntryRange, fail_on_data_loss: bool = True,
+               payload_processors: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
     """Executor side: the rows of one entry range, as Arrow batches of ~ROWS_PER_BATCH rows."""
     entries = _entries_of_range(path, work, fail_on_data_loss)
     with gc_paused():
-        yield from rows_of_entries(entries, work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH)
+        yield from rows_of_entries(entries, work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH,
+                                   all_builtins(payload_processors))
 
 
 def _entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool) -> Iterator[tuple[int, int, bytes]]:
