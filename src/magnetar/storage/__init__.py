@@ -16,7 +16,9 @@ from magnetar.storage.errors import (
     StorageError,
 )
 from magnetar.storage.ledger import RecoveryReport
-from magnetar.storage.managed_ledger import AppendCallback, LedgerInfo, ManagedLedger, ManagedLedgerFactory
+from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo
+from magnetar.storage.managed_ledger import ManagedLedger
+from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
 from magnetar.storage.metadata_store import MetadataStore, MetadataWriter, SqliteMetadataStore
 from magnetar.storage.position import Position
 

@@ -2,112 +2,36 @@
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import itertools
 import json
 import logging
-import math
-import os
-import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from sortedcontainers import SortedDict
 
 from magnetar.storage import layout
-from magnetar.storage.config import ManagedLedgerConfig
 from magnetar.storage.cursor import ManagedCursor
-from magnetar.storage.entry_cache import EntryCache
-from magnetar.storage.errors import (
-    DataDirLockedError,
-    NoSuchEntryError,
-    NoSuchManagedLedgerError,
-    ReadOnlyError,
-    StorageClosedError,
-)
-from magnetar.storage.file_pool import FilePool
-from magnetar.storage.group_commit import SyncThread
+from magnetar.storage.errors import NoSuchEntryError, ReadOnlyError, StorageClosedError
 from magnetar.storage.ledger import HEADER, Ledger, RecoveryReport, fsync_dir, remove_files
-from magnetar.storage.ledger_ids import LedgerIdAllocator
-from magnetar.storage.metadata_store import SqliteMetadataStore
+from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo, LedgerSlot, PendingAppend, notify_appends
 from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
 
 log = logging.getLogger(__name__)
 
-AppendCallback = Callable[[Position | None, BaseException | None], None]
 _RECORD_OVERHEAD = HEADER.size
 _new_position = tuple.__new__
 """Builds a Position without the NamedTuple's Python-level __new__: half the cost, and
 append() builds one per call."""
 CURSOR_FLUSH_INTERVAL_SECONDS = 0.1
 """Acks are frequent; cursors are written at most this often (and on flush/close)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerInfo:
-    """A ledger as listed in the metadata store: the managed ledger's table of contents."""
-
-    ledger_id: int
-    entries: int
-    size: int
-    created_at: float
-    closed_at: float | None
-
-    def to_json(self) -> bytes:
-        return json.dumps(
-            {"entries": self.entries, "size": self.size, "created_at": self.created_at, "closed_at": self.closed_at}
-        ).encode()
-
-    @classmethod
-    def from_json(cls, ledger_id: int, raw: bytes) -> LedgerInfo:
-        fields = json.loads(raw)
-        return cls(ledger_id, fields["entries"], fields["size"], fields["created_at"], fields["closed_at"])
-
-
-@dataclass(eq=False, slots=True)
-class _Slot:
-    """In-memory state of one ledger.
-
-    `assigned` counts positions handed out (it runs ahead of the files); `durable` counts
-    entries written, synced and therefore readable. A sealed ledger gets no new positions.
-    """
-
-    ledger_id: int
-    created_at: float
-    closed_at: float | None = None
-    sealed: bool = False
-    listed: bool = False
-    assigned: int = 0
-    assigned_bytes: int = 0
-    durable: int = 0
-    durable_bytes: int = 0
-    roll_at: float = math.inf
-    ledger: Ledger | None = None
-
-    def info(self) -> LedgerInfo:
-        return LedgerInfo(self.ledger_id, self.durable, self.durable_bytes, self.created_at, self.closed_at)
-
-
-_PendingAppend = tuple[_Slot, Position, bytes, AppendCallback | None]
-"""A plain tuple, not a NamedTuple: one is built per append, and a group is transposed
-with zip(*group), both of which run in C."""
-
-
-def _notify(
-    positions: Sequence[Position], callbacks: Sequence[AppendCallback | None], error: BaseException | None
-) -> None:
-    for position, callback in zip(positions, callbacks, strict=True):
-        if callback is None:
-            continue
-        try:
-            callback(None if error else position, error)
-        except Exception:
-            log.exception("append callback failed for %s", position)
 
 
 class ManagedLedger:
@@ -130,10 +54,10 @@ class ManagedLedger:
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()
         self._properties_lock = threading.Lock()
-        self._slots: SortedDict = SortedDict()  # ledger_id -> _Slot
-        self._current: _Slot | None = None
-        self._writing: _Slot | None = None
-        self._pending: list[_PendingAppend] = []
+        self._slots: SortedDict = SortedDict()  # ledger_id -> LedgerSlot
+        self._current: LedgerSlot | None = None
+        self._writing: LedgerSlot | None = None
+        self._pending: list[PendingAppend] = []
         self._last_confirmed: Position | None = None
         self._failure: BaseException | None = None
         self._closed = False
@@ -169,7 +93,7 @@ class ManagedLedger:
         for info in self._load_infos():
             recovered = self._recover(info) if info.closed_at is None else info
             if recovered is not None:
-                self._slots[info.ledger_id] = _Slot(
+                self._slots[info.ledger_id] = LedgerSlot(
                     info.ledger_id,
                     recovered.created_at,
                     recovered.closed_at,
@@ -204,8 +128,8 @@ class ManagedLedger:
         self._store.put(key, closed.to_json())
         return closed
 
-    def _new_slot(self) -> _Slot:
-        slot = _Slot(self._factory.allocate_ledger_id(), time.time())
+    def _new_slot(self) -> LedgerSlot:
+        slot = LedgerSlot(self._factory.allocate_ledger_id(), time.time())
         self._slots[slot.ledger_id] = slot
         return slot
 
@@ -245,7 +169,7 @@ class ManagedLedger:
     def _refresh_slot(self, info: LedgerInfo) -> None:
         slot = self._slots.get(info.ledger_id)
         if slot is None:
-            slot = self._slots[info.ledger_id] = _Slot(info.ledger_id, info.created_at, listed=True)
+            slot = self._slots[info.ledger_id] = LedgerSlot(info.ledger_id, info.created_at, listed=True)
         slot.closed_at = info.closed_at
         slot.sealed = info.closed_at is not None
         closed_entries = info.entries if slot.sealed else None
@@ -318,7 +242,7 @@ class ManagedLedger:
         if self._failure is not None:
             raise StorageClosedError(f"managed ledger {self.name} failed a write: {self._failure}")
 
-    def _slot_for_append(self) -> _Slot:
+    def _slot_for_append(self) -> LedgerSlot:
         """Slow path of append(): stamp a fresh ledger's age, or roll over a full or old one."""
         current = self._current
         assert current is not None
@@ -343,7 +267,7 @@ class ManagedLedger:
             for _, group in itertools.groupby(batch, key=lambda append: append[0]):
                 self._commit_group(list(group))
 
-    def _commit_group(self, group: list[_PendingAppend]) -> None:
+    def _commit_group(self, group: list[PendingAppend]) -> None:
         slots, positions, datas, callbacks = zip(*group, strict=True)
         slot = slots[0]
         try:
@@ -356,16 +280,16 @@ class ManagedLedger:
                 self._failure = self._failure or error
                 self._accepting = False
             log.error("managed ledger %s: write failed, refusing further appends: %s", self.name, error)
-            _notify(positions, callbacks, error)
+            notify_appends(positions, callbacks, error)
             return
         self._factory.entry_cache.put_many(positions, datas)
         with self._lock:
             slot.durable = ledger.entries
             slot.durable_bytes = ledger.size
             self._last_confirmed = positions[-1]
-        _notify(positions, callbacks, None)
+        notify_appends(positions, callbacks, None)
 
-    def _start_writing(self, slot: _Slot) -> Ledger:
+    def _start_writing(self, slot: LedgerSlot) -> Ledger:
         """Ledger files for `slot`, closing the previous ledger first if this is a rollover.
 
         The new ledger is listed in the metadata store before any entry of it is written, so
@@ -390,7 +314,7 @@ class ManagedLedger:
         self._writing = slot
         return ledger
 
-    def _seal(self, slot: _Slot) -> None:
+    def _seal(self, slot: LedgerSlot) -> None:
         assert slot.ledger is not None
         slot.ledger.seal()
         with self._lock:
@@ -439,7 +363,7 @@ class ManagedLedger:
         with self._lock:
             return [slot.info() for slot in self._slots.values() if slot.listed]
 
-    def _readable_ledger(self, slot: _Slot) -> Ledger:
+    def _readable_ledger(self, slot: LedgerSlot) -> Ledger:
         """Ledgers closed before this process opened them are loaded on first read.
 
         Loading keeps their index in memory; their files are opened and closed on demand by
@@ -683,167 +607,3 @@ class ManagedLedger:
         self._seal(slot)
         self._store.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
         self._writing = None
-
-
-class ManagedLedgerFactory:
-    """Owns a data dir: its lock, metadata store, entry cache, sync thread and managed ledgers.
-
-    Layout: `LOCK`, `metadata.db`, and `managed-ledgers/<escaped name>/<ledger id>.{log,idx}`.
-    A read-only factory takes no lock and writes nothing, so it can run beside a live broker
-    (a Spark reader); it sees only entries the broker has made durable.
-    """
-
-    def __init__(self, data_dir: Path, config: ManagedLedgerConfig | None = None, *, read_only: bool = False) -> None:
-        self.data_dir = Path(data_dir)
-        self.config = config or ManagedLedgerConfig()
-        self.read_only = read_only
-        self._lock = threading.Lock()
-        self._open: dict[str, ManagedLedger] = {}
-        self._closed = False
-        self._lock_fd: int | None = None
-        if not read_only:
-            (self.data_dir / "managed-ledgers").mkdir(parents=True, exist_ok=True)
-            self._lock_fd = self._lock_data_dir()
-        self._store = SqliteMetadataStore(self.data_dir / "metadata.db", read_only=read_only)
-        self.entry_cache = EntryCache(self.config.cache_size_bytes)
-        self.file_pool = FilePool(self.config.max_open_files)
-        """Bounds the ledger files held open by all managed ledgers of this factory."""
-        self._dirty_cursors: dict[ManagedCursor, str] = {}
-        self._dirty_lock = threading.Lock()
-        self._persist_lock = threading.Lock()
-        self._ids: LedgerIdAllocator | None = None
-        self._sync: SyncThread | None = None
-        if not read_only:
-            self._ids = LedgerIdAllocator(self._store)
-            self._sync = SyncThread(
-                self.config.group_commit_max_delay_seconds, CURSOR_FLUSH_INTERVAL_SECONDS, self._flush_dirty_cursors
-            )
-
-    def _lock_data_dir(self) -> int:
-        fd = os.open(self.data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise DataDirLockedError(self.data_dir) from None
-        return fd
-
-    @property
-    def metadata_store(self) -> SqliteMetadataStore:
-        return self._store
-
-    # --- managed ledgers ---------------------------------------------------------------------
-
-    def open(self, name: str) -> ManagedLedger:
-        """The managed ledger `name`, created if missing (the same object while it is open)."""
-        with self._lock:
-            if self._closed:
-                raise StorageClosedError(f"factory on {self.data_dir} is closed")
-            ml = self._open.get(name)
-            if ml is not None:
-                return ml
-            if not self.exists(name):
-                if self.read_only:
-                    raise NoSuchManagedLedgerError(f"no managed ledger {name!r} in {self.data_dir}")
-                self._store.put(layout.name_key(name), json.dumps({"created_at": time.time()}).encode())
-            ml = ManagedLedger(name, self._ml_dir(name), self)
-            self._open[name] = ml
-            return ml
-
-    def _ml_dir(self, name: str) -> Path:
-        return self.data_dir / "managed-ledgers" / layout.directory_name(name)
-
-    def exists(self, name: str) -> bool:
-        return self._store.get(layout.name_key(name)) is not None
-
-    def list_names(self) -> list[str]:
-        return [layout.name_from_key(key) for key in self._store.list(layout.NAMES_PREFIX)]
-
-    def delete(self, name: str) -> None:
-        """Remove the managed ledger, its cursors and its files."""
-        if self.read_only:
-            raise ReadOnlyError(f"cannot delete {name!r} through a read-only factory")
-        with self._lock:
-            ml = self._open.get(name)
-        if ml is not None:
-            ml.close()
-        prefix = layout.ml_prefix(name)
-        with self._store.transaction() as txn:
-            txn.delete(layout.name_key(name))
-            for key in self._store.list(prefix):
-                txn.delete(key)
-        shutil.rmtree(self._ml_dir(name), ignore_errors=True)
-
-    def release(self, ml: ManagedLedger) -> None:
-        """Called by a managed ledger as it closes."""
-        with self._lock:
-            if self._open.get(ml.name) is ml:
-                del self._open[ml.name]
-
-    # --- services for managed ledgers --------------------------------------------------------
-
-    def allocate_ledger_id(self) -> int:
-        if self._ids is None:
-            raise ReadOnlyError("a read-only factory creates no ledgers")
-        return self._ids.next_id()
-
-    def schedule_commit(self, job: Callable[[], None]) -> None:
-        assert self._sync is not None
-        self._sync.schedule(job)
-
-    def mark_cursor_dirty(self, key: str, cursor: ManagedCursor) -> None:
-        with self._dirty_lock:
-            self._dirty_cursors[cursor] = key
-
-    def persist_cursor(self, key: str, cursor: ManagedCursor) -> None:
-        self._write_cursors({cursor: key})
-
-    def forget_cursor(self, key: str, cursor: ManagedCursor) -> None:
-        with self._persist_lock:
-            cursor.detach()
-            with self._dirty_lock:
-                self._dirty_cursors.pop(cursor, None)
-            self._store.delete(key)
-
-    def _flush_dirty_cursors(self) -> None:
-        with self._dirty_lock:
-            dirty, self._dirty_cursors = self._dirty_cursors, {}
-        self._write_cursors(dirty)
-
-    def _write_cursors(self, cursors: dict[ManagedCursor, str]) -> None:
-        """Snapshots are taken under the persist lock so a newer one is never overwritten."""
-        with self._persist_lock:
-            with self._dirty_lock:
-                for cursor in cursors:
-                    self._dirty_cursors.pop(cursor, None)
-            records = [(key, cursor.snapshot()) for cursor, key in cursors.items() if cursor.durable]
-            if not records:
-                return
-            with self._store.transaction() as txn:
-                for key, snapshot in records:
-                    txn.put(key, snapshot)
-
-    # --- closing -----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Make everything durable, persist cursors, release the data dir. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            open_mls = list(self._open.values())
-        for ml in open_mls:
-            ml.close()
-        if self._sync is not None:
-            self._sync.stop()
-            self._flush_dirty_cursors()
-        self._store.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
-    def __enter__(self) -> ManagedLedgerFactory:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
