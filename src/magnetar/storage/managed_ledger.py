@@ -16,9 +16,22 @@ from sortedcontainers import SortedDict
 
 from magnetar.storage import layout
 from magnetar.storage.cursor import ManagedCursor
-from magnetar.storage.errors import NoSuchEntryError, ReadOnlyError, StorageClosedError
+from magnetar.storage.errors import (
+    NoSuchEntryError,
+    ReadOnlyError,
+    StorageClosedError,
+    StorageFullError,
+    is_space_error,
+)
 from magnetar.storage.ledger import HEADER, Ledger, RecoveryReport, fsync_dir, remove_files
 from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo, LedgerSlot, PendingAppend, notify_appends
+from magnetar.storage.ledger_trimmer import (
+    RetentionPolicy,
+    TrimResult,
+    ledgers_to_trim,
+    remove_orphan_files,
+    slowest_reader_ledger_id,
+)
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -60,6 +73,8 @@ class ManagedLedger:
         self._pending: list[PendingAppend] = []
         self._last_confirmed: Position | None = None
         self._failure: BaseException | None = None
+        self._space_failures = 0
+        """Consecutive writes the disk had no room for; 0 while writing works."""
         self._closed = False
         self._accepting = not self._read_only
         """False once closed or failed: one check on the append fast path."""
@@ -70,6 +85,10 @@ class ManagedLedger:
         """Messages (not entries) appended through this object, for the broker's stats."""
         self.recovery_reports: list[RecoveryReport] = []
         """What opening had to repair in ledgers a previous writer left open."""
+        self.retention = RetentionPolicy(self._config.retention_time_seconds, self._config.retention_size_bytes)
+        """Set by the broker from the topic's policies; read by every trim."""
+        self.trimmed = TrimResult()
+        """Totals of every trim since this object was opened."""
         if self._read_only:
             self.refresh()
             self._load_cursors()
@@ -90,7 +109,9 @@ class ManagedLedger:
     def _open_for_writing(self) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
         fsync_dir(self._dir.parent)
-        for info in self._load_infos():
+        infos = self._load_infos()
+        remove_orphan_files(self._dir, (info.ledger_id for info in infos))
+        for info in infos:
             recovered = self._recover(info) if info.closed_at is None else info
             if recovered is not None:
                 self._slots[info.ledger_id] = LedgerSlot(
@@ -243,13 +264,26 @@ class ManagedLedger:
             raise StorageClosedError(f"managed ledger {self.name} failed a write: {self._failure}")
 
     def _slot_for_append(self) -> LedgerSlot:
-        """Slow path of append(): stamp a fresh ledger's age, or roll over a full or old one."""
+        """Slow path of append(): stamp a fresh ledger's age, or roll over a full or old one.
+
+        A full ledger younger than the minimum rollover time keeps taking entries (Pulsar's
+        managedLedgerMinLedgerRolloverTimeMinutes), and so does one whose successor cannot
+        get an id because the metadata store's disk is full: a larger ledger beats a lost
+        message.
+        """
         current = self._current
         assert current is not None
         now = time.time()
         if current.assigned:
+            if now - current.created_at < self._config.min_ledger_rollover_time_seconds:
+                return current
+            try:
+                successor = self._new_slot()
+            except StorageFullError as exc:
+                log.warning("managed ledger %s: cannot roll over yet: %s", self.name, exc)
+                return current
             current.sealed = True
-            current = self._current = self._new_slot()
+            current = self._current = successor
         current.created_at = now
         current.roll_at = now + self._config.max_ledger_rollover_time_seconds
         return current
@@ -262,12 +296,15 @@ class ManagedLedger:
             if not batch:
                 return
             if batch[0][0] is batch[-1][0]:  # the usual case: no rollover inside the batch
-                self._commit_group(batch)
+                self._commit_group(batch, [])
                 return
-            for _, group in itertools.groupby(batch, key=lambda append: append[0]):
-                self._commit_group(list(group))
+            groups = [list(group) for _, group in itertools.groupby(batch, key=lambda append: append[0])]
+            for i, group in enumerate(groups):
+                if not self._commit_group(group, groups[i + 1 :]):
+                    return
 
-    def _commit_group(self, group: list[PendingAppend]) -> None:
+    def _commit_group(self, group: list[PendingAppend], later: list[list[PendingAppend]]) -> bool:
+        """Write one ledger's share of a batch; False if it failed (and `later` failed with it)."""
         slots, positions, datas, callbacks = zip(*group, strict=True)
         slot = slots[0]
         try:
@@ -276,18 +313,45 @@ class ManagedLedger:
             ledger = self._start_writing(slot)
             ledger.append(datas, sync=self._config.sync_data)
         except Exception as error:
-            with self._lock:
-                self._failure = self._failure or error
-                self._accepting = False
-            log.error("managed ledger %s: write failed, refusing further appends: %s", self.name, error)
-            notify_appends(positions, callbacks, error)
-            return
+            if is_space_error(error) and self._failure is None:
+                self._fail_for_space(group, later, error)
+            else:
+                with self._lock:
+                    self._failure = self._failure or error
+                    self._accepting = False
+                log.error("managed ledger %s: write failed, refusing further appends: %s", self.name, error)
+                notify_appends(positions, callbacks, error)
+            return False
         self._factory.entry_cache.put_many(positions, datas)
         with self._lock:
             slot.durable = ledger.entries
             slot.durable_bytes = ledger.size
             self._last_confirmed = positions[-1]
+        if self._space_failures:
+            log.warning("managed ledger %s: writing again after %d writes failed for space", self.name,
+                        self._space_failures)
+            self._space_failures = 0
         notify_appends(positions, callbacks, None)
+        return True
+
+    def _fail_for_space(self, group: list[PendingAppend], later: list[list[PendingAppend]], error: Exception) -> None:
+        """The disk is full: fail this group and every append queued after it, and hand
+        their positions out again, so the next append (a retry, once space is back) carries
+        on right after the last durable entry. The ledger file was already cut back.
+
+        Later appends fail too because their positions follow the failed ones: storing them
+        would leave a gap that no reader could cross.
+        """
+        with self._lock:
+            doomed = [*group, *(append for rest in later for append in rest), *self._pending]
+            self._pending = []
+            for slot in {append[0] for append in doomed}:
+                slot.assigned, slot.assigned_bytes = slot.durable, slot.durable_bytes
+        self._space_failures += 1
+        if self._space_failures == 1:
+            log.warning("managed ledger %s: disk full, failing writes until space returns: %s", self.name, error)
+        _, positions, _, callbacks = zip(*doomed, strict=True)
+        notify_appends(positions, callbacks, StorageFullError(f"{self.name}: {error}"))
 
     def _start_writing(self, slot: LedgerSlot) -> Ledger:
         """Ledger files for `slot`, closing the previous ledger first if this is a rollover.
@@ -299,15 +363,20 @@ class ManagedLedger:
             assert slot.ledger is not None
             return slot.ledger
         previous = self._writing
-        if previous is not None:
+        if previous is not None and previous.closed_at is None:
             # Sealed before the transaction, never inside it: sealing takes `_lock`, and
-            # append() takes the store (a ledger id) while holding `_lock`.
+            # append() takes the store (a ledger id) while holding `_lock`. Already sealed
+            # if an earlier attempt failed for space after this point: each step may be retried.
             self._seal(previous)
         with self._store.transaction() as txn:
             if previous is not None:
                 txn.put(layout.ledger_key(self.name, previous.ledger_id), previous.info().to_json())
             txn.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
-        ledger = Ledger.create(self._dir, slot.ledger_id, self._factory.file_pool)
+        try:
+            ledger = Ledger.create(self._dir, slot.ledger_id, self._factory.file_pool)
+        except OSError:
+            remove_files(self._dir, slot.ledger_id)  # half-created: the retry creates both afresh
+            raise
         with self._lock:
             slot.listed = True
             slot.ledger = ledger
@@ -319,6 +388,84 @@ class ManagedLedger:
         slot.ledger.seal()
         with self._lock:
             slot.closed_at = time.time()
+
+    # --- trimming ----------------------------------------------------------------------------
+
+    def trim(self) -> TrimResult:
+        """Delete the ledgers every durable cursor has consumed and `retention` does not keep.
+
+        Runs on the factory's trimmer thread (trim_in_background) or in a caller's thread;
+        commits of this managed ledger wait for the table-of-contents step, never for the
+        unlinks. An idle ledger past its maximum age is closed first, so that a topic whose
+        producers stopped still gives its consumed data back.
+        """
+        if self._read_only or self._closed:
+            return TrimResult()
+        started = time.perf_counter()
+        with self._commit_lock:
+            self._roll_idle_ledger()
+            doomed = self._doomed_ledgers()
+            if not doomed:
+                return TrimResult()
+            with self._store.transaction() as txn:  # step 1: unlisted, in one transaction
+                for info in doomed:
+                    txn.delete(layout.ledger_key(self.name, info.ledger_id))
+            with self._lock:
+                ledgers = [self._slots.pop(info.ledger_id).ledger for info in doomed]
+        for ledger in ledgers:
+            if ledger is not None:
+                ledger.close()
+        for info in doomed:  # step 2: files; a crash before this leaves orphans, removed at open
+            remove_files(self._dir, info.ledger_id)
+        fsync_dir(self._dir)
+        result = TrimResult(len(doomed), sum(info.size for info in doomed), time.perf_counter() - started)
+        self.trimmed = TrimResult(self.trimmed.ledgers + result.ledgers, self.trimmed.bytes + result.bytes,
+                                  self.trimmed.seconds + result.seconds)
+        log.info("managed ledger %s: trimmed %d ledgers (%d bytes) in %.1f ms", self.name, result.ledgers,
+                 result.bytes, result.seconds * 1000)
+        return result
+
+    def _doomed_ledgers(self) -> list[LedgerInfo]:
+        """Commit lock held: the ledgers trim() deletes now."""
+        if self.retention.infinite:
+            return []
+        with self._lock:
+            current = self._current
+            assert current is not None
+            closed = [slot.info() for slot in self._slots.values()
+                      if slot.listed and slot.closed_at is not None and slot is not self._writing
+                      and slot is not current]
+            total = sum(slot.durable_bytes for slot in self._slots.values())
+            entries = {slot.ledger_id: slot.durable for slot in self._slots.values()}
+            mark_deletes = [cursor.mark_delete_position for cursor in self._cursors.values()]
+        slowest = slowest_reader_ledger_id(mark_deletes, entries, current.ledger_id)
+        return ledgers_to_trim(closed, total, self.retention, slowest, time.time())
+
+    def _roll_idle_ledger(self) -> None:
+        """Commit lock held: close the ledger being written if it is past its maximum age and
+        nothing is queued for it; the next append starts a new one."""
+        with self._lock:
+            slot = self._current
+            if (slot is None or slot is not self._writing or self._pending or not slot.durable
+                    or self._failure is not None or time.time() < slot.roll_at):
+                return
+            try:
+                self._current = self._new_slot()
+            except StorageFullError:
+                return
+            slot.sealed = True
+        self._close_writing_ledger()
+
+    def on_mark_delete_moved(self, before: Position, after: Position) -> None:
+        """A durable cursor's mark-delete position moved: if it crossed into another ledger,
+        or reached the last entry of a closed one, a ledger may now be trimmable. Called on
+        every ack, so it only compares; the trim itself runs debounced on the trimmer thread."""
+        if after.ledger_id != before.ledger_id:
+            self._factory.trim_in_background(self)
+            return
+        slot = self._slots.get(after.ledger_id)
+        if slot is not None and slot.sealed and after.entry_id + 1 >= slot.durable:
+            self._factory.trim_in_background(self)
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -398,7 +545,12 @@ class ManagedLedger:
             if cached is not None:
                 return cached
             ledger = self._readable_ledger(slot)
-        return ledger.read(position.entry_id)
+        try:
+            return ledger.read(position.entry_id)
+        except StorageClosedError:
+            if self._closed or position.ledger_id in self._slots:
+                raise
+            raise NoSuchEntryError(f"{self.name}: {position} was trimmed") from None
 
     def read_entries(
         self, start: Position, max_entries: int, max_bytes: int | None = None
@@ -428,7 +580,15 @@ class ManagedLedger:
                         break
                     count, size = 1, ledger.entry_size(position.entry_id)
                 budget -= size
-            out.extend(self._read_run(ledger, position, count))
+            try:
+                out.extend(self._read_run(ledger, position, count))
+            except StorageClosedError:
+                if self._closed or position.ledger_id in self._slots:
+                    raise
+                # Trimmed while we read it (a reader behind every durable cursor): Pulsar's
+                # readers lose such entries too; carry on at the oldest entry left.
+                position = self.position_at_or_after(position)
+                continue
             if count < available:
                 break
             position = self.position_at_or_after(Position(position.ledger_id, slot.durable))
@@ -551,7 +711,13 @@ class ManagedLedger:
             else:
                 mark_delete = Position(self._slots.keys()[0], -1)
             cursor = self._cursors[name] = self._make_cursor(name, mark_delete, durable=True)
-        cursor.flush()
+        try:
+            cursor.flush()
+        except StorageFullError:  # a subscription exists once persisted: this one does not
+            with self._lock:
+                self._cursors.pop(name, None)
+            cursor.detach()
+            raise
         return cursor
 
     def open_non_durable_cursor(self, start: Position) -> ManagedCursor:
@@ -570,6 +736,7 @@ class ManagedLedger:
             mark_delete,
             on_change=functools.partial(self._factory.mark_cursor_dirty, key),
             persist=functools.partial(self._factory.persist_cursor, key),
+            on_mark_delete=self.on_mark_delete_moved,
         )
 
     def delete_cursor(self, name: str) -> None:

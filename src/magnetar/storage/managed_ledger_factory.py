@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
+import logging
 import os
 import shutil
 import threading
@@ -15,12 +17,37 @@ from magnetar.storage import layout
 from magnetar.storage.config import ManagedLedgerConfig
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.entry_cache import EntryCache
-from magnetar.storage.errors import DataDirLockedError, NoSuchManagedLedgerError, ReadOnlyError, StorageClosedError
+from magnetar.storage.errors import (
+    DataDirLockedError,
+    NoSuchManagedLedgerError,
+    ReadOnlyError,
+    StorageClosedError,
+    StorageError,
+    StorageFullError,
+)
 from magnetar.storage.file_pool import FilePool
 from magnetar.storage.group_commit import SyncThread
 from magnetar.storage.ledger_ids import LedgerIdAllocator
 from magnetar.storage.managed_ledger import CURSOR_FLUSH_INTERVAL_SECONDS, ManagedLedger
 from magnetar.storage.metadata_store import SqliteMetadataStore
+
+log = logging.getLogger(__name__)
+TRIM_DEBOUNCE_SECONDS = 0.2
+"""Acks move mark-delete positions many times a second; trims of one topic gather this long."""
+
+
+def _nothing() -> None:
+    """The trimmer thread has no periodic job: the broker's retention check schedules trims."""
+
+
+def _trim_quietly(ml: ManagedLedger) -> None:
+    """A trim the disk had no room for (its metadata transaction) is tried on the next request."""
+    try:
+        ml.trim()
+    except StorageClosedError:
+        pass  # closed (unloaded or deleted) between the request and now
+    except StorageFullError as exc:
+        log.warning("managed ledger %s: trim deferred: %s", ml.name, exc)
 
 
 class ManagedLedgerFactory:
@@ -51,11 +78,16 @@ class ManagedLedgerFactory:
         self._persist_lock = threading.Lock()
         self._ids: LedgerIdAllocator | None = None
         self._sync: SyncThread | None = None
+        self._trimmer: SyncThread | None = None
+        self._cursor_persist_failing = False
         if not read_only:
             self._ids = LedgerIdAllocator(self._store)
             self._sync = SyncThread(
-                self.config.group_commit_max_delay_seconds, CURSOR_FLUSH_INTERVAL_SECONDS, self._flush_dirty_cursors
+                self.config.group_commit_max_delay_seconds, CURSOR_FLUSH_INTERVAL_SECONDS,
+                self._flush_dirty_cursors_quietly,
             )
+            # Its own thread: a trim's unlinks never delay another topic's group commit.
+            self._trimmer = SyncThread(TRIM_DEBOUNCE_SECONDS, 3600.0, _nothing, name="magnetar-storage-trim")
 
     def _lock_data_dir(self) -> int:
         fd = os.open(self.data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
@@ -129,6 +161,11 @@ class ManagedLedgerFactory:
         assert self._sync is not None
         self._sync.schedule(job)
 
+    def trim_in_background(self, ml: ManagedLedger) -> None:
+        """Trim `ml` soon on the trimmer thread; requests within the debounce delay are one trim."""
+        if self._trimmer is not None and not self._closed:
+            self._trimmer.schedule(functools.partial(_trim_quietly, ml))
+
     def mark_cursor_dirty(self, key: str, cursor: ManagedCursor) -> None:
         with self._dirty_lock:
             self._dirty_cursors[cursor] = key
@@ -148,8 +185,26 @@ class ManagedLedgerFactory:
             dirty, self._dirty_cursors = self._dirty_cursors, {}
         self._write_cursors(dirty)
 
+    def _flush_dirty_cursors_quietly(self) -> None:
+        """The sync thread's periodic job: on a full disk the cursors stay dirty (and their
+        state in memory) and are written on a later pass, once there is room."""
+        try:
+            self._flush_dirty_cursors()
+        except StorageFullError as exc:
+            if not self._cursor_persist_failing:
+                log.warning("cannot persist cursors, keeping them in memory until there is space: %s", exc)
+            self._cursor_persist_failing = True
+            return
+        if self._cursor_persist_failing:
+            log.warning("cursors persisted again")
+            self._cursor_persist_failing = False
+
     def _write_cursors(self, cursors: dict[ManagedCursor, str]) -> None:
-        """Snapshots are taken under the persist lock so a newer one is never overwritten."""
+        """Snapshots are taken under the persist lock so a newer one is never overwritten.
+
+        A failed write puts the cursors back among the dirty ones before it raises, so
+        nothing acknowledged is forgotten while the disk is full.
+        """
         with self._persist_lock:
             with self._dirty_lock:
                 for cursor in cursors:
@@ -157,9 +212,16 @@ class ManagedLedgerFactory:
             records = [(key, cursor.snapshot()) for cursor, key in cursors.items() if cursor.durable]
             if not records:
                 return
-            with self._store.transaction() as txn:
-                for key, snapshot in records:
-                    txn.put(key, snapshot)
+            try:
+                with self._store.transaction() as txn:
+                    for key, snapshot in records:
+                        txn.put(key, snapshot)
+            except StorageError:
+                with self._dirty_lock:
+                    for cursor, key in cursors.items():
+                        if cursor.durable:
+                            self._dirty_cursors.setdefault(cursor, key)
+                raise
 
     # --- closing -----------------------------------------------------------------------------
 
@@ -170,11 +232,13 @@ class ManagedLedgerFactory:
                 return
             self._closed = True
             open_mls = list(self._open.values())
+        if self._trimmer is not None:
+            self._trimmer.stop()
         for ml in open_mls:
             ml.close()
         if self._sync is not None:
             self._sync.stop()
-            self._flush_dirty_cursors()
+            self._flush_dirty_cursors_quietly()
         self._store.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
