@@ -16,11 +16,13 @@ from magnetar.admin.responses import (
     non_negative_int,
     policy_routes,
 )
+from magnetar.admin.retention import default_size_quota, retention_routes
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import ResourceConflictError
 from magnetar.broker.policies import MESSAGE_TTL, Policy
+from magnetar.broker.retention import RETENTION
 from magnetar.broker.service import BrokerService
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -48,6 +50,12 @@ class NamespacesApi:
             *self._policy_routes("messageTTL", MESSAGE_TTL, non_negative_int),
             *self._policy_routes("deduplication", DEDUPLICATION, boolean),
             *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
+            *retention_routes(
+                self.service, NAMESPACE,
+                lambda request: self.resources.policies(_namespace(request)).get(RETENTION.namespace_field),
+                lambda request, value: self.service.policies.set_namespace_value(_namespace(request), RETENTION, value),
+                lambda request: default_size_quota(
+                    self.service, self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field))),
             *backlog_quota_routes(
                 NAMESPACE,
                 lambda request: self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field),

@@ -17,6 +17,7 @@ from magnetar.admin.responses import (
     no_content,
     policy_routes,
 )
+from magnetar.admin.retention import default_size_quota, retention_routes, trim_topics
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
@@ -25,6 +26,7 @@ from magnetar.broker.internal_stats import internal_stats
 from magnetar.broker.message_finder import EntrySequence
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.policies import MESSAGE_TTL, Policy
+from magnetar.broker.retention import RETENTION
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_name import TopicName
@@ -67,6 +69,14 @@ class TopicsApi:
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
             *self._policy_routes("deduplicationEnabled", DEDUPLICATION, boolean),
             *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
+            web.post(PERSISTENT + "/trim", self.trim),
+            *retention_routes(
+                self.service, PERSISTENT,
+                lambda request: self.service.policies.topic_value(self.topic_name(request), RETENTION),
+                lambda request, value: self.service.policies.set_topic_value(self.topic_name(request), RETENTION,
+                                                                             value),
+                lambda request: default_size_quota(
+                    self.service, self.service.policies.topic_value(self.topic_name(request), BACKLOG_QUOTA))),
             *backlog_quota_routes(
                 PERSISTENT,
                 lambda request: self.service.policies.topic_value(self.topic_name(request), BACKLOG_QUOTA),
@@ -209,6 +219,15 @@ class TopicsApi:
 
     def _entry(self, position: Position, data: bytes) -> web.Response:
         return entry_response(position, data, self.service.config.maxMessageSize * 2)
+
+    async def trim(self, request: web.Request) -> web.Response:
+        """Pulsar's trimTopic; on a partitioned topic, every partition."""
+        name = self.topic_name(request)
+        partitions = self.service.partitions_of(name)
+        names = [name] if partitions is None else [name.partition(i) for i in range(partitions)]
+        topics = [self.service.get_topic(str(each), create=False) for each in names]
+        await trim_topics(self.service, [topic for topic in topics if isinstance(topic, PersistentTopic)])
+        return no_content()
 
     async def get_ttl(self, request: web.Request) -> web.Response:
         return web.json_response(self.service.policies.topic_value(self.topic_name(request), MESSAGE_TTL))

@@ -14,6 +14,7 @@ from magnetar.storage.errors import (
     ReadOnlyError,
     StorageClosedError,
     StorageError,
+    StorageFullError,
 )
 from magnetar.storage.ledger import RecoveryReport
 from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo
@@ -41,4 +42,5 @@ __all__ = [
     "SqliteMetadataStore",
     "StorageClosedError",
     "StorageError",
+    "StorageFullError",
 ]
