@@ -45,6 +45,8 @@ _new_position = tuple.__new__
 append() builds one per call."""
 CURSOR_FLUSH_INTERVAL_SECONDS = 0.1
 """Acks are frequent; cursors are written at most this often (and on flush/close)."""
+SPACE_RETRY_MAX_SECONDS = 2.0
+"""Longest pause between write attempts while the disk is full: how late writing resumes."""
 
 
 class ManagedLedger:
@@ -75,6 +77,9 @@ class ManagedLedger:
         self._failure: BaseException | None = None
         self._space_failures = 0
         """Consecutive writes the disk had no room for; 0 while writing works."""
+        self._space_retry_at = 0.0
+        """While writes fail for space, appends before this (monotonic) time fail without
+        touching the disk: clients retry at once, and a full disk must not become a busy loop."""
         self._closed = False
         self._accepting = not self._read_only
         """False once closed or failed: one check on the append fast path."""
@@ -310,6 +315,9 @@ class ManagedLedger:
         try:
             if self._failure is not None:
                 raise self._failure
+            if self._space_failures and time.monotonic() < self._space_retry_at:
+                self._fail_for_space(group, later, None)
+                return False
             ledger = self._start_writing(slot)
             ledger.append(datas, sync=self._config.sync_data)
         except Exception as error:
@@ -334,24 +342,30 @@ class ManagedLedger:
         notify_appends(positions, callbacks, None)
         return True
 
-    def _fail_for_space(self, group: list[PendingAppend], later: list[list[PendingAppend]], error: Exception) -> None:
+    def _fail_for_space(
+        self, group: list[PendingAppend], later: list[list[PendingAppend]], error: Exception | None
+    ) -> None:
         """The disk is full: fail this group and every append queued after it, and hand
         their positions out again, so the next append (a retry, once space is back) carries
         on right after the last durable entry. The ledger file was already cut back.
 
         Later appends fail too because their positions follow the failed ones: storing them
-        would leave a gap that no reader could cross.
+        would leave a gap that no reader could cross. `error` is None when no write was
+        tried (inside the back-off), which must not push the next attempt further away.
         """
         with self._lock:
             doomed = [*group, *(append for rest in later for append in rest), *self._pending]
             self._pending = []
             for slot in {append[0] for append in doomed}:
                 slot.assigned, slot.assigned_bytes = slot.durable, slot.durable_bytes
-        self._space_failures += 1
-        if self._space_failures == 1:
-            log.warning("managed ledger %s: disk full, failing writes until space returns: %s", self.name, error)
+        if error is not None:
+            self._space_failures += 1
+            self._space_retry_at = time.monotonic() + min(SPACE_RETRY_MAX_SECONDS, 0.05 * 2**self._space_failures)
+            if self._space_failures == 1:
+                log.warning("managed ledger %s: disk full, failing writes until space returns: %s", self.name, error)
+        reason = error if error is not None else "no space left on device (next write attempt shortly)"
         _, positions, _, callbacks = zip(*doomed, strict=True)
-        notify_appends(positions, callbacks, StorageFullError(f"{self.name}: {error}"))
+        notify_appends(positions, callbacks, StorageFullError(f"{self.name}: {reason}"))
 
     def _start_writing(self, slot: LedgerSlot) -> Ledger:
         """Ledger files for `slot`, closing the previous ledger first if this is a rollover.
@@ -407,9 +421,7 @@ class ManagedLedger:
             doomed = self._doomed_ledgers()
             if not doomed:
                 return TrimResult()
-            with self._store.transaction() as txn:  # step 1: unlisted, in one transaction
-                for info in doomed:
-                    txn.delete(layout.ledger_key(self.name, info.ledger_id))
+            self._factory.space_reserve.freeing_space(lambda: self._unlist(doomed))  # step 1
             with self._lock:
                 ledgers = [self._slots.pop(info.ledger_id).ledger for info in doomed]
         for ledger in ledgers:
@@ -424,6 +436,11 @@ class ManagedLedger:
         log.info("managed ledger %s: trimmed %d ledgers (%d bytes) in %.1f ms", self.name, result.ledgers,
                  result.bytes, result.seconds * 1000)
         return result
+
+    def _unlist(self, doomed: list[LedgerInfo]) -> None:
+        with self._store.transaction() as txn:
+            for info in doomed:
+                txn.delete(layout.ledger_key(self.name, info.ledger_id))
 
     def _doomed_ledgers(self) -> list[LedgerInfo]:
         """Commit lock held: the ledgers trim() deletes now."""
@@ -756,10 +773,15 @@ class ManagedLedger:
             self._accepting = False
         if not self._read_only:
             self._commit_pending()
-            with self._commit_lock:
-                self._close_writing_ledger()
-            for cursor in self._cursors.values():
-                cursor.flush()
+            try:
+                with self._commit_lock:
+                    self._close_writing_ledger()
+                for cursor in self._cursors.values():
+                    cursor.flush()
+            except StorageFullError as exc:
+                # Safe to leave: an open ledger is recovered at the next open, and cursors
+                # lose at most the acks since their last persisted state (redelivered).
+                log.warning("managed ledger %s: closed without its final metadata: %s", self.name, exc)
         with self._lock:
             for slot in self._slots.values():
                 if slot.ledger is not None:

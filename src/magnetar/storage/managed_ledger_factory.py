@@ -30,6 +30,7 @@ from magnetar.storage.group_commit import SyncThread
 from magnetar.storage.ledger_ids import LedgerIdAllocator
 from magnetar.storage.managed_ledger import CURSOR_FLUSH_INTERVAL_SECONDS, ManagedLedger
 from magnetar.storage.metadata_store import SqliteMetadataStore
+from magnetar.storage.space_reserve import SpaceReserve
 
 log = logging.getLogger(__name__)
 TRIM_DEBOUNCE_SECONDS = 0.2
@@ -80,7 +81,9 @@ class ManagedLedgerFactory:
         self._sync: SyncThread | None = None
         self._trimmer: SyncThread | None = None
         self._cursor_persist_failing = False
+        self.space_reserve = SpaceReserve(self.data_dir / "RESERVED-SPACE")
         if not read_only:
+            self.space_reserve.ensure()
             self._ids = LedgerIdAllocator(self._store)
             self._sync = SyncThread(
                 self.config.group_commit_max_delay_seconds, CURSOR_FLUSH_INTERVAL_SECONDS,
@@ -138,10 +141,14 @@ class ManagedLedgerFactory:
         if ml is not None:
             ml.close()
         prefix = layout.ml_prefix(name)
-        with self._store.transaction() as txn:
-            txn.delete(layout.name_key(name))
-            for key in self._store.list(prefix):
-                txn.delete(key)
+
+        def unlist() -> None:
+            with self._store.transaction() as txn:
+                txn.delete(layout.name_key(name))
+                for key in self._store.list(prefix):
+                    txn.delete(key)
+
+        self.space_reserve.freeing_space(unlist)
         shutil.rmtree(self._ml_dir(name), ignore_errors=True)
 
     def release(self, ml: ManagedLedger) -> None:
