@@ -63,7 +63,7 @@ def test_subscription_operations(broker, client_factory):
 
 
 def test_internal_stats_and_last_message_id(broker_factory, client_factory):
-    broker = broker_factory("managedLedgerMaxEntriesPerLedger=4")
+    broker = broker_factory("managedLedgerMaxEntriesPerLedger=4", "managedLedgerMinLedgerRolloverTimeMinutes=0")
     client = client_factory(broker.url)
     consumer = client.subscribe("internals", "sub", initial_position=EARLIEST)
     ids = fill(client, "internals", 10)

@@ -93,7 +93,8 @@ def send_groups(client, topic: str, sizes: list[int]) -> None:
 
 def test_index_is_continuous_across_rollover_and_restart(broker_factory, client_factory):
     topic = "persistent://public/default/index-continuity"
-    broker = broker_factory(PULSAR_INTERCEPTORS, "managedLedgerMaxEntriesPerLedger=3")
+    broker = broker_factory(PULSAR_INTERCEPTORS, "managedLedgerMaxEntriesPerLedger=3",
+                            "managedLedgerMinLedgerRolloverTimeMinutes=0")
     send_groups(client_factory(broker.url), topic, [1, 3, 5, 1, 2, 7, 1])
     broker.restart()
     send_groups(client_factory(broker.url), topic, [4, 1, 6, 1])
@@ -147,7 +148,8 @@ def first_value(entry: bytes) -> bytes:
 
 def test_seek_by_time_follows_broker_time_not_skewed_clocks(broker_factory, client_factory):
     topic = "persistent://public/default/skewed-seek"
-    broker = broker_factory(PULSAR_INTERCEPTORS, "managedLedgerMaxEntriesPerLedger=4")
+    broker = broker_factory(PULSAR_INTERCEPTORS, "managedLedgerMaxEntriesPerLedger=4",
+                            "managedLedgerMinLedgerRolloverTimeMinutes=0")
     producer = SkewedProducer(broker.url, topic)
     rng = random.Random(7)
     now = int(time.time() * 1000)

@@ -60,7 +60,8 @@ def check_topics_readable_and_fds_bounded(client: pulsar.Client, broker) -> None
 
 
 def test_fds_stay_bounded_with_many_topics_and_after_a_restart(broker_factory, client_factory):
-    broker = broker_factory(f"managedLedgerMaxOpenFiles={MAX_OPEN_FILES}", "managedLedgerMaxEntriesPerLedger=3")
+    broker = broker_factory(f"managedLedgerMaxOpenFiles={MAX_OPEN_FILES}", "managedLedgerMaxEntriesPerLedger=3",
+                            "managedLedgerMinLedgerRolloverTimeMinutes=0")
     client = client_factory(broker.url)
     for i in range(TOPICS):
         producer = client.create_producer(topic(i), batching_enabled=False)

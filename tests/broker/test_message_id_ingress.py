@@ -99,7 +99,7 @@ class _EntryPlace:
 def test_cumulative_ack_at_ledger_and_batch_boundaries(broker_factory, client_factory):
     """Every boundary, with and without batch-index acks, ledgers rolling over every 3
     entries; batch sizes and the message within each boundary class are drawn at random."""
-    broker = broker_factory("managedLedgerMaxEntriesPerLedger=3")
+    broker = broker_factory("managedLedgerMaxEntriesPerLedger=3", "managedLedgerMinLedgerRolloverTimeMinutes=0")
     client = client_factory(broker.url)
     seed = random.randrange(1 << 32)
     rng = random.Random(seed)

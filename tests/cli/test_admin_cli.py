@@ -91,3 +91,21 @@ def test_policy_verbs(broker, client_factory):
     assert both.returncode == 1 and "--enable/-e" in both.stderr
     refused = admin("namespaces", "set-schema-compatibility-strategy", "public/default", "-c", "SOMETIMES")
     assert refused.returncode == 1 and "Invalid value" in refused.stderr and "(412)" in refused.stderr
+
+
+def test_retention_verbs(broker):
+    def admin(*args: str) -> subprocess.CompletedProcess[str]:
+        return magnetar(*args, admin_url=broker.admin_url)
+
+    assert admin("namespaces", "set-retention", "public/default", "--size", "10G", "--time", "2h").returncode == 0
+    assert json.loads(admin("--json", "namespaces", "get-retention", "public/default").stdout) == {
+        "retentionTimeInMinutes": 120, "retentionSizeInMB": 10240}
+    topic = "persistent://public/default/kept"
+    assert admin("topics", "create", topic).returncode == 0
+    assert admin("topics", "set-retention", topic, "-s", "-1", "-t", "-1").returncode == 0
+    assert json.loads(admin("--json", "topics", "get-retention", topic).stdout) == {
+        "retentionTimeInMinutes": -1, "retentionSizeInMB": -1}
+    assert admin("topics", "trim-topic", topic).returncode == 0
+    refused = admin("topics", "set-retention", topic, "-s", "10M", "-t", "0")
+    assert refused.returncode == 1 and "single time or size limit" in refused.stderr + refused.stdout
+    assert admin("namespaces", "remove-retention", "public/default").returncode == 0

@@ -35,7 +35,8 @@ COLUMNS = [
 def served(tmp_path_factory):
     """A broker exposing PIP-70 metadata, a topic per (batched, compression), one bigger topic."""
     data_dir = tmp_path_factory.mktemp("protocol") / "data"
-    config = [INTERCEPTORS, EXPOSING, "managedLedgerMaxEntriesPerLedger=40"]
+    config = [INTERCEPTORS, EXPOSING, "managedLedgerMaxEntriesPerLedger=40",
+              "managedLedgerMinLedgerRolloverTimeMinutes=0"]
     with codec_topics(data_dir, config, "p") as (broker, topics, client):
         produce(client, "big", 3000, batched=True, compression=pulsar.CompressionType.LZ4)
         yield broker, data_dir, topics, client

@@ -124,6 +124,15 @@ class AdminClient:
 
     def remove_namespace_policy(self, namespace: str, policy: str) -> None:
         self._json("DELETE", f"/admin/v2/namespaces/{_ns(namespace)}/{policy}")
+    def get_namespace_retention(self, namespace: str) -> dict[str, Any] | None:
+        return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}/retention")
+
+    def set_namespace_retention(self, namespace: str, minutes: float, size_mb: int) -> None:
+        self._json("POST", f"/admin/v2/namespaces/{_ns(namespace)}/retention",
+                   {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb})
+
+    def remove_namespace_retention(self, namespace: str) -> None:
+        self._json("DELETE", f"/admin/v2/namespaces/{_ns(namespace)}/retention")
 
     # -- topics
     def topics(self, namespace: str, *, non_persistent: bool = False) -> list[str]:
@@ -196,6 +205,18 @@ class AdminClient:
 
     def remove_topic_policy(self, topic: str, policy: str) -> None:
         self._json("DELETE", _topic(topic, policy))
+    def get_retention(self, topic: str) -> dict[str, Any] | None:
+        return self._json("GET", _topic(topic, "retention"))
+
+    def set_retention(self, topic: str, minutes: float, size_mb: int) -> None:
+        self._json("POST", _topic(topic, "retention"),
+                   {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb})
+
+    def remove_retention(self, topic: str) -> None:
+        self._json("DELETE", _topic(topic, "retention"))
+
+    def trim_topic(self, topic: str) -> None:
+        self._json("POST", _topic(topic, "trim"))
 
     # -- subscriptions
     def subscriptions(self, topic: str) -> list[str]:

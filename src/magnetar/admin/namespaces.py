@@ -19,11 +19,13 @@ from magnetar.admin.responses import (
     policy_routes,
     schema_compatibility_strategy,
 )
+from magnetar.admin.retention import default_size_quota, retention_routes
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import ResourceConflictError
 from magnetar.broker.policies import MESSAGE_TTL, Policy
+from magnetar.broker.retention import RETENTION
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic_limits import (
     DELAYED_DELIVERY,
@@ -67,6 +69,12 @@ class NamespacesApi:
             *self._policy_routes("subscriptionExpirationTime", SUBSCRIPTION_EXPIRATION, non_negative_number),
             *self._policy_routes("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
             *self._policy_routes("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
+            *retention_routes(
+                self.service, NAMESPACE,
+                lambda request: self.resources.policies(_namespace(request)).get(RETENTION.namespace_field),
+                lambda request, value: self.service.policies.set_namespace_value(_namespace(request), RETENTION, value),
+                lambda request: default_size_quota(
+                    self.service, self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field))),
             *backlog_quota_routes(
                 NAMESPACE,
                 lambda request: self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field),

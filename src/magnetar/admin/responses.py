@@ -13,6 +13,7 @@ from aiohttp.typedefs import Handler
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topic_limits import SCHEMA_STRATEGIES
+from magnetar.storage import StorageFullError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,9 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         raise fail(408, f"request not completed within {budget} s") from exc
     except BrokerServiceError as exc:
         raise fail(status_of(exc), exc.message) from exc
+    except StorageFullError as exc:
+        log.warning("admin request %s %s: %s", request.method, request.path, exc)
+        raise fail(503, f"the broker's disk is full: {exc}") from exc
     except Exception as exc:
         log.exception("admin request %s %s failed", request.method, request.path)
         raise fail(500, "internal broker error") from exc

@@ -20,6 +20,7 @@ from magnetar.admin.responses import (
     policy_routes,
     schema_compatibility_strategy,
 )
+from magnetar.admin.retention import default_size_quota, retention_routes, trim_topics
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
@@ -28,6 +29,7 @@ from magnetar.broker.internal_stats import internal_stats
 from magnetar.broker.message_finder import EntrySequence
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.policies import MESSAGE_TTL, Policy
+from magnetar.broker.retention import RETENTION
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_limits import (
@@ -85,6 +87,14 @@ class TopicsApi:
             *self._policy_routes("maxUnackedMessagesOnConsumer", MAX_UNACKED_PER_CONSUMER, non_negative_int),
             *self._policy_routes("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
             *self._policy_routes("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
+            web.post(PERSISTENT + "/trim", self.trim),
+            *retention_routes(
+                self.service, PERSISTENT,
+                lambda request: self.service.policies.topic_value(self.topic_name(request), RETENTION),
+                lambda request, value: self.service.policies.set_topic_value(self.topic_name(request), RETENTION,
+                                                                             value),
+                lambda request: default_size_quota(
+                    self.service, self.service.policies.topic_value(self.topic_name(request), BACKLOG_QUOTA))),
             *backlog_quota_routes(
                 PERSISTENT,
                 lambda request: self.service.policies.topic_value(self.topic_name(request), BACKLOG_QUOTA),
@@ -240,6 +250,15 @@ class TopicsApi:
 
     def _entry(self, position: Position, data: bytes) -> web.Response:
         return entry_response(position, data, self.service.config.maxMessageSize * 2)
+
+    async def trim(self, request: web.Request) -> web.Response:
+        """Pulsar's trimTopic; on a partitioned topic, every partition."""
+        name = self.topic_name(request)
+        partitions = self.service.partitions_of(name)
+        names = [name] if partitions is None else [name.partition(i) for i in range(partitions)]
+        topics = [self.service.get_topic(str(each), create=False) for each in names]
+        await trim_topics(self.service, [topic for topic in topics if isinstance(topic, PersistentTopic)])
+        return no_content()
 
     async def get_ttl(self, request: web.Request) -> web.Response:
         return web.json_response(self.service.policies.topic_value(self.topic_name(request), MESSAGE_TTL))

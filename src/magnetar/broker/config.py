@@ -87,6 +87,14 @@ class ServiceConfiguration:
     managedLedgerMaxEntriesPerLedger: int = 50000
     managedLedgerMaxSizePerLedgerMbytes: int = 2048
     managedLedgerMaxLedgerRolloverTimeMinutes: float = 240.0
+    # a full ledger keeps taking entries until this old (Pulsar's default; Pulsar takes
+    # whole minutes, fractions are accepted so tests can use small values)
+    managedLedgerMinLedgerRolloverTimeMinutes: float = 10.0
+    # retention of consumed data (see broker.retention): -1 = no limit; 0 and 0 delete
+    # what every subscription has consumed. Minutes may be fractional (Pulsar: whole).
+    defaultRetentionTimeInMinutes: float = 0.0
+    defaultRetentionSizeInMB: int = 0
+    retentionCheckIntervalInSeconds: int = 120
     managedLedgerCacheSizeMB: int = 64
     journalSyncData: bool = True
     # magnetar's own key (broker.conf has none; BookKeeper's bookie has openFileLimit):
@@ -155,7 +163,8 @@ class ServiceConfiguration:
                     "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
                     "backlogQuotaCheckIntervalInSeconds", "brokerDeleteInactiveTopicsFrequencySeconds",
                     "subscriptionExpiryCheckIntervalInMinutes", "dispatcherFilterRescheduledMessageDelay",
-                    "brokerDeduplicationEntriesInterval",
+                    "brokerDeduplicationEntriesInterval", "retentionCheckIntervalInSeconds",
+                    "managedLedgerMaxLedgerRolloverTimeMinutes",
                     "webServiceRequestTimeoutSeconds",
                     "maxMessagePublishBufferSizeInMB",
                     "delayedDeliveryMinIndexCountPerBucket",
@@ -190,6 +199,15 @@ class ServiceConfiguration:
         for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
+        if self.managedLedgerMinLedgerRolloverTimeMinutes < 0:
+            raise ConfigError("managedLedgerMinLedgerRolloverTimeMinutes must be 0 or positive, "
+                              f"not {self.managedLedgerMinLedgerRolloverTimeMinutes}")
+        from magnetar.broker.retention import InvalidRetentionError, Retention  # noqa: PLC0415 (imports this module)
+
+        try:
+            Retention(self.defaultRetentionTimeInMinutes, self.defaultRetentionSizeInMB).validate()
+        except InvalidRetentionError as exc:
+            raise ConfigError(f"defaultRetentionTimeInMinutes/defaultRetentionSizeInMB: {exc}") from None
         for name in ("brokerServicePort", "webServicePort"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ConfigError(f"{name} must be a port number (0-65535), not {getattr(self, name)}")

@@ -23,6 +23,7 @@ from magnetar.broker.positions import position_of
 from magnetar.broker.producer import Producer
 from magnetar.broker.topic_limits import delayed_delivery
 from magnetar.broker.topic_list import compile_pattern, topics_hash
+from magnetar.storage import StorageFullError
 from magnetar.wire import commands
 from magnetar.wire.entry import strip_broker_entry_metadata, validate_publishable, verify_checksum
 from magnetar.wire.errors import ChecksumError, WireError
@@ -159,6 +160,10 @@ class ServerCnx(asyncio.Protocol):
             return
         try:
             handler(self, cmd, payload)
+        except StorageFullError as exc:  # expected on a full disk: one line, a clear answer
+            log.warning("%s cannot %s: %s", self, T.Type.Name(cmd.type), exc)
+            code = pb.PersistenceError if cmd.type == T.SEND else pb.ServiceNotReady
+            self._reply_error(cmd, code, f"the broker's disk is full: {exc}")
         except Exception:
             log.exception("%s failed to handle %s", self, T.Type.Name(cmd.type))
             self._reply_error(cmd, pb.UnknownError, "internal broker error")

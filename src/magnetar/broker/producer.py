@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.deduplication import DupStatus, MessageDeduplication
 from magnetar.broker.stats import MessageCounter
-from magnetar.storage import Position
+from magnetar.storage import Position, StorageFullError
 from magnetar.wire import commands
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -80,9 +80,9 @@ class Producer:
         if position is None or exc is not None:
             if dedup is not None:
                 dedup.forget_pushed(self.name)
-            slot.answer = commands.send_error(
-                self.producer_id, slot.sequence_id, pb.PersistenceError, f"could not store the message: {exc}"
-            )
+            reason = "the broker's disk is full" if isinstance(exc, StorageFullError) else "could not store the message"
+            slot.answer = commands.send_error(self.producer_id, slot.sequence_id, pb.PersistenceError,
+                                              f"{reason}: {exc}")
         else:
             if dedup is not None:
                 dedup.persisted(self.name, slot.highest_sequence_id, position)

@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from magnetar.broker import retention
 from magnetar.broker.accept_errors import AcceptErrorReporter
 from magnetar.broker.advertised_listeners import (
     AdvertisedListeners,
@@ -30,6 +31,7 @@ from magnetar.broker.message_expiry import MessageExpiryMonitor
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.policies import TopicPolicies
 from magnetar.broker.resources import NamespaceResources
+from magnetar.broker.retention import RetentionMonitor
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_list import compile_pattern, filter_topics
 from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
@@ -52,6 +54,7 @@ def managed_ledger_config(config: ServiceConfiguration) -> ManagedLedgerConfig:
         max_entries_per_ledger=config.managedLedgerMaxEntriesPerLedger,
         max_size_per_ledger_bytes=config.managedLedgerMaxSizePerLedgerMbytes * 1024 * 1024,
         max_ledger_rollover_time_seconds=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60,
+        min_ledger_rollover_time_seconds=config.managedLedgerMinLedgerRolloverTimeMinutes * 60,
         sync_data=config.journalSyncData,
         cache_size_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
         max_open_files=config.managedLedgerMaxOpenFiles,
@@ -81,6 +84,7 @@ class BrokerService:
         self.listeners: AdvertisedListeners
         self.port = config.brokerServicePort
         self.expiry_monitor = MessageExpiryMonitor(self)
+        self.retention_monitor = RetentionMonitor(self)
         self.backlog_quota_checker = BacklogQuotaChecker(self)
         self.inactivity_monitor = InactivityMonitor(self)
         self.entry_filter_provider = EntryFilterProvider()
@@ -110,6 +114,7 @@ class BrokerService:
         self.port = self._server.sockets[0].getsockname()[1]
         self.listeners = self._advertised_listeners()
         self.expiry_monitor.start()
+        self.retention_monitor.start()
         self.backlog_quota_checker.start()
         self.inactivity_monitor.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
@@ -148,6 +153,7 @@ class BrokerService:
 
     async def stop(self) -> None:
         self.expiry_monitor.stop()
+        self.retention_monitor.stop()
         self.backlog_quota_checker.stop()
         self.inactivity_monitor.stop()
         if self._stats_timer is not None:
@@ -279,6 +285,7 @@ class BrokerService:
             non_persistent = self.non_persistent_topics[key] = NonPersistentTopic(self, topic_name)
             return non_persistent
         persistent = self.topics[key] = PersistentTopic(self, topic_name, self.factory.open(topic_name.storage_name))
+        retention.apply(self, persistent)
         log.info("[%s] loaded (%d entries, %d subscriptions)", key, persistent.ledger.number_of_entries(),
                  len(persistent.subscriptions))
         return persistent

@@ -17,7 +17,7 @@ from magnetar.broker.policies import MESSAGE_TTL
 from magnetar.broker.positions import position_of
 from magnetar.broker.subscription import PersistentSubscription
 from magnetar.broker.topic_name import TopicName
-from magnetar.storage import ManagedLedger, Position
+from magnetar.storage import ManagedLedger, Position, StorageFullError
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
 from magnetar.wire.message_id import MessageId
@@ -215,7 +215,10 @@ class PersistentTopic(AbstractTopic):
         for subscription in self.subscriptions.values():
             if subscription.dispatcher is not None:
                 subscription.dispatcher.close()
-        self.save_state()
+        try:
+            self.save_state()
+        except StorageFullError as exc:  # rebuilt from the ledger at the next load
+            log.warning("[%s] state not saved: %s", self.name, exc)
         self.ledger.close()
 
     def save_state(self) -> None:

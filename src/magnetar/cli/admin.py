@@ -49,6 +49,28 @@ def duration_seconds(text: str) -> int:
     return int(match.group(1)) * _SECONDS[match.group(2)]
 
 
+_SIZE = re.compile(r"(\d+)([kKmMgGtT]?)")
+_SIZE_UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3, "t": 1024**4}
+
+
+def retention_size_mb(text: str) -> int:
+    """pulsar-admin's retention sizes: `-1` (no limit), bytes, or `10K`, `10M`, `2G`, `1T`."""
+    if text.strip() == "-1":
+        return -1
+    match = _SIZE.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 10M, 2G or -1")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()] // 1024**2
+
+
+def retention_minutes(text: str) -> float:
+    """pulsar-admin's retention times: `-1` (no limit) or a duration such as 30m, 2h, 7d."""
+    if text.strip() == "-1":
+        return -1
+    seconds = duration_seconds(text)
+    return seconds // 60 if seconds % 60 == 0 else seconds / 60
+
+
 def message_id(text: str) -> tuple[int, int]:
     """`ledger:entry` as pulsar-admin writes message ids."""
     ledger, sep, entry = text.partition(":")
@@ -151,6 +173,10 @@ TOPIC = arg("topic", help="persistent://tenant/namespace/topic (or a short name)
 SUBSCRIPTION = arg("-s", "--subscription", required=True, help="subscription name")
 FORCE = arg("-f", "--force", action="store_true", help="close connected clients first")
 NAMESPACE = arg("namespace", help="tenant/namespace")
+RETENTION_ARGS = [
+    arg("-t", "--time", type=retention_minutes, required=True, help="-1 (no limit) or a duration: 30m, 2h, 7d"),
+    arg("-s", "--size", type=retention_size_mb, required=True, help="-1 (no limit) or a size: 100M, 10G"),
+]
 
 RESOURCES: dict[str, list[Verb]] = {
     "clusters": [Verb("list", "list clusters", lambda a, _: a.clusters())],
@@ -177,8 +203,20 @@ RESOURCES: dict[str, list[Verb]] = {
         Verb("remove-message-ttl", "remove the namespace's message TTL",
              lambda a, n: a.remove_namespace_message_ttl(n.namespace), [NAMESPACE]),
         *[verb for policy in NAMESPACE_POLICIES for verb in policy.verbs(NAMESPACE, on_topic=False)],
+        Verb("set-retention", "set the namespace's retention of consumed data",
+             lambda a, n: a.set_namespace_retention(n.namespace, n.time, n.size), [NAMESPACE, *RETENTION_ARGS]),
+        Verb("get-retention", "show the namespace's retention",
+             lambda a, n: a.get_namespace_retention(n.namespace), [NAMESPACE]),
+        Verb("remove-retention", "remove the namespace's retention",
+             lambda a, n: a.remove_namespace_retention(n.namespace), [NAMESPACE]),
     ],
     "topics": [
+        Verb("set-retention", "set the topic's retention of consumed data",
+             lambda a, n: a.set_retention(n.topic, n.time, n.size), [TOPIC, *RETENTION_ARGS]),
+        Verb("get-retention", "show the topic's retention", lambda a, n: a.get_retention(n.topic), [TOPIC]),
+        Verb("remove-retention", "remove the topic's retention", lambda a, n: a.remove_retention(n.topic), [TOPIC]),
+        Verb("trim-topic", "delete consumed ledgers out of retention now", lambda a, n: a.trim_topic(n.topic),
+             [TOPIC]),
         Verb("list", "list a namespace's topics", lambda a, n: a.topics(n.namespace), [NAMESPACE]),
         Verb("create", "create a non-partitioned topic", lambda a, n: a.create_topic(n.topic), [TOPIC]),
         Verb("create-partitioned-topic", "create a partitioned topic",

@@ -14,9 +14,12 @@ from magnetar.storage.errors import (
     ReadOnlyError,
     StorageClosedError,
     StorageError,
+    StorageFullError,
 )
 from magnetar.storage.ledger import RecoveryReport
-from magnetar.storage.managed_ledger import AppendCallback, LedgerInfo, ManagedLedger, ManagedLedgerFactory
+from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo
+from magnetar.storage.managed_ledger import ManagedLedger
+from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
 from magnetar.storage.metadata_store import MetadataStore, MetadataWriter, SqliteMetadataStore
 from magnetar.storage.position import Position
 
@@ -39,4 +42,5 @@ __all__ = [
     "SqliteMetadataStore",
     "StorageClosedError",
     "StorageError",
+    "StorageFullError",
 ]

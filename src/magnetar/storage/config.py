@@ -20,7 +20,20 @@ class ManagedLedgerConfig:
     """managedLedgerMaxSizePerLedgerMbytes (in bytes here): roll over past this data-file size."""
 
     max_ledger_rollover_time_seconds: float = 240 * 60
-    """managedLedgerMaxLedgerRolloverTimeMinutes (in seconds here): roll over ledgers this old."""
+    """managedLedgerMaxLedgerRolloverTimeMinutes (in seconds here): roll over ledgers this old,
+    full or not, even on a topic gone idle, so that consumed data becomes trimmable."""
+
+    min_ledger_rollover_time_seconds: float = 0
+    """managedLedgerMinLedgerRolloverTimeMinutes (in seconds here): a full ledger keeps taking
+    entries until it is this old, so a burst does not make a swarm of tiny ledgers."""
+
+    retention_time_seconds: float = 0
+    """defaultRetentionTimeInMinutes (in seconds here): consumed ledgers closed longer ago
+    than this are trimmed; -1 keeps them forever. Each managed ledger may override it."""
+
+    retention_size_bytes: int = 0
+    """defaultRetentionSizeInMB (in bytes here): consumed ledgers are trimmed, oldest first,
+    while what remains is at least this big; -1 is no limit."""
 
     sync_data: bool = True
     """journalSyncData: fsync before reporting an append durable. False trusts the page cache,

@@ -41,6 +41,7 @@ class ManagedCursor:
         *,
         on_change: Callable[[ManagedCursor], None] | None = None,
         persist: Callable[[ManagedCursor], None] | None = None,
+        on_mark_delete: Callable[[Position, Position], None] | None = None,
     ) -> None:
         self.name = name
         self._space = space
@@ -50,6 +51,8 @@ class ManagedCursor:
         self._properties: dict[str, str] = {}
         self._on_change = on_change
         self._persist = persist
+        self._on_mark_delete = on_mark_delete
+        """Told (before, after) when acks move the mark-delete position: it may free a ledger."""
         self._lock = threading.Lock()
 
     @property
@@ -59,6 +62,7 @@ class ManagedCursor:
     def detach(self) -> None:
         """Stop persisting: the cursor was deleted, later acks must not resurrect it."""
         self._on_change = self._persist = None
+        self._on_mark_delete = None
 
     def _changed(self) -> None:
         if self._on_change is not None:
@@ -79,23 +83,32 @@ class ManagedCursor:
     def delete(self, positions: Iterable[Position]) -> None:
         """Individual ack; the mark-delete position follows when the acks reach it."""
         with self._lock:
+            before = self._mark_delete
             for position in sorted(positions):
                 if position > self._mark_delete:
                     self._acked.add(position)
                     self._batch_acks.pop(position, None)
             self._advance_mark_delete()
         self._changed()
+        self._moved(before)
 
     def mark_delete(self, position: Position) -> None:
         """Cumulative ack up to `position`; going backwards is ignored (use reset())."""
         with self._lock:
             if position <= self._mark_delete:
                 return
+            before = self._mark_delete
             self._mark_delete = position
             self._acked.remove_through(position)
             self._drop_batch_acks_through(position)
             self._advance_mark_delete()
         self._changed()
+        self._moved(before)
+
+    def _moved(self, before: Position) -> None:
+        after = self._mark_delete
+        if self._on_mark_delete is not None and after != before:
+            self._on_mark_delete(before, after)
 
     def _advance_mark_delete(self) -> None:
         while (end := self._acked.pop_first_if_starts_at(self._space.next_position(self._mark_delete))) is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 
@@ -38,3 +39,26 @@ class NoSuchEntryError(StorageError, LookupError):
 
 class CorruptEntryError(StorageError):
     """An entry read back does not match the checksum written with it."""
+
+
+class StorageFullError(StorageError):
+    """The file system holding the data dir is full (or the user is over quota).
+
+    Raised instead of sqlite's "database or disk is full" and beside ENOSPC/EDQUOT from
+    ledger writes, so the broker can answer one clear error (and log one line) rather than
+    a traceback. Nothing is left half-done: the write that hit it was undone.
+    """
+
+
+_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def is_space_error(error: BaseException) -> bool:
+    """Whether `error` means "no room left": the one write failure that is safe to retry.
+
+    Any other failed write or fsync leaves a file in an unknown state, so the managed
+    ledger stops writing for good; a full disk only refused bytes we can cut off again.
+    """
+    if isinstance(error, StorageFullError):
+        return True
+    return isinstance(error, OSError) and error.errno in _SPACE_ERRNOS

@@ -19,7 +19,9 @@ class SyncThread:
     pending" method; scheduling it again before it ran is a no-op, which is what batches.
     """
 
-    def __init__(self, max_delay: float, period: float, periodic: Callable[[], None]) -> None:
+    def __init__(
+        self, max_delay: float, period: float, periodic: Callable[[], None], name: str = "magnetar-storage-sync"
+    ) -> None:
         self._max_delay = max_delay
         self._period = period
         self._periodic = periodic
@@ -27,7 +29,7 @@ class SyncThread:
         self._first_job_at = 0.0
         self._stopping = False
         self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="magnetar-storage-sync", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def schedule(self, job: Callable[[], None]) -> None:

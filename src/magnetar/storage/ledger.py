@@ -25,7 +25,8 @@ from pathlib import Path
 
 import crc32c
 
-from magnetar.storage.errors import CorruptEntryError, ReadOnlyError, StorageClosedError
+from magnetar.storage import faults
+from magnetar.storage.errors import CorruptEntryError, ReadOnlyError, StorageClosedError, is_space_error
 from magnetar.storage.file_pool import UNBOUNDED, FilePool
 
 log = logging.getLogger(__name__)
@@ -80,6 +81,10 @@ def _pwritev_all(fd: int, buffers: list[bytes], offset: int) -> None:
         if written < expected:  # rare short write: finish it the simple way
             _pwrite_all(fd, b"".join(chunk)[written:], offset + written)
         offset += expected
+
+
+_write_records: faults.WriteRecords = faults.guard_writes(_pwritev_all) if faults.ACTIVE else _pwritev_all
+"""The data file's write; a test switch can make it fail like a full disk (see faults)."""
 
 
 def _read_from(path: Path, offset: int) -> bytes:
@@ -390,14 +395,30 @@ class Ledger:
         end = offsets.pop()
         data_fd, index_fd = self._pin_for_write()
         try:
-            _pwritev_all(data_fd, buffers, self._end)
+            _write_records(data_fd, buffers, self._end)
             if sync:
                 _fdatasync(data_fd)
             _pwrite_all(index_fd, _pack_offsets(offsets), len(self._offsets) * INDEX_SLOT_BYTES)
+        except OSError as exc:
+            if is_space_error(exc):
+                self._cut_back(data_fd, index_fd)
+            raise
         finally:
             self._unpin()
         self._end = end
         self._offsets.extend(offsets)
+
+    def _cut_back(self, data_fd: int, index_fd: int) -> None:
+        """Undo a write the disk had no room for: cut both files back to the last whole entry.
+
+        Nothing past `_end` was reported durable, and leaving it would let a restart find
+        whole records nobody acknowledged (or serve a torn one). Shrinking a file needs no
+        free space; if even this fails the error propagates and the ledger stops for good.
+        """
+        os.ftruncate(data_fd, self._end)
+        os.ftruncate(index_fd, len(self._offsets) * INDEX_SLOT_BYTES)
+        _fdatasync(data_fd)
+        log.warning("ledger %d: disk full, write undone back to entry %d", self.ledger_id, len(self._offsets))
 
     def entries_within(self, first: int, max_count: int, max_bytes: int) -> tuple[int, int]:
         """How many entries from `first` (at most max_count) fit in max_bytes of entry data,

@@ -2,112 +2,51 @@
 
 from __future__ import annotations
 
-import fcntl
 import functools
 import itertools
 import json
 import logging
-import math
-import os
-import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from sortedcontainers import SortedDict
 
 from magnetar.storage import layout
-from magnetar.storage.config import ManagedLedgerConfig
 from magnetar.storage.cursor import ManagedCursor
-from magnetar.storage.entry_cache import EntryCache
 from magnetar.storage.errors import (
-    DataDirLockedError,
     NoSuchEntryError,
-    NoSuchManagedLedgerError,
     ReadOnlyError,
     StorageClosedError,
+    StorageFullError,
+    is_space_error,
 )
-from magnetar.storage.file_pool import FilePool
-from magnetar.storage.group_commit import SyncThread
 from magnetar.storage.ledger import HEADER, Ledger, RecoveryReport, fsync_dir, remove_files
-from magnetar.storage.ledger_ids import LedgerIdAllocator
-from magnetar.storage.metadata_store import SqliteMetadataStore
+from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo, LedgerSlot, PendingAppend, notify_appends
+from magnetar.storage.ledger_trimmer import (
+    RetentionPolicy,
+    TrimResult,
+    ledgers_to_trim,
+    remove_orphan_files,
+    slowest_reader_ledger_id,
+)
 from magnetar.storage.position import Position
+
+if TYPE_CHECKING:
+    from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
 
 log = logging.getLogger(__name__)
 
-AppendCallback = Callable[[Position | None, BaseException | None], None]
 _RECORD_OVERHEAD = HEADER.size
 _new_position = tuple.__new__
 """Builds a Position without the NamedTuple's Python-level __new__: half the cost, and
 append() builds one per call."""
 CURSOR_FLUSH_INTERVAL_SECONDS = 0.1
 """Acks are frequent; cursors are written at most this often (and on flush/close)."""
-
-
-@dataclass(frozen=True, slots=True)
-class LedgerInfo:
-    """A ledger as listed in the metadata store: the managed ledger's table of contents."""
-
-    ledger_id: int
-    entries: int
-    size: int
-    created_at: float
-    closed_at: float | None
-
-    def to_json(self) -> bytes:
-        return json.dumps(
-            {"entries": self.entries, "size": self.size, "created_at": self.created_at, "closed_at": self.closed_at}
-        ).encode()
-
-    @classmethod
-    def from_json(cls, ledger_id: int, raw: bytes) -> LedgerInfo:
-        fields = json.loads(raw)
-        return cls(ledger_id, fields["entries"], fields["size"], fields["created_at"], fields["closed_at"])
-
-
-@dataclass(eq=False, slots=True)
-class _Slot:
-    """In-memory state of one ledger.
-
-    `assigned` counts positions handed out (it runs ahead of the files); `durable` counts
-    entries written, synced and therefore readable. A sealed ledger gets no new positions.
-    """
-
-    ledger_id: int
-    created_at: float
-    closed_at: float | None = None
-    sealed: bool = False
-    listed: bool = False
-    assigned: int = 0
-    assigned_bytes: int = 0
-    durable: int = 0
-    durable_bytes: int = 0
-    roll_at: float = math.inf
-    ledger: Ledger | None = None
-
-    def info(self) -> LedgerInfo:
-        return LedgerInfo(self.ledger_id, self.durable, self.durable_bytes, self.created_at, self.closed_at)
-
-
-_PendingAppend = tuple[_Slot, Position, bytes, AppendCallback | None]
-"""A plain tuple, not a NamedTuple: one is built per append, and a group is transposed
-with zip(*group), both of which run in C."""
-
-
-def _notify(
-    positions: Sequence[Position], callbacks: Sequence[AppendCallback | None], error: BaseException | None
-) -> None:
-    for position, callback in zip(positions, callbacks, strict=True):
-        if callback is None:
-            continue
-        try:
-            callback(None if error else position, error)
-        except Exception:
-            log.exception("append callback failed for %s", position)
+SPACE_RETRY_MAX_SECONDS = 2.0
+"""Longest pause between write attempts while the disk is full: how late writing resumes."""
 
 
 class ManagedLedger:
@@ -130,12 +69,17 @@ class ManagedLedger:
         self._lock = threading.Lock()
         self._commit_lock = threading.Lock()
         self._properties_lock = threading.Lock()
-        self._slots: SortedDict = SortedDict()  # ledger_id -> _Slot
-        self._current: _Slot | None = None
-        self._writing: _Slot | None = None
-        self._pending: list[_PendingAppend] = []
+        self._slots: SortedDict = SortedDict()  # ledger_id -> LedgerSlot
+        self._current: LedgerSlot | None = None
+        self._writing: LedgerSlot | None = None
+        self._pending: list[PendingAppend] = []
         self._last_confirmed: Position | None = None
         self._failure: BaseException | None = None
+        self._space_failures = 0
+        """Consecutive writes the disk had no room for; 0 while writing works."""
+        self._space_retry_at = 0.0
+        """While writes fail for space, appends before this (monotonic) time fail without
+        touching the disk: clients retry at once, and a full disk must not become a busy loop."""
         self._closed = False
         self._accepting = not self._read_only
         """False once closed or failed: one check on the append fast path."""
@@ -146,6 +90,10 @@ class ManagedLedger:
         """Messages (not entries) appended through this object, for the broker's stats."""
         self.recovery_reports: list[RecoveryReport] = []
         """What opening had to repair in ledgers a previous writer left open."""
+        self.retention = RetentionPolicy(self._config.retention_time_seconds, self._config.retention_size_bytes)
+        """Set by the broker from the topic's policies; read by every trim."""
+        self.trimmed = TrimResult()
+        """Totals of every trim since this object was opened."""
         if self._read_only:
             self.refresh()
             self._load_cursors()
@@ -166,10 +114,12 @@ class ManagedLedger:
     def _open_for_writing(self) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
         fsync_dir(self._dir.parent)
-        for info in self._load_infos():
+        infos = self._load_infos()
+        remove_orphan_files(self._dir, (info.ledger_id for info in infos))
+        for info in infos:
             recovered = self._recover(info) if info.closed_at is None else info
             if recovered is not None:
-                self._slots[info.ledger_id] = _Slot(
+                self._slots[info.ledger_id] = LedgerSlot(
                     info.ledger_id,
                     recovered.created_at,
                     recovered.closed_at,
@@ -204,8 +154,8 @@ class ManagedLedger:
         self._store.put(key, closed.to_json())
         return closed
 
-    def _new_slot(self) -> _Slot:
-        slot = _Slot(self._factory.allocate_ledger_id(), time.time())
+    def _new_slot(self) -> LedgerSlot:
+        slot = LedgerSlot(self._factory.allocate_ledger_id(), time.time())
         self._slots[slot.ledger_id] = slot
         return slot
 
@@ -245,7 +195,7 @@ class ManagedLedger:
     def _refresh_slot(self, info: LedgerInfo) -> None:
         slot = self._slots.get(info.ledger_id)
         if slot is None:
-            slot = self._slots[info.ledger_id] = _Slot(info.ledger_id, info.created_at, listed=True)
+            slot = self._slots[info.ledger_id] = LedgerSlot(info.ledger_id, info.created_at, listed=True)
         slot.closed_at = info.closed_at
         slot.sealed = info.closed_at is not None
         closed_entries = info.entries if slot.sealed else None
@@ -318,14 +268,27 @@ class ManagedLedger:
         if self._failure is not None:
             raise StorageClosedError(f"managed ledger {self.name} failed a write: {self._failure}")
 
-    def _slot_for_append(self) -> _Slot:
-        """Slow path of append(): stamp a fresh ledger's age, or roll over a full or old one."""
+    def _slot_for_append(self) -> LedgerSlot:
+        """Slow path of append(): stamp a fresh ledger's age, or roll over a full or old one.
+
+        A full ledger younger than the minimum rollover time keeps taking entries (Pulsar's
+        managedLedgerMinLedgerRolloverTimeMinutes), and so does one whose successor cannot
+        get an id because the metadata store's disk is full: a larger ledger beats a lost
+        message.
+        """
         current = self._current
         assert current is not None
         now = time.time()
         if current.assigned:
+            if now - current.created_at < self._config.min_ledger_rollover_time_seconds:
+                return current
+            try:
+                successor = self._new_slot()
+            except StorageFullError as exc:
+                log.warning("managed ledger %s: cannot roll over yet: %s", self.name, exc)
+                return current
             current.sealed = True
-            current = self._current = self._new_slot()
+            current = self._current = successor
         current.created_at = now
         current.roll_at = now + self._config.max_ledger_rollover_time_seconds
         return current
@@ -338,34 +301,73 @@ class ManagedLedger:
             if not batch:
                 return
             if batch[0][0] is batch[-1][0]:  # the usual case: no rollover inside the batch
-                self._commit_group(batch)
+                self._commit_group(batch, [])
                 return
-            for _, group in itertools.groupby(batch, key=lambda append: append[0]):
-                self._commit_group(list(group))
+            groups = [list(group) for _, group in itertools.groupby(batch, key=lambda append: append[0])]
+            for i, group in enumerate(groups):
+                if not self._commit_group(group, groups[i + 1 :]):
+                    return
 
-    def _commit_group(self, group: list[_PendingAppend]) -> None:
+    def _commit_group(self, group: list[PendingAppend], later: list[list[PendingAppend]]) -> bool:
+        """Write one ledger's share of a batch; False if it failed (and `later` failed with it)."""
         slots, positions, datas, callbacks = zip(*group, strict=True)
         slot = slots[0]
         try:
             if self._failure is not None:
                 raise self._failure
+            if self._space_failures and time.monotonic() < self._space_retry_at:
+                self._fail_for_space(group, later, None)
+                return False
             ledger = self._start_writing(slot)
             ledger.append(datas, sync=self._config.sync_data)
         except Exception as error:
-            with self._lock:
-                self._failure = self._failure or error
-                self._accepting = False
-            log.error("managed ledger %s: write failed, refusing further appends: %s", self.name, error)
-            _notify(positions, callbacks, error)
-            return
+            if is_space_error(error) and self._failure is None:
+                self._fail_for_space(group, later, error)
+            else:
+                with self._lock:
+                    self._failure = self._failure or error
+                    self._accepting = False
+                log.error("managed ledger %s: write failed, refusing further appends: %s", self.name, error)
+                notify_appends(positions, callbacks, error)
+            return False
         self._factory.entry_cache.put_many(positions, datas)
         with self._lock:
             slot.durable = ledger.entries
             slot.durable_bytes = ledger.size
             self._last_confirmed = positions[-1]
-        _notify(positions, callbacks, None)
+        if self._space_failures:
+            log.warning("managed ledger %s: writing again after %d writes failed for space", self.name,
+                        self._space_failures)
+            self._space_failures = 0
+        notify_appends(positions, callbacks, None)
+        return True
 
-    def _start_writing(self, slot: _Slot) -> Ledger:
+    def _fail_for_space(
+        self, group: list[PendingAppend], later: list[list[PendingAppend]], error: Exception | None
+    ) -> None:
+        """The disk is full: fail this group and every append queued after it, and hand
+        their positions out again, so the next append (a retry, once space is back) carries
+        on right after the last durable entry. The ledger file was already cut back.
+
+        Later appends fail too because their positions follow the failed ones: storing them
+        would leave a gap that no reader could cross. `error` is None when no write was
+        tried (inside the back-off), which must not push the next attempt further away.
+        """
+        with self._lock:
+            doomed = [*group, *(append for rest in later for append in rest), *self._pending]
+            self._pending = []
+            for slot in {append[0] for append in doomed}:
+                slot.assigned, slot.assigned_bytes = slot.durable, slot.durable_bytes
+        if error is not None:
+            self._space_failures += 1
+            self._space_retry_at = time.monotonic() + min(SPACE_RETRY_MAX_SECONDS, 0.05 * 2**self._space_failures)
+            if self._space_failures == 1:
+                log.warning("managed ledger %s: disk full, failing writes until space returns: %s", self.name, error)
+        reason = error if error is not None else "no space left on device (next write attempt shortly)"
+        _, positions, _, callbacks = zip(*doomed, strict=True)
+        notify_appends(positions, callbacks, StorageFullError(f"{self.name}: {reason}"))
+
+    def _start_writing(self, slot: LedgerSlot) -> Ledger:
         """Ledger files for `slot`, closing the previous ledger first if this is a rollover.
 
         The new ledger is listed in the metadata store before any entry of it is written, so
@@ -375,26 +377,112 @@ class ManagedLedger:
             assert slot.ledger is not None
             return slot.ledger
         previous = self._writing
-        if previous is not None:
+        if previous is not None and previous.closed_at is None:
             # Sealed before the transaction, never inside it: sealing takes `_lock`, and
-            # append() takes the store (a ledger id) while holding `_lock`.
+            # append() takes the store (a ledger id) while holding `_lock`. Already sealed
+            # if an earlier attempt failed for space after this point: each step may be retried.
             self._seal(previous)
         with self._store.transaction() as txn:
             if previous is not None:
                 txn.put(layout.ledger_key(self.name, previous.ledger_id), previous.info().to_json())
             txn.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
-        ledger = Ledger.create(self._dir, slot.ledger_id, self._factory.file_pool)
+        try:
+            ledger = Ledger.create(self._dir, slot.ledger_id, self._factory.file_pool)
+        except OSError:
+            remove_files(self._dir, slot.ledger_id)  # half-created: the retry creates both afresh
+            raise
         with self._lock:
             slot.listed = True
             slot.ledger = ledger
         self._writing = slot
         return ledger
 
-    def _seal(self, slot: _Slot) -> None:
+    def _seal(self, slot: LedgerSlot) -> None:
         assert slot.ledger is not None
         slot.ledger.seal()
         with self._lock:
             slot.closed_at = time.time()
+
+    # --- trimming ----------------------------------------------------------------------------
+
+    def trim(self) -> TrimResult:
+        """Delete the ledgers every durable cursor has consumed and `retention` does not keep.
+
+        Runs on the factory's trimmer thread (trim_in_background) or in a caller's thread;
+        commits of this managed ledger wait for the table-of-contents step, never for the
+        unlinks. An idle ledger past its maximum age is closed first, so that a topic whose
+        producers stopped still gives its consumed data back.
+        """
+        if self._read_only or self._closed:
+            return TrimResult()
+        started = time.perf_counter()
+        with self._commit_lock:
+            self._roll_idle_ledger()
+            doomed = self._doomed_ledgers()
+            if not doomed:
+                return TrimResult()
+            self._factory.space_reserve.freeing_space(lambda: self._unlist(doomed))  # step 1
+            with self._lock:
+                ledgers = [self._slots.pop(info.ledger_id).ledger for info in doomed]
+        for ledger in ledgers:
+            if ledger is not None:
+                ledger.close()
+        for info in doomed:  # step 2: files; a crash before this leaves orphans, removed at open
+            remove_files(self._dir, info.ledger_id)
+        fsync_dir(self._dir)
+        result = TrimResult(len(doomed), sum(info.size for info in doomed), time.perf_counter() - started)
+        self.trimmed = TrimResult(self.trimmed.ledgers + result.ledgers, self.trimmed.bytes + result.bytes,
+                                  self.trimmed.seconds + result.seconds)
+        log.info("managed ledger %s: trimmed %d ledgers (%d bytes) in %.1f ms", self.name, result.ledgers,
+                 result.bytes, result.seconds * 1000)
+        return result
+
+    def _unlist(self, doomed: list[LedgerInfo]) -> None:
+        with self._store.transaction() as txn:
+            for info in doomed:
+                txn.delete(layout.ledger_key(self.name, info.ledger_id))
+
+    def _doomed_ledgers(self) -> list[LedgerInfo]:
+        """Commit lock held: the ledgers trim() deletes now."""
+        if self.retention.infinite:
+            return []
+        with self._lock:
+            current = self._current
+            assert current is not None
+            closed = [slot.info() for slot in self._slots.values()
+                      if slot.listed and slot.closed_at is not None and slot is not self._writing
+                      and slot is not current]
+            total = sum(slot.durable_bytes for slot in self._slots.values())
+            entries = {slot.ledger_id: slot.durable for slot in self._slots.values()}
+            mark_deletes = [cursor.mark_delete_position for cursor in self._cursors.values()]
+        slowest = slowest_reader_ledger_id(mark_deletes, entries, current.ledger_id)
+        return ledgers_to_trim(closed, total, self.retention, slowest, time.time())
+
+    def _roll_idle_ledger(self) -> None:
+        """Commit lock held: close the ledger being written if it is past its maximum age and
+        nothing is queued for it; the next append starts a new one."""
+        with self._lock:
+            slot = self._current
+            if (slot is None or slot is not self._writing or self._pending or not slot.durable
+                    or self._failure is not None or time.time() < slot.roll_at):
+                return
+            try:
+                self._current = self._new_slot()
+            except StorageFullError:
+                return
+            slot.sealed = True
+        self._close_writing_ledger()
+
+    def on_mark_delete_moved(self, before: Position, after: Position) -> None:
+        """A durable cursor's mark-delete position moved: if it crossed into another ledger,
+        or reached the last entry of a closed one, a ledger may now be trimmable. Called on
+        every ack, so it only compares; the trim itself runs debounced on the trimmer thread."""
+        if after.ledger_id != before.ledger_id:
+            self._factory.trim_in_background(self)
+            return
+        slot = self._slots.get(after.ledger_id)
+        if slot is not None and slot.sealed and after.entry_id + 1 >= slot.durable:
+            self._factory.trim_in_background(self)
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -439,7 +527,7 @@ class ManagedLedger:
         with self._lock:
             return [slot.info() for slot in self._slots.values() if slot.listed]
 
-    def _readable_ledger(self, slot: _Slot) -> Ledger:
+    def _readable_ledger(self, slot: LedgerSlot) -> Ledger:
         """Ledgers closed before this process opened them are loaded on first read.
 
         Loading keeps their index in memory; their files are opened and closed on demand by
@@ -474,7 +562,12 @@ class ManagedLedger:
             if cached is not None:
                 return cached
             ledger = self._readable_ledger(slot)
-        return ledger.read(position.entry_id)
+        try:
+            return ledger.read(position.entry_id)
+        except StorageClosedError:
+            if self._closed or position.ledger_id in self._slots:
+                raise
+            raise NoSuchEntryError(f"{self.name}: {position} was trimmed") from None
 
     def read_entries(
         self, start: Position, max_entries: int, max_bytes: int | None = None
@@ -504,7 +597,15 @@ class ManagedLedger:
                         break
                     count, size = 1, ledger.entry_size(position.entry_id)
                 budget -= size
-            out.extend(self._read_run(ledger, position, count))
+            try:
+                out.extend(self._read_run(ledger, position, count))
+            except StorageClosedError:
+                if self._closed or position.ledger_id in self._slots:
+                    raise
+                # Trimmed while we read it (a reader behind every durable cursor): Pulsar's
+                # readers lose such entries too; carry on at the oldest entry left.
+                position = self.position_at_or_after(position)
+                continue
             if count < available:
                 break
             position = self.position_at_or_after(Position(position.ledger_id, slot.durable))
@@ -627,7 +728,13 @@ class ManagedLedger:
             else:
                 mark_delete = Position(self._slots.keys()[0], -1)
             cursor = self._cursors[name] = self._make_cursor(name, mark_delete, durable=True)
-        cursor.flush()
+        try:
+            cursor.flush()
+        except StorageFullError:  # a subscription exists once persisted: this one does not
+            with self._lock:
+                self._cursors.pop(name, None)
+            cursor.detach()
+            raise
         return cursor
 
     def open_non_durable_cursor(self, start: Position) -> ManagedCursor:
@@ -646,6 +753,7 @@ class ManagedLedger:
             mark_delete,
             on_change=functools.partial(self._factory.mark_cursor_dirty, key),
             persist=functools.partial(self._factory.persist_cursor, key),
+            on_mark_delete=self.on_mark_delete_moved,
         )
 
     def delete_cursor(self, name: str) -> None:
@@ -665,10 +773,15 @@ class ManagedLedger:
             self._accepting = False
         if not self._read_only:
             self._commit_pending()
-            with self._commit_lock:
-                self._close_writing_ledger()
-            for cursor in self._cursors.values():
-                cursor.flush()
+            try:
+                with self._commit_lock:
+                    self._close_writing_ledger()
+                for cursor in self._cursors.values():
+                    cursor.flush()
+            except StorageFullError as exc:
+                # Safe to leave: an open ledger is recovered at the next open, and cursors
+                # lose at most the acks since their last persisted state (redelivered).
+                log.warning("managed ledger %s: closed without its final metadata: %s", self.name, exc)
         with self._lock:
             for slot in self._slots.values():
                 if slot.ledger is not None:
@@ -683,167 +796,3 @@ class ManagedLedger:
         self._seal(slot)
         self._store.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
         self._writing = None
-
-
-class ManagedLedgerFactory:
-    """Owns a data dir: its lock, metadata store, entry cache, sync thread and managed ledgers.
-
-    Layout: `LOCK`, `metadata.db`, and `managed-ledgers/<escaped name>/<ledger id>.{log,idx}`.
-    A read-only factory takes no lock and writes nothing, so it can run beside a live broker
-    (a Spark reader); it sees only entries the broker has made durable.
-    """
-
-    def __init__(self, data_dir: Path, config: ManagedLedgerConfig | None = None, *, read_only: bool = False) -> None:
-        self.data_dir = Path(data_dir)
-        self.config = config or ManagedLedgerConfig()
-        self.read_only = read_only
-        self._lock = threading.Lock()
-        self._open: dict[str, ManagedLedger] = {}
-        self._closed = False
-        self._lock_fd: int | None = None
-        if not read_only:
-            (self.data_dir / "managed-ledgers").mkdir(parents=True, exist_ok=True)
-            self._lock_fd = self._lock_data_dir()
-        self._store = SqliteMetadataStore(self.data_dir / "metadata.db", read_only=read_only)
-        self.entry_cache = EntryCache(self.config.cache_size_bytes)
-        self.file_pool = FilePool(self.config.max_open_files)
-        """Bounds the ledger files held open by all managed ledgers of this factory."""
-        self._dirty_cursors: dict[ManagedCursor, str] = {}
-        self._dirty_lock = threading.Lock()
-        self._persist_lock = threading.Lock()
-        self._ids: LedgerIdAllocator | None = None
-        self._sync: SyncThread | None = None
-        if not read_only:
-            self._ids = LedgerIdAllocator(self._store)
-            self._sync = SyncThread(
-                self.config.group_commit_max_delay_seconds, CURSOR_FLUSH_INTERVAL_SECONDS, self._flush_dirty_cursors
-            )
-
-    def _lock_data_dir(self) -> int:
-        fd = os.open(self.data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise DataDirLockedError(self.data_dir) from None
-        return fd
-
-    @property
-    def metadata_store(self) -> SqliteMetadataStore:
-        return self._store
-
-    # --- managed ledgers ---------------------------------------------------------------------
-
-    def open(self, name: str) -> ManagedLedger:
-        """The managed ledger `name`, created if missing (the same object while it is open)."""
-        with self._lock:
-            if self._closed:
-                raise StorageClosedError(f"factory on {self.data_dir} is closed")
-            ml = self._open.get(name)
-            if ml is not None:
-                return ml
-            if not self.exists(name):
-                if self.read_only:
-                    raise NoSuchManagedLedgerError(f"no managed ledger {name!r} in {self.data_dir}")
-                self._store.put(layout.name_key(name), json.dumps({"created_at": time.time()}).encode())
-            ml = ManagedLedger(name, self._ml_dir(name), self)
-            self._open[name] = ml
-            return ml
-
-    def _ml_dir(self, name: str) -> Path:
-        return self.data_dir / "managed-ledgers" / layout.directory_name(name)
-
-    def exists(self, name: str) -> bool:
-        return self._store.get(layout.name_key(name)) is not None
-
-    def list_names(self) -> list[str]:
-        return [layout.name_from_key(key) for key in self._store.list(layout.NAMES_PREFIX)]
-
-    def delete(self, name: str) -> None:
-        """Remove the managed ledger, its cursors and its files."""
-        if self.read_only:
-            raise ReadOnlyError(f"cannot delete {name!r} through a read-only factory")
-        with self._lock:
-            ml = self._open.get(name)
-        if ml is not None:
-            ml.close()
-        prefix = layout.ml_prefix(name)
-        with self._store.transaction() as txn:
-            txn.delete(layout.name_key(name))
-            for key in self._store.list(prefix):
-                txn.delete(key)
-        shutil.rmtree(self._ml_dir(name), ignore_errors=True)
-
-    def release(self, ml: ManagedLedger) -> None:
-        """Called by a managed ledger as it closes."""
-        with self._lock:
-            if self._open.get(ml.name) is ml:
-                del self._open[ml.name]
-
-    # --- services for managed ledgers --------------------------------------------------------
-
-    def allocate_ledger_id(self) -> int:
-        if self._ids is None:
-            raise ReadOnlyError("a read-only factory creates no ledgers")
-        return self._ids.next_id()
-
-    def schedule_commit(self, job: Callable[[], None]) -> None:
-        assert self._sync is not None
-        self._sync.schedule(job)
-
-    def mark_cursor_dirty(self, key: str, cursor: ManagedCursor) -> None:
-        with self._dirty_lock:
-            self._dirty_cursors[cursor] = key
-
-    def persist_cursor(self, key: str, cursor: ManagedCursor) -> None:
-        self._write_cursors({cursor: key})
-
-    def forget_cursor(self, key: str, cursor: ManagedCursor) -> None:
-        with self._persist_lock:
-            cursor.detach()
-            with self._dirty_lock:
-                self._dirty_cursors.pop(cursor, None)
-            self._store.delete(key)
-
-    def _flush_dirty_cursors(self) -> None:
-        with self._dirty_lock:
-            dirty, self._dirty_cursors = self._dirty_cursors, {}
-        self._write_cursors(dirty)
-
-    def _write_cursors(self, cursors: dict[ManagedCursor, str]) -> None:
-        """Snapshots are taken under the persist lock so a newer one is never overwritten."""
-        with self._persist_lock:
-            with self._dirty_lock:
-                for cursor in cursors:
-                    self._dirty_cursors.pop(cursor, None)
-            records = [(key, cursor.snapshot()) for cursor, key in cursors.items() if cursor.durable]
-            if not records:
-                return
-            with self._store.transaction() as txn:
-                for key, snapshot in records:
-                    txn.put(key, snapshot)
-
-    # --- closing -----------------------------------------------------------------------------
-
-    def close(self) -> None:
-        """Make everything durable, persist cursors, release the data dir. Idempotent."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            open_mls = list(self._open.values())
-        for ml in open_mls:
-            ml.close()
-        if self._sync is not None:
-            self._sync.stop()
-            self._flush_dirty_cursors()
-        self._store.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
-    def __enter__(self) -> ManagedLedgerFactory:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()

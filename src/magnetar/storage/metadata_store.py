@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -9,7 +10,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
 
-from magnetar.storage.errors import ReadOnlyError, StorageClosedError
+from magnetar.storage import faults
+from magnetar.storage.errors import ReadOnlyError, StorageClosedError, StorageFullError
 
 
 class MetadataWriter(Protocol):
@@ -110,17 +112,29 @@ class SqliteMetadataStore:
 
     @contextmanager
     def transaction(self) -> Iterator[MetadataWriter]:
+        """A write transaction; a full disk surfaces as StorageFullError with nothing applied.
+
+        A failed COMMIT leaves SQLite's transaction open, so it is rolled back here too:
+        otherwise every later BEGIN would fail long after space came back.
+        """
         if self._read_only:
             raise ReadOnlyError("metadata store was opened read-only")
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
             try:
-                yield _SqliteWriter(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
+                if faults.ACTIVE and faults.disk_full():
+                    raise sqlite3.OperationalError("database or disk is full (injected)")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield _SqliteWriter(conn)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    _rollback(conn)
+                    raise
+            except sqlite3.OperationalError as exc:
+                if _is_full(exc):
+                    raise StorageFullError(f"metadata store: {exc}") from exc
                 raise
-            conn.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -138,3 +152,15 @@ class _SqliteWriter:
 
     def delete(self, key: str) -> None:
         self._conn.execute("DELETE FROM kv WHERE key = ?", (key,))
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    # SQLite may have rolled back on its own already (it does on some full-disk errors).
+    with contextlib.suppress(sqlite3.Error):
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+def _is_full(error: sqlite3.OperationalError) -> bool:
+    """SQLITE_FULL ("database or disk is full"); the error code where Python gives it."""
+    return getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "full" in str(error)

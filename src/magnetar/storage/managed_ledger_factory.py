@@ -1,0 +1,258 @@
+"""The managed-ledger factory: one data dir's lock, metadata store, caches, threads and managed ledgers."""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from magnetar.storage import layout
+from magnetar.storage.config import ManagedLedgerConfig
+from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.entry_cache import EntryCache
+from magnetar.storage.errors import (
+    DataDirLockedError,
+    NoSuchManagedLedgerError,
+    ReadOnlyError,
+    StorageClosedError,
+    StorageError,
+    StorageFullError,
+)
+from magnetar.storage.file_pool import FilePool
+from magnetar.storage.group_commit import SyncThread
+from magnetar.storage.ledger_ids import LedgerIdAllocator
+from magnetar.storage.managed_ledger import CURSOR_FLUSH_INTERVAL_SECONDS, ManagedLedger
+from magnetar.storage.metadata_store import SqliteMetadataStore
+from magnetar.storage.space_reserve import SpaceReserve
+
+log = logging.getLogger(__name__)
+TRIM_DEBOUNCE_SECONDS = 0.2
+"""Acks move mark-delete positions many times a second; trims of one topic gather this long."""
+
+
+def _nothing() -> None:
+    """The trimmer thread has no periodic job: the broker's retention check schedules trims."""
+
+
+def _trim_quietly(ml: ManagedLedger) -> None:
+    """A trim the disk had no room for (its metadata transaction) is tried on the next request."""
+    try:
+        ml.trim()
+    except StorageClosedError:
+        pass  # closed (unloaded or deleted) between the request and now
+    except StorageFullError as exc:
+        log.warning("managed ledger %s: trim deferred: %s", ml.name, exc)
+
+
+class ManagedLedgerFactory:
+    """Owns a data dir: its lock, metadata store, entry cache, sync thread and managed ledgers.
+
+    Layout: `LOCK`, `metadata.db`, and `managed-ledgers/<escaped name>/<ledger id>.{log,idx}`.
+    A read-only factory takes no lock and writes nothing, so it can run beside a live broker
+    (a Spark reader); it sees only entries the broker has made durable.
+    """
+
+    def __init__(self, data_dir: Path, config: ManagedLedgerConfig | None = None, *, read_only: bool = False) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config or ManagedLedgerConfig()
+        self.read_only = read_only
+        self._lock = threading.Lock()
+        self._open: dict[str, ManagedLedger] = {}
+        self._closed = False
+        self._lock_fd: int | None = None
+        if not read_only:
+            (self.data_dir / "managed-ledgers").mkdir(parents=True, exist_ok=True)
+            self._lock_fd = self._lock_data_dir()
+        self._store = SqliteMetadataStore(self.data_dir / "metadata.db", read_only=read_only)
+        self.entry_cache = EntryCache(self.config.cache_size_bytes)
+        self.file_pool = FilePool(self.config.max_open_files)
+        """Bounds the ledger files held open by all managed ledgers of this factory."""
+        self._dirty_cursors: dict[ManagedCursor, str] = {}
+        self._dirty_lock = threading.Lock()
+        self._persist_lock = threading.Lock()
+        self._ids: LedgerIdAllocator | None = None
+        self._sync: SyncThread | None = None
+        self._trimmer: SyncThread | None = None
+        self._cursor_persist_failing = False
+        self.space_reserve = SpaceReserve(self.data_dir / "RESERVED-SPACE")
+        if not read_only:
+            self.space_reserve.ensure()
+            self._ids = LedgerIdAllocator(self._store)
+            self._sync = SyncThread(
+                self.config.group_commit_max_delay_seconds, CURSOR_FLUSH_INTERVAL_SECONDS,
+                self._flush_dirty_cursors_quietly,
+            )
+            # Its own thread: a trim's unlinks never delay another topic's group commit.
+            self._trimmer = SyncThread(TRIM_DEBOUNCE_SECONDS, 3600.0, _nothing, name="magnetar-storage-trim")
+
+    def _lock_data_dir(self) -> int:
+        fd = os.open(self.data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DataDirLockedError(self.data_dir) from None
+        return fd
+
+    @property
+    def metadata_store(self) -> SqliteMetadataStore:
+        return self._store
+
+    # --- managed ledgers ---------------------------------------------------------------------
+
+    def open(self, name: str) -> ManagedLedger:
+        """The managed ledger `name`, created if missing (the same object while it is open)."""
+        with self._lock:
+            if self._closed:
+                raise StorageClosedError(f"factory on {self.data_dir} is closed")
+            ml = self._open.get(name)
+            if ml is not None:
+                return ml
+            if not self.exists(name):
+                if self.read_only:
+                    raise NoSuchManagedLedgerError(f"no managed ledger {name!r} in {self.data_dir}")
+                self._store.put(layout.name_key(name), json.dumps({"created_at": time.time()}).encode())
+            ml = ManagedLedger(name, self._ml_dir(name), self)
+            self._open[name] = ml
+            return ml
+
+    def _ml_dir(self, name: str) -> Path:
+        return self.data_dir / "managed-ledgers" / layout.directory_name(name)
+
+    def exists(self, name: str) -> bool:
+        return self._store.get(layout.name_key(name)) is not None
+
+    def list_names(self) -> list[str]:
+        return [layout.name_from_key(key) for key in self._store.list(layout.NAMES_PREFIX)]
+
+    def delete(self, name: str) -> None:
+        """Remove the managed ledger, its cursors and its files."""
+        if self.read_only:
+            raise ReadOnlyError(f"cannot delete {name!r} through a read-only factory")
+        with self._lock:
+            ml = self._open.get(name)
+        if ml is not None:
+            ml.close()
+        prefix = layout.ml_prefix(name)
+
+        def unlist() -> None:
+            with self._store.transaction() as txn:
+                txn.delete(layout.name_key(name))
+                for key in self._store.list(prefix):
+                    txn.delete(key)
+
+        self.space_reserve.freeing_space(unlist)
+        shutil.rmtree(self._ml_dir(name), ignore_errors=True)
+
+    def release(self, ml: ManagedLedger) -> None:
+        """Called by a managed ledger as it closes."""
+        with self._lock:
+            if self._open.get(ml.name) is ml:
+                del self._open[ml.name]
+
+    # --- services for managed ledgers --------------------------------------------------------
+
+    def allocate_ledger_id(self) -> int:
+        if self._ids is None:
+            raise ReadOnlyError("a read-only factory creates no ledgers")
+        return self._ids.next_id()
+
+    def schedule_commit(self, job: Callable[[], None]) -> None:
+        assert self._sync is not None
+        self._sync.schedule(job)
+
+    def trim_in_background(self, ml: ManagedLedger) -> None:
+        """Trim `ml` soon on the trimmer thread; requests within the debounce delay are one trim."""
+        if self._trimmer is not None and not self._closed:
+            self._trimmer.schedule(functools.partial(_trim_quietly, ml))
+
+    def mark_cursor_dirty(self, key: str, cursor: ManagedCursor) -> None:
+        with self._dirty_lock:
+            self._dirty_cursors[cursor] = key
+
+    def persist_cursor(self, key: str, cursor: ManagedCursor) -> None:
+        self._write_cursors({cursor: key})
+
+    def forget_cursor(self, key: str, cursor: ManagedCursor) -> None:
+        with self._persist_lock:
+            cursor.detach()
+            with self._dirty_lock:
+                self._dirty_cursors.pop(cursor, None)
+            self._store.delete(key)
+
+    def _flush_dirty_cursors(self) -> None:
+        with self._dirty_lock:
+            dirty, self._dirty_cursors = self._dirty_cursors, {}
+        self._write_cursors(dirty)
+
+    def _flush_dirty_cursors_quietly(self) -> None:
+        """The sync thread's periodic job: on a full disk the cursors stay dirty (and their
+        state in memory) and are written on a later pass, once there is room."""
+        try:
+            self._flush_dirty_cursors()
+        except StorageFullError as exc:
+            if not self._cursor_persist_failing:
+                log.warning("cannot persist cursors, keeping them in memory until there is space: %s", exc)
+            self._cursor_persist_failing = True
+            return
+        if self._cursor_persist_failing:
+            log.warning("cursors persisted again")
+            self._cursor_persist_failing = False
+
+    def _write_cursors(self, cursors: dict[ManagedCursor, str]) -> None:
+        """Snapshots are taken under the persist lock so a newer one is never overwritten.
+
+        A failed write puts the cursors back among the dirty ones before it raises, so
+        nothing acknowledged is forgotten while the disk is full.
+        """
+        with self._persist_lock:
+            with self._dirty_lock:
+                for cursor in cursors:
+                    self._dirty_cursors.pop(cursor, None)
+            records = [(key, cursor.snapshot()) for cursor, key in cursors.items() if cursor.durable]
+            if not records:
+                return
+            try:
+                with self._store.transaction() as txn:
+                    for key, snapshot in records:
+                        txn.put(key, snapshot)
+            except StorageError:
+                with self._dirty_lock:
+                    for cursor, key in cursors.items():
+                        if cursor.durable:
+                            self._dirty_cursors.setdefault(cursor, key)
+                raise
+
+    # --- closing -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Make everything durable, persist cursors, release the data dir. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            open_mls = list(self._open.values())
+        if self._trimmer is not None:
+            self._trimmer.stop()
+        for ml in open_mls:
+            ml.close()
+        if self._sync is not None:
+            self._sync.stop()
+            self._flush_dirty_cursors_quietly()
+        self._store.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> ManagedLedgerFactory:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
