@@ -17,6 +17,7 @@ from magnetar.admin.responses import (
     policy_routes,
 )
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
+from magnetar.broker.compaction import COMPACTION_THRESHOLD
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import ResourceConflictError
@@ -48,6 +49,10 @@ class NamespacesApi:
             *self._policy_routes("messageTTL", MESSAGE_TTL, non_negative_int),
             *self._policy_routes("deduplication", DEDUPLICATION, boolean),
             *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
+            *self._policy_routes("compactionThreshold", COMPACTION_THRESHOLD, non_negative_int),
+            # Pulsar sets the namespace's threshold with PUT (a topic's with POST)
+            web.put(f"{NAMESPACE}/compactionThreshold",
+                    self._policy_routes("compactionThreshold", COMPACTION_THRESHOLD, non_negative_int)[1].handler),
             *backlog_quota_routes(
                 NAMESPACE,
                 lambda request: self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field),

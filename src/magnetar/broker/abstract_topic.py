@@ -142,6 +142,7 @@ class AbstractTopic:
             cmd.keySharedMeta if cmd.HasField("keySharedMeta") else None,
         )
         consumer.metadata = {kv.key: kv.value for kv in cmd.metadata}
+        consumer.read_compacted = cmd.read_compacted
         try:
             subscription.add_consumer(consumer)
         except BrokerServiceError:
