@@ -131,3 +131,7 @@ def test_admin_status_and_errors(broker, client_factory):
     client.create_producer("st").send(b"v", partition_key="k")
     assert status(broker.admin_url, "st")["status"] == "NOT_RUN"
     assert compact(broker.admin_url, "st")["lastError"] == ""
+    ns = f"{broker.admin_url}/admin/v2/namespaces/public/default/compactionThreshold"
+    assert http("PUT", ns, b"4096")[0] == 204
+    assert http("GET", ns)[2] == b"4096"
+    assert http("POST", topic_path(broker.admin_url, "st") + "/compactionThreshold", b"-1")[0] == 412
