@@ -3,6 +3,8 @@ what a compacted reader sees, and GetLastMessageId ending the has_message_availa
 
 from __future__ import annotations
 
+import json
+
 import pulsar
 import pytest
 from admin_http import http
@@ -131,6 +133,8 @@ def test_admin_status_and_errors(broker, client_factory):
     client.create_producer("st").send(b"v", partition_key="k")
     assert status(broker.admin_url, "st")["status"] == "NOT_RUN"
     assert compact(broker.admin_url, "st")["lastError"] == ""
+    internal = json.loads(http("GET", topic_path(broker.admin_url, "st") + "/internalStats")[2])
+    assert internal["compactedLedger"]["entries"] == 1 and internal["compactedLedger"]["ledgerId"] >= 0
     ns = f"{broker.admin_url}/admin/v2/namespaces/public/default/compactionThreshold"
     assert http("PUT", ns, b"4096")[0] == 204
     assert http("GET", ns)[2] == b"4096"
