@@ -176,6 +176,22 @@ class AdminClient:
     def terminate_partitioned_topic(self, topic: str) -> dict[str, dict[str, int]]:
         """Terminates every partition; their last message ids by partition index."""
         return self._json("POST", _topic(topic, "terminate/partitions"))
+    def compact(self, topic: str) -> None:
+        """Start compacting the topic (every partition of a partitioned one)."""
+        self._json("PUT", _topic(topic, "compaction"))
+
+    def compaction_status(self, topic: str) -> dict[str, Any]:
+        """`{"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError": ..., "progress": 0..1}`."""
+        return self._json("GET", _topic(topic, "compaction"))
+
+    def get_compaction_threshold(self, topic: str) -> int | None:
+        return self._json("GET", _topic(topic, "compactionThreshold"))
+
+    def set_compaction_threshold(self, topic: str, threshold_bytes: int) -> None:
+        self._json("POST", _topic(topic, "compactionThreshold"), threshold_bytes)
+
+    def remove_compaction_threshold(self, topic: str) -> None:
+        self._json("DELETE", _topic(topic, "compactionThreshold"))
 
     def unload(self, topic: str) -> None:
         self._json("PUT", _topic(topic, "unload"))

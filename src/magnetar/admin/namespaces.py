@@ -21,6 +21,7 @@ from magnetar.admin.responses import (
 )
 from magnetar.admin.retention import default_size_quota, retention_routes
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
+from magnetar.broker.compaction import COMPACTION_THRESHOLD
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import ResourceConflictError
@@ -75,6 +76,7 @@ class NamespacesApi:
                 lambda request, value: self.service.policies.set_namespace_value(_namespace(request), RETENTION, value),
                 lambda request: default_size_quota(
                     self.service, self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field))),
+            *self._policy_routes("compactionThreshold", COMPACTION_THRESHOLD, non_negative_int),
             *backlog_quota_routes(
                 NAMESPACE,
                 lambda request: self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from magnetar.admin.backlog_quotas import backlog_quota_routes
+from magnetar.admin.compaction import compaction_routes
 from magnetar.admin.messages import entry_response
 from magnetar.admin.responses import (
     Validator,
@@ -22,6 +23,7 @@ from magnetar.admin.responses import (
 )
 from magnetar.admin.retention import default_size_quota, retention_routes, trim_topics
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
+from magnetar.broker.compaction import COMPACTION_THRESHOLD
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import BrokerServiceError
@@ -95,6 +97,8 @@ class TopicsApi:
                                                                              value),
                 lambda request: default_size_quota(
                     self.service, self.service.policies.topic_value(self.topic_name(request), BACKLOG_QUOTA))),
+            *self._policy_routes("compactionThreshold", COMPACTION_THRESHOLD, non_negative_int),
+            *compaction_routes(PERSISTENT + "/compaction", self.service, self.topic_name),
             *backlog_quota_routes(
                 PERSISTENT,
                 lambda request: self.service.policies.topic_value(self.topic_name(request), BACKLOG_QUOTA),

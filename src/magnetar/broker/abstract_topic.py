@@ -146,6 +146,7 @@ class AbstractTopic:
         )
         consumer.metadata = {kv.key: kv.value for kv in cmd.metadata}
         consumer.max_unacked = max_unacked_per_consumer(self, cmd.subType)
+        consumer.read_compacted = cmd.read_compacted
         try:
             subscription.add_consumer(consumer)
         except BrokerServiceError:

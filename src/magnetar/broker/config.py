@@ -148,6 +148,11 @@ class ServiceConfiguration:
     )
     # bucket tracker: entries buffered before they are sealed into segments, and bucket width
     delayedDeliveryMinIndexCountPerBucket: int = 50000
+    # compaction (see broker.compaction)
+    brokerServiceCompactionMonitorIntervalInSeconds: int = 60
+    brokerServiceCompactionThresholdInBytes: int = 0
+    topicCompactionRetainNullKey: bool = False
+    compactionServiceFactoryClassName: str = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
     delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
 
     def validate(self) -> None:
@@ -168,7 +173,8 @@ class ServiceConfiguration:
                     "webServiceRequestTimeoutSeconds",
                     "maxMessagePublishBufferSizeInMB",
                     "delayedDeliveryMinIndexCountPerBucket",
-                    "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds")
+                    "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds",
+                    "brokerServiceCompactionMonitorIntervalInSeconds")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
@@ -187,6 +193,7 @@ class ServiceConfiguration:
                 load_entry_filter(name)
             except (ValueError, ImportError) as exc:
                 raise ConfigError(f"entryFilterNames: {exc}") from None
+        self._validate_compaction()
         if self.brokerDeleteInactiveTopicsMode not in _INACTIVE_TOPIC_MODES:
             raise ConfigError(f"brokerDeleteInactiveTopicsMode must be one of {', '.join(_INACTIVE_TOPIC_MODES)}, "
                               f"not {self.brokerDeleteInactiveTopicsMode!r}")
@@ -211,6 +218,17 @@ class ServiceConfiguration:
         for name in ("brokerServicePort", "webServicePort"):
             if not 0 <= getattr(self, name) <= 65535:
                 raise ConfigError(f"{name} must be a port number (0-65535), not {getattr(self, name)}")
+
+    def _validate_compaction(self) -> None:
+        from magnetar.broker.compaction import load_compaction_service_factory  # noqa: PLC0415 (broker side)
+
+        try:
+            load_compaction_service_factory(self.compactionServiceFactoryClassName)
+        except (ValueError, ImportError) as exc:
+            raise ConfigError(f"compactionServiceFactoryClassName: {exc}") from None
+        if self.brokerServiceCompactionThresholdInBytes < 0:
+            raise ConfigError("brokerServiceCompactionThresholdInBytes must be 0 (never) or positive, "
+                              f"not {self.brokerServiceCompactionThresholdInBytes}")
 
     def apply(self, settings: Mapping[str, str]) -> None:
         """Set keys from their text form, as `apply_settings` does (for code and tests)."""

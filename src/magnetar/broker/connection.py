@@ -483,7 +483,7 @@ class ServerCnx(asyncio.Protocol):
         if req.HasField("message_id"):
             position = position_of(req.message_id)
         elif req.HasField("message_publish_time"):
-            position = topic.find_position_by_time(req.message_publish_time)
+            position = topic.find_position_by_time(req.message_publish_time, read_compacted=consumer.read_compacted)
         else:
             self.send(
                 commands.error(req.request_id, pb.MetadataError, "Message id and message publish time were not present")
@@ -513,7 +513,8 @@ class ServerCnx(asyncio.Protocol):
             return
         mark = subscription.cursor.mark_delete_position
         mark_delete = MessageId(mark.ledger_id, mark.entry_id).to_proto()
-        self.send(commands.last_message_id_response(req.request_id, subscription.topic.last_message_id(), mark_delete))
+        last = subscription.topic.last_message_id(read_compacted=consumer.read_compacted)
+        self.send(commands.last_message_id_response(req.request_id, last, mark_delete))
 
     def handle_consumer_stats(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.consumerStats

@@ -87,6 +87,8 @@ class Consumer:
         self.metadata: dict[str, str] = {}
         """The consumer's properties (CommandSubscribe.metadata; the client's `properties=`)."""
         self.permits = 0
+        self.read_compacted = False
+        """Reads the compacted view (CommandSubscribe.read_compacted)."""
         self.told_end_of_topic = False
         self.pending = UnackedMessages()
         self.max_unacked = 0

@@ -33,8 +33,17 @@ def internal_stats(topic: PersistentTopic) -> dict[str, object]:
         "ledgers": [{"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size,
                      "offloaded": False, "underReplicated": False} for info in ledgers],
         "cursors": {name: _cursor(topic, sub) for name, sub in topic.subscriptions.items()},
-        "compactedLedger": {"ledgerId": -1, "entries": -1, "size": -1, "offloaded": False, "underReplicated": False},
+        "compactedLedger": _compacted_ledger(topic),
     }
+
+
+def _compacted_ledger(topic: PersistentTopic) -> dict[str, object]:
+    """The compacted ledger in force (built-in service), as Pulsar reports it; -1s without one."""
+    store = getattr(topic.compaction_service, "store", None)
+    current = store.current if store is not None else None
+    info = current.info if current is not None else None
+    return {"ledgerId": info.ledger_id if info else -1, "entries": info.entries if info else -1,
+            "size": info.size if info else -1, "offloaded": False, "underReplicated": False}
 
 
 def _cursor(topic: PersistentTopic, subscription: PersistentSubscription) -> dict[str, object]:

@@ -19,6 +19,12 @@ from magnetar.broker.advertised_listeners import (
     parse_advertised_listeners,
 )
 from magnetar.broker.backlog_quota import BacklogQuotaChecker
+from magnetar.broker.compaction import (
+    CompactionManager,
+    CompactionOptions,
+    TopicCompactionService,
+    load_compaction_service_factory,
+)
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.connection_controller import ConnectionController, PartialFrameBudget
@@ -35,7 +41,7 @@ from magnetar.broker.retention import RetentionMonitor
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_list import compile_pattern, filter_topics
 from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
-from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory
+from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -91,6 +97,13 @@ class BrokerService:
         self.connection_controller = ConnectionController(config.brokerMaxConnections, config.brokerMaxConnectionsPerIp)
         self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
         self._stats_timer: asyncio.TimerHandle | None = None
+        self._compaction_factory = load_compaction_service_factory(config.compactionServiceFactoryClassName)
+        self.compaction = CompactionManager(self)
+
+    def new_compaction_service(self, ledger: ManagedLedger) -> TopicCompactionService:
+        """The compaction service of a topic being loaded (compactionServiceFactoryClassName)."""
+        options = CompactionOptions(self.config.topicCompactionRetainNullKey, self.config.maxMessageSize)
+        return self._compaction_factory(ledger, self.factory, options)
 
     def _next_boot_id(self) -> int:
         """Distinguishes generated producer names across restarts of the same data."""
@@ -117,6 +130,7 @@ class BrokerService:
         self.retention_monitor.start()
         self.backlog_quota_checker.start()
         self.inactivity_monitor.start()
+        self.compaction.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
         loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
 
@@ -156,6 +170,7 @@ class BrokerService:
         self.retention_monitor.stop()
         self.backlog_quota_checker.stop()
         self.inactivity_monitor.stop()
+        self.compaction.stop()
         if self._stats_timer is not None:
             self._stats_timer.cancel()
         if self._server is not None:

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from magnetar.broker.compaction.reads import CompactedReader
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.consumer_selectors import (
     announce_active,
@@ -20,8 +21,9 @@ if TYPE_CHECKING:
     from magnetar.broker.subscription import PersistentSubscription
 
 
-class SingleActiveConsumerDispatcher(Dispatcher):
-    """Exclusive and Failover: one consumer at a time receives, in order."""
+class SingleActiveConsumerDispatcher(CompactedReader, Dispatcher):
+    """Exclusive and Failover: one consumer at a time receives, in order (a read_compacted
+    one reads the compacted view, see compaction.reads)."""
 
     def __init__(self, subscription: PersistentSubscription, sub_type: int) -> None:
         super().__init__(subscription)

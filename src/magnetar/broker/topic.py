@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import backlog_quota
 from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
+from magnetar.broker.compaction.reads import compacted_last_message_id, compacted_position_by_time
 from magnetar.broker.deduplication import DEDUPLICATION, MessageDeduplication
 from magnetar.broker.delayed_delivery import drop_delayed_index
 from magnetar.broker.entry_filters import EntryFilterChain, FilterContext
@@ -61,6 +62,7 @@ class PersistentTopic(AbstractTopic):
         self._dedup_policy_version = -1
         self._filters: EntryFilterChain | None = None
         self._filters_policy_version = -1
+        self.compaction_service = service.new_compaction_service(ledger)
 
     # -- publishing
     def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
@@ -97,7 +99,12 @@ class PersistentTopic(AbstractTopic):
         ledgers = self.ledger.ledgers
         return Position(ledgers[-1].ledger_id if ledgers else 0, 0)
 
-    def last_message_id(self) -> pb.MessageIdData:
+    def last_message_id(self, *, read_compacted: bool = False) -> pb.MessageIdData:
+        """GetLastMessageId: a compacted reader is answered from the compacted view."""
+        if read_compacted:
+            compacted = compacted_last_message_id(self)
+            if compacted is not None:
+                return compacted
         last = self.ledger.last_confirmed_position
         if last is None:
             ledgers = self.ledger.ledgers
@@ -105,8 +112,11 @@ class PersistentTopic(AbstractTopic):
         batch_index = self._last_batch_size - 1 if self._last_batch_size > 0 else -1
         return MessageId(last.ledger_id, last.entry_id, self.partition, batch_index).to_proto()
 
-    def find_position_by_time(self, timestamp: int) -> Position:
-        """Where a seek to `timestamp` lands: the first entry at or after it."""
+    def find_position_by_time(self, timestamp: int, *, read_compacted: bool = False) -> Position:
+        """Where a seek to `timestamp` lands: the first entry at or after it (of the
+        compacted view for a compacted reader)."""
+        if read_compacted:
+            return compacted_position_by_time(self, timestamp)
         found = find_first_at_or_after(self.ledger, timestamp).position
         return found if found is not None else self.next_publish_position()
 
@@ -219,6 +229,7 @@ class PersistentTopic(AbstractTopic):
             self.save_state()
         except StorageFullError as exc:  # rebuilt from the ledger at the next load
             log.warning("[%s] state not saved: %s", self.name, exc)
+        self.compaction_service.close()
         self.ledger.close()
 
     def save_state(self) -> None:

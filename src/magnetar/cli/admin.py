@@ -169,6 +169,27 @@ TOPIC_POLICIES = [
     _DELAYED, _SCHEMA,
 ]
 
+def _compact(admin: AdminClient, args: argparse.Namespace) -> str | None:
+    """Start a compaction; with --wait, follow it to the end with a progress bar on stderr."""
+    admin.compact(args.topic)
+    if not args.wait:
+        return "Topic compaction requested"
+    while True:
+        status = admin.compaction_status(args.topic)
+        _progress_bar(float(status.get("progress", 0.0)))
+        if status["status"] != "RUNNING":
+            print(file=sys.stderr)
+            if status["status"] == "ERROR":
+                raise AdminError(0, f"compaction failed: {status.get('lastError', '')}")
+            return f"Compaction {status['status'].lower()}"
+        time.sleep(0.2)
+
+
+def _progress_bar(fraction: float, width: int = 30) -> None:
+    done = round(max(0.0, min(fraction, 1.0)) * width)
+    print(f"\r[{'#' * done}{'.' * (width - done)}] {fraction * 100:5.1f}%", end="", file=sys.stderr, flush=True)
+
+
 TOPIC = arg("topic", help="persistent://tenant/namespace/topic (or a short name)")
 SUBSCRIPTION = arg("-s", "--subscription", required=True, help="subscription name")
 FORCE = arg("-f", "--force", action="store_true", help="close connected clients first")
@@ -264,6 +285,17 @@ RESOURCES: dict[str, list[Verb]] = {
              lambda a, n: a.get_message_by_id(n.topic, n.ledgerId, n.entryId),
              [TOPIC, arg("-l", "--ledgerId", type=int, required=True),
               arg("-e", "--entryId", type=int, required=True)]),
+        Verb("compact", "start compacting a topic (each partition of a partitioned one)", _compact,
+             [TOPIC, arg("-w", "--wait", action="store_true", help="wait for the end, showing progress on stderr")]),
+        Verb("compaction-status", "show the status of a topic's compaction",
+             lambda a, n: a.compaction_status(n.topic), [TOPIC]),
+        Verb("get-compaction-threshold", "show a topic's compaction threshold",
+             lambda a, n: a.get_compaction_threshold(n.topic), [TOPIC]),
+        Verb("set-compaction-threshold", "compact automatically beyond this many bytes",
+             lambda a, n: a.set_compaction_threshold(n.topic, n.threshold),
+             [TOPIC, arg("-t", "--threshold", type=int, required=True, help="bytes")]),
+        Verb("remove-compaction-threshold", "remove a topic's compaction threshold",
+             lambda a, n: a.remove_compaction_threshold(n.topic), [TOPIC]),
         Verb("unload", "unload a topic (clients reconnect)", lambda a, n: a.unload(n.topic), [TOPIC]),
         Verb("terminate", "stop a topic taking messages", lambda a, n: a.terminate(n.topic), [TOPIC]),
         Verb("partitioned-terminate", "stop every partition taking messages",

@@ -26,6 +26,16 @@ ZSTD_LEVEL = 3
 """The C++ client calls ``ZSTD_compress(..., 3)``; same level, same frame."""
 
 
+class CodecCounters:
+    """Process-wide count of payload decompressions: lets a test (and the broker's debug
+    stats) prove that a path which should read metadata only never opened a payload."""
+
+    decompressions: int = 0
+
+
+counters = CodecCounters()
+
+
 def _lz4_compress(data: Buffer) -> bytes:
     # LZ4_compress_default, no size prefix: the size travels in the metadata instead.
     return lz4.block.compress(data, mode="default", store_size=False)
@@ -118,6 +128,8 @@ def decompress(codec: int, data: Buffer, uncompressed_size: int, *, max_size: in
         raise WireError(f"unknown compression type {codec}")
     if not 0 <= uncompressed_size <= max_size:
         raise WireError(f"uncompressed size {uncompressed_size} is outside 0..{max_size}")
+    if codec != pb.NONE:
+        counters.decompressions += 1
     try:
         out = decoder(data, uncompressed_size)
     except WireError:

@@ -1,0 +1,27 @@
+"""Topic compaction: the per-topic service (service.py), its two phases (compactor.py),
+when it runs (manager.py) and how compacted readers are served (reads.py)."""
+
+from magnetar.broker.compaction.compactor import CompactionOptions, CompactionResult
+from magnetar.broker.compaction.manager import COMPACTION_THRESHOLD, CompactionManager, CompactionStatus
+from magnetar.broker.compaction.service import (
+    EARLIEST,
+    ENTRY_POINT_GROUP,
+    BuiltinCompactionService,
+    MessagePosition,
+    TopicCompactionService,
+    load_compaction_service_factory,
+)
+
+__all__ = [
+    "COMPACTION_THRESHOLD",
+    "EARLIEST",
+    "ENTRY_POINT_GROUP",
+    "BuiltinCompactionService",
+    "CompactionManager",
+    "CompactionOptions",
+    "CompactionResult",
+    "CompactionStatus",
+    "MessagePosition",
+    "TopicCompactionService",
+    "load_compaction_service_factory",
+]

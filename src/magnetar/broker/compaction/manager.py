@@ -1,0 +1,115 @@
+"""When compaction runs, and what the admin API says about it.
+
+Runs are started by the admin API (one at a time per topic; a second request while one
+runs is a conflict) or by the size monitor: every
+`brokerServiceCompactionMonitorIntervalInSeconds`, a topic whose bytes beyond the horizon
+exceed its `compactionThreshold` (topic > namespace > `brokerServiceCompactionThresholdInBytes`;
+0 = never) is compacted. Each run works on a worker thread; the loop only keeps its status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from magnetar.broker.errors import ResourceConflictError
+from magnetar.broker.policies import Policy
+
+if TYPE_CHECKING:
+    from magnetar.broker.service import BrokerService
+    from magnetar.broker.topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+COMPACTION_THRESHOLD = Policy("compactionThreshold", "compaction_threshold", "brokerServiceCompactionThresholdInBytes")
+
+
+@dataclass(slots=True)
+class CompactionStatus:
+    """Pulsar's LongRunningProcessStatus, plus magnetar's progress (0..1) for `--wait`."""
+
+    status: str = "NOT_RUN"
+    last_error: str = ""
+    progress: float = 0.0
+
+    def to_json(self) -> dict[str, object]:
+        return {"status": self.status, "lastError": self.last_error, "progress": round(self.progress, 4)}
+
+
+class CompactionManager:
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self.statuses: dict[str, CompactionStatus] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        interval = self.service.config.brokerServiceCompactionMonitorIntervalInSeconds
+        self._timer = asyncio.get_running_loop().call_later(interval, self._check_thresholds)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in self._tasks.values():
+            task.cancel()
+
+    def status(self, topic: str) -> CompactionStatus:
+        return self.statuses.get(topic, CompactionStatus())
+
+    def running(self, topic: str) -> bool:
+        return topic in self._tasks
+
+    def trigger(self, topic: PersistentTopic) -> None:
+        """Start compacting `topic`; a conflict if a run is under way."""
+        key = str(topic.name)
+        if key in self._tasks:
+            raise ResourceConflictError("Compaction already in progress")
+        status = self.statuses[key] = CompactionStatus("RUNNING")
+        self._tasks[key] = asyncio.get_running_loop().create_task(self._run(topic, status))
+
+    async def _run(self, topic: PersistentTopic, status: CompactionStatus) -> None:
+        key = str(topic.name)
+
+        def progress(fraction: float) -> None:  # called on the worker thread: one float store
+            status.progress = fraction
+
+        try:
+            await asyncio.to_thread(topic.compaction_service.compact, progress)
+        except asyncio.CancelledError:
+            status.status, status.last_error = "ERROR", "cancelled: the broker is stopping"
+            raise
+        except Exception as exc:
+            log.exception("[%s] compaction failed", key)
+            status.status, status.last_error = "ERROR", f"{type(exc).__name__}: {exc}"
+        else:
+            status.status, status.progress = "SUCCESS", 1.0
+        finally:
+            self._tasks.pop(key, None)
+
+    def _check_thresholds(self) -> None:
+        try:
+            for topic in list(self.service.topics.values()):
+                if self._over_threshold(topic):
+                    log.info("[%s] backlog beyond the compaction horizon exceeds its threshold: compacting",
+                             topic.name)
+                    self.trigger(topic)
+        except Exception:
+            log.exception("compaction threshold check failed")
+        self.start()
+
+    def _over_threshold(self, topic: PersistentTopic) -> bool:
+        if str(topic.name) in self._tasks:
+            return False
+        threshold = int(self.service.policies.effective(topic.name, COMPACTION_THRESHOLD) or 0)
+        if threshold <= 0:
+            return False
+        ledger = topic.ledger
+        horizon = topic.compaction_service.last_compacted_position()
+        if horizon is None:
+            pending = ledger.total_size_bytes()
+        else:
+            last = ledger.last_confirmed_position
+            beyond = last is not None and last > horizon
+            pending = ledger.estimated_bytes_from(ledger.next_position(horizon)) if beyond else 0
+        return pending > threshold
