@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pulsar
 
-from magnetar.broker.message_finder import EntrySequence, find_first_at_or_after
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory
+from magnetar.storage.message_finder import EntrySequence, find_first_at_or_after
 from magnetar.wire.entry import add_broker_entry_metadata, build_entry, parse_message_metadata
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 

@@ -13,11 +13,11 @@ from admin_http import http, http_get
 from polling import wait_for
 from rawclient import RawClient
 
-from magnetar.broker.topic_name import TopicName
 from magnetar.storage import ManagedLedgerFactory
 from magnetar.wire.batch import encode_batch
 from magnetar.wire.entry import build_entry, parse_entry, parse_message_metadata, peek_broker_entry_metadata
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.topic_name import TopicName
 
 T = pb.BaseCommand
 PULSAR_INTERCEPTORS = (

@@ -9,8 +9,8 @@ import pytest
 from admin_http import http
 from rawclient import RawClient
 
-from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 T = pb.BaseCommand
 

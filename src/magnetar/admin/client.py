@@ -14,7 +14,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.broker.topic_name import TopicName
+from magnetar.wire.topic_name import TopicName
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
 

@@ -12,7 +12,7 @@ from magnetar.admin.responses import fail, no_content
 from magnetar.broker.compaction import CompactionStatus
 from magnetar.broker.service import BrokerService
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_name import TopicName
+from magnetar.wire.topic_name import TopicName
 
 #: Which status a partitioned topic reports when its partitions differ: the first found.
 _PRECEDENCE = ("RUNNING", "ERROR", "NOT_RUN", "SUCCESS")

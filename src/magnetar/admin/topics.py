@@ -28,7 +28,6 @@ from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.internal_stats import internal_stats
-from magnetar.broker.message_finder import EntrySequence
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.policies import MESSAGE_TTL, Policy
 from magnetar.broker.retention import RETENTION
@@ -42,10 +41,11 @@ from magnetar.broker.topic_limits import (
     MAX_UNACKED_PER_CONSUMER,
     SCHEMA_COMPATIBILITY,
 )
-from magnetar.broker.topic_name import TopicName
 from magnetar.storage import NoSuchEntryError, Position
+from magnetar.storage.message_finder import EntrySequence
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.topic_name import TopicName
 
 PERSISTENT = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 #: Paths that serve both domains; the others read storage, which a non-persistent topic has none of.

@@ -18,9 +18,9 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.producer import Producer
 from magnetar.broker.stats import MessageCounter
 from magnetar.broker.topic_limits import check_new_consumer, check_new_producer, max_unacked_per_consumer
-from magnetar.broker.topic_name import TopicName
 from magnetar.storage import Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.connection import ServerCnx

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.message_expiry import last_expired_position
-from magnetar.broker.message_finder import entry_timestamp
 from magnetar.broker.policies import Policy
+from magnetar.storage.message_finder import entry_timestamp
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 

@@ -11,8 +11,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from magnetar.broker.message_finder import find_first_at_or_after
 from magnetar.storage import Position
+from magnetar.storage.message_finder import find_first_at_or_after
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService

@@ -23,11 +23,11 @@ from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
 from magnetar.broker.consumer import DispatchEntry
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.non_persistent_subscription import NonPersistentSubscription
-from magnetar.broker.topic_name import TopicName
 from magnetar.storage import Position
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService

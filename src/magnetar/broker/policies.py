@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.topic_name import TopicName
+from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.config import ServiceConfiguration

@@ -14,8 +14,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from magnetar.broker.errors import InvalidResourceError, ResourceConflictError, ResourceNotFoundError
-from magnetar.broker.topic_name import InvalidTopicNameError, check_entity_name
 from magnetar.storage import MetadataStore
+from magnetar.wire.topic_name import InvalidTopicNameError, check_entity_name
 
 CLUSTER = "standalone"
 #: What a first start creates, as Pulsar's standalone does.

@@ -40,9 +40,9 @@ from magnetar.broker.resources import NamespaceResources
 from magnetar.broker.retention import RetentionMonitor
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_list import compile_pattern, filter_topics
-from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
 from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 log = logging.getLogger(__name__)
 _PARTITIONED_PREFIX = "/admin/partitioned-topics/"

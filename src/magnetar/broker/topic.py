@@ -13,16 +13,16 @@ from magnetar.broker.delayed_delivery import drop_delayed_index
 from magnetar.broker.entry_filters import EntryFilterChain, FilterContext
 from magnetar.broker.entry_filters.policy import effective_filter_names
 from magnetar.broker.errors import BrokerServiceError, InvalidResourceError, ResourceConflictError
-from magnetar.broker.message_finder import find_first_at_or_after
 from magnetar.broker.policies import MESSAGE_TTL
 from magnetar.broker.positions import position_of
 from magnetar.broker.subscription import PersistentSubscription
-from magnetar.broker.topic_name import TopicName
 from magnetar.storage import ManagedLedger, Position, StorageFullError
+from magnetar.storage.message_finder import find_first_at_or_after
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService

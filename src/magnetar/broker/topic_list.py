@@ -18,7 +18,7 @@ from collections.abc import Iterable
 
 import crc32c
 
-from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
+from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 _SCHEME = "://"
 

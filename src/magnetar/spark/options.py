@@ -12,9 +12,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from magnetar.broker.topic_name import InvalidTopicNameError, TopicName
 from magnetar.formats.processor import load_processor
 from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec
+from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
 KNOWN = {

@@ -21,8 +21,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from magnetar.broker.message_finder import entry_timestamp
-from magnetar.broker.topic_name import TopicName
 from magnetar.client.connection import ClientConnection, PulsarServerError
 from magnetar.client.lookup import lookup, partitions_of, topics_of_namespace
 from magnetar.client.raw_reader import RawReader
@@ -39,9 +37,11 @@ from magnetar.spark.storage_reader import (
     gc_paused,
     last_index,
 )
+from magnetar.storage.message_finder import entry_timestamp
 from magnetar.wire.entry import peek_broker_entry_metadata
 from magnetar.wire.message_id import EARLIEST, MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.topic_name import TopicName
 
 Entry = tuple[MessageId, bytes]
 _NAMESPACE_OF_PATTERN = re.compile(r"(?:persistent://)?([\w.-]+)/([\w.-]+)/")

@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from magnetar.broker.message_finder import EntrySequence, find_by_index, find_first_at_or_after
-from magnetar.broker.topic_name import TopicName
 from magnetar.formats.processor import all_builtins
 from magnetar.spark.offsets import EARLIEST_INDEX, LATEST_INDEX, TopicPartition
 from magnetar.spark.options import MagnetarOptionError, SourceOptions
 from magnetar.spark.rows import RowFilter, rows_of_entries
 from magnetar.storage import ManagedLedger, ManagedLedgerFactory, NoSuchManagedLedgerError, Position
+from magnetar.storage.message_finder import EntrySequence, find_by_index, find_first_at_or_after
 from magnetar.wire.entry import parse_message_metadata, peek_broker_entry_metadata
+from magnetar.wire.topic_name import TopicName
 
 PARTITIONED_PREFIX = "/admin/partitioned-topics/"
 ROWS_PER_BATCH = 65536

@@ -22,9 +22,9 @@ from importlib.metadata import entry_points
 from typing import Any, Protocol, runtime_checkable
 
 from magnetar.broker.compaction.compactor import CompactionOptions, CompactionResult, Progress, compact
-from magnetar.broker.message_finder import entry_timestamp
 from magnetar.storage import CorruptEntryError, ManagedLedger, ManagedLedgerFactory, Position, StorageClosedError
 from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerStore
+from magnetar.storage.message_finder import entry_timestamp
 from magnetar.wire.compaction import last_retained_index
 from magnetar.wire.entry import parse_entry, parse_message_metadata
 

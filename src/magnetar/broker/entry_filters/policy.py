@@ -9,7 +9,7 @@ from magnetar.broker.policies import Policy
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
-    from magnetar.broker.topic_name import TopicName
+    from magnetar.wire.topic_name import TopicName
 
 #: Pulsar's EntryFilters policy JSON, `{"entryFilterNames": "a,b"}`, at both levels.
 ENTRY_FILTERS = Policy("entryFilters", "entryFilters", "entryFilterNames")

@@ -12,7 +12,8 @@ import bisect
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from magnetar.storage import ManagedLedger, Position
+from magnetar.storage.managed_ledger import ManagedLedger
+from magnetar.storage.position import Position
 from magnetar.wire.entry import parse_message_metadata, peek_broker_entry_metadata
 
 
