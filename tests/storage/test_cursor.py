@@ -11,8 +11,10 @@ TOPIC = "persistent/t"
 
 @pytest.fixture
 def ml(open_factory):
-    """Three ledgers of 4 entries: acks have ledger boundaries to cross."""
-    managed = open_factory(ManagedLedgerConfig(max_entries_per_ledger=4)).open(TOPIC)
+    """Three ledgers of 4 entries: acks have ledger boundaries to cross. Retention keeps them
+    all (the model test shares this ledger between examples, and consumed ledgers would go)."""
+    config = ManagedLedgerConfig(max_entries_per_ledger=4, retention_time_seconds=-1, retention_size_bytes=-1)
+    managed = open_factory(config).open(TOPIC)
     for i in range(12):
         managed.append_sync(b"%d" % i)
     return managed
