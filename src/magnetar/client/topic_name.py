@@ -2,11 +2,15 @@
 
 `my-topic` means `persistent://public/default/my-topic`, `tenant/ns/t` means
 `persistent://tenant/ns/t`; partition i of a partitioned topic is `<topic>-partition-<i>`.
+
+String-level on purpose, unlike `magnetar.wire.topic_name.TopicName`, which checks every
+part: a client completes regular expressions (pattern subscriptions) the same way, and
+leaves refusing a bad name to the broker, as the official client does.
 """
 
 from __future__ import annotations
 
-PARTITION_SUFFIX = "-partition-"
+from magnetar.wire.topic_name import PARTITION_SUFFIX
 
 
 def full_topic_name(topic: str) -> str:
