@@ -7,8 +7,9 @@ import json
 
 import pulsar
 import pytest
-from admin_http import http
+from admin_http import get_json, http
 from compaction_helpers import compact, drain, kv, status, stored_compacted, topic_path
+from polling import wait_for
 
 from magnetar.wire.batch import decode_batch
 from magnetar.wire.compaction import PLACEHOLDER
@@ -139,3 +140,40 @@ def test_admin_status_and_errors(broker, client_factory):
     assert http("PUT", ns, b"4096")[0] == 204
     assert http("GET", ns)[2] == b"4096"
     assert http("POST", topic_path(broker.admin_url, "st") + "/compactionThreshold", b"-1")[0] == 412
+
+
+def test_trimming_keeps_what_the_next_compaction_must_read(broker_factory, client_factory):
+    """Retention 0/0 and small ledgers: a subscription consumes everything, so trimming
+    would drop the ledgers after the horizon before any compaction read them; the
+    `__compaction` cursor at the horizon holds them back, as in Pulsar."""
+    broker = broker_factory("managedLedgerMaxEntriesPerLedger=4", "managedLedgerMinLedgerRolloverTimeMinutes=0")
+    client = client_factory(broker.url)
+    topic = "trimmed-compacted"
+    consumer = client.subscribe(topic, "all")
+    producer = client.create_producer(topic, batching_enabled=False)
+
+    def send_and_consume(prefix: str, key_of) -> None:
+        for i in range(12):
+            producer.send(f"{prefix}{i}".encode(), partition_key=key_of(i))
+        for _ in range(12):
+            consumer.acknowledge(consumer.receive(10_000))
+        assert wait_for(lambda: get_json(topic_path(broker.admin_url, topic) + "/stats")[
+            "subscriptions"]["all"]["msgBacklog"] == 0)
+
+    send_and_consume("v", lambda i: f"k{i % 3}")
+    assert compact(broker.admin_url, topic)["status"] == "SUCCESS"
+    send_and_consume("w", lambda i: "k0" if i == 0 else "k1")  # k0's last value in the oldest tail ledger
+    assert http("POST", topic_path(broker.admin_url, topic) + "/trim")[0] == 204
+    broker.restart()  # the cursor is stored, and is no subscription of the topic
+    assert get_json(topic_path(broker.admin_url, topic) + "/subscriptions") == ["all"]
+    assert compact(broker.admin_url, topic)["status"] == "SUCCESS"
+    assert set(_stored_values(broker, topic)) == {b"k0w0", b"k1w11", b"k2v11"}
+
+
+def _stored_values(broker, topic: str) -> list[bytes]:
+    """Partition key and value of each (non-batched) entry of the compacted ledger."""
+    out = []
+    for _position, data in stored_compacted(broker.data_dir, topic):
+        entry = parse_entry(data)
+        out.append(entry.metadata.partition_key.encode() + bytes(entry.payload))
+    return out

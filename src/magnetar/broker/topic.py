@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker import backlog_quota
 from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
+from magnetar.broker.compaction.manager import COMPACTION_CURSOR
 from magnetar.broker.compaction.reads import compacted_last_message_id, compacted_position_by_time
 from magnetar.broker.deduplication import DEDUPLICATION, MessageDeduplication
 from magnetar.broker.delayed_delivery import drop_delayed_index
@@ -53,7 +54,7 @@ class PersistentTopic(AbstractTopic):
         self.ledger = ledger
         self.subscriptions: dict[str, PersistentSubscription] = {
             sub_name: PersistentSubscription(self, sub_name, cursor, durable=True)
-            for sub_name, cursor in ledger.cursors.items()
+            for sub_name, cursor in ledger.cursors.items() if sub_name != COMPACTION_CURSOR
         }
         last_entry = self._last_entry()
         self._last_batch_size = _batch_size(last_entry)

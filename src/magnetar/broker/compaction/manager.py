@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
     from magnetar.broker.topic import PersistentTopic
 
+COMPACTION_CURSOR = "__compaction"
+"""Pulsar's name for the compactor's cursor (Compactor.COMPACTION_SUBSCRIPTION)."""
+
 log = logging.getLogger(__name__)
 COMPACTION_THRESHOLD = Policy("compactionThreshold", "compaction_threshold", "brokerServiceCompactionThresholdInBytes")
 
@@ -83,6 +86,7 @@ class CompactionManager:
             log.exception("[%s] compaction failed", key)
             status.status, status.last_error = "ERROR", f"{type(exc).__name__}: {exc}"
         else:
+            hold_trimming_at_horizon(topic)
             status.status, status.progress = "SUCCESS", 1.0
         finally:
             self._tasks.pop(key, None)
@@ -113,3 +117,21 @@ class CompactionManager:
             beyond = last is not None and last > horizon
             pending = ledger.estimated_bytes_from(ledger.next_position(horizon)) if beyond else 0
         return pending > threshold
+
+
+def hold_trimming_at_horizon(topic: PersistentTopic) -> None:
+    """Keep the data after the compaction horizon until the next run has read it.
+
+    As in Pulsar, a durable cursor named `__compaction` sits at the horizon: ledger trimming
+    never passes the slowest durable cursor, so entries every subscription has consumed
+    but no compaction has seen yet stay for the next run, and compacted readers find the
+    tail after the compacted ledger. Storage-level only: the broker lists no subscription
+    for it.
+    """
+    current = topic.compaction_service.store.current
+    if current is None:
+        return
+    ledger = topic.ledger
+    cursor = ledger.cursors.get(COMPACTION_CURSOR) or ledger.open_cursor(COMPACTION_CURSOR, "earliest")
+    if cursor.mark_delete_position < current.horizon:
+        cursor.mark_delete(current.horizon)
