@@ -168,6 +168,12 @@ def test_trimming_keeps_what_the_next_compaction_must_read(broker_factory, clien
     assert get_json(topic_path(broker.admin_url, topic) + "/subscriptions") == ["all"]
     assert compact(broker.admin_url, topic)["status"] == "SUCCESS"
     assert set(_stored_values(broker, topic)) == {b"k0w0", b"k1w11", b"k2v11"}
+    # the ledger under k2's compacted entry is gone: readers start at the compacted ledger's first entry
+    latest = [("k0", b"w0"), ("k1", b"w11"), ("k2", b"v11")]
+    client = client_factory(broker.url)
+    assert sorted(kv(drain(compacted_reader(client, topic)))) == latest
+    durable = client.subscribe(topic, "late", is_read_compacted=True, initial_position=pulsar.InitialPosition.Earliest)
+    assert sorted(kv([durable.receive(10_000) for _ in range(3)])) == latest
 
 
 def _stored_values(broker, topic: str) -> list[bytes]:

@@ -51,6 +51,8 @@ class SingleActiveConsumerDispatcher(CompactedReader, Dispatcher):
         previous, self.active = self.active, chosen
         if previous is not None and previous.pending:
             self._release(previous, list(previous.pending))
+        else:
+            self._restart_compacted_view()
         if self.sub_type == pb.CommandSubscribe.Failover:
             announce_active(self.consumers, chosen)
         self.schedule()
@@ -63,6 +65,7 @@ class SingleActiveConsumerDispatcher(CompactedReader, Dispatcher):
                 self.outstanding.pop(position, None)
             other.pending.clear()
         self.read_position = self.subscription.first_unacked_position()
+        self._restart_compacted_view()
 
     def dispatch(self) -> None:
         consumer = self.active
@@ -92,6 +95,7 @@ class SingleActiveConsumerDispatcher(CompactedReader, Dispatcher):
     def reset(self, position: Position) -> None:
         self.close()
         super().reset(position)
+        self._restart_compacted_view()
 
     def close(self) -> None:
         if self._paused is not None:

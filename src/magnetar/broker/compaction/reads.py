@@ -38,7 +38,37 @@ def restrict_to_retained(entry: DispatchEntry) -> None:
 
 class CompactedReader:
     """Mixed into the Exclusive/Failover dispatcher: reads the compacted ledger for a
-    `read_compacted` active consumer while its read position is within the horizon."""
+    `read_compacted` active consumer while its read position is within the horizon.
+
+    The compacted ledger outlives the topic's ledgers under it once they are trimmed, so
+    its oldest entries can sit below the topic's first position, where a cursor cannot
+    stand. As Pulsar's `readFromEarliest`, a consumer starting with nothing acknowledged
+    reads the compacted ledger from its first entry; from there the dispatcher continues
+    entry by entry in the compacted ledger (`_compacted_next`), not through the topic's
+    positions, which jump over the trimmed ledgers.
+    """
+
+    _compacted_from_earliest = False
+    _compacted_next: tuple[Position, Position] | None = None
+    """(where the topic would continue, where the compacted ledger continues) after a run."""
+
+    def _restart_compacted_view(self) -> None:
+        """The read position went back to the cursor (a new active consumer, a redelivery,
+        a seek): start from the compacted ledger's first entry if nothing is acknowledged."""
+        self._compacted_next = None
+        cursor = self.subscription.cursor  # type: ignore[attr-defined]
+        self._compacted_from_earliest = cursor.mark_delete_position.entry_id < 0
+
+    def _compacted_start(self, start: Position) -> Position:
+        topic: PersistentTopic = self.subscription.topic  # type: ignore[attr-defined]
+        if self._compacted_from_earliest:
+            self._compacted_from_earliest = False
+            first = topic.ledger.first_position
+            if first is None or start <= first:
+                return Position(-1, -1)
+        if self._compacted_next is not None and start == self._compacted_next[0]:
+            return self._compacted_next[1]
+        return start
 
     def _compacted_horizon(self) -> Position | None:
         active = getattr(self, "active", None)
@@ -50,14 +80,30 @@ class CompactedReader:
     def _read_stored(self, start: Position, count: int) -> list[tuple[Position, bytes | None]]:
         horizon = self._compacted_horizon()
         self._compacted_positions: set[Position] = set()
-        if horizon is not None and start <= horizon:
-            topic: PersistentTopic = self.subscription.topic  # type: ignore[attr-defined]
-            run = topic.compaction_service.read_compacted_entries(start, count)
+        if horizon is None:
+            return super()._read_stored(start, count)  # type: ignore[misc]
+        topic: PersistentTopic = self.subscription.topic  # type: ignore[attr-defined]
+        compacted_start = self._compacted_start(start)
+        if compacted_start <= horizon:
+            run = topic.compaction_service.read_compacted_entries(compacted_start, count)
             if run:
                 self._compacted_positions = {position for position, _data in run}
+                last = run[-1][0]
+                self._compacted_next = (topic.ledger.next_position(last), Position(last.ledger_id, last.entry_id + 1))
                 return run  # type: ignore[return-value]
+        self._compacted_next = None
+        if start <= horizon:
             start = self.read_position = topic.ledger.next_position(horizon)  # type: ignore[attr-defined]
         return super()._read_stored(start, count)  # type: ignore[misc]
+
+    def _deliverable(self, position: Position) -> bool:
+        """A compacted entry below the topic's first position is older than anything the
+        cursor can mark: only what is out with a consumer holds it back."""
+        if position in getattr(self, "_compacted_positions", ()):
+            first = self.subscription.topic.ledger.first_position  # type: ignore[attr-defined]
+            if first is None or position < first:
+                return position not in self.outstanding  # type: ignore[attr-defined]
+        return super()._deliverable(position)  # type: ignore[misc]
 
     def _entry(self, position: Position, data: bytes | None) -> DispatchEntry | None:
         entry = super()._entry(position, data)  # type: ignore[misc]
