@@ -16,8 +16,8 @@ from sortedcontainers import SortedDict
 
 from magnetar.storage import layout
 from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.entry_reader import EntryReader
 from magnetar.storage.errors import (
-    NoSuchEntryError,
     ReadOnlyError,
     StorageClosedError,
     StorageFullError,
@@ -94,6 +94,9 @@ class ManagedLedger:
         """Set by the broker from the topic's policies; read by every trim."""
         self.trimmed = TrimResult()
         """Totals of every trim since this object was opened."""
+        self._reader = EntryReader(
+            name, directory, self._slots, self._lock, factory.entry_cache, factory.file_pool, lambda: self._closed
+        )
         if self._read_only:
             self.refresh()
             self._load_cursors()
@@ -484,7 +487,7 @@ class ManagedLedger:
         if slot is not None and slot.sealed and after.entry_id + 1 >= slot.durable:
             self._factory.trim_in_background(self)
 
-    # --- reading -----------------------------------------------------------------------------
+    # --- reading (EntryReader) ---------------------------------------------------------------
 
     @property
     def last_confirmed_position(self) -> Position | None:
@@ -493,11 +496,7 @@ class ManagedLedger:
 
     @property
     def first_position(self) -> Position | None:
-        with self._lock:
-            for slot in self._slots.values():
-                if slot.durable:
-                    return Position(slot.ledger_id, 0)
-        return None
+        return self._reader.first_position()
 
     def number_of_entries(self) -> int:
         with self._lock:
@@ -509,33 +508,13 @@ class ManagedLedger:
             return sum(slot.durable_bytes for slot in self._slots.values())
 
     def estimated_bytes_from(self, position: Position) -> int:
-        """Bytes of the entries from `position` on: whole ledgers after its own, and a share of
-        its own in proportion to the entries left (Pulsar estimates backlog sizes the same way)."""
-        total = 0
-        with self._lock:
-            for ledger_id in self._slots.irange(minimum=position.ledger_id):
-                slot = self._slots[ledger_id]
-                if ledger_id > position.ledger_id:
-                    total += slot.durable_bytes
-                elif slot.durable:
-                    left = max(0, slot.durable - max(position.entry_id, 0))
-                    total += slot.durable_bytes * left // slot.durable
-        return total
+        """Bytes of the entries from `position` on, estimated from ledger sizes."""
+        return self._reader.estimated_bytes_from(position)
 
     @property
     def ledgers(self) -> list[LedgerInfo]:
         with self._lock:
             return [slot.info() for slot in self._slots.values() if slot.listed]
-
-    def _readable_ledger(self, slot: LedgerSlot) -> Ledger:
-        """Ledgers closed before this process opened them are loaded on first read.
-
-        Loading keeps their index in memory; their files are opened and closed on demand by
-        the factory's file pool.
-        """
-        if slot.ledger is None:
-            slot.ledger = Ledger.open_read_only(self._dir, slot.ledger_id, slot.durable, self._factory.file_pool)
-        return slot.ledger
 
     def _check_open(self) -> None:
         if self._closed:
@@ -543,31 +522,12 @@ class ManagedLedger:
 
     def has_entry(self, position: Position) -> bool:
         """Whether `position` is a durable entry of this managed ledger (not of another one)."""
-        slot = self._slots.get(position.ledger_id)
-        return slot is not None and 0 <= position.entry_id < slot.durable
+        return self._reader.has_entry(position)
 
     def read_entry(self, position: Position) -> bytes:
-        """The entry at `position`, which must be one of this managed ledger's own.
-
-        The entry cache is shared by every managed ledger of the factory, so ownership is
-        checked before the cache is asked: ledger ids are unique, but a position a user
-        names may belong to another topic.
-        """
+        """The entry at `position`, which must be one of this managed ledger's own."""
         self._check_open()
-        with self._lock:
-            slot = self._slots.get(position.ledger_id)
-            if slot is None or not 0 <= position.entry_id < slot.durable:
-                raise NoSuchEntryError(f"{self.name}: no durable entry at {position}")
-            cached = self._factory.entry_cache.get(position)
-            if cached is not None:
-                return cached
-            ledger = self._readable_ledger(slot)
-        try:
-            return ledger.read(position.entry_id)
-        except StorageClosedError:
-            if self._closed or position.ledger_id in self._slots:
-                raise
-            raise NoSuchEntryError(f"{self.name}: {position} was trimmed") from None
+        return self._reader.read_entry(position)
 
     def read_entries(
         self, start: Position, max_entries: int, max_bytes: int | None = None
@@ -575,106 +535,29 @@ class ManagedLedger:
         """Durable entries from `start` (inclusive, skipping to the next ledger if need be).
 
         Stops at `max_entries`, or before exceeding `max_bytes` of entry data (but always
-        returns at least one entry if there is one). Recent entries come from the cache;
-        the rest with one pread per run of uncached entries.
+        returns at least one entry if there is one).
         """
         self._check_open()
-        out: list[tuple[Position, bytes]] = []
-        budget = max_bytes
-        position = self.position_at_or_after(start)
-        while len(out) < max_entries:
-            with self._lock:
-                slot = self._slots.get(position.ledger_id)
-                if slot is None or position.entry_id >= slot.durable:
-                    break
-                ledger = self._readable_ledger(slot)
-                available = slot.durable - position.entry_id
-            count = min(max_entries - len(out), available)
-            if budget is not None:
-                count, size = ledger.entries_within(position.entry_id, count, budget)
-                if count == 0:
-                    if out:
-                        break
-                    count, size = 1, ledger.entry_size(position.entry_id)
-                budget -= size
-            try:
-                out.extend(self._read_run(ledger, position, count))
-            except StorageClosedError:
-                if self._closed or position.ledger_id in self._slots:
-                    raise
-                # Trimmed while we read it (a reader behind every durable cursor): Pulsar's
-                # readers lose such entries too; carry on at the oldest entry left.
-                position = self.position_at_or_after(position)
-                continue
-            if count < available:
-                break
-            position = self.position_at_or_after(Position(position.ledger_id, slot.durable))
-        return out
-
-    def _read_run(self, ledger: Ledger, start: Position, count: int) -> list[tuple[Position, bytes]]:
-        cache = self._factory.entry_cache
-        ledger_id = start.ledger_id
-        out: list[tuple[Position, bytes]] = []
-        entry_id, stop = start.entry_id, start.entry_id + count
-        while entry_id < stop:
-            position = Position(ledger_id, entry_id)
-            data = cache.get(position)
-            if data is not None:
-                out.append((position, data))
-                entry_id += 1
-                continue
-            miss_end = entry_id + 1
-            while miss_end < stop and Position(ledger_id, miss_end) not in cache:
-                miss_end += 1
-            datas = ledger.read_range(entry_id, miss_end - entry_id)
-            out.extend((Position(ledger_id, i), data) for i, data in zip(range(entry_id, miss_end), datas, strict=True))
-            entry_id = miss_end
-        return out
-
-    # --- position arithmetic -----------------------------------------------------------------
+        return self._reader.read_entries(start, max_entries, max_bytes)
 
     def next_position(self, position: Position) -> Position:
         """The position after `position`: the next entry, or the next ledger's first one.
 
         Past the end it is where the next append would go if no rollover intervenes.
         """
-        ledger_id, entry_id = position
-        with self._lock:
-            slot = self._slots.get(ledger_id)
-            if slot is not None and (entry_id + 1 < slot.assigned or not slot.sealed):
-                return Position(ledger_id, entry_id + 1)
-            for later in self._slots.irange(minimum=ledger_id, inclusive=(False, True)):
-                later_slot = self._slots[later]
-                if later_slot.assigned or not later_slot.sealed:
-                    return Position(later, 0)
-        return Position(ledger_id, entry_id + 1)
+        return self._reader.next_position(position)
 
     def previous_position(self, position: Position) -> Position:
         """The position before `position`; (ledger, -1) before the very first entry."""
-        ledger_id, entry_id = position
-        if entry_id > 0:
-            return Position(ledger_id, entry_id - 1)
-        with self._lock:
-            for earlier in self._slots.irange(maximum=ledger_id, inclusive=(True, False), reverse=True):
-                assigned = self._slots[earlier].assigned
-                if assigned:
-                    return Position(earlier, assigned - 1)
-        return Position(ledger_id, -1)
+        return self._reader.previous_position(position)
 
     def position_at_or_after(self, position: Position) -> Position:
         """`position` itself if an entry may live there, else the next position that may."""
-        return self.next_position(Position(position.ledger_id, max(position.entry_id, 0) - 1))
+        return self._reader.position_at_or_after(position)
 
     def entries_between(self, start_inclusive: Position, end_inclusive: Position) -> int:
         """Number of durable entries in [start, end], counted across ledgers."""
-        total = 0
-        with self._lock:
-            for ledger_id in self._slots.irange(start_inclusive.ledger_id, end_inclusive.ledger_id):
-                durable = self._slots[ledger_id].durable
-                low = max(start_inclusive.entry_id, 0) if ledger_id == start_inclusive.ledger_id else 0
-                high = min(end_inclusive.entry_id, durable - 1) if ledger_id == end_inclusive.ledger_id else durable - 1
-                total += max(0, high - low + 1)
-        return total
+        return self._reader.entries_between(start_inclusive, end_inclusive)
 
     # --- properties --------------------------------------------------------------------------
 
