@@ -24,14 +24,9 @@ from magnetar.storage.errors import (
     is_space_error,
 )
 from magnetar.storage.ledger import HEADER, Ledger, RecoveryReport, fsync_dir, remove_files
+from magnetar.storage.ledger_recovery import last_confirmed, load_ledger_infos, recover_ledgers, refresh_ledgers
 from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo, LedgerSlot, PendingAppend, notify_appends
-from magnetar.storage.ledger_trimmer import (
-    RetentionPolicy,
-    TrimResult,
-    ledgers_to_trim,
-    remove_orphan_files,
-    slowest_reader_ledger_id,
-)
+from magnetar.storage.ledger_trimmer import RetentionPolicy, TrimResult, ledgers_to_trim, slowest_reader_ledger_id
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -103,70 +98,19 @@ class ManagedLedger:
         else:
             self._open_for_writing()
 
-    # --- opening -----------------------------------------------------------------------------
-
-    def _load_infos(self) -> list[LedgerInfo]:
-        prefix = layout.ledgers_prefix(self.name)
-        infos = []
-        for key in self._store.list(prefix):
-            raw = self._store.get(key)
-            if raw is not None:
-                infos.append(LedgerInfo.from_json(int(key.removeprefix(prefix)), raw))
-        return infos
+    # --- opening (ledger_recovery) -----------------------------------------------------------
 
     def _open_for_writing(self) -> None:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        fsync_dir(self._dir.parent)
-        infos = self._load_infos()
-        remove_orphan_files(self._dir, (info.ledger_id for info in infos))
-        for info in infos:
-            recovered = self._recover(info) if info.closed_at is None else info
-            if recovered is not None:
-                self._slots[info.ledger_id] = LedgerSlot(
-                    info.ledger_id,
-                    recovered.created_at,
-                    recovered.closed_at,
-                    sealed=True,
-                    listed=True,
-                    assigned=recovered.entries,
-                    assigned_bytes=recovered.size,
-                    durable=recovered.entries,
-                    durable_bytes=recovered.size,
-                )
-        self._last_confirmed = self._compute_last_confirmed()
+        slots, self.recovery_reports = recover_ledgers(self.name, self._dir, self._store, self._factory.file_pool)
+        self._slots.update((slot.ledger_id, slot) for slot in slots)
+        self._last_confirmed = last_confirmed(self._slots)
         self._current = self._new_slot()
         self._load_cursors()
-
-    def _recover(self, info: LedgerInfo) -> LedgerInfo | None:
-        """Close a ledger its writer left open; forget it if it holds no entry."""
-        key = layout.ledger_key(self.name, info.ledger_id)
-        try:
-            ledger, report = Ledger.recover(self._dir, info.ledger_id, self._factory.file_pool)
-        except FileNotFoundError:  # listed, but the writer died before creating the files
-            self._store.delete(key)
-            return None
-        self.recovery_reports.append(report)
-        if ledger.entries == 0:
-            ledger.close()
-            remove_files(self._dir, info.ledger_id)
-            self._store.delete(key)
-            return None
-        ledger.seal()
-        ledger.close()
-        closed = LedgerInfo(info.ledger_id, ledger.entries, ledger.size, info.created_at, time.time())
-        self._store.put(key, closed.to_json())
-        return closed
 
     def _new_slot(self) -> LedgerSlot:
         slot = LedgerSlot(self._factory.allocate_ledger_id(), time.time())
         self._slots[slot.ledger_id] = slot
         return slot
-
-    def _compute_last_confirmed(self) -> Position | None:
-        for slot in reversed(self._slots.values()):
-            if slot.durable:
-                return Position(slot.ledger_id, slot.durable - 1)
-        return None
 
     def _load_cursors(self) -> None:
         prefix = layout.cursors_prefix(self.name)
@@ -185,37 +129,10 @@ class ManagedLedger:
         """
         if not self._read_only:
             return
-        infos = {info.ledger_id: info for info in self._load_infos()}
+        infos = load_ledger_infos(self._store, self.name)
         with self._lock:
-            for gone in [lid for lid in self._slots if lid not in infos]:
-                slot = self._slots.pop(gone)
-                if slot.ledger is not None:
-                    slot.ledger.close()
-            for info in infos.values():
-                self._refresh_slot(info)
-            self._last_confirmed = self._compute_last_confirmed()
-
-    def _refresh_slot(self, info: LedgerInfo) -> None:
-        slot = self._slots.get(info.ledger_id)
-        if slot is None:
-            slot = self._slots[info.ledger_id] = LedgerSlot(info.ledger_id, info.created_at, listed=True)
-        slot.closed_at = info.closed_at
-        slot.sealed = info.closed_at is not None
-        closed_entries = info.entries if slot.sealed else None
-        if slot.ledger is None and slot.sealed:
-            # Closed ledgers are opened lazily on first read; their metadata is complete.
-            slot.assigned = slot.durable = info.entries
-            slot.durable_bytes = info.size
-            return
-        if slot.ledger is None:
-            try:
-                slot.ledger = Ledger.open_read_only(self._dir, info.ledger_id, closed_entries, self._factory.file_pool)
-            except FileNotFoundError:  # listed a moment before its files are created
-                return
-        else:
-            slot.ledger.refresh(closed_entries)
-        slot.assigned = slot.durable = slot.ledger.entries
-        slot.durable_bytes = slot.ledger.size
+            refresh_ledgers(self._slots, infos, self._dir, self._factory.file_pool)
+            self._last_confirmed = last_confirmed(self._slots)
 
     # --- appending ---------------------------------------------------------------------------
 
