@@ -23,11 +23,12 @@ from magnetar.storage.errors import (
     StorageFullError,
     is_space_error,
 )
-from magnetar.storage.ledger import HEADER, Ledger, RecoveryReport, fsync_dir, remove_files
+from magnetar.storage.ledger import HEADER, RecoveryReport, fsync_dir, remove_files
 from magnetar.storage.ledger_recovery import last_confirmed, load_ledger_infos, recover_ledgers, refresh_ledgers
-from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo, LedgerSlot, PendingAppend, notify_appends
+from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo, PendingAppend, notify_appends
 from magnetar.storage.ledger_trimmer import RetentionPolicy, TrimResult, ledgers_to_trim, slowest_reader_ledger_id
 from magnetar.storage.position import Position
+from magnetar.storage.rollover import LedgerRollover
 
 if TYPE_CHECKING:
     from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
@@ -50,6 +51,8 @@ class ManagedLedger:
     Threads: append/read/cursor calls come from the broker's event-loop thread (or any
     thread); the factory's sync thread writes, fsyncs and then calls the append callbacks.
     `_lock` guards the in-memory ledger table, `_commit_lock` makes commits sequential.
+    The table is shared with its helpers, each one concept: `EntryReader` (reads, position
+    arithmetic), `LedgerRollover` (current and writing ledgers) and `ledger_recovery`.
     """
 
     def __init__(self, name: str, directory: Path, factory: ManagedLedgerFactory) -> None:
@@ -65,8 +68,6 @@ class ManagedLedger:
         self._commit_lock = threading.Lock()
         self._properties_lock = threading.Lock()
         self._slots: SortedDict = SortedDict()  # ledger_id -> LedgerSlot
-        self._current: LedgerSlot | None = None
-        self._writing: LedgerSlot | None = None
         self._pending: list[PendingAppend] = []
         self._last_confirmed: Position | None = None
         self._failure: BaseException | None = None
@@ -89,6 +90,7 @@ class ManagedLedger:
         """Set by the broker from the topic's policies; read by every trim."""
         self.trimmed = TrimResult()
         """Totals of every trim since this object was opened."""
+        self._rollover = LedgerRollover(name, directory, self._slots, self._lock, self._store, factory)
         self._reader = EntryReader(
             name, directory, self._slots, self._lock, factory.entry_cache, factory.file_pool, lambda: self._closed
         )
@@ -104,13 +106,8 @@ class ManagedLedger:
         slots, self.recovery_reports = recover_ledgers(self.name, self._dir, self._store, self._factory.file_pool)
         self._slots.update((slot.ledger_id, slot) for slot in slots)
         self._last_confirmed = last_confirmed(self._slots)
-        self._current = self._new_slot()
+        self._rollover.start()
         self._load_cursors()
-
-    def _new_slot(self) -> LedgerSlot:
-        slot = LedgerSlot(self._factory.allocate_ledger_id(), time.time())
-        self._slots[slot.ledger_id] = slot
-        return slot
 
     def _load_cursors(self) -> None:
         prefix = layout.cursors_prefix(self.name)
@@ -146,7 +143,7 @@ class ManagedLedger:
         with self._lock:
             if not self._accepting:
                 self._check_writable()
-            slot = self._current
+            slot = self._rollover.current
             assert slot is not None
             if (
                 not slot.assigned
@@ -154,7 +151,7 @@ class ManagedLedger:
                 or slot.assigned_bytes >= self._max_bytes
                 or time.time() >= slot.roll_at
             ):
-                slot = self._slot_for_append()
+                slot = self._rollover.slot_for_append()
             position = _new_position(Position, (slot.ledger_id, slot.assigned))
             slot.assigned += 1
             slot.assigned_bytes += _RECORD_OVERHEAD + len(data)
@@ -188,31 +185,6 @@ class ManagedLedger:
         if self._failure is not None:
             raise StorageClosedError(f"managed ledger {self.name} failed a write: {self._failure}")
 
-    def _slot_for_append(self) -> LedgerSlot:
-        """Slow path of append(): stamp a fresh ledger's age, or roll over a full or old one.
-
-        A full ledger younger than the minimum rollover time keeps taking entries (Pulsar's
-        managedLedgerMinLedgerRolloverTimeMinutes), and so does one whose successor cannot
-        get an id because the metadata store's disk is full: a larger ledger beats a lost
-        message.
-        """
-        current = self._current
-        assert current is not None
-        now = time.time()
-        if current.assigned:
-            if now - current.created_at < self._config.min_ledger_rollover_time_seconds:
-                return current
-            try:
-                successor = self._new_slot()
-            except StorageFullError as exc:
-                log.warning("managed ledger %s: cannot roll over yet: %s", self.name, exc)
-                return current
-            current.sealed = True
-            current = self._current = successor
-        current.created_at = now
-        current.roll_at = now + self._config.max_ledger_rollover_time_seconds
-        return current
-
     def _commit_pending(self) -> None:
         """Sync thread: write, fsync and acknowledge everything queued, one group per ledger."""
         with self._commit_lock:
@@ -238,7 +210,7 @@ class ManagedLedger:
             if self._space_failures and time.monotonic() < self._space_retry_at:
                 self._fail_for_space(group, later, None)
                 return False
-            ledger = self._start_writing(slot)
+            ledger = self._rollover.start_writing(slot)
             ledger.append(datas, sync=self._config.sync_data)
         except Exception as error:
             if is_space_error(error) and self._failure is None:
@@ -287,42 +259,6 @@ class ManagedLedger:
         _, positions, _, callbacks = zip(*doomed, strict=True)
         notify_appends(positions, callbacks, StorageFullError(f"{self.name}: {reason}"))
 
-    def _start_writing(self, slot: LedgerSlot) -> Ledger:
-        """Ledger files for `slot`, closing the previous ledger first if this is a rollover.
-
-        The new ledger is listed in the metadata store before any entry of it is written, so
-        that an entry reported durable is always reachable after a restart.
-        """
-        if slot is self._writing:
-            assert slot.ledger is not None
-            return slot.ledger
-        previous = self._writing
-        if previous is not None and previous.closed_at is None:
-            # Sealed before the transaction, never inside it: sealing takes `_lock`, and
-            # append() takes the store (a ledger id) while holding `_lock`. Already sealed
-            # if an earlier attempt failed for space after this point: each step may be retried.
-            self._seal(previous)
-        with self._store.transaction() as txn:
-            if previous is not None:
-                txn.put(layout.ledger_key(self.name, previous.ledger_id), previous.info().to_json())
-            txn.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
-        try:
-            ledger = Ledger.create(self._dir, slot.ledger_id, self._factory.file_pool)
-        except OSError:
-            remove_files(self._dir, slot.ledger_id)  # half-created: the retry creates both afresh
-            raise
-        with self._lock:
-            slot.listed = True
-            slot.ledger = ledger
-        self._writing = slot
-        return ledger
-
-    def _seal(self, slot: LedgerSlot) -> None:
-        assert slot.ledger is not None
-        slot.ledger.seal()
-        with self._lock:
-            slot.closed_at = time.time()
-
     # --- trimming ----------------------------------------------------------------------------
 
     def trim(self) -> TrimResult:
@@ -367,10 +303,10 @@ class ManagedLedger:
         if self.retention.infinite:
             return []
         with self._lock:
-            current = self._current
+            current, writing = self._rollover.current, self._rollover.writing
             assert current is not None
             closed = [slot.info() for slot in self._slots.values()
-                      if slot.listed and slot.closed_at is not None and slot is not self._writing
+                      if slot.listed and slot.closed_at is not None and slot is not writing
                       and slot is not current]
             total = sum(slot.durable_bytes for slot in self._slots.values())
             entries = {slot.ledger_id: slot.durable for slot in self._slots.values()}
@@ -382,16 +318,15 @@ class ManagedLedger:
         """Commit lock held: close the ledger being written if it is past its maximum age and
         nothing is queued for it; the next append starts a new one."""
         with self._lock:
-            slot = self._current
-            if (slot is None or slot is not self._writing or self._pending or not slot.durable
+            slot = self._rollover.current
+            if (slot is None or slot is not self._rollover.writing or self._pending or not slot.durable
                     or self._failure is not None or time.time() < slot.roll_at):
                 return
             try:
-                self._current = self._new_slot()
+                self._rollover.roll_over()
             except StorageFullError:
                 return
-            slot.sealed = True
-        self._close_writing_ledger()
+        self._rollover.close_writing_ledger()
 
     def on_mark_delete_moved(self, before: Position, after: Position) -> None:
         """A durable cursor's mark-delete position moved: if it crossed into another ledger,
@@ -575,7 +510,8 @@ class ManagedLedger:
             self._commit_pending()
             try:
                 with self._commit_lock:
-                    self._close_writing_ledger()
+                    if self._failure is None:
+                        self._rollover.close_writing_ledger()
                 for cursor in self._cursors.values():
                     cursor.flush()
             except StorageFullError as exc:
@@ -588,11 +524,3 @@ class ManagedLedger:
                     slot.ledger.close()
                     slot.ledger = None
         self._factory.release(self)
-
-    def _close_writing_ledger(self) -> None:
-        slot = self._writing
-        if slot is None or self._failure is not None:
-            return
-        self._seal(slot)
-        self._store.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
-        self._writing = None
