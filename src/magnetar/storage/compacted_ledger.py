@@ -31,7 +31,7 @@ from magnetar.storage.ledger import Ledger, fsync_dir, remove_files
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
-    from magnetar.storage.managed_ledger import ManagedLedgerFactory
+    from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
 
 log = logging.getLogger(__name__)
 #: Entries buffered by a writer before one vectored write.

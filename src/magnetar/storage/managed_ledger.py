@@ -16,23 +16,19 @@ from sortedcontainers import SortedDict
 
 from magnetar.storage import layout
 from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.entry_reader import EntryReader
 from magnetar.storage.errors import (
-    NoSuchEntryError,
     ReadOnlyError,
     StorageClosedError,
     StorageFullError,
     is_space_error,
 )
-from magnetar.storage.ledger import HEADER, Ledger, RecoveryReport, fsync_dir, remove_files
-from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo, LedgerSlot, PendingAppend, notify_appends
-from magnetar.storage.ledger_trimmer import (
-    RetentionPolicy,
-    TrimResult,
-    ledgers_to_trim,
-    remove_orphan_files,
-    slowest_reader_ledger_id,
-)
+from magnetar.storage.ledger import HEADER, RecoveryReport, fsync_dir, remove_files
+from magnetar.storage.ledger_recovery import last_confirmed, load_ledger_infos, recover_ledgers, refresh_ledgers
+from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo, PendingAppend, notify_appends
+from magnetar.storage.ledger_trimmer import RetentionPolicy, TrimResult, ledgers_to_trim, slowest_reader_ledger_id
 from magnetar.storage.position import Position
+from magnetar.storage.rollover import LedgerRollover
 
 if TYPE_CHECKING:
     from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
@@ -55,6 +51,8 @@ class ManagedLedger:
     Threads: append/read/cursor calls come from the broker's event-loop thread (or any
     thread); the factory's sync thread writes, fsyncs and then calls the append callbacks.
     `_lock` guards the in-memory ledger table, `_commit_lock` makes commits sequential.
+    The table is shared with its helpers, each one concept: `EntryReader` (reads, position
+    arithmetic), `LedgerRollover` (current and writing ledgers) and `ledger_recovery`.
     """
 
     def __init__(self, name: str, directory: Path, factory: ManagedLedgerFactory) -> None:
@@ -70,8 +68,6 @@ class ManagedLedger:
         self._commit_lock = threading.Lock()
         self._properties_lock = threading.Lock()
         self._slots: SortedDict = SortedDict()  # ledger_id -> LedgerSlot
-        self._current: LedgerSlot | None = None
-        self._writing: LedgerSlot | None = None
         self._pending: list[PendingAppend] = []
         self._last_confirmed: Position | None = None
         self._failure: BaseException | None = None
@@ -94,76 +90,24 @@ class ManagedLedger:
         """Set by the broker from the topic's policies; read by every trim."""
         self.trimmed = TrimResult()
         """Totals of every trim since this object was opened."""
+        self._rollover = LedgerRollover(name, directory, self._slots, self._lock, self._store, factory)
+        self._reader = EntryReader(
+            name, directory, self._slots, self._lock, factory.entry_cache, factory.file_pool, lambda: self._closed
+        )
         if self._read_only:
             self.refresh()
             self._load_cursors()
         else:
             self._open_for_writing()
 
-    # --- opening -----------------------------------------------------------------------------
-
-    def _load_infos(self) -> list[LedgerInfo]:
-        prefix = layout.ledgers_prefix(self.name)
-        infos = []
-        for key in self._store.list(prefix):
-            raw = self._store.get(key)
-            if raw is not None:
-                infos.append(LedgerInfo.from_json(int(key.removeprefix(prefix)), raw))
-        return infos
+    # --- opening (ledger_recovery) -----------------------------------------------------------
 
     def _open_for_writing(self) -> None:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        fsync_dir(self._dir.parent)
-        infos = self._load_infos()
-        remove_orphan_files(self._dir, (info.ledger_id for info in infos))
-        for info in infos:
-            recovered = self._recover(info) if info.closed_at is None else info
-            if recovered is not None:
-                self._slots[info.ledger_id] = LedgerSlot(
-                    info.ledger_id,
-                    recovered.created_at,
-                    recovered.closed_at,
-                    sealed=True,
-                    listed=True,
-                    assigned=recovered.entries,
-                    assigned_bytes=recovered.size,
-                    durable=recovered.entries,
-                    durable_bytes=recovered.size,
-                )
-        self._last_confirmed = self._compute_last_confirmed()
-        self._current = self._new_slot()
+        slots, self.recovery_reports = recover_ledgers(self.name, self._dir, self._store, self._factory.file_pool)
+        self._slots.update((slot.ledger_id, slot) for slot in slots)
+        self._last_confirmed = last_confirmed(self._slots)
+        self._rollover.start()
         self._load_cursors()
-
-    def _recover(self, info: LedgerInfo) -> LedgerInfo | None:
-        """Close a ledger its writer left open; forget it if it holds no entry."""
-        key = layout.ledger_key(self.name, info.ledger_id)
-        try:
-            ledger, report = Ledger.recover(self._dir, info.ledger_id, self._factory.file_pool)
-        except FileNotFoundError:  # listed, but the writer died before creating the files
-            self._store.delete(key)
-            return None
-        self.recovery_reports.append(report)
-        if ledger.entries == 0:
-            ledger.close()
-            remove_files(self._dir, info.ledger_id)
-            self._store.delete(key)
-            return None
-        ledger.seal()
-        ledger.close()
-        closed = LedgerInfo(info.ledger_id, ledger.entries, ledger.size, info.created_at, time.time())
-        self._store.put(key, closed.to_json())
-        return closed
-
-    def _new_slot(self) -> LedgerSlot:
-        slot = LedgerSlot(self._factory.allocate_ledger_id(), time.time())
-        self._slots[slot.ledger_id] = slot
-        return slot
-
-    def _compute_last_confirmed(self) -> Position | None:
-        for slot in reversed(self._slots.values()):
-            if slot.durable:
-                return Position(slot.ledger_id, slot.durable - 1)
-        return None
 
     def _load_cursors(self) -> None:
         prefix = layout.cursors_prefix(self.name)
@@ -182,37 +126,10 @@ class ManagedLedger:
         """
         if not self._read_only:
             return
-        infos = {info.ledger_id: info for info in self._load_infos()}
+        infos = load_ledger_infos(self._store, self.name)
         with self._lock:
-            for gone in [lid for lid in self._slots if lid not in infos]:
-                slot = self._slots.pop(gone)
-                if slot.ledger is not None:
-                    slot.ledger.close()
-            for info in infos.values():
-                self._refresh_slot(info)
-            self._last_confirmed = self._compute_last_confirmed()
-
-    def _refresh_slot(self, info: LedgerInfo) -> None:
-        slot = self._slots.get(info.ledger_id)
-        if slot is None:
-            slot = self._slots[info.ledger_id] = LedgerSlot(info.ledger_id, info.created_at, listed=True)
-        slot.closed_at = info.closed_at
-        slot.sealed = info.closed_at is not None
-        closed_entries = info.entries if slot.sealed else None
-        if slot.ledger is None and slot.sealed:
-            # Closed ledgers are opened lazily on first read; their metadata is complete.
-            slot.assigned = slot.durable = info.entries
-            slot.durable_bytes = info.size
-            return
-        if slot.ledger is None:
-            try:
-                slot.ledger = Ledger.open_read_only(self._dir, info.ledger_id, closed_entries, self._factory.file_pool)
-            except FileNotFoundError:  # listed a moment before its files are created
-                return
-        else:
-            slot.ledger.refresh(closed_entries)
-        slot.assigned = slot.durable = slot.ledger.entries
-        slot.durable_bytes = slot.ledger.size
+            refresh_ledgers(self._slots, infos, self._dir, self._factory.file_pool)
+            self._last_confirmed = last_confirmed(self._slots)
 
     # --- appending ---------------------------------------------------------------------------
 
@@ -226,7 +143,7 @@ class ManagedLedger:
         with self._lock:
             if not self._accepting:
                 self._check_writable()
-            slot = self._current
+            slot = self._rollover.current
             assert slot is not None
             if (
                 not slot.assigned
@@ -234,7 +151,7 @@ class ManagedLedger:
                 or slot.assigned_bytes >= self._max_bytes
                 or time.time() >= slot.roll_at
             ):
-                slot = self._slot_for_append()
+                slot = self._rollover.slot_for_append()
             position = _new_position(Position, (slot.ledger_id, slot.assigned))
             slot.assigned += 1
             slot.assigned_bytes += _RECORD_OVERHEAD + len(data)
@@ -268,31 +185,6 @@ class ManagedLedger:
         if self._failure is not None:
             raise StorageClosedError(f"managed ledger {self.name} failed a write: {self._failure}")
 
-    def _slot_for_append(self) -> LedgerSlot:
-        """Slow path of append(): stamp a fresh ledger's age, or roll over a full or old one.
-
-        A full ledger younger than the minimum rollover time keeps taking entries (Pulsar's
-        managedLedgerMinLedgerRolloverTimeMinutes), and so does one whose successor cannot
-        get an id because the metadata store's disk is full: a larger ledger beats a lost
-        message.
-        """
-        current = self._current
-        assert current is not None
-        now = time.time()
-        if current.assigned:
-            if now - current.created_at < self._config.min_ledger_rollover_time_seconds:
-                return current
-            try:
-                successor = self._new_slot()
-            except StorageFullError as exc:
-                log.warning("managed ledger %s: cannot roll over yet: %s", self.name, exc)
-                return current
-            current.sealed = True
-            current = self._current = successor
-        current.created_at = now
-        current.roll_at = now + self._config.max_ledger_rollover_time_seconds
-        return current
-
     def _commit_pending(self) -> None:
         """Sync thread: write, fsync and acknowledge everything queued, one group per ledger."""
         with self._commit_lock:
@@ -318,7 +210,7 @@ class ManagedLedger:
             if self._space_failures and time.monotonic() < self._space_retry_at:
                 self._fail_for_space(group, later, None)
                 return False
-            ledger = self._start_writing(slot)
+            ledger = self._rollover.start_writing(slot)
             ledger.append(datas, sync=self._config.sync_data)
         except Exception as error:
             if is_space_error(error) and self._failure is None:
@@ -367,42 +259,6 @@ class ManagedLedger:
         _, positions, _, callbacks = zip(*doomed, strict=True)
         notify_appends(positions, callbacks, StorageFullError(f"{self.name}: {reason}"))
 
-    def _start_writing(self, slot: LedgerSlot) -> Ledger:
-        """Ledger files for `slot`, closing the previous ledger first if this is a rollover.
-
-        The new ledger is listed in the metadata store before any entry of it is written, so
-        that an entry reported durable is always reachable after a restart.
-        """
-        if slot is self._writing:
-            assert slot.ledger is not None
-            return slot.ledger
-        previous = self._writing
-        if previous is not None and previous.closed_at is None:
-            # Sealed before the transaction, never inside it: sealing takes `_lock`, and
-            # append() takes the store (a ledger id) while holding `_lock`. Already sealed
-            # if an earlier attempt failed for space after this point: each step may be retried.
-            self._seal(previous)
-        with self._store.transaction() as txn:
-            if previous is not None:
-                txn.put(layout.ledger_key(self.name, previous.ledger_id), previous.info().to_json())
-            txn.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
-        try:
-            ledger = Ledger.create(self._dir, slot.ledger_id, self._factory.file_pool)
-        except OSError:
-            remove_files(self._dir, slot.ledger_id)  # half-created: the retry creates both afresh
-            raise
-        with self._lock:
-            slot.listed = True
-            slot.ledger = ledger
-        self._writing = slot
-        return ledger
-
-    def _seal(self, slot: LedgerSlot) -> None:
-        assert slot.ledger is not None
-        slot.ledger.seal()
-        with self._lock:
-            slot.closed_at = time.time()
-
     # --- trimming ----------------------------------------------------------------------------
 
     def trim(self) -> TrimResult:
@@ -447,10 +303,10 @@ class ManagedLedger:
         if self.retention.infinite:
             return []
         with self._lock:
-            current = self._current
+            current, writing = self._rollover.current, self._rollover.writing
             assert current is not None
             closed = [slot.info() for slot in self._slots.values()
-                      if slot.listed and slot.closed_at is not None and slot is not self._writing
+                      if slot.listed and slot.closed_at is not None and slot is not writing
                       and slot is not current]
             total = sum(slot.durable_bytes for slot in self._slots.values())
             entries = {slot.ledger_id: slot.durable for slot in self._slots.values()}
@@ -462,16 +318,15 @@ class ManagedLedger:
         """Commit lock held: close the ledger being written if it is past its maximum age and
         nothing is queued for it; the next append starts a new one."""
         with self._lock:
-            slot = self._current
-            if (slot is None or slot is not self._writing or self._pending or not slot.durable
+            slot = self._rollover.current
+            if (slot is None or slot is not self._rollover.writing or self._pending or not slot.durable
                     or self._failure is not None or time.time() < slot.roll_at):
                 return
             try:
-                self._current = self._new_slot()
+                self._rollover.roll_over()
             except StorageFullError:
                 return
-            slot.sealed = True
-        self._close_writing_ledger()
+        self._rollover.close_writing_ledger()
 
     def on_mark_delete_moved(self, before: Position, after: Position) -> None:
         """A durable cursor's mark-delete position moved: if it crossed into another ledger,
@@ -484,7 +339,7 @@ class ManagedLedger:
         if slot is not None and slot.sealed and after.entry_id + 1 >= slot.durable:
             self._factory.trim_in_background(self)
 
-    # --- reading -----------------------------------------------------------------------------
+    # --- reading (EntryReader) ---------------------------------------------------------------
 
     @property
     def last_confirmed_position(self) -> Position | None:
@@ -493,11 +348,7 @@ class ManagedLedger:
 
     @property
     def first_position(self) -> Position | None:
-        with self._lock:
-            for slot in self._slots.values():
-                if slot.durable:
-                    return Position(slot.ledger_id, 0)
-        return None
+        return self._reader.first_position()
 
     def number_of_entries(self) -> int:
         with self._lock:
@@ -509,33 +360,13 @@ class ManagedLedger:
             return sum(slot.durable_bytes for slot in self._slots.values())
 
     def estimated_bytes_from(self, position: Position) -> int:
-        """Bytes of the entries from `position` on: whole ledgers after its own, and a share of
-        its own in proportion to the entries left (Pulsar estimates backlog sizes the same way)."""
-        total = 0
-        with self._lock:
-            for ledger_id in self._slots.irange(minimum=position.ledger_id):
-                slot = self._slots[ledger_id]
-                if ledger_id > position.ledger_id:
-                    total += slot.durable_bytes
-                elif slot.durable:
-                    left = max(0, slot.durable - max(position.entry_id, 0))
-                    total += slot.durable_bytes * left // slot.durable
-        return total
+        """Bytes of the entries from `position` on, estimated from ledger sizes."""
+        return self._reader.estimated_bytes_from(position)
 
     @property
     def ledgers(self) -> list[LedgerInfo]:
         with self._lock:
             return [slot.info() for slot in self._slots.values() if slot.listed]
-
-    def _readable_ledger(self, slot: LedgerSlot) -> Ledger:
-        """Ledgers closed before this process opened them are loaded on first read.
-
-        Loading keeps their index in memory; their files are opened and closed on demand by
-        the factory's file pool.
-        """
-        if slot.ledger is None:
-            slot.ledger = Ledger.open_read_only(self._dir, slot.ledger_id, slot.durable, self._factory.file_pool)
-        return slot.ledger
 
     def _check_open(self) -> None:
         if self._closed:
@@ -543,31 +374,12 @@ class ManagedLedger:
 
     def has_entry(self, position: Position) -> bool:
         """Whether `position` is a durable entry of this managed ledger (not of another one)."""
-        slot = self._slots.get(position.ledger_id)
-        return slot is not None and 0 <= position.entry_id < slot.durable
+        return self._reader.has_entry(position)
 
     def read_entry(self, position: Position) -> bytes:
-        """The entry at `position`, which must be one of this managed ledger's own.
-
-        The entry cache is shared by every managed ledger of the factory, so ownership is
-        checked before the cache is asked: ledger ids are unique, but a position a user
-        names may belong to another topic.
-        """
+        """The entry at `position`, which must be one of this managed ledger's own."""
         self._check_open()
-        with self._lock:
-            slot = self._slots.get(position.ledger_id)
-            if slot is None or not 0 <= position.entry_id < slot.durable:
-                raise NoSuchEntryError(f"{self.name}: no durable entry at {position}")
-            cached = self._factory.entry_cache.get(position)
-            if cached is not None:
-                return cached
-            ledger = self._readable_ledger(slot)
-        try:
-            return ledger.read(position.entry_id)
-        except StorageClosedError:
-            if self._closed or position.ledger_id in self._slots:
-                raise
-            raise NoSuchEntryError(f"{self.name}: {position} was trimmed") from None
+        return self._reader.read_entry(position)
 
     def read_entries(
         self, start: Position, max_entries: int, max_bytes: int | None = None
@@ -575,106 +387,29 @@ class ManagedLedger:
         """Durable entries from `start` (inclusive, skipping to the next ledger if need be).
 
         Stops at `max_entries`, or before exceeding `max_bytes` of entry data (but always
-        returns at least one entry if there is one). Recent entries come from the cache;
-        the rest with one pread per run of uncached entries.
+        returns at least one entry if there is one).
         """
         self._check_open()
-        out: list[tuple[Position, bytes]] = []
-        budget = max_bytes
-        position = self.position_at_or_after(start)
-        while len(out) < max_entries:
-            with self._lock:
-                slot = self._slots.get(position.ledger_id)
-                if slot is None or position.entry_id >= slot.durable:
-                    break
-                ledger = self._readable_ledger(slot)
-                available = slot.durable - position.entry_id
-            count = min(max_entries - len(out), available)
-            if budget is not None:
-                count, size = ledger.entries_within(position.entry_id, count, budget)
-                if count == 0:
-                    if out:
-                        break
-                    count, size = 1, ledger.entry_size(position.entry_id)
-                budget -= size
-            try:
-                out.extend(self._read_run(ledger, position, count))
-            except StorageClosedError:
-                if self._closed or position.ledger_id in self._slots:
-                    raise
-                # Trimmed while we read it (a reader behind every durable cursor): Pulsar's
-                # readers lose such entries too; carry on at the oldest entry left.
-                position = self.position_at_or_after(position)
-                continue
-            if count < available:
-                break
-            position = self.position_at_or_after(Position(position.ledger_id, slot.durable))
-        return out
-
-    def _read_run(self, ledger: Ledger, start: Position, count: int) -> list[tuple[Position, bytes]]:
-        cache = self._factory.entry_cache
-        ledger_id = start.ledger_id
-        out: list[tuple[Position, bytes]] = []
-        entry_id, stop = start.entry_id, start.entry_id + count
-        while entry_id < stop:
-            position = Position(ledger_id, entry_id)
-            data = cache.get(position)
-            if data is not None:
-                out.append((position, data))
-                entry_id += 1
-                continue
-            miss_end = entry_id + 1
-            while miss_end < stop and Position(ledger_id, miss_end) not in cache:
-                miss_end += 1
-            datas = ledger.read_range(entry_id, miss_end - entry_id)
-            out.extend((Position(ledger_id, i), data) for i, data in zip(range(entry_id, miss_end), datas, strict=True))
-            entry_id = miss_end
-        return out
-
-    # --- position arithmetic -----------------------------------------------------------------
+        return self._reader.read_entries(start, max_entries, max_bytes)
 
     def next_position(self, position: Position) -> Position:
         """The position after `position`: the next entry, or the next ledger's first one.
 
         Past the end it is where the next append would go if no rollover intervenes.
         """
-        ledger_id, entry_id = position
-        with self._lock:
-            slot = self._slots.get(ledger_id)
-            if slot is not None and (entry_id + 1 < slot.assigned or not slot.sealed):
-                return Position(ledger_id, entry_id + 1)
-            for later in self._slots.irange(minimum=ledger_id, inclusive=(False, True)):
-                later_slot = self._slots[later]
-                if later_slot.assigned or not later_slot.sealed:
-                    return Position(later, 0)
-        return Position(ledger_id, entry_id + 1)
+        return self._reader.next_position(position)
 
     def previous_position(self, position: Position) -> Position:
         """The position before `position`; (ledger, -1) before the very first entry."""
-        ledger_id, entry_id = position
-        if entry_id > 0:
-            return Position(ledger_id, entry_id - 1)
-        with self._lock:
-            for earlier in self._slots.irange(maximum=ledger_id, inclusive=(True, False), reverse=True):
-                assigned = self._slots[earlier].assigned
-                if assigned:
-                    return Position(earlier, assigned - 1)
-        return Position(ledger_id, -1)
+        return self._reader.previous_position(position)
 
     def position_at_or_after(self, position: Position) -> Position:
         """`position` itself if an entry may live there, else the next position that may."""
-        return self.next_position(Position(position.ledger_id, max(position.entry_id, 0) - 1))
+        return self._reader.position_at_or_after(position)
 
     def entries_between(self, start_inclusive: Position, end_inclusive: Position) -> int:
         """Number of durable entries in [start, end], counted across ledgers."""
-        total = 0
-        with self._lock:
-            for ledger_id in self._slots.irange(start_inclusive.ledger_id, end_inclusive.ledger_id):
-                durable = self._slots[ledger_id].durable
-                low = max(start_inclusive.entry_id, 0) if ledger_id == start_inclusive.ledger_id else 0
-                high = min(end_inclusive.entry_id, durable - 1) if ledger_id == end_inclusive.ledger_id else durable - 1
-                total += max(0, high - low + 1)
-        return total
+        return self._reader.entries_between(start_inclusive, end_inclusive)
 
     # --- properties --------------------------------------------------------------------------
 
@@ -775,7 +510,8 @@ class ManagedLedger:
             self._commit_pending()
             try:
                 with self._commit_lock:
-                    self._close_writing_ledger()
+                    if self._failure is None:
+                        self._rollover.close_writing_ledger()
                 for cursor in self._cursors.values():
                     cursor.flush()
             except StorageFullError as exc:
@@ -788,11 +524,3 @@ class ManagedLedger:
                     slot.ledger.close()
                     slot.ledger = None
         self._factory.release(self)
-
-    def _close_writing_ledger(self) -> None:
-        slot = self._writing
-        if slot is None or self._failure is not None:
-            return
-        self._seal(slot)
-        self._store.put(layout.ledger_key(self.name, slot.ledger_id), slot.info().to_json())
-        self._writing = None
