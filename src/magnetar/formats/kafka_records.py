@@ -32,7 +32,7 @@ from typing import NamedTuple
 import crc32c
 
 from magnetar.formats.processor import CorruptPayloadError, EntryPayload, PayloadContext, PayloadProcessor
-from magnetar.wire.batch import BatchMessage
+from magnetar.wire.batch import BatchMessage, encode_varint
 from magnetar.wire.entry import FORMAT_PROPERTY
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -258,13 +258,8 @@ class KafkaProcessor(PayloadProcessor):
 
 
 def _zigzag(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+    """Kafka's signed varint: zigzag-mapped, then a protobuf varint."""
+    return encode_varint((value << 1) ^ (value >> 63))
 
 
 def _sized(data: bytes | None) -> bytes:

@@ -69,7 +69,7 @@ def encode_batch(messages: Sequence[tuple[pb.SingleMessageMetadata, bytes]]) -> 
     return b"".join(parts)
 
 
-def _varint(value: int) -> bytes:
+def encode_varint(value: int) -> bytes:
     """Protobuf varint; negative int32/int64 values take ten bytes, as protobuf writes them."""
     if value < 0:
         value += 1 << 64
@@ -87,7 +87,7 @@ _BYTE = [bytes((i,)) for i in range(256)]
 
 
 def _length_delimited(tag: bytes, data: bytes) -> bytes:
-    return tag + _varint(len(data)) + data
+    return tag + encode_varint(len(data)) + data
 
 
 def encode_single_message(
@@ -113,13 +113,13 @@ def encode_single_message(
             parts.append(_length_delimited(b"\x0a", pair))
     if partition_key is not None:
         parts.append(_length_delimited(b"\x12", partition_key.encode()))
-    parts.append(b"\x18" + _varint(len(value)))
+    parts.append(b"\x18" + encode_varint(len(value)))
     if event_time:
-        parts.append(b"\x28" + _varint(event_time))
+        parts.append(b"\x28" + encode_varint(event_time))
     if ordering_key is not None:
         parts.append(_length_delimited(b"\x3a", ordering_key))
     if sequence_id is not None:
-        parts.append(b"\x40" + _varint(sequence_id))
+        parts.append(b"\x40" + encode_varint(sequence_id))
     if null_value:
         parts.append(b"\x48\x01")
     metadata = b"".join(parts)
