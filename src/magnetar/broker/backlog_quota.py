@@ -17,7 +17,6 @@ Checked every `backlogQuotaCheckIntervalInSeconds`, and when a producer connects
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.message_expiry import last_expired_position
+from magnetar.broker.periodic import PeriodicTask, each_topic
 from magnetar.broker.policies import Policy
 from magnetar.storage.message_finder import entry_timestamp
 from magnetar.wire.errors import WireError
@@ -161,21 +161,12 @@ class BacklogQuotaChecker:
 
     def __init__(self, service: BrokerService) -> None:
         self.service = service
-        self._handle: asyncio.TimerHandle | None = None
+        self._task = PeriodicTask("backlog quota check", service.config.backlogQuotaCheckIntervalInSeconds,
+                                  each_topic(service, lambda topic: enforce(service, topic), "backlog quota check"))
 
     def start(self) -> None:
         if self.service.config.backlogQuotaCheckEnabled:
-            interval = self.service.config.backlogQuotaCheckIntervalInSeconds
-            self._handle = asyncio.get_running_loop().call_later(interval, self._tick)
+            self._task.start()
 
     def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-
-    def _tick(self) -> None:
-        for topic in list(self.service.topics.values()):
-            try:
-                enforce(self.service, topic)
-            except Exception:
-                log.exception("backlog quota check failed on %s", topic)
-        self.start()
+        self._task.stop()

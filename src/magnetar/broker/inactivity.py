@@ -16,11 +16,11 @@ Idleness is counted from the moment it is first seen, so a restart starts it afr
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
 
+from magnetar.broker.periodic import PeriodicTask
 from magnetar.broker.topic_limits import SUBSCRIPTION_EXPIRATION
 
 if TYPE_CHECKING:
@@ -36,31 +36,22 @@ class InactivityMonitor:
         self.service = service
         self._idle_topics: dict[str, float] = {}
         self._idle_subscriptions: dict[tuple[str, str], float] = {}
-        self._handles: list[asyncio.TimerHandle] = []
+        config = service.config
+        self._topics_task = PeriodicTask("inactive topic check", config.brokerDeleteInactiveTopicsFrequencySeconds,
+                                         self.delete_inactive_topics)
+        self._subscriptions_task = PeriodicTask("subscription expiry check",
+                                                config.subscriptionExpiryCheckIntervalInMinutes * 60,
+                                                self.expire_subscriptions)
 
     def start(self) -> None:
-        config = self.service.config
-        if config.brokerDeleteInactiveTopicsEnabled:
-            self._every(config.brokerDeleteInactiveTopicsFrequencySeconds, self.delete_inactive_topics)
+        if self.service.config.brokerDeleteInactiveTopicsEnabled:
+            self._topics_task.start()
         # Always: a namespace or topic may set subscriptionExpirationTime when the broker does not.
-        self._every(config.subscriptionExpiryCheckIntervalInMinutes * 60, self.expire_subscriptions)
+        self._subscriptions_task.start()
 
     def stop(self) -> None:
-        for handle in self._handles:
-            handle.cancel()
-        self._handles.clear()
-
-    def _every(self, seconds: float, job: object) -> None:
-        loop = asyncio.get_running_loop()
-
-        def tick() -> None:
-            try:
-                job()  # type: ignore[operator]
-            except Exception:
-                log.exception("inactivity check failed")
-            self._handles.append(loop.call_later(seconds, tick))
-
-        self._handles.append(loop.call_later(seconds, tick))
+        self._topics_task.stop()
+        self._subscriptions_task.stop()
 
     # -- topics
     def delete_inactive_topics(self) -> None:

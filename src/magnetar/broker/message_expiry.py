@@ -6,11 +6,10 @@ time, so an expiry pass costs O(log n) entry reads per topic, not a scan.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 from typing import TYPE_CHECKING
 
+from magnetar.broker.periodic import PeriodicTask, each_topic
 from magnetar.storage import Position
 from magnetar.storage.message_finder import find_first_at_or_after
 
@@ -18,7 +17,6 @@ if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
     from magnetar.broker.topic import PersistentTopic
 
-log = logging.getLogger(__name__)
 
 
 def last_expired_position(topic: PersistentTopic, age_seconds: float, now_ms: int | None = None) -> Position:
@@ -48,22 +46,17 @@ class MessageExpiryMonitor:
 
     def __init__(self, service: BrokerService) -> None:
         self.service = service
-        self._handle: asyncio.TimerHandle | None = None
+        self._task = PeriodicTask("message expiry", service.config.messageExpiryCheckIntervalInMinutes * 60,
+                                  each_topic(service, _expire, "message expiry"))
 
     def start(self) -> None:
-        interval = self.service.config.messageExpiryCheckIntervalInMinutes * 60
-        self._handle = asyncio.get_running_loop().call_later(interval, self._tick)
+        self._task.start()
 
     def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
+        self._task.stop()
 
-    def _tick(self) -> None:
-        for topic in list(self.service.topics.values()):
-            ttl = topic.message_ttl_seconds()
-            if ttl > 0:
-                try:
-                    expire_messages(topic, ttl)
-                except Exception:
-                    log.exception("message expiry failed on %s", topic)
-        self.start()
+
+def _expire(topic: PersistentTopic) -> None:
+    ttl = topic.message_ttl_seconds()
+    if ttl > 0:
+        expire_messages(topic, ttl)

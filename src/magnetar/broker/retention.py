@@ -10,11 +10,11 @@ trim on the storage's trimmer thread, never on the event loop.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.periodic import PeriodicTask, each_topic
 from magnetar.broker.policies import Policy
 from magnetar.storage.ledger_trimmer import RetentionPolicy
 
@@ -104,15 +104,14 @@ class RetentionMonitor:
 
     def __init__(self, service: BrokerService) -> None:
         self.service = service
-        self._handle: asyncio.TimerHandle | None = None
+        self._task = PeriodicTask("retention check", service.config.retentionCheckIntervalInSeconds,
+                                  each_topic(service, self.trim, "retention check"))
 
     def start(self) -> None:
-        interval = self.service.config.retentionCheckIntervalInSeconds
-        self._handle = asyncio.get_running_loop().call_later(interval, self._tick)
+        self._task.start()
 
     def stop(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
+        self._task.stop()
 
     def refresh(self) -> None:
         """A policy changed: every loaded topic takes its new value now."""
@@ -125,11 +124,3 @@ class RetentionMonitor:
     def trim(self, topic: PersistentTopic) -> None:
         apply(self.service, topic)
         self.service.factory.trim_in_background(topic.ledger)
-
-    def _tick(self) -> None:
-        for topic in list(self.service.topics.values()):
-            try:
-                self.trim(topic)
-            except Exception:
-                log.exception("retention check failed on %s", topic)
-        self.start()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from magnetar.broker.errors import ResourceConflictError
+from magnetar.broker.periodic import PeriodicTask
 from magnetar.broker.policies import Policy
 
 if TYPE_CHECKING:
@@ -45,15 +46,15 @@ class CompactionManager:
         self.service = service
         self.statuses: dict[str, CompactionStatus] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._timer: asyncio.TimerHandle | None = None
+        self._monitor = PeriodicTask("compaction threshold check",
+                                     service.config.brokerServiceCompactionMonitorIntervalInSeconds,
+                                     self._check_thresholds)
 
     def start(self) -> None:
-        interval = self.service.config.brokerServiceCompactionMonitorIntervalInSeconds
-        self._timer = asyncio.get_running_loop().call_later(interval, self._check_thresholds)
+        self._monitor.start()
 
     def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        self._monitor.stop()
         for task in self._tasks.values():
             task.cancel()
 
@@ -92,15 +93,10 @@ class CompactionManager:
             self._tasks.pop(key, None)
 
     def _check_thresholds(self) -> None:
-        try:
-            for topic in list(self.service.topics.values()):
-                if self._over_threshold(topic):
-                    log.info("[%s] backlog beyond the compaction horizon exceeds its threshold: compacting",
-                             topic.name)
-                    self.trigger(topic)
-        except Exception:
-            log.exception("compaction threshold check failed")
-        self.start()
+        for topic in list(self.service.topics.values()):
+            if self._over_threshold(topic):
+                log.info("[%s] backlog beyond the compaction horizon exceeds its threshold: compacting", topic.name)
+                self.trigger(topic)
 
     def _over_threshold(self, topic: PersistentTopic) -> bool:
         if str(topic.name) in self._tasks:
