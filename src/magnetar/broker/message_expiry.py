@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from magnetar.broker.topic import PersistentTopic
 
 
-
 def last_expired_position(topic: PersistentTopic, age_seconds: float, now_ms: int | None = None) -> Position:
     """The last entry older than `age_seconds` (the position before the first entry when none is)."""
     cutoff = (now_ms if now_ms is not None else time.time_ns() // 1_000_000) - int(age_seconds * 1000)
