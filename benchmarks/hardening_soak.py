@@ -280,28 +280,28 @@ def main() -> None:
         report: dict[str, object] = {"seconds_per_phase": args.seconds, "bystander_rate": args.rate,
                                      "keepAliveIntervalSeconds": 5, "phases": {}}
         time.sleep(2)  # the pair connects and warms up
+        windows = {}
         for name, attack in PHASES.items():
             started = time.time()
             achieved = attack(broker, args.seconds)
-            ended = time.time()
-            while not out.empty():
-                samples.append(out.get())
-            window = [latency for at, latency in samples if isinstance(at, float) and started <= at <= ended]
+            windows[name] = (started, time.time())
             report["phases"][name] = {  # type: ignore[index]
                 "attack": achieved,
-                "bystanders": latency_summary(window, ended - started),
                 "broker_rss_mb": round(rss_mb(broker.proc.pid), 1),
                 "broker_open_fds": open_fds(broker.proc.pid),
             }
         stop.set()
         done = None
-        while done is None:
+        while done is None:  # every sample, including those still in the queue when a phase ended
             item = out.get(timeout=60)
             if item[0] == "done":
                 done = item
             else:
                 samples.append(item)
         bystanders.join(60)
+        for name, (started, ended) in windows.items():
+            window = [latency for at, latency in samples if isinstance(at, float) and started <= at <= ended]
+            report["phases"][name]["bystanders"] = latency_summary(window, ended - started)  # type: ignore[index]
         report["bystanders_sent"] = done[1]
         report["bystanders_received"] = len(samples)
         report["bystander_send_failures"] = done[2][:5]
