@@ -60,6 +60,20 @@ def _redirect(request_id: int, url: str) -> bytes:
     return encode_command(T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=answer))
 
 
+def serve_producer_setup(stub, cmd, write, last_sequence_id: int) -> bool:
+    """What every stub scenario answers the same way: the topic is not partitioned, the
+    stub owns it, a producer is admitted (the broker's last sequence id given)."""
+    if cmd.type == T.PARTITIONED_METADATA:
+        write(commands.partitioned_metadata_response(cmd.partitionMetadata.request_id, 0))
+    elif cmd.type == T.LOOKUP:
+        write(commands.lookup_connect(cmd.lookupTopic.request_id, stub.url))
+    elif cmd.type == T.PRODUCER:
+        write(commands.producer_success(cmd.producer.request_id, "stub-producer", last_sequence_id))
+    else:
+        return False
+    return True
+
+
 def test_lookup_follows_redirects_to_the_owner(shared_broker):
     def handler(stub, cmd, write):
         if cmd.type == T.PARTITIONED_METADATA:
@@ -78,12 +92,8 @@ def test_lookup_follows_redirects_to_the_owner(shared_broker):
 
 def test_keep_alive_drops_a_silent_broker_and_reconnects():
     def handler(stub, cmd, write):
-        if cmd.type == T.PARTITIONED_METADATA:
-            write(commands.partitioned_metadata_response(cmd.partitionMetadata.request_id, 0))
-        elif cmd.type == T.LOOKUP:
-            write(commands.lookup_connect(cmd.lookupTopic.request_id, stub.url))
-        elif cmd.type == T.PRODUCER:
-            write(commands.producer_success(cmd.producer.request_id, "stub-producer", -1))
+        if serve_producer_setup(stub, cmd, write, last_sequence_id=-1):
+            return
 
     async def scenario():
         async with Stub(handler, answer_pings=False) as stub, \
@@ -100,12 +110,8 @@ def test_keep_alive_drops_a_silent_broker_and_reconnects():
 
 def test_operation_timeout_and_send_timeout():
     def handler(stub, cmd, write):
-        if cmd.type == T.PARTITIONED_METADATA:
-            write(commands.partitioned_metadata_response(cmd.partitionMetadata.request_id, 0))
-        elif cmd.type == T.LOOKUP:
-            write(commands.lookup_connect(cmd.lookupTopic.request_id, stub.url))
-        elif cmd.type == T.PRODUCER:
-            write(commands.producer_success(cmd.producer.request_id, "stub-producer", 41))
+        if serve_producer_setup(stub, cmd, write, last_sequence_id=41):
+            return
         # SUBSCRIBE and SEND are never answered
 
     async def scenario():
@@ -128,13 +134,9 @@ def test_receipts_out_of_order_reconnect_and_resend_in_order():
     state = {"reordered": False}
 
     def handler(stub, cmd, write):
-        if cmd.type == T.PARTITIONED_METADATA:
-            write(commands.partitioned_metadata_response(cmd.partitionMetadata.request_id, 0))
-        elif cmd.type == T.LOOKUP:
-            write(commands.lookup_connect(cmd.lookupTopic.request_id, stub.url))
-        elif cmd.type == T.PRODUCER:
-            write(commands.producer_success(cmd.producer.request_id, "stub-producer", -1))
-        elif cmd.type == T.SEND:
+        if serve_producer_setup(stub, cmd, write, last_sequence_id=-1):
+            return
+        if cmd.type == T.SEND:
             seq = cmd.send.sequence_id
             if seq == 0 and not state["reordered"]:
                 pass  # held back ...
