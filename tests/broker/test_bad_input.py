@@ -411,3 +411,35 @@ def test_a_damaged_record_is_skipped(broker, client_factory):
     consumer = client_factory(broker.url).subscribe("damaged", "sub")
     assert [consumer.receive(timeout_millis=10_000).data() for _ in range(2)] == [b"first", b"last"]
     assert broker.log().count("cannot be delivered") == 1
+
+
+def test_a_foreign_entry_must_hold_what_it_claims(broker):
+    """PIP-96 entries: the broker never decodes them, but it reads the count a Kafka batch's
+    header states, so nobody can make consumers iterate a million messages out of three."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: PLC0415 (dev dependency)
+
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    for offset in range(3):
+        builder.append(offset, timestamp=1000 + offset, key=b"k", value=b"v", headers=[])
+    records = bytes(builder.build())
+    raw = RawClient(broker.url)
+    raw.connect()
+    raw.create_producer("kafka-entries")
+
+    def send(sequence_id: int, claimed: int, payload: bytes) -> pb.BaseCommand:
+        metadata = pb.MessageMetadata(producer_name="raw", sequence_id=sequence_id, publish_time=1,
+                                      num_messages_in_batch=claimed,
+                                      properties=[pb.KeyValue(key="entry.format", value="kafka")])
+        raw.command(pb.BaseCommand(type=pb.BaseCommand.SEND, send=pb.CommandSend(
+            producer_id=0, sequence_id=sequence_id, num_messages=claimed)), build_entry(metadata, payload))
+        frame = raw.next_frame(10)
+        assert frame is not None
+        return frame.command
+
+    lying = send(0, 1_000_000, records)
+    assert lying.type == pb.BaseCommand.SEND_ERROR and "holds 3 messages" in lying.send_error.message
+    garbage = send(1, 3, b"\x00" * 70)
+    assert garbage.type == pb.BaseCommand.SEND_ERROR and "kafka" in garbage.send_error.message
+    assert send(2, 3, records).type == pb.BaseCommand.SEND_RECEIPT  # the dense batch itself is fine
+    raw.close()

@@ -21,18 +21,19 @@ from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.positions import position_of
 from magnetar.broker.producer import Producer
-from magnetar.broker.topic_limits import delayed_delivery
+from magnetar.broker.publish_checks import check_send
 from magnetar.broker.topic_list import compile_pattern, topics_hash
 from magnetar.storage import StorageFullError
 from magnetar.wire import commands
-from magnetar.wire.entry import strip_broker_entry_metadata, validate_publishable, verify_checksum
-from magnetar.wire.errors import ChecksumError, WireError
+from magnetar.wire.entry import (
+    strip_broker_entry_metadata,
+)
+from magnetar.wire.errors import WireError
 from magnetar.wire.frames import FRAME_PADDING, FrameDecoder, command_body
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.broker.abstract_topic import AbstractTopic
     from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -354,7 +355,7 @@ class ServerCnx(asyncio.Protocol):
             log.warning("%s sent to unknown producer %d; closing", self, send.producer_id)
             self.close()
             return
-        problem = self._check_entry(send, payload, producer.topic)
+        problem = check_send(send, payload, producer.topic, self.service.config.maxMessageSize)
         if problem is None and producer.topic.terminated:
             problem = pb.TopicTerminatedError, f"Topic {producer.topic.name} was already terminated"
         if problem is not None:
@@ -363,36 +364,6 @@ class ServerCnx(asyncio.Protocol):
         batch_size = send.num_messages if send.HasField("num_messages") else -1
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else send.sequence_id
         producer.publish(send.sequence_id, highest, payload, max(send.num_messages, 1), batch_size)  # type: ignore[arg-type]
-
-    def _check_entry(self, send: pb.CommandSend, payload: bytes | None,
-                     topic: AbstractTopic) -> tuple[int, str] | None:
-        """Refuse at the door what consumers could not read: nothing is stored unchecked."""
-        if not payload:
-            return pb.NotAllowedError, "SEND without a message"
-        limit = self.service.config.maxMessageSize + FRAME_PADDING // 2
-        if len(payload) > limit:
-            return pb.NotAllowedError, f"message of {len(payload)} bytes exceeds maxMessageSize"
-        try:
-            metadata = validate_publishable(payload)
-            verify_checksum(payload)
-        except ChecksumError:
-            return pb.ChecksumError, "Checksum failed on the broker"
-        except WireError as exc:
-            return pb.NotAllowedError, f"malformed message: {exc}"
-        claimed = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-        if claimed != send.num_messages:  # an absent num_messages reads as its default, 1
-            return pb.NotAllowedError, (
-                f"malformed message: num_messages_in_batch {claimed} disagrees with the SEND's {send.num_messages}")
-        return self._check_delivery_delay(metadata, topic)
-
-    @staticmethod
-    def _check_delivery_delay(metadata: pb.MessageMetadata, topic: AbstractTopic) -> tuple[int, str] | None:
-        if not metadata.HasField("deliver_at_time"):
-            return None
-        max_delay = delayed_delivery(topic).max_delay_ms
-        if max_delay > 0 and metadata.deliver_at_time - time.time() * 1000 > max_delay:
-            return pb.NotAllowedError, f"Exceeds max allowed delivery delay of {max_delay} milliseconds"
-        return None
 
     def handle_close_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.close_producer

@@ -74,8 +74,9 @@ class KafkaRecord(NamedTuple):
     headers: list[tuple[str, bytes | None]]
 
 
-def read_header(data: bytes | memoryview) -> KafkaBatchHeader:
-    """The batch header, checked: magic 2, a length that matches the bytes, a CRC32C that matches."""
+def read_header(data: bytes | memoryview, check_crc: bool = True) -> KafkaBatchHeader:
+    """The batch header, checked: magic 2, a length that matches the bytes, a CRC32C that
+    matches (unless `check_crc` is off: the broker reads only the stated count)."""
     if len(data) < HEADER_SIZE:
         raise CorruptPayloadError(KAFKA_FORMAT, f"{len(data)} bytes cannot hold a record batch header")
     header = KafkaBatchHeader(*_HEADER.unpack_from(data))
@@ -83,7 +84,7 @@ def read_header(data: bytes | memoryview) -> KafkaBatchHeader:
         raise CorruptPayloadError(KAFKA_FORMAT, f"record batch magic {header.magic}, only magic 2 is supported")
     if header.length != len(data) - 12:
         raise CorruptPayloadError(KAFKA_FORMAT, f"batchLength {header.length} but {len(data) - 12} bytes follow it")
-    actual = crc32c.crc32c(memoryview(data)[_CRC_START:])
+    actual = crc32c.crc32c(memoryview(data)[_CRC_START:]) if check_crc else header.crc
     if actual != header.crc:
         raise CorruptPayloadError(KAFKA_FORMAT, f"CRC32C mismatch: batch says {header.crc:#010x}, "
                                                 f"bytes give {actual:#010x}")
@@ -254,6 +255,11 @@ class KafkaProcessor(PayloadProcessor):
 
     def count(self, payload: memoryview) -> int | None:
         header = read_header(payload)
+        return 0 if header.attributes & _CONTROL else header.count
+
+    def stated_count(self, payload: memoryview) -> int | None:
+        """The count the header states, its CRC left to the consumer: what a broker checks."""
+        header = read_header(payload, check_crc=False)
         return 0 if header.attributes & _CONTROL else header.count
 
 
