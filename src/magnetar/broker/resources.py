@@ -31,6 +31,8 @@ def default_tenant_info() -> dict[str, Any]:
 class NamespaceResources:
     def __init__(self, store: MetadataStore) -> None:
         self._store = store
+        self.version = 0
+        """Bumped whenever a namespace or its policies change (TopicPolicies caches by it)."""
 
     def bootstrap(self, namespaces_in_use: Iterable[str]) -> None:
         """Create the default namespaces, and adopt those stored topics already live in
@@ -94,11 +96,13 @@ class NamespaceResources:
         if self.namespace_exists(namespace):
             raise ResourceConflictError("Namespace already exists")
         self._store.put(_NAMESPACES + namespace, json.dumps(policies or {}).encode())
+        self.version += 1
 
     def delete_namespace(self, namespace: str) -> None:
         """The caller checks that no topic is left in it (only the broker knows its topics)."""
         self.policies(namespace)
         self._store.delete(_NAMESPACES + namespace)
+        self.version += 1
 
     def set_policy(self, namespace: str, field: str, value: Any) -> None:
         """Set (or, with None, remove) one field of the namespace's Policies."""
@@ -108,6 +112,7 @@ class NamespaceResources:
         else:
             policies[field] = value
         self._store.put(_NAMESPACES + namespace, json.dumps(policies).encode())
+        self.version += 1
 
 
 def _check_name(kind: str, name: str) -> None:

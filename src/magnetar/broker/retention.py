@@ -79,9 +79,7 @@ def broker_default(service: BrokerService) -> Retention:
 
 def effective_retention(service: BrokerService, topic: PersistentTopic) -> Retention:
     """Topic, else namespace, else the broker's defaults."""
-    value = service.policies.topic_value(topic.name, RETENTION)
-    if value is None and service.resources.namespace_exists(topic.name.namespace_name):
-        value = service.policies.namespace_value(topic.name.namespace_name, RETENTION)
+    value = service.policies.configured(topic.name, RETENTION)
     return broker_default(service) if value is None else Retention.from_json(value)
 
 

@@ -74,8 +74,8 @@ class DelayedDeliverySettings:
 def delayed_delivery(topic: AbstractTopic) -> DelayedDeliverySettings:
     """The namespace or topic `delayedDelivery` policy, else the broker's three keys."""
     config = topic.service.config
-    value: Any = topic.service.policies.effective(topic.name, DELAYED_DELIVERY)
-    if not isinstance(value, dict):
+    value: Any = topic.service.policies.configured(topic.name, DELAYED_DELIVERY)
+    if value is None:
         return DelayedDeliverySettings(config.delayedDeliveryEnabled, config.delayedDeliveryTickTimeMillis,
                                        config.delayedDeliveryMaxDelayInMillis)
     return DelayedDeliverySettings(bool(value.get("active", config.delayedDeliveryEnabled)),

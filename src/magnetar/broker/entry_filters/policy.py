@@ -21,9 +21,7 @@ def effective_filter_names(service: BrokerService, topic: TopicName) -> list[str
     config = service.config
     if config.allowOverrideEntryFilters:
         policies = service.policies
-        value: Any = policies.topic_value(topic, ENTRY_FILTERS)
-        if value is None and service.resources.namespace_exists(topic.namespace_name):
-            value = policies.namespace_value(topic.namespace_name, ENTRY_FILTERS)
+        value: Any = policies.configured(topic, ENTRY_FILTERS)
         if isinstance(value, dict) and "entryFilterNames" in value:
             return parse_names(value["entryFilterNames"])
     return list(config.entryFilterNames)
