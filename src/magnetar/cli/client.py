@@ -13,12 +13,13 @@ import argparse
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.cli import options
 from magnetar.cli.pacing import Pacer
-from magnetar.client import Client, Result
-from magnetar.client.errors import PulsarException, Timeout
+
+if TYPE_CHECKING:
+    from magnetar.client import Client
 
 _RECEIVE_SLICE_MS = 500
 """A receive waits this long at most, so Ctrl-C is seen promptly while consuming forever."""
@@ -97,6 +98,8 @@ def produce_messages(args: argparse.Namespace) -> int:
     except _UsageError as error:
         print(f"magnetar client produce: {error}", file=sys.stderr)
         return 2
+    from magnetar.client import Result  # noqa: PLC0415 (only the client verbs load the client)
+
     properties = options.merged(args.properties)
     failures: list[Result] = []
 
@@ -128,6 +131,8 @@ def produce_messages(args: argparse.Namespace) -> int:
 
 
 def consume_messages(args: argparse.Namespace) -> int:
+    from magnetar.client.errors import Timeout  # noqa: PLC0415 (only the client verbs load the client)
+
     consumed = 0
 
     def work(client: Client) -> int:
@@ -172,6 +177,9 @@ def _describe(message: Any, args: argparse.Namespace) -> str:
 
 def _with_client(args: argparse.Namespace, verb: str, work: Any, on_interrupt: Any = None) -> int:
     """Runs `work(client)`, turning the client's errors into a message and exit code 1."""
+    from magnetar.client import Client  # noqa: PLC0415 (only the client verbs load the client)
+    from magnetar.client.errors import PulsarException  # noqa: PLC0415
+
     client = None
     try:
         client = Client(args.service_url, operation_timeout_seconds=30)

@@ -1,5 +1,9 @@
 """Flag values shared by `magnetar client` and `magnetar perf`, spelled as pulsar-client and
-pulsar-perf spell them, so that scripts written for those tools keep working."""
+pulsar-perf spell them, so that scripts written for those tools keep working.
+
+The values are the protocol's numbers, which magnetar.client takes for its enums: every
+`magnetar` command registers these flags, and `magnetar standalone` should not pay for
+importing the client."""
 
 from __future__ import annotations
 
@@ -7,14 +11,14 @@ import argparse
 import os
 from collections.abc import Callable
 
-from magnetar.client import CompressionType, ConsumerType, InitialPosition
+from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 DEFAULT_SERVICE_URL = "pulsar://127.0.0.1:6650"
-SUBSCRIPTION_TYPES = {"Exclusive": ConsumerType.Exclusive, "Shared": ConsumerType.Shared,
-                      "Failover": ConsumerType.Failover, "Key_Shared": ConsumerType.KeyShared}
-POSITIONS = {"Latest": InitialPosition.Latest, "Earliest": InitialPosition.Earliest}
-COMPRESSIONS = {"NONE": CompressionType.NONE, "LZ4": CompressionType.LZ4, "ZLIB": CompressionType.ZLib,
-                "ZSTD": CompressionType.ZSTD, "SNAPPY": CompressionType.SNAPPY}
+Sub = pb.CommandSubscribe
+SUBSCRIPTION_TYPES = {"Exclusive": Sub.Exclusive, "Shared": Sub.Shared, "Failover": Sub.Failover,
+                      "Key_Shared": Sub.Key_Shared}
+POSITIONS = {"Latest": Sub.Latest, "Earliest": Sub.Earliest}
+COMPRESSIONS = {"NONE": pb.NONE, "LZ4": pb.LZ4, "ZLIB": pb.ZLIB, "ZSTD": pb.ZSTD, "SNAPPY": pb.SNAPPY}
 
 
 def default_service_url() -> str:

@@ -18,13 +18,14 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.cli import options
 from magnetar.cli.pacing import Pacer
 from magnetar.cli.perf_meter import Meter, line
-from magnetar.client import Client, Result
-from magnetar.client.errors import PulsarException, Timeout
+
+if TYPE_CHECKING:
+    from magnetar.client import Client, Result
 
 _RECEIVE_SLICE_MS = 200
 
@@ -108,6 +109,8 @@ class _Run:
 
 
 def produce(args: argparse.Namespace) -> int:
+    from magnetar.client import Result  # noqa: PLC0415 (only the perf verbs load the client)
+
     run = _Run(args, "Produced")
     payload = os.urandom(args.size)
 
@@ -121,7 +124,7 @@ def produce(args: argparse.Namespace) -> int:
         pacer, sent = Pacer(args.rate), 0
         while run.going(sent):
             pacer.wait()
-            producers[sent % len(producers)].send_async(payload, _receipt(run.meter, len(payload)))
+            producers[sent % len(producers)].send_async(payload, _receipt(run.meter, len(payload), Result.Ok))
             sent += 1
         for producer in producers:
             producer.flush()
@@ -129,11 +132,11 @@ def produce(args: argparse.Namespace) -> int:
     return _with_client(args, run, work)
 
 
-def _receipt(meter: Meter, size: int) -> Callable[[Result, Any], None]:
+def _receipt(meter: Meter, size: int, ok: Result) -> Callable[[Result, Any], None]:
     started = time.monotonic_ns()
 
     def done(result: Result, _message_id: Any) -> None:
-        if result == Result.Ok:
+        if result == ok:
             meter.record(size, (time.monotonic_ns() - started) // 1000)
         else:
             meter.fail()
@@ -141,6 +144,8 @@ def _receipt(meter: Meter, size: int) -> Callable[[Result, Any], None]:
 
 
 def consume(args: argparse.Namespace) -> int:
+    from magnetar.client.errors import Timeout  # noqa: PLC0415 (only the perf verbs load the client)
+
     run = _Run(args, "Consumed")
 
     def work(client: Client) -> None:
@@ -162,6 +167,9 @@ def consume(args: argparse.Namespace) -> int:
 
 
 def _with_client(args: argparse.Namespace, run: _Run, work: Callable[[Client], None]) -> int:
+    from magnetar.client import Client  # noqa: PLC0415 (only the perf verbs load the client)
+    from magnetar.client.errors import PulsarException  # noqa: PLC0415
+
     client = None
     try:
         client = Client(args.service_url, operation_timeout_seconds=30)
