@@ -15,13 +15,13 @@ import contextlib
 import os
 import subprocess
 import threading
-import time
 import uuid
 from pathlib import Path
 
 import pulsar
 import pytest
 from admin_http import get_json, http
+from polling import wait_for
 from rawclient import RawClient
 from standalone import Standalone
 
@@ -30,15 +30,6 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 T = pb.BaseCommand
 TOPIC = "persistent://public/default/full"
-
-
-def wait_for(condition, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 class Send:
@@ -126,7 +117,7 @@ def test_sends_fail_while_full_reads_and_acks_go_on_and_writing_resumes(switch_b
     for message in tail:
         consumer.acknowledge(message)
     stats_url = f"{broker.admin_url}/admin/v2/persistent/public/default/full/stats"
-    assert wait_for(lambda: get_json(stats_url)["subscriptions"]["sub"]["msgBacklog"] == 0)
+    assert wait_for(lambda: get_json(stats_url)["subscriptions"]["sub"]["msgBacklog"] == 0, timeout=20.0)
     client.close()
 
     broker.stop()

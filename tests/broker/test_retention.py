@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pulsar
 import pytest
 from admin_http import get_json, http
+from polling import wait_for
 
 BASE = "/admin/v2/persistent/public/default"
 NAMESPACE = "/admin/v2/namespaces/public/default"
 SMALL_LEDGERS = ("managedLedgerMaxEntriesPerLedger=5", "managedLedgerMinLedgerRolloverTimeMinutes=0")
-
-
-def wait_for(condition, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def ledger_ids(broker, topic: str) -> list[int]:
