@@ -39,7 +39,7 @@ def dispatcher(factory: ManagedLedgerFactory, ledger: ManagedLedger) -> Multiple
     config = ServiceConfiguration()
     config.apply({"delayedDeliveryTrackerFactoryClassName": "Bucket", "delayedDeliveryMinIndexCountPerBucket": "10"})
     cursor = ledger.open_cursor("sub", initial_position="earliest")
-    no_policies = SimpleNamespace(effective=lambda _topic, policy: getattr(config, policy.broker_default))
+    no_policies = SimpleNamespace(configured=lambda _topic, _policy: None)  # the broker keys decide
     topic = SimpleNamespace(service=SimpleNamespace(config=config, metadata=factory.metadata_store,
                                                     policies=no_policies), ledger=ledger, name=NAME)
     subscription = SimpleNamespace(
