@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import crc32c
 
@@ -49,6 +49,40 @@ def announce_active(consumers: Sequence[Consumer], active: Consumer) -> None:
     """ACTIVE_CONSUMER_CHANGE to every Failover consumer, so each knows whether it is the one."""
     for consumer in consumers:
         consumer.cnx.send_active_consumer_change(consumer.consumer_id, consumer is active)
+
+
+class SingleActiveElection:
+    """Exclusive and Failover dispatchers, stored or not: every change of consumers elects
+    the active one again, and Failover consumers hear who it is. A dispatcher reacts to a
+    new active consumer in `_active_changed` (a stored one gives back what the previous held)."""
+
+    sub_type: int
+    active: Consumer | None
+    consumers: list[Consumer]
+    subscription: Any
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        check_exclusive(self.sub_type, self.consumers)
+        super().add_consumer(consumer)  # type: ignore[misc]
+        self._elect()
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        super().remove_consumer(consumer)  # type: ignore[misc]
+        self._elect()
+
+    def _elect(self) -> None:
+        chosen = choose_active(self.consumers, self.subscription.topic.partition)
+        if chosen is self.active:
+            return
+        previous, self.active = self.active, chosen
+        if chosen is None:
+            return
+        if self.sub_type == pb.CommandSubscribe.Failover:
+            announce_active(self.consumers, chosen)
+        self._active_changed(previous)
+
+    def _active_changed(self, previous: Consumer | None) -> None:
+        """Nothing to do unless the dispatcher holds messages for consumers."""
 
 
 # -- Shared

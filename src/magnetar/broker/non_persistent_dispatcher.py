@@ -26,10 +26,8 @@ from typing import TYPE_CHECKING
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.consumer_selectors import (
     RoundRobinSelector,
+    SingleActiveElection,
     StickyKeyConsumerSelector,
-    announce_active,
-    check_exclusive,
-    choose_active,
     sticky_key_hash,
 )
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -67,30 +65,13 @@ class NonPersistentDispatcher:
             self.subscription.dropped.add(entry.num_messages, len(entry.data))
 
 
-class NonPersistentSingleActiveConsumerDispatcher(NonPersistentDispatcher):
+class NonPersistentSingleActiveConsumerDispatcher(SingleActiveElection, NonPersistentDispatcher):
     """Exclusive and Failover: the active consumer receives, if it has permits."""
 
     def __init__(self, subscription: NonPersistentSubscription, sub_type: int) -> None:
         super().__init__(subscription)
         self.sub_type = sub_type
         self.active: Consumer | None = None
-
-    def add_consumer(self, consumer: Consumer) -> None:
-        check_exclusive(self.sub_type, self.consumers)
-        super().add_consumer(consumer)
-        self._elect()
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        super().remove_consumer(consumer)
-        self._elect()
-
-    def _elect(self) -> None:
-        chosen = choose_active(self.consumers, self.subscription.topic.partition)
-        if chosen is self.active:
-            return
-        self.active = chosen
-        if chosen is not None and self.sub_type == pb.CommandSubscribe.Failover:
-            announce_active(self.consumers, chosen)
 
     def send(self, entry: DispatchEntry) -> None:
         self._push_or_drop(self.active, entry)

@@ -8,20 +8,15 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.compaction.reads import CompactedReader
 from magnetar.broker.consumer import Consumer, DispatchEntry
-from magnetar.broker.consumer_selectors import (
-    announce_active,
-    check_exclusive,
-    choose_active,
-)
+from magnetar.broker.consumer_selectors import SingleActiveElection
 from magnetar.broker.dispatcher import MAX_ROUNDS_PER_PASS, Dispatcher
 from magnetar.storage import Position
-from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.subscription import PersistentSubscription
 
 
-class SingleActiveConsumerDispatcher(CompactedReader, Dispatcher):
+class SingleActiveConsumerDispatcher(SingleActiveElection, CompactedReader, Dispatcher):
     """Exclusive and Failover: one consumer at a time receives, in order (a read_compacted
     one reads the compacted view, see compaction.reads)."""
 
@@ -32,29 +27,11 @@ class SingleActiveConsumerDispatcher(CompactedReader, Dispatcher):
         self._paused: asyncio.TimerHandle | None = None
         """Set while a rescheduled entry waits: nothing is read past it meanwhile."""
 
-    def add_consumer(self, consumer: Consumer) -> None:
-        check_exclusive(self.sub_type, self.consumers)
-        super().add_consumer(consumer)
-        self._elect()
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        super().remove_consumer(consumer)
-        self._elect()
-
-    def _elect(self) -> None:
-        chosen = choose_active(self.consumers, self.subscription.topic.partition)
-        if chosen is None:
-            self.active = None
-            return
-        if chosen is self.active:
-            return
-        previous, self.active = self.active, chosen
+    def _active_changed(self, previous: Consumer | None) -> None:
         if previous is not None and previous.pending:
             self._release(previous, list(previous.pending))
         else:
             self._restart_compacted_view()
-        if self.sub_type == pb.CommandSubscribe.Failover:
-            announce_active(self.consumers, chosen)
         self.schedule()
 
     def _release(self, consumer: Consumer, positions: Iterable[Position]) -> None:
