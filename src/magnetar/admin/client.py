@@ -107,13 +107,13 @@ class AdminClient:
         return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}/topics", mode=mode)
 
     def get_namespace_message_ttl(self, namespace: str) -> int | None:
-        return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}/messageTTL")
+        return self.get_namespace_policy(namespace, "messageTTL")
 
     def set_namespace_message_ttl(self, namespace: str, seconds: int) -> None:
-        self._json("POST", f"/admin/v2/namespaces/{_ns(namespace)}/messageTTL", seconds)
+        self.set_namespace_policy(namespace, "messageTTL", seconds)
 
     def remove_namespace_message_ttl(self, namespace: str) -> None:
-        self._json("DELETE", f"/admin/v2/namespaces/{_ns(namespace)}/messageTTL")
+        self.remove_namespace_policy(namespace, "messageTTL")
 
     def get_namespace_policy(self, namespace: str, policy: str) -> Any:
         """Any namespace policy by the name of its path (`maxProducersPerTopic`, `delayedDelivery`, ...)."""
@@ -125,14 +125,13 @@ class AdminClient:
     def remove_namespace_policy(self, namespace: str, policy: str) -> None:
         self._json("DELETE", f"/admin/v2/namespaces/{_ns(namespace)}/{policy}")
     def get_namespace_retention(self, namespace: str) -> dict[str, Any] | None:
-        return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}/retention")
+        return self.get_namespace_policy(namespace, "retention")
 
     def set_namespace_retention(self, namespace: str, minutes: float, size_mb: int) -> None:
-        self._json("POST", f"/admin/v2/namespaces/{_ns(namespace)}/retention",
-                   {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb})
+        self.set_namespace_policy(namespace, "retention", _retention(minutes, size_mb))
 
     def remove_namespace_retention(self, namespace: str) -> None:
-        self._json("DELETE", f"/admin/v2/namespaces/{_ns(namespace)}/retention")
+        self.remove_namespace_policy(namespace, "retention")
 
     # -- topics
     def topics(self, namespace: str, *, non_persistent: bool = False) -> list[str]:
@@ -185,13 +184,13 @@ class AdminClient:
         return self._json("GET", _topic(topic, "compaction"))
 
     def get_compaction_threshold(self, topic: str) -> int | None:
-        return self._json("GET", _topic(topic, "compactionThreshold"))
+        return self.get_topic_policy(topic, "compactionThreshold")
 
     def set_compaction_threshold(self, topic: str, threshold_bytes: int) -> None:
-        self._json("POST", _topic(topic, "compactionThreshold"), threshold_bytes)
+        self.set_topic_policy(topic, "compactionThreshold", threshold_bytes)
 
     def remove_compaction_threshold(self, topic: str) -> None:
-        self._json("DELETE", _topic(topic, "compactionThreshold"))
+        self.remove_topic_policy(topic, "compactionThreshold")
 
     def unload(self, topic: str) -> None:
         self._json("PUT", _topic(topic, "unload"))
@@ -222,14 +221,13 @@ class AdminClient:
     def remove_topic_policy(self, topic: str, policy: str) -> None:
         self._json("DELETE", _topic(topic, policy))
     def get_retention(self, topic: str) -> dict[str, Any] | None:
-        return self._json("GET", _topic(topic, "retention"))
+        return self.get_topic_policy(topic, "retention")
 
     def set_retention(self, topic: str, minutes: float, size_mb: int) -> None:
-        self._json("POST", _topic(topic, "retention"),
-                   {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb})
+        self.set_topic_policy(topic, "retention", _retention(minutes, size_mb))
 
     def remove_retention(self, topic: str) -> None:
-        self._json("DELETE", _topic(topic, "retention"))
+        self.remove_topic_policy(topic, "retention")
 
     def trim_topic(self, topic: str) -> None:
         self._json("POST", _topic(topic, "trim"))
@@ -283,6 +281,11 @@ class AdminClient:
 
     def runtime_configuration(self) -> dict[str, str]:
         return self._json("GET", "/admin/v2/brokers/configuration/runtime")
+
+
+def _retention(minutes: float, size_mb: int) -> dict[str, float]:
+    """Pulsar's RetentionPolicies JSON."""
+    return {"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb}
 
 
 def _seg(part: str) -> str:
