@@ -14,12 +14,11 @@ through the entry-point group ``magnetar.payload_processors``.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from magnetar.plugins import load_plugin
 from magnetar.wire.batch import BatchMessage, decode_batch, decode_messages
 from magnetar.wire.entry import FORMAT_PROPERTY, PULSAR_FORMAT, entry_format
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -183,27 +182,9 @@ BUILTINS = {
 }
 
 
-def _load(target: str) -> Any:
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
 def load_processor(name: str) -> PayloadProcessor:
-    """A processor by name: a built-in, `module:Class`, else the entry point of that name in
-    ENTRY_POINT_GROUP."""
-    if name in BUILTINS:
-        return _load(BUILTINS[name])()
-    if ":" in name:
-        try:
-            factory = _load(name)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"no payload processor {name!r}: {exc}") from None
-        return factory() if isinstance(factory, type) else factory
-    found = [ep for ep in entry_points(group=ENTRY_POINT_GROUP) if ep.name == name]
-    if not found:
-        known = sorted(set(BUILTINS) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
-        raise ValueError(f"no payload processor named {name!r} (known: {', '.join(known)})")
-    factory = found[0].load()
+    """A processor by name (see magnetar.plugins); a class is instantiated, an instance used as is."""
+    factory = load_plugin("payload processor", ENTRY_POINT_GROUP, name, BUILTINS)
     return factory() if isinstance(factory, type) else factory
 
 

@@ -13,15 +13,14 @@ without entry-point metadata installed. A factory is called as
 
 from __future__ import annotations
 
-import importlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from importlib.metadata import entry_points
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from magnetar.broker.compaction.compactor import CompactionOptions, CompactionResult, Progress, compact
+from magnetar.plugins import load_plugin
 from magnetar.storage import CorruptEntryError, ManagedLedger, ManagedLedgerFactory, Position, StorageClosedError
 from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerStore
 from magnetar.storage.message_finder import entry_timestamp
@@ -31,7 +30,8 @@ from magnetar.wire.entry import parse_entry, parse_message_metadata
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "magnetar.compaction_services"
 PULSAR_DEFAULT_FACTORY = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
-_BUILTIN_NAMES = ("", "builtin", PULSAR_DEFAULT_FACTORY)
+_BUILTIN = "magnetar.broker.compaction.service:BuiltinCompactionService"
+_BUILTINS = {"": _BUILTIN, "builtin": _BUILTIN, PULSAR_DEFAULT_FACTORY: _BUILTIN}
 _READ_GROUP = 256
 
 
@@ -202,22 +202,7 @@ class BuiltinCompactionService:
 
 def load_compaction_service_factory(name: str) -> Factory:
     """The factory `name` designates (see the module docstring); ValueError if none."""
-    if name in _BUILTIN_NAMES:
-        return BuiltinCompactionService
-    for plugin in entry_points(group=ENTRY_POINT_GROUP):
-        if plugin.name == name:
-            return _checked(name, plugin.load())
-    module_name, sep, attribute = name.partition(":")
-    if sep:
-        try:
-            return _checked(name, getattr(importlib.import_module(module_name), attribute))
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"cannot load compaction service {name!r}: {exc}") from None
-    raise ValueError(f"no compaction service named {name!r} (plugins register under {ENTRY_POINT_GROUP!r}, "
-                     "or name one as package.module:Class)")
-
-
-def _checked(name: str, factory: Any) -> Factory:
+    factory = load_plugin("compaction service", ENTRY_POINT_GROUP, name, _BUILTINS)
     if not callable(factory):
         raise ValueError(f"compaction service {name!r} is not callable")
     return factory  # type: ignore[no-any-return]

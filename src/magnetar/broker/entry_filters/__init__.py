@@ -13,21 +13,22 @@ ACCEPT wins. A filter that raises counts as ACCEPT and is logged at most once a 
 from __future__ import annotations
 
 import enum
-import importlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.plugins import load_plugin
 from magnetar.storage import Position
 from magnetar.wire.entry import peek_broker_entry_metadata
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "magnetar.entry_filters"
+_BUILTINS = {"selector": "magnetar.broker.entry_filters.selector_filter:SelectorEntryFilter"}
+"""Found also when the package's entry points are not installed."""
 _ERROR_LOG_INTERVAL_SECONDS = 60.0
 
 
@@ -81,29 +82,10 @@ class SubscriptionCheck(Protocol):
 def load_entry_filter(name: str) -> EntryFilter:
     """A filter by its entry-point name, or by `package.module:Class` (as Pulsar's NAR
     descriptors name a class), instantiated with no arguments."""
-    factory = _find_factory(name)
-    instance = factory()
+    instance = load_plugin("entry filter", ENTRY_POINT_GROUP, name, _BUILTINS)()
     if not isinstance(instance, EntryFilter):
         raise ValueError(f"entry filter {name!r} has no filter_entry(entry, context)")
     return instance
-
-
-def _find_factory(name: str) -> Any:
-    for plugin in entry_points(group=ENTRY_POINT_GROUP):
-        if plugin.name == name:
-            return plugin.load()
-    if name == "selector":  # built in, also when the package's entry points are not installed
-        from magnetar.broker.entry_filters.selector_filter import SelectorEntryFilter  # noqa: PLC0415
-
-        return SelectorEntryFilter
-    module_name, sep, attribute = name.partition(":")
-    if sep:
-        try:
-            return getattr(importlib.import_module(module_name), attribute)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"cannot load entry filter {name!r}: {exc}") from None
-    raise ValueError(f"no entry filter named {name!r} (plugins register under {ENTRY_POINT_GROUP!r}, "
-                     "or name one as package.module:Class)")
 
 
 class EntryFilterChain:
