@@ -14,6 +14,7 @@ from pathlib import Path
 
 from magnetar.admin.server import AdminServer
 from magnetar.broker.accept_errors import BrokerEventLoop
+from magnetar.broker.collector import settle_after_start
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.config_loading import LoadedConfiguration, load_configuration
 from magnetar.broker.properties import Setting
@@ -69,6 +70,7 @@ async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
         loop.add_signal_handler(signum, stop.set)
     advertised = service.listeners.resolve(None)
     log.info("advertising %s to clients", advertised.broker_service_url or advertised.broker_service_url_tls)
+    settle_after_start()
     log.info("magnetar standalone accepting connections on %s (data in %s)", service.service_url, data_dir)
     try:
         await stop.wait()
