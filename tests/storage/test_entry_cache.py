@@ -21,9 +21,8 @@ def test_counted_bytes_match_traced_memory(entry_size):
     try:
         before = tracemalloc.get_traced_memory()[0]
         for start in range(0, count, 100):
-            # Built here as the broker builds them: fresh bytes and positions per append.
-            positions = [Position(7_000_000 + start // 10_000, i) for i in range(start, start + 100)]
-            cache.put_many(positions, [os.urandom(entry_size) for _ in positions])
+            # Built here as the broker builds them: fresh bytes per append, one run per group.
+            cache.put_run(Position(7_000_000 + start // 10_000, start), [os.urandom(entry_size) for _ in range(100)])
         used = tracemalloc.get_traced_memory()[0] - before
     finally:
         tracemalloc.stop()
@@ -34,7 +33,7 @@ def test_counted_bytes_match_traced_memory(entry_size):
 def test_bound_holds_for_tiny_entries():
     cache = EntryCache(1_000_000)
     for start in range(0, 100_000, 1000):
-        cache.put_many([Position(1, i) for i in range(start, start + 1000)], [b"x"] * 1000)
+        cache.put_run(Position(1, start), [b"x"] * 1000)
     assert cache.size_bytes <= 1_000_000
     assert len(cache) < 1_000_000 // 100
     assert Position(1, 99_999) in cache and Position(1, 0) not in cache

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
-PublishCallback = Callable[[Position | None, BaseException | None], None]
+GroupPublishCallback = Callable[[list[Position] | None, BaseException | None], None]
+"""Gets the positions of a group's entries once all are stored, or None and the error."""
 
 
 class AbstractTopic:
@@ -45,8 +46,11 @@ class AbstractTopic:
     def __repr__(self) -> str:
         return str(self.name)
 
-    def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
-        """Take a published entry; `callback` gets its position (the receipt) once accepted."""
+    def publish_many(self, entries: list[bytes], counts: list[int], batch_size: int,
+                     callback: GroupPublishCallback) -> None:
+        """Take published entries holding `counts` messages each; `callback` gets their
+        positions (the receipts) once accepted. `batch_size` is the last entry's
+        num_messages_in_batch (-1 when not a batch), kept for GetLastMessageId."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, object]:

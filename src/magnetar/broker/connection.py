@@ -20,7 +20,7 @@ from magnetar.broker.advertised_listeners import ListenerNotFoundError
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.positions import position_of
-from magnetar.broker.producer import Producer
+from magnetar.broker.producer import Producer, Send
 from magnetar.broker.publish_checks import check_send
 from magnetar.broker.topic_list import compile_pattern, topics_hash
 from magnetar.storage import StorageFullError
@@ -69,6 +69,7 @@ class ServerCnx(asyncio.Protocol):
         self._ping_outstanding = False
         self._partial_since: float | None = None
         self._ip: str | None = None
+        self._staged: list[tuple[Producer, Send]] = []
 
     def __repr__(self) -> str:
         return f"[{self.remote} #{self.id}]"
@@ -138,8 +139,22 @@ class ServerCnx(asyncio.Protocol):
             self._track_partial_frame(had_partial)
         for frame in frames:
             if self.transport is None:
+                self._staged.clear()  # closed mid-read: the client resends what has no receipt
                 return
-            self._handle(frame.command, frame.payload)
+            command = frame.command
+            if self._staged and command.type != T.SEND:
+                self._publish_staged()
+            self._handle(command, frame.payload)
+        if self._staged:
+            self._publish_staged()
+
+    def _publish_staged(self) -> None:
+        """Store the SENDs of one read of the socket, a group per producer: one append to
+        the ledger and one write of receipts for all of them, instead of one per message.
+        Any other command is handled only after the SENDs read before it."""
+        staged, self._staged = self._staged, []
+        for producer, run in itertools.groupby(staged, key=_producer_of):
+            producer.publish_many([send for _, send in run])
 
     def _track_partial_frame(self, had_partial: bool) -> None:
         """Charge the unfinished frame to the broker-wide budget, and time it."""
@@ -359,11 +374,12 @@ class ServerCnx(asyncio.Protocol):
         if problem is None and producer.topic.terminated:
             problem = pb.TopicTerminatedError, f"Topic {producer.topic.name} was already terminated"
         if problem is not None:
+            self._publish_staged()  # answers leave in order: SENDs read before this one first
             producer.refuse(send.sequence_id, *problem)
             return
         batch_size = send.num_messages if send.HasField("num_messages") else -1
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else send.sequence_id
-        producer.publish(send.sequence_id, highest, payload, max(send.num_messages, 1), batch_size)  # type: ignore[arg-type]
+        self._staged.append((producer, Send(send.sequence_id, highest, payload, max(send.num_messages, 1), batch_size)))  # type: ignore[arg-type]
 
     def handle_close_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.close_producer
@@ -507,6 +523,10 @@ class ServerCnx(asyncio.Protocol):
                 address=self.remote,
             )
         )
+
+
+def _producer_of(staged: tuple[Producer, Send]) -> Producer:
+    return staged[0]
 
 
 def _last_sequence_id(producer: Producer) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
+from magnetar.broker.abstract_topic import AbstractTopic, GroupPublishCallback
 from magnetar.broker.consumer import DispatchEntry
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.non_persistent_subscription import NonPersistentSubscription
@@ -59,18 +59,19 @@ class NonPersistentTopic(AbstractTopic):
         return bool(self.producers or self.subscriptions)
 
     # -- publishing
-    def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
-        callback(NON_PERSISTENT_POSITION, None)
-        self.inbound.add(num_messages, len(entry))
-        message = DispatchEntry(NON_PERSISTENT_POSITION, entry, None, num_messages)
+    def publish_many(self, entries: list[bytes], counts: list[int], batch_size: int,
+                     callback: GroupPublishCallback) -> None:
+        callback([NON_PERSISTENT_POSITION] * len(entries), None)
+        self.inbound.add(sum(counts), sum(map(len, entries)))
         subscriptions = list(self.subscriptions.values())
-        if any(subscription.needs_metadata for subscription in subscriptions):
-            message.metadata = _metadata(entry)
-        for subscription in subscriptions:
-            try:
-                subscription.send(message)
-            except Exception:  # one subscription's failure must not cost the others the message
-                log.exception("dispatch failed on %s", subscription)
+        needs_metadata = any(subscription.needs_metadata for subscription in subscriptions)
+        for entry, count in zip(entries, counts, strict=True):
+            message = DispatchEntry(NON_PERSISTENT_POSITION, entry, _metadata(entry) if needs_metadata else None, count)
+            for subscription in subscriptions:
+                try:
+                    subscription.send(message)
+                except Exception:  # one subscription's failure must not cost the others the message
+                    log.exception("dispatch failed on %s", subscription)
 
     # -- producers
     @property

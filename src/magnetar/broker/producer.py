@@ -9,9 +9,11 @@ leave from its head only.
 
 from __future__ import annotations
 
+import functools
+import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.deduplication import DupStatus, MessageDeduplication
 from magnetar.broker.stats import MessageCounter
@@ -23,11 +25,25 @@ if TYPE_CHECKING:
     from magnetar.broker.abstract_topic import AbstractTopic
     from magnetar.broker.connection import ServerCnx
 
+log = logging.getLogger(__name__)
 
-@dataclass(slots=True)
-class _PendingSend:
+
+class Send(NamedTuple):
+    """A SEND that passed the checks, waiting for the rest of its read of the socket."""
+
     sequence_id: int
     highest_sequence_id: int
+    entry: bytes
+    num_messages: int
+    batch_size: int
+
+
+@dataclass(slots=True)
+class _PendingGroup:
+    """A place in the queue of answers: SENDs appended to the ledger in one call, whose
+    receipts leave in one write, or a SEND answered at once (no sends kept)."""
+
+    sends: list[Send]
     answer: bytes | None = None
 
 
@@ -44,51 +60,75 @@ class Producer:
         self.topic_epoch = topic_epoch
         self.closed = False
         self.inbound = MessageCounter()
-        self._pending: deque[_PendingSend] = deque()
+        self._pending: deque[_PendingGroup] = deque()
+        self._receipts = commands.ReceiptEncoder(producer_id)
 
-    def publish(self, sequence_id: int, highest_sequence_id: int, entry: bytes, num_messages: int,
-                batch_size: int) -> None:
+    def publish_many(self, sends: list[Send]) -> None:
+        """Store SENDs read together: runs of new messages go to the topic as one group;
+        a duplicate (answered at once) or an undecidable one (refused) ends a run, so
+        answers keep the order the producer sent in."""
         dedup = self.topic.deduplication
-        if dedup is not None:
-            status = dedup.check(self.name, sequence_id, highest_sequence_id)
+        if dedup is None:
+            self._publish_group(sends, None)
+            return
+        run: list[Send] = []
+        for send in sends:
+            status = dedup.check(self.name, send.sequence_id, send.highest_sequence_id)
+            if status is DupStatus.NEW:
+                run.append(send)
+                continue
+            if run:
+                self._publish_group(run, dedup)
+                run = []
             if status is DupStatus.DUPLICATE:  # stored before: acknowledged again, not stored again
-                self._answer(_PendingSend(sequence_id, highest_sequence_id), Position(-1, -1))
-                return
-            if status is DupStatus.UNKNOWN:
-                self.refuse(sequence_id, pb.PersistenceError,
+                self._answer(self._receipts.encode(
+                    ((send.sequence_id, send.highest_sequence_id, -1, -1),)))
+            else:
+                self.refuse(send.sequence_id, pb.PersistenceError,
                             "Cannot determine whether the message is a duplicate at this time")
-                return
-        slot = _PendingSend(sequence_id, highest_sequence_id)
-        self._pending.append(slot)
-        self.inbound.add(num_messages, len(entry))
-        self.topic.publish(entry, num_messages, batch_size, lambda pos, exc: self._stored(slot, pos, exc, dedup))
+        if run:
+            self._publish_group(run, dedup)
 
-    def _answer(self, slot: _PendingSend, position: Position) -> None:
-        slot.answer = commands.send_receipt(
-            self.producer_id, slot.sequence_id, position.ledger_id, position.entry_id, slot.highest_sequence_id)
-        self._pending.append(slot)
+    def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None) -> None:
+        group = _PendingGroup(sends)
+        self._pending.append(group)
+        entries = [send.entry for send in sends]
+        counts = [send.num_messages for send in sends]
+        self.inbound.add(sum(counts), sum(map(len, entries)))
+        try:
+            self.topic.publish_many(entries, counts, sends[-1].batch_size,
+                                    functools.partial(self._stored, group, dedup))
+        except StorageFullError as exc:  # expected on a full disk: one line, a clear answer
+            log.warning("%s cannot store on %s: %s", self.cnx, self.topic, exc)
+            self._stored(group, dedup, None, exc)
+        except Exception as exc:
+            log.exception("%s failed to store on %s", self.cnx, self.topic)
+            self._stored(group, dedup, None, exc)
+
+    def _answer(self, answer: bytes) -> None:
+        self._pending.append(_PendingGroup([], answer))
         self._flush()
 
     def refuse(self, sequence_id: int, code: int, message: str) -> None:
-        slot = _PendingSend(sequence_id, sequence_id)
-        slot.answer = commands.send_error(self.producer_id, sequence_id, code, message)
-        self._pending.append(slot)
-        self._flush()
+        self._answer(commands.send_error(self.producer_id, sequence_id, code, message))
 
-    def _stored(self, slot: _PendingSend, position: Position | None, exc: BaseException | None,
-                dedup: MessageDeduplication | None = None) -> None:
-        if position is None or exc is not None:
+    def _stored(self, group: _PendingGroup, dedup: MessageDeduplication | None, positions: list[Position] | None,
+                exc: BaseException | None) -> None:
+        sends = group.sends
+        if positions is None or exc is not None:
             if dedup is not None:
                 dedup.forget_pushed(self.name)
             reason = "the broker's disk is full" if isinstance(exc, StorageFullError) else "could not store the message"
-            slot.answer = commands.send_error(self.producer_id, slot.sequence_id, pb.PersistenceError,
-                                              f"{reason}: {exc}")
+            group.answer = b"".join(
+                commands.send_error(self.producer_id, send.sequence_id, pb.PersistenceError, f"{reason}: {exc}")
+                for send in sends)
         else:
             if dedup is not None:
-                dedup.persisted(self.name, slot.highest_sequence_id, position)
-            slot.answer = commands.send_receipt(
-                self.producer_id, slot.sequence_id, position.ledger_id, position.entry_id, slot.highest_sequence_id
-            )
+                for send, position in zip(sends, positions, strict=True):
+                    dedup.persisted(self.name, send.highest_sequence_id, position)
+            group.answer = self._receipts.encode(
+                (send.sequence_id, send.highest_sequence_id, position[0], position[1])
+                for send, position in zip(sends, positions, strict=True))
         self._flush()
 
     def _flush(self) -> None:

@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker import backlog_quota
-from magnetar.broker.abstract_topic import AbstractTopic, PublishCallback
+from magnetar.broker.abstract_topic import AbstractTopic, GroupPublishCallback
 from magnetar.broker.compaction.manager import COMPACTION_CURSOR
 from magnetar.broker.compaction.reads import compacted_last_message_id, compacted_position_by_time
 from magnetar.broker.deduplication import DEDUPLICATION, MessageDeduplication
@@ -66,26 +66,33 @@ class PersistentTopic(AbstractTopic):
         self.compaction_service = service.new_compaction_service(ledger)
 
     # -- publishing
-    def publish(self, entry: bytes, num_messages: int, batch_size: int, callback: PublishCallback) -> None:
-        """Append; `callback` runs on the loop once the entry is durable (or failed)."""
-        self.inbound.add(num_messages, len(entry))
-        data = self.service.entry_metadata.stamp(self.entry_metadata_state, entry, num_messages)
+    def publish_many(self, entries: list[bytes], counts: list[int], batch_size: int,
+                     callback: GroupPublishCallback) -> None:
+        """Append entries (holding `counts` messages each) as one group; `callback` runs on
+        the loop once all are durable (or failed)."""
+        num_messages = sum(counts)
+        self.inbound.add(num_messages, sum(map(len, entries)))
+        entry_metadata = self.service.entry_metadata
+        if entry_metadata.interceptors:
+            state = self.entry_metadata_state
+            entries = [entry_metadata.stamp(state, entry, count) for entry, count in zip(entries, counts, strict=True)]
         bridge = self.service.bridge
+        positions: list[Position] = []
 
-        def stored(position: Position | None, exc: BaseException | None) -> None:
-            bridge.post(self._stored, callback, batch_size, position, exc)
+        def stored(_last: Position | None, exc: BaseException | None) -> None:
+            bridge.post(self._stored, callback, batch_size, positions, exc)
 
-        self.ledger.append(data, stored, num_messages=num_messages)
+        positions += self.ledger.append_many(entries, stored, num_messages)
 
     def _stored(
-        self, callback: PublishCallback, batch_size: int, position: Position | None, exc: BaseException | None
+        self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], exc: BaseException | None
     ) -> None:
-        if exc is None and position is not None:
+        if exc is None:
             self._last_batch_size = batch_size
             for subscription in self.subscriptions.values():
                 if subscription.dispatcher is not None and subscription.dispatcher.consumers:
                     subscription.dispatcher.schedule()
-        callback(position, exc)
+        callback(None if exc is not None else positions, exc)
 
     def _last_entry(self) -> bytes | None:
         """Read once at load: both the batch size and the PIP-70 state come from it."""

@@ -53,11 +53,13 @@ class EntryCache:
     def __contains__(self, position: Position) -> bool:
         return _key(position) in self._entries
 
-    def put_many(self, positions: Sequence[Position], entries: Sequence[bytes]) -> None:
+    def put_run(self, first: Position, entries: Sequence[bytes]) -> None:
+        """Cache entries stored one after another in one ledger, from `first` on."""
         if self._max_bytes <= 0:
             return
         cached = self._entries
-        keys = list(map(_key, positions))
+        start = _key(first)
+        keys = range(start, start + len(entries))
         with self._lock:
             cached.update(zip(keys, entries, strict=True))
             self._order.extend(keys)

@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
@@ -140,27 +140,57 @@ class ManagedLedger:
         managed ledger refuses further appends: after a failed fsync the file's state is
         unknown, so carrying on could acknowledge lost data.
         """
+        return self.append_many((data,), callback, num_messages)[0]
+
+    def append_many(
+        self, datas: Sequence[bytes], callback: AppendCallback | None = None, num_messages: int = 1
+    ) -> list[Position]:
+        """Append entries in order and give their positions now; `callback` runs once, with
+        the last one's position, when all are durable (or with the error that failed them).
+
+        One callback stands for the group because appends become durable in order and a
+        failure fails every append queued after it: the last one durable means all are.
+        """
+        if not datas:
+            raise ValueError("append_many needs at least one entry")
+        positions: list[Position] = []
         with self._lock:
             if not self._accepting:
                 self._check_writable()
             slot = self._rollover.current
             assert slot is not None
-            if (
-                not slot.assigned
-                or slot.assigned >= self._max_entries
-                or slot.assigned_bytes >= self._max_bytes
-                or time.time() >= slot.roll_at
-            ):
-                slot = self._rollover.slot_for_append()
-            position = _new_position(Position, (slot.ledger_id, slot.assigned))
-            slot.assigned += 1
-            slot.assigned_bytes += _RECORD_OVERHEAD + len(data)
+            pending = self._pending
+            first_pending = not pending
+            try:
+                for data in datas:
+                    if (
+                        not slot.assigned
+                        or slot.assigned >= self._max_entries
+                        or slot.assigned_bytes >= self._max_bytes
+                        or time.time() >= slot.roll_at
+                    ):
+                        slot = self._rollover.slot_for_append()
+                    position = _new_position(Position, (slot.ledger_id, slot.assigned))
+                    slot.assigned += 1
+                    slot.assigned_bytes += _RECORD_OVERHEAD + len(data)
+                    positions.append(position)
+                    pending.append((slot, position, data, None))
+            except BaseException:
+                self._unqueue(len(positions))
+                raise
+            pending[-1] = (slot, position, data, callback)
             self.messages_appended += num_messages
-            first_pending = not self._pending
-            self._pending.append((slot, position, data, callback))
         if first_pending:
             self._factory.schedule_commit(self._commit_pending)
-        return position
+        return positions
+
+    def _unqueue(self, count: int) -> None:
+        """Lock held: take back the last `count` appends of a group whose rollover failed, so
+        a group is queued whole or not at all (only its last append carries the callback)."""
+        for _ in range(count):
+            slot, _position, data, _callback = self._pending.pop()
+            slot.assigned -= 1
+            slot.assigned_bytes -= _RECORD_OVERHEAD + len(data)
 
     def append_sync(self, data: bytes) -> Position:
         """Append and wait until durable. Never call it from an append callback (deadlock)."""
@@ -222,7 +252,7 @@ class ManagedLedger:
                 log.error("managed ledger %s: write failed, refusing further appends: %s", self.name, error)
                 notify_appends(positions, callbacks, error)
             return False
-        self._factory.entry_cache.put_many(positions, datas)
+        self._factory.entry_cache.put_run(positions[0], datas)
         with self._lock:
             slot.durable = ledger.entries
             slot.durable_bytes = ledger.size

@@ -7,7 +7,7 @@ the encoded frame; optional fields are passed only where they mean something.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from magnetar.wire.frames import encode_command, encode_payload_command
 from magnetar.wire.message_id import MessageId
@@ -96,17 +96,41 @@ def producer_success(
 
 
 def send_receipt(producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int) -> bytes:
-    # Built directly (no MessageId round trip): one of these per SEND. Only a duplicate's
-    # receipt carries -1:-1, which travels as uint64.
-    if ledger_id < 0 or entry_id < 0:
-        ledger_id, entry_id = ledger_id % (1 << 64), entry_id % (1 << 64)
-    receipt = pb.CommandSendReceipt(
-        producer_id=producer_id,
-        sequence_id=sequence_id,
-        message_id=pb.MessageIdData(ledgerId=ledger_id, entryId=entry_id),
-        highest_sequence_id=highest_sequence_id,
-    )
-    return encode_command(T(type=T.SEND_RECEIPT, send_receipt=receipt))
+    return ReceiptEncoder(producer_id).encode(((sequence_id, highest_sequence_id, ledger_id, entry_id),))
+
+
+class ReceiptEncoder:
+    """SEND_RECEIPT frames for one producer, encoded by refilling one command.
+
+    A receipt goes out for every unbatched message, and building a fresh protobuf command
+    for each cost four times as much as setting the three fields that change on a kept
+    one. Not thread-safe: one per producer, used on its connection's thread.
+    """
+
+    __slots__ = ("_command", "_message_id", "_receipt")
+
+    def __init__(self, producer_id: int) -> None:
+        self._command = T(type=T.SEND_RECEIPT, send_receipt=pb.CommandSendReceipt(
+            producer_id=producer_id, sequence_id=0, message_id=pb.MessageIdData(ledgerId=0, entryId=0)))
+        self._receipt = self._command.send_receipt
+        self._message_id = self._receipt.message_id
+
+    def encode(self, receipts: Iterable[tuple[int, int, int, int]]) -> bytes:
+        """The frames for (sequence_id, highest_sequence_id, ledger_id, entry_id) receipts, in order.
+
+        Only a duplicate's receipt carries -1:-1, which travels as uint64."""
+        receipt, message_id, command = self._receipt, self._message_id, self._command
+        frames = []
+        for sequence_id, highest_sequence_id, ledger_id, entry_id in receipts:
+            receipt.sequence_id = sequence_id
+            receipt.highest_sequence_id = highest_sequence_id
+            message_id.ledgerId = ledger_id % _U64 if ledger_id < 0 else ledger_id
+            message_id.entryId = entry_id % _U64 if entry_id < 0 else entry_id
+            frames.append(encode_command(command))
+        return b"".join(frames)
+
+
+_U64 = 1 << 64
 
 
 def send_error(producer_id: int, sequence_id: int, code: int, message: str) -> bytes:
