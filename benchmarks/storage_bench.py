@@ -12,7 +12,7 @@ Prints one JSON object. Baselines run on the same disk (the same --dir) with the
 Reads: by position from the files (page cache) and from the entry cache, and from the files
 over 64 ledgers with a file pool that holds them all or only 2 files (each read reopens).
 
-Usage: python benchmarks/storage_bench.py [--quick] [--entries N] [--dir DIR]
+Usage: python benchmarks/storage_bench.py [--quick] [--entries N] [--entry-size B] [--chunk K] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import statistics
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import crc32c
@@ -58,9 +59,11 @@ def _count_groups() -> None:
     ledger_module.Ledger.append = counting_append
 
 
-def bench_group_commit(data_dir: Path, payloads: list[bytes], max_in_flight: int) -> tuple[float, float]:
+def bench_group_commit(data_dir: Path, payloads: list[bytes], max_in_flight: int, chunk: int) -> tuple[float, float]:
     """Append everything from this thread, at most `max_in_flight` not yet durable (like a
-    Pulsar producer's maxPendingMessages), and wait until all are durable."""
+    Pulsar producer's maxPendingMessages), and wait until all are durable. With chunk 1 each
+    entry is one append(); otherwise append_many() takes `chunk` entries at once, as the
+    broker does with the SENDs of one read of a socket."""
     GROUP_SIZES.clear()
     done = threading.Event()
     room = threading.Event()
@@ -68,28 +71,34 @@ def bench_group_commit(data_dir: Path, payloads: list[bytes], max_in_flight: int
     total = len(payloads)
     low_water = max_in_flight // 2
 
-    def on_durable(_position: Position | None, error: BaseException | None) -> None:
-        nonlocal durable
-        assert error is None, error
-        durable += 1
-        if appended - durable <= low_water and not room.is_set():
-            room.set()
-        if durable == total:
-            done.set()
+    def on_durable(count: int) -> Callable[[Position | None, BaseException | None], None]:
+        def durable_now(_position: Position | None, error: BaseException | None) -> None:
+            nonlocal durable
+            assert error is None, error
+            durable += count
+            if appended - durable <= low_water and not room.is_set():
+                room.set()
+            if durable == total:
+                done.set()
+        return durable_now
 
     # One ledger for the whole run, as between rollovers in production.
     config = ManagedLedgerConfig(max_entries_per_ledger=total + 1)
     with ManagedLedgerFactory(data_dir, config) as factory:
         ml = factory.open(TOPIC)
-        append = ml.append
+        chunks = [payloads[i : i + chunk] for i in range(0, total, chunk)]
+        callbacks = {count: on_durable(count) for count in {len(part) for part in chunks}}
         start = time.perf_counter()
-        for data in payloads:
+        for part in chunks:
             if appended - durable >= max_in_flight:
                 room.clear()
                 if appended - durable >= max_in_flight:
                     room.wait()
-            append(data, on_durable)
-            appended += 1
+            appended += len(part)
+            if chunk == 1:
+                ml.append(part[0], callbacks[1])
+            else:
+                ml.append_many(part, callbacks[len(part)], len(part))
         done.wait()
         elapsed = time.perf_counter() - start
     return elapsed, statistics.fmean(GROUP_SIZES)
@@ -194,6 +203,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="20k entries instead of 200k")
     parser.add_argument("--entries", type=int)
     parser.add_argument("--dir", type=Path, help="where to write (default: a temp dir)")
+    parser.add_argument("--entry-size", type=int, default=1024, help="bytes per entry (the broker's 100-byte "
+                        "messages are about 160 as stored)")
+    parser.add_argument("--chunk", type=int, default=100,
+                        help="entries per append_many() call (the SENDs of one socket read)")
     parser.add_argument(
         "--max-in-flight", type=int, default=1000, help="appends not yet durable (Pulsar maxPendingMessages)"
     )
@@ -201,11 +214,14 @@ def main() -> None:
     count = args.entries or (20_000 if args.quick else 200_000)
     base = Path(tempfile.mkdtemp(prefix="storage-bench-", dir=args.dir))
     try:
-        payloads = [os.urandom(ENTRY_SIZE) for _ in range(count)]
+        payloads = [os.urandom(args.entry_size) for _ in range(count)]
         records = [framed(data) for data in payloads]
         _count_groups()
         gc_seconds, group_size = min(
-            bench_group_commit(base / f"gc{run}", payloads, args.max_in_flight) for run in range(2)
+            bench_group_commit(base / f"gc{run}", payloads, args.max_in_flight, 1) for run in range(2)
+        )
+        many_seconds, _ = min(
+            bench_group_commit(base / f"many{run}", payloads, args.max_in_flight, args.chunk) for run in range(2)
         )
         one_fsync = bench_plain_writes(base / "plain", records, None)
         per_group = bench_plain_writes(base / "plain", records, max(1, round(group_size)))
@@ -217,14 +233,17 @@ def main() -> None:
         shutil.rmtree(base, ignore_errors=True)
     result = {
         "entries": count,
-        "entry_size": ENTRY_SIZE,
+        "entry_size": args.entry_size,
+        "append_many_chunk": args.chunk,
         "max_in_flight": args.max_in_flight,
         "group_commit_entries_per_s": round(count / gc_seconds),
         "group_commit_mean_group_size": round(group_size, 1),
         "seq_write_one_fsync_entries_per_s": round(count / one_fsync),
         "seq_write_fsync_per_group_entries_per_s": round(count / per_group),
         "write_fsync_per_entry_entries_per_s": round(count / per_entry),
+        "group_commit_append_many_entries_per_s": round(count / many_seconds),
         "ratio_vs_seq_write_one_fsync": round(one_fsync / gc_seconds, 3),
+        "ratio_append_many_vs_seq_write_one_fsync": round(one_fsync / many_seconds, 3),
         "ratio_vs_seq_write_fsync_per_group": round(per_group / gc_seconds, 3),
         "ratio_vs_write_fsync_per_entry": round(per_entry / gc_seconds, 3),
         **reads,

@@ -7,6 +7,7 @@ import time
 
 import pulsar
 from admin_http import get_json, http_get
+from polling import wait_for
 
 EARLIEST = pulsar.InitialPosition.Earliest
 BASE = "/admin/v2/persistent/public/default"
@@ -141,3 +142,15 @@ def test_non_persistent_topics_are_in_metrics(broker, client_factory):
     assert sample(text, "pulsar_out_messages_total", topic=topic) == 3
     assert sample(text, "pulsar_storage_size", topic=topic) == 0
     assert sample(text, "pulsar_subscription_back_log", topic=topic, subscription="sub") == 0
+
+
+def test_entry_cache_is_accounted_and_ages_out(broker_factory, client_factory):
+    broker = broker_factory("managedLedgerCacheEvictionTimeThresholdMillis=500")
+    producer = client_factory(broker.url).create_producer("cached", batching_enabled=False)
+    for _ in range(50):
+        producer.send_async(b"c" * 200, None)
+    producer.flush()
+    used = sample(metrics(broker), "pulsar_ml_cache_used_size")
+    assert used is not None and used >= 50 * 200
+    # Nothing appended since: the periodic eviction alone must release the entries.
+    assert wait_for(lambda: sample(metrics(broker), "pulsar_ml_cache_used_size") == 0, timeout=10)

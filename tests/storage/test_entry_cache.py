@@ -37,3 +37,18 @@ def test_bound_holds_for_tiny_entries():
     assert cache.size_bytes <= 1_000_000
     assert len(cache) < 1_000_000 // 100
     assert Position(1, 99_999) in cache and Position(1, 0) not in cache
+
+
+def test_entries_older_than_the_age_bound_go_even_without_appends():
+    now = [100.0]
+    cache = EntryCache(1 << 30, max_age_seconds=1.0, clock=lambda: now[0])
+    cache.put_run(Position(3, 0), [b"a"] * 10)
+    now[0] += 0.6
+    cache.put_run(Position(3, 10), [b"b"] * 5)
+    now[0] += 0.5  # the first run is 1.1 s old, the second 0.5 s
+    cache.evict_expired()
+    assert Position(3, 9) not in cache and cache.get(Position(3, 10)) == b"b"
+    assert len(cache) == 5 and cache.evicted == 10
+    now[0] += 1.0
+    cache.evict_expired()
+    assert len(cache) == 0 and cache.size_bytes == 0

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from magnetar.broker.abstract_subscription import AbstractSubscription
 from magnetar.broker.abstract_topic import AbstractTopic
+from magnetar.storage.entry_cache import EntryCache
 
 CLUSTER = "standalone"
 
@@ -78,11 +79,16 @@ def _number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def render(topics: Iterable[AbstractTopic]) -> str:
+def render(topics: Iterable[AbstractTopic], cache: EntryCache) -> str:
     """All families, each with its HELP and TYPE lines followed by one sample per topic
-    (or per subscription)."""
+    (or per subscription), after the broker-wide ones."""
     topics = sorted(topics, key=lambda t: str(t.name))
-    lines: list[str] = []
+    lines = [
+        "# HELP pulsar_ml_cache_used_size Bytes the entry cache holds, overhead included "
+        "(bounded by managedLedgerCacheSizeMB).",
+        "# TYPE pulsar_ml_cache_used_size gauge",
+        f"pulsar_ml_cache_used_size{{{_labels([('cluster', CLUSTER)])}}} {cache.size_bytes}",
+    ]
     for family in TOPIC_FAMILIES:
         lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
         lines += [f"{family.name}{{{_labels(_topic_labels(t))}}} {_number(family.value(t))}" for t in topics]

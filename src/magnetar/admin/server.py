@@ -54,4 +54,4 @@ class AdminServer:
 
     async def metrics(self, _request: web.Request) -> web.Response:
         topics = [*self.service.topics.values(), *self.service.non_persistent_topics.values()]
-        return web.Response(text=metrics.render(topics), content_type="text/plain")
+        return web.Response(text=metrics.render(topics, self.service.factory.entry_cache), content_type="text/plain")

@@ -96,6 +96,10 @@ class ServiceConfiguration:
     defaultRetentionSizeInMB: int = 0
     retentionCheckIntervalInSeconds: int = 120
     managedLedgerCacheSizeMB: int = 64
+    # cached entries older than this are dropped, checked at every append and every
+    # managedLedgerCacheEvictionIntervalMs (both Pulsar's defaults)
+    managedLedgerCacheEvictionTimeThresholdMillis: int = 1000
+    managedLedgerCacheEvictionIntervalMs: int = 10
     journalSyncData: bool = True
     # magnetar's own key (broker.conf has none; BookKeeper's bookie has openFileLimit):
     # ledger files held open at once, closed least recently used first and reopened on
@@ -164,7 +168,8 @@ class ServiceConfiguration:
             )
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
                     "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
-                    "managedLedgerMaxOpenFiles",
+                    "managedLedgerMaxOpenFiles", "managedLedgerCacheEvictionIntervalMs",
+                    "managedLedgerCacheEvictionTimeThresholdMillis",
                     "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
                     "backlogQuotaCheckIntervalInSeconds", "brokerDeleteInactiveTopicsFrequencySeconds",
                     "subscriptionExpiryCheckIntervalInMinutes", "dispatcherFilterRescheduledMessageDelay",

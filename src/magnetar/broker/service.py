@@ -35,6 +35,7 @@ from magnetar.broker.inactivity import InactivityMonitor
 from magnetar.broker.loop_bridge import LoopBridge
 from magnetar.broker.message_expiry import MessageExpiryMonitor
 from magnetar.broker.non_persistent_topic import NonPersistentTopic
+from magnetar.broker.periodic import PeriodicTask
 from magnetar.broker.policies import TopicPolicies
 from magnetar.broker.resources import NamespaceResources
 from magnetar.broker.retention import RetentionMonitor
@@ -63,6 +64,7 @@ def managed_ledger_config(config: ServiceConfiguration) -> ManagedLedgerConfig:
         min_ledger_rollover_time_seconds=config.managedLedgerMinLedgerRolloverTimeMinutes * 60,
         sync_data=config.journalSyncData,
         cache_size_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
+        cache_max_age_seconds=config.managedLedgerCacheEvictionTimeThresholdMillis / 1000,
         max_open_files=config.managedLedgerMaxOpenFiles,
     )
 
@@ -99,6 +101,8 @@ class BrokerService:
         self._stats_timer: asyncio.TimerHandle | None = None
         self._compaction_factory = load_compaction_service_factory(config.compactionServiceFactoryClassName)
         self.compaction = CompactionManager(self)
+        self.cache_evictor = PeriodicTask("entry cache eviction", config.managedLedgerCacheEvictionIntervalMs / 1000,
+                                          self.factory.entry_cache.evict_expired)
 
     def new_compaction_service(self, ledger: ManagedLedger) -> TopicCompactionService:
         """The compaction service of a topic being loaded (compactionServiceFactoryClassName)."""
@@ -131,6 +135,7 @@ class BrokerService:
         self.backlog_quota_checker.start()
         self.inactivity_monitor.start()
         self.compaction.start()
+        self.cache_evictor.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
         loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
 
@@ -171,6 +176,7 @@ class BrokerService:
         self.backlog_quota_checker.stop()
         self.inactivity_monitor.stop()
         self.compaction.stop()
+        self.cache_evictor.stop()
         if self._stats_timer is not None:
             self._stats_timer.cancel()
         if self._server is not None:

@@ -43,6 +43,12 @@ class ManagedLedgerConfig:
     """managedLedgerCacheSizeMB (in bytes here): recent entries kept in memory so that readers
     tailing a topic are served without touching the files."""
 
+    cache_max_age_seconds: float = 1.0
+    """managedLedgerCacheEvictionTimeThresholdMillis (in seconds here): cached entries older
+    than this are dropped. A reader tailing a topic reads an entry within milliseconds of its
+    append; one further behind reads the files (the page cache) anyway, so older entries only
+    held memory."""
+
     group_commit_max_delay_seconds: float = 0.001
     """How long the sync thread may wait after the first queued append to gather a larger group.
     Every append in the group pays this as extra latency, so keep it small."""

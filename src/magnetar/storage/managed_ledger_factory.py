@@ -71,7 +71,7 @@ class ManagedLedgerFactory:
             (self.data_dir / "managed-ledgers").mkdir(parents=True, exist_ok=True)
             self._lock_fd = self._lock_data_dir()
         self._store = SqliteMetadataStore(self.data_dir / "metadata.db", read_only=read_only)
-        self.entry_cache = EntryCache(self.config.cache_size_bytes)
+        self.entry_cache = EntryCache(self.config.cache_size_bytes, self.config.cache_max_age_seconds)
         self.file_pool = FilePool(self.config.max_open_files)
         """Bounds the ledger files held open by all managed ledgers of this factory."""
         self._dirty_cursors: dict[ManagedCursor, str] = {}
