@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.topic_limits import delayed_delivery
 from magnetar.formats.processor import PayloadError, count_messages
-from magnetar.wire.entry import PULSAR_FORMAT, entry_format, parse_entry, validate_publishable, verify_checksum
+from magnetar.wire.entry import PULSAR_FORMAT, entry_format, parse_entry, validate_publishable
 from magnetar.wire.errors import ChecksumError, WireError
 from magnetar.wire.frames import FRAME_PADDING
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -31,8 +31,7 @@ def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic
     if len(payload) > max_message_size + FRAME_PADDING // 2:
         return pb.NotAllowedError, f"message of {len(payload)} bytes exceeds maxMessageSize"
     try:
-        metadata = validate_publishable(payload)
-        verify_checksum(payload)
+        metadata = validate_publishable(payload, checksum=True)
     except ChecksumError:
         return pb.ChecksumError, "Checksum failed on the broker"
     except WireError as exc:

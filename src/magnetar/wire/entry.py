@@ -149,11 +149,14 @@ def validate_layout(entry: Buffer) -> int:
 MIN_BATCHED_MESSAGE_BYTES = 6
 
 
-def validate_publishable(entry: Buffer) -> pb.MessageMetadata:
+def validate_publishable(entry: Buffer, *, checksum: bool = False) -> pb.MessageMetadata:
     """Everything a broker can check about a published entry without opening its payload:
-    the framing, a MessageMetadata that parses, and a message count the payload could hold.
+    the framing, a MessageMetadata that parses, and a message count the payload could hold;
+    with `checksum`, the CRC32C too (ChecksumError), locating the layers once for both.
     Returns the metadata, parsed once."""
-    _, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
+    stored, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
+    if checksum:
+        _check_crc(entry, stored, size_offset)
     metadata, end = _metadata_at(entry, size_offset)
     check_message_count(metadata, len(entry) - end)
     return metadata
@@ -184,6 +187,10 @@ def check_message_count(metadata: pb.MessageMetadata, payload_size: int) -> None
 def verify_checksum(entry: Buffer) -> None:
     """Raise ChecksumError unless the stored CRC32C matches; entries without one pass."""
     checksum, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
+    _check_crc(entry, checksum, size_offset)
+
+
+def _check_crc(entry: Buffer, checksum: int | None, size_offset: int) -> None:
     if checksum is None:
         return
     actual = crc32c.crc32c(memoryview(entry)[size_offset:])
