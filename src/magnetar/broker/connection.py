@@ -44,6 +44,8 @@ SERVER_VERSION = f"magnetar-{__version__}"
 BEM_PROTOCOL_VERSION = 18
 HIGH_WATER = 4 * 1024 * 1024
 _ids = itertools.count()
+#: Builds a Send without NamedTuple's Python-level __new__: one is made per SEND.
+_new_send = tuple.__new__
 Handler = Callable[["ServerCnx", pb.BaseCommand, bytes | None], None]
 
 
@@ -70,6 +72,7 @@ class ServerCnx(asyncio.Protocol):
         self._partial_since: float | None = None
         self._ip: str | None = None
         self._staged: list[tuple[Producer, Send]] = []
+        self._max_message_size = config.maxMessageSize
 
     def __repr__(self) -> str:
         return f"[{self.remote} #{self.id}]"
@@ -370,16 +373,16 @@ class ServerCnx(asyncio.Protocol):
             log.warning("%s sent to unknown producer %d; closing", self, send.producer_id)
             self.close()
             return
-        problem = check_send(send, payload, producer.topic, self.service.config.maxMessageSize)
-        if problem is None and producer.topic.terminated:
-            problem = pb.TopicTerminatedError, f"Topic {producer.topic.name} was already terminated"
+        problem = check_send(send, payload, producer.topic, self._max_message_size)
         if problem is not None:
             self._publish_staged()  # answers leave in order: SENDs read before this one first
             producer.refuse(send.sequence_id, *problem)
             return
-        batch_size = send.num_messages if send.HasField("num_messages") else -1
-        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else send.sequence_id
-        self._staged.append((producer, Send(send.sequence_id, highest, payload, max(send.num_messages, 1), batch_size)))  # type: ignore[arg-type]
+        sequence_id = send.sequence_id
+        num_messages = send.num_messages
+        batch_size = num_messages if send.HasField("num_messages") else -1
+        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else sequence_id
+        self._staged.append((producer, _new_send(Send, (sequence_id, highest, payload, num_messages, batch_size))))
 
     def handle_close_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.close_producer

@@ -67,7 +67,12 @@ class Producer:
         """Store SENDs read together: runs of new messages go to the topic as one group;
         a duplicate (answered at once) or an undecidable one (refused) ends a run, so
         answers keep the order the producer sent in."""
-        dedup = self.topic.deduplication
+        topic = self.topic
+        if topic.terminated:
+            for send in sends:
+                self.refuse(send.sequence_id, pb.TopicTerminatedError, f"Topic {topic.name} was already terminated")
+            return
+        dedup = topic.deduplication
         if dedup is None:
             self._publish_group(sends, None)
             return

@@ -10,8 +10,7 @@ the broker can store and forward it without re-serialising anything.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from google.protobuf.message import DecodeError, EncodeError
 
@@ -28,12 +27,15 @@ FRAME_PADDING = 10 * 1024
 DEFAULT_MAX_FRAME_SIZE = DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING
 
 
-@dataclass(slots=True)
-class Frame:
+class Frame(NamedTuple):
     """One decoded frame; `payload` is the entry of a SEND/MESSAGE, else None."""
 
     command: pb.BaseCommand
     payload: bytes | None
+
+
+#: Builds a Frame without NamedTuple's Python-level __new__: one is made per frame read.
+_new_frame = tuple.__new__
 
 
 def encode_command(cmd: pb.BaseCommand) -> bytes:
@@ -145,4 +147,4 @@ class FrameDecoder:
             command = decode_command(body)
         frame_end = start + total
         payload = bytes(view[payload_start:frame_end]) if payload_start < frame_end else None
-        return Frame(command, payload)
+        return _new_frame(Frame, (command, payload))
