@@ -1,0 +1,143 @@
+"""The broker's cost per published message, without a client in the way.
+
+    .venv/bin/python benchmarks/publish_path_bench.py [--messages 200000] [--window 5000]
+
+Runs a real BrokerService in this process (real ledger files, fsync on, the default
+configuration) and plays one connection's bytes into it: CONNECT, PRODUCER, then SEND
+frames built as the official client builds them, in reads of `--chunk` frames (what one
+socket read held in a run with the official client: about 250), never more than
+`--window` messages without a receipt (the client's maxPendingMessages). Receipts are
+counted in what the connection writes.
+
+CPU is this process's (loop and sync thread together) over the run, so a figure here is
+what the broker spends per message, the number issue 19 is about, free of the noise of a
+client process sharing two cores. Unbatched and batched (100 messages an entry) run side
+by side in one run; the JSON gives CPU-s per million messages and msg/s for each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from magnetar.broker.config import ServiceConfiguration
+from magnetar.broker.connection import ServerCnx
+from magnetar.broker.service import BrokerService
+from magnetar.wire import client_commands
+from magnetar.wire.batch import encode_batch
+from magnetar.wire.entry import build_entry
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+RECEIPT_MARK = b"\x08\x07\x3a"  # BaseCommand type SEND_RECEIPT, then its body's tag
+PRODUCER_NAME = "standalone-0-0"
+
+
+class CountingTransport:
+    """Just enough of an asyncio transport for ServerCnx: it counts the receipts written."""
+
+    def __init__(self) -> None:
+        self.receipts = 0
+
+    def get_extra_info(self, name: str, default: object = None) -> object:
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        pass
+
+    def writelines(self, data: list[bytes]) -> None:
+        for frame in data:
+            self.receipts += frame.count(RECEIPT_MARK)
+
+    def write(self, data: bytes) -> None:
+        self.writelines([data])
+
+    def close(self) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def send_frames(count: int, per_entry: int) -> list[bytes]:
+    """SEND frames as the official client lays them out: metadata with producer name,
+    sequence id and publish time; a batch's messages each with their SingleMessageMetadata."""
+    frames = []
+    now = int(time.time() * 1000)
+    for sequence_id in range(0, count, per_entry):
+        metadata = pb.MessageMetadata(producer_name=PRODUCER_NAME, sequence_id=sequence_id, publish_time=now)
+        if per_entry == 1:
+            payload = b"x" * 100
+            metadata.uncompressed_size = len(payload)
+            frames.append(client_commands.send(1, sequence_id, build_entry(metadata, payload)))
+            continue
+        payload = encode_batch([(pb.SingleMessageMetadata(payload_size=100, partition_key=f"key-{i}"), b"x" * 100)
+                                for i in range(per_entry)])
+        metadata.num_messages_in_batch = per_entry
+        metadata.uncompressed_size = len(payload)
+        frames.append(client_commands.send(1, sequence_id, build_entry(metadata, payload), num_messages=per_entry,
+                                           highest_sequence_id=sequence_id + per_entry - 1))
+    return frames
+
+
+async def run_workload(data_dir: Path, messages: int, per_entry: int, chunk: int, window: int) -> dict[str, float]:
+    service = BrokerService(ServiceConfiguration(bindAddress="127.0.0.1", brokerServicePort=0), data_dir)
+    await service.start()
+    try:
+        cnx = ServerCnx(service)
+        transport = CountingTransport()
+        cnx.connection_made(transport)  # type: ignore[arg-type]
+        cnx.data_received(client_commands.connect("bench"))
+        cnx.data_received(client_commands.producer(1, 1, f"persistent://public/default/bench-{per_entry}",
+                                                   producer_name=PRODUCER_NAME))
+        frames = send_frames(messages, per_entry)
+        reads = [b"".join(frames[i : i + chunk]) for i in range(0, len(frames), chunk)]
+        entries_window = max(1, window // per_entry)
+        cpu, wall = time.process_time(), time.perf_counter()
+        sent = 0
+        for read in reads:
+            while sent - transport.receipts >= entries_window:
+                await asyncio.sleep(0.0005)
+            cnx.data_received(read)
+            sent += min(chunk, len(frames) - sent)
+            await asyncio.sleep(0)
+        while transport.receipts < len(frames):
+            await asyncio.sleep(0.0005)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        cnx.connection_lost(None)
+    finally:
+        await service.stop()
+    return {"cpu_s_per_million": round(cpu / messages * 1e6, 2), "msg_per_s": round(messages / wall)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--chunk", type=int, default=250, help="SEND frames per read of the socket")
+    parser.add_argument("--window", type=int, default=5000, help="messages without a receipt, at most")
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="publish-path-"))
+    try:
+        result = {
+            "messages": args.messages,
+            "message_size": 100,
+            "unbatched": asyncio.run(run_workload(base / "u", args.messages, 1, args.chunk, args.window)),
+            "batched_100": asyncio.run(run_workload(base / "b", args.messages, 100, args.chunk, args.window)),
+        }
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
