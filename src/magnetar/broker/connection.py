@@ -277,6 +277,7 @@ class ServerCnx(asyncio.Protocol):
         elif cmd.type == T.SEND:
             producer = self.producers.get(cmd.send.producer_id)
             if producer is not None:
+                self._publish_staged()  # SENDs read before this one are answered first
                 producer.refuse(cmd.send.sequence_id, code, message)
         else:
             self.send(commands.error(request_id, code, message))
