@@ -9,6 +9,7 @@ every other producer, and a producer holding an older topic epoch is fenced for 
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 
@@ -248,6 +249,24 @@ def test_pipelined_sends_get_receipts_in_send_order(broker):
     assert [r.sequence_id for r in receipts] == [1000 + i for i in range(count)]
     positions = [(r.message_id.ledgerId, r.message_id.entryId) for r in receipts]
     assert positions == sorted(positions) and len(set(positions)) == count
+    raw.close()
+
+
+def test_refused_sends_inside_one_read_keep_their_place(broker):
+    """SENDs of one socket read are stored as a group; a corrupt one among them is refused
+    at once, and its SEND_ERROR must still come between the receipts of its neighbours."""
+    rng = random.Random(19)
+    raw = RawClient(broker.url)
+    raw.connect()
+    name = raw.create_producer("grouped-refusals")
+    corrupt = {i for i in range(300) if rng.random() < 0.1}
+    raw.write(b"".join(send_frame(0, i, f"m{i}".encode() * 20, producer_name=name, corrupt=i in corrupt)
+                       for i in range(300)))
+    answers = [raw.next_frame(10).command for _ in range(300)]
+    kinds = [(a.send_error.sequence_id, "error") if a.type == T.SEND_ERROR else (a.send_receipt.sequence_id, "ok")
+             for a in answers]
+    assert kinds == [(i, "error" if i in corrupt else "ok") for i in range(300)]
+    assert all(a.send_error.error == pb.ChecksumError for a in answers if a.type == T.SEND_ERROR)
     raw.close()
 
 
