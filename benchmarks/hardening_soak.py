@@ -31,6 +31,7 @@ from pathlib import Path
 import pulsar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from _broker_process import rss_mb
 from rawclient import RawClient
 from standalone import Standalone
 
@@ -80,13 +81,6 @@ def pair(url: str, rate: int, stop, out) -> None:
 
 
 # ---------------------------------------------------------------- broker footprint
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def open_fds(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
