@@ -24,7 +24,7 @@ MAX_PENDING = 5000
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 __all__ = ["MAX_PENDING", "PAYLOAD", "Meter", "ProduceResult", "Standalone", "cpu_seconds", "official_client",
-           "produce", "rss_mb"]
+           "open_fds", "produce", "rss_mb"]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -38,6 +38,10 @@ def rss_mb(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 class Meter:

@@ -12,7 +12,7 @@ long-lived topic accumulates and what a finished topic leaves behind show up.
 
 After each round it prints one JSON line: broker CPU-s per million messages (utime+stime
 of all its threads from /proc, unbatched and batched apart: they differ 30-fold), msg/s,
-and the broker's RSS. The last line is a summary: last round over first for CPU, and the
+and the broker's RSS and open fds. The last line is a summary: last round over first for CPU, and the
 RSS growth. The issue's aim: last within 10% of the first; RSS bounded by the caches.
 """
 
@@ -26,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _broker_process import Meter, Standalone, official_client, produce, producer_options, rss_mb
+from _broker_process import Meter, Standalone, official_client, open_fds, produce, producer_options, rss_mb
 
 SAME = "persistent://public/default/soak-same-{kind}"
 NEW = "persistent://public/default/soak-r{round}-{kind}"
@@ -77,6 +77,7 @@ class Soak:
         if batched:
             line["batched"] = self.workload(round_no, "batched", batched)
         line["broker_rss_mb"] = round(rss_mb(self.pid), 1)
+        line["broker_open_fds"] = open_fds(self.pid)  # a finished topic that keeps its files shows here
         line["loadavg_1m"] = round(os.getloadavg()[0], 2)
         return line
 
