@@ -24,7 +24,16 @@ MAX_PENDING = 5000
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 __all__ = ["MAX_PENDING", "PAYLOAD", "Meter", "ProduceResult", "Standalone", "cpu_seconds", "official_client",
-           "open_fds", "produce", "rss_mb"]
+           "open_fds", "produce", "rss_mb", "start_standalone"]
+
+
+def start_standalone(data_dir: Path, config: list[str]) -> Standalone:
+    """A broker with `-c` items from the command line; one that refuses them ends the script with its reason."""
+    try:
+        return Standalone(data_dir, list(config)).start()
+    except (RuntimeError, TimeoutError) as error:
+        lines = str(error).strip().splitlines()
+        raise SystemExit(f"magnetar standalone did not start: {lines[-1] if lines else error}") from None
 
 
 def cpu_seconds(pid: int) -> float:

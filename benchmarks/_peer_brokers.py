@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Protocol
 
 import pulsar
-from _broker_process import MAX_PENDING, PAYLOAD, Standalone, official_client, produce, producer_options
+from _broker_process import MAX_PENDING, PAYLOAD, official_client, produce, producer_options, start_standalone
 
 READ_BATCH = 1000  # messages per read/fetch, and per cumulative ack
 START_TIMEOUT = 30.0
@@ -78,7 +78,7 @@ class Magnetar:
     name = "magnetar"
 
     def __init__(self, work: Path, config: list[str]) -> None:
-        self.broker = Standalone(work / "magnetar", list(config)).start()
+        self.broker = start_standalone(work / "magnetar", config)
         self.pid = self.broker.proc.pid
         self.client = official_client(self.broker.url)
 

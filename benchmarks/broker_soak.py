@@ -26,7 +26,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from _broker_process import Meter, Standalone, official_client, open_fds, produce, producer_options, rss_mb
+from _broker_process import (
+    Meter,
+    Standalone,
+    official_client,
+    open_fds,
+    produce,
+    producer_options,
+    rss_mb,
+    start_standalone,
+)
 
 SAME = "persistent://public/default/soak-same-{kind}"
 NEW = "persistent://public/default/soak-r{round}-{kind}"
@@ -122,7 +131,7 @@ def main() -> None:
 
     rounds: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="magnetar-soak-") as tmp:
-        broker = Standalone(Path(tmp) / "data", list(args.config)).start()
+        broker = start_standalone(Path(tmp) / "data", args.config)
         emit({"start": True, "broker_pid": broker.proc.pid, "idle_rss_mb": round(rss_mb(broker.proc.pid), 1),
               "config": args.config, "unbatched": args.unbatched, "batched": args.batched,
               "payload_bytes": 100, "cpus": os.cpu_count(), "loadavg": [round(x, 2) for x in os.getloadavg()]})

@@ -53,6 +53,13 @@ def test_soak_refuses_empty_rounds():
     assert "--unbatched/--batched" in done.stderr
 
 
+def test_soak_names_the_config_key_the_broker_refused():
+    done = run_script("broker_soak.py", "-c", "noSuchKey=1", "--rounds", "1", "--unbatched", "10", "--batched", "0")
+    assert done.returncode == 1
+    assert "did not start" in done.stderr and "noSuchKey" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_soak_summary_compares_last_round_with_first():
     def line(round_no: int, cpu: float, rss: float) -> dict:
         return {"round": round_no, "unbatched": {"broker_cpu_s_per_M": cpu, "failed": 0}, "broker_rss_mb": rss}
