@@ -24,7 +24,7 @@ MAX_PENDING = 5000
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 __all__ = ["MAX_PENDING", "PAYLOAD", "Meter", "ProduceResult", "Standalone", "cpu_seconds", "official_client",
-           "open_fds", "produce", "rss_mb", "start_standalone"]
+           "open_fds", "produce", "producer_options", "rss_mb", "start_standalone"]
 
 
 def start_standalone(data_dir: Path, config: list[str]) -> Standalone:

@@ -232,7 +232,7 @@ class Nats:
 
     async def _produce(self, subject: str, count: int) -> int:
         futures = [await self.js.publish_async(subject, PAYLOAD) for _ in range(count)]
-        await self.js.publish_async_completed()
+        await asyncio.wait_for(self.js.publish_async_completed(), 600)  # a lost ack must not hang the run
         return sum(1 for future in futures if future.exception() is None)
 
     def consume(self, cumulative: bool, count: int) -> int:
