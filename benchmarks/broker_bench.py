@@ -37,35 +37,12 @@ from collections import Counter
 from pathlib import Path
 
 import pulsar
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from standalone import Standalone
-
-PAYLOAD = b"x" * 100
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-# ---------------------------------------------------------------- process stats
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
-
-
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
+from _broker_process import PAYLOAD, Standalone, cpu_seconds, official_client, rss_mb
 
 
 # ---------------------------------------------------------------- client workloads (own processes)
-def _client(url: str) -> pulsar.Client:
-    return pulsar.Client(url, operation_timeout_seconds=30, io_threads=1,
-                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-
-
 def produce(url: str, topic: str, seconds: float, batched: bool, ready, go, out) -> None:
-    client = _client(url)
+    client = official_client(url)
     kwargs = dict(batching_enabled=batched, max_pending_messages=20000, block_if_queue_full=True,
                   send_timeout_millis=60000)
     if batched:
@@ -91,7 +68,7 @@ def produce(url: str, topic: str, seconds: float, batched: bool, ready, go, out)
 
 
 def latency(url: str, topic: str, seconds: float, rate: int, batched: bool, ready, go, out) -> None:
-    client = _client(url)
+    client = official_client(url)
     producer = client.create_producer(topic, batching_enabled=batched, batching_max_publish_delay_ms=1,
                                       max_pending_messages=50000, block_if_queue_full=True)
     producer.send(PAYLOAD)
@@ -133,7 +110,7 @@ def latency(url: str, topic: str, seconds: float, rate: int, batched: bool, read
 
 
 def consume(url: str, topic: str, count: int, seconds: float, ready, go, out) -> None:
-    client = _client(url)
+    client = official_client(url)
     ready.put(True)
     go.wait()
     cpu0, t0 = time.process_time(), time.perf_counter()

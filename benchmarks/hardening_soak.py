@@ -16,7 +16,6 @@ import argparse
 import contextlib
 import json
 import multiprocessing as mp
-import os
 import socket
 import statistics
 import struct
@@ -31,6 +30,7 @@ from pathlib import Path
 import pulsar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from _broker_process import open_fds, rss_mb
 from rawclient import RawClient
 from standalone import Standalone
 
@@ -77,18 +77,6 @@ def pair(url: str, rate: int, stop, out) -> None:
         received += 1
     out.put(("done", sequence, failures))
     client.close()
-
-
-# ---------------------------------------------------------------- broker footprint
-def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 # ---------------------------------------------------------------- attacks: each returns what it achieved

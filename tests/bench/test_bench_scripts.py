@@ -1,0 +1,112 @@
+"""The soak and side-by-side benchmarks run end to end on tiny sizes, and their arithmetic holds.
+
+They are instruments for issue 19's work on the broker: a script that broke quietly
+would report nonsense figures, so each run here checks every message was receipted and
+consumed, not only that the script exited 0.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import broker_soak  # noqa: E402
+import peers  # noqa: E402
+
+
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(BENCHMARKS / name), *args], capture_output=True, text=True,
+                          timeout=240, check=False, cwd=BENCHMARKS, env={**os.environ})
+
+
+def test_soak_reports_every_round_and_a_summary():
+    done = run_script("broker_soak.py", "--rounds", "2", "--unbatched", "2000", "--batched", "10000",
+                      "-c", "managedLedgerCacheSizeMB=8")
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    start, rounds, summary = lines[0], lines[1:-1], lines[-1]
+    assert start["config"] == ["managedLedgerCacheSizeMB=8"]
+    assert [r["round"] for r in rounds] == [1, 2]
+    for line in rounds:
+        for kind in ("unbatched", "batched"):
+            assert line[kind]["failed"] == 0
+            assert line[kind]["msg_s"] > 0
+        assert line["broker_rss_mb"] > start["idle_rss_mb"] / 2
+        assert line["broker_open_fds"] > 0
+    assert summary["summary"] and summary["broker_alive_at_end"] and summary["failed"] == 0
+    assert summary["rss_mb_last"] == rounds[-1]["broker_rss_mb"]
+
+
+def test_soak_refuses_empty_rounds():
+    done = run_script("broker_soak.py", "--unbatched", "0", "--batched", "0")
+    assert done.returncode == 2
+    assert "--unbatched/--batched" in done.stderr
+
+
+def test_soak_names_the_config_key_the_broker_refused():
+    done = run_script("broker_soak.py", "-c", "noSuchKey=1", "--rounds", "1", "--unbatched", "10", "--batched", "0")
+    assert done.returncode == 1
+    assert "did not start" in done.stderr and "noSuchKey" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_soak_summary_compares_last_round_with_first():
+    def line(round_no: int, cpu: float, rss: float) -> dict:
+        return {"round": round_no, "unbatched": {"broker_cpu_s_per_M": cpu, "failed": 0}, "broker_rss_mb": rss}
+
+    flat = broker_soak.summary([line(1, 20.0, 80.0), line(2, 30.0, 90.0), line(3, 21.9, 100.0)], [])
+    assert flat["unbatched"]["last_over_first"] == 1.09
+    assert flat["unbatched"]["within_10pct"] is True
+    assert flat["unbatched"]["cpu_s_per_M_max"] == 30.0
+    assert flat["rss_growth_mb"] == 20.0
+    grown = broker_soak.summary([line(1, 20.0, 80.0), line(2, 22.5, 80.0)], [])
+    assert grown["unbatched"]["within_10pct"] is False
+    assert "batched" not in grown
+
+
+def test_ratios_are_magnetar_over_peer():
+    table = {"produce_unbatched": {
+        "magnetar": {"broker_cpu_s_per_M": 18.0, "client_cpu_s_per_M": 20.0, "msg_s": 40_000},
+        "redis-always": {"broker_cpu_s_per_M": 3.0, "client_cpu_s_per_M": 7.0, "msg_s": 200_000}}}
+    assert peers.ratios(table) == {"produce_unbatched": {
+        "redis-always": {"magnetar_broker_cpu_s_per_M_over_peer": 6.0, "magnetar_msg_s_over_peer": 0.2}}}
+
+
+def _peers_run(tmp_path: Path, *only: str) -> dict:
+    png = tmp_path / "peers.png"
+    args = ["--messages", "2000", "--runs", "1", "--plot", str(png)]
+    for name in only:
+        args += ["--only", name]
+    done = run_script("peers.py", *args)
+    assert done.returncode == 0, done.stderr
+    assert png.stat().st_size > 10_000
+    return json.loads(done.stdout)
+
+
+def test_peers_measures_magnetar_on_all_four_workloads(tmp_path):
+    result = _peers_run(tmp_path, "magnetar")
+    assert set(result["table"]) == set(peers.WORKLOADS)
+    (run,) = result["all_runs"]["magnetar"]
+    assert {workload: m["messages"] for workload, m in run.items()} == dict.fromkeys(peers.WORKLOADS, 2000)
+    assert result["table"]["produce_unbatched"]["magnetar"]["broker_cpu_s_per_M"] > 0
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None or shutil.which("nats-server") is None
+                    or importlib.util.find_spec("redis") is None or importlib.util.find_spec("nats") is None,
+                    reason="the peers are optional: apt-get install redis-server nats-server; pip install '.[bench]'")
+def test_peers_drive_redis_and_nats_through_every_message(tmp_path):
+    result = _peers_run(tmp_path, "redis-always", "nats-jetstream")
+    assert set(result["all_runs"]) == {"magnetar", "redis-always", "nats-jetstream"}
+    for name, (run,) in result["all_runs"].items():
+        assert {workload: m["messages"] for workload, m in run.items()} == dict.fromkeys(peers.WORKLOADS, 2000), name
+    assert set(result["ratios"]["consume_ack_each"]) == {"redis-always", "nats-jetstream"}
