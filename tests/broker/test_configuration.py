@@ -8,7 +8,7 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from standalone import Standalone, run_standalone
 
@@ -124,6 +124,7 @@ entries = st.lists(
 
 
 @given(entries, st.sampled_from(["\n", "\r\n", "\r"]))
+@example([("0", "0 ", "=", 0, 1, "")], "\n")  # a space begins the continuation line
 def test_parser_reads_what_the_specification_writes(items, end):
     lines: list[str] = []
     expected = []
@@ -139,10 +140,14 @@ def test_parser_reads_what_the_specification_writes(items, end):
 
 
 def _split_between_escapes(written: str, at: int) -> list[str]:
-    """Cut escaped text in two at a character boundary (never inside an escape)."""
+    """Cut escaped text in two at a character boundary (never inside an escape). A space
+    that would begin the continuation line is escaped, as a writer must: the format drops
+    whitespace at the start of every line, continuation lines included."""
     tokens = re.findall(r"\\u[0-9a-f]{4}|\\.|.", written, flags=re.DOTALL)
     if not 0 < at < len(tokens):
         return [written]
+    if tokens[at] == " ":
+        tokens[at] = "\\ "
     return ["".join(tokens[:at]), "".join(tokens[at:])]
 
 
