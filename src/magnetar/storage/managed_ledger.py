@@ -161,13 +161,14 @@ class ManagedLedger:
             assert slot is not None
             pending = self._pending
             first_pending = not pending
+            now = time.time()  # once per group: its entries arrived together
             try:
                 for data in datas:
                     if (
                         not slot.assigned
                         or slot.assigned >= self._max_entries
                         or slot.assigned_bytes >= self._max_bytes
-                        or time.time() >= slot.roll_at
+                        or now >= slot.roll_at
                     ):
                         slot = self._rollover.slot_for_append()
                     position = _new_position(Position, (slot.ledger_id, slot.assigned))
