@@ -60,11 +60,17 @@ def _serialize(cmd: pb.BaseCommand) -> bytes:
 
 def decode_command(body: bytes | memoryview) -> pb.BaseCommand:
     """Parse a BaseCommand, requiring `type` and the sub-message it names."""
-    cmd = pb.BaseCommand()
     try:
-        cmd.ParseFromString(body)
+        cmd = _parse_command(body)
     except DecodeError as exc:
         raise WireError(f"garbage BaseCommand ({len(body)} bytes): {exc}") from exc
+    if cmd.type == _SEND:
+        # One SEND per unbatched message: its two required fields are asked for by name,
+        # which costs half of the generic check below (a SEND naming a message_id, which
+        # has required fields of its own, takes the generic path).
+        send = cmd.send
+        if send.HasField("producer_id") and send.HasField("sequence_id") and not send.HasField("message_id"):
+            return cmd
     if not cmd.HasField("type"):
         raise WireError("BaseCommand without a type")
     # upb does not enforce `required`; the official client would drop such a
@@ -77,6 +83,9 @@ def decode_command(body: bytes | memoryview) -> pb.BaseCommand:
         raise WireError(f"{pb.BaseCommand.Type.Name(cmd.type)} command lacks required fields: {missing}")
     return cmd
 
+
+_parse_command = pb.BaseCommand.FromString
+_SEND = pb.BaseCommand.SEND
 
 #: BaseCommand type -> the name of the body field with the same number.
 _BODY_FIELDS = {
@@ -107,44 +116,44 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Frame]:
-        """Add bytes from the stream; return every frame they complete, in order."""
+        """Add bytes from the stream; return every frame they complete, in order.
+
+        One pass over a read that may hold hundreds of frames (a producer's pipelined
+        SENDs), so the loop body is kept flat: this runs once per message.
+        """
         buf = self._buf
         buf += data
         frames: list[Frame] = []
         offset = 0
         end = len(buf)
+        max_size = self.max_frame_size
+        unpack = _U32.unpack_from
         view = memoryview(buf)
         try:
             while end - offset >= 4:
-                (total,) = _U32.unpack_from(buf, offset)
-                self._check_total(total)
-                if end - offset - 4 < total:
+                (total,) = unpack(buf, offset)
+                if total > max_size or total < 4:
+                    self._refuse_total(total)
+                frame_end = offset + 4 + total
+                if frame_end > end:
                     break
-                frames.append(self._parse_frame(view, offset + 4, total))
-                offset += 4 + total
+                (cmd_size,) = unpack(buf, offset + 4)
+                payload_start = offset + 8 + cmd_size
+                if payload_start > frame_end:
+                    raise WireError(f"command size {cmd_size} exceeds its frame ({total - 4} bytes left)")
+                # The command is decoded from a copy (a few dozen bytes): a slice of `view`
+                # would stay exported in an error's traceback and stop the buffer's trim.
+                command = decode_command(buf[offset + 8 : payload_start])
+                payload = bytes(view[payload_start:frame_end]) if payload_start < frame_end else None
+                frames.append(_new_frame(Frame, (command, payload)))
+                offset = frame_end
         finally:
             view.release()
             if offset:
                 del buf[:offset]
         return frames
 
-    def _check_total(self, total: int) -> None:
+    def _refuse_total(self, total: int) -> None:
         if total > self.max_frame_size:
             raise FrameTooLargeError(f"frame of {total} bytes exceeds the maximum of {self.max_frame_size}")
-        if total < 4:
-            raise WireError(f"frame size {total} is too small to hold a command size")
-
-    @staticmethod
-    def _parse_frame(view: memoryview, start: int, total: int) -> Frame:
-        (cmd_size,) = _U32.unpack_from(view, start)
-        if cmd_size > total - 4:
-            raise WireError(f"command size {cmd_size} exceeds its frame ({total - 4} bytes left)")
-        body_start = start + 4
-        payload_start = body_start + cmd_size
-        # Released on the way out even when parsing fails: an error's traceback would keep
-        # the slice alive, and an exported slice stops the decoder trimming its buffer.
-        with view[body_start:payload_start] as body:
-            command = decode_command(body)
-        frame_end = start + total
-        payload = bytes(view[payload_start:frame_end]) if payload_start < frame_end else None
-        return _new_frame(Frame, (command, payload))
+        raise WireError(f"frame size {total} is too small to hold a command size")
