@@ -27,6 +27,7 @@ MAGIC_BROKER_ENTRY_METADATA = 0x0E02
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _MAGIC_AND_SIZE = struct.Struct(">HI")
+_CRC_AND_SIZE = struct.Struct(">HII")  # checksum magic, crc32c, MessageMetadata size
 
 Buffer = bytes | bytearray | memoryview
 _M = TypeVar("_M", bound=Message)
@@ -153,10 +154,30 @@ def validate_publishable(entry: Buffer, *, checksum: bool = False) -> pb.Message
     the framing, a MessageMetadata that parses, and a message count the payload could hold;
     with `checksum`, the CRC32C too (ChecksumError), locating the layers once for both.
     Returns the metadata, parsed once."""
-    stored, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
+    if len(entry) >= _CRC_AND_SIZE.size:
+        magic, stored, size = _CRC_AND_SIZE.unpack_from(entry, 0)
+        if magic == MAGIC_CRC32C:  # what producers send: no broker prefix, a checksum
+            return _validate_checksummed(entry, stored, size, checksum)
+    stored_or_none, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
     if checksum:
-        _check_crc(entry, stored, size_offset)
+        _check_crc(entry, stored_or_none, size_offset)
     metadata, end = _metadata_at(entry, size_offset)
+    check_message_count(metadata, len(entry) - end)
+    return metadata
+
+
+def _validate_checksummed(entry: Buffer, stored: int, size: int, checksum: bool) -> pb.MessageMetadata:
+    """validate_publishable for the layout every SEND of a v6+ client has, read with one
+    unpack: it runs once per published message."""
+    end = _CRC_AND_SIZE.size + size
+    if end > len(entry):
+        raise WireError(f"metadata size {size} exceeds the {len(entry) - _CRC_AND_SIZE.size} bytes left in the entry")
+    view = memoryview(entry)
+    if checksum and crc32c.crc32c(view[6:]) != stored:
+        raise ChecksumError(f"checksum mismatch: entry says {stored:#010x}, bytes give {crc32c.crc32c(view[6:]):#010x}")
+    metadata = _parse(pb.MessageMetadata, view[_CRC_AND_SIZE.size : end], "MessageMetadata")
+    if not metadata.IsInitialized():  # upb leaves `required` to us
+        raise WireError(f"MessageMetadata lacks required fields: {', '.join(metadata.FindInitializationErrors())}")
     check_message_count(metadata, len(entry) - end)
     return metadata
 
