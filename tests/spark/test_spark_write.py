@@ -16,7 +16,7 @@ from polling import wait_for
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType, TimestampType
 from pyspark.sql.utils import AnalysisException
-from spark_helpers import INTERCEPTORS
+from spark_helpers import INTERCEPTORS, millis
 from standalone import Standalone
 
 from magnetar.admin.client import AdminClient
@@ -67,9 +67,8 @@ def _read_back(spark, broker: Standalone, topic: str) -> list:
 
 
 def _as_sent(row) -> tuple:
-    when = row["event_time"]
-    millis = None if when is None else when if isinstance(when, int) else int(when.timestamp() * 1000)
-    return (bytes(row["value"]), row["key"], tuple(sorted((row["properties"] or {}).items())), millis)
+    return (bytes(row["value"]), row["key"], tuple(sorted((row["properties"] or {}).items())),
+            millis(row["event_time"]))
 
 
 def _expected(rows: list[tuple]) -> Counter:
