@@ -158,3 +158,12 @@ def test_timestamp_literals_and_sub_millisecond_bounds_equal_a_full_read_and_fil
     assert by_datetime.count() == by_string.count() == expected
     by_string.explain("formatted")
     assert "PushedFilters: [GreaterThanOrEqual(broker_time," in capsys.readouterr().out
+
+
+def test_the_format_is_found_without_register_in_a_fresh_session(spark, data):
+    """pyspark_magnetar.DefaultSource (SPARK-45917): no register() call, pushdown left off."""
+    path, rows = data
+    fresh = spark.newSession()
+    assert fresh.conf.get("spark.sql.python.filterPushdown.enabled") == "false"
+    df = fresh.read.format("magnetar").option("topic", "pushdown").load(path).where("index >= 100")
+    assert df.count() == sum(1 for i, _, _ in rows if i is not None and i >= 100)

@@ -189,6 +189,17 @@ class MagnetarDataSource(DataSource):
         return MagnetarStreamWriter(parse_write_options(self.options, schema))
 
 
+class AutoRegisteredDataSource(MagnetarDataSource):
+    """The source PySpark registers by itself (`pyspark_magnetar.DefaultSource`, SPARK-45917).
+
+    Such a session may not have filter pushdown enabled, and Spark fails a pushdown reader
+    there, so batch reads take no filters; `magnetar.spark.register(spark)` replaces it with
+    the pushdown reader and enables pushdown."""
+
+    def reader(self, schema: object) -> DataSourceReader:
+        return PlainBatchReader(parse_options(self.options, streaming=False))
+
+
 def _append_only(overwrite: bool) -> None:
     if overwrite:
         raise MagnetarOptionError("a topic can only be appended to: use mode('append') (or outputMode('append'))")
@@ -235,15 +246,13 @@ def _batch_bounds(options: SourceOptions, tp: TopicPartition, pushed: Bounds, to
     return with_index_bounds(bounds, low, high)
 
 
-class MagnetarBatchReader(DataSourceReader):
+class PlainBatchReader(DataSourceReader):
+    """A batch read that receives no filters: Spark refuses to plan a reader implementing
+    pushFilters while spark.sql.python.filterPushdown.enabled is off, its default."""
+
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.pushed = PushedFilters()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        for f in filters:
-            if not self.pushed.accept(f):
-                yield f
 
     def plan(self) -> list[Plan]:
         """The ranges to read of every topic partition the pushed filters keep."""
@@ -261,6 +270,15 @@ class MagnetarBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)
+
+
+class MagnetarBatchReader(PlainBatchReader):
+    """A batch read with filter pushdown (what `register()` enables)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        for f in filters:
+            if not self.pushed.accept(f):
+                yield f
 
 
 def _reconnecting(method: Callable[..., _R]) -> Callable[..., _R]:
@@ -391,4 +409,4 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.options, partition)
 
 
-__all__ = ["MagnetarDataLossError", "MagnetarDataSource"]
+__all__ = ["AutoRegisteredDataSource", "MagnetarDataLossError", "MagnetarDataSource"]
