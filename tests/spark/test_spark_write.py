@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import signal
 from collections import Counter
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ from standalone import Standalone
 
 from magnetar.admin.client import AdminClient
 from magnetar.client.aio.routing import boost_string_hash
+from magnetar.spark.options import KNOWN
+from magnetar.spark.write_options import WRITE_KNOWN
 
 pytestmark = pytest.mark.spark
 
@@ -123,6 +126,24 @@ def test_unknown_or_mistyped_columns_fail_at_planning_naming_the_column(spark, b
     with pytest.raises(AnalysisException) as info:
         bad_type.save()
     assert "column 'key' must be string, got int" in str(info.value).splitlines()[0]
+
+
+def test_option_errors_lead_and_every_listed_option_is_documented(spark, broker):
+    with pytest.raises(AnalysisException) as info:
+        spark.read.format("magnetar").option("topic", "t").option("bogus", "1").load(str(broker.data_dir))
+    first = str(info.value).splitlines()[0]
+    assert "MagnetarOptionError: unknown option(s) bogus; known: " in first
+    listed = first.split("known: ", 1)[1].split(", ")
+    with pytest.raises(AnalysisException) as info:
+        spark.createDataFrame([(b"v",)], "value binary").write.format("magnetar").option("topic", "t") \
+            .option("service.url", broker.url).option("compresion", "lz4").mode("append").save()
+    first = str(info.value).splitlines()[0]
+    assert "unknown write option(s) compresion; known: " in first
+    listed += first.split("known: ", 1)[1].split(", ")
+    docs = (Path(__file__).parents[2] / "docs" / "spark.md").read_text()
+    documented = {name.lower() for name in re.findall(r"`([A-Za-z.]+)`", docs)}
+    assert set(listed) == set(KNOWN) | set(WRITE_KNOWN)
+    assert not set(listed) - documented
 
 
 def _slowly() -> object:
