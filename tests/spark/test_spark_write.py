@@ -91,6 +91,18 @@ def test_batch_write_reads_back_every_column_on_a_partitioned_topic(spark, broke
             assert r["partition"] == boost_string_hash(r["key"]) % 3
 
 
+def test_deliver_at_becomes_the_entry_deliver_at_time(spark, broker, admin):
+    base = dt.datetime(2030, 1, 1, tzinfo=dt.UTC)
+    rows = [(f"d-{i}".encode(), base + dt.timedelta(seconds=i)) for i in range(3)]
+    spark.createDataFrame(rows, "value binary, deliver_at timestamp").write.format("magnetar") \
+        .option("service.url", broker.url).option("topic", "delayed").mode("append").save()
+    got = {}
+    for r in _read_back(spark, broker, "delayed"):
+        message = admin.get_message_by_id("persistent://public/default/delayed", r["ledger_id"], r["entry_id"])
+        got[bytes(r["value"])] = message.headers["X-Pulsar-deliver-at-time"]
+    assert got == {v: when.isoformat(timespec="milliseconds").replace("+00:00", "Z") for v, when in rows}
+
+
 def test_keys_land_where_the_official_client_puts_them(spark, broker, admin, official):
     admin.create_partitioned_topic("persistent://public/default/routed", 5)
     keys = [f"user-{i}" for i in range(40)] + ["a", "é", "日本語", "a-much-longer-key-than-eight-bytes"]
@@ -192,7 +204,7 @@ def _kill_spark_python_workers() -> int:
 
 def _stream(spark, broker: Standalone, source: str, sink: str, checkpoint: Path, pace=None):
     df = spark.readStream.format("magnetar").option("topic", source).option("startingOffsets", "earliest") \
-        .load(str(broker.data_dir)).select("value", "key", "properties")
+        .load(str(broker.data_dir)).select("value", "key", "properties", "event_time")
     if pace is not None:
         df = df.withColumn("value", pace(df["value"]))
     return df.writeStream.format("magnetar").option("service.url", broker.url).option("topic", sink) \
@@ -204,9 +216,11 @@ def test_stream_is_exactly_once_across_a_query_killed_mid_batch(spark, broker, a
     admin.create_partitioned_topic("persistent://public/default/eo-out", 3)
     producer = official.create_producer("eo-in", batching_enabled=True, batching_max_messages=40,
                                       block_if_queue_full=True)
-    sent = [(f"eo-{i}".encode(), f"k{i % 7}" if i % 3 else None) for i in range(5000)]
-    for value, key in sent:
-        producer.send_async(value, None, **({"partition_key": key} if key else {}))
+    sent = [(f"eo-{i}".encode(), f"k{i % 7}" if i % 3 else None, (("i", str(i)),) if i % 2 else (),
+             1_700_000_000_000 + i if i % 5 else None) for i in range(5000)]
+    for value, key, properties, event_time in sent:
+        extra = {"partition_key": key, "properties": dict(properties), "event_timestamp": event_time}
+        producer.send_async(value, None, **{k: v for k, v in extra.items() if v})
     producer.flush()
     # A data directory shows entries once durable: the micro-batch must hold every row sent.
     assert wait_for(lambda: len(_read_back(spark, broker, "eo-in")) == len(sent), timeout=60)
@@ -225,16 +239,16 @@ def test_stream_is_exactly_once_across_a_query_killed_mid_batch(spark, broker, a
     assert 0 < partial < len(sent)  # the killed run stored part of the micro-batch
 
     _stream(spark, broker, "eo-in", "eo-out", checkpoint).awaitTermination(120)
-    got = Counter((bytes(r["value"]), r["key"]) for r in _read_back(spark, broker, "eo-out"))
-    assert got == Counter(sent)  # every row exactly once
+    got = Counter(_as_sent(r) for r in _read_back(spark, broker, "eo-out"))
+    assert got == Counter(sent)  # every row exactly once, every column as sent
 
-    more = [(f"eo-more-{i}".encode(), None) for i in range(200)]
-    for value, _ in more:
+    more = [(f"eo-more-{i}".encode(), None, (), None) for i in range(200)]
+    for value, *_ in more:
         producer.send_async(value, None)
     producer.flush()
     producer.close()
     assert wait_for(lambda: len(_read_back(spark, broker, "eo-in")) == len(sent) + len(more), timeout=60)
     _stream(spark, broker, "eo-in", "eo-out", checkpoint).awaitTermination(120)
-    got = Counter((bytes(r["value"]), r["key"]) for r in _read_back(spark, broker, "eo-out"))
+    got = Counter(_as_sent(r) for r in _read_back(spark, broker, "eo-out"))
     assert got == Counter(sent + more)  # the next micro-batch's rows are new, not taken for duplicates
     spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
