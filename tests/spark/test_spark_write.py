@@ -103,6 +103,20 @@ def test_deliver_at_becomes_the_entry_deliver_at_time(spark, broker, admin):
     assert got == {v: when.isoformat(timespec="milliseconds").replace("+00:00", "Z") for v, when in rows}
 
 
+def test_batched_filter_properties_label_each_batch(spark, broker, admin):
+    rows = [(f"f-{i}".encode(), {"colour": "red" if (i // 7) % 2 else "blue", "i": str(i)}) for i in range(60)]
+    spark.createDataFrame(rows, "value binary, properties map<string,string>").coalesce(1).write \
+        .format("magnetar").option("service.url", broker.url).option("topic", "filtered") \
+        .option("batchedFilterProperties", "colour").mode("append").save()
+    entries: dict[tuple[int, int], set[str]] = {}
+    for r in _read_back(spark, broker, "filtered"):
+        entries.setdefault((r["ledger_id"], r["entry_id"]), set()).add(r["properties"]["colour"])
+    assert len(entries) >= 8  # a batch ends where the colour changes
+    for (ledger, entry), colours in entries.items():
+        message = admin.get_message_by_id("persistent://public/default/filtered", ledger, entry)
+        assert colours == {message.properties["colour"]}  # PIP-191: the batch carries its messages' value
+
+
 def test_keys_land_where_the_official_client_puts_them(spark, broker, admin, official):
     admin.create_partitioned_topic("persistent://public/default/routed", 5)
     keys = [f"user-{i}" for i in range(40)] + ["a", "é", "日本語", "a-much-longer-key-than-eight-bytes"]
