@@ -215,3 +215,15 @@ def test_what_the_official_client_sees_on_a_kafka_entry(shared_broker, topic) ->
     lines = run.stdout.splitlines()
     assert lines and "plain-before" in lines[0]
     assert any("plain-after" in line for line in lines)  # the foreign entry does not stop it
+
+
+
+def test_send_arrow_numbers_rows_from_a_given_sequence_id(client, topic) -> None:
+    """What the Spark sink's exactly-once Arrow entries rest on: the caller numbers the rows."""
+    producer = client.create_producer(topic, producer_name="numbered")
+    ids = producer.send_arrow_async(pa.table({"value": [b"r0", b"r1", b"r2"]}), 2, 100).result(10)
+    assert len(ids) == 2  # two entries: rows 100-101 and 102
+    assert producer.last_sequence_id() == 102
+    producer.close()
+    reader = client.create_reader(topic, mc.MessageId.earliest, payload_processor="arrow")
+    assert [reader.read_next(5000).data() for _ in range(3)] == [b"r0", b"r1", b"r2"]
