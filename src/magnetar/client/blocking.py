@@ -197,9 +197,16 @@ class Producer:
         """One whole entry of another format's writer (see docs/payload_processors.md)."""
         return self._client._run(self._after_queued(self._core.send_entry(payload, metadata_fields, num_messages)))
 
-    def send_arrow(self, data: Any, max_rows: int | None = None) -> list[MessageId]:
-        """A pyarrow Table or RecordBatch, one Arrow IPC entry per record batch."""
-        return self._client._run(self._after_queued(self._core.send_arrow(data, max_rows)))
+    def send_arrow(self, data: Any, max_rows: int | None = None, sequence_id: int | None = None) -> list[MessageId]:
+        """A pyarrow Table or RecordBatch, one Arrow IPC entry per record batch; `sequence_id`
+        numbers the first row (see the core producer's send_arrow)."""
+        return self._client._run(self._after_queued(self._core.send_arrow(data, max_rows, sequence_id)))
+
+    def send_arrow_async(self, data: Any, max_rows: int | None = None,
+                         sequence_id: int | None = None) -> concurrent.futures.Future[list[MessageId]]:
+        """send_arrow without waiting: entries queue in call order; the future has their ids."""
+        return asyncio.run_coroutine_threadsafe(
+            self._after_queued(self._core.send_arrow(data, max_rows, sequence_id)), self._loop)
 
     async def _after_queued(self, coro: Coroutine[Any, Any, _T]) -> _T:
         self._drain()  # messages send_async queued before this entry go first

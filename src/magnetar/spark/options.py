@@ -8,9 +8,12 @@ at `load()` time rather than deep inside a task.
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 from magnetar.formats.processor import load_processor
 from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec
@@ -36,8 +39,37 @@ KNOWN = {
 }
 
 
+_PLANNER = os.path.join("pyspark", "sql", "worker", "utils.py")
+
+
+def _in_spark_planner() -> bool:
+    """Whether this runs in a PySpark planning worker (`worker_run` on the stack): a process
+    that reports one error to the JVM and exits."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "worker_run" and frame.f_code.co_filename.endswith(_PLANNER):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class MagnetarOptionError(ValueError):
-    """A bad option; the message names it and what it accepts."""
+    """A bad option or input column; the message names it and what it accepts.
+
+    Spark reports a planning worker's error as PYTHON_DATA_SOURCE_ERROR followed by the
+    worker's formatted traceback, which puts the one useful line last. Raised in such a worker
+    (which exits right after reporting), the traceback is left out (`sys.tracebacklimit = 0`),
+    so the message follows `PYTHON_DATA_SOURCE_ERROR ...:` on the exception's first line.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        if _in_spark_planner():
+            sys.tracebacklimit = 0
+
+
+def fail(message: str) -> NoReturn:
+    raise MagnetarOptionError(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,14 +96,16 @@ class SourceOptions:
         return re.compile(self.topics_pattern) if self.topics_pattern is not None else None
 
 
-def _int(options: Mapping[str, str], name: str, minimum: int | None = None) -> int | None:
+def integer_option(options: Mapping[str, str], name: str, minimum: int | None = None,
+                   known: Mapping[str, str] = KNOWN) -> int | None:
+    """The option (lower-cased `name`) as an int, None when absent; `known` words the error."""
     raw = options.get(name)
     if raw is None:
         return None
     try:
         value = int(str(raw).strip())
     except ValueError:
-        raise MagnetarOptionError(f"option {name!r} must be an integer ({KNOWN[name.lower()]}), got {raw!r}") from None
+        raise MagnetarOptionError(f"option {name!r} must be an integer ({known[name.lower()]}), got {raw!r}") from None
     if minimum is not None and value < minimum:
         raise MagnetarOptionError(f"option {name!r} must be >= {minimum}, got {value}")
     return value
@@ -198,15 +232,15 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
             re.compile(pattern)
         except re.error as exc:
             raise MagnetarOptionError(f"option 'topicsPattern' is not a regular expression: {exc}") from None
-    starting_time = _int(lowered, "startingtime", 0)
-    ending_time = _int(lowered, "endingtime", 0)
+    starting_time = integer_option(lowered, "startingtime", 0)
+    ending_time = integer_option(lowered, "endingtime", 0)
     if "startingoffsets" in lowered and starting_time is not None:
         raise MagnetarOptionError("give 'startingOffsets' or 'startingTime', not both")
     if "endingoffsets" in lowered and ending_time is not None:
         raise MagnetarOptionError("give 'endingOffsets' or 'endingTime', not both")
     if streaming is True and ("endingoffsets" in lowered or ending_time is not None):
         raise MagnetarOptionError("'endingOffsets' and 'endingTime' are for batch queries; a stream has no end")
-    max_per_trigger = _int(lowered, "maxmessagespertrigger", 1)
+    max_per_trigger = integer_option(lowered, "maxmessagespertrigger", 1)
     if max_per_trigger is not None and streaming is False:
         raise MagnetarOptionError("'maxMessagesPerTrigger' applies to streams (spark.readStream) only")
     return SourceOptions(
@@ -220,8 +254,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         ending_time=ending_time,
         fail_on_data_loss=_bool(lowered, "failondataloss", True),
         max_messages_per_trigger=max_per_trigger,
-        split_size_bytes=_int(lowered, "splitsizebytes", 1) or DEFAULT_SPLIT_BYTES,
-        operation_timeout_seconds=float(_int(lowered, "operationtimeoutseconds", 1) or 30),
+        split_size_bytes=integer_option(lowered, "splitsizebytes", 1) or DEFAULT_SPLIT_BYTES,
+        operation_timeout_seconds=float(integer_option(lowered, "operationtimeoutseconds", 1) or 30),
         properties_filter=_properties(lowered),
         payload_processors=_payload_processors(lowered),
     )

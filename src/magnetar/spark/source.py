@@ -18,6 +18,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     EqualTo,
     Filter,
     GreaterThan,
@@ -53,6 +55,8 @@ from magnetar.spark.storage_reader import (
     tighter,
     with_index_bounds,
 )
+from magnetar.spark.write_options import parse_write_options
+from magnetar.spark.writer import MagnetarBatchWriter, MagnetarStreamWriter
 
 Topics = StorageTopics | ProtocolTopics
 _R = TypeVar("_R")
@@ -148,6 +152,19 @@ class MagnetarDataSource(DataSource):
 
     def streamReader(self, schema: object) -> DataSourceStreamReader:
         return MagnetarStreamReader(parse_options(self.options, streaming=True))
+
+    def writer(self, schema: object, overwrite: bool) -> DataSourceWriter:
+        _append_only(overwrite)
+        return MagnetarBatchWriter(parse_write_options(self.options, schema))
+
+    def streamWriter(self, schema: object, overwrite: bool) -> DataSourceStreamWriter:
+        _append_only(overwrite)
+        return MagnetarStreamWriter(parse_write_options(self.options, schema))
+
+
+def _append_only(overwrite: bool) -> None:
+    if overwrite:
+        raise MagnetarOptionError("a topic can only be appended to: use mode('append') (or outputMode('append'))")
 
 
 def topics_of(options: SourceOptions) -> Topics:

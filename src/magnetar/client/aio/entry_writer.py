@@ -51,9 +51,13 @@ class EntryWriter:
         check_count(metadata, bytes(payload), num_messages, self._max_message_size() * 64)
         return await self._send_whole(metadata, bytes(payload), num_messages)
 
-    async def send_arrow(self, data: Any, max_rows: int | None = None) -> list[MessageId]:
+    async def send_arrow(self, data: Any, max_rows: int | None = None,
+                         sequence_id: int | None = None) -> list[MessageId]:
         """Publish a pyarrow Table or RecordBatch, one Arrow IPC entry per record batch (of at most
-        `max_rows` rows), compressed as the producer's other entries. Returns each entry's first id."""
+        `max_rows` rows), compressed as the producer's other entries. Returns each entry's first id.
+
+        `sequence_id` numbers the first row (the rest follow), as `send(sequence_id=...)` does for
+        one message: a writer that replays the same rows with the same ids is deduplicated."""
         from magnetar.formats.arrow_ipc import ARROW_FORMAT, encode_arrow_batches  # noqa: PLC0415 (pyarrow)
 
         if self.closed:
@@ -65,16 +69,21 @@ class EntryWriter:
         sends = []
         for payload, rows in payloads:
             metadata = entry_metadata({"properties": {FORMAT_PROPERTY: ARROW_FORMAT}}, rows)
-            sends.append(self._send_whole(metadata, compressed(metadata, payload, self._compression), rows))
+            sends.append(self._send_whole(metadata, compressed(metadata, payload, self._compression), rows,
+                                          sequence_id))
+            if sequence_id is not None:
+                sequence_id += rows
         return list(await asyncio.gather(*sends))
 
-    def _send_whole(self, metadata: pb.MessageMetadata, payload: bytes, num_messages: int
-                    ) -> asyncio.Future[MessageId]:
-        """Queue a ready entry behind whatever is batched, taking `num_messages` sequence ids."""
+    def _send_whole(self, metadata: pb.MessageMetadata, payload: bytes, num_messages: int,
+                    first: int | None = None) -> asyncio.Future[MessageId]:
+        """Queue a ready entry behind whatever is batched, taking `num_messages` sequence ids
+        (from `first` when the caller numbers its messages itself)."""
         if self._batching and len(self._container):
             self._flush_container()
-        first = self._next_seq
-        self._next_seq += num_messages
+        if first is None:
+            first = self._next_seq
+            self._next_seq += num_messages
         metadata.producer_name = self._name or ""
         metadata.sequence_id = first
         metadata.publish_time = self._publish_time()

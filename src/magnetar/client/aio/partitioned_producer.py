@@ -46,8 +46,9 @@ class PartitionedProducer:
         key = (metadata_fields or {}).get("partition_key")
         return await self.producers[self.router.choose(key, None)].send_entry(payload, metadata_fields, num_messages)
 
-    async def send_arrow(self, data: Any, max_rows: int | None = None) -> list[MessageId]:
-        return await self.producers[self.router.choose(None, None)].send_arrow(data, max_rows)
+    async def send_arrow(self, data: Any, max_rows: int | None = None,
+                         sequence_id: int | None = None) -> list[MessageId]:
+        return await self.producers[self.router.choose(None, None)].send_arrow(data, max_rows, sequence_id)
 
     async def flush(self) -> None:
         await asyncio.gather(*(p.flush() for p in self.producers))

@@ -1,0 +1,128 @@
+"""The sink's options and input columns: checked when the write is planned.
+
+`df.write.format("magnetar")` / `df.writeStream.format("magnetar")` take the columns Spark's
+Kafka sink and the pulsar-spark connector take (a `value`, maybe a `key`, a `topic` column
+or option), plus Pulsar's own message fields. Any other column, or a column of the wrong
+type, is an error naming it before a task starts: a typo must not silently drop a field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from magnetar.client.enums import CompressionType
+from magnetar.spark.options import MagnetarOptionError, fail, integer_option
+from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
+
+WRITE_KNOWN = {
+    "service.url": "pulsar://host:port of the broker to publish to",
+    "topic": "the topic to write every row to (else a 'topic' column names each row's)",
+    "compression": "none, lz4, zlib, zstd or snappy",
+    "batchedfilterproperties": "comma-separated property names whose values every message of a batch shares "
+    "(PIP-191)",
+    "entryformat": "pulsar (batches of messages) or arrow (one Arrow IPC entry per block of rows)",
+    "batchingmaxmessages": "messages per Pulsar batch / rows per Arrow entry",
+    "batchingmaxbytes": "bytes per Pulsar batch",
+    "operationtimeoutseconds": "seconds to wait for the broker",
+}
+
+COMPRESSIONS = {
+    "none": CompressionType.NONE,
+    "lz4": CompressionType.LZ4,
+    "zlib": CompressionType.ZLib,
+    "zstd": CompressionType.ZSTD,
+    "snappy": CompressionType.SNAPPY,
+}
+
+COLUMN_TYPES = {
+    "value": ("binary", "string"),
+    "key": ("string",),
+    "topic": ("string",),
+    "properties": ("map<string,string>",),
+    "event_time": ("timestamp", "timestamp_ntz"),
+    "deliver_at": ("timestamp", "timestamp_ntz"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    service_url: str
+    topic: str | None
+    columns: tuple[str, ...]
+    """The input's column names, in order (a subset of COLUMN_TYPES)."""
+    value_is_string: bool = False
+    compression: int = CompressionType.NONE
+    batched_filter_properties: tuple[str, ...] = ()
+    entry_format: str = "pulsar"
+    batching_max_messages: int = 1000
+    batching_max_bytes: int = 128 * 1024
+    operation_timeout_seconds: float = 30.0
+
+
+def _type_name(data_type: Any) -> str:
+    return str(data_type.simpleString())
+
+
+def check_columns(schema: Any, topic_option: str | None, entry_format: str) -> tuple[str, ...]:
+    """The input's columns, refused with a message naming the first unknown or mistyped one."""
+    names = [field.name for field in schema.fields]
+    for field in schema.fields:
+        name = field.name
+        accepted = COLUMN_TYPES.get(name)
+        if accepted is None:
+            fail(f"column {name!r} is not one the magnetar sink writes; it takes "
+                 f"{', '.join(COLUMN_TYPES)} (select or rename the columns first)")
+        if _type_name(field.dataType) not in accepted:
+            fail(f"column {name!r} must be {' or '.join(accepted)}, got {_type_name(field.dataType)}")
+    if "value" not in names:
+        fail(f"the magnetar sink needs a 'value' column (binary or string); the input has {', '.join(names)}")
+    if topic_option is None and "topic" not in names:
+        fail("give the 'topic' option or a 'topic' column")
+    if entry_format == "arrow" and "deliver_at" in names:
+        fail("column 'deliver_at' needs entryFormat=pulsar: an Arrow entry is delivered as one")
+    return tuple(names)
+
+
+def _topic(name: str) -> str:
+    try:
+        return str(TopicName.parse(name.strip()))
+    except InvalidTopicNameError as exc:
+        raise MagnetarOptionError(f"option 'topic': {exc}") from None
+
+
+def parse_write_options(options: Mapping[str, str], schema: Any) -> WriteOptions:
+    """Every write option and input column checked; MagnetarOptionError names the first bad one."""
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    unknown = sorted(k for k in lowered if k not in WRITE_KNOWN)
+    if unknown:
+        fail(f"unknown write option(s) {', '.join(unknown)}; known: {', '.join(sorted(WRITE_KNOWN))}")
+    service_url = (lowered.get("service.url") or "").rstrip("/")
+    if not re.match(r"^pulsar://[^/]+$", service_url):
+        fail(f"option 'service.url' must look like pulsar://host:port (writes go through a broker), got "
+             f"{lowered.get('service.url')!r}")
+    topic = _topic(lowered["topic"]) if lowered.get("topic") else None
+    compression = str(lowered.get("compression", "none")).strip().lower()
+    if compression not in COMPRESSIONS:
+        fail(f"option 'compression' must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
+    entry_format = str(lowered.get("entryformat", "pulsar")).strip().lower()
+    if entry_format not in ("pulsar", "arrow"):
+        fail(f"option 'entryFormat' must be pulsar or arrow, got {entry_format!r}")
+    columns = check_columns(schema, topic, entry_format)
+    value_type = next(_type_name(f.dataType) for f in schema.fields if f.name == "value")
+    filter_names = tuple(n.strip() for n in str(lowered.get("batchedfilterproperties", "")).split(",") if n.strip())
+    default_rows = 10_000 if entry_format == "arrow" else 1000
+    return WriteOptions(
+        service_url=service_url,
+        topic=topic,
+        columns=columns,
+        value_is_string=value_type == "string",
+        compression=int(COMPRESSIONS[compression]),
+        batched_filter_properties=filter_names,
+        entry_format=entry_format,
+        batching_max_messages=integer_option(lowered, "batchingmaxmessages", 1, WRITE_KNOWN) or default_rows,
+        batching_max_bytes=integer_option(lowered, "batchingmaxbytes", 1, WRITE_KNOWN) or 128 * 1024,
+        operation_timeout_seconds=float(integer_option(lowered, "operationtimeoutseconds", 1, WRITE_KNOWN) or 30),
+    )
