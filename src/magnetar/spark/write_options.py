@@ -27,6 +27,7 @@ WRITE_KNOWN = {
     "batchingmaxmessages": "messages per Pulsar batch / rows per Arrow entry",
     "batchingmaxbytes": "bytes per Pulsar batch",
     "operationtimeoutseconds": "seconds to wait for the broker",
+    "checkpointlocation": "Spark's own (streams): where the query keeps its progress",
 }
 
 COMPRESSIONS = {

@@ -1,0 +1,81 @@
+"""`magnetar.spark.delayed_dispatch` against a real broker: messages with a deliver time
+reach the output topic never before it, and a restart of the query from its checkpoint
+(while messages are pending in its state) neither loses nor duplicates one."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pulsar
+import pytest
+from spark_helpers import INTERCEPTORS
+from standalone import Standalone
+
+from magnetar.spark.delayed_dispatch import delayed_dispatch
+
+CONFIG = [INTERCEPTORS, "exposingBrokerEntryMetadataToClientEnabled=true", "brokerDeduplicationEnabled=true"]
+DEADLINE_SECONDS = 240.0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    started = Standalone(tmp_path_factory.mktemp("delayed-dispatch") / "data", CONFIG).start()
+    yield started
+    started.stop()
+
+
+def receive_until(consumer: pulsar.Consumer, got: list, count: int, deadline: float, query=None) -> None:
+    """Append (value, properties, publish ms, receive ms) until `count` are held or the deadline."""
+    while len(got) < count and time.monotonic() < deadline:
+        if query is not None and query.exception() is not None:
+            raise AssertionError(f"the query failed: {query.exception()}")
+        try:
+            message = consumer.receive(500)
+        except pulsar.Timeout:
+            continue
+        got.append((message.data(), message.properties(), message.publish_timestamp(), int(time.time() * 1000)))
+        consumer.acknowledge(message)
+
+
+def test_never_early_and_exactly_once_across_a_restart(spark, broker, tmp_path):
+    client = pulsar.Client(broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        consumer = client.subscribe("dd-out", "check")
+        producer = client.create_producer("dd-in")
+        now = int(time.time() * 1000)
+        sent = {}
+        for i in range(24):
+            properties = {"n": str(i)}
+            if i % 6:  # most wait 2..25 s; every sixth has no deliver time and goes straight through
+                properties["deliverAt"] = str(now + 2000 + i * 1000)
+            if i == 5:
+                properties["deliverAt"] = str(now - 60_000)  # already due: straight through
+            producer.send(f"m{i}".encode(), properties=properties, partition_key=f"k{i % 4}")
+            sent[f"m{i}".encode()] = properties
+        checkpoint = str(tmp_path / "checkpoint")
+        deadline = time.monotonic() + DEADLINE_SECONDS
+        query = delayed_dispatch(spark, "dd-in", "dd-out", service_url=broker.url, checkpoint_location=checkpoint)
+        got: list = []
+        try:
+            # until a first delayed message is out: the rest are pending in the query's state
+            while not any("deliverAt" in g[1] and g[0] != b"m5" for g in got) and time.monotonic() < deadline:
+                receive_until(consumer, got, len(got) + 1, min(deadline, time.monotonic() + 1), query)
+        finally:
+            query.stop()
+        assert len(got) < len(sent), "everything came out before the restart: make the delays longer"
+        query = delayed_dispatch(spark, "dd-in", "dd-out", service_url=broker.url, checkpoint_location=checkpoint)
+        try:
+            receive_until(consumer, got, len(sent), deadline, query)
+            receive_until(consumer, got, len(sent) + 1, time.monotonic() + 3, query)  # anything extra?
+        finally:
+            query.stop()
+    finally:
+        client.close()
+    counts = Counter(value for value, *_rest in got)
+    duplicated = [value for value, count in counts.items() if count > 1]
+    assert counts == Counter(list(sent)), f"lost {set(sent) - set(counts)}, duplicated {duplicated}"
+    for value, properties, published, received in got:
+        assert properties == sent[value]
+        deliver_at = int(properties.get("deliverAt", 0))
+        assert published >= deliver_at and received >= deliver_at, (value, deliver_at, published)
