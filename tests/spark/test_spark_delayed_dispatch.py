@@ -47,8 +47,8 @@ def test_never_early_and_exactly_once_across_a_restart(spark, broker, tmp_path):
         sent = {}
         for i in range(24):
             properties = {"n": str(i)}
-            if i % 6:  # most wait 2..25 s; every sixth has no deliver time and goes straight through
-                properties["deliverAt"] = str(now + 2000 + i * 1000)
+            if i % 6:  # most wait 2..13.5 s; every sixth has no deliver time and goes straight through
+                properties["deliverAt"] = str(now + 2000 + i * 500)
             if i == 5:
                 properties["deliverAt"] = str(now - 60_000)  # already due: straight through
             producer.send(f"m{i}".encode(), properties=properties, partition_key=f"k{i % 4}")
