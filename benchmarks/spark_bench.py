@@ -18,6 +18,7 @@ Usage: python benchmarks/spark_bench.py [--messages 10000000] [--batch 1000] [--
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -177,14 +178,15 @@ def main() -> None:
         others_cpu = max(0.0, machine_after - machine_before - spark_cpu)
         loads["after_spark"] = load()
         start = time.perf_counter()
-        recent = df.where(f"broker_time >= {last_percent_time}").count()
+        recent = df.where(f"broker_time >= timestamp_millis({last_percent_time})").count()
         recent_s = time.perf_counter() - start
         spark.stop()
     finally:
         broker.stop()
 
     reader = MagnetarBatchReader(parse_options({"path": str(data_dir), "topic": TOPIC}))
-    reader.pushed.accept(GreaterThanOrEqual(("broker_time",), last_percent_time))
+    since = datetime.datetime.fromtimestamp(last_percent_time / 1000, datetime.UTC)
+    reader.pushed.accept(GreaterThanOrEqual(("broker_time",), since))
     plans = reader.plan()
     pushed_reads = sum(p.entries_searched + p.entries_to_read for p in plans)
     spark_s = statistics.median(runs)

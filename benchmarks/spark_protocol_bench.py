@@ -82,7 +82,8 @@ def main() -> None:
             results[f"{via}_seconds"] = [round(s, 2) for s in seconds]
             results[f"{via}_rows_per_s"] = round(rows / statistics.median(seconds))
         start = time.perf_counter()
-        recent = reader.option("service.url", broker.url).load().where(f"broker_time >= {last_percent_time}").count()
+        since = f"broker_time >= timestamp_millis({last_percent_time})"
+        recent = reader.option("service.url", broker.url).load().where(since).count()
         results["service_url_last_1pct_rows"] = recent
         results["service_url_last_1pct_seconds"] = round(time.perf_counter() - start, 2)
         spark.stop()

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
+from pyspark.sql.types import TimestampType
 from standalone import Standalone
 
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory
@@ -24,6 +25,12 @@ INTERCEPTORS = (
     "brokerEntryMetadataInterceptors=org.apache.pulsar.common.intercept.AppendBrokerTimestampMetadataInterceptor,"
     "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor"
 )
+
+
+def millis(when: object) -> int | None:
+    """A timestamp column's value as the epoch milliseconds written (the inverse of PySpark's
+    conversion, whatever the local time zone)."""
+    return None if when is None else TimestampType().toInternal(when) // 1000
 
 
 def write_entries(data_dir: Path, name: str, entries: list[dict], entries_per_ledger: int = 50_000) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from spark_helpers import millis
 
 from magnetar.formats.arrow_ipc import encode_arrow_batches
 from magnetar.spark.options import MagnetarOptionError, parse_options
@@ -85,7 +86,7 @@ def test_every_format_reads_as_its_pulsar_twin(spark, mixed_topic):
     assert [r["entry_id"] for r in rows] == [e for e in range(4) for _ in MESSAGES]
     by_entry = [[{c: r[c] for c in COLUMNS} for r in rows if r["entry_id"] == e] for e in range(4)]
     assert by_entry[0] == by_entry[1] == by_entry[2] == by_entry[3]
-    assert [(r["key"], r["value"], r["properties"], r["event_time"]) for r in by_entry[1]] == [
+    assert [(r["key"], r["value"], r["properties"], millis(r["event_time"])) for r in by_entry[1]] == [
         (k, v, h, t) for k, v, h, t in MESSAGES]
 
 

@@ -8,7 +8,7 @@ import urllib.request
 
 import pulsar
 import pytest
-from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics, produce
+from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics, millis, produce
 
 pytestmark = pytest.mark.spark
 
@@ -81,7 +81,7 @@ def test_index_and_time_pushdown_equal_a_full_read_and_filter(spark, served):
     df = _frame(spark, broker.url, topic="big")
     everything = df.select("index", "broker_time").collect()
     indexes = sorted(r["index"] for r in everything)
-    times = sorted(r["broker_time"] for r in everything)
+    times = sorted(millis(r["broker_time"]) for r in everything)
     assert indexes == list(range(len(everything)))
     rng = random.Random(7)
     for _ in range(6):
@@ -90,9 +90,9 @@ def test_index_and_time_pushdown_equal_a_full_read_and_filter(spark, served):
         got = sorted(r["index"] for r in df.where(condition).select("index").collect())
         assert got == [i for i in indexes if low <= i < high], condition
         t_low, t_high = sorted(rng.sample(times, 2))
-        condition = f"broker_time > {t_low} AND broker_time <= {t_high}"
+        condition = f"broker_time > timestamp_millis({t_low}) AND broker_time <= timestamp_millis({t_high})"
         got = sorted(r["index"] for r in df.where(condition).select("index").collect())
-        assert got == sorted(r["index"] for r in everything if t_low < r["broker_time"] <= t_high), condition
+        assert got == sorted(r["index"] for r in everything if t_low < millis(r["broker_time"]) <= t_high), condition
 
 
 def test_offsets_and_times_match_the_data_dir(spark, served):
@@ -102,7 +102,8 @@ def test_offsets_and_times_match_the_data_dir(spark, served):
         {"startingOffsets": f'{{"{topic}": {{"-1": 1234}}}}', "endingOffsets": f'{{"{topic}": {{"-1": 2100}}}}'},
         {"startingOffsets": "latest"},
     ]
-    times = sorted(r["broker_time"] for r in _frame(spark, str(data_dir), topic="big").select("broker_time").collect())
+    stored = _frame(spark, str(data_dir), topic="big").select("broker_time").collect()
+    times = sorted(millis(r["broker_time"]) for r in stored)
     cases.append({"startingTime": str(times[len(times) // 3]), "endingTime": str(times[2 * len(times) // 3])})
     for options in cases:
         over_protocol = _rows(_frame(spark, broker.url, topic="big", **options))

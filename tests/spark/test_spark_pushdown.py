@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 
 import pytest
+from pyspark.sql import functions as F
 from pyspark.sql.datasource import GreaterThanOrEqual
-from spark_helpers import write_entries
+from spark_helpers import millis, write_entries
 
 from magnetar.spark.offsets import TopicPartition
 from magnetar.spark.options import parse_options
@@ -56,7 +58,7 @@ def _key(row):
 
 def _query(spark, path, where):
     df = spark.read.format("magnetar").option("topic", "pushdown").load(path)
-    return sorted(((r["index"], r["broker_time"]) for r in df.where(where).collect()), key=_key)
+    return sorted(((r["index"], millis(r["broker_time"])) for r in df.where(where).collect()), key=_key)
 
 
 def test_full_read_sees_every_message_with_nulls_for_unprefixed(spark, data):
@@ -86,7 +88,7 @@ def test_randomized_time_and_index_filters_equal_a_full_read_and_filter(spark, d
                 clauses.append((column, op, rng.choice(values) + rng.choice([-1, 0, 0, 1])))
         if not clauses:
             continue
-        where = " and ".join(f"{c} {op} {v}" for c, op, v in clauses)
+        where = " and ".join(f"{c} {op} {v if c == 'index' else f'timestamp_millis({v})'}" for c, op, v in clauses)
         expected = sorted(
             (i, t)
             for i, t, _ in rows
@@ -97,10 +99,11 @@ def test_randomized_time_and_index_filters_equal_a_full_read_and_filter(spark, d
 
 def test_pushed_filters_show_in_explain(spark, data, capsys):
     path, _ = data
-    df = spark.read.format("magnetar").option("topic", "pushdown").load(path).where("broker_time >= 2000")
+    df = spark.read.format("magnetar").option("topic", "pushdown").load(path) \
+        .where("broker_time >= timestamp_millis(2000)")
     df.explain("formatted")
     plan = capsys.readouterr().out
-    assert "PushedFilters: [GreaterThanOrEqual(broker_time,2000)]" in plan
+    assert "PushedFilters: [GreaterThanOrEqual(broker_time,1970-01-01 " in plan
 
 
 def test_properties_filter_option_keeps_matching_messages(spark, data):
@@ -118,7 +121,8 @@ def test_time_search_reads_few_entries(data):
     path, _ = data
     options = parse_options({"path": path, "topic": "pushdown"})
     reader = MagnetarBatchReader(options)
-    assert reader.pushed.accept(GreaterThanOrEqual(("broker_time",), 10**9))
+    far = dt.datetime.fromtimestamp(10**6, dt.UTC)  # 10**9 ms: after every entry
+    assert reader.pushed.accept(GreaterThanOrEqual(("broker_time",), far))
     (plan,) = reader.plan()
     assert plan.entries_to_read == 0
     assert plan.entries_searched <= 10
@@ -133,3 +137,33 @@ def test_partition_filter_prunes(data):
     assert full.entries_to_read == 260 and full.entries_searched == 0
     pushed.partitions = {3}
     assert not pushed.keeps(tp)
+
+
+def test_timestamp_literals_and_sub_millisecond_bounds_equal_a_full_read_and_filter(spark, data, capsys):
+    path, rows = data
+    df = spark.read.format("magnetar").option("topic", "pushdown").load(path)
+    times = sorted({t for i, t, _ in rows if i is not None})
+    middle = times[len(times) // 2]
+    ops = {">=": lambda a, b: a >= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b,
+           "<=": lambda a, b: a <= b, "=": lambda a, b: a == b}
+    for micros in (middle * 1000, middle * 1000 + 500):
+        for op, compare in ops.items():
+            where = f"broker_time {op} timestamp_micros({micros})"
+            expected = sorted(i for i, t, _ in rows if i is not None and compare(t * 1000, micros))
+            assert sorted(r["index"] for r in df.where(where).collect()) == expected, where
+    when = dt.datetime.fromtimestamp(middle / 1000, dt.UTC)
+    by_datetime = df.where(F.col("broker_time") >= when)
+    by_string = df.where(F.col("broker_time") >= when.astimezone().replace(tzinfo=None).isoformat(" "))
+    expected = sum(1 for i, t, _ in rows if i is not None and t >= middle)
+    assert by_datetime.count() == by_string.count() == expected
+    by_string.explain("formatted")
+    assert "PushedFilters: [GreaterThanOrEqual(broker_time," in capsys.readouterr().out
+
+
+def test_the_format_is_found_without_register_in_a_fresh_session(spark, data):
+    """pyspark_magnetar.DefaultSource (SPARK-45917): no register() call, pushdown left off."""
+    path, rows = data
+    fresh = spark.newSession()
+    assert fresh.conf.get("spark.sql.python.filterPushdown.enabled") == "false"
+    df = fresh.read.format("magnetar").option("topic", "pushdown").load(path).where("index >= 100")
+    assert df.count() == sum(1 for i, _, _ in rows if i is not None and i >= 100)

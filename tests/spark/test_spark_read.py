@@ -7,7 +7,7 @@ import urllib.request
 
 import pulsar
 import pytest
-from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics, produce
+from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics, millis, produce
 
 from magnetar.spark.options import MagnetarOptionError, parse_options
 
@@ -45,9 +45,9 @@ def test_rows_equal_what_the_official_client_sent(spark, produced):
             assert bytes(row["value"]) == value
             assert row["properties"] == {"i": str(i)}
             assert row["key"] == kwargs.get("partition_key")
-            assert row["event_time"] == kwargs.get("event_timestamp")
+            assert millis(row["event_time"]) == kwargs.get("event_timestamp")
             assert row["partition"] == -1
-            assert row["broker_time"] is not None and row["publish_time"] > 0
+            assert row["broker_time"] is not None and millis(row["publish_time"]) > 0
             assert row["producer_name"]
             assert (batch_index >= 0) == topic.startswith("t-b-")
 
@@ -103,7 +103,7 @@ def test_entries_without_prefix_read_with_null_index(spark, broker_factory, clie
     rows = df.collect()
     assert len(rows) == len(sent)
     assert all(r["index"] is None and r["broker_time"] is None for r in rows)
-    assert df.where("broker_time > 0").count() == 0
+    assert df.where("broker_time > timestamp_millis(0)").count() == 0
     late = spark.read.format("magnetar").option("topic", "plain").option("startingTime", str(10**15))
     assert late.load(str(broker.data_dir)).count() == 0  # time options fall back to publish_time
 

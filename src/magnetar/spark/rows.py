@@ -20,8 +20,13 @@ from magnetar.formats.processor import ProcessorSet
 from magnetar.formats.table import MAX_BATCH_BYTES, MAX_UNCOMPRESSED_BYTES, TableBuilder
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
-__all__ = ["ARROW_SCHEMA", "COLUMNS", "MAX_BATCH_BYTES", "MAX_UNCOMPRESSED_BYTES", "SCHEMA_DDL", "RowBuilder",
-           "RowFilter", "apply_row_filter", "rows_of_entries", "spark_schema"]
+__all__ = ["ARROW_SCHEMA", "COLUMNS", "MAX_BATCH_BYTES", "MAX_UNCOMPRESSED_BYTES", "SCHEMA_DDL", "TIME_COLUMNS",
+           "RowBuilder", "RowFilter", "apply_row_filter", "rows_of_entries", "spark_schema", "with_timestamps"]
+
+TIME_COLUMNS = ("broker_time", "publish_time", "event_time")
+"""Epoch milliseconds in the decoded columns (as `receive_arrow` gives them); TimestampType in
+Spark, as in Spark's Kafka source and the pulsar-spark connector."""
+SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
 def spark_schema() -> object:
@@ -34,6 +39,7 @@ def spark_schema() -> object:
         StringType,
         StructField,
         StructType,
+        TimestampType,
     )
 
     spark_types = {
@@ -42,18 +48,30 @@ def spark_schema() -> object:
         pa.int64(): LongType(),
         pa.binary(): BinaryType(),
     }
-    fields = [
-        StructField(name, MapType(StringType(), StringType()) if name == "properties" else spark_types[kind])
-        for name, kind in COLUMNS
-    ]
-    return StructType(fields)
+
+    def spark_type(name: str, kind: pa.DataType) -> object:
+        if name == "properties":
+            return MapType(StringType(), StringType())
+        return TimestampType() if name in TIME_COLUMNS else spark_types[kind]
+
+    return StructType([StructField(name, spark_type(name, kind)) for name, kind in COLUMNS])
 
 
 SCHEMA_DDL = (
     "topic string, partition int, ledger_id bigint, entry_id bigint, batch_index int, index bigint, "
-    "broker_time bigint, publish_time bigint, event_time bigint, key string, properties map<string,string>, "
+    "broker_time timestamp, publish_time timestamp, event_time timestamp, key string, properties map<string,string>, "
     "value binary, producer_name string, sequence_id bigint"
 )
+
+
+def with_timestamps(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with its millisecond time columns as Spark's timestamps (microseconds, UTC)."""
+    columns = list(batch.columns)
+    for name in TIME_COLUMNS:
+        i = batch.schema.get_field_index(name)
+        columns[i] = columns[i].cast(pa.timestamp("ms", tz="UTC")).cast(SPARK_TIMESTAMP)
+    fields = [pa.field(f.name, SPARK_TIMESTAMP) if f.name in TIME_COLUMNS else f for f in batch.schema]
+    return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields))
 
 
 @dataclass(frozen=True, slots=True)

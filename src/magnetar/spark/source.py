@@ -7,6 +7,7 @@ only options and plans (plain data); files and sockets are opened where rows are
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -30,6 +31,7 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+from pyspark.sql.types import TimestampType
 
 from magnetar.client.connection import PulsarClientError
 from magnetar.spark.offsets import (
@@ -43,7 +45,7 @@ from magnetar.spark.offsets import (
 )
 from magnetar.spark.options import MagnetarOptionError, SourceOptions, parse_options
 from magnetar.spark.protocol_reader import MessageRange, ProtocolTopics, read_messages
-from magnetar.spark.rows import spark_schema
+from magnetar.spark.rows import spark_schema, with_timestamps
 from magnetar.spark.storage_reader import (
     Bounds,
     EntryRange,
@@ -93,22 +95,15 @@ class PushedFilters:
 
     def _accept_bound(self, kind: str, f: Filter) -> bool:
         value = getattr(f, "value", None)
-        if not isinstance(value, int) or isinstance(value, bool):
-            return False
-        low: int | None = None
-        high: int | None = None
-        if isinstance(f, EqualTo):
-            low = high = value
-        elif isinstance(f, GreaterThan):
-            low = value + 1
-        elif isinstance(f, GreaterThanOrEqual):
-            low = value
-        elif isinstance(f, LessThan):
-            high = value - 1
-        elif isinstance(f, LessThanOrEqual):
-            high = value
+        if kind == "time" and isinstance(value, datetime.datetime):
+            bounds = _millisecond_bounds(f, TimestampType().toInternal(value))
+        elif kind == "index" and isinstance(value, int) and not isinstance(value, bool):
+            bounds = _integer_bounds(f, value)
         else:
             return False
+        if bounds is None:
+            return False
+        low, high = bounds
         b = self.bounds
         if kind == "index":
             self.bounds = with_index_bounds(b, low, high)
@@ -120,6 +115,38 @@ class PushedFilters:
         return (self.topics is None or tp.topic in self.topics) and (
             self.partitions is None or tp.partition in self.partitions
         )
+
+
+def _integer_bounds(f: Filter, value: int) -> tuple[int | None, int | None] | None:
+    """Inclusive (low, high) of `column <op> value` over integers; None for another filter."""
+    if isinstance(f, EqualTo):
+        return value, value
+    if isinstance(f, GreaterThan):
+        return value + 1, None
+    if isinstance(f, GreaterThanOrEqual):
+        return value, None
+    if isinstance(f, LessThan):
+        return None, value - 1
+    if isinstance(f, LessThanOrEqual):
+        return None, value
+    return None
+
+
+def _millisecond_bounds(f: Filter, micros: int) -> tuple[int | None, int | None] | None:
+    """Inclusive millisecond (low, high) of `time <op> t` for a timestamp `t` in microseconds:
+    times are whole milliseconds, so `>= 10:00:00.0005` starts at .001 and `= .0005` is empty."""
+    floor, ceil = micros // 1000, -(-micros // 1000)
+    if isinstance(f, EqualTo):
+        return (floor, floor) if floor == ceil else (ceil, floor)
+    if isinstance(f, GreaterThan):
+        return floor + 1, None
+    if isinstance(f, GreaterThanOrEqual):
+        return ceil, None
+    if isinstance(f, LessThan):
+        return None, ceil - 1
+    if isinstance(f, LessThanOrEqual):
+        return None, floor
+    return None
 
 
 class MagnetarPartition(InputPartition):
@@ -162,6 +189,17 @@ class MagnetarDataSource(DataSource):
         return MagnetarStreamWriter(parse_write_options(self.options, schema))
 
 
+class AutoRegisteredDataSource(MagnetarDataSource):
+    """The source PySpark registers by itself (`pyspark_magnetar.DefaultSource`, SPARK-45917).
+
+    Such a session may not have filter pushdown enabled, and Spark fails a pushdown reader
+    there, so batch reads take no filters; `magnetar.spark.register(spark)` replaces it with
+    the pushdown reader and enables pushdown."""
+
+    def reader(self, schema: object) -> DataSourceReader:
+        return PlainBatchReader(parse_options(self.options, streaming=False))
+
+
 def _append_only(overwrite: bool) -> None:
     if overwrite:
         raise MagnetarOptionError("a topic can only be appended to: use mode('append') (or outputMode('append'))")
@@ -182,9 +220,11 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
         return
     if isinstance(work, EntryRange):
         assert options.path is not None
-        yield from read_range(options.path, work, options.fail_on_data_loss, options.payload_processors)
+        batches = read_range(options.path, work, options.fail_on_data_loss, options.payload_processors)
     else:
-        yield from read_messages(options, work)
+        batches = read_messages(options, work)
+    for batch in batches:
+        yield with_timestamps(batch)
 
 
 def _batch_bounds(options: SourceOptions, tp: TopicPartition, pushed: Bounds, topics: Topics) -> Bounds:
@@ -206,15 +246,13 @@ def _batch_bounds(options: SourceOptions, tp: TopicPartition, pushed: Bounds, to
     return with_index_bounds(bounds, low, high)
 
 
-class MagnetarBatchReader(DataSourceReader):
+class PlainBatchReader(DataSourceReader):
+    """A batch read that receives no filters: Spark refuses to plan a reader implementing
+    pushFilters while spark.sql.python.filterPushdown.enabled is off, its default."""
+
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
         self.pushed = PushedFilters()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        for f in filters:
-            if not self.pushed.accept(f):
-                yield f
 
     def plan(self) -> list[Plan]:
         """The ranges to read of every topic partition the pushed filters keep."""
@@ -232,6 +270,15 @@ class MagnetarBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return _read(self.options, partition)
+
+
+class MagnetarBatchReader(PlainBatchReader):
+    """A batch read with filter pushdown (what `register()` enables)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        for f in filters:
+            if not self.pushed.accept(f):
+                yield f
 
 
 def _reconnecting(method: Callable[..., _R]) -> Callable[..., _R]:
@@ -362,4 +409,4 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _read(self.options, partition)
 
 
-__all__ = ["MagnetarDataLossError", "MagnetarDataSource"]
+__all__ = ["AutoRegisteredDataSource", "MagnetarDataLossError", "MagnetarDataSource"]
