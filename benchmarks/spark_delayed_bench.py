@@ -6,9 +6,11 @@ Spark delayed-dispatch pipeline (`magnetar.spark.delayed_dispatch`), printed as 
 Load: `--rate` msg/s of 100-byte unbatched messages for `--seconds`, each due `--delay-ms`
 plus up to one more second after it was sent (property `at`, epoch ms).
 
-- broker: the producer sets `deliver_at`; a Shared consumer of the topic receives them.
-- spark: the producer only sets the property; the pipeline (local[2], its own process,
-  trigger 100 ms, warmed up before the load) holds them and writes them to an output
+The producer sets `deliver_at` (MessageMetadata's deliver_at_time) both ways.
+
+- broker: a Shared consumer of the topic receives them when the broker releases them.
+- spark: the pipeline (local[2], its own process, trigger 100 ms, warmed up before the
+  load) reads them (a reader is not held back), holds them and writes them to an output
   topic (deduplication on), which an Exclusive consumer receives.
 
 Reported per way: lateness (receive time - `at`) p50/p99/max, early deliveries (must be
@@ -90,8 +92,8 @@ def receive(consumer: pulsar.Consumer, expected: int, deadline: float, late: lis
         consumer.acknowledge(message)
 
 
-def run_load(url: str, topic: str, consumer: pulsar.Consumer, args: argparse.Namespace, in_broker: bool,
-             broker_pid: int, spark_pid: int | None = None) -> dict[str, object]:
+def run_load(url: str, topic: str, consumer: pulsar.Consumer, args: argparse.Namespace, broker_pid: int,
+             spark_pid: int | None = None) -> dict[str, object]:
     expected = int(args.rate * args.seconds)
     late: list[int] = []
     deadline = time.monotonic() + args.seconds + args.delay_ms / 1000 + 180
@@ -108,8 +110,7 @@ def run_load(url: str, topic: str, consumer: pulsar.Consumer, args: argparse.Nam
         if pause > 0.001:
             time.sleep(pause)
         at = now_ms() + args.delay_ms + rng.randrange(1000)
-        extra = {"deliver_at": at} if in_broker else {}
-        producer.send_async(b"x" * 100, None, properties={"at": str(at)}, **extra)
+        producer.send_async(b"x" * 100, None, properties={"at": str(at)}, deliver_at=at)
     producer.flush()
     receiver.join()
     result: dict[str, object] = {
@@ -132,7 +133,7 @@ def in_broker(tmp: Path, args: argparse.Namespace) -> dict[str, object]:
         consumer = client.subscribe("delayed", "sub", consumer_type=pulsar.ConsumerType.Shared,
                                     receiver_queue_size=10_000)
         assert broker.proc is not None
-        result = run_load(broker.url, "delayed", consumer, args, True, broker.proc.pid)
+        result = run_load(broker.url, "delayed", consumer, args, broker.proc.pid)
         client.close()
         return result
     finally:
@@ -152,7 +153,7 @@ def with_spark(tmp: Path, args: argparse.Namespace) -> dict[str, object]:
         try:
             consumer.receive(300_000)  # the warm-up message went through: the query is running
             assert broker.proc is not None
-            result = run_load(broker.url, "in", consumer, args, False, broker.proc.pid, child.pid)
+            result = run_load(broker.url, "in", consumer, args, broker.proc.pid, child.pid)
         finally:
             assert child.stdin is not None
             child.stdin.close()
@@ -172,8 +173,7 @@ def child(url: str, checkpoint: str) -> None:
     spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
              .config("spark.sql.shuffle.partitions", "2").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    query = delayed_dispatch(spark, "in", "out", service_url=url, checkpoint_location=checkpoint,
-                             deliver_at_property="at")
+    query = delayed_dispatch(spark, "in", "out", service_url=url, checkpoint_location=checkpoint)
     sys.stdin.read()
     query.stop()
     spark.stop()

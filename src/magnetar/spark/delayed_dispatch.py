@@ -16,8 +16,10 @@ topic then need no delayed delivery in the broker.
   batch timestamp, so it fires the same timers and emits the same rows, which the sink
   writes under the same producer names and sequence ids, and the output topic's
   deduplication (which must be on) drops what was stored before.
-- The deliver time comes from a property (`deliver_at_property`, epoch milliseconds, as
-  written by the producer). A message without it, or whose time has passed when it
+- The deliver time is the message's `deliver_at_time` (PIP-26's MessageMetadata field,
+  set by the producer's `deliver_at`/`deliver_after`: the source's `deliver_at` column),
+  or, when `deliver_at_property` names one, that property (epoch milliseconds) where
+  present. A message without it, or whose time has passed when it
   arrives, goes straight through.
 """
 
@@ -38,7 +40,6 @@ import magnetar.spark
 from magnetar.spark.options import MagnetarOptionError
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-DEFAULT_PROPERTY = "deliverAt"
 OUTPUT_SCHEMA = "key string, value binary, properties map<string,string>"
 STATE_SCHEMA = "key string, value binary, properties string, deliver_at long"
 
@@ -96,7 +97,7 @@ def _frame(rows: list[tuple[Any, Any, Any]]) -> pd.DataFrame:
 
 
 def delayed_dispatch(spark: Any, input_topic: str, output_topic: str, *, service_url: str,
-                     checkpoint_location: str, deliver_at_property: str = DEFAULT_PROPERTY,
+                     checkpoint_location: str, deliver_at_property: str | None = None,
                      trigger_interval: str = "100 milliseconds", query_name: str | None = None,
                      source_options: dict[str, str] | None = None) -> Any:
     """Start the pipeline; returns its StreamingQuery.
@@ -107,8 +108,8 @@ def delayed_dispatch(spark: Any, input_topic: str, output_topic: str, *, service
     with the same one to resume. `source_options` go to the stream source as given (e.g.
     `maxMessagesPerTrigger`; `startingOffsets` defaults to earliest).
     """
-    if not deliver_at_property:
-        raise MagnetarOptionError("delayed_dispatch: deliver_at_property must name a message property")
+    if deliver_at_property is not None and not deliver_at_property.strip():
+        raise MagnetarOptionError("delayed_dispatch: deliver_at_property must name a message property (or be None)")
     from pyspark.sql import functions as f  # noqa: PLC0415
 
     magnetar.spark.register(spark)
@@ -117,7 +118,9 @@ def delayed_dispatch(spark: Any, input_topic: str, output_topic: str, *, service
     options = {"startingOffsets": "earliest", **(source_options or {})}
     source = reader.option("topic", input_topic).options(**options).load()
     message_id = f.concat_ws(":", "topic", "partition", "ledger_id", "entry_id", "batch_index")
-    deliver_at = f.element_at("properties", f.lit(deliver_at_property)).cast("long")
+    deliver_at = f.unix_millis("deliver_at")
+    if deliver_at_property is not None:
+        deliver_at = f.coalesce(f.element_at("properties", f.lit(deliver_at_property)).cast("long"), deliver_at)
     messages = source.select(message_id.alias("id"), "key", "value", "properties", deliver_at.alias("deliver_at"))
     released = messages.groupBy("id").transformWithStateInPandas(
         statefulProcessor=DelayedDispatcher(), outputStructType=OUTPUT_SCHEMA, outputMode="Update",
