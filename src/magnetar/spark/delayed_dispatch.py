@@ -19,7 +19,7 @@ topic then need no delayed delivery in the broker.
 - The deliver time is the message's `deliver_at_time` (PIP-26's MessageMetadata field,
   set by the producer's `deliver_at`/`deliver_after`: the source's `deliver_at` column),
   or, when `deliver_at_property` names one, that property (epoch milliseconds) where
-  present. A message without it, or whose time has passed when it
+  present. A message without a deliver time, or whose time has passed when it
   arrives, goes straight through.
 """
 
