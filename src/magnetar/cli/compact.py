@@ -13,7 +13,7 @@ import os
 import sys
 
 from magnetar.admin.client import AdminClient, AdminError
-from magnetar.cli.admin import DEFAULT_ADMIN_URL, _compact, _progress_bar
+from magnetar.cli.admin import DEFAULT_ADMIN_URL, compact_and_wait, progress_bar
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -31,7 +31,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        message = _with_spark(args) if args.spark else _compact(
+        message = _with_spark(args) if args.spark else compact_and_wait(
             AdminClient(args.admin_url or DEFAULT_ADMIN_URL), argparse.Namespace(topic=args.topic, wait=True))
     except AdminError as error:
         print(f"magnetar compact: {error.reason}" + (f" ({error.status})" if error.status else ""), file=sys.stderr)
@@ -53,12 +53,17 @@ def _with_spark(args: argparse.Namespace) -> str:
         from pyspark.sql import SparkSession  # noqa: PLC0415 (the [spark] extra is optional)
 
         from magnetar.spark.compaction import compact  # noqa: PLC0415
+        from magnetar.spark.storage_reader import StorageTopics  # noqa: PLC0415
     except ImportError as exc:
         raise ValueError(f"--spark needs the [spark] extra (pip install 'magnetar[spark]'): {exc}") from None
+    try:  # a bad directory or topic fails before Spark starts
+        StorageTopics(args.data_dir).partitions(args.topic)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("option 'path'", "--data-dir")) from None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master(args.master).appName(f"magnetar compact {args.topic}")
              .config("spark.ui.enabled", "false").getOrCreate())
-    results = compact(spark, args.topic, args.admin_url, args.data_dir, progress=_progress_bar)
+    results = compact(spark, args.topic, args.admin_url, args.data_dir, progress=progress_bar)
     print(file=sys.stderr)
     done = [r for r in results if r.horizon is not None]
     if not done:
