@@ -45,7 +45,7 @@ from magnetar.spark.compaction_tasks import (
 from magnetar.spark.offsets import TopicPartition
 from magnetar.spark.options import MagnetarOptionError
 from magnetar.spark.storage_reader import StorageTopics, open_data_dir, storage_name
-from magnetar.storage import DataDirLockedError, ManagedLedgerFactory, Position
+from magnetar.storage import DataDirLockedError, ManagedLedgerFactory, NoSuchManagedLedgerError, Position
 from magnetar.storage.compacted_ledger import CompactedLedgerStore
 from magnetar.storage.message_finder import EntrySequence
 
@@ -155,7 +155,10 @@ def plan_partition(path: str, tp: TopicPartition, split_bytes: int, parallelism:
     in force already covers every entry."""
     factory = open_data_dir(path)
     name = storage_name(tp)
-    ml = factory.open(name)
+    try:
+        ml = factory.open(name)
+    except NoSuchManagedLedgerError:  # a partition that never stored anything
+        return None
     ml.refresh()
     horizon = ml.last_confirmed_position
     store = CompactedLedgerStore(factory, name)
