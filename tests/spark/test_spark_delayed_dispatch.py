@@ -92,3 +92,17 @@ def test_never_early_and_exactly_once_across_a_restart(spark, broker, tmp_path):
         assert properties == sent[value]
         deliver_at = int(properties.get("deliverAt", properties.get("at", 0)))
         assert published >= deliver_at and received >= deliver_at, (value, deliver_at, published)
+
+
+def test_deliver_at_column_holds_deliver_at_time(spark, broker):
+    client = pulsar.Client(broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        producer = client.create_producer("dd-column")
+        at = 1_900_000_000_123
+        producer.send(b"later", deliver_at=at)
+        producer.send(b"now")
+    finally:
+        client.close()
+    rows = (spark.read.format("magnetar").option("service.url", broker.url).option("topic", "dd-column").load()
+            .selectExpr("value", "unix_millis(deliver_at) AS at").collect())
+    assert {bytes(row.value): row.at for row in rows} == {b"later": at, b"now": None}
