@@ -19,12 +19,13 @@ topic then need no delayed delivery in the broker.
 - The deliver time is the message's `deliver_at_time` (PIP-26's MessageMetadata field,
   set by the producer's `deliver_at`/`deliver_after`: the source's `deliver_at` column),
   or, when `deliver_at_property` names one, that property (epoch milliseconds) where
-  present. A message without a deliver time, or whose time has passed when it
-  arrives, goes straight through.
+  present (a value that is not a number counts as absent). A message without a deliver
+  time, or whose time has passed when it arrives, goes straight through.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,14 +80,10 @@ class DelayedDispatcher(StatefulProcessor):
 
 
 def _encode(properties: Any) -> str:
-    import json  # noqa: PLC0415
-
     return json.dumps(dict(properties) if properties is not None else {})
 
 
 def _decode(raw: str) -> dict[str, str]:
-    import json  # noqa: PLC0415
-
     return dict(json.loads(raw))
 
 
