@@ -28,6 +28,7 @@ COLUMNS = [
     "value",
     "producer_name",
     "sequence_id",
+    "deliver_at",
 ]
 
 

@@ -183,6 +183,13 @@ class AdminClient:
         """`{"status": NOT_RUN|RUNNING|SUCCESS|ERROR, "lastError": ..., "progress": 0..1}`."""
         return self._json("GET", _topic(topic, "compaction"))
 
+    def adopt_compaction(self, topic: str, staging: str, horizon: tuple[int, int], base: tuple[int, int] | None,
+                         entries: int) -> None:
+        """Hand the broker a compaction staged beside the topic (magnetar's, see magnetar.spark.compact)."""
+        body = {"staging": staging, "horizon": list(horizon), "base": None if base is None else list(base),
+                "entries": entries}
+        self._json("POST", _topic(topic, "compaction/adopt"), body)
+
     def get_compaction_threshold(self, topic: str) -> int | None:
         return self.get_topic_policy(topic, "compactionThreshold")
 

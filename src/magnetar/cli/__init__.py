@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from magnetar import __version__
-from magnetar.cli import admin, client, perf, standalone
+from magnetar.cli import admin, client, compact, perf, standalone
 
 
 def parser() -> argparse.ArgumentParser:
@@ -21,6 +21,7 @@ def parser() -> argparse.ArgumentParser:
     admin.register(commands)
     client.register(commands)
     perf.register(commands)
+    compact.register(commands)
     return top
 
 

@@ -169,14 +169,14 @@ TOPIC_POLICIES = [
     _DELAYED, _SCHEMA,
 ]
 
-def _compact(admin: AdminClient, args: argparse.Namespace) -> str | None:
+def compact_and_wait(admin: AdminClient, args: argparse.Namespace) -> str | None:
     """Start a compaction; with --wait, follow it to the end with a progress bar on stderr."""
     admin.compact(args.topic)
     if not args.wait:
         return "Topic compaction requested"
     while True:
         status = admin.compaction_status(args.topic)
-        _progress_bar(float(status.get("progress", 0.0)))
+        progress_bar(float(status.get("progress", 0.0)))
         if status["status"] != "RUNNING":
             print(file=sys.stderr)
             if status["status"] == "ERROR":
@@ -185,7 +185,7 @@ def _compact(admin: AdminClient, args: argparse.Namespace) -> str | None:
         time.sleep(0.2)
 
 
-def _progress_bar(fraction: float, width: int = 30) -> None:
+def progress_bar(fraction: float, width: int = 30) -> None:
     done = round(max(0.0, min(fraction, 1.0)) * width)
     print(f"\r[{'#' * done}{'.' * (width - done)}] {fraction * 100:5.1f}%", end="", file=sys.stderr, flush=True)
 
@@ -285,7 +285,7 @@ RESOURCES: dict[str, list[Verb]] = {
              lambda a, n: a.get_message_by_id(n.topic, n.ledgerId, n.entryId),
              [TOPIC, arg("-l", "--ledgerId", type=int, required=True),
               arg("-e", "--entryId", type=int, required=True)]),
-        Verb("compact", "start compacting a topic (each partition of a partitioned one)", _compact,
+        Verb("compact", "start compacting a topic (each partition of a partitioned one)", compact_and_wait,
              [TOPIC, arg("-w", "--wait", action="store_true", help="wait for the end, showing progress on stderr")]),
         Verb("compaction-status", "show the status of a topic's compaction",
              lambda a, n: a.compaction_status(n.topic), [TOPIC]),

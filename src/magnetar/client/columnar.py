@@ -77,7 +77,8 @@ def _message_rows(messages: list[Message]) -> pa.RecordBatch:
                   bem.broker_timestamp if bem is not None and bem.HasField("broker_timestamp") else None,
                   ctx.metadata.publish_time, message.event_timestamp() or None, message.partition_key() or None,
                   list(message.properties().items()), message.data(), ctx.metadata.producer_name,
-                  message._fields().sequence_id)
+                  message._fields().sequence_id,
+                  ctx.metadata.deliver_at_time if ctx.metadata.HasField("deliver_at_time") else None)
         for name, value in zip(ARROW_SCHEMA.names, values, strict=True):
             columns[name].append(value)
     return pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)

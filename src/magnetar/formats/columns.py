@@ -33,6 +33,7 @@ COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("value", pa.binary()),
     ("producer_name", pa.string()),
     ("sequence_id", pa.int64()),
+    ("deliver_at", pa.int64()),
 )
 ARROW_SCHEMA = pa.schema([pa.field(name, kind) for name, kind in COLUMNS])
 PROPERTIES_TYPE = ARROW_SCHEMA.field("properties").type

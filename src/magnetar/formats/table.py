@@ -47,6 +47,7 @@ class EntryColumnsOfRows(NamedTuple):
     broker_time: pa.Array
     publish_time: pa.Array
     producer_name: pa.Array
+    deliver_at: pa.Array
 
 
 _ZERO = pa.scalar(0, pa.int32())
@@ -64,6 +65,8 @@ class _EntryColumns:
         self.index_shift: list[int | None] = []
         """The PIP-70 index of the entry's first message: a row's index is this plus its batch index."""
         self.broker_time: list[int | None] = []
+        self.deliver_at: list[int | None] = []
+        """PIP-26's deliver_at_time of the entry (a delayed message is never batched with others)."""
 
     def add(
         self,
@@ -84,6 +87,7 @@ class _EntryColumns:
         has_index = bem is not None and bem.HasField("index")
         self.index_shift.append(bem.index - size + 1 if has_index else None)
         self.broker_time.append(bem.broker_timestamp if bem is not None and bem.HasField("broker_timestamp") else None)
+        self.deliver_at.append(metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None)
 
     def columns(self, rows: int, batch_index: pa.Array) -> EntryColumnsOfRows:
         ends = int_column(self.row_ends, pa.int32())
@@ -101,6 +105,7 @@ class _EntryColumns:
             per_row(pa.array(self.broker_time, pa.int64())),
             per_row(int_column(self.publish_time, pa.int64())),
             per_row(pa.array(self.producer_name, pa.string())),
+            per_row(pa.array(self.deliver_at, pa.int64())),
         )
 
 
@@ -201,6 +206,7 @@ class TableBuilder:
             messages.value,
             entries.producer_name,
             messages.sequence_id,
+            entries.deliver_at,
         ]
         self._reset()
         return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)

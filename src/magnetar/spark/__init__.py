@@ -23,4 +23,12 @@ def register(spark: Any) -> None:
     spark.dataSource.register(MagnetarDataSource)
 
 
-__all__ = ["FORMAT", "register"]
+def compact(spark: Any, topic: str, service_url: str | None = None, path: str | None = None,
+            **kwargs: Any) -> list[Any]:
+    """Compact `topic` with Spark; see magnetar.spark.compaction.compact."""
+    from magnetar.spark.compaction import compact as run  # noqa: PLC0415 (pyarrow is optional)
+
+    return run(spark, topic, service_url, path, **kwargs)
+
+
+__all__ = ["FORMAT", "compact", "register"]

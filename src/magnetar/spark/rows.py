@@ -23,7 +23,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 __all__ = ["ARROW_SCHEMA", "COLUMNS", "MAX_BATCH_BYTES", "MAX_UNCOMPRESSED_BYTES", "SCHEMA_DDL", "TIME_COLUMNS",
            "RowBuilder", "RowFilter", "apply_row_filter", "rows_of_entries", "spark_schema", "with_timestamps"]
 
-TIME_COLUMNS = ("broker_time", "publish_time", "event_time")
+TIME_COLUMNS = ("broker_time", "publish_time", "event_time", "deliver_at")
 """Epoch milliseconds in the decoded columns (as `receive_arrow` gives them); TimestampType in
 Spark, as in Spark's Kafka source and the pulsar-spark connector."""
 SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
@@ -60,7 +60,7 @@ def spark_schema() -> object:
 SCHEMA_DDL = (
     "topic string, partition int, ledger_id bigint, entry_id bigint, batch_index int, index bigint, "
     "broker_time timestamp, publish_time timestamp, event_time timestamp, key string, properties map<string,string>, "
-    "value binary, producer_name string, sequence_id bigint"
+    "value binary, producer_name string, sequence_id bigint, deliver_at timestamp"
 )
 
 

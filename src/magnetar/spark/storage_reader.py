@@ -167,19 +167,24 @@ class StorageTopics:
             topics = list(options.topics)
         out: list[TopicPartition] = []
         for name in topics:
-            topic = TopicName.parse(name)
-            partitions = self._partitions_of(topic)
-            if partitions is not None:
-                out.extend(TopicPartition(str(topic), i) for i in range(partitions))
-            elif self.factory.exists(topic.storage_name):
-                parent = topic.partitioned_topic_name
-                if topic.partition_index >= 0 and self._partitions_of(parent) is not None:
-                    out.append(TopicPartition(str(parent), topic.partition_index))
-                else:
-                    out.append(TopicPartition(str(topic), -1))
-            elif options.topics_pattern is None:
-                raise MagnetarOptionError(f"unknown topic {name}: no such topic in data directory {self.path}")
+            out.extend(self.partitions(name, strict=options.topics_pattern is None))
         return out
+
+    def partitions(self, name: str, strict: bool = True) -> list[TopicPartition]:
+        """The stored partitions of one topic (itself if not partitioned); an unknown topic
+        is an error naming it when `strict`, else nothing."""
+        topic = TopicName.parse(name)
+        partitions = self._partitions_of(topic)
+        if partitions is not None:
+            return [TopicPartition(str(topic), i) for i in range(partitions)]
+        if self.factory.exists(topic.storage_name):
+            parent = topic.partitioned_topic_name
+            if topic.partition_index >= 0 and self._partitions_of(parent) is not None:
+                return [TopicPartition(str(parent), topic.partition_index)]
+            return [TopicPartition(str(topic), -1)]
+        if strict:
+            raise MagnetarOptionError(f"unknown topic {name}: no such topic in data directory {self.path}")
+        return []
 
     def close(self) -> None:
         """Nothing to release: the data dir's factory is shared by the process's readers."""
@@ -279,13 +284,13 @@ def resolve_index(topics: StorageTopics, tp: TopicPartition, index: int) -> int 
 def read_range(path: str, work: EntryRange, fail_on_data_loss: bool = True,
                payload_processors: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
     """Executor side: the rows of one entry range, as Arrow batches of ~ROWS_PER_BATCH rows."""
-    entries = _entries_of_range(path, work, fail_on_data_loss)
+    entries = entries_of_range(path, work, fail_on_data_loss)
     with gc_paused():
         yield from rows_of_entries(entries, work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH,
                                    all_builtins(payload_processors))
 
 
-def _entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool) -> Iterator[tuple[int, int, bytes]]:
+def entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool) -> Iterator[tuple[int, int, bytes]]:
     ml = open_data_dir(path).open(work.storage_name)
     ml.refresh()
     position = Position(work.ledger_id, work.entry_id)

@@ -11,14 +11,22 @@ Crash safety comes from ordering: the new ledger is written and fsynced complete
 the record is switched in one put, then the previous ledger's files are removed. A crash
 before the put leaves the previous compaction in force; the new files are orphans, which
 opening the store removes.
+
+A compaction computed elsewhere (the Spark job) is written with the same writer into a
+*staging* directory (`compacted/staging-<token>/`, ledger id 0), which nothing reads and
+orphan removal leaves alone; `adopt` checks the staged files are whole, moves them under
+an id allocated here and switches the record exactly as `commit` does.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import logging
 import os
+import re
+import shutil
 import threading
 import time
 from array import array
@@ -27,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from magnetar.storage import layout
-from magnetar.storage.ledger import Ledger, fsync_dir, remove_files
+from magnetar.storage.ledger import Ledger, data_path, fsync_dir, index_path, remove_files
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
@@ -36,6 +44,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 #: Entries buffered by a writer before one vectored write.
 _WRITE_GROUP = 256
+#: A staging directory's name: `staging-` and a token, nothing that could leave `compacted/`.
+STAGING_NAME = re.compile(r"staging-[A-Za-z0-9_-]{1,64}")
+_STAGED_ID = 0
+
+
+class StagedLedgerError(ValueError):
+    """Staged files that cannot be adopted (missing, torn, or not what the job reported)."""
 
 
 def compaction_key(name: str) -> str:
@@ -152,6 +167,20 @@ class CompactedLedgerWriter:
         _remove(self.directory, self.ledger_id)
 
 
+def _staged_positions(directory: Path, entries: int, horizon: Position) -> list[Position]:
+    path = _positions_path(directory, _STAGED_ID)
+    if not path.is_file():
+        raise StagedLedgerError(f"{directory.name}: nothing staged (no {path.name})")
+    flat = array("q")
+    flat.frombytes(path.read_bytes()[: entries * 16])
+    if len(flat) != 2 * entries or path.stat().st_size != entries * 16:
+        raise StagedLedgerError(f"{directory.name}: {path.stat().st_size // 16} positions staged, {entries} reported")
+    positions = [Position(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+    if any(a >= b for a, b in itertools.pairwise(positions)) or (positions and positions[-1] > horizon):
+        raise StagedLedgerError(f"{directory.name}: staged positions are out of order or beyond the horizon {horizon}")
+    return positions
+
+
 def _remove(directory: Path, ledger_id: int) -> None:
     remove_files(directory, ledger_id)
     _positions_path(directory, ledger_id).unlink(missing_ok=True)
@@ -202,10 +231,58 @@ class CompactedLedgerStore:
         ledger = Ledger.create(self.directory, ledger_id, self._factory.file_pool)
         return CompactedLedgerWriter(self.directory, ledger_id, ledger)
 
+    def staging_writer(self, name: str) -> CompactedLedgerWriter:
+        """A writer into `compacted/<name>/`: works on a read-only factory (it allocates no
+        ledger id and touches no metadata), so a job beside a live broker can use it."""
+        directory = self.staging_directory(name)
+        directory.mkdir(parents=True, exist_ok=False)
+        ledger = Ledger.create(directory, _STAGED_ID, self._factory.file_pool)
+        return CompactedLedgerWriter(directory, _STAGED_ID, ledger)
+
+    def staging_directory(self, name: str) -> Path:
+        if not STAGING_NAME.fullmatch(name):
+            raise StagedLedgerError(f"invalid staging name {name!r}: expected staging-<letters, digits, _ or ->")
+        return self.directory / name
+
+    def remove_staging(self, name: str) -> None:
+        shutil.rmtree(self.staging_directory(name), ignore_errors=True)
+
     def commit(self, writer: CompactedLedgerWriter, horizon: Position) -> CompactedLedger:
         """Put the written ledger in force; the previous one is closed and removed."""
         writer.finish()
-        info = CompactedLedgerInfo(writer.ledger_id, horizon, writer.entries, writer.size, time.time())
+        return self._put_in_force(CompactedLedgerInfo(writer.ledger_id, horizon, writer.entries, writer.size,
+                                                      time.time()))
+
+    def adopt(self, name: str, horizon: Position, entries: int) -> CompactedLedger:
+        """Put a staged ledger of `entries` entries in force, as `commit` would have.
+
+        The staged files must be whole: the positions file holds exactly `entries`
+        positions in increasing order, none beyond `horizon`, and the ledger as many
+        durable entries. They are renamed under a fresh id (same file system, so each
+        rename is atomic) before the record switches; a crash in between leaves orphans
+        that the next open removes.
+        """
+        staged = self.staging_directory(name)
+        positions = _staged_positions(staged, entries, horizon)
+        ledger = Ledger.open_read_only(staged, _STAGED_ID, None, self._factory.file_pool)
+        try:
+            if ledger.entries != entries:
+                raise StagedLedgerError(f"{name}: {ledger.entries} durable entries staged, {entries} reported")
+            size = ledger.size
+        finally:
+            ledger.close()
+        ledger_id = self._factory.allocate_ledger_id()
+        for source, target in ((data_path(staged, _STAGED_ID), data_path(self.directory, ledger_id)),
+                               (index_path(staged, _STAGED_ID), index_path(self.directory, ledger_id)),
+                               (_positions_path(staged, _STAGED_ID), _positions_path(self.directory, ledger_id))):
+            source.rename(target)
+        fsync_dir(self.directory)
+        self.remove_staging(name)
+        log.info("%s: adopted a staged compaction of %d entries up to %s (first %s)", self._name, entries, horizon,
+                 positions[0] if positions else None)
+        return self._put_in_force(CompactedLedgerInfo(ledger_id, horizon, entries, size, time.time()))
+
+    def _put_in_force(self, info: CompactedLedgerInfo) -> CompactedLedger:
         new = self._open(info)
         self._factory.metadata_store.put(compaction_key(self._name), info.to_json())
         with self._lock:

@@ -6,6 +6,8 @@ from magnetar.broker.compaction.manager import COMPACTION_THRESHOLD, CompactionM
 from magnetar.broker.compaction.service import (
     EARLIEST,
     ENTRY_POINT_GROUP,
+    AdoptionConflict,
+    AdoptionRefused,
     BuiltinCompactionService,
     MessagePosition,
     TopicCompactionService,
@@ -16,6 +18,8 @@ __all__ = [
     "COMPACTION_THRESHOLD",
     "EARLIEST",
     "ENTRY_POINT_GROUP",
+    "AdoptionConflict",
+    "AdoptionRefused",
     "BuiltinCompactionService",
     "CompactionManager",
     "CompactionOptions",

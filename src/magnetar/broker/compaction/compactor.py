@@ -51,7 +51,7 @@ class CompactionResult:
     keys: int
 
 
-def _messages(position: Position, data: bytes, options: CompactionOptions
+def entry_messages(position: Position, data: bytes, options: CompactionOptions
               ) -> tuple[pb.MessageMetadata | None, list]:
     """An entry's metadata and live messages; (None, []) for one compaction drops: a server
     marker, or bytes that do not parse (logged: they could never be delivered either)."""
@@ -78,7 +78,7 @@ class PhaseOne:
 
     def add(self, position: Position, data: bytes) -> None:
         self.entries += 1
-        _metadata, messages = _messages(position, data, self.options)
+        _metadata, messages = entry_messages(position, data, self.options)
         latest = self.latest
         for index, key, deletes in messages:
             self.messages += 1
@@ -113,7 +113,7 @@ def compacted_entry(position: Position, data: bytes, state: PhaseOne) -> bytes |
     """What phase two writes for one entry: None (dropped), the entry with field 31 set
     (kept whole; an encrypted batch), or a rebatched entry (kept in part)."""
     options = state.options
-    metadata, messages = _messages(position, data, options)
+    metadata, messages = entry_messages(position, data, options)
     if metadata is None:
         return None
     kept = _kept(messages, position, state.latest, options.retain_null_key)

@@ -14,9 +14,11 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from magnetar.broker.compaction.service import AdoptionRefused
 from magnetar.broker.errors import ResourceConflictError
 from magnetar.broker.periodic import PeriodicTask
 from magnetar.broker.policies import Policy
+from magnetar.storage import ManagedLedger, Position
 
 if TYPE_CHECKING:
     from magnetar.broker.service import BrokerService
@@ -72,6 +74,31 @@ class CompactionManager:
         status = self.statuses[key] = CompactionStatus("RUNNING")
         self._tasks[key] = asyncio.get_running_loop().create_task(self._run(topic, status))
 
+    async def adopt(self, topic: PersistentTopic, staging: str, horizon: Position, base: Position | None,
+                    entries: int) -> None:
+        """Put a staged compaction in force (see BuiltinCompactionService.adopt); counted as
+        a run, so a compaction requested meanwhile is a conflict and the status reports it."""
+        key = str(topic.name)
+        adopt = getattr(topic.compaction_service, "adopt", None)
+        if adopt is None:
+            raise AdoptionRefused(f"the compaction service {type(topic.compaction_service).__name__} "
+                                  "cannot adopt a staged compaction")
+        if key in self._tasks:
+            raise ResourceConflictError("Compaction already in progress")
+        status = CompactionStatus("RUNNING")
+        task = self._tasks[key] = asyncio.get_running_loop().create_task(
+            asyncio.to_thread(adopt, staging, horizon, base, entries))
+        try:
+            await task
+        except AdoptionRefused as exc:
+            status.status, status.last_error = "ERROR", str(exc)
+            raise
+        finally:
+            self._tasks.pop(key, None)
+            self.statuses[key] = status
+        hold_trimming_at_horizon(topic)
+        status.status, status.progress = "SUCCESS", 1.0
+
     async def _run(self, topic: PersistentTopic, status: CompactionStatus) -> None:
         key = str(topic.name)
 
@@ -125,9 +152,12 @@ def hold_trimming_at_horizon(topic: PersistentTopic) -> None:
     for it.
     """
     current = topic.compaction_service.store.current
-    if current is None:
-        return
-    ledger = topic.ledger
+    if current is not None:
+        hold_trimming(topic.ledger, current.horizon)
+
+
+def hold_trimming(ledger: ManagedLedger, horizon: Position) -> None:
+    """Move (or open) the `__compaction` cursor to `horizon`, never backwards."""
     cursor = ledger.cursors.get(COMPACTION_CURSOR) or ledger.open_cursor(COMPACTION_CURSOR, "earliest")
-    if cursor.mark_delete_position < current.horizon:
-        cursor.mark_delete(current.horizon)
+    if cursor.mark_delete_position < horizon:
+        cursor.mark_delete(horizon)

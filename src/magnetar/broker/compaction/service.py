@@ -22,7 +22,7 @@ from typing import Protocol, runtime_checkable
 from magnetar.broker.compaction.compactor import CompactionOptions, CompactionResult, Progress, compact
 from magnetar.plugins import load_plugin
 from magnetar.storage import CorruptEntryError, ManagedLedger, ManagedLedgerFactory, Position, StorageClosedError
-from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerStore
+from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerStore, StagedLedgerError
 from magnetar.storage.message_finder import entry_timestamp
 from magnetar.wire.compaction import last_retained_index
 from magnetar.wire.entry import parse_entry, parse_message_metadata
@@ -46,6 +46,14 @@ class MessagePosition:
 
 
 EARLIEST = MessagePosition(-1, -1, -1, 0)
+
+
+class AdoptionRefused(ValueError):
+    """A staged compaction that does not fit the topic (bad horizon, incomplete files)."""
+
+
+class AdoptionConflict(AdoptionRefused):
+    """The topic's compaction changed since the staged one was computed."""
 
 
 @runtime_checkable
@@ -143,6 +151,33 @@ class BuiltinCompactionService:
                     return
                 yield entry_position, data
             position = self.ledger.next_position(run[-1][0])
+
+    def adopt(self, staging: str, horizon: Position, base: Position | None, entries: int) -> None:
+        """Put in force a compaction computed elsewhere (the Spark job) and staged by it.
+
+        `base` is the horizon of the compaction the job read its view from: if another
+        compaction ran since, the staged ledger misses nothing but may resurrect what that
+        one saw deleted, so it is refused. `horizon` must lie after `base` and within what
+        the topic stores, so compacted readers continue exactly after it.
+        """
+        try:
+            self.store.staging_directory(staging)
+        except StagedLedgerError as exc:
+            raise AdoptionRefused(str(exc)) from None
+        current = self.store.current
+        in_force = current.horizon if current is not None else None
+        if in_force != base:
+            raise AdoptionConflict(f"the topic was compacted up to {in_force} since the job read it (from {base})")
+        last = self.ledger.last_confirmed_position
+        if last is None or horizon > last:
+            raise AdoptionRefused(f"horizon {horizon} is beyond the topic's last entry {last}")
+        if base is not None and horizon <= base:
+            raise AdoptionRefused(f"horizon {horizon} is not after the compaction in force ({base})")
+        try:
+            self.store.adopt(staging, horizon, entries)
+        except StagedLedgerError as exc:
+            raise AdoptionRefused(str(exc)) from None
+        self._last = None
 
     # -- reading
     def _current(self) -> CompactedLedger | None:

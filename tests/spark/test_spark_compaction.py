@@ -1,0 +1,235 @@
+"""`magnetar.spark.compact` against real brokers: on byte-identical copies of one topic, the
+Spark job (adopted by a running broker, or offline) and the broker's own compactor store
+the same compacted ledger, and `is_read_compacted` readers see the same messages."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+from urllib.parse import quote
+
+import pulsar
+import pytest
+from admin_http import http
+from standalone import Standalone
+
+from magnetar.admin.client import AdminClient
+from magnetar.cli import main as cli_main
+from magnetar.spark import compact
+from magnetar.spark.compaction import SparkCompactionError
+from magnetar.storage import ManagedLedgerFactory
+from magnetar.storage.compacted_ledger import CompactedLedgerStore
+
+NS = "public/default"
+TOPIC = "spark-compaction"
+EARLIEST = pulsar.MessageId.earliest
+#: Keep every ledger, so that a plain reader sees the whole history the expected view is
+#: computed from (ledgers nothing holds are trimmed otherwise; the compacted view outlives them).
+RETAIN = ["defaultRetentionTimeInMinutes=-1", "defaultRetentionSizeInMB=-1"]
+
+
+def topic_path(admin_url: str, topic: str) -> str:
+    return f"{admin_url}/admin/v2/persistent/{NS}/{quote(topic, safe='')}"
+
+
+def broker_compact(admin_url: str, topic: str, timeout: float = 60.0) -> None:
+    code, _, body = http("PUT", topic_path(admin_url, topic) + "/compaction", b"")
+    assert code == 204, (code, body)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code, _, body = http("GET", topic_path(admin_url, topic) + "/compaction")
+        status = json.loads(body)
+        if status["status"] != "RUNNING":
+            assert status["status"] == "SUCCESS", status
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"compaction of {topic} still running after {timeout}s")
+
+
+def send_random(url: str, topic: str, count: int, seed: int) -> None:
+    """Keyed messages (1 in 8 a delete, a few keyless) through the official client's
+    batching, LZ4-compressed, so batches hold many keys, and a few unbatched ones."""
+    rng = random.Random(seed)
+    client = pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        batched = client.create_producer(topic, batching_enabled=True, compression_type=pulsar.CompressionType.LZ4)
+        single = client.create_producer(topic, batching_enabled=False)
+        for i in range(count):
+            producer = single if i % 50 == 0 else batched
+            if i % 97 == 0:
+                producer.send_async(f"keyless-{seed}-{i}".encode(), None)
+                continue
+            key = f"k{rng.randrange(400)}"
+            if rng.random() < 0.125:
+                producer.send_async(None, None, partition_key=key)
+            else:
+                value = f"{key}={seed}.{i}".encode() * rng.randint(1, 3)
+                producer.send_async(value, None, partition_key=key, properties={"i": str(i)})
+            if i % 500 == 499:
+                batched.flush()
+                single.flush()
+        batched.flush()
+        single.flush()
+    finally:
+        client.close()
+
+
+def compacted_view(url: str, topic: str, compacted: bool = True) -> list[tuple[tuple[int, int, int], str, bytes, dict]]:
+    client = pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        reader = client.create_reader(topic, EARLIEST, is_read_compacted=compacted)
+        out = []
+        deadline = time.monotonic() + 60
+        while reader.has_message_available():
+            assert time.monotonic() < deadline
+            message = reader.read_next(10000)
+            mid = message.message_id()
+            out.append(((mid.ledger_id(), mid.entry_id(), mid.batch_index()), message.partition_key(),
+                        message.data(), message.properties()))
+        return out
+    finally:
+        client.close()
+
+
+def stored_compacted(data_dir: Path, topic: str) -> list[tuple[tuple[int, int], bytes]]:
+    """The compacted ledger in force, read with a read-only factory (safe beside a broker)."""
+    with ManagedLedgerFactory(data_dir, read_only=True) as factory:
+        store = CompactedLedgerStore(factory, f"{NS}/persistent/{topic}")
+        try:
+            current = store.current
+            assert current is not None, "no compacted ledger"
+            return [(tuple(position), data) for position, data in current.read(0, current.entries)]
+        finally:
+            store.close()
+
+
+def staged_leftovers(data_dir: Path) -> list[Path]:
+    return list(data_dir.glob("managed-ledgers/*/compacted/staging-*"))
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory) -> dict:
+    """One topic written by a broker, then copied byte for byte into three data dirs."""
+    root = tmp_path_factory.mktemp("spark-compaction")
+    original = Standalone(root / "a", RETAIN).start()
+    try:
+        send_random(original.url, TOPIC, 3000, seed=1)
+        expected = expected_view(original.url, TOPIC)
+    finally:
+        original.stop()
+    for name in ("b", "c"):
+        shutil.copytree(root / "a", root / name, ignore=shutil.ignore_patterns("LOCK"))
+    return {"root": root, "expected": expected}
+
+
+@pytest.fixture(scope="module")
+def brokers(copies) -> dict:
+    started = {name: Standalone(copies["root"] / name, RETAIN).start() for name in ("a", "b")}
+    yield started
+    for broker in started.values():
+        broker.stop()
+
+
+def expected_view(url: str, topic: str) -> set[tuple[str, bytes]]:
+    """Each key's latest value in a plain reader's (stored) order; an empty value deletes."""
+    latest: dict[str, bytes] = {}
+    for _id, key, value, _props in compacted_view(url, topic, compacted=False):
+        if not key:
+            continue
+        if value:
+            latest[key] = value
+        else:
+            latest.pop(key, None)
+    return set(latest.items())
+
+
+def test_spark_compaction_equals_the_brokers_own(spark, copies, brokers):
+    a, b = brokers["a"], brokers["b"]
+    offline = compact(spark, TOPIC, path=str(copies["root"] / "c"))  # no broker holds c
+    adopted = compact(spark, TOPIC, service_url=a.admin_url, path=str(a.data_dir))
+    broker_compact(b.admin_url, TOPIC)
+
+    assert [r.keys for r in adopted] == [len(copies["expected"])] == [r.keys for r in offline]
+    stored = stored_compacted(a.data_dir, TOPIC)
+    assert stored == stored_compacted(b.data_dir, TOPIC)
+    assert stored == stored_compacted(copies["root"] / "c", TOPIC)
+    assert len(stored) == adopted[0].entries_written
+    view = compacted_view(a.url, TOPIC)
+    assert view == compacted_view(b.url, TOPIC)
+    assert {(key, value) for _id, key, value, _props in view} == copies["expected"]
+    assert not staged_leftovers(a.data_dir) and not staged_leftovers(copies["root"] / "c")
+
+
+def test_second_run_reads_the_previous_compaction_and_the_new_tail(spark, copies, brokers):
+    a, b = brokers["a"], brokers["b"]
+    send_random(a.url, TOPIC, 1500, seed=2)
+    send_random(b.url, TOPIC, 1500, seed=2)
+    (result,) = compact(spark, TOPIC, service_url=a.admin_url, path=str(a.data_dir))
+    broker_compact(b.admin_url, TOPIC)
+    assert result.base is not None and result.horizon > result.base
+    view_a = [(key, value) for _id, key, value, _props in compacted_view(a.url, TOPIC)]
+    view_b = [(key, value) for _id, key, value, _props in compacted_view(b.url, TOPIC)]
+    # the two topics were written apart: their batches, so the order of keys, may differ
+    assert len(view_a) == len(dict(view_a)) and dict(view_a) == dict(view_b)
+    assert set(view_a) == expected_view(a.url, TOPIC)
+    assert compact(spark, TOPIC, service_url=a.admin_url, path=str(a.data_dir))[0].horizon is None  # nothing new
+
+
+def test_a_broker_holding_the_data_dir_is_not_bypassed(spark, brokers):
+    a = brokers["a"]
+    client = pulsar.Client(a.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        client.create_producer(TOPIC).send(b"late", partition_key="late")
+    finally:
+        client.close()
+    with pytest.raises(SparkCompactionError, match="a broker holds the data directory"):
+        compact(spark, TOPIC, path=str(a.data_dir))
+    assert not staged_leftovers(a.data_dir)
+
+
+def test_adoption_refuses_what_does_not_fit(spark, brokers):
+    a = brokers["a"]
+    url = topic_path(a.admin_url, TOPIC) + "/compaction/adopt"
+    code, _, body = http("POST", url, json.dumps({"staging": "staging-x", "horizon": [0, 0], "base": None,
+                                                 "entries": 0}).encode())
+    assert code == 409 and "compacted up to" in json.loads(body)["reason"]  # the base is checked first
+    status = json.loads(http("GET", topic_path(a.admin_url, TOPIC) + "/compaction")[2])
+    assert status["status"] == "ERROR"
+    code, _, body = http("POST", url, json.dumps({"horizon": [0, 0], "entries": 0}).encode())
+    assert code == 400 and "staging" in json.loads(body)["reason"]
+    with ManagedLedgerFactory(a.data_dir, read_only=True) as factory:
+        store = CompactedLedgerStore(factory, f"{NS}/persistent/{TOPIC}")
+        base = list(store.current.horizon)
+        store.close()
+    stats = json.loads(http("GET", topic_path(a.admin_url, TOPIC) + "/internalStats")[2])
+    last = [int(part) for part in stats["lastConfirmedEntry"].split(":")]
+    assert last > base  # the previous test wrote after the compaction
+    for staging, reason in (("../../x", "invalid staging name"), ("staging-none", "nothing staged")):
+        body = json.dumps({"staging": staging, "horizon": last, "base": base, "entries": 0}).encode()
+        code, _, answer = http("POST", url, body)
+        assert code == 412 and reason in json.loads(answer)["reason"], answer
+    code, _, answer = http("POST", url, json.dumps({"staging": "staging-x", "horizon": [base[0], base[1] + 10**6],
+                                                   "base": base, "entries": 0}).encode())
+    assert code == 412 and "beyond the topic's last entry" in json.loads(answer)["reason"]
+
+
+def test_cli_compacts_with_spark_and_a_progress_bar(spark, brokers, capsys):
+    a = brokers["a"]
+    assert cli_main(["compact", "--spark", TOPIC, "--data-dir", str(a.data_dir), "--admin-url", a.admin_url]) == 0
+    captured = capsys.readouterr()
+    assert "100.0%" in captured.err and "compacted" in captured.out
+    assert ("late", b"late") in [(key, value) for _id, key, value, _props in compacted_view(a.url, TOPIC)]
+
+
+def test_partitioned_topic_is_compacted_partition_by_partition(spark, brokers):
+    a = brokers["a"]
+    AdminClient(a.admin_url).create_partitioned_topic("spark-parts", 2)
+    send_random(a.url, "spark-parts", 600, seed=3)
+    results = compact(spark, "spark-parts", service_url=a.admin_url, path=str(a.data_dir))
+    assert sorted(r.topic for r in results) == [f"persistent://{NS}/spark-parts-partition-{i}" for i in range(2)]
+    assert all(r.horizon is not None for r in results)
+    view = {(key, value) for _id, key, value, _props in compacted_view(a.url, "spark-parts")}
+    assert view == expected_view(a.url, "spark-parts")
