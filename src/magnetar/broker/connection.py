@@ -48,8 +48,11 @@ Handler = Callable[["ServerCnx", pb.BaseCommand, bytes | None], None]
 
 
 class ServerCnx(asyncio.Protocol):
-    def __init__(self, service: BrokerService) -> None:
+    def __init__(self, service: BrokerService, *, tls: bool = False) -> None:
         self.service = service
+        self.tls = tls
+        """Whether the connection came in on the pulsar+ssl:// port."""
+        self.peer_certificate: dict | None = None
         self.id = next(_ids)
         config = service.config
         self.decoder = FrameDecoder(config.maxMessageSize + FRAME_PADDING)
@@ -79,6 +82,7 @@ class ServerCnx(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._ip = peer[0] if peer else "?"
+        self.peer_certificate = transport.get_extra_info("peercert") or None
         if not self.service.connection_controller.admit(self._ip):
             self._ip = None
             transport.close()
