@@ -13,7 +13,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from admin_http import http
-from certs import CertificateAuthority, Pair
+from certs import Pair
 from polling import wait_for
 from standalone import Standalone, run_standalone
 
@@ -21,12 +21,6 @@ from standalone import Standalone, run_standalone
 def tls_settings(broker_pair: Pair, ca: Path) -> list[str]:
     return [f"tlsCertificateFilePath={broker_pair.cert}", f"tlsKeyFilePath={broker_pair.key}",
             f"tlsTrustCertsFilePath={ca}", "brokerServicePortTls=0", "webServicePortTls=0"]
-
-
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory) -> tuple[CertificateAuthority, CertificateAuthority]:
-    directory = tmp_path_factory.mktemp("pki")
-    return CertificateAuthority(directory), CertificateAuthority(directory, "rogue-ca")
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ from magnetar.broker.advertised_listeners import (
     internal_listener_name,
     parse_advertised_listeners,
 )
+from magnetar.broker.auth.authentication import AuthenticationService
+from magnetar.broker.auth.authorization import AuthorizationService
 from magnetar.broker.backlog_quota import BacklogQuotaChecker
 from magnetar.broker.compaction import (
     CompactionManager,
@@ -86,6 +88,8 @@ class BrokerService:
         self.non_persistent_topics: dict[str, NonPersistentTopic] = {}
         self.connections: set[object] = set()
         self._servers: list[asyncio.Server] = []
+        self.authentication = AuthenticationService(config)
+        self.authorization = AuthorizationService(config, self.resources)
         self.ssl_context = server_context(config) if tls_enabled(config) else None
         self.cert_reloader = CertificateReloader(self.ssl_context, config) if self.ssl_context else None
         self._producer_counter = 0
