@@ -14,10 +14,10 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 from admin_http import http
-from auth_helpers import TokenSigner, make_client, round_trip
 from passlib.apache import HtpasswdFile
 from passlib.hash import apr_md5_crypt, bcrypt, des_crypt
 from polling import wait_for
+from security_helpers import TokenSigner, make_client, round_trip
 from standalone import Standalone, run_standalone
 
 #: user -> (password, hash scheme) in the broker's htpasswd file

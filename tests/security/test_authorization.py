@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pulsar
 import pytest
 from admin_http import http
-from auth_helpers import TokenSigner, admin_json, make_client, round_trip
+from security_helpers import TokenSigner, admin_json, make_client, round_trip
 from standalone import Standalone
 
 

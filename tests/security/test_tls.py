@@ -15,6 +15,7 @@ import pytest
 from admin_http import http
 from certs import Pair
 from polling import wait_for
+from security_helpers import make_client, round_trip
 from standalone import Standalone, run_standalone
 
 
@@ -47,30 +48,15 @@ def strict_broker(pki, tmp_path_factory) -> Iterator[Standalone]:
     broker.stop()
 
 
-def make_client(url: str, **kwargs) -> pulsar.Client:
-    kwargs.setdefault("operation_timeout_seconds", 5)
-    kwargs.setdefault("logger", pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    return pulsar.Client(url, **kwargs)
-
-
-def round_trip(client: pulsar.Client, topic: str) -> bytes:
-    try:
-        consumer = client.subscribe(topic, "sub")
-        client.create_producer(topic).send(b"over tls")
-        return consumer.receive(5000).data()
-    finally:
-        client.close()
-
-
 def test_produce_and_consume_over_tls_with_hostname_verification(tls_broker, pki):
     ca, _ = pki
     client = make_client(tls_broker.tls_url, tls_trust_certs_file_path=str(ca.pem), tls_validate_hostname=True)
-    assert round_trip(client, "tls-plain") == b"over tls"
+    assert round_trip(client, "tls-plain") == b"secured"
 
 
 def test_untrusted_broker_certificate_is_refused_by_the_client(tls_broker, pki):
     _, rogue = pki
-    client = make_client(tls_broker.tls_url, tls_trust_certs_file_path=str(rogue.pem))
+    client = make_client(tls_broker.tls_url, tls_trust_certs_file_path=str(rogue.pem), operation_timeout_seconds=2)
     with pytest.raises(pulsar.PulsarException):
         client.create_producer("never")
     client.close()
@@ -81,7 +67,7 @@ def test_client_certificate_from_the_trusted_ca(strict_broker, pki):
     pair = ca.issue("client-ok", "app")
     client = make_client(strict_broker.tls_url, tls_trust_certs_file_path=str(ca.pem),
                          authentication=pulsar.AuthenticationTLS(str(pair.cert), str(pair.key)))
-    assert round_trip(client, "tls-client-cert") == b"over tls"
+    assert round_trip(client, "tls-client-cert") == b"secured"
 
 
 @pytest.mark.parametrize("credentials", ["none", "rogue", "mismatched"])
@@ -94,7 +80,8 @@ def test_connection_without_a_trusted_client_certificate_is_refused(strict_broke
     elif credentials == "mismatched":  # a trusted certificate with another certificate's key
         one, other = ca.issue("client-a", "app"), ca.issue("client-b", "app")
         kwargs["authentication"] = pulsar.AuthenticationTLS(str(one.cert), str(other.key))
-    client = make_client(strict_broker.tls_url, tls_trust_certs_file_path=str(ca.pem), **kwargs)
+    client = make_client(strict_broker.tls_url, tls_trust_certs_file_path=str(ca.pem), operation_timeout_seconds=2,
+                         **kwargs)
     with pytest.raises(pulsar.PulsarException):
         client.create_producer("refused")
     client.close()
@@ -118,7 +105,7 @@ def test_lookups_answer_the_tls_url(tls_broker, pki):
     assert answer["httpUrlTls"] == tls_broker.admin_tls_url
     # a client given the https:// service URL follows the lookup to pulsar+ssl://
     client = make_client(tls_broker.admin_tls_url, tls_trust_certs_file_path=str(ca.pem))
-    assert round_trip(client, "lk") == b"over tls"
+    assert round_trip(client, "lk") == b"secured"
 
 
 def _tls_port(broker: Standalone) -> int:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.client.auth import Authentication
-from magnetar.client.tls import client_ssl_context
+from magnetar.client.security import client_ssl_context
 from magnetar.wire.topic_name import TopicName
 
 DEFAULT_TIMEOUT_SECONDS = 30.0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -77,6 +78,16 @@ class AuthenticationBasic(Authentication):
         return {"Authorization": "Basic " + base64.b64encode(self._credentials.encode()).decode()}
 
 
+@dataclass(frozen=True, slots=True)
+class TokenFile:
+    """A token supplier reading a file each time, so a renewed token is picked up (and picklable, for Spark)."""
+
+    path: str
+
+    def __call__(self) -> str:
+        return Path(self.path).read_text().strip()
+
+
 def authentication_from_plugin(plugin: str, params: str) -> Authentication:
     """The credentials a `--auth-plugin` class name (or short name) and its `--auth-params` describe:
     token `token:<jwt>` or `file:///path`; tls `tlsCertFile:<path>,tlsKeyFile:<path>`; basic
@@ -101,8 +112,7 @@ def _token_param(params: str) -> str | Callable[[], str]:
     if params.startswith("token:"):
         return params.removeprefix("token:")
     if params.startswith("file:"):
-        path = Path(unquote(urlsplit(params).path))
-        return lambda: path.read_text().strip()
+        return TokenFile(unquote(urlsplit(params).path))
     if params.lstrip().startswith("{"):
         return str(json.loads(params).get("token", ""))
     return params
