@@ -5,6 +5,7 @@ name the role and the action and create nothing."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -68,9 +69,12 @@ def test_an_unknown_role_is_refused_and_nothing_is_created(broker, signer, admin
             client.create_producer(topic)
         with pytest.raises(pulsar.AuthorizationError):
             client.subscribe(topic, "sub")
+        with pytest.raises(pulsar.PulsarException):  # listing the namespace's topics
+            client.subscribe(re.compile("persistent://public/locked/.*"), "sub")
     finally:
         client.close()
     assert f"role 'mallory' is not authorized to lookup on topic {topic}" in broker.log()
+    assert "role 'mallory' is not authorized to lookup in namespace public/locked" in broker.log()
     assert topics_of(broker, admin_headers, "public/locked") == []
 
 

@@ -304,13 +304,17 @@ class ServerCnx(asyncio.Protocol):
         """The authenticated role (None when authentication is off)."""
         return self.auth.role if self.auth is not None else None
 
-    def authorize(self, topic: str, action: str) -> None:
+    def authorize(self, topic: str, action: str, *, namespace: bool = False) -> None:
         """Raise AuthorizationError unless this connection's role may `action` on `topic`
-        (checked before anything is created for it)."""
+        (or, with `namespace`, in the namespace `topic` names), checked before anything is
+        created for it."""
         authorization = self.service.authorization
         if authorization.enabled:
             try:
-                authorization.check_topic(self.service.parse_topic(topic), self.role, action)
+                if namespace:
+                    authorization.check_namespace(topic, self.role, action)
+                else:
+                    authorization.check_topic(self.service.parse_topic(topic), self.role, action)
             except BrokerServiceError as exc:
                 log.info("%s refused: %s", self, exc.message)
                 raise
@@ -354,6 +358,11 @@ class ServerCnx(asyncio.Protocol):
 
     def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getTopicsOfNamespace
+        try:
+            self.authorize(req.namespace, LOOKUP, namespace=True)
+        except BrokerServiceError as exc:
+            self.send(commands.error(req.request_id, exc.code, exc.message))
+            return
         pattern = req.topics_pattern or None
         topics = self.service.topics_of_namespace(req.namespace, pattern, mode=req.mode)
         digest = topics_hash(topics)

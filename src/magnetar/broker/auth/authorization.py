@@ -67,15 +67,20 @@ class AuthorizationService:
             return frozenset()
         return frozenset(self.permissions(namespace).get(role, ()))
 
-    def allows_topic(self, topic: TopicName, role: str | None, action: str) -> bool:
-        if not self.enabled or self.is_tenant_admin(topic.tenant, role):
+    def allows(self, namespace: str, role: str | None, action: str) -> bool:
+        """Whether `role` may `action` on the topics of `namespace` (`tenant/ns`)."""
+        if not self.enabled or self.is_tenant_admin(namespace.split("/", 1)[0], role):
             return True
-        granted = self.granted(topic.namespace_name, role)
+        granted = self.granted(namespace, role)
         return bool(granted & {"produce", "consume"}) if action == LOOKUP else action in granted
 
     def check_topic(self, topic: TopicName, role: str | None, action: str) -> None:
-        if not self.allows_topic(topic, role, action):
+        if not self.allows(topic.namespace_name, role, action):
             raise AuthorizationError(f"role {role!r} is not authorized to {action} on topic {topic}")
+
+    def check_namespace(self, namespace: str, role: str | None, action: str) -> None:
+        if not self.allows(namespace, role, action):
+            raise AuthorizationError(f"role {role!r} is not authorized to {action} in namespace {namespace}")
 
     def check_tenant_admin(self, tenant: str, role: str | None, operation: str) -> None:
         if self.enabled and not self.is_tenant_admin(tenant, role):
