@@ -17,8 +17,13 @@ from admin_http import http
 from passlib.apache import HtpasswdFile
 from passlib.hash import apr_md5_crypt, bcrypt, des_crypt
 from polling import wait_for
+from rawclient import RawClient
 from security_helpers import TokenSigner, make_client, round_trip
 from standalone import Standalone, run_standalone
+
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+T = pb.BaseCommand
 
 #: user -> (password, hash scheme) in the broker's htpasswd file
 USERS = {"carol": ("carol-pw", bcrypt.using(ident="2y", rounds=5)), "dave": ("dave-pw", apr_md5_crypt),
@@ -210,3 +215,29 @@ def test_bad_auth_settings_stop_the_broker_naming_the_key(settings, named, tmp_p
     result = run_standalone("--data-dir", str(tmp_path / "d"), *args)
     assert result.returncode == 2, result.stderr
     assert named in result.stderr
+
+
+def _raw_connect(raw: RawClient, method: str, data: bytes) -> None:
+    raw.command(T(type=T.CONNECT, connect=pb.CommandConnect(client_version="raw", protocol_version=20,
+                                                            auth_method_name=method, auth_data=data)))
+
+
+def test_on_the_wire_refusals_and_role_changes(secured, signer):
+    raw = RawClient(secured.url)  # refused: ERROR with request id -1 (as Java's), then closed
+    _raw_connect(raw, "token", b"garbage")
+    error = raw.expect(T.ERROR).error
+    assert (error.request_id, error.error) == ((1 << 64) - 1, pb.AuthenticationError)
+    assert raw.closed_by_peer()
+    raw.close()
+    raw = RawClient(secured.url)  # fresh credentials must name the same role
+    _raw_connect(raw, "token", signer.token("admin").encode())
+    raw.expect(T.CONNECTED)
+    raw.command(T(type=T.AUTH_RESPONSE, authResponse=pb.CommandAuthResponse(
+        response=pb.AuthData(auth_method_name="token", auth_data=signer.token("mallory").encode()))))
+    assert raw.closed_by_peer()
+    raw.close()
+    raw = RawClient(secured.url)  # a second CONNECT
+    raw.connect()
+    raw.command(T(type=T.CONNECT, connect=pb.CommandConnect(client_version="raw")))
+    assert raw.closed_by_peer()
+    raw.close()

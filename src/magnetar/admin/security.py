@@ -12,6 +12,8 @@ authenticateMetricsEndpoint=false.
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
@@ -35,7 +37,11 @@ def security_middleware(service: BrokerService) -> web.middleware:  # type: igno
         certificate = transport.get_extra_info("peercert") if transport is not None else None
         try:
             credentials = authentication.http_credentials(request.headers.get("Authorization"), certificate)
-            principal = authentication.authenticate(credentials)
+            if authentication.is_slow(credentials.method):  # password hashing: off the event loop
+                principal = await asyncio.get_running_loop().run_in_executor(None, authentication.authenticate,
+                                                                             credentials)
+            else:
+                principal = authentication.authenticate(credentials)
         except AuthenticationError as exc:
             raise fail(401, f"Unable to authenticate: {exc}") from None
         request[PRINCIPAL] = principal

@@ -194,7 +194,10 @@ class ServerCnx(asyncio.Protocol):
         self._flush_scheduled = False
         out, self._out = self._out, []
         if self.transport is not None and out:
-            self.transport.writelines(out)
+            if self.tls:  # one TLS record for the lot, not one (and one SSL call) per frame
+                self.transport.write(b"".join(out))
+            else:
+                self.transport.writelines(out)
 
     def close(self) -> None:
         if self.transport is not None:
@@ -289,10 +292,17 @@ class ServerCnx(asyncio.Protocol):
             and connect.protocol_version >= BEM_PROTOCOL_VERSION
             and connect.feature_flags.supports_broker_entry_metadata
         )
+        if self.auth is not None or self.connected:
+            log.warning("%s sent CONNECT again; closing", self)
+            self.close()
+            return
         if self.service.authentication.enabled:
             self.auth = ConnectionAuth(self)
-            if not self.auth.on_connect(connect):
-                return
+            self.auth.on_connect(connect, lambda: self._complete_connect(connect))
+            return
+        self._complete_connect(connect)
+
+    def _complete_connect(self, connect: pb.CommandConnect) -> None:
         self.connected = True
         self.client_version = connect.client_version
         log.info("%s connected: %s, protocol version %d%s", self, connect.client_version, self.protocol_version,
@@ -320,8 +330,10 @@ class ServerCnx(asyncio.Protocol):
                 raise
 
     def handle_auth_response(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        if self.auth is not None:
-            self.auth.on_auth_response(cmd.authResponse)
+        if self.auth is None:
+            self._reply_error(cmd, pb.NotAllowedError, "AUTH_RESPONSE answers nothing: authentication is off")
+            return
+        self.auth.on_auth_response(cmd.authResponse)
 
     def handle_ping(self, _cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         self.send(commands.pong())

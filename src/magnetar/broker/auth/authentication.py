@@ -66,7 +66,8 @@ class Principal:
 
 class AuthenticationProvider(Protocol):
     """What a provider plugin is: built with the broker configuration, it names its
-    method and turns credentials into a principal (or raises AuthenticationError)."""
+    method and turns credentials into a principal (or raises AuthenticationError). One
+    whose checks take milliseconds sets `slow = True` and is called on a worker thread."""
 
     auth_method_name: str
 
@@ -111,6 +112,11 @@ class AuthenticationService:
             log.exception("authentication provider %r failed", credentials.method)
             raise AuthenticationError(f"authentication provider {credentials.method!r} failed: "
                                       f"{type(exc).__name__}") from None
+
+    def is_slow(self, method: str) -> bool:
+        """Whether the provider of `method` says its checks take long (password hashing):
+        those run off the event loop."""
+        return bool(getattr(self.providers.get(method), "slow", False))
 
     def http_credentials(self, authorization: str | None, peer_certificate: Mapping | None) -> Credentials:
         """What an admin request presents, read as Pulsar's HTTP authentication reads it:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.auth.authentication import AuthenticationError, Credentials, Principal
@@ -41,17 +42,39 @@ class ConnectionAuth:
     def role(self) -> str | None:
         return self.principal.role if self.principal is not None else None
 
-    def on_connect(self, connect: pb.CommandConnect) -> bool:
-        """Authenticate CONNECT; False when refused (the client was told and is being dropped)."""
+    def on_connect(self, connect: pb.CommandConnect, accepted: Callable[[], None]) -> None:
+        """Authenticate CONNECT and call `accepted` once it is; refused, the client is told and
+        dropped. Providers that hash passwords (milliseconds each) run on a worker thread, so
+        a flood of CONNECTs does not stall the other connections of the loop; nothing else
+        is read from the client meanwhile (it waits for CONNECTED)."""
         method = connect.auth_method_name if connect.HasField("auth_method_name") else "none"
         self._supports_refresh = connect.feature_flags.supports_auth_refresh
+        credentials = Credentials(method, connect.auth_data, self._cnx.peer_certificate)
+        if self._service.is_slow(method):
+            pending = asyncio.get_running_loop().run_in_executor(None, self._service.authenticate, credentials)
+            pending.add_done_callback(lambda done: self._settle(done, method, accepted))
+            return
         try:
-            self.principal = self._authenticate(method, connect.auth_data)
+            self.principal = self._service.authenticate(credentials)
         except AuthenticationError as exc:
             self._refuse(f"Unable to authenticate: {exc}", method)
-            return False
+            return
+        self._accept(accepted)
+
+    def _settle(self, done: asyncio.Future[Principal], method: str, accepted: Callable[[], None]) -> None:
+        if self._cnx.transport is None:  # gone while its credentials were checked
+            return
+        error = done.exception()
+        if error is not None:
+            reason = str(error) if isinstance(error, AuthenticationError) else "internal error"
+            self._refuse(f"Unable to authenticate: {reason}", method)
+            return
+        self.principal = done.result()
+        self._accept(accepted)
+
+    def _accept(self, accepted: Callable[[], None]) -> None:
         self._schedule()
-        return True
+        accepted()
 
     def on_auth_response(self, response: pb.CommandAuthResponse) -> None:
         """Fresh credentials, asked for by AUTH_CHALLENGE: same role, or the connection goes."""

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 class BasicAuthenticationProvider:
     auth_method_name = "basic"
+    slow = True  # bcrypt is milliseconds by design: checked off the event loop
 
     def __init__(self, config: ServiceConfiguration) -> None:
         if not config.basicAuthConf:
