@@ -151,6 +151,6 @@ def test_security_options_are_read_as_the_pulsar_spark_connector_names_them(tmp_
     pickle.loads(pickle.dumps(options))  # shipped to executors
     with pytest.raises(MagnetarOptionError, match="authPluginClassName"):
         parse_options({"service.url": "pulsar://h:1", "topic": "t", "pulsar.client.authPluginClassName": "Kerberos"})
-    with pytest.raises(MagnetarOptionError, match="(?i)tlsAllowInsecureConnection"):
+    with pytest.raises(MagnetarOptionError, match=r"(?i)tlsAllowInsecureConnection"):
         parse_options({"service.url": "pulsar://h:1", "topic": "t",
                        "pulsar.client.tlsAllowInsecureConnection": "maybe"})
