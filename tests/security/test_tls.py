@@ -172,3 +172,25 @@ def test_bad_tls_settings_stop_the_broker_naming_the_key(settings, named, pki, t
     result = run_standalone("--data-dir", str(tmp_path / "d"), *args)
     assert result.returncode == 2, result.stderr
     assert named in result.stderr
+
+
+def test_trusted_certificates_reload_when_their_file_changes(tls_broker, pki):
+    """Runs last among the tls_broker tests: it makes the rogue CA trusted."""
+    ca, rogue = pki
+    pair = rogue.issue("client-rogue-later", "app")
+
+    def served() -> bool:
+        client = make_client(tls_broker.tls_url, tls_trust_certs_file_path=str(ca.pem), operation_timeout_seconds=2,
+                             authentication=pulsar.AuthenticationTLS(str(pair.cert), str(pair.key)))
+        try:
+            client.create_producer("trust-reload")
+            return True
+        except pulsar.PulsarException:
+            return False
+        finally:
+            client.close()
+
+    assert not served()
+    trust = Path(dict(item.split("=", 1) for item in tls_broker.config)["tlsTrustCertsFilePath"])
+    trust.write_bytes(trust.read_bytes() + rogue.pem.read_bytes())
+    assert wait_for(served, timeout=20, interval=0.5)

@@ -108,12 +108,14 @@ def _load_pair(context: ssl.SSLContext, cert_path: str, key_path: str) -> None:
 
 
 class CertificateReloader:
-    """Loads the certificate and key again into the serving context when their files change."""
+    """Loads the certificate, key and trusted CAs again into the serving context when their
+    files change (CAs are added to those trusted: a removed CA stays trusted until restart)."""
 
     def __init__(self, context: ssl.SSLContext, config: ServiceConfiguration) -> None:
         self.context = context
         self._cert = config.tlsCertificateFilePath
         self._key = config.tlsKeyFilePath
+        self._trust = config.tlsTrustCertsFilePath
         self._interval = config.tlsCertRefreshCheckDurationSec
         self._stamp = self._file_stamp()
         self._timer: asyncio.TimerHandle | None = None
@@ -121,7 +123,7 @@ class CertificateReloader:
 
     def _file_stamp(self) -> tuple[int, ...]:
         try:
-            return tuple(int(os.stat(path).st_mtime_ns) for path in (self._cert, self._key))
+            return tuple(int(os.stat(path).st_mtime_ns) for path in (self._cert, self._key, self._trust) if path)
         except OSError:
             return ()
 
@@ -143,7 +145,9 @@ class CertificateReloader:
             return False
         try:
             _load_pair(self.context, self._cert, self._key)
-        except TlsConfigError as exc:
+            if self._trust:  # new CAs are added; OpenSSL's store cannot forget old ones
+                self.context.load_verify_locations(cafile=self._trust)
+        except (TlsConfigError, OSError, ssl.SSLError) as exc:
             log.warning("TLS certificate changed but cannot be loaded yet, keeping the old one: %s", exc)
             return False
         self._stamp = stamp
