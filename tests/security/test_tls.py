@@ -103,6 +103,8 @@ def test_lookups_answer_the_tls_url(tls_broker, pki):
     assert answer["brokerUrlTls"] == tls_broker.tls_url
     assert answer["brokerUrl"] == tls_broker.url
     assert answer["httpUrlTls"] == tls_broker.admin_tls_url
+    status, _, body = http("GET", f"{tls_broker.admin_tls_url}/admin/v2/clusters/standalone", context=context)
+    assert json.loads(body)["brokerServiceUrlTls"] == tls_broker.tls_url
     # a client given the https:// service URL follows the lookup to pulsar+ssl://
     client = make_client(tls_broker.admin_tls_url, tls_trust_certs_file_path=str(ca.pem))
     assert round_trip(client, "lk") == b"secured"
