@@ -16,6 +16,7 @@ from standalone import Standalone
 
 import magnetar.client as mc
 from magnetar.admin.client import AdminClient, AdminError
+from magnetar.cli import main
 from magnetar.client.connection import ClientConnection
 from magnetar.client.lookup import lookup
 from magnetar.client.security import ClientSecurity
@@ -124,3 +125,13 @@ def test_admin_client_and_cli_over_https(broker, signer, pki):
         capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
     assert "public" in result.stdout.split()
+
+
+def test_client_cli_takes_pulsar_clients_security_flags(broker, signer, pki, capsys):
+    ca, _ = pki
+    plugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+    flags = ["--url", broker.tls_url, "--tls-trust-cert-path", str(ca.pem), "--auth-plugin", plugin,
+             "--auth-params", f"token:{signer.token('admin')}"]
+    assert main(["client", *flags, "produce", "cli-secured", "-m", "over tls"]) == 0
+    assert main(["client", *flags[:4], "--auth-plugin", "Kerberos", "produce", "cli-secured", "-m", "x"]) == 2
+    assert "--auth-plugin" in capsys.readouterr().err

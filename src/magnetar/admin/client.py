@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from magnetar.client.auth import Authentication
-from magnetar.client.security import client_ssl_context
+from magnetar.client.security import ClientSecurity
 from magnetar.wire.topic_name import TopicName
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
@@ -48,17 +48,19 @@ class Message:
 
 
 class AdminClient:
-    """`authentication` is one of magnetar.client.auth's (the official client's names);
-    an https:// URL is checked against `tls_trust_certs_file_path` (else the system's CAs)."""
+    """`authentication` is one of magnetar.client.auth's; an https:// URL is checked against
+    `tls_trust_certs_file_path` (else the system's CAs), with the official client's TLS options."""
 
     def __init__(self, service_http_url: str = "http://127.0.0.1:8080",
                  timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS, *, authentication: Authentication | None = None,
-                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False) -> None:
+                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
+                 tls_validate_hostname: bool = False) -> None:
         self.url = service_http_url.rstrip("/")
         self.timeout = timeout_seconds
         self._authentication = authentication or Authentication()
-        self._ssl_context = client_ssl_context(tls_trust_certs_file_path, tls_allow_insecure_connection,
-                                               self._authentication.tls_pair) if self.url.startswith("https") else None
+        security = ClientSecurity(self._authentication, tls_trust_certs_file_path, tls_allow_insecure_connection,
+                                  tls_validate_hostname)
+        self._ssl_context = security.ssl_context() if self.url.startswith("https") else None
 
     # -- transport
     def _request(self, method: str, path: str, body: Any = None, *, raw: bool = False,

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.admin.client import AdminClient, AdminError, Message
-from magnetar.client.auth import authentication_from_plugin
+from magnetar.cli import options as cli_options
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 _DURATION = re.compile(r"(\d+)([smhdw]?)")
@@ -326,12 +326,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     admin.add_argument("--admin-url", default=os.environ.get("MAGNETAR_ADMIN_URL", DEFAULT_ADMIN_URL),
                        help=f"the broker's HTTP URL (default $MAGNETAR_ADMIN_URL or {DEFAULT_ADMIN_URL})")
     admin.add_argument("--json", action="store_true", help="print JSON for programs")
-    admin.add_argument("--auth-plugin", help="AuthenticationToken, AuthenticationTls or AuthenticationBasic "
-                       "(org.apache.pulsar.client.impl.auth. names too)")
-    admin.add_argument("--auth-params", default="", help="token:<jwt> or file:///path; tlsCertFile:..,tlsKeyFile:..; "
-                       '{"userId":..,"password":..}')
-    admin.add_argument("--tls-trust-cert-path", help="CA certificates to check an https:// broker with")
-    admin.add_argument("--tls-allow-insecure", action="store_true", help="do not check the broker's certificate")
+    cli_options.add_security(admin)
     resources = admin.add_subparsers(dest="resource", required=True, metavar="RESOURCE")
     for resource, verbs in RESOURCES.items():
         parser = resources.add_parser(resource, help=f"{resource} operations")
@@ -345,12 +340,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _admin_client(args: argparse.Namespace) -> AdminClient:
     try:
-        authentication = authentication_from_plugin(args.auth_plugin, args.auth_params) if args.auth_plugin else None
+        security = cli_options.security_arguments(args)
     except ValueError as exc:
-        raise AdminError(0, f"--auth-plugin/--auth-params: {exc}") from None
-    return AdminClient(args.admin_url, authentication=authentication,
-                       tls_trust_certs_file_path=args.tls_trust_cert_path,
-                       tls_allow_insecure_connection=args.tls_allow_insecure)
+        raise AdminError(0, str(exc)) from None
+    return AdminClient(args.admin_url, **security)  # type: ignore[arg-type]
 
 
 def run(args: argparse.Namespace) -> int:

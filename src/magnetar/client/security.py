@@ -14,23 +14,6 @@ from magnetar.client.auth import Authentication
 from magnetar.wire import client_commands as cc
 
 
-def client_ssl_context(trust_certs_file_path: str | None = None, allow_insecure_connection: bool = False,
-                       certificate_pair: tuple[str, str] | None = None, *,
-                       validate_hostname: bool = True) -> ssl.SSLContext:
-    """A context that checks the broker against the trusted certificates (the system's when
-    none are given), unless insecure connections are allowed, and shows a client
-    certificate when one is given (TLS authentication)."""
-    context = ssl.create_default_context(cafile=trust_certs_file_path or None)
-    if allow_insecure_connection:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    elif not validate_hostname:
-        context.check_hostname = False
-    if certificate_pair is not None:
-        context.load_cert_chain(*certificate_pair)
-    return context
-
-
 @dataclass(frozen=True, slots=True)
 class ClientSecurity:
     authentication: Authentication = field(default_factory=Authentication)
@@ -40,8 +23,19 @@ class ClientSecurity:
     """The official client's default: the certificate is checked, the host name in it is not."""
 
     def ssl_context(self) -> ssl.SSLContext:
-        return client_ssl_context(self.tls_trust_certs_file_path, self.tls_allow_insecure_connection,
-                                  self.authentication.tls_pair, validate_hostname=self.tls_validate_hostname)
+        """Checks the broker against the trusted certificates (the system's when none are
+        given) unless insecure connections are allowed, and shows the client certificate of
+        AuthenticationTLS."""
+        context = ssl.create_default_context(cafile=self.tls_trust_certs_file_path or None)
+        if self.tls_allow_insecure_connection:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        elif not self.tls_validate_hostname:
+            context.check_hostname = False
+        pair = self.authentication.tls_pair
+        if pair is not None:
+            context.load_cert_chain(*pair)
+        return context
 
     def connect_frame(self, client_version: str) -> bytes:
         data = self.authentication.auth_data()
