@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 
 
 def http(method: str, url: str, body: bytes | None = None,
-         content_type: str = "application/json") -> tuple[int, dict[str, str], bytes]:
-    """(status, headers, body) of one request; error statuses are returned, not raised."""
-    headers = {"Content-Type": content_type} if body is not None else {}
+         content_type: str = "application/json", *, headers: dict[str, str] | None = None,
+         context: ssl.SSLContext | None = None) -> tuple[int, dict[str, str], bytes]:
+    """(status, headers, body) of one request; error statuses are returned, not raised.
+    `headers` adds request headers (credentials); `context` is the TLS client side for https://."""
+    headers = {**({"Content-Type": content_type} if body is not None else {}), **(headers or {})}
     request = urllib.request.Request(url, data=body, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
             return response.status, dict(response.headers), response.read()
     except urllib.error.HTTPError as error:
         return error.code, dict(error.headers), error.read()

@@ -15,8 +15,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-READY = re.compile(r"accepting connections on (pulsar://[\d.]+:(\d+))")
+# the first URL of the line: pulsar:// when that port is on, else pulsar+ssl://
+READY = re.compile(r"accepting connections on (pulsar(?:\+ssl)?://[\d.]+:(\d+))")
+TLS_READY = re.compile(r"accepting connections on .*?(pulsar\+ssl://[\d.]+:\d+)")
 ADMIN = re.compile(r"admin API on (http://[\d.]+:\d+)")
+ADMIN_TLS = re.compile(r"admin API on (https://[\d.]+:\d+)")
 START_TIMEOUT = 30.0
 
 
@@ -31,11 +34,15 @@ class Standalone:
     log_path: Path | None = None
     url: str = ""
     admin_url: str = ""
+    tls_url: str = ""
+    admin_tls_url: str = ""
+    plaintext: bool = True  # False: no --port/--http-port flags, so `brokerServicePort=` can turn them off
 
     def start(self) -> Standalone:
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker-{time.monotonic_ns()}.log"
-        args = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(self.data_dir),
-                "--port", str(self.port), "--http-port", "0"]
+        args = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(self.data_dir)]
+        if self.plaintext:
+            args += ["--port", str(self.port), "--http-port", "0"]
         for item in self.config:
             args += ["-c", item]
         args += self.args
@@ -44,8 +51,9 @@ class Standalone:
                                          env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"})
         self.url = self._wait_ready()
         self.port = int(self.url.rsplit(":", 1)[1])
-        admin = ADMIN.search(self.log())
-        self.admin_url = admin.group(1) if admin else ""
+        log = self.log()
+        found = (pattern.search(log) for pattern in (TLS_READY, ADMIN, ADMIN_TLS))
+        self.tls_url, self.admin_url, self.admin_tls_url = (match.group(1) if match else "" for match in found)
         return self
 
     def _wait_ready(self) -> str:

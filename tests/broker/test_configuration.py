@@ -318,6 +318,8 @@ def pulsar_shaped_conf(path: Path) -> Path:
 
 
 def _text(value: object) -> str:
+    if value is None:  # an optional port that is off by default
+        return ""
     if isinstance(value, list):
         return ",".join(value)
     return str(value).lower() if isinstance(value, bool) else str(value)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import random
+import secrets
 import urllib.request
 
+import jwt
 import pulsar
 import pytest
+from certs import CertificateAuthority
 from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics, millis, produce
 
 pytestmark = pytest.mark.spark
@@ -173,3 +176,28 @@ def test_topic_written_while_read_gives_a_growing_prefix(spark, served):
         return [r["index"] for r in _frame(spark, broker.url, topic="live-p").select("index").collect()]
 
     check_reads_while_writing(client, "live-p", read_indexes)
+
+
+def test_reading_over_tls_with_a_token(spark, broker_factory, client_factory, tmp_path):
+    """pulsar+ssl:// with the pulsar-spark connector's pulsar.client.* options, driver and executors."""
+    ca = CertificateAuthority(tmp_path)
+    pair = ca.issue("broker", "broker", server=True)
+    key = tmp_path / "secret.key"
+    key.write_bytes(secrets.token_bytes(32))
+    token = jwt.encode({"sub": "admin"}, key.read_bytes(), algorithm="HS256")
+    broker = broker_factory(f"tlsCertificateFilePath={pair.cert}", f"tlsKeyFilePath={pair.key}",
+                            "brokerServicePortTls=0", "authenticationEnabled=true", "authenticationProviders=token",
+                            f"tokenSecretKey=file://{key}", "authorizationEnabled=true", "superUserRoles=admin")
+    client = client_factory(broker.tls_url, tls_trust_certs_file_path=str(ca.pem),
+                            authentication=pulsar.AuthenticationToken(token))
+    sent = produce(client, "secured", 40, batched=True, compression=pulsar.CompressionType.LZ4)
+    options = {"service.url": broker.tls_url, "topic": "secured",
+               "pulsar.client.tlsTrustCertsFilePath": str(ca.pem),
+               "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+               "pulsar.client.authParams": f"token:{token}"}
+    reader = spark.read.format("magnetar")
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    assert reader.load().count() == len(sent)
+    with pytest.raises(Exception, match="AuthorizationError"):
+        reader.option("pulsar.client.authParams", f"token:{jwt.encode({'sub': 'nobody'}, key.read_bytes())}").load()

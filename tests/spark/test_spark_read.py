@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import re
 import urllib.request
 
@@ -133,3 +134,23 @@ def test_max_messages_per_trigger_is_for_streams():
         parse_options({"path": "/x", "topic": "t", "maxMessagesPerTrigger": "5"}, streaming=False)
     with pytest.raises(MagnetarOptionError, match="no end"):
         parse_options({"path": "/x", "topic": "t", "endingOffsets": "latest"}, streaming=True)
+
+
+def test_security_options_are_read_as_the_pulsar_spark_connector_names_them(tmp_path):
+    token_file = tmp_path / "token.txt"
+    token_file.write_text("abc.def.ghi\n")
+    plugin = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
+    options = parse_options({"service.url": "pulsar+ssl://h:6651", "topic": "t",
+                             "pulsar.client.authPluginClassName": plugin,
+                             "pulsar.client.authParams": f"file://{token_file}",
+                             "pulsar.client.tlsTrustCertsFilePath": "/ca.pem",
+                             "pulsar.client.tlsHostnameVerificationEnable": "true"})
+    security = options.security
+    assert security.authentication.auth_data() == b"abc.def.ghi"
+    assert (security.tls_trust_certs_file_path, security.tls_validate_hostname) == ("/ca.pem", True)
+    pickle.loads(pickle.dumps(options))  # shipped to executors
+    with pytest.raises(MagnetarOptionError, match="authPluginClassName"):
+        parse_options({"service.url": "pulsar://h:1", "topic": "t", "pulsar.client.authPluginClassName": "Kerberos"})
+    with pytest.raises(MagnetarOptionError, match=r"(?i)tlsAllowInsecureConnection"):
+        parse_options({"service.url": "pulsar://h:1", "topic": "t",
+                       "pulsar.client.tlsAllowInsecureConnection": "maybe"})

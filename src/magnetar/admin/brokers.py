@@ -19,9 +19,11 @@ LOOKUP = "/lookup/v2/topic/{domain:persistent|non-persistent}/{tenant}/{namespac
 
 
 class BrokersApi:
-    def __init__(self, service: BrokerService, http_url: Callable[[], str]) -> None:
+    def __init__(self, service: BrokerService, http_url: Callable[[], str],
+                 https_url: Callable[[], str] = lambda: "") -> None:
         self.service = service
         self._http_url = http_url
+        self._https_url = https_url
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -68,7 +70,7 @@ class BrokersApi:
             "brokerUrl": listener.broker_service_url or "",
             "brokerUrlTls": listener.broker_service_url_tls or "",
             "httpUrl": self._http_url(),
-            "httpUrlTls": "",
+            "httpUrlTls": self._https_url(),
         })
 
 

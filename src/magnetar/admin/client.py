@@ -14,6 +14,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from magnetar.client.auth import Authentication
+from magnetar.client.security import ClientSecurity
 from magnetar.wire.topic_name import TopicName
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
@@ -46,10 +48,19 @@ class Message:
 
 
 class AdminClient:
+    """`authentication` is one of magnetar.client.auth's; an https:// URL is checked against
+    `tls_trust_certs_file_path` (else the system's CAs), with the official client's TLS options."""
+
     def __init__(self, service_http_url: str = "http://127.0.0.1:8080",
-                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS) -> None:
+                 timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS, *, authentication: Authentication | None = None,
+                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
+                 tls_validate_hostname: bool = False) -> None:
         self.url = service_http_url.rstrip("/")
         self.timeout = timeout_seconds
+        self._authentication = authentication or Authentication()
+        security = ClientSecurity(self._authentication, tls_trust_certs_file_path, tls_allow_insecure_connection,
+                                  tls_validate_hostname)
+        self._ssl_context = security.ssl_context() if self.url.startswith("https") else None
 
     # -- transport
     def _request(self, method: str, path: str, body: Any = None, *, raw: bool = False,
@@ -58,10 +69,11 @@ class AdminClient:
         if query:
             url += "?" + urllib.parse.urlencode({k: _query_value(v) for k, v in query.items() if v is not None})
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        request = urllib.request.Request(url, data=data, method=method,
-                                         headers={"Content-Type": "application/json"} if data is not None else {})
+        headers = {**({"Content-Type": "application/json"} if data is not None else {}),
+                   **self._authentication.http_headers()}
+        request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self._ssl_context) as response:
                 return response.read(), dict(response.headers)
         except urllib.error.HTTPError as error:
             raise AdminError(error.code, _reason(error.read(), error.reason)) from None
@@ -102,6 +114,16 @@ class AdminClient:
 
     def namespace_policies(self, namespace: str) -> dict[str, Any]:
         return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}")
+
+    def permissions(self, namespace: str) -> dict[str, list[str]]:
+        return self._json("GET", f"/admin/v2/namespaces/{namespace}/permissions")
+
+    def grant_permission(self, namespace: str, role: str, actions: list[str]) -> None:
+        self._request("POST", f"/admin/v2/namespaces/{namespace}/permissions/{urllib.parse.quote(role, safe='')}",
+                      actions)
+
+    def revoke_permission(self, namespace: str, role: str) -> None:
+        self._request("DELETE", f"/admin/v2/namespaces/{namespace}/permissions/{urllib.parse.quote(role, safe='')}")
 
     def namespace_topics(self, namespace: str, mode: str = "PERSISTENT") -> list[str]:
         return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}/topics", mode=mode)

@@ -8,12 +8,16 @@ scripts (and `curl` habits) carry over.
 
 from __future__ import annotations
 
+import ssl
+
 from aiohttp import web
 
 from magnetar.admin import metrics
 from magnetar.admin.brokers import BrokersApi
 from magnetar.admin.namespaces import NamespacesApi
+from magnetar.admin.permissions import PermissionsApi
 from magnetar.admin.responses import MAX_BODY_BYTES, TIME_BUDGET, errors_as_json
+from magnetar.admin.security import security_middleware
 from magnetar.admin.subscriptions import SubscriptionsApi
 from magnetar.admin.tenants import TenantsApi
 from magnetar.admin.topics import TopicsApi
@@ -24,29 +28,53 @@ from magnetar.broker.service import BrokerService
 class AdminServer:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
-        self.app = web.Application(middlewares=[errors_as_json], client_max_size=MAX_BODY_BYTES)
+        self.app = web.Application(middlewares=[errors_as_json, security_middleware(service)],
+                                   client_max_size=MAX_BODY_BYTES)
         self.app[TIME_BUDGET] = service.config.webServiceRequestTimeoutSeconds
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
-                    BrokersApi(service, self.http_url)):
+                    BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service)):
             self.app.add_routes(api.routes())
         self.app.add_routes([web.get("/metrics", self.metrics)])
         self._runner: web.AppRunner | None = None
-        self.port = 0
+        self.port: int | None = None
+        self.tls_port: int | None = None
 
     def http_url(self) -> str:
-        """The admin URL clients are told, on the advertised address (never a wildcard)."""
+        """The admin URL clients are told, on the advertised address (never a wildcard):
+        http:// when that port is on, else https://."""
+        return self._advertised("http", self.port) or self._advertised("https", self.tls_port)
+
+    def https_url(self) -> str:
+        return self._advertised("https", self.tls_port)
+
+    def _advertised(self, scheme: str, port: int | None) -> str:
+        if port is None:
+            return ""
         config = self.service.config
         address = default_advertised_address(config.advertisedAddress, config.bindAddress)
         host = f"[{address}]" if ":" in address else address
-        return f"http://{host}:{self.port}"
+        return f"{scheme}://{host}:{port}"
 
-    async def start(self, host: str, port: int) -> None:
+    def bound_urls(self) -> list[str]:
+        """Where the admin API listens (which may be a wildcard address)."""
+        host = self.service.config.bindAddress
+        return [f"{scheme}://{host}:{port}" for scheme, port in (("http", self.port), ("https", self.tls_port))
+                if port is not None]
+
+    async def start(self, host: str, port: int | None, tls_port: int | None = None) -> None:
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port, reuse_address=True)
+        if port is not None:
+            self.port = await self._site(host, port, None)
+        if tls_port is not None:
+            self.tls_port = await self._site(host, tls_port, self.service.ssl_context)
+
+    async def _site(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> int:
+        assert self._runner is not None
+        site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=ssl_context)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -56,8 +56,9 @@ class TenantsApi:
     async def get_cluster(self, request: web.Request) -> web.Response:
         if request.match_info["cluster"] != CLUSTER:
             raise fail(404, "Cluster does not exist")
-        pulsar_url = self.service.listeners.resolve(None).broker_service_url
-        return web.json_response({"serviceUrl": self._http_url(), "brokerServiceUrl": pulsar_url})
+        listener = self.service.listeners.resolve(None)
+        return web.json_response({"serviceUrl": self._http_url(), "brokerServiceUrl": listener.broker_service_url,
+                                  "brokerServiceUrlTls": listener.broker_service_url_tls})
 
 
 def _as_object(body: object) -> dict:

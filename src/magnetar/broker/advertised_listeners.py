@@ -91,9 +91,10 @@ class ListenerNotFoundError(LookupError):
 class AdvertisedListeners:
     """What LOOKUP answers, per listener name, once the listening port is known."""
 
-    def __init__(self, listeners: dict[str, AdvertisedListener], internal: str | None, default_url: str) -> None:
+    def __init__(self, listeners: dict[str, AdvertisedListener], internal: str | None,
+                 default: AdvertisedListener) -> None:
         self._listeners = listeners
-        self._default = listeners[internal] if internal is not None else AdvertisedListener("", default_url)
+        self._default = listeners[internal] if internal is not None else default
 
     def resolve(self, listener_name: str | None) -> AdvertisedListener:
         if not listener_name:

@@ -45,8 +45,37 @@ class ServiceConfiguration:
     advertisedAddress: str = ""
     advertisedListeners: str = ""
     internalListenerName: str = ""
-    brokerServicePort: int = 6650
-    webServicePort: int = 8080
+    # a port set empty (`brokerServicePort=`) is not listened on, as in Pulsar
+    brokerServicePort: int | None = 6650
+    webServicePort: int | None = 8080
+    # TLS (see broker.tls): pulsar+ssl:// and https:// on their own ports
+    brokerServicePortTls: int | None = None
+    webServicePortTls: int | None = None
+    tlsCertificateFilePath: str = ""
+    tlsKeyFilePath: str = ""
+    tlsTrustCertsFilePath: str = ""
+    tlsRequireTrustedClientCertOnConnect: bool = False
+    tlsAllowInsecureConnection: bool = False
+    tlsProtocols: list[str] = field(default_factory=list)
+    tlsCiphers: list[str] = field(default_factory=list)
+    tlsCertRefreshCheckDurationSec: int = 300
+    # magnetar's own: a TLS handshake must end within this, or the connection is dropped
+    tlsHandshakeTimeoutSeconds: float = 10.0
+    # authentication and authorization (see broker.auth), Pulsar's keys and defaults
+    authenticationEnabled: bool = False
+    authenticationProviders: list[str] = field(default_factory=list)
+    authenticationRefreshCheckSeconds: int = 60
+    anonymousUserRole: str = ""
+    tokenSecretKey: str = ""
+    tokenPublicKey: str = ""
+    tokenPublicAlg: str = "RS256"
+    tokenAuthClaim: str = ""
+    tokenAudienceClaim: str = ""
+    tokenAudience: str = ""
+    tokenAllowedClockSkewSeconds: int = 0
+    basicAuthConf: str = ""
+    authorizationEnabled: bool = False
+    superUserRoles: list[str] = field(default_factory=list)
     # magnetar's own: an admin request (its body included) must end within this
     webServiceRequestTimeoutSeconds: int = 30
     maxMessageSize: int = 5 * 1024 * 1024
@@ -175,7 +204,8 @@ class ServiceConfiguration:
                     "subscriptionExpiryCheckIntervalInMinutes", "dispatcherFilterRescheduledMessageDelay",
                     "brokerDeduplicationEntriesInterval", "retentionCheckIntervalInSeconds",
                     "managedLedgerMaxLedgerRolloverTimeMinutes",
-                    "webServiceRequestTimeoutSeconds",
+                    "webServiceRequestTimeoutSeconds", "tlsCertRefreshCheckDurationSec",
+                    "tlsHandshakeTimeoutSeconds", "authenticationRefreshCheckSeconds",
                     "maxMessagePublishBufferSizeInMB",
                     "delayedDeliveryMinIndexCountPerBucket",
                     "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds",
@@ -220,9 +250,20 @@ class ServiceConfiguration:
             Retention(self.defaultRetentionTimeInMinutes, self.defaultRetentionSizeInMB).validate()
         except InvalidRetentionError as exc:
             raise ConfigError(f"defaultRetentionTimeInMinutes/defaultRetentionSizeInMB: {exc}") from None
-        for name in ("brokerServicePort", "webServicePort"):
-            if not 0 <= getattr(self, name) <= 65535:
-                raise ConfigError(f"{name} must be a port number (0-65535), not {getattr(self, name)}")
+        self._validate_ports()
+        from magnetar.broker.auth import validate_auth_settings  # noqa: PLC0415 (imports this module)
+        from magnetar.broker.tls import validate_tls_settings  # noqa: PLC0415 (imports this module)
+
+        validate_tls_settings(self)
+        validate_auth_settings(self)
+
+    def _validate_ports(self) -> None:
+        for name in ("brokerServicePort", "webServicePort", "brokerServicePortTls", "webServicePortTls"):
+            port = getattr(self, name)
+            if port is not None and not 0 <= port <= 65535:
+                raise ConfigError(f"{name} must be a port number (0-65535) or empty (off), not {port}")
+        if self.brokerServicePort is None and self.brokerServicePortTls is None:
+            raise ConfigError("brokerServicePort and brokerServicePortTls are both empty: clients could not connect")
 
     def _validate_compaction(self) -> None:
         from magnetar.broker.compaction import load_compaction_service_factory  # noqa: PLC0415 (broker side)
@@ -306,6 +347,8 @@ def _set(config: ServiceConfiguration, setting: Setting, kind: Any) -> None:
     if not text and kind is not str:
         if kind == list[str]:
             setattr(config, setting.key, [])
+        elif kind == int | None:  # an optional port: empty turns it off
+            setattr(config, setting.key, None)
         return
     setattr(config, setting.key, _convert(setting.key, text, kind))
 
@@ -320,6 +363,8 @@ def _convert(key: str, text: str, kind: Any) -> Any:
             return lowered == "true"
         if kind in (int, float):
             return kind(text)
+        if kind == int | None:
+            return int(text)
         if kind == list[str]:
             return [item.strip() for item in text.split(",") if item.strip()]
     except ValueError as exc:

@@ -23,7 +23,7 @@ log = logging.getLogger("magnetar.config")
 ENVIRONMENT_PREFIX = "PULSAR_PREFIX_"
 
 # Key names whose values must not reach a log: credentials and key material.
-_SECRET_KEY_NAME = re.compile(r"password|secret|token|credential|parameters|key$", re.IGNORECASE)
+_SECRET_KEY_NAME = re.compile(r"password|secret|token|credential|parameters|key$|basicAuthConf", re.IGNORECASE)
 
 
 @dataclass(slots=True)
@@ -66,6 +66,8 @@ def displayed_value(key: str, value: object) -> str:
     """A value as the start-up log shows it: secrets masked, lists and switches as written."""
     if _SECRET_KEY_NAME.search(key):
         return "****"
+    if value is None:
+        return "(off)"
     if isinstance(value, list):
         return ",".join(str(item) for item in value)
     if isinstance(value, bool):

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from magnetar import __version__
 from magnetar.broker.advertised_listeners import ListenerNotFoundError
+from magnetar.broker.auth.authorization import LOOKUP
+from magnetar.broker.auth.session import ConnectionAuth
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.positions import position_of
@@ -50,8 +52,15 @@ Handler = Callable[["ServerCnx", pb.BaseCommand, bytes | None], None]
 
 
 class ServerCnx(asyncio.Protocol):
-    def __init__(self, service: BrokerService) -> None:
+    server_version = SERVER_VERSION
+
+    def __init__(self, service: BrokerService, *, tls: bool = False) -> None:
         self.service = service
+        self.tls = tls
+        """Whether the connection came in on the pulsar+ssl:// port."""
+        self.peer_certificate: dict | None = None
+        self.auth: ConnectionAuth | None = None
+        """Who the client is, when authenticationEnabled."""
         self.id = next(_ids)
         config = service.config
         self.decoder = FrameDecoder(config.maxMessageSize + FRAME_PADDING)
@@ -83,6 +92,7 @@ class ServerCnx(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.remote = f"{peer[0]}:{peer[1]}" if peer else "?"
         self._ip = peer[0] if peer else "?"
+        self.peer_certificate = transport.get_extra_info("peercert") or None
         if not self.service.connection_controller.admit(self._ip):
             self._ip = None
             transport.close()
@@ -99,6 +109,8 @@ class ServerCnx(asyncio.Protocol):
         self.service.connections.discard(self)
         if self._keepalive is not None:
             self._keepalive.cancel()
+        if self.auth is not None:
+            self.auth.stop()
         for producer in list(self.producers.values()):
             producer.topic.remove_producer(producer)
         for consumer in list(self.consumers.values()):
@@ -200,7 +212,10 @@ class ServerCnx(asyncio.Protocol):
         self._flush_scheduled = False
         out, self._out = self._out, []
         if self.transport is not None and out:
-            self.transport.writelines(out)
+            if self.tls:  # one TLS record for the lot, not one (and one SSL call) per frame
+                self.transport.write(b"".join(out))
+            else:
+                self.transport.writelines(out)
 
     def close(self) -> None:
         if self.transport is not None:
@@ -296,10 +311,48 @@ class ServerCnx(asyncio.Protocol):
             and connect.protocol_version >= BEM_PROTOCOL_VERSION
             and connect.feature_flags.supports_broker_entry_metadata
         )
+        if self.auth is not None or self.connected:
+            log.warning("%s sent CONNECT again; closing", self)
+            self.close()
+            return
+        if self.service.authentication.enabled:
+            self.auth = ConnectionAuth(self)
+            self.auth.on_connect(connect, lambda: self._complete_connect(connect))
+            return
+        self._complete_connect(connect)
+
+    def _complete_connect(self, connect: pb.CommandConnect) -> None:
         self.connected = True
         self.client_version = connect.client_version
-        log.info("%s connected: %s, protocol version %d", self, connect.client_version, self.protocol_version)
+        log.info("%s connected: %s, protocol version %d%s", self, connect.client_version, self.protocol_version,
+                 f", role {self.role!r}" if self.auth is not None else "")
         self.send(commands.connected(SERVER_VERSION, self.protocol_version, self.service.config.maxMessageSize))
+
+    @property
+    def role(self) -> str | None:
+        """The authenticated role (None when authentication is off)."""
+        return self.auth.role if self.auth is not None else None
+
+    def authorize(self, topic: str, action: str, *, namespace: bool = False) -> None:
+        """Raise AuthorizationError unless this connection's role may `action` on `topic`
+        (or, with `namespace`, in the namespace `topic` names), checked before anything is
+        created for it."""
+        authorization = self.service.authorization
+        if authorization.enabled:
+            try:
+                if namespace:
+                    authorization.check_namespace(topic, self.role, action)
+                else:
+                    authorization.check_topic(self.service.parse_topic(topic), self.role, action)
+            except BrokerServiceError as exc:
+                log.info("%s refused: %s", self, exc.message)
+                raise
+
+    def handle_auth_response(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+        if self.auth is None:
+            self._reply_error(cmd, pb.NotAllowedError, "AUTH_RESPONSE answers nothing: authentication is off")
+            return
+        self.auth.on_auth_response(cmd.authResponse)
 
     def handle_ping(self, _cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         self.send(commands.pong())
@@ -310,6 +363,7 @@ class ServerCnx(asyncio.Protocol):
     def handle_partitioned_metadata(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.partitionMetadata
         try:
+            self.authorize(req.topic, LOOKUP)
             partitions = self.service.partitioned_metadata(req.topic, auto_create=req.metadata_auto_creation_enabled)
         except BrokerServiceError as exc:
             self.send(commands.partitioned_metadata_error(req.request_id, exc.code, exc.message))
@@ -320,6 +374,7 @@ class ServerCnx(asyncio.Protocol):
         req = cmd.lookupTopic
         service = self.service
         try:
+            self.authorize(req.topic, LOOKUP)
             topic = service.parse_topic(req.topic)
             if not service.topic_exists(topic) and not service.config.allowAutoTopicCreation:
                 raise BrokerServiceError(pb.TopicNotFound, f"Topic {req.topic} does not exist")
@@ -334,6 +389,11 @@ class ServerCnx(asyncio.Protocol):
 
     def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getTopicsOfNamespace
+        try:
+            self.authorize(req.namespace, LOOKUP, namespace=True)
+        except BrokerServiceError as exc:
+            self.send(commands.error(req.request_id, exc.code, exc.message))
+            return
         pattern = req.topics_pattern or None
         topics = self.service.topics_of_namespace(req.namespace, pattern, mode=req.mode)
         digest = topics_hash(topics)
@@ -354,6 +414,7 @@ class ServerCnx(asyncio.Protocol):
                                                 topic_epoch=existing.topic_epoch))
             return
         try:
+            self.authorize(req.topic, "produce")
             topic = self.service.get_topic(req.topic)
             name = req.producer_name or self.service.generate_producer_name()
             epoch = req.topic_epoch if req.HasField("topic_epoch") else None
@@ -400,6 +461,7 @@ class ServerCnx(asyncio.Protocol):
             self.send(commands.success(req.request_id))
             return
         try:
+            self.authorize(req.topic, "consume")
             topic = self.service.get_topic(req.topic, create=req.force_topic_creation)
             consumer = topic.subscribe(self, req)
         except BrokerServiceError as exc:
@@ -541,6 +603,7 @@ def _last_sequence_id(producer: Producer) -> int:
 
 _HANDLERS: dict[int, Handler] = {
     T.CONNECT: ServerCnx.handle_connect,
+    T.AUTH_RESPONSE: ServerCnx.handle_auth_response,
     T.PING: ServerCnx.handle_ping,
     T.PONG: ServerCnx.handle_pong,
     T.PARTITIONED_METADATA: ServerCnx.handle_partitioned_metadata,

@@ -13,11 +13,14 @@ from pathlib import Path
 from magnetar.broker import retention
 from magnetar.broker.accept_errors import AcceptErrorReporter
 from magnetar.broker.advertised_listeners import (
+    AdvertisedListener,
     AdvertisedListeners,
     default_advertised_address,
     internal_listener_name,
     parse_advertised_listeners,
 )
+from magnetar.broker.auth.authentication import AuthenticationService
+from magnetar.broker.auth.authorization import AuthorizationService
 from magnetar.broker.backlog_quota import BacklogQuotaChecker
 from magnetar.broker.compaction import (
     CompactionManager,
@@ -39,6 +42,7 @@ from magnetar.broker.periodic import PeriodicTask
 from magnetar.broker.policies import TopicPolicies
 from magnetar.broker.resources import NamespaceResources
 from magnetar.broker.retention import RetentionMonitor
+from magnetar.broker.tls import CertificateReloader, server_context, tls_enabled
 from magnetar.broker.topic import PersistentTopic
 from magnetar.broker.topic_list import compile_pattern, filter_topics
 from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory
@@ -85,12 +89,17 @@ class BrokerService:
         # Apart, so that what walks stored topics (TTL, metrics, shutdown) never meets one without a ledger.
         self.non_persistent_topics: dict[str, NonPersistentTopic] = {}
         self.connections: set[object] = set()
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        self.authentication = AuthenticationService(config)
+        self.authorization = AuthorizationService(config, self.resources)
+        self.ssl_context = server_context(config) if tls_enabled(config) else None
+        self.cert_reloader = CertificateReloader(self.ssl_context, config) if self.ssl_context else None
         self._producer_counter = 0
         self._boot_id = self._next_boot_id()
         self.bridge: LoopBridge
         self.listeners: AdvertisedListeners
-        self.port = config.brokerServicePort
+        self.port: int | None = None
+        self.tls_port: int | None = None
         self.expiry_monitor = MessageExpiryMonitor(self)
         self.retention_monitor = RetentionMonitor(self)
         self.backlog_quota_checker = BacklogQuotaChecker(self)
@@ -117,18 +126,23 @@ class BrokerService:
         return boot
 
     @property
-    def service_url(self) -> str:
-        """Where this broker listens (which may be a wildcard address)."""
-        return f"pulsar://{self.config.bindAddress}:{self.port}"
+    def service_urls(self) -> list[str]:
+        """Where this broker listens (which may be a wildcard address): pulsar:// first."""
+        host = self.config.bindAddress
+        return [f"{scheme}://{host}:{port}" for scheme, port in (("pulsar", self.port), ("pulsar+ssl", self.tls_port))
+                if port is not None]
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         AcceptErrorReporter.install(loop)
         self.bridge = LoopBridge(loop)
-        self._server = await loop.create_server(
-            lambda: ServerCnx(self), self.config.bindAddress, self.config.brokerServicePort, reuse_address=True
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        config = self.config
+        if config.brokerServicePort is not None:
+            self.port = await self._listen(config.brokerServicePort, tls=False)
+        if config.brokerServicePortTls is not None:
+            self.tls_port = await self._listen(config.brokerServicePortTls, tls=True)
+        if self.cert_reloader is not None:
+            self.cert_reloader.start()
         self.listeners = self._advertised_listeners()
         self.expiry_monitor.start()
         self.retention_monitor.start()
@@ -138,6 +152,17 @@ class BrokerService:
         self.cache_evictor.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
         loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
+
+    async def _listen(self, port: int, *, tls: bool) -> int:
+        """One listening socket; a TLS one drops a peer whose handshake is not over in time
+        (garbage, or nothing) without disturbing anyone else."""
+        loop = asyncio.get_running_loop()
+        timeout = self.config.tlsHandshakeTimeoutSeconds
+        extra = {"ssl": self.ssl_context, "ssl_handshake_timeout": timeout} if tls else {}
+        server = await loop.create_server(lambda: ServerCnx(self, tls=tls), self.config.bindAddress, port,
+                                          reuse_address=True, **extra)
+        self._servers.append(server)
+        return server.sockets[0].getsockname()[1]
 
     def _sample_rates(self) -> None:
         now = time.monotonic()
@@ -166,9 +191,10 @@ class BrokerService:
         listeners = parse_advertised_listeners(config.advertisedListeners)
         address = default_advertised_address(config.advertisedAddress, config.bindAddress)
         host = f"[{address}]" if ":" in address else address
-        return AdvertisedListeners(
-            listeners, internal_listener_name(listeners, config.internalListenerName), f"pulsar://{host}:{self.port}"
-        )
+        default = AdvertisedListener(
+            "", f"pulsar://{host}:{self.port}" if self.port is not None else None,
+            f"pulsar+ssl://{host}:{self.tls_port}" if self.tls_port is not None else None)
+        return AdvertisedListeners(listeners, internal_listener_name(listeners, config.internalListenerName), default)
 
     async def stop(self) -> None:
         self.expiry_monitor.stop()
@@ -179,12 +205,14 @@ class BrokerService:
         self.cache_evictor.stop()
         if self._stats_timer is not None:
             self._stats_timer.cancel()
-        if self._server is not None:
-            self._server.close()
+        if self.cert_reloader is not None:
+            self.cert_reloader.stop()
+        for server in self._servers:
+            server.close()
         for cnx in list(self.connections):
             cnx.close()  # type: ignore[attr-defined]
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         for topic in self.topics.values():
             topic.save_state()
         self.factory.close()

@@ -1,6 +1,7 @@
 """The `magnetar` command line: `standalone` runs a broker, `admin` drives one over its REST
 API with pulsar-admin's verbs and flags, `client` and `perf` produce and consume with
-pulsar-client's and pulsar-perf's.
+pulsar-client's and pulsar-perf's, `tokens` makes keys and tokens as
+`pulsar tokens` does.
 
 Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage error.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 import argparse
 
 from magnetar import __version__
-from magnetar.cli import admin, client, compact, perf, standalone
+from magnetar.cli import admin, client, compact, perf, standalone, tokens
 
 
 def parser() -> argparse.ArgumentParser:
@@ -22,6 +23,7 @@ def parser() -> argparse.ArgumentParser:
     client.register(commands)
     perf.register(commands)
     compact.register(commands)
+    tokens.register(commands)
     return top
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.admin.client import AdminClient, AdminError, Message
+from magnetar.cli import options as cli_options
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 _DURATION = re.compile(r"(\d+)([smhdw]?)")
@@ -216,6 +217,15 @@ RESOURCES: dict[str, list[Verb]] = {
         Verb("policies", "show a namespace's policies", lambda a, n: a.namespace_policies(n.namespace),
              [NAMESPACE]),
         Verb("topics", "list a namespace's topics", lambda a, n: a.namespace_topics(n.namespace), [NAMESPACE]),
+        Verb("permissions", "show the roles' permissions on a namespace", lambda a, n: a.permissions(n.namespace),
+             [NAMESPACE]),
+        Verb("grant-permission", "grant a role actions on a namespace",
+             lambda a, n: a.grant_permission(n.namespace, n.role, n.actions),
+             [NAMESPACE, arg("--role", required=True),
+              arg("--actions", required=True, type=lambda s: [item.strip() for item in s.split(",") if item.strip()],
+                  help="produce,consume,functions,sources,sinks,packages")]),
+        Verb("revoke-permission", "revoke a role's permissions on a namespace",
+             lambda a, n: a.revoke_permission(n.namespace, n.role), [NAMESPACE, arg("--role", required=True)]),
         Verb("set-message-ttl", "set the namespace's message TTL",
              lambda a, n: a.set_namespace_message_ttl(n.namespace, n.messageTTL),
              [NAMESPACE, arg("-ttl", "--messageTTL", type=int, required=True, help="seconds")]),
@@ -316,6 +326,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     admin.add_argument("--admin-url", default=os.environ.get("MAGNETAR_ADMIN_URL", DEFAULT_ADMIN_URL),
                        help=f"the broker's HTTP URL (default $MAGNETAR_ADMIN_URL or {DEFAULT_ADMIN_URL})")
     admin.add_argument("--json", action="store_true", help="print JSON for programs")
+    cli_options.add_security(admin)
     resources = admin.add_subparsers(dest="resource", required=True, metavar="RESOURCE")
     for resource, verbs in RESOURCES.items():
         parser = resources.add_parser(resource, help=f"{resource} operations")
@@ -327,9 +338,17 @@ def register(commands: argparse._SubParsersAction) -> None:
             verb_parser.set_defaults(run=run, action=verb.action)
 
 
+def _admin_client(args: argparse.Namespace) -> AdminClient:
+    try:
+        security = cli_options.security_arguments(args)
+    except ValueError as exc:
+        raise AdminError(0, str(exc)) from None
+    return AdminClient(args.admin_url, **security)  # type: ignore[arg-type]
+
+
 def run(args: argparse.Namespace) -> int:
     try:
-        result = args.action(AdminClient(args.admin_url), args)
+        result = args.action(_admin_client(args), args)
     except AdminError as error:
         print(f"magnetar admin: {error.reason}" + (f" ({error.status})" if error.status else ""), file=sys.stderr)
         return 1

@@ -33,6 +33,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     top = commands.add_parser("client", help="produce and consume messages (pulsar-client's verbs)",
                               description="Produce and consume messages, as pulsar-client does.")
     options.add_service_url(top, "--url")
+    options.add_security(top)
     verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
     _register_produce(verbs)
     _register_consume(verbs)
@@ -182,7 +183,11 @@ def _with_client(args: argparse.Namespace, verb: str, work: Any, on_interrupt: A
 
     client = None
     try:
-        client = Client(args.service_url, operation_timeout_seconds=30)
+        try:
+            security = options.security_arguments(args)
+        except ValueError as exc:
+            raise _UsageError(str(exc)) from None
+        client = Client(args.service_url, operation_timeout_seconds=30, **security)
         return work(client)
     except _UsageError as error:
         print(f"magnetar client {verb}: {error}", file=sys.stderr)

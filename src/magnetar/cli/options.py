@@ -73,3 +73,29 @@ def non_negative(kind: type = int) -> Callable[[str], float]:
 def add_service_url(parser: argparse.ArgumentParser, *flags: str) -> None:
     parser.add_argument(*flags, dest="service_url", default=default_service_url(),
                         help=f"the broker's service URL (default $MAGNETAR_SERVICE_URL or {DEFAULT_SERVICE_URL})")
+
+
+def add_security(parser: argparse.ArgumentParser) -> None:
+    """pulsar-client's and pulsar-admin's credential and TLS flags."""
+    parser.add_argument("--auth-plugin", help="AuthenticationToken, AuthenticationTls or AuthenticationBasic "
+                        "(org.apache.pulsar.client.impl.auth. names too)")
+    parser.add_argument("--auth-params", default="", help="token:<jwt> or file:///path; "
+                        'tlsCertFile:<path>,tlsKeyFile:<path>; {"userId": .., "password": ..}')
+    parser.add_argument("--tls-trust-cert-path", help="CA certificates to check a TLS broker with")
+    parser.add_argument("--tls-allow-insecure", action="store_true", help="do not check the broker's certificate")
+    parser.add_argument("--tls-enable-hostname-verification", action="store_true",
+                        help="check the broker's host name against its certificate")
+
+
+def security_arguments(args: argparse.Namespace) -> dict[str, object]:
+    """The Client/AdminClient keyword arguments of the `add_security` flags; ValueError names
+    the flag at fault."""
+    from magnetar.client.auth import authentication_from_plugin  # noqa: PLC0415 (standalone need not load it)
+
+    try:
+        authentication = authentication_from_plugin(args.auth_plugin, args.auth_params) if args.auth_plugin else None
+    except ValueError as exc:
+        raise ValueError(f"--auth-plugin/--auth-params: {exc}") from None
+    return {"authentication": authentication, "tls_trust_certs_file_path": args.tls_trust_cert_path,
+            "tls_allow_insecure_connection": args.tls_allow_insecure,
+            "tls_validate_hostname": args.tls_enable_hostname_verification}

@@ -41,6 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic")
     options.add_service_url(parser, "-u", "--service-url")
+    options.add_security(parser)
     parser.add_argument("-time", "--test-duration", type=options.non_negative(float), default=0.0,
                         help="stop after this many seconds; 0 runs until the count or Ctrl-C")
     parser.add_argument("--report-interval", type=options.non_negative(float), default=10.0,
@@ -170,9 +171,14 @@ def _with_client(args: argparse.Namespace, run: _Run, work: Callable[[Client], N
     from magnetar.client import Client  # noqa: PLC0415 (only the perf verbs load the client)
     from magnetar.client.errors import PulsarException  # noqa: PLC0415
 
+    try:
+        security = options.security_arguments(args)
+    except ValueError as exc:
+        print(f"magnetar perf: {exc}", file=sys.stderr)
+        return 2
     client = None
     try:
-        client = Client(args.service_url, operation_timeout_seconds=30)
+        client = Client(args.service_url, operation_timeout_seconds=30, **security)
         work(client)
         code = 0
     except PulsarException as error:

@@ -62,8 +62,9 @@ async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
     service = BrokerService(config, data_dir)
     await service.start()
     admin = AdminServer(service)
-    await admin.start(config.bindAddress, config.webServicePort)
-    log.info("admin API on http://%s:%d/admin/v2", config.bindAddress, admin.port)
+    await admin.start(config.bindAddress, config.webServicePort, config.webServicePortTls)
+    for url in admin.bound_urls():
+        log.info("admin API on %s/admin/v2", url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -71,7 +72,8 @@ async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
     advertised = service.listeners.resolve(None)
     log.info("advertising %s to clients", advertised.broker_service_url or advertised.broker_service_url_tls)
     settle_after_start()
-    log.info("magnetar standalone accepting connections on %s (data in %s)", service.service_url, data_dir)
+    log.info("magnetar standalone accepting connections on %s (data in %s)", " and ".join(service.service_urls),
+             data_dir)
     try:
         await stop.wait()
     finally:

@@ -10,6 +10,7 @@ Spark source uses.
 """
 
 from magnetar.client.aio.letters import DeadLetterPolicy as ConsumerDeadLetterPolicy
+from magnetar.client.auth import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
 from magnetar.client.blocking import Client, Consumer, Producer, Reader
 from magnetar.client.enums import (
     BatchingType,
@@ -27,6 +28,9 @@ from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 
 __all__ = [
+    "AuthenticationBasic",
+    "AuthenticationTLS",
+    "AuthenticationToken",
     "BatchingType",
     "Client",
     "CompressionType",

@@ -83,7 +83,9 @@ class Client:
         async def make() -> aio_client.Client:
             return aio_client.Client(service_url, authentication, operation_timeout_seconds,
                                      connection_timeout_ms=connection_timeout_ms, listener_name=listener_name,
-                                     **kwargs)
+                                     tls_trust_certs_file_path=tls_trust_certs_file_path,
+                                     tls_allow_insecure_connection=tls_allow_insecure_connection,
+                                     tls_validate_hostname=tls_validate_hostname, **kwargs)
 
         try:
             self._core = self._io.run(make())

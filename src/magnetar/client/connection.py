@@ -12,10 +12,12 @@ from __future__ import annotations
 import socket
 import time
 from collections import deque
-from urllib.parse import urlsplit
 
 from magnetar import __version__
-from magnetar.client.errors import PulsarException, PulsarServerError, refusal_of
+from magnetar.client.errors import InvalidUrl, PulsarException, PulsarServerError, refusal_of
+from magnetar.client.security import ClientSecurity
+from magnetar.client.url import ServiceUrl
+from magnetar.client.url import parse_service_url as parse_url
 from magnetar.wire import client_commands
 from magnetar.wire.errors import WireError
 from magnetar.wire.frames import Frame, FrameDecoder, command_body, encode_command
@@ -25,6 +27,7 @@ T = pb.BaseCommand
 
 __all__ = ["ClientConnection", "PulsarClientError", "PulsarServerError", "parse_service_url"]
 
+CLIENT_VERSION = f"magnetar-{__version__}"
 DEFAULT_OPERATION_TIMEOUT = 30.0
 """As the official client's operationTimeoutSeconds."""
 
@@ -35,17 +38,15 @@ PulsarClientError = PulsarException
 """The broker could not be reached, answered garbage, or went away (every client error)."""
 
 def parse_service_url(url: str) -> tuple[str, int]:
-    """(host, port) of `pulsar://host[:port][,host2...]`: the first host is used."""
-    parts = urlsplit(url.strip())
-    if parts.scheme == "pulsar+ssl":
-        raise PulsarClientError(f"{url}: TLS (pulsar+ssl://) is not supported; use pulsar://")
-    if parts.scheme != "pulsar" or not parts.netloc:
-        raise PulsarClientError(f"{url!r} is not a Pulsar service URL (expected pulsar://host:port)")
-    first = parts.netloc.split(",")[0]
-    host, _, port = first.rpartition(":") if ":" in first else (first, "", "6650")
-    if not port.isdigit():
-        raise PulsarClientError(f"{url!r}: bad port {port!r}")
-    return host.strip("[]"), int(port)
+    """(host, port) of `pulsar://host[:port][,host2...]` or `pulsar+ssl://...`: the first host is used."""
+    return _parse_url(url).first
+
+
+def _parse_url(url: str) -> ServiceUrl:
+    try:
+        return parse_url(url)
+    except InvalidUrl as exc:
+        raise PulsarClientError(str(exc)) from None
 
 
 def _consumer_of(frame: Frame) -> int | None:
@@ -56,9 +57,11 @@ def _consumer_of(frame: Frame) -> int | None:
 class ClientConnection:
     """One TCP connection, CONNECTed, with request ids and a queue of pushed frames."""
 
-    def __init__(self, url: str, timeout: float = DEFAULT_OPERATION_TIMEOUT) -> None:
+    def __init__(self, url: str, timeout: float = DEFAULT_OPERATION_TIMEOUT,
+                 security: ClientSecurity | None = None) -> None:
         self.url = url
         self.timeout = timeout
+        self.security = security or ClientSecurity()
         self._decoder = FrameDecoder()
         self._decoded: deque[Frame] = deque()
         """Frames read off the socket, not yet looked at."""
@@ -66,12 +69,16 @@ class ClientConnection:
         """Frames looked at while waiting for an answer: pushed by the broker unasked."""
         self._next_request_id = 0
         self._next_consumer_id = 0
-        host, port = parse_service_url(url)
+        parsed = _parse_url(url)
+        self.tls = parsed.tls
+        host, port = parsed.first
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls:
+                self._sock = self.security.ssl_context().wrap_socket(self._sock, server_hostname=host)
         except OSError as exc:
             raise PulsarClientError(f"cannot connect to {url}: {exc}") from exc
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             self.server_version, self.protocol_version = self._handshake()
         except BaseException:
@@ -79,7 +86,7 @@ class ClientConnection:
             raise
 
     def _handshake(self) -> tuple[str, int]:
-        self._write(client_commands.connect(f"magnetar-{__version__}"))
+        self._write(self.security.connect_frame(CLIENT_VERSION))
         frame = self._read_frame(time.monotonic() + self.timeout)
         refusal = refusal_of(frame.command)
         if refusal is not None:
@@ -153,6 +160,9 @@ class ClientConnection:
                 self._write(client_commands.pong())
                 continue
             if frame.command.type == T.PONG:
+                continue
+            if frame.command.type == T.AUTH_CHALLENGE:  # fresh credentials before the old ones expire
+                self._write(self.security.auth_response_frame(CLIENT_VERSION))
                 continue
             return frame
 

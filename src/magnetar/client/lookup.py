@@ -38,13 +38,13 @@ def lookup(conn: ClientConnection, topic: str) -> str:
                 topic=topic, request_id=asking.new_request_id(), authoritative=authoritative
             )
             answer = asking.request(T(type=T.LOOKUP, lookupTopic=request)).lookupTopicResponse
-            url = answer.brokerServiceUrl or url
+            url = (answer.brokerServiceUrlTls if conn.tls else answer.brokerServiceUrl) or url
             if answer.response == pb.CommandLookupTopicResponse.Connect or answer.proxy_through_service_url:
                 return conn.url if answer.proxy_through_service_url else url
             authoritative = answer.authoritative
             if asking is not conn:
                 asking.close()
-            asking = ClientConnection(url, conn.timeout)
+            asking = ClientConnection(url, conn.timeout, conn.security)
     finally:
         if asking is not conn:
             asking.close()

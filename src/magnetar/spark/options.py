@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
+from magnetar.client.auth import Authentication, authentication_from_plugin
+from magnetar.client.security import ClientSecurity
 from magnetar.formats.processor import load_processor
 from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
@@ -36,6 +38,14 @@ KNOWN = {
     "propertiesfilter": 'JSON {"key": "value"}: keep messages with these properties, skip entries ruled out',
     "splitsizebytes": "bytes of entries per Spark partition",
     "operationtimeoutseconds": "service.url only: seconds to wait for the broker",
+    # the pulsar-spark connector passes client settings under `pulsar.client.`
+    "pulsar.client.authpluginclassname": "AuthenticationToken, AuthenticationTls or AuthenticationBasic "
+                                         "(org.apache.pulsar.client.impl.auth. names too)",
+    "pulsar.client.authparams": "token:<jwt> or file:///path; tlsCertFile:..,tlsKeyFile:..; "
+                                '{"userId":..,"password":..}',
+    "pulsar.client.tlstrustcertsfilepath": "CA certificates to check a pulsar+ssl:// broker with",
+    "pulsar.client.tlsallowinsecureconnection": "true: do not check the broker's certificate",
+    "pulsar.client.tlshostnameverificationenable": "true: check the broker's host name against its certificate",
 }
 
 
@@ -90,6 +100,8 @@ class SourceOptions:
     properties_filter: tuple[tuple[str, str], ...] = ()
     payload_processors: tuple[str, ...] = ()
     """Processor names (payloadProcessor) read before the built-ins; resolved on each executor."""
+    security: ClientSecurity = field(default_factory=ClientSecurity)
+    """TLS and credentials for service.url (the pulsar.client.* options)."""
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
@@ -195,6 +207,20 @@ def _payload_processors(options: Mapping[str, str]) -> tuple[str, ...]:
     return names
 
 
+def _security(options: Mapping[str, str]) -> ClientSecurity:
+    plugin = options.get("pulsar.client.authpluginclassname")
+    try:
+        authentication = authentication_from_plugin(plugin, options.get("pulsar.client.authparams", "")) \
+            if plugin else Authentication()
+    except ValueError as exc:
+        raise MagnetarOptionError(f"option 'pulsar.client.authPluginClassName'/'pulsar.client.authParams': {exc}") \
+            from None
+    return ClientSecurity(
+        authentication, options.get("pulsar.client.tlstrustcertsfilepath") or None,
+        _bool(options, "pulsar.client.tlsallowinsecureconnection", False),
+        _bool(options, "pulsar.client.tlshostnameverificationenable", False))
+
+
 def parse_options(options: Mapping[str, str], *, streaming: bool | None = False) -> SourceOptions:
     """Check every option; raise MagnetarOptionError naming the first bad one.
 
@@ -258,4 +284,5 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         operation_timeout_seconds=float(integer_option(lowered, "operationtimeoutseconds", 1) or 30),
         properties_filter=_properties(lowered),
         payload_processors=_payload_processors(lowered),
+        security=_security(lowered),
     )

@@ -24,6 +24,7 @@ import pyarrow as pa
 from magnetar.client.connection import ClientConnection, PulsarServerError
 from magnetar.client.lookup import lookup, partitions_of, topics_of_namespace
 from magnetar.client.raw_reader import RawReader
+from magnetar.client.security import ClientSecurity
 from magnetar.formats.processor import all_builtins
 from magnetar.spark.offsets import TopicPartition
 from magnetar.spark.options import MagnetarOptionError, SourceOptions
@@ -86,8 +87,9 @@ class ProtocolTopics:
     """The driver's view of a broker: the same questions `StorageTopics` answers for a data
     dir (which partitions, first/next index, entry ranges), answered through a connection."""
 
-    def __init__(self, service_url: str) -> None:
+    def __init__(self, service_url: str, security: ClientSecurity | None = None) -> None:
         self.service_url = service_url
+        self.security = security
         self._conn: ClientConnection | None = None
         self._readers: dict[TopicPartition, RawReader] = {}
         self._hints: dict[TopicPartition, dict[int, StartAt]] = {}
@@ -99,7 +101,7 @@ class ProtocolTopics:
     @property
     def conn(self) -> ClientConnection:
         if self._conn is None:
-            self._conn = ClientConnection(self.service_url)
+            self._conn = ClientConnection(self.service_url, security=self.security)
         return self._conn
 
     def close(self) -> None:
@@ -286,10 +288,10 @@ def read_messages(options: SourceOptions, work: MessageRange) -> Iterator[pa.Rec
     """Executor side: the rows of one message range, as Arrow batches."""
     assert options.service_url is not None
     with contextlib.ExitStack() as stack:
-        conn = stack.enter_context(ClientConnection(options.service_url))
+        conn = stack.enter_context(ClientConnection(options.service_url, security=options.security))
         url = lookup(conn, work.tp.storage_topic)
         if url != conn.url:
-            conn = stack.enter_context(ClientConnection(url))
+            conn = stack.enter_context(ClientConnection(url, security=options.security))
         reader = RawReader(conn, work.tp.storage_topic, MessageId(work.start.ledger_id, work.start.entry_id))
         stack.callback(reader.close)
         with gc_paused():

@@ -210,7 +210,7 @@ def topics_of(options: SourceOptions) -> Topics:
     if options.path is not None:
         return StorageTopics(options.path)
     assert options.service_url is not None
-    return ProtocolTopics(options.service_url)
+    return ProtocolTopics(options.service_url, options.security)
 
 
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:

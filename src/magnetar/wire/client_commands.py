@@ -227,3 +227,10 @@ def unsubscribe(request_id: int, consumer_id: int) -> bytes:
 def close_consumer(request_id: int, consumer_id: int) -> bytes:
     body = pb.CommandCloseConsumer(consumer_id=consumer_id, request_id=request_id)
     return encode_command(T(type=T.CLOSE_CONSUMER, close_consumer=body))
+
+
+def auth_response(client_version: str, auth_method_name: str, auth_data: bytes) -> bytes:
+    """The answer to AUTH_CHALLENGE: fresh credentials of the same method."""
+    response = pb.CommandAuthResponse(client_version=client_version, protocol_version=PROTOCOL_VERSION,
+                                      response=pb.AuthData(auth_method_name=auth_method_name, auth_data=auth_data))
+    return encode_command(T(type=T.AUTH_RESPONSE, authResponse=response))

@@ -216,3 +216,15 @@ def ack_response(consumer_id: int, request_id: int, error_message: str | None = 
         resp.error = code
         resp.message = error_message
     return encode_command(T(type=T.ACK_RESPONSE, ackResponse=resp))
+
+
+#: The request id of an error that answers no request (a refused CONNECT): Java's -1 as a uint64.
+NO_REQUEST_ID = (1 << 64) - 1
+#: What AUTH_CHALLENGE carries to ask a client for fresh credentials (Pulsar's AuthData.REFRESH_AUTH_DATA).
+REFRESH_AUTH_DATA = b"PulsarAuthRefresh"
+
+
+def auth_challenge(server_version: str, protocol_version: int, auth_method_name: str, data: bytes) -> bytes:
+    challenge = pb.CommandAuthChallenge(server_version=server_version, protocol_version=protocol_version,
+                                        challenge=pb.AuthData(auth_method_name=auth_method_name, auth_data=data))
+    return encode_command(T(type=T.AUTH_CHALLENGE, authChallenge=challenge))

@@ -22,6 +22,7 @@ from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.pool import ConnectionPool, PoolConfig
 from magnetar.client.aio.producer import Producer, ProducerConfig
 from magnetar.client.aio.reader import Reader
+from magnetar.client.auth import Authentication
 from magnetar.client.enums import (
     BatchingType,
     CompressionType,
@@ -31,6 +32,7 @@ from magnetar.client.enums import (
     ProducerAccessMode,
 )
 from magnetar.client.message_id import MessageId, as_message_id
+from magnetar.client.security import ClientSecurity
 from magnetar.client.topic_name import full_topic_name, partition_name
 from magnetar.client.url import parse_service_url
 from magnetar.formats.processor import ProcessorSet, resolve_processors
@@ -46,15 +48,20 @@ class Client:
     Create it inside a running event loop (or `async with Client(...) as client:`).
     """
 
-    def __init__(self, service_url: str, authentication: Any = None, operation_timeout_seconds: float = 30,
-                 connection_timeout_ms: int = 10000, listener_name: str | None = None,
-                 keep_alive_interval_seconds: float = 30, **_ignored: Any) -> None:
-        if authentication is not None:
-            raise errors.InvalidConfiguration("authentication is not supported yet")
+    def __init__(self, service_url: str, authentication: Authentication | None = None,
+                 operation_timeout_seconds: float = 30, connection_timeout_ms: int = 10000,
+                 listener_name: str | None = None, keep_alive_interval_seconds: float = 30,
+                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
+                 tls_validate_hostname: bool = False, **_ignored: Any) -> None:
+        if authentication is not None and not isinstance(authentication, Authentication):
+            raise errors.InvalidConfiguration("authentication must be one of magnetar.client's AuthenticationToken, "
+                                              f"AuthenticationTLS or AuthenticationBasic, not {type(authentication)}")
         self.service_url = parse_service_url(service_url).url
         self.operation_timeout = float(operation_timeout_seconds)
+        security = ClientSecurity(authentication or Authentication(), tls_trust_certs_file_path,
+                                  tls_allow_insecure_connection, tls_validate_hostname)
         self.pool = ConnectionPool(PoolConfig(self.operation_timeout, connection_timeout_ms / 1000,
-                                              keep_alive_interval_seconds))
+                                              keep_alive_interval_seconds, security))
         self.lookup = LookupService(self.pool, self.service_url, listener_name or "")
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
         self._next_producer_id = 0

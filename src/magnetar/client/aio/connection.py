@@ -6,7 +6,7 @@ Pulsar: the CONNECT handshake, request ids and the futures waiting on them, keep
 and the routing of pushed frames (MESSAGE, SEND_RECEIPT, CLOSE_*) to the producer or
 consumer registered under the id the frame names. When it is lost, every waiting request
 fails and every registered handler is told, so each can reconnect on its own schedule.
-TLS and authentication enter only through `open` (an SSL context, the CONNECT fields).
+TLS and credentials come from a ClientSecurity given to `open`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from magnetar import __version__
 from magnetar.client import errors
+from magnetar.client.security import ClientSecurity
 from magnetar.wire import client_commands as cc
 from magnetar.wire.errors import WireError
 from magnetar.wire.frames import DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING, Frame, FrameDecoder, command_body
@@ -49,7 +50,9 @@ class Connection(asyncio.Protocol):
     """A CONNECTed connection; `request` sends a command and awaits the frame answering it."""
 
     def __init__(self, logical_url: str, physical_url: str, operation_timeout: float,
-                 keepalive_interval: float = 30.0, on_closed: Callable[[Connection], None] | None = None) -> None:
+                 keepalive_interval: float = 30.0, on_closed: Callable[[Connection], None] | None = None,
+                 security: ClientSecurity | None = None) -> None:
+        self.security = security or ClientSecurity()
         self.logical_url = logical_url
         self.physical_url = physical_url
         self.operation_timeout = operation_timeout
@@ -74,18 +77,17 @@ class Connection(asyncio.Protocol):
     @classmethod
     async def open(cls, logical_url: str, physical_url: str, host: str, port: int, *, operation_timeout: float,
                    connection_timeout: float, keepalive_interval: float = 30.0,
-                   on_closed: Callable[[Connection], None] | None = None, ssl: Any = None,
-                   connect_frame: bytes | None = None) -> Connection:
-        """Connect and handshake; ConnectError when the broker cannot be reached or will not answer.
-
-        `connect_frame` is the CONNECT to send (an authentication provider builds its own).
-        """
+                   on_closed: Callable[[Connection], None] | None = None, tls: bool = False,
+                   security: ClientSecurity | None = None) -> Connection:
+        """Connect (over TLS if `tls`) and handshake with the credentials of `security`;
+        ConnectError when the broker cannot be reached or will not answer."""
         loop = asyncio.get_running_loop()
-        conn = cls(logical_url, physical_url, operation_timeout, keepalive_interval, on_closed)
+        conn = cls(logical_url, physical_url, operation_timeout, keepalive_interval, on_closed, security)
         try:
             async with asyncio.timeout(connection_timeout):
-                await loop.create_connection(lambda: conn, host, port, ssl=ssl)
-                conn.write(connect_frame or cc.connect(CLIENT_VERSION))
+                ssl_context = conn.security.ssl_context() if tls else None
+                await loop.create_connection(lambda: conn, host, port, ssl=ssl_context)
+                conn.write(conn.security.connect_frame(CLIENT_VERSION))
                 connected = await conn._connected
         except TimeoutError:
             conn.close()
@@ -159,6 +161,8 @@ class Connection(asyncio.Protocol):
         elif kind == T.CONNECTED:
             if not self._connected.done():
                 self._connected.set_result(cmd.connected)
+        elif kind == T.AUTH_CHALLENGE:  # the broker wants fresh credentials before the old ones expire
+            self.write(self.security.auth_response_frame(CLIENT_VERSION))
         elif kind == T.ERROR and not self._connected.done():
             self._connected.set_exception(errors.refusal_of(cmd) or errors.ConnectError("refused"))
         else:

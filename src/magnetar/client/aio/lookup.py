@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from magnetar.client import errors
 from magnetar.client.aio.pool import ConnectionPool
+from magnetar.client.url import parse_service_url
 from magnetar.wire import client_commands as cc
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -20,6 +21,8 @@ class LookupService:
         self.pool = pool
         self.service_url = service_url
         self.listener_name = listener_name
+        self.tls = parse_service_url(service_url).tls
+        """A client that came in over TLS is sent on to brokers' TLS URLs."""
 
     async def partitions(self, topic: str, *, auto_create: bool = True) -> int:
         """The partition count (0: not partitioned)."""
@@ -36,7 +39,7 @@ class LookupService:
             answer = (await conn.request(
                 lambda rid, a=authoritative: cc.lookup(rid, topic, authoritative=a, listener_name=self.listener_name)
             )).lookupTopicResponse
-            target = answer.brokerServiceUrl or url
+            target = (answer.brokerServiceUrlTls if self.tls else answer.brokerServiceUrl) or url
             if answer.response == pb.CommandLookupTopicResponse.Connect:
                 if answer.proxy_through_service_url:
                     return target, self.service_url

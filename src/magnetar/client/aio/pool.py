@@ -7,9 +7,10 @@ connection that is being opened wait for the same attempt instead of opening two
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from magnetar.client.aio.connection import Connection
+from magnetar.client.security import ClientSecurity
 from magnetar.client.url import parse_service_url
 
 
@@ -18,6 +19,7 @@ class PoolConfig:
     operation_timeout: float = 30.0
     connection_timeout: float = 10.0
     keepalive_interval: float = 30.0
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
 
 class ConnectionPool:
@@ -43,10 +45,6 @@ class ConnectionPool:
     async def _open(self, key: tuple[str, str]) -> Connection:
         logical, physical = key
         url = parse_service_url(physical)
-        if url.tls:
-            from magnetar.client.errors import ConnectError  # noqa: PLC0415 (error path only)
-
-            raise ConnectError(f"{physical}: TLS is not supported yet")
         host, port = url.first
         conn = await Connection.open(
             logical, physical, host, port,
@@ -54,6 +52,8 @@ class ConnectionPool:
             connection_timeout=self.config.connection_timeout,
             keepalive_interval=self.config.keepalive_interval,
             on_closed=self._forget,
+            tls=url.tls,
+            security=self.config.security,
         )
         if self.closed:
             conn.close()

@@ -1,0 +1,139 @@
+"""Who a client is: the authentication providers named in authenticationProviders, asked
+with what the client sent (CONNECT's auth_method_name and auth_data, an HTTP
+Authorization header, a TLS client certificate), answering with a role.
+
+Providers are plugins of the `magnetar.authentication_providers` entry-point group,
+named as Pulsar names its classes (`org.apache.pulsar.broker.authentication.
+AuthenticationProviderToken`) or by their short method names (`token`, `tls`,
+`basic`). A provider that raises anything but AuthenticationError fails that one
+authentication, never the broker.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from magnetar.plugins import load_plugin
+
+if TYPE_CHECKING:
+    from magnetar.broker.config import ServiceConfiguration
+
+log = logging.getLogger(__name__)
+
+GROUP = "magnetar.authentication_providers"
+_PULSAR_PACKAGE = "org.apache.pulsar.broker.authentication."
+_BUILTIN_TARGETS = {
+    "token": "magnetar.broker.auth.providers.token:TokenAuthenticationProvider",
+    "tls": "magnetar.broker.auth.providers.tls:TlsAuthenticationProvider",
+    "basic": "magnetar.broker.auth.providers.basic:BasicAuthenticationProvider",
+}
+BUILTIN_PROVIDERS: dict[str, str] = {
+    **_BUILTIN_TARGETS,
+    _PULSAR_PACKAGE + "AuthenticationProviderToken": _BUILTIN_TARGETS["token"],
+    _PULSAR_PACKAGE + "AuthenticationProviderTls": _BUILTIN_TARGETS["tls"],
+    _PULSAR_PACKAGE + "AuthenticationProviderBasic": _BUILTIN_TARGETS["basic"],
+}
+#: What clients without credentials name (the C++ client sends "none").
+NO_AUTH_METHODS = frozenset({"", "none"})
+
+
+class AuthenticationError(Exception):
+    """Credentials that name no role; the message says why, without the credentials."""
+
+
+@dataclass(frozen=True, slots=True)
+class Credentials:
+    """What a client presented: the bytes of its auth data and its TLS certificate."""
+
+    method: str
+    data: bytes = b""
+    peer_certificate: Mapping | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated role, and when its credentials stop being valid (epoch seconds)."""
+
+    role: str
+    method: str
+    expires_at: float | None = None
+
+
+class AuthenticationProvider(Protocol):
+    """What a provider plugin is: built with the broker configuration, it names its
+    method and turns credentials into a principal (or raises AuthenticationError). One
+    whose checks take milliseconds sets `slow = True` and is called on a worker thread."""
+
+    auth_method_name: str
+
+    def __init__(self, config: ServiceConfiguration) -> None: ...
+
+    def authenticate(self, credentials: Credentials) -> Principal: ...
+
+
+def load_provider(name: str, config: ServiceConfiguration) -> AuthenticationProvider:
+    """Build the provider `name` designates; ValueError names the problem (and its key)."""
+    factory = load_plugin("authentication provider", GROUP, name, BUILTIN_PROVIDERS)
+    return factory(config)
+
+
+class AuthenticationService:
+    """The providers in force, by method name, and the anonymous role."""
+
+    def __init__(self, config: ServiceConfiguration) -> None:
+        self.enabled = config.authenticationEnabled
+        self.anonymous_role = config.anonymousUserRole or None
+        self.providers: dict[str, AuthenticationProvider] = {}
+        for name in config.authenticationProviders:
+            provider = load_provider(name, config)
+            self.providers[provider.auth_method_name] = provider
+
+    def authenticate(self, credentials: Credentials) -> Principal:
+        """The principal behind `credentials`: the provider of their method decides; a
+        client naming no method we have gets the anonymous role, if there is one."""
+        provider = self.providers.get(credentials.method)
+        if provider is None:
+            if self.anonymous_role is not None:
+                return Principal(self.anonymous_role, "none")
+            if credentials.method in NO_AUTH_METHODS:
+                raise AuthenticationError("authentication is required and no anonymousUserRole is set")
+            raise AuthenticationError(f"no authentication provider for method {credentials.method!r} "
+                                      f"(this broker has {', '.join(sorted(self.providers)) or 'none'})")
+        try:
+            return provider.authenticate(credentials)
+        except AuthenticationError:
+            raise
+        except Exception as exc:  # a plugin's bug costs one authentication, not the broker
+            log.exception("authentication provider %r failed", credentials.method)
+            raise AuthenticationError(f"authentication provider {credentials.method!r} failed: "
+                                      f"{type(exc).__name__}") from None
+
+    def is_slow(self, method: str) -> bool:
+        """Whether the provider of `method` says its checks take long (password hashing):
+        those run off the event loop."""
+        return bool(getattr(self.providers.get(method), "slow", False))
+
+    def http_credentials(self, authorization: str | None, peer_certificate: Mapping | None) -> Credentials:
+        """What an admin request presents, read as Pulsar's HTTP authentication reads it:
+        `Authorization: Bearer <token>`, `Authorization: Basic <base64 user:password>`,
+        else a client certificate, else nothing (anonymous)."""
+        scheme, _, value = (authorization or "").strip().partition(" ")
+        scheme = scheme.lower()
+        if scheme == "bearer":
+            return Credentials("token", value.strip().encode())
+        if scheme == "basic":
+            try:
+                decoded = base64.b64decode(value.strip(), validate=True)
+            except (binascii.Error, ValueError):
+                raise AuthenticationError("the Basic Authorization header is not base64") from None
+            return Credentials("basic", decoded)
+        if scheme:
+            raise AuthenticationError(f"unsupported Authorization scheme {scheme!r} (use Bearer or Basic)")
+        if peer_certificate and "tls" in self.providers:
+            return Credentials("tls", b"", peer_certificate)
+        return Credentials("none")

@@ -1,0 +1,1 @@
+"""The built-in authentication providers: tokens, TLS client certificates, basic (htpasswd)."""

@@ -1,0 +1,130 @@
+"""One connection's authentication: CONNECT's credentials, then refreshes of those that
+expire, by the protocol's AUTH_CHALLENGE / AUTH_RESPONSE.
+
+As in Pulsar's ServerCnx: every authenticationRefreshCheckSeconds the broker looks at
+the connection's credentials; once expired, a client that announced
+supports_auth_refresh is sent AUTH_CHALLENGE and must answer with fresh credentials
+(for the same role) before the next check, and one that did not is disconnected. A
+refused CONNECT is answered by ERROR (request id -1, AuthenticationError) and the
+connection closed; the C++ client, which takes only CONNECTED in that state, sees the
+connection close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from magnetar.broker.auth.authentication import AuthenticationError, Credentials, Principal
+from magnetar.wire import commands
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.connection import ServerCnx
+
+log = logging.getLogger(__name__)
+
+
+class ConnectionAuth:
+    def __init__(self, cnx: ServerCnx) -> None:
+        self._cnx = cnx
+        self._service = cnx.service.authentication
+        self._interval = cnx.service.config.authenticationRefreshCheckSeconds
+        self.principal: Principal | None = None
+        self._supports_refresh = False
+        self._challenge_pending = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    @property
+    def role(self) -> str | None:
+        return self.principal.role if self.principal is not None else None
+
+    def on_connect(self, connect: pb.CommandConnect, accepted: Callable[[], None]) -> None:
+        """Authenticate CONNECT and call `accepted` once it is; refused, the client is told and
+        dropped. Providers that hash passwords (milliseconds each) run on a worker thread, so
+        a flood of CONNECTs does not stall the other connections of the loop; nothing else
+        is read from the client meanwhile (it waits for CONNECTED)."""
+        method = connect.auth_method_name if connect.HasField("auth_method_name") else "none"
+        self._supports_refresh = connect.feature_flags.supports_auth_refresh
+        credentials = Credentials(method, connect.auth_data, self._cnx.peer_certificate)
+        if self._service.is_slow(method):
+            pending = asyncio.get_running_loop().run_in_executor(None, self._service.authenticate, credentials)
+            pending.add_done_callback(lambda done: self._settle(done, method, accepted))
+            return
+        try:
+            self.principal = self._service.authenticate(credentials)
+        except AuthenticationError as exc:
+            self._refuse(f"Unable to authenticate: {exc}", method)
+            return
+        self._accept(accepted)
+
+    def _settle(self, done: asyncio.Future[Principal], method: str, accepted: Callable[[], None]) -> None:
+        if self._cnx.transport is None:  # gone while its credentials were checked
+            return
+        error = done.exception()
+        if error is not None:
+            reason = str(error) if isinstance(error, AuthenticationError) else "internal error"
+            self._refuse(f"Unable to authenticate: {reason}", method)
+            return
+        self.principal = done.result()
+        self._accept(accepted)
+
+    def _accept(self, accepted: Callable[[], None]) -> None:
+        self._schedule()
+        accepted()
+
+    def on_auth_response(self, response: pb.CommandAuthResponse) -> None:
+        """Fresh credentials, asked for by AUTH_CHALLENGE: same role, or the connection goes."""
+        data = response.response
+        try:
+            principal = self._authenticate(data.auth_method_name or "none", data.auth_data)
+        except AuthenticationError as exc:
+            self._refuse(f"Unable to refresh authentication: {exc}", data.auth_method_name)
+            return
+        if self.principal is not None and principal.role != self.principal.role:
+            self._refuse(f"refreshed credentials name role {principal.role!r}, not {self.principal.role!r}",
+                         data.auth_method_name)
+            return
+        self.principal = principal
+        self._challenge_pending = False
+        log.info("%s refreshed its credentials for role %r", self._cnx, principal.role)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _authenticate(self, method: str, data: bytes) -> Principal:
+        return self._service.authenticate(Credentials(method, data, self._cnx.peer_certificate))
+
+    def _refuse(self, message: str, method: str) -> None:
+        log.warning("%s authentication (%s) refused: %s", self._cnx, method or "none", message)
+        self._cnx.send(commands.error(commands.NO_REQUEST_ID, pb.AuthenticationError, message))
+        self._cnx.close()
+
+    def _schedule(self) -> None:
+        if self.principal is not None and self.principal.expires_at is not None and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self._interval, self._check)
+
+    def _check(self) -> None:
+        """The periodic look at the credentials (Pulsar's refreshAuthenticationCredentials)."""
+        self._timer = None
+        if self._cnx.transport is None or self.principal is None:
+            return
+        if self._challenge_pending:
+            log.info("%s closing: no fresh credentials came back in time", self._cnx)
+            self._cnx.close()
+            return
+        expires_at = self.principal.expires_at
+        if expires_at is not None and time.time() >= expires_at:
+            if not self._supports_refresh:
+                log.info("%s closing: its credentials expired and it cannot refresh them", self._cnx)
+                self._cnx.close()
+                return
+            self._challenge_pending = True
+            self._cnx.send(commands.auth_challenge(self._cnx.server_version, self._cnx.protocol_version,
+                                                   self.principal.method, commands.REFRESH_AUTH_DATA))
+        self._schedule()

@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+import pytest
+from certs import CertificateAuthority
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> tuple[CertificateAuthority, CertificateAuthority]:
+    """The trusted CA, and a rogue one nobody trusts."""
+    directory = tmp_path_factory.mktemp("pki")
+    return CertificateAuthority(directory), CertificateAuthority(directory, "rogue-ca")

@@ -1,0 +1,59 @@
+"""What the authentication and authorization tests share: tokens signed the way a
+Pulsar deployment signs them (PyJWT, not the broker's code), clients, round trips."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from pathlib import Path
+
+import jwt
+import pulsar
+from admin_http import http
+
+QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
+
+
+class TokenSigner:
+    """An HS256 secret key on disk (as `tokenSecretKey=file://...` reads it) and tokens signed with it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.key = secrets.token_bytes(32)
+        self.path = directory / "secret.key"
+        self.path.write_bytes(self.key)
+
+    @property
+    def setting(self) -> str:
+        return f"tokenSecretKey=file://{self.path}"
+
+    def token(self, role: str, expires_in: float | None = None) -> str:
+        claims: dict[str, object] = {"sub": role}
+        if expires_in is not None:
+            claims["exp"] = int(time.time() + expires_in)
+        return jwt.encode(claims, self.key, algorithm="HS256")
+
+    def bearer(self, role: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token(role)}"}
+
+
+def make_client(url: str, **kwargs) -> pulsar.Client:
+    kwargs.setdefault("operation_timeout_seconds", 3)
+    kwargs.setdefault("logger", QUIET)
+    return pulsar.Client(url, **kwargs)
+
+
+def round_trip(client: pulsar.Client, topic: str, payload: bytes = b"secured") -> bytes:
+    """Subscribe, produce one message, receive it; the client is closed in any case."""
+    try:
+        consumer = client.subscribe(topic, "sub")
+        client.create_producer(topic).send(payload)
+        return consumer.receive(5000).data()
+    finally:
+        client.close()
+
+
+def admin_json(method: str, url: str, headers: dict[str, str], body: object = None) -> tuple[int, object]:
+    """(status, decoded JSON body or None) of one admin request."""
+    status, _, content = http(method, url, None if body is None else json.dumps(body).encode(), headers=headers)
+    return status, json.loads(content) if content else None
