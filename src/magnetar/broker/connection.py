@@ -20,8 +20,8 @@ from magnetar.broker.advertised_listeners import ListenerNotFoundError
 from magnetar.broker.auth.authorization import LOOKUP
 from magnetar.broker.auth.session import ConnectionAuth
 from magnetar.broker.consumer import Consumer, DispatchEntry
+from magnetar.broker.consumer_commands import ConsumerCommands
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.positions import position_of
 from magnetar.broker.producer import Producer, Send
 from magnetar.broker.publish_checks import check_send
 from magnetar.broker.topic_list import compile_pattern, topics_hash
@@ -32,7 +32,6 @@ from magnetar.wire.entry import (
 )
 from magnetar.wire.errors import WireError
 from magnetar.wire.frames import FRAME_PADDING, FrameDecoder, command_body
-from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -51,7 +50,7 @@ _new_send = tuple.__new__
 Handler = Callable[["ServerCnx", pb.BaseCommand, bytes | None], None]
 
 
-class ServerCnx(asyncio.Protocol):
+class ServerCnx(ConsumerCommands, asyncio.Protocol):
     server_version = SERVER_VERSION
 
     def __init__(self, service: BrokerService, *, tls: bool = False) -> None:
@@ -453,142 +452,6 @@ class ServerCnx(asyncio.Protocol):
             producer.topic.remove_producer(producer)
             log.info("%s [%s] closed producer %r", self, producer.topic.name, producer.name)
         self.send(commands.success(req.request_id))
-
-    def handle_subscribe(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.subscribe
-        existing = self.consumers.get(req.consumer_id)
-        if existing is not None and existing.subscription.name == req.subscription:
-            self.send(commands.success(req.request_id))
-            return
-        try:
-            self.authorize(req.topic, "consume")
-            topic = self.service.get_topic(req.topic, create=req.force_topic_creation)
-            consumer = topic.subscribe(self, req)
-        except BrokerServiceError as exc:
-            log.info("%s [%s][%s] subscribe refused: %s", self, req.topic, req.subscription, exc.message)
-            self.send(commands.error(req.request_id, exc.code, exc.message))
-            return
-        self.consumers[req.consumer_id] = consumer
-        log.info("%s [%s][%s] created %s consumer %r", self, topic.name, req.subscription,
-                 pb.CommandSubscribe.SubType.Name(req.subType), consumer.name)
-        self.send(commands.success(req.request_id))
-
-    def _consumer(self, consumer_id: int) -> Consumer | None:
-        consumer = self.consumers.get(consumer_id)
-        if consumer is None:
-            log.debug("%s names unknown consumer %d", self, consumer_id)
-        return consumer
-
-    def handle_flow(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        consumer = self._consumer(cmd.flow.consumer_id)
-        if consumer is not None:
-            consumer.subscription.flow(consumer, cmd.flow.messagePermits)
-
-    def handle_ack(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        ack = cmd.ack
-        consumer = self._consumer(ack.consumer_id)
-        refusal = consumer.subscription.acknowledge(consumer, ack) if consumer is not None else None
-        if ack.HasField("request_id"):
-            self.send(commands.ack_response(ack.consumer_id, ack.request_id, refusal))
-
-    def handle_redeliver(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.redeliverUnacknowledgedMessages
-        consumer = self._consumer(req.consumer_id)
-        if consumer is None:
-            return
-        positions = [position_of(m) for m in req.message_ids] or None
-        consumer.subscription.redeliver(consumer, positions)
-
-    def handle_close_consumer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.close_consumer
-        consumer = self.consumers.pop(req.consumer_id, None)
-        if consumer is not None:
-            consumer.subscription.topic.remove_consumer(consumer)
-            log.info("%s [%s][%s] closed consumer %r", self, consumer.subscription.topic.name,
-                     consumer.subscription.name, consumer.name)
-        self.send(commands.success(req.request_id))
-
-    def handle_unsubscribe(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.unsubscribe
-        consumer = self.consumers.get(req.consumer_id)
-        if consumer is None:
-            self.send(commands.error(req.request_id, pb.ConsumerNotFound, "Consumer not found"))
-            return
-        try:
-            consumer.subscription.topic.unsubscribe(consumer)
-        except BrokerServiceError as exc:
-            self.send(commands.error(req.request_id, exc.code, exc.message))
-            return
-        del self.consumers[req.consumer_id]
-        self.send(commands.success(req.request_id))
-
-    def handle_seek(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.seek
-        consumer = self.consumers.get(req.consumer_id)
-        if consumer is None:
-            self.send(commands.error(req.request_id, pb.MetadataError, "Consumer not found"))
-            return
-        subscription = consumer.subscription
-        topic = subscription.topic
-        if not topic.name.persistent and (req.HasField("message_id") or req.HasField("message_publish_time")):
-            self.send(commands.success(req.request_id))  # Pulsar: nothing to reset, the seek succeeds
-            return
-        if req.HasField("message_id"):
-            position = position_of(req.message_id)
-        elif req.HasField("message_publish_time"):
-            position = topic.find_position_by_time(req.message_publish_time, read_compacted=consumer.read_compacted)
-        else:
-            self.send(
-                commands.error(req.request_id, pb.MetadataError, "Message id and message publish time were not present")
-            )
-            return
-        # Close first, answer second: the client completes the seek on reconnect.
-        for closed in subscription.reset_cursor(position):
-            closed.cnx.tell_consumer_closed(closed)
-        self.send(commands.success(req.request_id))
-
-    def tell_consumer_closed(self, consumer: Consumer) -> None:
-        """The broker closed `consumer` (seek, reset, unload, deletion): forget it here and
-        tell the client, which subscribes again where it should."""
-        self.consumers.pop(consumer.consumer_id, None)
-        self.send(commands.close_consumer(consumer.consumer_id))
-
-    def handle_get_last_message_id(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.getLastMessageId
-        consumer = self.consumers.get(req.consumer_id)
-        if consumer is None:
-            self.send(commands.error(req.request_id, pb.ConsumerNotFound, "Consumer not found"))
-            return
-        subscription = consumer.subscription
-        if not subscription.topic.name.persistent:  # Pulsar fails it the same way: there is no last message
-            self.send(commands.error(req.request_id, pb.UnknownError,
-                                     "GetLastMessageId is not supported on non-persistent topic"))
-            return
-        mark = subscription.cursor.mark_delete_position
-        mark_delete = MessageId(mark.ledger_id, mark.entry_id).to_proto()
-        last = subscription.topic.last_message_id(read_compacted=consumer.read_compacted)
-        self.send(commands.last_message_id_response(req.request_id, last, mark_delete))
-
-    def handle_consumer_stats(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.consumerStats
-        consumer = self.consumers.get(req.consumer_id)
-        if consumer is None:
-            self.send(
-                commands.consumer_stats_response(
-                    req.request_id, error_code=pb.ConsumerNotFound, error_message="Consumer not found"
-                )
-            )
-            return
-        self.send(
-            commands.consumer_stats_response(
-                req.request_id,
-                consumerName=consumer.name,
-                availablePermits=max(consumer.permits, 0),
-                unackedMessages=consumer.unacked_messages,
-                msgBacklog=consumer.subscription.backlog(),
-                address=self.remote,
-            )
-        )
 
 
 def _producer_of(staged: tuple[Producer, Send]) -> Producer:
