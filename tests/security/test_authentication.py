@@ -32,11 +32,6 @@ TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProvider
 
 
 @pytest.fixture(scope="module")
-def signer(tmp_path_factory) -> TokenSigner:
-    return TokenSigner(tmp_path_factory.mktemp("keys"))
-
-
-@pytest.fixture(scope="module")
 def secured(pki, signer, tmp_path_factory) -> Iterator[Standalone]:
     """Token, TLS and basic providers; the basic users and `admin` are super users."""
     ca, _ = pki

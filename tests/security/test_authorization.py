@@ -18,11 +18,6 @@ from standalone import Standalone
 
 
 @pytest.fixture(scope="module")
-def signer(tmp_path_factory) -> TokenSigner:
-    return TokenSigner(tmp_path_factory.mktemp("keys"))
-
-
-@pytest.fixture(scope="module")
 def broker(signer, tmp_path_factory) -> Iterator[Standalone]:
     broker = Standalone(tmp_path_factory.mktemp("authz") / "data", [
         "authenticationEnabled=true", "authenticationProviders=token", signer.setting,

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 import pytest
 from passlib.apache import HtpasswdFile
 from polling import wait_for
-from security_helpers import TokenSigner
 from standalone import Standalone
 
 import magnetar.client as mc
@@ -20,11 +19,6 @@ from magnetar.cli import main
 from magnetar.client.connection import ClientConnection
 from magnetar.client.lookup import lookup
 from magnetar.client.security import ClientSecurity
-
-
-@pytest.fixture(scope="module")
-def signer(tmp_path_factory) -> TokenSigner:
-    return TokenSigner(tmp_path_factory.mktemp("keys"))
 
 
 @pytest.fixture(scope="module")
