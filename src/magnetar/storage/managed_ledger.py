@@ -1,4 +1,5 @@
-"""Managed ledgers: a topic partition's ordered ledgers, group-committed appends, and cursors."""
+"""Managed ledgers: a topic partition's ordered ledgers, group-committed appends (storage/appends.py),
+and cursors."""
 
 from __future__ import annotations
 
@@ -8,24 +9,24 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from sortedcontainers import SortedDict
 
 from magnetar.storage import layout
+from magnetar.storage.appends import GroupCommitAppends
 from magnetar.storage.cursor import ManagedCursor
 from magnetar.storage.entry_reader import EntryReader
 from magnetar.storage.errors import (
     ReadOnlyError,
     StorageClosedError,
     StorageFullError,
-    is_space_error,
 )
-from magnetar.storage.ledger import HEADER, RecoveryReport, fsync_dir, remove_files
+from magnetar.storage.ledger import RecoveryReport, fsync_dir, remove_files
 from magnetar.storage.ledger_recovery import last_confirmed, load_ledger_infos, recover_ledgers, refresh_ledgers
-from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo, PendingAppend, notify_appends
+from magnetar.storage.ledger_slot import LedgerInfo, PendingAppend
 from magnetar.storage.ledger_trimmer import RetentionPolicy, TrimResult, ledgers_to_trim, slowest_reader_ledger_id
 from magnetar.storage.position import Position
 from magnetar.storage.rollover import LedgerRollover
@@ -35,17 +36,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_RECORD_OVERHEAD = HEADER.size
-_new_position = tuple.__new__
-"""Builds a Position without the NamedTuple's Python-level __new__: half the cost, and
-append() builds one per call."""
 CURSOR_FLUSH_INTERVAL_SECONDS = 0.1
 """Acks are frequent; cursors are written at most this often (and on flush/close)."""
-SPACE_RETRY_MAX_SECONDS = 2.0
-"""Longest pause between write attempts while the disk is full: how late writing resumes."""
 
 
-class ManagedLedger:
+class ManagedLedger(GroupCommitAppends):
     """One topic partition: appends are ordered at once and made durable in groups.
 
     Threads: append/read/cursor calls come from the broker's event-loop thread (or any
@@ -131,165 +126,7 @@ class ManagedLedger:
             refresh_ledgers(self._slots, infos, self._dir, self._factory.file_pool)
             self._last_confirmed = last_confirmed(self._slots)
 
-    # --- appending ---------------------------------------------------------------------------
-
-    def append(self, data: bytes, callback: AppendCallback | None = None, num_messages: int = 1) -> Position:
-        """Give `data` its position now; `callback` runs on the sync thread once it is durable.
-
-        Callbacks run in append order. On a write failure they get (None, error) and the
-        managed ledger refuses further appends: after a failed fsync the file's state is
-        unknown, so carrying on could acknowledge lost data.
-        """
-        return self.append_many((data,), callback, num_messages)[0]
-
-    def append_many(
-        self, datas: Sequence[bytes], callback: AppendCallback | None = None, num_messages: int = 1
-    ) -> list[Position]:
-        """Append entries in order and give their positions now; `callback` runs once, with
-        the last one's position, when all are durable (or with the error that failed them).
-
-        One callback stands for the group because appends become durable in order and a
-        failure fails every append queued after it: the last one durable means all are.
-        """
-        if not datas:
-            raise ValueError("append_many needs at least one entry")
-        positions: list[Position] = []
-        with self._lock:
-            if not self._accepting:
-                self._check_writable()
-            slot = self._rollover.current
-            assert slot is not None
-            pending = self._pending
-            first_pending = not pending
-            now = time.time()  # once per group: its entries arrived together
-            try:
-                for data in datas:
-                    if (
-                        not slot.assigned
-                        or slot.assigned >= self._max_entries
-                        or slot.assigned_bytes >= self._max_bytes
-                        or now >= slot.roll_at
-                    ):
-                        slot = self._rollover.slot_for_append()
-                    position = _new_position(Position, (slot.ledger_id, slot.assigned))
-                    slot.assigned += 1
-                    slot.assigned_bytes += _RECORD_OVERHEAD + len(data)
-                    positions.append(position)
-                    pending.append((slot, position, data, None))
-            except BaseException:
-                self._unqueue(len(positions))
-                raise
-            pending[-1] = (slot, position, data, callback)
-            self.messages_appended += num_messages
-        if first_pending:
-            self._factory.schedule_commit(self._commit_pending)
-        return positions
-
-    def _unqueue(self, count: int) -> None:
-        """Lock held: take back the last `count` appends of a group whose rollover failed, so
-        a group is queued whole or not at all (only its last append carries the callback)."""
-        for _ in range(count):
-            slot, _position, data, _callback = self._pending.pop()
-            slot.assigned -= 1
-            slot.assigned_bytes -= _RECORD_OVERHEAD + len(data)
-
-    def append_sync(self, data: bytes) -> Position:
-        """Append and wait until durable. Never call it from an append callback (deadlock)."""
-        done = threading.Event()
-        outcome: list[BaseException | None] = []
-
-        def on_durable(_position: Position | None, error: BaseException | None) -> None:
-            outcome.append(error)
-            done.set()
-
-        position = self.append(data, on_durable)
-        done.wait()
-        if outcome[0] is not None:
-            raise outcome[0]
-        return position
-
-    def _check_writable(self) -> None:
-        if self._read_only:
-            raise ReadOnlyError(f"managed ledger {self.name} was opened read-only")
-        if self._closed:
-            raise StorageClosedError(f"managed ledger {self.name} is closed")
-        if self._failure is not None:
-            raise StorageClosedError(f"managed ledger {self.name} failed a write: {self._failure}")
-
-    def _commit_pending(self) -> None:
-        """Sync thread: write, fsync and acknowledge everything queued, one group per ledger."""
-        with self._commit_lock:
-            with self._lock:
-                batch, self._pending = self._pending, []
-            if not batch:
-                return
-            if batch[0][0] is batch[-1][0]:  # the usual case: no rollover inside the batch
-                self._commit_group(batch, [])
-                return
-            groups = [list(group) for _, group in itertools.groupby(batch, key=lambda append: append[0])]
-            for i, group in enumerate(groups):
-                if not self._commit_group(group, groups[i + 1 :]):
-                    return
-
-    def _commit_group(self, group: list[PendingAppend], later: list[list[PendingAppend]]) -> bool:
-        """Write one ledger's share of a batch; False if it failed (and `later` failed with it)."""
-        slots, positions, datas, callbacks = zip(*group, strict=True)
-        slot = slots[0]
-        try:
-            if self._failure is not None:
-                raise self._failure
-            if self._space_failures and time.monotonic() < self._space_retry_at:
-                self._fail_for_space(group, later, None)
-                return False
-            ledger = self._rollover.start_writing(slot)
-            ledger.append(datas, sync=self._config.sync_data)
-        except Exception as error:
-            if is_space_error(error) and self._failure is None:
-                self._fail_for_space(group, later, error)
-            else:
-                with self._lock:
-                    self._failure = self._failure or error
-                    self._accepting = False
-                log.error("managed ledger %s: write failed, refusing further appends: %s", self.name, error)
-                notify_appends(positions, callbacks, error)
-            return False
-        self._factory.entry_cache.put_run(positions[0], datas)
-        with self._lock:
-            slot.durable = ledger.entries
-            slot.durable_bytes = ledger.size
-            self._last_confirmed = positions[-1]
-        if self._space_failures:
-            log.warning("managed ledger %s: writing again after %d writes failed for space", self.name,
-                        self._space_failures)
-            self._space_failures = 0
-        notify_appends(positions, callbacks, None)
-        return True
-
-    def _fail_for_space(
-        self, group: list[PendingAppend], later: list[list[PendingAppend]], error: Exception | None
-    ) -> None:
-        """The disk is full: fail this group and every append queued after it, and hand
-        their positions out again, so the next append (a retry, once space is back) carries
-        on right after the last durable entry. The ledger file was already cut back.
-
-        Later appends fail too because their positions follow the failed ones: storing them
-        would leave a gap that no reader could cross. `error` is None when no write was
-        tried (inside the back-off), which must not push the next attempt further away.
-        """
-        with self._lock:
-            doomed = [*group, *(append for rest in later for append in rest), *self._pending]
-            self._pending = []
-            for slot in {append[0] for append in doomed}:
-                slot.assigned, slot.assigned_bytes = slot.durable, slot.durable_bytes
-        if error is not None:
-            self._space_failures += 1
-            self._space_retry_at = time.monotonic() + min(SPACE_RETRY_MAX_SECONDS, 0.05 * 2**self._space_failures)
-            if self._space_failures == 1:
-                log.warning("managed ledger %s: disk full, failing writes until space returns: %s", self.name, error)
-        reason = error if error is not None else "no space left on device (next write attempt shortly)"
-        _, positions, _, callbacks = zip(*doomed, strict=True)
-        notify_appends(positions, callbacks, StorageFullError(f"{self.name}: {reason}"))
-
+    # --- appending: GroupCommitAppends (storage/appends.py) -------------------------------------
     # --- trimming ----------------------------------------------------------------------------
 
     def trim(self) -> TrimResult:
