@@ -82,7 +82,8 @@ def test_an_unreachable_broker_exits_1():
 def test_perf_produce_then_consume(broker, client_factory):
     topic = topic_name()
     reader = client_factory(broker.url).subscribe(topic, "check", initial_position=pulsar.InitialPosition.Earliest)
-    produced = magnetar("perf", "produce", topic, "-u", broker.url, "-r", "0", "-m", "5000", "-s", "64", "--json",
+    # Paced to last a quarter of a second, so rate lines are printed however fast the broker is.
+    produced = magnetar("perf", "produce", topic, "-u", broker.url, "-r", "20000", "-m", "5000", "-s", "64", "--json",
                         "--report-interval", "0.05")
     assert produced.returncode == 0, produced.stderr
     lines = produced.stdout.splitlines()
