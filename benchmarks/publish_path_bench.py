@@ -25,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from magnetar.broker.collector import settle_after_start
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.connection import ServerCnx
 from magnetar.broker.service import BrokerService
@@ -93,6 +94,7 @@ def send_frames(count: int, per_entry: int) -> list[bytes]:
 async def run_workload(data_dir: Path, messages: int, per_entry: int, chunk: int, window: int) -> dict[str, float]:
     service = BrokerService(ServiceConfiguration(bindAddress="127.0.0.1", brokerServicePort=0), data_dir)
     await service.start()
+    settle_after_start()  # as `magnetar standalone` does once it is up
     try:
         cnx = ServerCnx(service)
         transport = CountingTransport()
