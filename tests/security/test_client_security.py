@@ -18,7 +18,7 @@ from magnetar.admin.client import AdminClient, AdminError
 from magnetar.cli import main
 from magnetar.client.connection import ClientConnection
 from magnetar.client.lookup import lookup
-from magnetar.client.security import ClientSecurity
+from magnetar.credentials.security import ClientSecurity
 
 
 @pytest.fixture(scope="module")

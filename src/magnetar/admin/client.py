@@ -14,8 +14,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from magnetar.client.auth import Authentication
-from magnetar.client.security import ClientSecurity
+from magnetar.credentials.authentication import Authentication
+from magnetar.credentials.security import ClientSecurity
 from magnetar.wire.topic_name import TopicName
 
 DEFAULT_TIMEOUT_SECONDS = 30.0
@@ -48,7 +48,7 @@ class Message:
 
 
 class AdminClient:
-    """`authentication` is one of magnetar.client.auth's; an https:// URL is checked against
+    """`authentication` is one of magnetar.credentials.authentication's; an https:// URL is checked against
     `tls_trust_certs_file_path` (else the system's CAs), with the official client's TLS options."""
 
     def __init__(self, service_http_url: str = "http://127.0.0.1:8080",

@@ -90,7 +90,7 @@ def add_security(parser: argparse.ArgumentParser) -> None:
 def security_arguments(args: argparse.Namespace) -> dict[str, object]:
     """The Client/AdminClient keyword arguments of the `add_security` flags; ValueError names
     the flag at fault."""
-    from magnetar.client.auth import authentication_from_plugin  # noqa: PLC0415 (standalone need not load it)
+    from magnetar.credentials.authentication import authentication_from_plugin  # noqa: PLC0415 (standalone need not load it)
 
     try:
         authentication = authentication_from_plugin(args.auth_plugin, args.auth_params) if args.auth_plugin else None

@@ -10,7 +10,6 @@ Spark source uses.
 """
 
 from magnetar.client.aio.letters import DeadLetterPolicy as ConsumerDeadLetterPolicy
-from magnetar.client.auth import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
 from magnetar.client.blocking import Client, Consumer, Producer, Reader
 from magnetar.client.enums import (
     BatchingType,
@@ -26,6 +25,7 @@ from magnetar.client.enums import (
 from magnetar.client.errors import *  # noqa: F403 (the official client exports its exceptions the same way)
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
+from magnetar.credentials.authentication import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
 
 __all__ = [
     "AuthenticationBasic",

@@ -15,9 +15,9 @@ from collections import deque
 
 from magnetar import __version__
 from magnetar.client.errors import InvalidUrl, PulsarException, PulsarServerError, refusal_of
-from magnetar.client.security import ClientSecurity
 from magnetar.client.url import ServiceUrl
 from magnetar.client.url import parse_service_url as parse_url
+from magnetar.credentials.security import ClientSecurity
 from magnetar.wire import client_commands
 from magnetar.wire.errors import WireError
 from magnetar.wire.frames import Frame, FrameDecoder, command_body, encode_command

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from magnetar.client.auth import Authentication, authentication_from_plugin
-from magnetar.client.security import ClientSecurity
+from magnetar.credentials.authentication import Authentication, authentication_from_plugin
+from magnetar.credentials.security import ClientSecurity
 from magnetar.formats.processor import load_processor
 from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName

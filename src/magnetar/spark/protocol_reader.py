@@ -24,7 +24,7 @@ import pyarrow as pa
 from magnetar.client.connection import ClientConnection, PulsarServerError
 from magnetar.client.lookup import lookup, partitions_of, topics_of_namespace
 from magnetar.client.raw_reader import RawReader
-from magnetar.client.security import ClientSecurity
+from magnetar.credentials.security import ClientSecurity
 from magnetar.formats.processor import all_builtins
 from magnetar.spark.offsets import TopicPartition
 from magnetar.spark.options import MagnetarOptionError, SourceOptions

@@ -22,7 +22,6 @@ from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.pool import ConnectionPool, PoolConfig
 from magnetar.client.aio.producer import Producer, ProducerConfig
 from magnetar.client.aio.reader import Reader
-from magnetar.client.auth import Authentication
 from magnetar.client.enums import (
     BatchingType,
     CompressionType,
@@ -32,9 +31,10 @@ from magnetar.client.enums import (
     ProducerAccessMode,
 )
 from magnetar.client.message_id import MessageId, as_message_id
-from magnetar.client.security import ClientSecurity
 from magnetar.client.topic_name import full_topic_name, partition_name
 from magnetar.client.url import parse_service_url
+from magnetar.credentials.authentication import Authentication
+from magnetar.credentials.security import ClientSecurity
 from magnetar.formats.processor import ProcessorSet, resolve_processors
 from magnetar.wire.frames import DEFAULT_MAX_MESSAGE_SIZE
 

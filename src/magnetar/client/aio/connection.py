@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from magnetar import __version__
 from magnetar.client import errors
-from magnetar.client.security import ClientSecurity
+from magnetar.credentials.security import ClientSecurity
 from magnetar.wire import client_commands as cc
 from magnetar.wire.errors import WireError
 from magnetar.wire.frames import DEFAULT_MAX_MESSAGE_SIZE, FRAME_PADDING, Frame, FrameDecoder, command_body

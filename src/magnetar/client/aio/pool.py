@@ -10,8 +10,8 @@ import asyncio
 from dataclasses import dataclass, field
 
 from magnetar.client.aio.connection import Connection
-from magnetar.client.security import ClientSecurity
 from magnetar.client.url import parse_service_url
+from magnetar.credentials.security import ClientSecurity
 
 
 @dataclass(slots=True)

@@ -1,5 +1,5 @@
 """How a client connection is secured, under the official client's option names:
-`authentication` (magnetar.client.auth), `tls_trust_certs_file_path`,
+`authentication` (magnetar.credentials.authentication), `tls_trust_certs_file_path`,
 `tls_allow_insecure_connection`, `tls_validate_hostname`. One frozen value, so the
 asyncio client, the blocking connection of the Spark source (which ships it to its
 executors) and the admin client all read the same settings the same way.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass, field
 
-from magnetar.client.auth import Authentication
+from magnetar.credentials.authentication import Authentication
 from magnetar.wire import client_commands as cc
 
 

@@ -1,0 +1,3 @@
+"""What a client presents to a broker: credentials under the official client's names and
+its TLS settings. Below both magnetar.client and the admin client (and the Spark source),
+so that none of them loads the others to authenticate."""
