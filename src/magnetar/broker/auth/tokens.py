@@ -21,9 +21,8 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-HMAC_ALGORITHMS = {"HS256": 32, "HS384": 48, "HS512": 64}
-"""Secret-key algorithms and the key size `create-secret-key` makes for each (bytes)."""
-ASYMMETRIC_ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512")
+from magnetar.broker.auth.algorithms import ASYMMETRIC_ALGORITHMS, HMAC_ALGORITHMS
+
 _CURVES = {"ES256": ec.SECP256R1, "ES384": ec.SECP384R1, "ES512": ec.SECP521R1}
 _DURATION = re.compile(r"^(\d+)\s*([smhdwy]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400, "y": 365 * 86400}
