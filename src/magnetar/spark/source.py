@@ -119,23 +119,18 @@ class PushedFilters:
 
 def _integer_bounds(f: Filter, value: int) -> tuple[int | None, int | None] | None:
     """Inclusive (low, high) of `column <op> value` over integers; None for another filter."""
-    if isinstance(f, EqualTo):
-        return value, value
-    if isinstance(f, GreaterThan):
-        return value + 1, None
-    if isinstance(f, GreaterThanOrEqual):
-        return value, None
-    if isinstance(f, LessThan):
-        return None, value - 1
-    if isinstance(f, LessThanOrEqual):
-        return None, value
-    return None
+    return _bounds(f, value, value)
 
 
 def _millisecond_bounds(f: Filter, micros: int) -> tuple[int | None, int | None] | None:
     """Inclusive millisecond (low, high) of `time <op> t` for a timestamp `t` in microseconds:
     times are whole milliseconds, so `>= 10:00:00.0005` starts at .001 and `= .0005` is empty."""
-    floor, ceil = micros // 1000, -(-micros // 1000)
+    return _bounds(f, micros // 1000, -(-micros // 1000))
+
+
+def _bounds(f: Filter, floor: int, ceil: int) -> tuple[int | None, int | None] | None:
+    """Inclusive integer (low, high) of `column <op> x`, x lying between `floor` and `ceil`
+    (equal when x is itself an integer)."""
     if isinstance(f, EqualTo):
         return (floor, floor) if floor == ceil else (ceil, floor)
     if isinstance(f, GreaterThan):
