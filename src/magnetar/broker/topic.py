@@ -80,6 +80,7 @@ class PersistentTopic(AbstractTopic):
         positions: list[Position] = []
 
         def stored(_last: Position | None, exc: BaseException | None) -> None:
+            # Posted to this loop, so _stored runs after the line below has filled `positions`.
             bridge.post(self._stored, callback, batch_size, positions, exc)
 
         positions += self.ledger.append_many(entries, stored, num_messages)
