@@ -79,7 +79,8 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         self._ping_outstanding = False
         self._partial_since: float | None = None
         self._ip: str | None = None
-        self._staged: list[tuple[Producer, Send]] = []
+        self._staging: list[Producer] = []
+        """Producers holding SENDs of the current read, stored when the read is done."""
         self._max_message_size = config.maxMessageSize
 
     def __repr__(self) -> str:
@@ -153,22 +154,22 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
             self._track_partial_frame(had_partial)
         for frame in frames:
             if self.transport is None:
-                self._staged.clear()  # closed mid-read: the client resends what has no receipt
+                self._staging.clear()  # closed mid-read: the client resends what has no receipt
                 return
             command = frame.command
-            if self._staged and command.type != T.SEND:
+            if self._staging and command.type != T.SEND:
                 self._publish_staged()
             self._handle(command, frame.payload)
-        if self._staged:
+        if self._staging:
             self._publish_staged()
 
     def _publish_staged(self) -> None:
         """Store the SENDs of one read of the socket, a group per producer: one append to
         the ledger and one write of receipts for all of them, instead of one per message.
         Any other command is handled only after the SENDs read before it."""
-        staged, self._staged = self._staged, []
-        for producer, run in itertools.groupby(staged, key=_producer_of):
-            producer.publish_many([send for _, send in run])
+        staging, self._staging = self._staging, []
+        for producer in staging:
+            producer.publish_staged()
 
     def _track_partial_frame(self, had_partial: bool) -> None:
         """Charge the unfinished frame to the broker-wide budget, and time it."""
@@ -291,7 +292,6 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         elif cmd.type == T.SEND:
             producer = self.producers.get(cmd.send.producer_id)
             if producer is not None:
-                self._publish_staged()  # SENDs read before this one are answered first
                 producer.refuse(cmd.send.sequence_id, code, message)
         else:
             self.send(commands.error(request_id, code, message))
@@ -436,14 +436,14 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
             return
         problem = check_send(send, payload, producer.topic, self._max_message_size)
         if problem is not None:
-            self._publish_staged()  # answers leave in order: SENDs read before this one first
             producer.refuse(send.sequence_id, *problem)
             return
         sequence_id = send.sequence_id
         num_messages = send.num_messages
         batch_size = num_messages if send.HasField("num_messages") else -1
         highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else sequence_id
-        self._staged.append((producer, _new_send(Send, (sequence_id, highest, payload, num_messages, batch_size))))
+        if producer.stage(_new_send(Send, (sequence_id, highest, payload, num_messages, batch_size))):
+            self._staging.append(producer)
 
     def handle_close_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.close_producer
@@ -452,10 +452,6 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
             producer.topic.remove_producer(producer)
             log.info("%s [%s] closed producer %r", self, producer.topic.name, producer.name)
         self.send(commands.success(req.request_id))
-
-
-def _producer_of(staged: tuple[Producer, Send]) -> Producer:
-    return staged[0]
 
 
 def _last_sequence_id(producer: Producer) -> int:

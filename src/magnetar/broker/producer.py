@@ -62,6 +62,18 @@ class Producer:
         self.inbound = MessageCounter()
         self._pending: deque[_PendingGroup] = deque()
         self._receipts = commands.ReceiptEncoder(producer_id)
+        self._staged: list[Send] = []
+
+    def stage(self, send: Send) -> bool:
+        """Hold a checked SEND until the connection's read is done (publish_staged); True
+        for the first one held, so the connection knows to come back."""
+        self._staged.append(send)
+        return len(self._staged) == 1
+
+    def publish_staged(self) -> None:
+        if self._staged:
+            sends, self._staged = self._staged, []
+            self.publish_many(sends)
 
     def publish_many(self, sends: list[Send]) -> None:
         """Store SENDs read together: runs of new messages go to the topic as one group;
@@ -115,6 +127,9 @@ class Producer:
         self._flush()
 
     def refuse(self, sequence_id: int, code: int, message: str) -> None:
+        """Answer a SEND with an error, after the SENDs staged before it: answers leave in
+        the order the producer sent."""
+        self.publish_staged()
         self._answer(commands.send_error(self.producer_id, sequence_id, code, message))
 
     def _stored(self, group: _PendingGroup, dedup: MessageDeduplication | None, positions: list[Position] | None,
