@@ -27,7 +27,6 @@ MAGIC_BROKER_ENTRY_METADATA = 0x0E02
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _MAGIC_AND_SIZE = struct.Struct(">HI")
-_CRC_AND_SIZE = struct.Struct(">HII")  # checksum magic, crc32c, MessageMetadata size
 
 Buffer = bytes | bytearray | memoryview
 _M = TypeVar("_M", bound=Message)
@@ -101,6 +100,17 @@ def _metadata_span(entry: Buffer, offset: int) -> tuple[int, int]:
     return start, start + size
 
 
+def _locate_metadata(entry: Buffer) -> tuple[int | None, int]:
+    """(stored checksum or None, offset of the MessageMetadata size field). What producers
+    send (a checksum, no broker prefix) is read with one unpack: this runs for every
+    published message and every message a client reads."""
+    if len(entry) >= _MAGIC_AND_SIZE.size:
+        magic, stored = _MAGIC_AND_SIZE.unpack_from(entry, 0)
+        if magic == MAGIC_CRC32C:
+            return stored, _MAGIC_AND_SIZE.size
+    return _checksum_span(entry, broker_entry_metadata_end(entry))
+
+
 def _parse(cls: type[_M], data: Buffer, what: str) -> _M:
     try:
         msg = cls.FromString(data)  # a third cheaper than constructing, then parsing
@@ -120,7 +130,7 @@ def _metadata_at(entry: Buffer, size_offset: int) -> tuple[pb.MessageMetadata, i
 
 def parse_message_metadata(entry: Buffer) -> pb.MessageMetadata:
     """Decode MessageMetadata, skipping the prefix and checksum, never the payload."""
-    _, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
+    _, size_offset = _locate_metadata(entry)
     return _metadata_at(entry, size_offset)[0]
 
 
@@ -139,7 +149,7 @@ def validate_layout(entry: Buffer) -> int:
     This is what a broker can afford on every publish: sizes must agree with the
     bytes, so nothing malformed is stored for consumers to trip over later.
     """
-    _, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
+    _, size_offset = _locate_metadata(entry)
     _metadata_span(entry, size_offset)
     return size_offset
 
@@ -154,30 +164,10 @@ def validate_publishable(entry: Buffer, *, checksum: bool = False) -> pb.Message
     the framing, a MessageMetadata that parses, and a message count the payload could hold;
     with `checksum`, the CRC32C too (ChecksumError), locating the layers once for both.
     Returns the metadata, parsed once."""
-    if len(entry) >= _CRC_AND_SIZE.size:
-        magic, stored, size = _CRC_AND_SIZE.unpack_from(entry, 0)
-        if magic == MAGIC_CRC32C:  # what producers send: no broker prefix, a checksum
-            return _validate_checksummed(entry, stored, size, checksum)
-    stored_or_none, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
+    stored, size_offset = _locate_metadata(entry)
     if checksum:
-        _check_crc(entry, stored_or_none, size_offset)
+        _check_crc(entry, stored, size_offset)
     metadata, end = _metadata_at(entry, size_offset)
-    check_message_count(metadata, len(entry) - end)
-    return metadata
-
-
-def _validate_checksummed(entry: Buffer, stored: int, size: int, checksum: bool) -> pb.MessageMetadata:
-    """validate_publishable for the layout every SEND of a v6+ client has, read with one
-    unpack: it runs once per published message."""
-    end = _CRC_AND_SIZE.size + size
-    if end > len(entry):
-        raise WireError(f"metadata size {size} exceeds the {len(entry) - _CRC_AND_SIZE.size} bytes left in the entry")
-    view = memoryview(entry)
-    if checksum and crc32c.crc32c(view[6:]) != stored:
-        raise ChecksumError(f"checksum mismatch: entry says {stored:#010x}, bytes give {crc32c.crc32c(view[6:]):#010x}")
-    metadata = _parse(pb.MessageMetadata, view[_CRC_AND_SIZE.size : end], "MessageMetadata")
-    if not metadata.IsInitialized():  # upb leaves `required` to us
-        raise WireError(f"MessageMetadata lacks required fields: {', '.join(metadata.FindInitializationErrors())}")
     check_message_count(metadata, len(entry) - end)
     return metadata
 
@@ -206,7 +196,7 @@ def check_message_count(metadata: pb.MessageMetadata, payload_size: int) -> None
 
 def verify_checksum(entry: Buffer) -> None:
     """Raise ChecksumError unless the stored CRC32C matches; entries without one pass."""
-    checksum, size_offset = _checksum_span(entry, broker_entry_metadata_end(entry))
+    checksum, size_offset = _locate_metadata(entry)
     _check_crc(entry, checksum, size_offset)
 
 
