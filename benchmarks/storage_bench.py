@@ -36,7 +36,6 @@ from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from magnetar.storage import ledger as ledger_module
 from magnetar.storage.ledger import HEADER
 
-ENTRY_SIZE = 1024
 TOPIC = "persistent://public/default/bench"
 
 
@@ -61,9 +60,9 @@ def _count_groups() -> None:
 
 def bench_group_commit(data_dir: Path, payloads: list[bytes], max_in_flight: int, chunk: int) -> tuple[float, float]:
     """Append everything from this thread, at most `max_in_flight` not yet durable (like a
-    Pulsar producer's maxPendingMessages), and wait until all are durable. With chunk 1 each
-    entry is one append(); otherwise append_many() takes `chunk` entries at once, as the
-    broker does with the SENDs of one read of a socket."""
+    Pulsar producer's maxPendingMessages), and wait until all are durable. Each call appends
+    `chunk` entries: 1 is a caller appending entry by entry, more what the broker does with
+    the SENDs of one read of a socket."""
     GROUP_SIZES.clear()
     done = threading.Event()
     room = threading.Event()
@@ -95,10 +94,7 @@ def bench_group_commit(data_dir: Path, payloads: list[bytes], max_in_flight: int
                 if appended - durable >= max_in_flight:
                     room.wait()
             appended += len(part)
-            if chunk == 1:
-                ml.append(part[0], callbacks[1])
-            else:
-                ml.append_many(part, callbacks[len(part)], len(part))
+            ml.append_many(part, callbacks[len(part)], len(part))  # append() is append_many of one
         done.wait()
         elapsed = time.perf_counter() - start
     return elapsed, statistics.fmean(GROUP_SIZES)
@@ -144,7 +140,7 @@ def _read_batch_us(ml, start: Position) -> float:
     return (time.perf_counter() - begin) * 1e6 / len(batch)
 
 
-def bench_reads(base: Path, count: int) -> dict[str, dict[str, float]]:
+def bench_reads(base: Path, count: int, entry_size: int) -> dict[str, dict[str, float]]:
     config = ManagedLedgerConfig(max_entries_per_ledger=count + 1)
     rng = random.Random(7)
     with ManagedLedgerFactory(base / "gc0", config) as factory:
@@ -161,8 +157,8 @@ def bench_reads(base: Path, count: int) -> dict[str, dict[str, float]]:
     with ManagedLedgerFactory(base / "cached", cached_config) as factory:
         ml = factory.open(TOPIC)
         for _ in range(len(tail)):
-            ml.append(b"x" * ENTRY_SIZE)
-        last = ml.append_sync(b"x" * ENTRY_SIZE)
+            ml.append(b"x" * entry_size)
+        last = ml.append_sync(b"x" * entry_size)
         recent = [Position(last.ledger_id, rng.randrange(last.entry_id + 1)) for _ in positions]
         cached_reads = latency_us(ml.read_entry, recent)
         batch_us = min(_read_batch_us(ml, Position(last.ledger_id, 0)) for _ in range(5))
@@ -173,14 +169,14 @@ def bench_reads(base: Path, count: int) -> dict[str, dict[str, float]]:
     }
 
 
-def bench_pool_churn(base: Path) -> dict[str, object]:
+def bench_pool_churn(base: Path, entry_size: int) -> dict[str, object]:
     """Random reads over 64 ledgers with a file pool that holds them all, and with one that
     holds 2 files, so nearly every read reopens its ledger's data file (and closes another)."""
     ledgers, per_ledger = 64, 100
     config = ManagedLedgerConfig(max_entries_per_ledger=per_ledger, sync_data=False, cache_size_bytes=0)
     with ManagedLedgerFactory(base / "churn", config) as factory:
         ml = factory.open(TOPIC)
-        positions = [ml.append(os.urandom(ENTRY_SIZE)) for _ in range(ledgers * per_ledger)]
+        positions = [ml.append(os.urandom(entry_size)) for _ in range(ledgers * per_ledger)]
         ml.append_sync(b"x")
     rng = random.Random(11)
     sample = [rng.choice(positions) for _ in range(20_000)]
@@ -227,8 +223,8 @@ def main() -> None:
         per_group = bench_plain_writes(base / "plain", records, max(1, round(group_size)))
         per_entry_count = min(count, 2_000)
         per_entry = bench_plain_writes(base / "plain", records[:per_entry_count], 1) * count / per_entry_count
-        reads = bench_reads(base, count)
-        pool = bench_pool_churn(base)
+        reads = bench_reads(base, count, args.entry_size)
+        pool = bench_pool_churn(base, args.entry_size)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     result = {
