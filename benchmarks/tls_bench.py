@@ -27,7 +27,6 @@ import secrets
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -37,6 +36,8 @@ from passlib.apache import HtpasswdFile
 from passlib.hash import apr_md5_crypt, bcrypt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _broker_process import PAYLOAD, produce
 from certs import CertificateAuthority
 from standalone import Standalone
 
@@ -44,7 +45,6 @@ from magnetar.broker.auth.authentication import AuthenticationService, Credentia
 from magnetar.broker.auth.tokens import new_key_pair
 from magnetar.broker.config import ServiceConfiguration
 
-PAYLOAD = b"x" * 100
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 
@@ -61,21 +61,9 @@ def produce_rate(url: str, ca: Path, topic: str, count: int, *, batched: bool) -
         kwargs.update(batching_max_messages=1000, batching_max_publish_delay_ms=10)
     producer = pulsar_client.create_producer(topic, **kwargs)
     producer.send(PAYLOAD)  # warm: connection, lookup, producer
-    done = threading.Event()
-    acked = [0]
-
-    def on_ack(_result, _msg_id) -> None:
-        acked[0] += 1
-        if acked[0] == count:
-            done.set()
-
-    started = time.perf_counter()
-    for _ in range(count):
-        producer.send_async(PAYLOAD, on_ack)
-    done.wait(300)
-    elapsed = time.perf_counter() - started
+    result = produce(producer, count)  # raises if receipts stop coming; failures are not counted as sent
     pulsar_client.close()
-    return count / elapsed
+    return result.sent / result.seconds
 
 
 def consume_rate(url: str, ca: Path, topic: str, count: int) -> float:
