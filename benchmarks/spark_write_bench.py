@@ -6,7 +6,8 @@ Spark generates the rows (`spark.range`, a 100-byte binary `value`) in 2 partiti
 timing is the sink's: Spark to Arrow batches, the Python worker, magnetar.client producers,
 the broker storing. The official client's producer runs in its own process (batching on,
 which the Python client leaves off by default, at its defaults of 1000 messages / 128 KiB /
-10 ms; `send_async` with a callback counting receipts, `block_if_queue_full=True`).
+10 ms; `send_async` with a callback counting receipts, `block_if_queue_full=True`, as
+benchmarks/_broker_process.produce sends).
 Every topic's stored message count is checked against the rows sent. The machine's load
 average is printed: figures compare only between equally idle runs.
 
@@ -17,47 +18,40 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _broker_process import official_client, produce
 from standalone import Standalone
 
 from magnetar.admin.client import AdminClient
 
-OFFICIAL_PRODUCER = """
-import sys, threading, time
-import pulsar
-url, topic, rows = sys.argv[1], sys.argv[2], int(sys.argv[3])
-client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-producer = client.create_producer(topic, block_if_queue_full=True, batching_enabled=True)
-done = threading.Event()
-acked = [0]
-def callback(result, message_id):
-    acked[0] += 1
-    if acked[0] == rows:
-        done.set()
-start = time.perf_counter()
-for i in range(rows):
-    producer.send_async(b"x" * 90 + b"%010d" % i, callback)
-producer.flush()
-done.wait(600)
-print(rows / (time.perf_counter() - start), acked[0])
-client.close()
-"""
+
+def _official_child(url: str, topic: str, rows: int, results: multiprocessing.Queue) -> None:
+    client = official_client(url)
+    producer = client.create_producer(topic, block_if_queue_full=True, batching_enabled=True)
+    result = produce(producer, rows)
+    client.close()
+    results.put(result)
 
 
 def official_rate(url: str, topic: str, rows: int) -> float:
-    out = subprocess.run([sys.executable, "-c", OFFICIAL_PRODUCER, url, topic, str(rows)],
-                         capture_output=True, text=True, check=True, timeout=3600)
-    rate, acked = out.stdout.split()
-    if int(acked) != rows:
-        raise RuntimeError(f"the official producer had {acked} of {rows} receipts")
-    return float(rate)
+    """One official producer in a process of its own, as an application would run it."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    child = context.Process(target=_official_child, args=(url, topic, rows, results))
+    child.start()
+    result = results.get(timeout=3600)
+    child.join()
+    if result.sent != rows:
+        raise RuntimeError(f"the official producer had {result.sent} of {rows} receipts ({result.failed} failed)")
+    return rows / result.seconds
 
 
 def spark_rate(spark: object, url: str, topic: str, rows: int, entry_format: str) -> float:
@@ -78,9 +72,15 @@ def stored(admin: AdminClient, topic: str) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--dir")
+    parser.add_argument("--dir", help="where the broker's data goes (a temporary directory in it, removed at the end)")
     args = parser.parse_args()
-    root = Path(args.dir or tempfile.mkdtemp(prefix="spark-write-bench-"))
+    with tempfile.TemporaryDirectory(prefix="spark-write-bench-", dir=args.dir) as root:
+        run(args.rows, Path(root))
+
+
+def run(rows: int, root: Path) -> None:
+    """Three topics of `rows` rows each (gigabytes at the default size) under `root`,
+    which main() removes afterwards."""
     broker = Standalone(root / "data").start()
     admin = AdminClient(broker.admin_url)
     loads = {"start": round(os.getloadavg()[0], 2)}
@@ -92,20 +92,20 @@ def main() -> None:
             .config("spark.ui.showConsoleProgress", "false").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         spark_rate(spark, broker.url, "warm-up", 10_000, "pulsar")  # workers and JIT, outside the timing
-        pulsar_batches = spark_rate(spark, broker.url, "spark-pulsar", args.rows, "pulsar")
+        pulsar_batches = spark_rate(spark, broker.url, "spark-pulsar", rows, "pulsar")
         loads["after_pulsar_batches"] = round(os.getloadavg()[0], 2)
-        arrow_entries = spark_rate(spark, broker.url, "spark-arrow", args.rows, "arrow")
+        arrow_entries = spark_rate(spark, broker.url, "spark-arrow", rows, "arrow")
         loads["after_arrow_entries"] = round(os.getloadavg()[0], 2)
         spark.stop()
-        official = official_rate(broker.url, "official", args.rows)
+        official = official_rate(broker.url, "official", rows)
         loads["after_official"] = round(os.getloadavg()[0], 2)
         counts = {topic: stored(admin, topic) for topic in ("spark-pulsar", "spark-arrow", "official")}
     finally:
         broker.stop()
-    if any(count != args.rows for count in counts.values()):
-        raise RuntimeError(f"stored counts {counts} differ from {args.rows} rows")
+    if any(count != rows for count in counts.values()):
+        raise RuntimeError(f"stored counts {counts} differ from {rows} rows")
     print(json.dumps({
-        "rows": args.rows,
+        "rows": rows,
         "row_bytes": 100,
         "spark_local2_pulsar_batches_rows_per_s": round(pulsar_batches),
         "spark_local2_arrow_entries_rows_per_s": round(arrow_entries),
