@@ -116,14 +116,13 @@ class AdminClient:
         return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}")
 
     def permissions(self, namespace: str) -> dict[str, list[str]]:
-        return self._json("GET", f"/admin/v2/namespaces/{namespace}/permissions")
+        return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}/permissions")
 
     def grant_permission(self, namespace: str, role: str, actions: list[str]) -> None:
-        self._request("POST", f"/admin/v2/namespaces/{namespace}/permissions/{urllib.parse.quote(role, safe='')}",
-                      actions)
+        self._request("POST", f"/admin/v2/namespaces/{_ns(namespace)}/permissions/{_seg(role)}", actions)
 
     def revoke_permission(self, namespace: str, role: str) -> None:
-        self._request("DELETE", f"/admin/v2/namespaces/{namespace}/permissions/{urllib.parse.quote(role, safe='')}")
+        self._request("DELETE", f"/admin/v2/namespaces/{_ns(namespace)}/permissions/{_seg(role)}")
 
     def namespace_topics(self, namespace: str, mode: str = "PERSISTENT") -> list[str]:
         return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}/topics", mode=mode)
