@@ -212,6 +212,19 @@ def test_bad_auth_settings_stop_the_broker_naming_the_key(settings, named, tmp_p
     assert named in result.stderr
 
 
+def test_tls_auth_with_insecure_connections_is_refused_at_start(pki, tmp_path):
+    """tlsAllowInsecureConnection asks clients for no certificate, so the tls provider could
+    never authenticate anyone: the broker must say so instead of refusing every client."""
+    ca, _ = pki
+    pair = ca.issue("broker-insecure", "broker", server=True)
+    result = run_standalone("--data-dir", str(tmp_path / "d"), "-c", "authenticationEnabled=true",
+                            "-c", "authenticationProviders=tls", "-c", f"tlsCertificateFilePath={pair.cert}",
+                            "-c", f"tlsKeyFilePath={pair.key}", "-c", f"tlsTrustCertsFilePath={ca.pem}",
+                            "-c", "brokerServicePortTls=0", "-c", "tlsAllowInsecureConnection=true")
+    assert result.returncode == 2, result.stderr
+    assert "tlsAllowInsecureConnection" in result.stderr
+
+
 def _raw_connect(raw: RawClient, method: str, data: bytes) -> None:
     raw.command(T(type=T.CONNECT, connect=pb.CommandConnect(client_version="raw", protocol_version=20,
                                                             auth_method_name=method, auth_data=data)))

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar.broker.auth.authentication import AuthenticationError, Credentials, Principal
+from magnetar.broker.tls import tls_enabled
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -18,10 +19,14 @@ class TlsAuthenticationProvider:
     auth_method_name = "tls"
 
     def __init__(self, config: ServiceConfiguration) -> None:
-        if config.brokerServicePortTls is None and config.webServicePortTls is None:
+        if not tls_enabled(config):
             raise ValueError("the tls provider needs a TLS port (brokerServicePortTls or webServicePortTls)")
         if not config.tlsTrustCertsFilePath:
             raise ValueError("the tls provider needs tlsTrustCertsFilePath to check client certificates")
+        if config.tlsAllowInsecureConnection and not config.tlsRequireTrustedClientCertOnConnect:
+            # The listener then asks for no certificate (see broker/tls.py), so none would arrive.
+            raise ValueError("the tls provider cannot work with tlsAllowInsecureConnection=true: clients are then "
+                             "not asked for a certificate (set tlsRequireTrustedClientCertOnConnect=true)")
 
     def authenticate(self, credentials: Credentials) -> Principal:
         if not credentials.peer_certificate:
