@@ -44,61 +44,71 @@ class ConnectionAuth:
 
     def on_connect(self, connect: pb.CommandConnect, accepted: Callable[[], None]) -> None:
         """Authenticate CONNECT and call `accepted` once it is; refused, the client is told and
-        dropped. Providers that hash passwords (milliseconds each) run on a worker thread, so
-        a flood of CONNECTs does not stall the other connections of the loop; nothing else
-        is read from the client meanwhile (it waits for CONNECTED)."""
+        dropped. Nothing else is read from the client meanwhile (it waits for CONNECTED)."""
         method = connect.auth_method_name if connect.HasField("auth_method_name") else "none"
         self._supports_refresh = connect.feature_flags.supports_auth_refresh
-        credentials = Credentials(method, connect.auth_data, self._cnx.peer_certificate)
-        if self._service.is_slow(method):
-            pending = asyncio.get_running_loop().run_in_executor(None, self._service.authenticate, credentials)
-            pending.add_done_callback(lambda done: self._settle(done, method, accepted))
-            return
-        try:
-            self.principal = self._service.authenticate(credentials)
-        except AuthenticationError as exc:
-            self._refuse(f"Unable to authenticate: {exc}", method)
-            return
-        self._accept(accepted)
 
-    def _settle(self, done: asyncio.Future[Principal], method: str, accepted: Callable[[], None]) -> None:
-        if self._cnx.transport is None:  # gone while its credentials were checked
-            return
-        error = done.exception()
-        if error is not None:
-            reason = str(error) if isinstance(error, AuthenticationError) else "internal error"
-            self._refuse(f"Unable to authenticate: {reason}", method)
-            return
-        self.principal = done.result()
-        self._accept(accepted)
+        def authenticated(principal: Principal) -> None:
+            self.principal = principal
+            self._accept(accepted)
+
+        self._check_credentials(method, connect.auth_data, "Unable to authenticate", authenticated)
 
     def _accept(self, accepted: Callable[[], None]) -> None:
         self._schedule()
         accepted()
 
     def on_auth_response(self, response: pb.CommandAuthResponse) -> None:
-        """Fresh credentials, asked for by AUTH_CHALLENGE: same role, or the connection goes."""
+        """Fresh credentials, asked for by AUTH_CHALLENGE: same role, or the connection goes.
+        One nobody asked for is refused: it would only make the broker check a password."""
         data = response.response
-        try:
-            principal = self._authenticate(data.auth_method_name or "none", data.auth_data)
-        except AuthenticationError as exc:
-            self._refuse(f"Unable to refresh authentication: {exc}", data.auth_method_name)
+        if not self._challenge_pending:
+            self._refuse("AUTH_RESPONSE without an AUTH_CHALLENGE", data.auth_method_name)
             return
+        self._check_credentials(data.auth_method_name or "none", data.auth_data,
+                                "Unable to refresh authentication", self._refreshed)
+
+    def _refreshed(self, principal: Principal) -> None:
         if self.principal is not None and principal.role != self.principal.role:
             self._refuse(f"refreshed credentials name role {principal.role!r}, not {self.principal.role!r}",
-                         data.auth_method_name)
+                         principal.method)
             return
         self.principal = principal
         self._challenge_pending = False
         log.info("%s refreshed its credentials for role %r", self._cnx, principal.role)
 
+    def _check_credentials(self, method: str, data: bytes, refusal: str,
+                           then: Callable[[Principal], None]) -> None:
+        """Authenticate, then `then(principal)`; refused, the client is told and dropped.
+        Providers that hash passwords (milliseconds each) run on a worker thread, so a flood
+        of them does not stall the other connections of the loop."""
+        credentials = Credentials(method, data, self._cnx.peer_certificate)
+        if self._service.is_slow(method):
+            pending = asyncio.get_running_loop().run_in_executor(None, self._service.authenticate, credentials)
+            pending.add_done_callback(lambda done: self._settle(done, method, refusal, then))
+            return
+        try:
+            principal = self._service.authenticate(credentials)
+        except AuthenticationError as exc:
+            self._refuse(f"{refusal}: {exc}", method)
+            return
+        then(principal)
+
+    def _settle(self, done: asyncio.Future[Principal], method: str, refusal: str,
+                then: Callable[[Principal], None]) -> None:
+        if self._cnx.transport is None:  # gone while its credentials were checked
+            return
+        error = done.exception()
+        if error is not None:
+            reason = str(error) if isinstance(error, AuthenticationError) else "internal error"
+            self._refuse(f"{refusal}: {reason}", method)
+            return
+        then(done.result())
+
     def stop(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-    def _authenticate(self, method: str, data: bytes) -> Principal:
-        return self._service.authenticate(Credentials(method, data, self._cnx.peer_certificate))
 
     def _refuse(self, message: str, method: str) -> None:
         log.warning("%s authentication (%s) refused: %s", self._cnx, method or "none", message)
