@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.errors import BrokerServiceError, ResourceNotFoundError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -63,9 +63,12 @@ class AuthorizationService:
 
     def granted(self, namespace: str, role: str | None) -> frozenset[str]:
         """The actions `role` holds on `namespace` (none for an unknown namespace)."""
-        if role is None or not self._resources.namespace_exists(namespace):
+        if role is None:
             return frozenset()
-        return frozenset(self.permissions(namespace).get(role, ()))
+        try:
+            return frozenset(self.permissions(namespace).get(role, ()))
+        except ResourceNotFoundError:
+            return frozenset()
 
     def allows(self, namespace: str, role: str | None, action: str) -> bool:
         """Whether `role` may `action` on the topics of `namespace` (`tenant/ns`)."""
