@@ -72,12 +72,18 @@ class ClientConnection:
         parsed = _parse_url(url)
         self.tls = parsed.tls
         host, port = parsed.first
+        # Before connecting: a trust file that cannot be read is the caller's settings, not the broker.
+        context = self.security.ssl_context() if self.tls else None
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.tls:
-                self._sock = self.security.ssl_context().wrap_socket(self._sock, server_hostname=host)
         except OSError as exc:
+            raise PulsarClientError(f"cannot connect to {url}: {exc}") from exc
+        try:
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if context is not None:
+                self._sock = context.wrap_socket(self._sock, server_hostname=host)
+        except OSError as exc:
+            self._sock.close()
             raise PulsarClientError(f"cannot connect to {url}: {exc}") from exc
         try:
             self.server_version, self.protocol_version = self._handshake()
