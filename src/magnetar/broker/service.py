@@ -93,7 +93,9 @@ class BrokerService:
         self.authentication = AuthenticationService(config)
         self.authorization = AuthorizationService(config, self.resources)
         self.ssl_context = server_context(config) if tls_enabled(config) else None
-        self.cert_reloader = CertificateReloader(self.ssl_context, config) if self.ssl_context else None
+        self.cert_reloader = None if self.ssl_context is None else PeriodicTask(
+            "TLS certificate reload", config.tlsCertRefreshCheckDurationSec,
+            CertificateReloader(self.ssl_context, config).check)
         self._producer_counter = 0
         self._boot_id = self._next_boot_id()
         self.bridge: LoopBridge

@@ -10,7 +10,6 @@ old pair kept until the next check.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import ssl
@@ -109,17 +108,15 @@ def _load_pair(context: ssl.SSLContext, cert_path: str, key_path: str) -> None:
 
 class CertificateReloader:
     """Loads the certificate, key and trusted CAs again into the serving context when their
-    files change (CAs are added to those trusted: a removed CA stays trusted until restart)."""
+    files change (CAs are added to those trusted: a removed CA stays trusted until restart).
+    The broker calls check() every tlsCertRefreshCheckDurationSec (a PeriodicTask)."""
 
     def __init__(self, context: ssl.SSLContext, config: ServiceConfiguration) -> None:
         self.context = context
         self._cert = config.tlsCertificateFilePath
         self._key = config.tlsKeyFilePath
         self._trust = config.tlsTrustCertsFilePath
-        self._interval = config.tlsCertRefreshCheckDurationSec
         self._stamp = self._file_stamp()
-        self._timer: asyncio.TimerHandle | None = None
-        self.reloads = 0
 
     def _file_stamp(self) -> tuple[int, ...]:
         try:
@@ -127,30 +124,17 @@ class CertificateReloader:
         except OSError:
             return ()
 
-    def start(self) -> None:
-        self._timer = asyncio.get_running_loop().call_later(self._interval, self._check)
-
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def _check(self) -> None:
-        self.check()
-        self.start()
-
-    def check(self) -> bool:
-        """Reload if the files changed since the last load; whether it reloaded."""
+    def check(self) -> None:
+        """Reload if the files changed since the last load."""
         stamp = self._file_stamp()
         if not stamp or stamp == self._stamp:
-            return False
+            return
         try:
             _load_pair(self.context, self._cert, self._key)
             if self._trust:  # new CAs are added; OpenSSL's store cannot forget old ones
                 self.context.load_verify_locations(cafile=self._trust)
         except (TlsConfigError, OSError, ssl.SSLError) as exc:
             log.warning("TLS certificate changed but cannot be loaded yet, keeping the old one: %s", exc)
-            return False
+            return
         self._stamp = stamp
-        self.reloads += 1
         log.info("TLS certificate reloaded from %s", self._cert)
-        return True
