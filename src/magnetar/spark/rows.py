@@ -20,7 +20,7 @@ from magnetar.formats.processor import ProcessorSet
 from magnetar.formats.table import MAX_BATCH_BYTES, MAX_UNCOMPRESSED_BYTES, TableBuilder
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
-__all__ = ["ARROW_SCHEMA", "COLUMNS", "MAX_BATCH_BYTES", "MAX_UNCOMPRESSED_BYTES", "SCHEMA_DDL", "TIME_COLUMNS",
+__all__ = ["ARROW_SCHEMA", "COLUMNS", "MAX_BATCH_BYTES", "MAX_UNCOMPRESSED_BYTES", "TIME_COLUMNS",
            "RowBuilder", "RowFilter", "apply_row_filter", "rows_of_entries", "spark_schema", "with_timestamps"]
 
 TIME_COLUMNS = ("broker_time", "publish_time", "event_time", "deliver_at")
@@ -55,13 +55,6 @@ def spark_schema() -> object:
         return TimestampType() if name in TIME_COLUMNS else spark_types[kind]
 
     return StructType([StructField(name, spark_type(name, kind)) for name, kind in COLUMNS])
-
-
-SCHEMA_DDL = (
-    "topic string, partition int, ledger_id bigint, entry_id bigint, batch_index int, index bigint, "
-    "broker_time timestamp, publish_time timestamp, event_time timestamp, key string, properties map<string,string>, "
-    "value binary, producer_name string, sequence_id bigint, deliver_at timestamp"
-)
 
 
 def with_timestamps(batch: pa.RecordBatch) -> pa.RecordBatch:
