@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -68,51 +69,50 @@ class CompactionManager:
 
     def trigger(self, topic: PersistentTopic) -> None:
         """Start compacting `topic`; a conflict if a run is under way."""
-        key = str(topic.name)
-        if key in self._tasks:
-            raise ResourceConflictError("Compaction already in progress")
-        status = self.statuses[key] = CompactionStatus("RUNNING")
-        self._tasks[key] = asyncio.get_running_loop().create_task(self._run(topic, status))
+        self._start(topic, topic.compaction_service.compact, raise_errors=False)
 
     async def adopt(self, topic: PersistentTopic, staging: str, horizon: Position, base: Position | None,
                     entries: int) -> None:
         """Put a staged compaction in force (see BuiltinCompactionService.adopt); counted as
-        a run, so a compaction requested meanwhile is a conflict and the status reports it."""
-        key = str(topic.name)
+        a run, so a compaction requested meanwhile is a conflict and the status reports it.
+        Its errors reach the caller (AdoptionRefused is the request's fault)."""
         adopt = getattr(topic.compaction_service, "adopt", None)
         if adopt is None:
             raise AdoptionRefused(f"the compaction service {type(topic.compaction_service).__name__} "
                                   "cannot adopt a staged compaction")
+        await self._start(topic, lambda _progress: adopt(staging, horizon, base, entries), raise_errors=True)
+
+    def _start(self, topic: PersistentTopic, work: Callable[[Callable[[float], None]], object], *,
+               raise_errors: bool) -> asyncio.Task[None]:
+        key = str(topic.name)
         if key in self._tasks:
             raise ResourceConflictError("Compaction already in progress")
-        status = CompactionStatus("RUNNING")
+        status = self.statuses[key] = CompactionStatus("RUNNING")
         task = self._tasks[key] = asyncio.get_running_loop().create_task(
-            asyncio.to_thread(adopt, staging, horizon, base, entries))
-        try:
-            await task
-        except AdoptionRefused as exc:
-            status.status, status.last_error = "ERROR", str(exc)
-            raise
-        finally:
-            self._tasks.pop(key, None)
-            self.statuses[key] = status
-        hold_trimming_at_horizon(topic)
-        status.status, status.progress = "SUCCESS", 1.0
+            self._run(topic, status, work, raise_errors))
+        return task
 
-    async def _run(self, topic: PersistentTopic, status: CompactionStatus) -> None:
+    async def _run(self, topic: PersistentTopic, status: CompactionStatus,
+                   work: Callable[[Callable[[float], None]], object], raise_errors: bool) -> None:
+        """One compaction or adoption on a worker thread, its status kept whatever happens."""
         key = str(topic.name)
 
         def progress(fraction: float) -> None:  # called on the worker thread: one float store
             status.progress = fraction
 
         try:
-            await asyncio.to_thread(topic.compaction_service.compact, progress)
+            await asyncio.to_thread(work, progress)
         except asyncio.CancelledError:
             status.status, status.last_error = "ERROR", "cancelled: the broker is stopping"
+            raise
+        except AdoptionRefused as exc:
+            status.status, status.last_error = "ERROR", str(exc)
             raise
         except Exception as exc:
             log.exception("[%s] compaction failed", key)
             status.status, status.last_error = "ERROR", f"{type(exc).__name__}: {exc}"
+            if raise_errors:
+                raise
         else:
             hold_trimming_at_horizon(topic)
             status.status, status.progress = "SUCCESS", 1.0
