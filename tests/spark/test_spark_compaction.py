@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import time
 from pathlib import Path
-from urllib.parse import quote
 
 import pulsar
 import pytest
 from admin_http import http
+from compaction_helpers import NS, drain, stored_compacted, topic_path
+from compaction_helpers import compact as broker_compact
 from standalone import Standalone
 
 from magnetar.admin.client import AdminClient
@@ -23,30 +23,11 @@ from magnetar.spark.compaction import SparkCompactionError
 from magnetar.storage import ManagedLedgerFactory
 from magnetar.storage.compacted_ledger import CompactedLedgerStore
 
-NS = "public/default"
 TOPIC = "spark-compaction"
 EARLIEST = pulsar.MessageId.earliest
 #: Keep every ledger, so that a plain reader sees the whole history the expected view is
 #: computed from (ledgers nothing holds are trimmed otherwise; the compacted view outlives them).
 RETAIN = ["defaultRetentionTimeInMinutes=-1", "defaultRetentionSizeInMB=-1"]
-
-
-def topic_path(admin_url: str, topic: str) -> str:
-    return f"{admin_url}/admin/v2/persistent/{NS}/{quote(topic, safe='')}"
-
-
-def broker_compact(admin_url: str, topic: str, timeout: float = 60.0) -> None:
-    code, _, body = http("PUT", topic_path(admin_url, topic) + "/compaction", b"")
-    assert code == 204, (code, body)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        code, _, body = http("GET", topic_path(admin_url, topic) + "/compaction")
-        status = json.loads(body)
-        if status["status"] != "RUNNING":
-            assert status["status"] == "SUCCESS", status
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"compaction of {topic} still running after {timeout}s")
 
 
 def send_random(url: str, topic: str, count: int, seed: int) -> None:
@@ -81,29 +62,10 @@ def compacted_view(url: str, topic: str, compacted: bool = True) -> list[tuple[t
     client = pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     try:
         reader = client.create_reader(topic, EARLIEST, is_read_compacted=compacted)
-        out = []
-        deadline = time.monotonic() + 60
-        while reader.has_message_available():
-            assert time.monotonic() < deadline
-            message = reader.read_next(10000)
-            mid = message.message_id()
-            out.append(((mid.ledger_id(), mid.entry_id(), mid.batch_index()), message.partition_key(),
-                        message.data(), message.properties()))
-        return out
+        return [((m.message_id().ledger_id(), m.message_id().entry_id(), m.message_id().batch_index()),
+                 m.partition_key(), m.data(), m.properties()) for m in drain(reader)]
     finally:
         client.close()
-
-
-def stored_compacted(data_dir: Path, topic: str) -> list[tuple[tuple[int, int], bytes]]:
-    """The compacted ledger in force, read with a read-only factory (safe beside a broker)."""
-    with ManagedLedgerFactory(data_dir, read_only=True) as factory:
-        store = CompactedLedgerStore(factory, f"{NS}/persistent/{topic}")
-        try:
-            current = store.current
-            assert current is not None, "no compacted ledger"
-            return [(tuple(position), data) for position, data in current.read(0, current.entries)]
-        finally:
-            store.close()
 
 
 def staged_leftovers(data_dir: Path) -> list[Path]:

@@ -56,7 +56,7 @@ def kv(messages: list[pulsar.Message]) -> list[tuple[str, bytes]]:
 
 
 def stored_compacted(data_dir: Path, topic: str) -> list[tuple[Position, bytes]]:
-    """The compacted ledger's entries, read from storage (the broker must be stopped)."""
+    """The compacted ledger in force, read with a read-only factory (safe beside a running broker)."""
     with ManagedLedgerFactory(data_dir, read_only=True) as factory:
         store = CompactedLedgerStore(factory, f"{NS}/persistent/{topic}")
         current = store.current
