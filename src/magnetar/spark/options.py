@@ -38,7 +38,10 @@ KNOWN = {
     "propertiesfilter": 'JSON {"key": "value"}: keep messages with these properties, skip entries ruled out',
     "splitsizebytes": "bytes of entries per Spark partition",
     "operationtimeoutseconds": "service.url only: seconds to wait for the broker",
-    # the pulsar-spark connector passes client settings under `pulsar.client.`
+}
+#: The pulsar-spark connector passes client settings under `pulsar.client.`; reads and
+#: writes both take them.
+SECURITY_KNOWN = {
     "pulsar.client.authpluginclassname": "AuthenticationToken, AuthenticationTls or AuthenticationBasic "
                                          "(org.apache.pulsar.client.impl.auth. names too)",
     "pulsar.client.authparams": "token:<jwt> or file:///path; tlsCertFile:..,tlsKeyFile:..; "
@@ -47,6 +50,7 @@ KNOWN = {
     "pulsar.client.tlsallowinsecureconnection": "true: do not check the broker's certificate",
     "pulsar.client.tlshostnameverificationenable": "true: check the broker's host name against its certificate",
 }
+KNOWN.update(SECURITY_KNOWN)
 
 
 _PLANNER = os.path.join("pyspark", "sql", "worker", "utils.py")
@@ -133,11 +137,26 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     return text == "true"
 
 
-def _topic(name: str, option: str) -> str:
+def topic_option(name: str, option: str) -> str:
     try:
         return str(TopicName.parse(name.strip()))
     except InvalidTopicNameError as exc:
         raise MagnetarOptionError(f"option {option!r}: {exc}") from None
+
+
+def known_options(options: Mapping[str, str], known: Mapping[str, str], what: str) -> dict[str, str]:
+    """The options lower-cased (Spark's options are case-insensitive), refused when one is unknown."""
+    lowered = {str(k).lower(): v for k, v in options.items()}
+    unknown = sorted(k for k in lowered if k not in known)
+    if unknown:
+        raise MagnetarOptionError(f"unknown {what}(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+    return lowered
+
+
+def check_service_url(service_url: str) -> None:
+    if not re.match(r"^pulsar(\+ssl)?://[^/]+$", service_url.rstrip("/")):
+        raise MagnetarOptionError(f"option 'service.url' must look like pulsar://host:port or pulsar+ssl://host:port, "
+                                  f"got {service_url!r}")
 
 
 def _offsets(options: Mapping[str, str], name: str, default: OffsetSpec, allow_earliest: bool) -> OffsetSpec:
@@ -160,7 +179,7 @@ def _offsets(options: Mapping[str, str], name: str, default: OffsetSpec, allow_e
         )
     per_partition: dict[tuple[str, int], int] = {}
     for topic, partitions in parsed.items():
-        full = _topic(topic, name)
+        full = topic_option(topic, name)
         for partition, index in partitions.items():
             try:
                 number = int(partition)
@@ -207,7 +226,8 @@ def _payload_processors(options: Mapping[str, str]) -> tuple[str, ...]:
     return names
 
 
-def _security(options: Mapping[str, str]) -> ClientSecurity:
+def security_options(options: Mapping[str, str]) -> ClientSecurity:
+    """TLS and credentials for service.url, from the (lower-cased) pulsar.client.* options."""
     plugin = options.get("pulsar.client.authpluginclassname")
     try:
         authentication = authentication_from_plugin(plugin, options.get("pulsar.client.authparams", "")) \
@@ -227,18 +247,15 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     `streaming=None` (from DataSource.schema(), which does not know yet) skips the checks
     that depend on batch vs stream.
     """
-    lowered = {str(k).lower(): v for k, v in options.items()}
-    unknown = sorted(k for k in lowered if k not in KNOWN)
-    if unknown:
-        raise MagnetarOptionError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(KNOWN))}")
+    lowered = known_options(options, KNOWN, "option")
     path = lowered.get("path") or None
     service_url = lowered.get("service.url") or None
     if path and service_url:
         raise MagnetarOptionError("give either 'path' (a data directory) or 'service.url' (a broker), not both")
     if not path and not service_url:
         raise MagnetarOptionError("give 'path' (a broker data directory, or .load(path)) or 'service.url'")
-    if service_url and not re.match(r"^pulsar(\+ssl)?://[^/]+$", service_url.rstrip("/")):
-        raise MagnetarOptionError(f"option 'service.url' must look like pulsar://host:port, got {service_url!r}")
+    if service_url:
+        check_service_url(service_url)
     given = [k for k in ("topic", "topics", "topicspattern") if lowered.get(k)]
     if len(given) != 1:
         raise MagnetarOptionError(
@@ -247,9 +264,9 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     topics: tuple[str, ...] = ()
     pattern = None
     if "topic" in given:
-        topics = (_topic(lowered["topic"], "topic"),)
+        topics = (topic_option(lowered["topic"], "topic"),)
     elif "topics" in given:
-        topics = tuple(dict.fromkeys(_topic(t, "topics") for t in lowered["topics"].split(",") if t.strip()))
+        topics = tuple(dict.fromkeys(topic_option(t, "topics") for t in lowered["topics"].split(",") if t.strip()))
         if not topics:
             raise MagnetarOptionError("option 'topics' names no topic")
     else:
@@ -284,5 +301,5 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         operation_timeout_seconds=float(integer_option(lowered, "operationtimeoutseconds", 1) or 30),
         properties_filter=_properties(lowered),
         payload_processors=_payload_processors(lowered),
-        security=_security(lowered),
+        security=security_options(lowered),
     )

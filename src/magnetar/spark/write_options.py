@@ -8,17 +8,24 @@ type, is an error naming it before a task starts: a typo must not silently drop 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from magnetar.client.enums import CompressionType
-from magnetar.spark.options import MagnetarOptionError, fail, integer_option
-from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
+from magnetar.credentials.security import ClientSecurity
+from magnetar.spark.options import (
+    SECURITY_KNOWN,
+    check_service_url,
+    fail,
+    integer_option,
+    known_options,
+    security_options,
+    topic_option,
+)
 
 WRITE_KNOWN = {
-    "service.url": "pulsar://host:port of the broker to publish to",
+    "service.url": "pulsar://host:port (or pulsar+ssl://) of the broker to publish to",
     "topic": "the topic to write every row to (else a 'topic' column names each row's)",
     "compression": "none, lz4, zlib, zstd or snappy",
     "batchedfilterproperties": "comma-separated property names whose values every message of a batch shares "
@@ -28,6 +35,7 @@ WRITE_KNOWN = {
     "batchingmaxbytes": "bytes per Pulsar batch",
     "operationtimeoutseconds": "seconds to wait for the broker",
     "checkpointlocation": "Spark's own (streams): where the query keeps its progress",
+    **SECURITY_KNOWN,
 }
 
 COMPRESSIONS = {
@@ -61,6 +69,8 @@ class WriteOptions:
     batching_max_messages: int = 1000
     batching_max_bytes: int = 128 * 1024
     operation_timeout_seconds: float = 30.0
+    security: ClientSecurity = field(default_factory=ClientSecurity)
+    """TLS and credentials for service.url (the pulsar.client.* options), as reads take them."""
 
 
 def _type_name(data_type: Any) -> str:
@@ -69,15 +79,15 @@ def _type_name(data_type: Any) -> str:
 
 def check_columns(schema: Any, topic_option: str | None, entry_format: str) -> tuple[str, ...]:
     """The input's columns, refused with a message naming the first unknown or mistyped one."""
-    names = [field.name for field in schema.fields]
-    for field in schema.fields:
-        name = field.name
+    names = [column.name for column in schema.fields]
+    for column in schema.fields:
+        name = column.name
         accepted = COLUMN_TYPES.get(name)
         if accepted is None:
             fail(f"column {name!r} is not one the magnetar sink writes; it takes "
                  f"{', '.join(COLUMN_TYPES)} (select or rename the columns first)")
-        if _type_name(field.dataType) not in accepted:
-            fail(f"column {name!r} must be {' or '.join(accepted)}, got {_type_name(field.dataType)}")
+        if _type_name(column.dataType) not in accepted:
+            fail(f"column {name!r} must be {' or '.join(accepted)}, got {_type_name(column.dataType)}")
     if "value" not in names:
         fail(f"the magnetar sink needs a 'value' column (binary or string); the input has {', '.join(names)}")
     if topic_option is None and "topic" not in names:
@@ -87,24 +97,14 @@ def check_columns(schema: Any, topic_option: str | None, entry_format: str) -> t
     return tuple(names)
 
 
-def _topic(name: str) -> str:
-    try:
-        return str(TopicName.parse(name.strip()))
-    except InvalidTopicNameError as exc:
-        raise MagnetarOptionError(f"option 'topic': {exc}") from None
-
-
 def parse_write_options(options: Mapping[str, str], schema: Any) -> WriteOptions:
     """Every write option and input column checked; MagnetarOptionError names the first bad one."""
-    lowered = {str(k).lower(): v for k, v in options.items()}
-    unknown = sorted(k for k in lowered if k not in WRITE_KNOWN)
-    if unknown:
-        fail(f"unknown write option(s) {', '.join(unknown)}; known: {', '.join(sorted(WRITE_KNOWN))}")
+    lowered = known_options(options, WRITE_KNOWN, "write option")
     service_url = (lowered.get("service.url") or "").rstrip("/")
-    if not re.match(r"^pulsar://[^/]+$", service_url):
-        fail(f"option 'service.url' must look like pulsar://host:port (writes go through a broker), got "
-             f"{lowered.get('service.url')!r}")
-    topic = _topic(lowered["topic"]) if lowered.get("topic") else None
+    if not service_url:
+        fail("give 'service.url': writes go through a broker")
+    check_service_url(service_url)
+    topic = topic_option(lowered["topic"], "topic") if lowered.get("topic") else None
     compression = str(lowered.get("compression", "none")).strip().lower()
     if compression not in COMPRESSIONS:
         fail(f"option 'compression' must be one of {', '.join(COMPRESSIONS)}, got {compression!r}")
@@ -126,4 +126,5 @@ def parse_write_options(options: Mapping[str, str], schema: Any) -> WriteOptions
         batching_max_messages=integer_option(lowered, "batchingmaxmessages", 1, WRITE_KNOWN) or default_rows,
         batching_max_bytes=integer_option(lowered, "batchingmaxbytes", 1, WRITE_KNOWN) or 128 * 1024,
         operation_timeout_seconds=float(integer_option(lowered, "operationtimeoutseconds", 1, WRITE_KNOWN) or 30),
+        security=security_options(lowered),
     )

@@ -284,7 +284,11 @@ def write_task(options: WriteOptions, batches: Iterator[pa.RecordBatch], identit
     """One Spark task's rows, published; returns how many."""
     context = TaskContext.get()
     seed = context.partitionId() if context is not None else 0
-    client = Client(options.service_url, operation_timeout_seconds=options.operation_timeout_seconds)
+    security = options.security
+    client = Client(options.service_url, security.authentication, options.operation_timeout_seconds,
+                    tls_trust_certs_file_path=security.tls_trust_certs_file_path,
+                    tls_allow_insecure_connection=security.tls_allow_insecure_connection,
+                    tls_validate_hostname=security.tls_validate_hostname)
     try:
         dest = Destinations(client, options, identity, seed)
         if options.entry_format == "arrow":
