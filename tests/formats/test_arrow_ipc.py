@@ -41,6 +41,14 @@ def test_rows_become_messages() -> None:
     assert third.null_value and third.event_time == 30
 
 
+def test_timestamps_finer_than_milliseconds_are_truncated_not_refused() -> None:
+    """Spark's timestamps are microseconds with a time zone; Pulsar's event time is milliseconds."""
+    micros = pa.array([1_500, 1_700_000_000_123_456], pa.timestamp("us", tz="UTC"))
+    ((payload, rows),) = encode_arrow_batches(pa.table({"value": pa.array([b"x", b"y"]), "event_time": micros}))
+    messages = resolve_processors("arrow").messages(_entry(payload, rows))
+    assert [m.metadata.event_time for m in messages] == [1, 1_700_000_000_123]
+
+
 def test_columns_come_without_a_message_each() -> None:
     ((payload, rows),) = encode_arrow_batches(TABLE)
     columns = resolve_processors("arrow").columns(_entry(payload, rows))

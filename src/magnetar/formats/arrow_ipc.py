@@ -46,7 +46,9 @@ def _canonical(batch: pa.RecordBatch) -> pa.RecordBatch:
         if field.name in batch.schema.names:
             column = batch.column(field.name)
             if field.name == "event_time" and pa.types.is_timestamp(column.type):
-                column = column.cast(pa.timestamp("ms")).cast(pa.int64())
+                # Milliseconds as Pulsar's metadata holds them: finer units (Spark's are
+                # microseconds) are truncated, time zones kept as they are (epoch-based).
+                column = column.cast(pa.timestamp("ms", tz=column.type.tz), safe=False).cast(pa.int64())
             fields.append(field)
             columns.append(column if column.type == field.type else column.cast(field.type))
     return pa.RecordBatch.from_arrays(columns, schema=pa.schema(fields))

@@ -207,18 +207,6 @@ def write_messages(batches: Iterable[pa.RecordBatch], dest: Destinations) -> int
     return position
 
 
-def _entry_columns(block: pa.Table) -> pa.Table:
-    """The columns of an Arrow entry, in the types `formats.arrow_ipc` writes."""
-    value = block.column("value")
-    columns = {"value": value if value.type == pa.binary() else value.cast(pa.binary())}
-    for name in ("key", "properties"):
-        if name in block.schema.names:
-            columns[name] = block.column(name)
-    if "event_time" in block.schema.names:
-        columns["event_time"] = pc.divide(pc.cast(block.column("event_time"), pa.int64()), 1000)
-    return pa.table(columns)
-
-
 class _ArrowSender:
     """Arrow entries in flight (at most ARROW_IN_FLIGHT), each one block of rows for one partition."""
 
@@ -236,7 +224,7 @@ class _ArrowSender:
         for i, key in enumerate(keys):
             partition = dest.route(_row_topic(topics, i, options), key, position + i)
             groups.setdefault(partition, []).append(i)
-        entries = _entry_columns(block)
+        entries = block.drop_columns(["topic"]) if "topic" in block.column_names else block
         for partition, rows in groups.items():
             part = entries if len(rows) == block.num_rows else entries.take(pa.array(rows, pa.int64()))
             sequence_id = None if self.base is None else self.base + position
