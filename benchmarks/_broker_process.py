@@ -17,11 +17,11 @@ from pathlib import Path
 import pulsar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from procfs import cpu_seconds, rss_kb
 from standalone import Standalone
 
 PAYLOAD = b"x" * 100
 MAX_PENDING = 5000
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 __all__ = ["MAX_PENDING", "PAYLOAD", "Meter", "ProduceResult", "Standalone", "cpu_seconds", "official_client",
            "open_fds", "produce", "producer_options", "rss_mb", "start_standalone"]
@@ -36,17 +36,8 @@ def start_standalone(data_dir: Path, config: list[str]) -> Standalone:
         raise SystemExit(f"magnetar standalone did not start: {lines[-1] if lines else error}") from None
 
 
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of every thread of `pid`: the broker's sync thread counts too."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
 def rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no VmRSS for pid {pid}")
+    return rss_kb(pid) / 1024
 
 
 def open_fds(pid: int) -> int:

@@ -30,6 +30,8 @@ from pathlib import Path
 import pulsar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from procfs import CLK_TCK, descendants
+from procfs import cpu_seconds as tree_cpu_seconds
 from pyspark.sql.datasource import GreaterThanOrEqual
 from standalone import Standalone
 
@@ -101,30 +103,13 @@ def load() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def _proc_stat(pid: str) -> tuple[int, float] | None:
-    """(parent pid, CPU seconds) of a live process, None if it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rindex(")") + 2 :].split()
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def cpu_seconds() -> tuple[float, float]:
     """(CPU seconds the whole machine has been busy, of which this process tree): the
     difference over a run is what other processes took from the cores meanwhile."""
-    procs = {pid: stat for pid in os.listdir("/proc") if pid.isdigit() and (stat := _proc_stat(pid))}
-    ours, frontier = {os.getpid()}, [os.getpid()]
-    while frontier:
-        parent = frontier.pop()
-        children = [int(pid) for pid, (ppid, _) in procs.items() if ppid == parent]
-        ours.update(children)
-        frontier.extend(children)
-    tree = sum(cpu for pid, (_, cpu) in procs.items() if int(pid) in ours)
+    tree = tree_cpu_seconds(*descendants(os.getpid()))
     busy = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = busy[3] + busy[4]  # idle + iowait
-    return (sum(busy[:8]) - idle) / os.sysconf("SC_CLK_TCK"), tree
+    return (sum(busy[:8]) - idle) / CLK_TCK, tree
 
 
 def main() -> None:

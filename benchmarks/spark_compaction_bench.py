@@ -29,6 +29,9 @@ import threading
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from procfs import descendants, rss_kb
+
 from magnetar.broker.compaction import CompactionOptions
 from magnetar.broker.compaction.service import BuiltinCompactionService
 from magnetar.storage import ManagedLedgerFactory
@@ -60,29 +63,6 @@ def write_topic(data_dir: Path, messages: int, keys: int, value_bytes: int) -> N
         ledger.close()
 
 
-def tree_rss_kb(pid: int) -> int:
-    """RSS of `pid` and all its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    total, stack = 0, [pid]
-    while stack:
-        current = stack.pop()
-        stack.extend(children.get(current, []))
-        try:
-            with open(f"/proc/{current}/status") as status:
-                total += next((int(line.split()[1]) for line in status if line.startswith("VmRSS:")), 0)
-        except OSError:
-            continue
-    return total
-
-
 def run_child(mode: str, data_dir: Path) -> dict[str, object]:
     """Run this script in `mode` on `data_dir`; its JSON answer plus the tree's peak RSS."""
     proc = subprocess.Popen([sys.executable, __file__, "--child", mode, "--data-dir", str(data_dir)],
@@ -92,7 +72,7 @@ def run_child(mode: str, data_dir: Path) -> dict[str, object]:
 
     def sample() -> None:
         while not done.wait(0.2):
-            peak[0] = max(peak[0], tree_rss_kb(proc.pid))
+            peak[0] = max(peak[0], rss_kb(*descendants(proc.pid)))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

@@ -35,6 +35,7 @@ from pathlib import Path
 import pulsar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from procfs import cpu_seconds, descendants
 from standalone import Standalone
 
 INTERCEPTORS = (
@@ -42,7 +43,6 @@ INTERCEPTORS = (
     "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor"
 )
 SPARK_CONFIG = [INTERCEPTORS, "exposingBrokerEntryMetadataToClientEnabled=true", "brokerDeduplicationEnabled=true"]
-TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def now_ms() -> int:
@@ -52,34 +52,6 @@ def now_ms() -> int:
 def percentile(values: list[int], q: float) -> float | None:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else None
-
-
-def cpu_seconds(pid: int, tree: bool = False) -> float:
-    """utime + stime of `pid` (and, with `tree`, of its live descendants), from /proc."""
-    pids = [pid]
-    if tree:
-        parents: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    parent = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                except (OSError, IndexError, ValueError):
-                    continue
-                parents.setdefault(parent, []).append(int(entry))
-        stack = [pid]
-        pids = []
-        while stack:
-            current = stack.pop()
-            pids.append(current)
-            stack.extend(parents.get(current, []))
-    total = 0
-    for current in pids:
-        try:
-            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / TICKS
 
 
 def receive(consumer: pulsar.Consumer, expected: int, deadline: float, late: list[int]) -> None:
@@ -102,7 +74,7 @@ def run_load(url: str, topic: str, consumer: pulsar.Consumer, args: argparse.Nam
     producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
     rng = random.Random(5)
     broker_cpu = cpu_seconds(broker_pid)
-    spark_cpu = cpu_seconds(spark_pid, tree=True) if spark_pid else 0.0
+    spark_cpu = cpu_seconds(*descendants(spark_pid)) if spark_pid else 0.0
     receiver.start()
     began = time.perf_counter()
     for i in range(expected):
@@ -120,7 +92,7 @@ def run_load(url: str, topic: str, consumer: pulsar.Consumer, args: argparse.Nam
         "broker_cpu_seconds": round(cpu_seconds(broker_pid) - broker_cpu, 2),
     }
     if spark_pid:
-        result["spark_cpu_seconds"] = round(cpu_seconds(spark_pid, tree=True) - spark_cpu, 2)
+        result["spark_cpu_seconds"] = round(cpu_seconds(*descendants(spark_pid)) - spark_cpu, 2)
     client.close()
     return result
 

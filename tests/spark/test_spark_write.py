@@ -14,6 +14,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from polling import wait_for
+from procfs import descendants, parent
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType, TimestampType
@@ -186,32 +187,18 @@ def _slowly() -> object:
     return F.udf(pace, BinaryType())
 
 
-def _parent(pid: int) -> int:
-    with open(f"/proc/{pid}/stat") as stat:
-        return int(stat.read().rsplit(")", 1)[1].split()[1])
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
 
 
 def _kill_spark_python_workers() -> int:
     """SIGKILL the Python workers this test process's Spark forked (children of its
     pyspark.daemon), as when an executor dies mid-task. Returns how many were killed."""
-    mine, daemons = [], set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        pid = int(entry)
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as cmd:
-                if b"pyspark.daemon" not in cmd.read():
-                    continue
-            ancestor = pid
-            while ancestor > 1 and ancestor != os.getpid():
-                ancestor = _parent(ancestor)
-        except (FileNotFoundError, ProcessLookupError, ValueError):
-            continue
-        if ancestor == os.getpid():
-            mine.append(pid)
-            daemons.add(pid)
-    workers = [pid for pid in mine if _parent(pid) in daemons]
+    daemons = {pid for pid in descendants(os.getpid()) if b"pyspark.daemon" in _cmdline(pid)}
+    workers = [pid for pid in daemons if parent(pid) in daemons]
     for pid in workers:
         os.kill(pid, signal.SIGKILL)
     return len(workers)
