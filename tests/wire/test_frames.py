@@ -84,3 +84,29 @@ def test_command_without_type():
 def test_missing_required_field_is_refused_on_encode():
     with pytest.raises(ValueError, match="required"):
         encode_command(pb.BaseCommand(type=pb.BaseCommand.SUCCESS, success=pb.CommandSuccess()))
+
+
+def _raw_frame(command: pb.BaseCommand) -> bytes:
+    """A frame around a command serialised without the encoder's required-field check."""
+    body = command.SerializePartialToString()
+    return struct.pack(">II", len(body) + 4, len(body)) + body
+
+
+@pytest.mark.parametrize(
+    ("send", "missing"),
+    [
+        (pb.CommandSend(producer_id=1), "sequence_id"),
+        (pb.CommandSend(sequence_id=1), "producer_id"),
+        (pb.CommandSend(producer_id=1, sequence_id=1, message_id=pb.MessageIdData(ledgerId=3)), "entryId"),
+        (None, "body"),
+    ],
+    ids=["no-sequence-id", "no-producer-id", "message-id-without-entry", "no-body"],
+)
+def test_send_lacking_a_required_field_is_refused(send, missing):
+    """SENDs take a fast path through the required-field check: it must still see every field,
+    the nested message id's included."""
+    command = pb.BaseCommand(type=pb.BaseCommand.SEND)
+    if send is not None:
+        command.send.CopyFrom(send)
+    with pytest.raises(WireError, match=missing):
+        FrameDecoder().feed(_raw_frame(command))

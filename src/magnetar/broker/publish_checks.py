@@ -40,12 +40,12 @@ def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic
     if claimed != send.num_messages:  # an absent num_messages reads as its default, 1
         return pb.NotAllowedError, (
             f"malformed message: num_messages_in_batch {claimed} disagrees with the SEND's {send.num_messages}")
-    return _check_foreign_count(metadata, payload, claimed) or _check_delivery_delay(metadata, topic)
+    if metadata.properties and (refusal := _check_foreign_count(metadata, payload, claimed)):
+        return refusal
+    return _check_delivery_delay(metadata, topic) if metadata.HasField("deliver_at_time") else None
 
 
 def _check_delivery_delay(metadata: pb.MessageMetadata, topic: AbstractTopic) -> Refusal | None:
-    if not metadata.HasField("deliver_at_time"):
-        return None
     max_delay = delayed_delivery(topic).max_delay_ms
     if max_delay > 0 and metadata.deliver_at_time - time.time() * 1000 > max_delay:
         return pb.NotAllowedError, f"Exceeds max allowed delivery delay of {max_delay} milliseconds"

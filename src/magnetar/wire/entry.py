@@ -122,7 +122,7 @@ def _parse(cls: type[_M], data: Buffer, what: str) -> _M:
 def _metadata_at(entry: Buffer, size_offset: int) -> tuple[pb.MessageMetadata, int]:
     """The MessageMetadata whose size field is at `size_offset`, and where it ends."""
     start, end = _metadata_span(entry, size_offset)
-    metadata = _parse(pb.MessageMetadata, memoryview(entry)[start:end], "MessageMetadata")
+    metadata = _parse(pb.MessageMetadata, entry[start:end], "MessageMetadata")
     if not metadata.IsInitialized():  # upb leaves `required` to us
         raise WireError(f"MessageMetadata lacks required fields: {', '.join(metadata.FindInitializationErrors())}")
     return metadata, end
@@ -231,7 +231,9 @@ PULSAR_FORMAT = "pulsar"
 
 def entry_format(metadata: pb.MessageMetadata) -> str:
     """The entry's payload format, read from MessageMetadata alone."""
-    for kv in metadata.properties:
-        if kv.key == FORMAT_PROPERTY:
-            return kv.value or PULSAR_FORMAT
+    properties = metadata.properties
+    if properties:  # most entries have none, and an empty loop costs twice this test
+        for kv in properties:
+            if kv.key == FORMAT_PROPERTY:
+                return kv.value or PULSAR_FORMAT
     return PULSAR_FORMAT
