@@ -28,6 +28,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+_NOT_STORED_AGAIN = (-1, -1)
+"""The position a duplicate's receipt carries: stored before, not stored again."""
+
+
 class Send(NamedTuple):
     """A SEND that passed the checks, waiting for the rest of its read of the socket."""
 
@@ -98,8 +102,7 @@ class Producer:
                 self._publish_group(run, dedup)
                 run = []
             if status is DupStatus.DUPLICATE:  # stored before: acknowledged again, not stored again
-                self._answer(self._receipts.encode(
-                    ((send.sequence_id, send.highest_sequence_id, -1, -1),)))
+                self._answer(self._receipts.encode((send,), (_NOT_STORED_AGAIN,)))
             else:
                 self.refuse(send.sequence_id, pb.PersistenceError,
                             "Cannot determine whether the message is a duplicate at this time")
@@ -146,9 +149,7 @@ class Producer:
             if dedup is not None:
                 for send, position in zip(sends, positions, strict=True):
                     dedup.persisted(self.name, send.highest_sequence_id, position)
-            group.answer = self._receipts.encode(
-                (send.sequence_id, send.highest_sequence_id, position[0], position[1])
-                for send, position in zip(sends, positions, strict=True))
+            group.answer = self._receipts.encode(sends, positions)
         self._flush()
 
     def _flush(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from magnetar.wire.frames import encode_command, encode_payload_command
+from magnetar.wire.frames import FRAME_SIZES, encode_command, encode_payload_command
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -115,19 +115,24 @@ class ReceiptEncoder:
         self._receipt = self._command.send_receipt
         self._message_id = self._receipt.message_id
 
-    def encode(self, receipts: Iterable[tuple[int, int, int, int]]) -> bytes:
-        """The frames for (sequence_id, highest_sequence_id, ledger_id, entry_id) receipts, in order.
-
-        Only a duplicate's receipt carries -1:-1, which travels as uint64."""
-        receipt, message_id, command = self._receipt, self._message_id, self._command
-        frames = []
-        for sequence_id, highest_sequence_id, ledger_id, entry_id in receipts:
-            receipt.sequence_id = sequence_id
-            receipt.highest_sequence_id = highest_sequence_id
-            message_id.ledgerId = ledger_id % _U64 if ledger_id < 0 else ledger_id
-            message_id.entryId = entry_id % _U64 if entry_id < 0 else entry_id
-            frames.append(encode_command(command))
-        return b"".join(frames)
+    def encode(self, sequence_ids: Iterable[Sequence[int]], positions: Iterable[Sequence[int]]) -> bytes:
+        """The frames for receipts in order: each of `sequence_ids` starts with (sequence_id,
+        highest_sequence_id) and may hold more after them (a broker's record of the SEND), each
+        position is (ledger_id, entry_id). Taking the records as they are spares a tuple per
+        receipt; only a duplicate's receipt carries -1:-1, which travels as uint64."""
+        receipt, message_id = self._receipt, self._message_id
+        serialize, pack = self._command.SerializeToString, FRAME_SIZES.pack
+        parts: list[bytes] = []
+        append = parts.append
+        for ids, (ledger_id, entry_id) in zip(sequence_ids, positions, strict=True):
+            receipt.sequence_id = ids[0]
+            receipt.highest_sequence_id = ids[1]
+            message_id.ledgerId = ledger_id if ledger_id >= 0 else ledger_id % _U64
+            message_id.entryId = entry_id if entry_id >= 0 else entry_id % _U64
+            body = serialize()  # every required field was set in __init__
+            append(pack(len(body) + 4, len(body)))
+            append(body)
+        return b"".join(parts)
 
 
 _U64 = 1 << 64

@@ -17,7 +17,8 @@ from google.protobuf.message import DecodeError, EncodeError
 from magnetar.wire.errors import FrameTooLargeError, WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
-_SIZES = struct.Struct(">II")
+FRAME_SIZES = struct.Struct(">II")
+"""A frame's total size and its command's size, the two fields before the command."""
 _U32 = struct.Struct(">I")
 
 #: Pulsar's default maxMessageSize (5 MiB) plus the 10 KiB padding its broker
@@ -41,13 +42,13 @@ _new_frame = tuple.__new__
 def encode_command(cmd: pb.BaseCommand) -> bytes:
     """Serialise a simple command; a missing required field is a bug, so it raises."""
     body = _serialize(cmd)
-    return _SIZES.pack(len(body) + 4, len(body)) + body
+    return FRAME_SIZES.pack(len(body) + 4, len(body)) + body
 
 
 def encode_payload_command(cmd: pb.BaseCommand, entry: bytes | memoryview) -> bytes:
     """Serialise a payload command followed by the entry bytes as they are."""
     body = _serialize(cmd)
-    return b"".join((_SIZES.pack(len(body) + 4 + len(entry), len(body)), body, entry))
+    return b"".join((FRAME_SIZES.pack(len(body) + 4 + len(entry), len(body)), body, entry))
 
 
 def _serialize(cmd: pb.BaseCommand) -> bytes:
