@@ -47,6 +47,7 @@ HIGH_WATER = 4 * 1024 * 1024
 _ids = itertools.count()
 #: Builds a Send without NamedTuple's Python-level __new__: one is made per SEND.
 _new_send = tuple.__new__
+_SEND = T.SEND
 Handler = Callable[["ServerCnx", pb.BaseCommand, bytes | None], None]
 
 
@@ -152,14 +153,16 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
             self._ping_outstanding = False
         if decoder.buffered or had_partial:
             self._track_partial_frame(had_partial)
-        for frame in frames:
+        for command, payload in frames:
             if self.transport is None:
                 self._staging.clear()  # closed mid-read: the client resends what has no receipt
                 return
-            command = frame.command
-            if self._staging and command.type != T.SEND:
+            if command.type == _SEND and self.connected:  # most frames: straight to the handler
+                self._run_handler(ServerCnx.handle_send, command, payload)
+                continue
+            if self._staging:
                 self._publish_staged()
-            self._handle(command, frame.payload)
+            self._handle(command, payload)
         if self._staging:
             self._publish_staged()
 
@@ -189,6 +192,9 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         if handler is None:
             self._unsupported(cmd)
             return
+        self._run_handler(handler, cmd, payload)
+
+    def _run_handler(self, handler: Handler, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         try:
             handler(self, cmd, payload)
         except StorageFullError as exc:  # expected on a full disk: one line, a clear answer

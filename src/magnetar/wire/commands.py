@@ -124,10 +124,13 @@ class ReceiptEncoder:
         serialize, pack = self._command.SerializeToString, FRAME_SIZES.pack
         parts: list[bytes] = []
         append = parts.append
+        current_ledger = None  # a group's receipts share their ledger: set it once
         for ids, (ledger_id, entry_id) in zip(sequence_ids, positions, strict=True):
             receipt.sequence_id = ids[0]
             receipt.highest_sequence_id = ids[1]
-            message_id.ledgerId = ledger_id if ledger_id >= 0 else ledger_id % _U64
+            if ledger_id != current_ledger:
+                message_id.ledgerId = ledger_id if ledger_id >= 0 else ledger_id % _U64
+                current_ledger = ledger_id
             message_id.entryId = entry_id if entry_id >= 0 else entry_id % _U64
             body = serialize()  # every required field was set in __init__
             append(pack(len(body) + 4, len(body)))

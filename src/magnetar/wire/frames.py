@@ -117,39 +117,50 @@ class FrameDecoder:
         """Add bytes from the stream; return every frame they complete, in order.
 
         One pass over a read that may hold hundreds of frames (a producer's pipelined
-        SENDs), so the loop body is kept flat: this runs once per message.
+        SENDs), so the loop body is kept flat: this runs once per message. The read is
+        sliced as bytes, so each command and payload is one copy of its own bytes.
         """
-        buf = self._buf
-        buf += data
+        data = self._joined(data)
+        if data is None:
+            return []
         frames: list[Frame] = []
         offset = 0
-        end = len(buf)
+        end = len(data)
         max_size = self.max_frame_size
         unpack = _U32.unpack_from
-        view = memoryview(buf)
         try:
             while end - offset >= 4:
-                (total,) = unpack(buf, offset)
+                (total,) = unpack(data, offset)
                 if total > max_size or total < 4:
                     self._refuse_total(total)
                 frame_end = offset + 4 + total
                 if frame_end > end:
                     break
-                (cmd_size,) = unpack(buf, offset + 4)
+                (cmd_size,) = unpack(data, offset + 4)
                 payload_start = offset + 8 + cmd_size
                 if payload_start > frame_end:
                     raise WireError(f"command size {cmd_size} exceeds its frame ({total - 4} bytes left)")
-                # The command is decoded from a copy (a few dozen bytes): a slice of `view`
-                # would stay exported in an error's traceback and stop the buffer's trim.
-                command = decode_command(buf[offset + 8 : payload_start])
-                payload = bytes(view[payload_start:frame_end]) if payload_start < frame_end else None
+                command = decode_command(data[offset + 8 : payload_start])
+                payload = data[payload_start:frame_end] if payload_start < frame_end else None
                 frames.append(_new_frame(Frame, (command, payload)))
                 offset = frame_end
         finally:
-            view.release()
-            if offset:
-                del buf[:offset]
+            self._buf = bytearray(data[offset:]) if offset < end else bytearray()
         return frames
+
+    def _joined(self, data: bytes | bytearray | memoryview) -> bytes | None:
+        """The read behind what an earlier read left unfinished, as bytes; None while the
+        frame begun earlier is still incomplete (a large frame arriving over many reads is
+        appended to, not copied whole at every read)."""
+        buf = self._buf
+        if not buf:
+            return data if isinstance(data, bytes) else bytes(data)
+        buf += data
+        if len(buf) >= 4:
+            (total,) = _U32.unpack_from(buf, 0)
+            if 4 <= total <= self.max_frame_size and 4 + total > len(buf):
+                return None
+        return bytes(buf)
 
     def _refuse_total(self, total: int) -> None:
         if total > self.max_frame_size:
