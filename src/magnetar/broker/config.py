@@ -132,6 +132,9 @@ class ServiceConfiguration:
     managedLedgerCacheEvictionTimeThresholdMillis: int = 1000
     managedLedgerCacheEvictionIntervalMs: int = 1000
     journalSyncData: bool = True
+    # The journal's group commit (BookKeeper's key, 1 ms in Pulsar's standalone.conf): how long
+    # the first append of a group may wait for others to share its fsync.
+    journalMaxGroupWaitMSec: float = 1.0
     # magnetar's own key (broker.conf has none; BookKeeper's bookie has openFileLimit):
     # ledger files held open at once, closed least recently used first and reopened on
     # demand. Half a common soft limit of 1024, so connections keep the other half even

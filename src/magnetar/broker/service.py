@@ -67,6 +67,7 @@ def managed_ledger_config(config: ServiceConfiguration) -> ManagedLedgerConfig:
         max_ledger_rollover_time_seconds=config.managedLedgerMaxLedgerRolloverTimeMinutes * 60,
         min_ledger_rollover_time_seconds=config.managedLedgerMinLedgerRolloverTimeMinutes * 60,
         sync_data=config.journalSyncData,
+        group_commit_max_delay_seconds=config.journalMaxGroupWaitMSec / 1000,
         cache_size_bytes=config.managedLedgerCacheSizeMB * 1024 * 1024,
         cache_max_age_seconds=config.managedLedgerCacheEvictionTimeThresholdMillis / 1000,
         max_open_files=config.managedLedgerMaxOpenFiles,

@@ -119,10 +119,16 @@ def _parse(cls: type[_M], data: Buffer, what: str) -> _M:
     return msg
 
 
+_parse_metadata = pb.MessageMetadata.FromString
+
+
 def _metadata_at(entry: Buffer, size_offset: int) -> tuple[pb.MessageMetadata, int]:
     """The MessageMetadata whose size field is at `size_offset`, and where it ends."""
     start, end = _metadata_span(entry, size_offset)
-    metadata = _parse(pb.MessageMetadata, entry[start:end], "MessageMetadata")
+    try:  # not through _parse: this runs for every message published or read
+        metadata = _parse_metadata(entry[start:end])
+    except DecodeError as exc:
+        raise WireError(f"garbage MessageMetadata ({end - start} bytes): {exc}") from exc
     if not metadata.IsInitialized():  # upb leaves `required` to us
         raise WireError(f"MessageMetadata lacks required fields: {', '.join(metadata.FindInitializationErrors())}")
     return metadata, end
