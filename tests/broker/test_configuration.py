@@ -21,6 +21,7 @@ from magnetar.broker.config_loading import (
 )
 from magnetar.broker.properties import PropertiesError, Setting, parse_properties
 from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
+from magnetar.broker.service import managed_ledger_config
 from magnetar.cli import parser
 
 # --- the Java properties syntax ----------------------------------------------------------
@@ -380,3 +381,11 @@ def test_bad_log_level_is_refused_naming_the_flag(tmp_path):
 
 def test_every_magnetar_key_is_a_field():
     assert magnetar_keys() == {item.name for item in fields(ServiceConfiguration)}
+
+
+def test_group_commit_wait_comes_from_journalMaxGroupWaitMSec():
+    assert managed_ledger_config(ServiceConfiguration()).group_commit_max_delay_seconds == 0.001
+    loaded = load_configuration(None, ["journalMaxGroupWaitMSec=0"]).config
+    assert managed_ledger_config(loaded).group_commit_max_delay_seconds == 0
+    with pytest.raises(ConfigError, match="journalMaxGroupWaitMSec must be 0 or positive, not -1"):
+        load_configuration(None, ["journalMaxGroupWaitMSec=-1"])

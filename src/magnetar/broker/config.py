@@ -246,9 +246,9 @@ class ServiceConfiguration:
         for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
-        if self.managedLedgerMinLedgerRolloverTimeMinutes < 0:
-            raise ConfigError("managedLedgerMinLedgerRolloverTimeMinutes must be 0 or positive, "
-                              f"not {self.managedLedgerMinLedgerRolloverTimeMinutes}")
+        for name in ("managedLedgerMinLedgerRolloverTimeMinutes", "journalMaxGroupWaitMSec"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 or positive, not {getattr(self, name)}")
         from magnetar.broker.retention import InvalidRetentionError, Retention  # noqa: PLC0415 (imports this module)
 
         try:
