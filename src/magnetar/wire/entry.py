@@ -171,10 +171,11 @@ def validate_publishable(entry: Buffer, *, checksum: bool = False) -> pb.Message
     with `checksum`, the CRC32C too (ChecksumError), locating the layers once for both.
     Returns the metadata, parsed once."""
     stored, size_offset = _locate_metadata(entry)
-    if checksum:
+    if checksum and stored is not None:
         _check_crc(entry, stored, size_offset)
     metadata, end = _metadata_at(entry, size_offset)
-    check_message_count(metadata, len(entry) - end)
+    if metadata.HasField("num_messages_in_batch"):  # tested here too: most messages are not batches
+        check_message_count(metadata, len(entry) - end)
     return metadata
 
 
@@ -206,10 +207,15 @@ def verify_checksum(entry: Buffer) -> None:
     _check_crc(entry, checksum, size_offset)
 
 
+_COPY_BELOW = 4096
+
+
 def _check_crc(entry: Buffer, checksum: int | None, size_offset: int) -> None:
     if checksum is None:
         return
-    actual = crc32c.crc32c(memoryview(entry)[size_offset:])
+    # A small entry is cheaper to slice (a copy) than to view; a large one is not copied.
+    covered = entry[size_offset:] if len(entry) <= _COPY_BELOW else memoryview(entry)[size_offset:]
+    actual = crc32c.crc32c(covered)
     if actual != checksum:
         raise ChecksumError(f"checksum mismatch: entry says {checksum:#010x}, bytes give {actual:#010x}")
 
