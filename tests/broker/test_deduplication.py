@@ -90,3 +90,24 @@ def test_namespace_and_topic_policies(broker, client_factory):
     assert http("POST", f"{base}/persistent/public/default/by-topic/deduplicationEnabled", b"false")[0] == 204
     send_twice(client, "by-topic").close()
     assert len(stored(client, "by-topic")) == 20
+
+
+def test_a_batch_counts_as_the_same_sequence_id_before_and_after_a_crash(broker_factory, client_factory):
+    """The official client's batches carry their first message's sequence id and no highest one:
+    the broker must record the same id for them live and when it rebuilds its state from the
+    ledger after a crash (Pulsar: max(highest_sequence_id, sequence_id) both ways), or a
+    producer's last_sequence_id changes with a crash."""
+    broker = broker_factory("brokerDeduplicationEnabled=true", "brokerDeduplicationEntriesInterval=1000")
+    client = client_factory(broker.url)
+    producer = client.create_producer("dedup-batch-ids", producer_name="b", batching_enabled=True,
+                                      batching_max_messages=5, batching_max_publish_delay_ms=10_000)
+    for i in range(10):
+        producer.send_async(f"m{i}".encode(), None, sequence_id=i)
+    producer.flush()
+    producer.close()
+    live = client.create_producer("dedup-batch-ids", producer_name="b").last_sequence_id()
+    client.close()
+    broker.kill()  # no snapshot at shutdown: the state is replayed from the stored entries
+    broker.start()
+    client = client_factory(broker.url)
+    assert client.create_producer("dedup-batch-ids", producer_name="b").last_sequence_id() == live == 5

@@ -105,8 +105,12 @@ class MessageDeduplication:
                     metadata = parse_message_metadata(data)
                 except WireError:
                     continue
-                count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-                highest = max(metadata.highest_sequence_id, metadata.sequence_id + count - 1)
+                # The rule a SEND is recorded by when it is stored (and Pulsar's, live and on
+                # replay): a batch counts as its highest_sequence_id, or else as its first id,
+                # which is all the official client's batches carry. Counting a batch as its
+                # last message here would tell a producer a different last_sequence_id after
+                # a restart than before it, and refuse as duplicates ids it never stored.
+                highest = max(metadata.highest_sequence_id, metadata.sequence_id)
                 if highest > self._persisted.get(metadata.producer_name, -1):
                     self._persisted[metadata.producer_name] = highest
                 self._last_position = at
