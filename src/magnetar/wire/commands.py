@@ -96,7 +96,7 @@ def producer_success(
 
 
 def send_receipt(producer_id: int, sequence_id: int, ledger_id: int, entry_id: int, highest_sequence_id: int) -> bytes:
-    return ReceiptEncoder(producer_id).encode(((sequence_id, highest_sequence_id, ledger_id, entry_id),))
+    return ReceiptEncoder(producer_id).encode(((sequence_id, highest_sequence_id),), ((ledger_id, entry_id),))
 
 
 class ReceiptEncoder:
