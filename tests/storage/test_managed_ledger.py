@@ -210,6 +210,18 @@ def test_close_waits_for_pending_appends(open_factory):
     assert open_factory().open(TOPIC).number_of_entries() == 100
 
 
+def test_a_group_of_group_commit_max_bytes_is_written_without_waiting_out_the_delay(open_factory):
+    """A producer whose window is full adds nothing while its group waits: the group is cut as
+    soon as it holds group_commit_max_bytes (BookKeeper's journalBufferedWritesThreshold)."""
+    factory = open_factory(ManagedLedgerConfig(group_commit_max_delay_seconds=3600, group_commit_max_bytes=4096))
+    ml = factory.open(TOPIC)
+    durable = threading.Event()
+    ml.append_many([b"x" * 1000] * 3, lambda p, e: None)  # below the threshold: it waits ...
+    ml.append_many([b"y" * 1000] * 2, lambda p, e: durable.set())  # ... until this crosses it
+    assert durable.wait(30), "the group waited for its hour instead of being cut at 4096 bytes"
+    assert ml.number_of_entries() == 5
+
+
 def test_read_only_factory_sees_only_durable_whole_entries(open_factory, wait_until):
     writer_factory = open_factory(ManagedLedgerConfig(max_entries_per_ledger=7))
     writer = writer_factory.open(TOPIC)

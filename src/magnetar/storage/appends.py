@@ -44,6 +44,7 @@ class GroupCommitAppends:
     _lock: threading.Lock
     _commit_lock: threading.Lock
     _pending: list[PendingAppend]
+    _pending_bytes: int
     _last_confirmed: Position | None
     _failure: BaseException | None
     _space_failures: int
@@ -75,6 +76,7 @@ class GroupCommitAppends:
         if not datas:
             raise ValueError("append_many needs at least one entry")
         positions: list[Position] = []
+        size = sum(map(len, datas))
         with self._lock:
             if not self._accepting:
                 self._check_writable()
@@ -102,8 +104,12 @@ class GroupCommitAppends:
                 raise
             pending[-1] = (slot, position, data, callback)
             self.messages_appended += num_messages
+            queued_before = self._pending_bytes
+            self._pending_bytes += size
         if first_pending:
             self._factory.schedule_commit(self._commit_pending)
+        if queued_before < self._config.group_commit_max_bytes <= queued_before + size:
+            self._factory.hurry_commit()
         return positions
 
     def _unqueue(self, count: int) -> None:
@@ -142,6 +148,7 @@ class GroupCommitAppends:
         with self._commit_lock:
             with self._lock:
                 batch, self._pending = self._pending, []
+                self._pending_bytes = 0
             if not batch:
                 return
             if batch[0][0] is batch[-1][0]:  # the usual case: no rollover inside the batch
@@ -200,6 +207,7 @@ class GroupCommitAppends:
         with self._lock:
             doomed = [*group, *(append for rest in later for append in rest), *self._pending]
             self._pending = []
+            self._pending_bytes = 0
             for slot in {append[0] for append in doomed}:
                 slot.assigned, slot.assigned_bytes = slot.durable, slot.durable_bytes
         if error is not None:

@@ -17,6 +17,7 @@ class SyncThread:
     previous fsync runs, whatever the number of topics, and a broker with thousands of
     topics should not own thousands of threads. A job is a managed ledger's "commit what is
     pending" method; scheduling it again before it ran is a no-op, which is what batches.
+    A group is cut before its wait is over once enough bytes are queued (hurry()).
     """
 
     def __init__(
@@ -28,6 +29,7 @@ class SyncThread:
         self._jobs: dict[Callable[[], None], None] = {}
         self._first_job_at = 0.0
         self._stopping = False
+        self._hurried = False
         self._cond = threading.Condition()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
@@ -38,6 +40,12 @@ class SyncThread:
                 self._first_job_at = time.monotonic()
                 self._cond.notify()
             self._jobs[job] = None
+
+    def hurry(self) -> None:
+        """Run the queued jobs without waiting out the delay: their group is big enough."""
+        with self._cond:
+            self._hurried = True
+            self._cond.notify()
 
     def stop(self) -> None:
         """Run what is queued, then end the thread."""
@@ -54,8 +62,9 @@ class SyncThread:
                 # Waiting here (with no wake-ups from further appends) lets a trickle of
                 # appends share one fsync instead of each paying for its own.
                 deadline = self._first_job_at + self._max_delay
-                while (remaining := deadline - time.monotonic()) > 0 and not self._stopping:
+                while (remaining := deadline - time.monotonic()) > 0 and not self._stopping and not self._hurried:
                     self._cond.wait(remaining)
+            self._hurried = False
             jobs = list(self._jobs)
             self._jobs.clear()
             return jobs, self._stopping

@@ -64,6 +64,7 @@ class ManagedLedger(GroupCommitAppends):
         self._properties_lock = threading.Lock()
         self._slots: SortedDict = SortedDict()  # ledger_id -> LedgerSlot
         self._pending: list[PendingAppend] = []
+        self._pending_bytes = 0
         self._last_confirmed: Position | None = None
         self._failure: BaseException | None = None
         self._space_failures = 0

@@ -168,6 +168,11 @@ class ManagedLedgerFactory:
         assert self._sync is not None
         self._sync.schedule(job)
 
+    def hurry_commit(self) -> None:
+        """Cut the group now: a managed ledger has queued group_commit_max_bytes."""
+        assert self._sync is not None
+        self._sync.hurry()
+
     def trim_in_background(self, ml: ManagedLedger) -> None:
         """Trim `ml` soon on the trimmer thread; requests within the debounce delay are one trim."""
         if self._trimmer is not None and not self._closed:
