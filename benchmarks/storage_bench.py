@@ -11,6 +11,7 @@ Prints one JSON object. Baselines run on the same disk (the same --dir) with the
 
 Reads: by position from the files (page cache) and from the entry cache, and from the files
 over 64 ledgers with a file pool that holds them all or only 2 files (each read reopens).
+Memory: RSS growth of a read-only process that loads 200 closed ledgers of 10k entries.
 
 Usage: python benchmarks/storage_bench.py [--quick] [--entries N] [--entry-size B] [--chunk K] [--dir DIR]
 """
@@ -194,6 +195,35 @@ def bench_pool_churn(base: Path, entry_size: int) -> dict[str, object]:
     return result
 
 
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def bench_closed_ledgers_memory(base: Path, ledgers: int, per_ledger: int) -> dict[str, object]:
+    """RSS growth of a process that reads one entry of each of many closed ledgers, which
+    loads them all (issue 19: RSS bounded by the configured caches, not by the entries of
+    the ledgers ever opened). Entries are tiny so that offsets, not data, dominate."""
+    config = ManagedLedgerConfig(max_entries_per_ledger=per_ledger, sync_data=False, cache_size_bytes=0)
+    with ManagedLedgerFactory(base / "many", config) as factory:
+        ml = factory.open(TOPIC)
+        payloads = [b"%08d" % i for i in range(per_ledger)]
+        firsts = [ml.append_many(payloads)[0] for _ in range(ledgers)]
+        ml.append_sync(b"x")
+    with ManagedLedgerFactory(base / "many", config, read_only=True) as factory:
+        ml = factory.open(TOPIC)
+        before = _rss_bytes()
+        for first in firsts:
+            ml.read_entry(first)
+        grown = _rss_bytes() - before
+    return {
+        "closed_ledgers_loaded": ledgers,
+        "closed_ledger_entries_loaded": ledgers * per_ledger,
+        "closed_ledgers_rss_growth_bytes": grown,
+        "closed_ledgers_rss_growth_bytes_per_entry": round(grown / (ledgers * per_ledger), 3),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="20k entries instead of 200k")
@@ -225,6 +255,7 @@ def main() -> None:
         per_entry = bench_plain_writes(base / "plain", records[:per_entry_count], 1) * count / per_entry_count
         reads = bench_reads(base, count, args.entry_size)
         pool = bench_pool_churn(base, args.entry_size)
+        memory = bench_closed_ledgers_memory(base, 200, 5_000 if args.quick else 10_000)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     result = {
@@ -244,6 +275,7 @@ def main() -> None:
         "ratio_vs_write_fsync_per_entry": round(per_entry / gc_seconds, 3),
         **reads,
         **pool,
+        **memory,
     }
     print(json.dumps(result))
 

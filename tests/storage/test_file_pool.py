@@ -80,16 +80,21 @@ def test_many_topics_and_ledgers_stay_within_the_limit(open_factory):
         check_bounded(factory)
 
 
-def test_sealed_ledgers_hold_no_index_file(open_factory):
+def test_sealed_ledgers_open_their_index_only_to_be_read(open_factory):
+    """A closed ledger's offsets are read from its index file, not kept in memory: the
+    index is opened (read-only, counted in the pool) by the first read, not by sealing."""
     factory = small_pool_factory(open_factory, max_open_files=100)
     ml = factory.open(TOPICS[0])
     for i in range(10):
         ml.append_sync(payload(0, i))
-    ml.read_entries(ml.first_position, 100)
-    open_now = ledger_fds(factory.data_dir)
     writing = ml.ledgers[-1].ledger_id
+    open_now = ledger_fds(factory.data_dir)
     assert [Path(p).name for p in open_now if p.endswith(".idx")] == [f"{writing}.idx"]
+    assert [data for _, data in ml.read_entries(ml.first_position, 100)] == [payload(0, i) for i in range(10)]
+    open_now = ledger_fds(factory.data_dir)
+    assert len([p for p in open_now if p.endswith(".idx")]) == len(ml.ledgers)
     assert len([p for p in open_now if p.endswith(".log")]) == len(ml.ledgers)
+    check_bounded(factory)
 
 
 def test_appends_after_eviction_reopen_the_files_and_survive_reopening(open_factory, tmp_path):

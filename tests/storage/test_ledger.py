@@ -123,3 +123,40 @@ def test_read_only_closed_ledger_scans_past_a_short_index(tmp_path):
     reader = Ledger.open_read_only(tmp_path, 1, len(ENTRIES))
     assert reader.read_range(0, len(ENTRIES)) == ENTRIES
     reader.close()
+
+
+def answers(ledger: Ledger) -> tuple:
+    """Everything a reader asks of a ledger's offsets."""
+    n = ledger.entries
+    return (
+        n,
+        ledger.size,
+        [ledger.read(i) for i in range(n)],
+        [ledger.read_range(i, n - i) for i in range(n)],
+        [ledger.entry_size(i) for i in range(n)],
+        [ledger.entries_within(i, n - i, budget) for i in range(n) for budget in (0, 1, 5000, 5008, 10**6)],
+    )
+
+
+def test_a_closed_ledger_answers_from_its_index_file_not_memory(tmp_path):
+    writer = Ledger.create(tmp_path, 1)
+    writer.append(ENTRIES[:3], sync=True)
+    writer.append(ENTRIES[3:], sync=True)
+    while_written = answers(writer)
+    writer.seal()
+    assert writer._offsets is None  # no 8 bytes per entry kept for a closed ledger
+    assert answers(writer) == while_written
+    reader = Ledger.open_read_only(tmp_path, 1, len(ENTRIES))
+    assert reader._offsets is None
+    assert answers(reader) == while_written
+    writer.close()
+    reader.close()
+
+
+def test_a_closed_ledger_whose_index_is_short_keeps_its_offsets(tmp_path):
+    make(tmp_path)
+    index_path(tmp_path, 1).write_bytes(index_path(tmp_path, 1).read_bytes()[:8])
+    reader = Ledger.open_read_only(tmp_path, 1, len(ENTRIES))
+    assert reader._offsets is not None  # the index cannot answer for the scanned entries
+    assert reader.read_range(0, len(ENTRIES)) == ENTRIES
+    reader.close()

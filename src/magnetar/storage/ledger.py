@@ -191,7 +191,12 @@ class Ledger:
     def __init__(self, directory: Path, ledger_id: int, *, writable: bool, pool: FilePool | None) -> None:
         self.ledger_id = ledger_id
         self._directory = directory
-        self._offsets = array("Q")
+        self._offsets: array | None = array("Q")
+        """Entry offsets while the ledger is written or tailed; None once it is closed and its
+        index file complete: then the index file answers (see _slots_locked), so a closed
+        ledger costs no memory per entry however many are open."""
+        self._count = 0
+        """Entries of a closed ledger (whose `_offsets` is None)."""
         self._end = 0
         self._writable = writable
         """The current ledger: its data file opens read-write, and it has an index to append to."""
@@ -276,6 +281,8 @@ class Ledger:
         """
         with self._lock:
             data_fd = self._data()
+            if self._offsets is None:
+                return  # closed and complete: nothing more will come
             known = len(self._offsets)
             file_size = os.fstat(data_fd).st_size
             indexed = _unpack_offsets(
@@ -289,6 +296,8 @@ class Ledger:
                 tail, end = _scan(data_fd, end, file_size, entries - known - valid)
                 self._offsets.extend(tail)
             self._end = end
+            if entries is not None and known + valid == entries:
+                self._drop_offsets()  # closed, and its index file holds every slot
 
     # --- descriptors -------------------------------------------------------------------------
 
@@ -375,7 +384,42 @@ class Ledger:
 
     @property
     def entries(self) -> int:
-        return len(self._offsets)
+        offsets = self._offsets
+        return len(offsets) if offsets is not None else self._count
+
+    def _drop_offsets(self) -> None:
+        """Lock held, the index file complete: answer offsets from it from now on."""
+        assert self._offsets is not None
+        self._count = len(self._offsets)
+        self._offsets = None
+
+    def _index_for_reading(self) -> int:
+        """Lock held: a closed ledger's index descriptor, opened read-only if need be."""
+        if self._index_fd < 0:
+            self._index_fd = self._open_file(index_path(self._directory, self.ledger_id), os.O_RDONLY)
+        return self._index_fd
+
+    def _slots_locked(self, first: int, count: int) -> tuple[list[int], int]:
+        """Lock held, closed ledger: offsets of entries first..first+count-1 and the end of
+        the last, read from the index file with one pread."""
+        total = self._count
+        wanted = min(count + 1, total - first)
+        raw = os.pread(self._index_for_reading(), wanted * INDEX_SLOT_BYTES, first * INDEX_SLOT_BYTES)
+        if len(raw) < wanted * INDEX_SLOT_BYTES:
+            raise CorruptEntryError(f"ledger {self.ledger_id}: index file shorter than its {total} entries")
+        slots = list(_unpack_offsets(raw))
+        if first + count >= total:
+            slots.append(self._end)
+        return slots[:count], slots[count]
+
+    def _span(self, first: int, count: int) -> tuple[Sequence[int], int]:
+        """Offsets of entries first..first+count-1 and where the last one ends."""
+        offsets = self._offsets
+        if offsets is None:
+            with self._lock:
+                return self._slots_locked(first, count)
+        stop = first + count
+        return offsets[first:stop], offsets[stop] if stop < len(offsets) else self._end
 
     @property
     def size(self) -> int:
@@ -423,34 +467,39 @@ class Ledger:
     def entries_within(self, first: int, max_count: int, max_bytes: int) -> tuple[int, int]:
         """How many entries from `first` (at most max_count) fit in max_bytes of entry data,
         and their size: answered from the index, before reading anything."""
+        starts, end = self._span(first, max_count)
         total = 0
-        for entry_id in range(first, first + max_count):
-            size = self.entry_size(entry_id)
+        for i, (start, stop) in enumerate(zip(starts, [*starts[1:], end], strict=True)):
+            size = stop - start - HEADER.size
             if total + size > max_bytes:
-                return entry_id - first, total
+                return i, total
             total += size
         return max_count, total
 
     def entry_size(self, entry_id: int) -> int:
-        return self._record_end_offset(entry_id) - self._offsets[entry_id] - HEADER.size
-
-    def _record_end_offset(self, entry_id: int) -> int:
-        return self._offsets[entry_id + 1] if entry_id + 1 < len(self._offsets) else self._end
+        starts, end = self._span(entry_id, 1)
+        return end - starts[0] - HEADER.size
 
     def read(self, entry_id: int) -> bytes:
         return self.read_range(entry_id, 1)[0]
 
     def read_range(self, first: int, count: int) -> list[bytes]:
         """Entries first..first+count-1 with a single pread, each checked against its crc."""
-        start = self._offsets[first]
-        length = self._record_end_offset(first + count - 1) - start
+        offsets = self._offsets
         lock = self._lock
         lock.acquire()  # not `with`: half the cost, on the path of every read that misses the cache
         try:
             fd = self._data_fd
             if fd < 0 or self._pool.last_used is not self:
                 fd = self._data()
-            buf = os.pread(fd, length, start)
+            if offsets is not None:
+                after = first + count
+                start = offsets[first]
+                stop = offsets[after] if after < len(offsets) else self._end
+            else:
+                starts, stop = self._slots_locked(first, count)
+                start = starts[0]
+            buf = os.pread(fd, stop - start, start)
         finally:
             lock.release()
         view = memoryview(buf)
@@ -483,6 +532,7 @@ class Ledger:
                 os.close(self._index_fd)
                 self._index_fd = -1
                 self._pool.closed(self)
+            self._drop_offsets()
 
     def close(self) -> None:
         """Close the files for good: a later read raises StorageClosedError."""
