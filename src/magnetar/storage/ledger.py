@@ -399,7 +399,7 @@ class Ledger:
             self._index_fd = self._open_file(index_path(self._directory, self.ledger_id), os.O_RDONLY)
         return self._index_fd
 
-    def _slots_locked(self, first: int, count: int) -> tuple[list[int], int]:
+    def _slots_locked(self, first: int, count: int) -> tuple[Sequence[int], int]:
         """Lock held, closed ledger: offsets of entries first..first+count-1 and the end of
         the last, read from the index file with one pread."""
         total = self._count
@@ -407,10 +407,8 @@ class Ledger:
         raw = os.pread(self._index_for_reading(), wanted * INDEX_SLOT_BYTES, first * INDEX_SLOT_BYTES)
         if len(raw) < wanted * INDEX_SLOT_BYTES:
             raise CorruptEntryError(f"ledger {self.ledger_id}: index file shorter than its {total} entries")
-        slots = list(_unpack_offsets(raw))
-        if first + count >= total:
-            slots.append(self._end)
-        return slots[:count], slots[count]
+        slots = struct.unpack(f">{wanted}Q", raw)
+        return slots[:count], slots[count] if first + count < total else self._end
 
     def _span(self, first: int, count: int) -> tuple[Sequence[int], int]:
         """Offsets of entries first..first+count-1 and where the last one ends."""
