@@ -43,7 +43,10 @@ MAX_PROTOCOL_VERSION = 20
 SERVER_VERSION = f"magnetar-{__version__}"
 #: Clients announce support for the broker-entry-metadata prefix from v18 on.
 BEM_PROTOCOL_VERSION = 18
-HIGH_WATER = 4 * 1024 * 1024
+#: Above this many bytes queued in a transport, dispatch waits (Pulsar: channel writability). Kept
+#: near one large entry: asyncio (3.11) buffers in a bytearray and moves what is left after
+#: every send, so a deeper buffer costs a memmove of megabytes per partial send.
+HIGH_WATER = 1024 * 1024
 #: Frames at least this big are written one by one rather than joined by writelines.
 _LARGE_FRAME = 64 * 1024
 _ids = itertools.count()
