@@ -43,7 +43,12 @@ MAX_PROTOCOL_VERSION = 20
 SERVER_VERSION = f"magnetar-{__version__}"
 #: Clients announce support for the broker-entry-metadata prefix from v18 on.
 BEM_PROTOCOL_VERSION = 18
-HIGH_WATER = 4 * 1024 * 1024
+#: Above this many bytes queued in a transport, dispatch waits (Pulsar: channel writability). Kept
+#: near one large entry: asyncio (3.11) buffers in a bytearray and moves what is left after
+#: every send, so a deeper buffer costs a memmove of megabytes per partial send.
+HIGH_WATER = 1024 * 1024
+#: Frames at least this big are written one by one rather than joined by writelines.
+_LARGE_FRAME = 64 * 1024
 _ids = itertools.count()
 #: Builds a Send without NamedTuple's Python-level __new__: one is made per SEND.
 _new_send = tuple.__new__
@@ -220,8 +225,11 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         if self.transport is not None and out:
             if self.tls:  # one TLS record for the lot, not one (and one SSL call) per frame
                 self.transport.write(b"".join(out))
-            else:
+            elif len(out) > 1 and len(out[-1]) < _LARGE_FRAME:
                 self.transport.writelines(out)
+            else:  # large MESSAGE frames: writelines would join (copy) them all once more
+                for frame in out:
+                    self.transport.write(memoryview(frame))
 
     def close(self) -> None:
         if self.transport is not None:

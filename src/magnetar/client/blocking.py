@@ -319,6 +319,11 @@ class Consumer(_Receiving):
         """Acknowledge every row of a batch receive_arrow returned (per entry, batch-index acks apply)."""
         self._core.acknowledge_arrow(batch)
 
+    def acknowledge_cumulative_arrow(self, batch: Any) -> None:
+        """Acknowledge everything up to the last row of a batch receive_arrow returned (not on
+        Shared or Key_Shared subscriptions)."""
+        self._core.acknowledge_cumulative_arrow(batch)
+
     def acknowledge(self, message: Any) -> None:
         self._core.acknowledge(message)
 

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
+from magnetar.client.incoming import BatchAcks
 from magnetar.client.message import EntryContext, Message
 from magnetar.formats.processor import PayloadError, ProcessorSet, UnknownFormatError
 from magnetar.wire.errors import WireError
@@ -91,6 +92,15 @@ def _last_taken(owner: Any, item: RawEntry, batch_index: int) -> Message:
     return Message.of(ctx, None, b"", batch_index)
 
 
+def _keep_row_acks(ctx: Any) -> None:
+    """A batch decoded into messages before receive_arrow was first called becomes rows too: its
+    owner must know the batch's size and acked indexes, as for a raw entry, or acknowledging
+    some of its rows would ack the whole entry."""
+    if ctx.batch_size > 0 and ctx.owner.config.durable:
+        acks = ctx.acks if ctx.acks is not None else BatchAcks(ctx.batch_size)
+        ctx.owner._row_acks.setdefault((ctx.ledger, ctx.entry), acks)
+
+
 class ArrowBuilder:
     """Builds one RecordBatch from items taken off a receiver queue, in queue order."""
 
@@ -112,6 +122,7 @@ class ArrowBuilder:
         if type(item) is not RawEntry:
             self._flush_builder()
             self._messages.append(item)
+            _keep_row_acks(item[1])
             item[1].owner.taken(item)
             return True
         self._flush_messages()
@@ -173,6 +184,22 @@ def ack_rows(batch: pa.RecordBatch, owner_of: Any) -> None:
     for start, stop in itertools.pairwise(bounds):
         owner = owner_of(topics[start].as_py())
         owner.ack_rows(ledgers[start].as_py(), entries[start].as_py(), indexes.slice(start, stop - start).to_pylist())
+
+
+def last_rows(batch: pa.RecordBatch) -> list[tuple[str, int, int, int]]:
+    """(topic, ledger_id, entry_id, batch_index) of each topic's last row: where a cumulative
+    acknowledgement of the batch stops, per topic as Pulsar's multi-topic consumer acks."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    if not batch.num_rows:
+        return []
+    topics = batch.column("topic")
+    ledgers, entries, indexes = batch.column("ledger_id"), batch.column("entry_id"), batch.column("batch_index")
+    out = []
+    for topic in pc.unique(topics).to_pylist():
+        row = pc.indices_nonzero(pc.equal(topics, topic))[-1].as_py()
+        out.append((topic, ledgers[row].as_py(), entries[row].as_py(), indexes[row].as_py()))
+    return out
 
 
 class ArrowReceiving:

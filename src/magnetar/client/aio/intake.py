@@ -16,6 +16,7 @@ from typing import Any
 
 from magnetar.client.columnar import EntryFailure, RawEntry
 from magnetar.client.incoming import BatchAcks, StartFilter
+from magnetar.client.message_id import MessageId
 from magnetar.formats.processor import UnknownFormatError
 from magnetar.wire import client_commands as cc
 from magnetar.wire.entry import parse_message_metadata, verify_checksum
@@ -105,6 +106,13 @@ class ConsumerIntake:
         if keep is not None and len(keep) == len(indexes):
             return None
         return keep
+
+    def ack_row_cumulative(self, ledger: int, entry: int, index: int) -> None:
+        """Cumulative acknowledgement up to one row; the entry's batch size (kept while its rows are
+        not all acked) tells whether the row ends its entry."""
+        acks = self._row_acks.get((ledger, entry))
+        size = 0 if acks is None or index < 0 else acks.size
+        self.acknowledge_cumulative(MessageId(-1, ledger, entry, index, size))
 
     def ack_rows(self, ledger: int, entry: int, indexes: list[int]) -> None:
         """Acknowledge the rows of one entry (from receive_arrow's ledger_id/entry_id/batch_index)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 from magnetar.client import errors
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue
-from magnetar.client.columnar import ArrowReceiving, ack_rows, not_a_message
+from magnetar.client.columnar import ArrowReceiving, ack_rows, last_rows, not_a_message
 from magnetar.client.message import Message
 
 
@@ -79,6 +79,13 @@ class Receiver:
     def acknowledge_arrow(self, batch: Any) -> None:
         """Acknowledge every row of a batch receive_arrow returned."""
         ack_rows(batch, self._row_owner)
+
+    def acknowledge_cumulative_arrow(self, batch: Any) -> None:
+        """Acknowledge everything up to and including the batch's last row (per topic on a
+        multi-topic consumer); refused on Shared and Key_Shared subscriptions, as
+        acknowledge_cumulative is."""
+        for topic, ledger, entry, index in last_rows(batch):
+            self._row_owner(topic).ack_row_cumulative(ledger, entry, index)
 
     def _row_owner(self, topic: str) -> Any:
         consumers = getattr(self, "consumers", None)
