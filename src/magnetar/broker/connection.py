@@ -229,7 +229,7 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
                 self.transport.writelines(out)
             else:  # large MESSAGE frames: writelines would join (copy) them all once more
                 for frame in out:
-                    self.transport.write(memoryview(frame))
+                    self.transport.write(frame)
 
     def close(self) -> None:
         if self.transport is not None:
