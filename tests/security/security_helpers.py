@@ -10,6 +10,7 @@ from pathlib import Path
 
 import jwt
 import pulsar
+import pytest
 from admin_http import http
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
@@ -41,6 +42,23 @@ def make_client(url: str, **kwargs) -> pulsar.Client:
     kwargs.setdefault("operation_timeout_seconds", 3)
     kwargs.setdefault("logger", QUIET)
     return pulsar.Client(url, **kwargs)
+
+
+def cert_client(url: str, ca, pair, **kwargs) -> pulsar.Client:
+    """An official client trusting `ca` and presenting `pair` (certs.Pair) as its TLS credentials."""
+    return make_client(url, tls_trust_certs_file_path=str(ca.pem),
+                       authentication=pulsar.AuthenticationTLS(str(pair.cert), str(pair.key)), **kwargs)
+
+
+def assert_producer_refused(client, topic: str, error: type[Exception] = pulsar.PulsarException,
+                            match: str | None = None) -> None:
+    """Creating a producer on `topic` raises `error`; the client (official or magnetar's) is
+    closed whatever happens, so a failing assertion leaks no client."""
+    try:
+        with pytest.raises(error, match=match):
+            client.create_producer(topic)
+    finally:
+        client.close()
 
 
 def round_trip(client: pulsar.Client, topic: str, payload: bytes = b"secured") -> bytes:

@@ -18,7 +18,7 @@ from passlib.apache import HtpasswdFile
 from passlib.hash import apr_md5_crypt, bcrypt, des_crypt
 from polling import wait_for
 from rawclient import RawClient
-from security_helpers import TokenSigner, make_client, round_trip
+from security_helpers import TokenSigner, assert_producer_refused, cert_client, make_client, round_trip
 from standalone import Standalone, run_standalone
 
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -55,12 +55,7 @@ def secured(pki, signer, tmp_path_factory) -> Iterator[Standalone]:
 def refused_at_connect(url: str, reason: str, broker: Standalone, **kwargs) -> None:
     """The official client cannot use the broker, and the broker logged why (once more than before)."""
     before = broker.log().count(reason)
-    client = make_client(url, operation_timeout_seconds=2, **kwargs)
-    try:
-        with pytest.raises(pulsar.PulsarException):
-            client.create_producer("refused")
-    finally:
-        client.close()
+    assert_producer_refused(make_client(url, operation_timeout_seconds=2, **kwargs), "refused")
     assert wait_for(lambda: broker.log().count(reason) > before, timeout=5), reason
 
 
@@ -121,17 +116,9 @@ def test_a_one_megabyte_token_is_refused_and_others_are_served(secured, signer):
 def test_tls_authentication_takes_the_role_from_the_certificate(secured, pki):
     ca, _ = pki
     admin = ca.issue("client-admin", "admin")
-    client = make_client(secured.tls_url, tls_trust_certs_file_path=str(ca.pem),
-                         authentication=pulsar.AuthenticationTLS(str(admin.cert), str(admin.key)))
-    assert round_trip(client, "tls-auth") == b"secured"
+    assert round_trip(cert_client(secured.tls_url, ca, admin), "tls-auth") == b"secured"
     nobody = ca.issue("client-nobody", "nobody")
-    client = make_client(secured.tls_url, tls_trust_certs_file_path=str(ca.pem),
-                         authentication=pulsar.AuthenticationTLS(str(nobody.cert), str(nobody.key)))
-    try:
-        with pytest.raises(pulsar.AuthorizationError):
-            client.create_producer("tls-auth-nobody")
-    finally:
-        client.close()
+    assert_producer_refused(cert_client(secured.tls_url, ca, nobody), "tls-auth-nobody", pulsar.AuthorizationError)
     assert "role 'nobody' is not authorized to lookup" in secured.log()
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from passlib.apache import HtpasswdFile
 from polling import wait_for
+from security_helpers import assert_producer_refused
 from standalone import Standalone
 
 import magnetar.client as mc
@@ -82,19 +83,11 @@ def test_magnetar_client_reports_refusals(broker, signer, pki):
     ca, _ = pki
     client = mc.Client(broker.tls_url, tls_trust_certs_file_path=str(ca.pem), operation_timeout_seconds=3,
                        authentication=mc.AuthenticationToken(signer.token("mallory")))
-    try:
-        with pytest.raises(mc.AuthorizationError, match="'mallory' is not authorized to lookup"):
-            client.create_producer("mc-refused")
-    finally:
-        client.close()
+    assert_producer_refused(client, "mc-refused", mc.AuthorizationError, match="'mallory' is not authorized to lookup")
     _, rogue = pki
     client = mc.Client(broker.tls_url, tls_trust_certs_file_path=str(rogue.pem), operation_timeout_seconds=3,
                        authentication=mc.AuthenticationToken(signer.token("admin")))
-    try:
-        with pytest.raises(mc.PulsarException):
-            client.create_producer("mc-untrusted")
-    finally:
-        client.close()
+    assert_producer_refused(client, "mc-untrusted", mc.PulsarException)
 
 
 def test_blocking_connection_looks_up_the_tls_url(broker, signer, pki):

@@ -15,7 +15,7 @@ import pytest
 from admin_http import http
 from certs import Pair
 from polling import wait_for
-from security_helpers import make_client, round_trip
+from security_helpers import assert_producer_refused, cert_client, make_client, round_trip
 from standalone import Standalone, run_standalone
 
 
@@ -57,17 +57,13 @@ def test_produce_and_consume_over_tls_with_hostname_verification(tls_broker, pki
 def test_untrusted_broker_certificate_is_refused_by_the_client(tls_broker, pki):
     _, rogue = pki
     client = make_client(tls_broker.tls_url, tls_trust_certs_file_path=str(rogue.pem), operation_timeout_seconds=2)
-    with pytest.raises(pulsar.PulsarException):
-        client.create_producer("never")
-    client.close()
+    assert_producer_refused(client, "never")
 
 
 def test_client_certificate_from_the_trusted_ca(strict_broker, pki):
     ca, _ = pki
     pair = ca.issue("client-ok", "app")
-    client = make_client(strict_broker.tls_url, tls_trust_certs_file_path=str(ca.pem),
-                         authentication=pulsar.AuthenticationTLS(str(pair.cert), str(pair.key)))
-    assert round_trip(client, "tls-client-cert") == b"secured"
+    assert round_trip(cert_client(strict_broker.tls_url, ca, pair), "tls-client-cert") == b"secured"
 
 
 @pytest.mark.parametrize("credentials", ["none", "rogue", "mismatched"])
@@ -82,9 +78,7 @@ def test_connection_without_a_trusted_client_certificate_is_refused(strict_broke
         kwargs["authentication"] = pulsar.AuthenticationTLS(str(one.cert), str(other.key))
     client = make_client(strict_broker.tls_url, tls_trust_certs_file_path=str(ca.pem), operation_timeout_seconds=2,
                          **kwargs)
-    with pytest.raises(pulsar.PulsarException):
-        client.create_producer("refused")
-    client.close()
+    assert_producer_refused(client, "refused")
 
 
 def test_plaintext_ports_can_be_turned_off(strict_broker):
@@ -182,8 +176,7 @@ def test_trusted_certificates_reload_when_their_file_changes(tls_broker, pki):
     pair = rogue.issue("client-rogue-later", "app")
 
     def served() -> bool:
-        client = make_client(tls_broker.tls_url, tls_trust_certs_file_path=str(ca.pem), operation_timeout_seconds=2,
-                             authentication=pulsar.AuthenticationTLS(str(pair.cert), str(pair.key)))
+        client = cert_client(tls_broker.tls_url, ca, pair, operation_timeout_seconds=2)
         try:
             client.create_producer("trust-reload")
             return True
