@@ -96,9 +96,8 @@ def _keep_row_acks(ctx: Any) -> None:
     """A batch decoded into messages before receive_arrow was first called becomes rows too: its
     owner must know the batch's size and acked indexes, as for a raw entry, or acknowledging
     some of its rows would ack the whole entry."""
-    if ctx.batch_size > 0 and ctx.owner.config.durable:
-        acks = ctx.acks if ctx.acks is not None else BatchAcks(ctx.batch_size)
-        ctx.owner._row_acks.setdefault((ctx.ledger, ctx.entry), acks)
+    if ctx.batch_size > 0:
+        ctx.owner.keep_row_acks(ctx.ledger, ctx.entry, ctx.acks if ctx.acks is not None else BatchAcks(ctx.batch_size))
 
 
 class ArrowBuilder:

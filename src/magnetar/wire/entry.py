@@ -174,19 +174,17 @@ def validate_publishable(entry: Buffer, *, checksum: bool = False) -> pb.Message
     if checksum and stored is not None:
         _check_crc(entry, stored, size_offset)
     metadata, end = _metadata_at(entry, size_offset)
-    if metadata.HasField("num_messages_in_batch"):  # tested here too: most messages are not batches
-        check_message_count(metadata, len(entry) - end)
+    if metadata.HasField("num_messages_in_batch"):  # most messages are not batches
+        _check_batch_count(metadata, len(entry) - end)
     return metadata
 
 
-def check_message_count(metadata: pb.MessageMetadata, payload_size: int) -> None:
+def _check_batch_count(metadata: pb.MessageMetadata, payload_size: int) -> None:
     """Raise WireError when a batch claims more messages than its payload can hold.
 
     Consumers size their work by num_messages_in_batch before reading the payload; the
     official client crashes on a batch claiming 2^31-1 messages in one byte.
     """
-    if not metadata.HasField("num_messages_in_batch"):
-        return
     count = metadata.num_messages_in_batch
     if metadata.properties and entry_format(metadata) != PULSAR_FORMAT:
         # A foreign payload (a Kafka record batch, Arrow IPC) packs messages its own way,

@@ -107,6 +107,12 @@ class ConsumerIntake:
             return None
         return keep
 
+    def keep_row_acks(self, ledger: int, entry: int, acks: BatchAcks) -> None:
+        """Track the rows of an entry decoded into messages before the first receive_arrow,
+        as a raw entry's are tracked (only a durable subscription acknowledges by row)."""
+        if self.config.durable:
+            self._row_acks.setdefault((ledger, entry), acks)
+
     def ack_row_cumulative(self, ledger: int, entry: int, index: int) -> None:
         """Cumulative acknowledgement up to one row; the entry's batch size (kept while its rows are
         not all acked) tells whether the row ends its entry."""
