@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,21 @@ def test_peers_drive_redis_and_nats_through_every_message(tmp_path):
     for name, (run,) in result["all_runs"].items():
         assert {workload: m["messages"] for workload, m in run.items()} == dict.fromkeys(peers.WORKLOADS, 2000), name
     assert set(result["ratios"]["consume_ack_each"]) == {"redis-always", "nats-jetstream"}
+
+
+def test_unbatched_publish_bench_runs_both_modes_every_round_and_checks_what_was_stored():
+    done = run_script("unbatched_publish_bench.py", "--messages", "2000", "--rounds", "2")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result["rounds"]) == {"callback", "none"}
+    for mode, rounds in result["rounds"].items():
+        assert len(rounds) == 2, mode
+        assert all(r["msg_s"] > 0 and r["broker_cpu_s_per_M"] > 0 for r in rounds), mode
+    none_rates = [r["msg_s"] for r in result["rounds"]["none"]]
+    assert result["median"]["none"]["msg_s"] == round(statistics.median(none_rates), 2)
+
+
+def test_unbatched_publish_bench_names_the_flag_it_refuses():
+    done = run_script("unbatched_publish_bench.py", "--messages", "0")
+    assert done.returncode == 2
+    assert "--messages" in done.stderr and "Traceback" not in done.stderr
