@@ -55,11 +55,18 @@ def test_encode_sets_payload_size_without_touching_the_callers_metadata() -> Non
     assert wrong.payload_size == 999
 
 
-def test_values_are_views_not_copies() -> None:
-    payload = bytearray(BATCH)
-    value = decode_batch(payload, 3)[0].value
-    payload[payload.index(b"zero")] = ord("Z")
-    assert bytes(value) == b"Zero"
+def test_large_values_are_views_not_copies() -> None:
+    big = b"v" * 5000
+    payload = bytearray(encode_batch([(pb.SingleMessageMetadata(payload_size=len(big)), big)] * 2))
+    value = decode_batch(payload, 2)[0].value
+    payload[payload.index(b"v")] = ord("V")
+    assert bytes(value) == b"V" + big[1:]
+
+
+def test_small_values_are_bytes_equal_to_their_slice() -> None:
+    values = [message.value for message in decode_batch(memoryview(BATCH), 3)]
+    assert all(type(value) is bytes for value in values)
+    assert [message.value for message in decode_batch(BATCH, 3)] == values
 
 
 @pytest.mark.parametrize(
