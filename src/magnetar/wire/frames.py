@@ -51,6 +51,14 @@ def encode_payload_command(cmd: pb.BaseCommand, entry: bytes | memoryview) -> by
     return b"".join((FRAME_SIZES.pack(len(body) + 4 + len(entry), len(body)), body, entry))
 
 
+def encode_payload_header(cmd: pb.BaseCommand, entry_size: int) -> bytes:
+    """A payload command's frame up to its entry, which is written after it as it is: a
+    large entry is sent from the buffer it was read into rather than copied into one
+    with its header."""
+    body = _serialize(cmd)
+    return FRAME_SIZES.pack(len(body) + 4 + entry_size, len(body)) + body
+
+
 def _serialize(cmd: pb.BaseCommand) -> bytes:
     try:
         return cmd.SerializeToString()
