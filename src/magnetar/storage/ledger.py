@@ -477,6 +477,9 @@ class Ledger:
         """How many entries from `first` (at most max_count) fit in max_bytes of entry data,
         and their size: answered from the index, before reading anything."""
         starts, end = self._span(first, max_count)
+        total = end - starts[0] - HEADER.size * len(starts)
+        if total <= max_bytes:  # the common case, answered without a loop over the entries
+            return max_count, total
         total = 0
         for i, (start, stop) in enumerate(zip(starts, [*starts[1:], end], strict=True)):
             size = stop - start - HEADER.size
