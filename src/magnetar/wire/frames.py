@@ -125,8 +125,9 @@ class FrameDecoder:
         """Add bytes from the stream; return every frame they complete, in order.
 
         One pass over a read that may hold hundreds of frames (a producer's pipelined
-        SENDs), so the loop body is kept flat: this runs once per message. The read is
-        sliced as bytes, so each command and payload is one copy of its own bytes.
+        SENDs), so the loop body is kept flat: this runs once per message. Each command and
+        payload is one copy of its own bytes, sliced from the read, or from the buffer a
+        frame begun in an earlier read was gathered in (a view of it, sliced to bytes).
         """
         data = self._joined(data)
         if data is None:
@@ -136,6 +137,7 @@ class FrameDecoder:
         end = len(data)
         max_size = self.max_frame_size
         unpack = _U32.unpack_from
+        gathered = isinstance(data, memoryview)
         try:
             while end - offset >= 4:
                 (total,) = unpack(data, offset)
@@ -150,16 +152,20 @@ class FrameDecoder:
                     raise WireError(f"command size {cmd_size} exceeds its frame ({total - 4} bytes left)")
                 command = decode_command(data[offset + 8 : payload_start])
                 payload = data[payload_start:frame_end] if payload_start < frame_end else None
+                if gathered and payload is not None:
+                    payload = bytes(payload)
                 frames.append(_new_frame(Frame, (command, payload)))
                 offset = frame_end
         finally:
-            self._buf = bytearray(data[offset:]) if offset < end else bytearray()
+            self._buf = bytearray(memoryview(data)[offset:]) if offset < end else bytearray()  # one copy, not two
         return frames
 
-    def _joined(self, data: bytes | bytearray | memoryview) -> bytes | None:
-        """The read behind what an earlier read left unfinished, as bytes; None while the
-        frame begun earlier is still incomplete (a large frame arriving over many reads is
-        appended to, not copied whole at every read)."""
+    def _joined(self, data: bytes | bytearray | memoryview) -> bytes | memoryview | None:
+        """The read behind what an earlier read left unfinished: the read itself as bytes, or
+        a view of the buffer both were gathered in (not copied to bytes whole, since a large
+        frame is then sliced out of it once); None while the frame begun earlier is still
+        incomplete (a large frame arriving over many reads is appended to, not copied whole
+        at every read)."""
         buf = self._buf
         if not buf:
             return data if isinstance(data, bytes) else bytes(data)
@@ -168,7 +174,7 @@ class FrameDecoder:
             (total,) = _U32.unpack_from(buf, 0)
             if 4 <= total <= self.max_frame_size and 4 + total > len(buf):
                 return None
-        return bytes(buf)
+        return memoryview(buf)
 
     def _refuse_total(self, total: int) -> None:
         if total > self.max_frame_size:
