@@ -9,7 +9,8 @@ the transport holds nothing, a plain TCP connection's frames are written here wi
 read it into, its frame header a separate small piece). Only what the socket does not take
 then goes to the transport, which keeps it, waits for the socket and pauses the protocol
 past its high-water mark as before; and while the transport holds anything, every frame
-goes to it, so that the order of frames is kept.
+goes to it, so that the order of frames is kept. So does everything once the transport is
+closing: asyncio may have given the socket up (a reset) and closes it soon.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def write_frames(transport: asyncio.WriteTransport, fd: int, frames: Sequence[Fr
     if tls:  # one TLS record for the lot, not one (and one SSL call) per frame
         transport.write(b"".join(frames))
         return
-    if fd >= 0 and not transport.get_write_buffer_size():
+    if fd >= 0 and not transport.get_write_buffer_size() and not transport.is_closing():
         frames = _write_through(fd, frames)
         if not frames:
             return
