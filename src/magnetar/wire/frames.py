@@ -20,6 +20,9 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 FRAME_SIZES = struct.Struct(">II")
 """A frame's total size and its command's size, the two fields before the command."""
 _U32 = struct.Struct(">I")
+#: A frame gathered over several reads that is at least this big is sliced out of the
+#: gathering buffer through a view (see FrameDecoder._joined).
+_GATHERED_VIEW_BYTES = 64 * 1024
 
 #: Pulsar's default maxMessageSize (5 MiB) plus the 10 KiB padding its broker
 #: allows for the command and metadata around a maximal message.
@@ -161,20 +164,21 @@ class FrameDecoder:
         return frames
 
     def _joined(self, data: bytes | bytearray | memoryview) -> bytes | memoryview | None:
-        """The read behind what an earlier read left unfinished: the read itself as bytes, or
-        a view of the buffer both were gathered in (not copied to bytes whole, since a large
-        frame is then sliced out of it once); None while the frame begun earlier is still
-        incomplete (a large frame arriving over many reads is appended to, not copied whole
-        at every read)."""
+        """The read behind what an earlier read left unfinished, as bytes; None while the
+        frame begun earlier is still incomplete (a large frame arriving over many reads is
+        appended to, not copied whole at every read). When that frame is large, a view of
+        the buffer it was gathered in: it is then sliced out once, rather than copied to
+        bytes with the whole buffer first (small frames slice faster out of bytes)."""
         buf = self._buf
         if not buf:
             return data if isinstance(data, bytes) else bytes(data)
         buf += data
-        if len(buf) >= 4:
-            (total,) = _U32.unpack_from(buf, 0)
-            if 4 <= total <= self.max_frame_size and 4 + total > len(buf):
-                return None
-        return memoryview(buf)
+        if len(buf) < 4:
+            return bytes(buf)
+        (total,) = _U32.unpack_from(buf, 0)
+        if 4 <= total <= self.max_frame_size and 4 + total > len(buf):
+            return None
+        return memoryview(buf) if total >= _GATHERED_VIEW_BYTES else bytes(buf)
 
     def _refuse_total(self, total: int) -> None:
         if total > self.max_frame_size:
