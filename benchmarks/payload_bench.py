@@ -6,8 +6,11 @@ Prints one JSON document: msg/s and client CPU seconds per million messages for
   arrow_receive_arrow  magnetar receive_arrow() on Arrow entries (--arrow-rows per entry)
   kafka_receive        magnetar receive() on Kafka record batches (1000 per entry)
   official_receive     the official pulsar-client's receive() on the Pulsar-batch topic
-and the ratios receive_arrow / official receive(). The broker runs in its own process; the
-CPU is this (client) process's only. Usage: python benchmarks/payload_bench.py [--count N]
+and the ratios receive_arrow / official receive(). The broker runs in its own process:
+`cpu_s_per_million` is this (client) process's CPU, `broker_cpu_s_per_million` the broker's
+(from /proc), so a run says which side sets the pace. `--paths` runs some of them only (to
+profile one, or to compare two trees quickly); the ratios need `official_receive`.
+Usage: python benchmarks/payload_bench.py [--count N] [--paths arrow_receive_arrow,...]
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import pyarrow as pa
+from procfs import cpu_seconds
 from standalone import Standalone
 
 import magnetar.client as mc
@@ -55,7 +59,8 @@ def fill(client: mc.Client, count: int, size: int, arrow_rows: int) -> dict[str,
     return topics
 
 
-def consume(url: str, topic: str, count: int, how: str, processor: str | None = None) -> dict[str, float]:
+def consume(url: str, topic: str, count: int, how: str, processor: str | None = None,
+            broker_pid: int = 0) -> dict[str, float]:
     if how == "official":
         import pulsar  # noqa: PLC0415
 
@@ -68,7 +73,7 @@ def consume(url: str, topic: str, count: int, how: str, processor: str | None = 
         queue = 100_000 if how == "arrow" else 10_000
         reader = client.create_reader(topic, mc.MessageId.earliest, receiver_queue_size=queue,
                                       payload_processor=processor)
-    start_wall, start_cpu = time.perf_counter(), cpu()
+    start_wall, start_cpu, start_broker = time.perf_counter(), cpu(), cpu_seconds(broker_pid)
     got = 0
     if how == "arrow":
         while got < count:
@@ -79,8 +84,20 @@ def consume(url: str, topic: str, count: int, how: str, processor: str | None = 
             read(10_000)
         got = count
     wall, used = time.perf_counter() - start_wall, cpu() - start_cpu
+    broker_used = cpu_seconds(broker_pid) - start_broker
     client.close()
-    return {"msg_per_s": round(got / wall), "cpu_s_per_million": round(used / got * 1e6, 3), "messages": got}
+    return {"msg_per_s": round(got / wall), "cpu_s_per_million": round(used / got * 1e6, 3),
+            "broker_cpu_s_per_million": round(broker_used / got * 1e6, 3), "messages": got}
+
+
+#: path -> (topic kind, how it is read, payload processor)
+PATHS = {
+    "pulsar_receive": ("pulsar", "receive", None),
+    "pulsar_receive_arrow": ("pulsar", "arrow", None),
+    "arrow_receive_arrow": ("arrow", "arrow", "arrow"),
+    "kafka_receive": ("kafka", "receive", "kafka"),
+    "official_receive": ("pulsar", "official", None),
+}
 
 
 def main() -> None:
@@ -88,27 +105,29 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--arrow-rows", type=int, default=10_000)
+    parser.add_argument("--paths", default=",".join(PATHS), help="comma-separated, of: " + ", ".join(PATHS))
     args = parser.parse_args()
+    paths = args.paths.split(",")
+    unknown = sorted(set(paths) - set(PATHS))
+    if unknown:
+        parser.error(f"--paths: unknown {', '.join(unknown)}; known: {', '.join(PATHS)}")
     with tempfile.TemporaryDirectory() as tmp:
         broker = Standalone(Path(tmp) / "data", []).start()
         try:
             client = mc.Client(broker.url)
             topics = fill(client, args.count, args.size, args.arrow_rows)
             client.close()
-            n = args.count
-            results = {
-                "pulsar_receive": consume(broker.url, topics["pulsar"], n, "receive"),
-                "pulsar_receive_arrow": consume(broker.url, topics["pulsar"], n, "arrow"),
-                "arrow_receive_arrow": consume(broker.url, topics["arrow"], n, "arrow", "arrow"),
-                "kafka_receive": consume(broker.url, topics["kafka"], n, "receive", "kafka"),
-                "official_receive": consume(broker.url, topics["pulsar"], n, "official"),
-            }
+            assert broker.proc is not None
+            results: dict[str, dict] = {}
+            for name in paths:
+                kind, how, processor = PATHS[name]
+                results[name] = consume(broker.url, topics[kind], args.count, how, processor, broker.proc.pid)
         finally:
             broker.stop()
-    official = results["official_receive"]["msg_per_s"]
-    results["ratio_vs_official_receive"] = {
-        name: round(results[name]["msg_per_s"] / official, 2)
-        for name in ("pulsar_receive", "pulsar_receive_arrow", "arrow_receive_arrow", "kafka_receive")}
+    if "official_receive" in results:
+        official = results["official_receive"]["msg_per_s"]
+        results["ratio_vs_official_receive"] = {
+            name: round(results[name]["msg_per_s"] / official, 2) for name in results if name != "official_receive"}
     print(json.dumps({"count": args.count, "size": args.size, "cpus": os.cpu_count(), "results": results}, indent=2))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from magnetar.formats.arrow_ipc import encode_arrow_batches
+from magnetar.formats.columns import int_range
 from magnetar.formats.kafka_records import encode_record_batch
 from magnetar.spark.rows import rows_of_entries
 from magnetar.wire.batch import encode_batch
@@ -59,3 +60,11 @@ def test_rows_are_identical_whatever_the_format() -> None:
     assert [r["sequence_id"] for r in pulsar] == [10, 11, 12]
     assert _rows(_kafka()) == pulsar
     assert _rows(_arrow()) == pulsar
+
+
+def test_int_range_is_the_range_of_its_type() -> None:
+    """Batch indexes and sequence ids are built in C rather than from Python ranges."""
+    assert int_range(0, 4, pa.int32()).equals(pa.array(range(4), pa.int32()))
+    assert int_range(2**40, 3, pa.int64()).equals(pa.array(range(2**40, 2**40 + 3), pa.int64()))
+    assert int_range(-2, 3, pa.int64()).to_pylist() == [-2, -1, 0]
+    assert len(int_range(7, 0, pa.int64())) == 0

@@ -160,3 +160,51 @@ def test_a_closed_ledger_whose_index_is_short_keeps_its_offsets(tmp_path):
     assert reader._offsets is not None  # the index cannot answer for the scanned entries
     assert reader.read_range(0, len(ENTRIES)) == ENTRIES
     reader.close()
+
+
+# Entries of 64 KiB and more are read on their own (two preads) rather than sliced out of one
+# read of their range; the runs of small entries around them still share a pread.
+BIG = bytes(range(256)) * 256  # 64 KiB
+MIXED = [b"s1", BIG, b"s2", b"s3", BIG + b"!", BIG * 2, b"", b"s4"]
+
+
+def test_a_range_mixing_large_and_small_entries_reads_back_byte_for_byte(tmp_path):
+    writer = Ledger.create(tmp_path, 1)
+    writer.append(MIXED, sync=True)
+    n = len(MIXED)
+    while_written = [writer.read_range(i, count) for i in range(n) for count in range(1, n - i + 1)]
+    assert while_written == [MIXED[i : i + count] for i in range(n) for count in range(1, n - i + 1)]
+    assert all(type(entry) is bytes for entry in writer.read_range(0, n))
+    writer.seal()  # offsets now come from the index file
+    assert [writer.read_range(i, n - i) for i in range(n)] == [MIXED[i:] for i in range(n)]
+    writer.close()
+
+
+@pytest.mark.parametrize("entry_id", [1, 3, 5])
+def test_corruption_is_detected_in_a_large_entry_and_in_the_small_runs_around_it(tmp_path, entry_id):
+    make(tmp_path, MIXED)
+    ledger = Ledger.open_read_only(tmp_path, 1, len(MIXED))
+    offset = ledger._span(entry_id, 1)[0][0] + HEADER.size + len(MIXED[entry_id]) - 1  # its last byte
+    ledger.close()
+    fd = os.open(data_path(tmp_path, 1), os.O_RDWR)
+    os.pwrite(fd, b"Z", offset)
+    os.close(fd)
+    ledger = Ledger.open_read_only(tmp_path, 1, len(MIXED))
+    with pytest.raises(CorruptEntryError, match=f"entry {entry_id}: checksum"):
+        ledger.read_range(0, len(MIXED))
+    assert ledger.read_range(entry_id + 1, len(MIXED) - entry_id - 1) == MIXED[entry_id + 1 :]
+    ledger.close()
+
+
+def test_a_large_record_whose_header_disagrees_with_the_index_is_corrupt(tmp_path):
+    make(tmp_path, MIXED)
+    ledger = Ledger.open_read_only(tmp_path, 1, len(MIXED))
+    offset = ledger._span(1, 1)[0][0]
+    ledger.close()
+    fd = os.open(data_path(tmp_path, 1), os.O_RDWR)
+    os.pwrite(fd, HEADER.pack(len(BIG) - 1, crc32c.crc32c(BIG[:-1])), offset)
+    os.close(fd)
+    ledger = Ledger.open_read_only(tmp_path, 1, len(MIXED))
+    with pytest.raises(CorruptEntryError, match="entry 1: record disagrees with the index"):
+        ledger.read_range(0, 3)
+    ledger.close()

@@ -1,4 +1,4 @@
-from magnetar.wire.commands import ReceiptEncoder
+from magnetar.wire.commands import ReceiptEncoder, message, message_header
 from magnetar.wire.frames import FrameDecoder
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -15,3 +15,16 @@ def test_receipts_carry_each_send_and_position_in_order():
         (42, 7, 7), (42, 8, 12), (42, 13, 13)]
     assert [(r.message_id.ledgerId, r.message_id.entryId) for r in receipts] == [
         (3, 0), (3, 1), (2**64 - 1, 2**64 - 1)]
+
+
+def test_a_message_header_and_its_entry_written_apart_make_the_joined_frame():
+    """A large entry is written after its header as it is: the bytes on the wire must be
+    those of the one-buffer frame, whatever the redelivery count and ack set."""
+    entry = memoryview(b"\x0e\x01" + bytes(range(256)) * 300)
+    for extra in ((), (2,), (3, [0b1011, 7])):
+        joined = message(5, 9, 11, 2, entry, *extra)
+        header = message_header(5, 9, 11, 2, len(entry), *extra)
+        assert header + entry == joined
+        (frame,) = FrameDecoder().feed(header + entry)
+        assert frame.command.message.message_id.entryId == 11
+        assert frame.payload == entry

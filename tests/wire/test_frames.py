@@ -51,6 +51,23 @@ def test_payload_command_round_trip():
     assert decoded.payload == b"entry-bytes"
 
 
+@pytest.mark.parametrize("chunk", [1000, 65_536, 300_001])
+def test_payloads_gathered_over_many_reads_are_bytes_of_their_own(chunk):
+    """Large frames split across reads, with the next frame's start in the same read: each
+    payload comes out whole and as bytes, not a view of the gathering buffer (which the
+    next read reuses, and which a stored entry must not keep alive)."""
+    send = cmd("SEND", "send", producer_id=3, sequence_id=9)
+    entries = [bytes([i]) * size for i, size in enumerate([200_000, 7, 150_001, 0, 90_000])]
+    stream = b"".join(encode_payload_command(send, e) if e else encode_command(cmd("PING", "ping")) for e in entries)
+    decoder = FrameDecoder()
+    got = []
+    for i in range(0, len(stream), chunk):
+        got += decoder.feed(stream[i : i + chunk])
+    assert [f.payload for f in got] == [e or None for e in entries]
+    assert all(type(f.payload) is bytes for f in got if f.payload is not None)
+    assert decoder.buffered == 0
+
+
 def test_oversized_frame_refused_before_buffering():
     decoder = FrameDecoder(max_frame_size=1024)
     with pytest.raises(FrameTooLargeError, match="exceeds the maximum"):

@@ -106,6 +106,9 @@ class ServiceConfiguration:
     schemaCompatibilityStrategy: str = "FULL"
     # dispatch
     dispatcherMaxReadBatchSize: int = 100
+    # entry bytes one read may take (at least one entry is read): without it a consumer's
+    # permits, counted in messages, let 100 reads of 10,000-message batches (a GB) go at once
+    dispatcherMaxReadSizeBytes: int = 5 * 1024 * 1024
     dispatcherMaxRoundRobinBatchSize: int = 20
     subscriptionRedeliveryTrackerEnabled: bool = True
     # magnetar honours ack_set by default: Pulsar's default (false) turns a
@@ -201,7 +204,8 @@ class ServiceConfiguration:
                 f"not {self.allowAutoTopicCreationType!r}"
             )
         positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
-                    "managedLedgerMaxEntriesPerLedger", "managedLedgerMaxSizePerLedgerMbytes",
+                    "dispatcherMaxReadSizeBytes", "managedLedgerMaxEntriesPerLedger",
+                    "managedLedgerMaxSizePerLedgerMbytes",
                     "managedLedgerMaxOpenFiles", "managedLedgerCacheEvictionIntervalMs",
                     "managedLedgerCacheEvictionTimeThresholdMillis",
                     "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",

@@ -3,7 +3,7 @@
 Bad bytes cost the sender its own connection and nothing else: a decoding
 error closes this transport, and closing releases only what it held.
 Writes are coalesced per loop iteration, so a dispatch pass that sends a
-hundred MESSAGE frames makes one syscall, not a hundred.
+hundred MESSAGE frames makes one syscall, not a hundred (see frame_writes).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from magnetar.broker.auth.session import ConnectionAuth
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.consumer_commands import ConsumerCommands
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
 from magnetar.broker.producer import Producer, Send
 from magnetar.broker.publish_checks import check_send
 from magnetar.broker.topic_list import compile_pattern, topics_hash
@@ -47,8 +48,6 @@ BEM_PROTOCOL_VERSION = 18
 #: near one large entry: asyncio (3.11) buffers in a bytearray and moves what is left after
 #: every send, so a deeper buffer costs a memmove of megabytes per partial send.
 HIGH_WATER = 1024 * 1024
-#: Frames at least this big are written one by one rather than joined by writelines.
-_LARGE_FRAME = 64 * 1024
 _ids = itertools.count()
 #: Builds a Send without NamedTuple's Python-level __new__: one is made per SEND.
 _new_send = tuple.__new__
@@ -78,7 +77,9 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         self.writable = True
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
-        self._out: list[bytes] = []
+        self._out: list[Frame] = []
+        self._fd = -1
+        """The socket's descriptor, while frames may be written to it directly (frame_writes)."""
         self._flush_scheduled = False
         self._last_seen = time.monotonic()
         self._keepalive: asyncio.TimerHandle | None = None
@@ -104,6 +105,7 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
             transport.close()
             return
         transport.set_write_buffer_limits(high=HIGH_WATER)  # type: ignore[attr-defined]
+        self._fd = socket_fd(transport, self.tls)
         self.service.connections.add(self)
         self._arm_keepalive()
 
@@ -211,7 +213,7 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
             self._reply_error(cmd, pb.UnknownError, "internal broker error")
 
     # -- output
-    def send(self, frame: bytes) -> None:
+    def send(self, frame: Frame) -> None:
         if self.transport is None:
             return
         self._out.append(frame)
@@ -223,13 +225,7 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         self._flush_scheduled = False
         out, self._out = self._out, []
         if self.transport is not None and out:
-            if self.tls:  # one TLS record for the lot, not one (and one SSL call) per frame
-                self.transport.write(b"".join(out))
-            elif len(out) > 1 and len(out[-1]) < _LARGE_FRAME:
-                self.transport.writelines(out)
-            else:  # large MESSAGE frames: writelines would join (copy) them all once more
-                for frame in out:
-                    self.transport.write(frame)
+            write_frames(self.transport, self._fd, out, self.tls)
 
     def close(self) -> None:
         if self.transport is not None:
@@ -237,18 +233,17 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
             self.transport.close()
 
     def send_message(self, consumer_id: int, partition: int, entry: DispatchEntry) -> None:
+        """A large entry goes out after its frame header as it is, not copied into one buffer
+        with it: it is written from the bytes storage read it into (frame_writes)."""
         data = entry.data if self.expose_entry_metadata else strip_broker_entry_metadata(entry.data)
-        self.send(
-            commands.message(
-                consumer_id,
-                entry.position.ledger_id,
-                entry.position.entry_id,
-                partition,
-                data,
-                entry.redelivery_count,
-                entry.ack_set,
-            )
-        )
+        ledger_id, entry_id = entry.position
+        if len(data) < LARGE_FRAME:
+            self.send(commands.message(consumer_id, ledger_id, entry_id, partition, data, entry.redelivery_count,
+                                       entry.ack_set))
+            return
+        self.send(commands.message_header(consumer_id, ledger_id, entry_id, partition, len(data),
+                                          entry.redelivery_count, entry.ack_set))
+        self.send(data)
 
     def send_reached_end_of_topic(self, consumer_id: int) -> None:
         """Told to clients that understand it. The official C++ client (4.2) does not: it

@@ -57,6 +57,7 @@ class Dispatcher:
         self.read_position = subscription.first_unacked_position()
         config = subscription.topic.service.config
         self.max_read = config.dispatcherMaxReadBatchSize
+        self.max_read_bytes = config.dispatcherMaxReadSizeBytes
         self._scheduled = False
 
     # -- scheduling: every trigger (publish, flow, ack, reconnect) coalesces into one pass
@@ -152,19 +153,23 @@ class Dispatcher:
     def _read_new(self, max_entries: int, taken: AbstractSet[Position] = frozenset()) -> list[DispatchEntry]:
         """Entries from the read position on, skipping acknowledged and held ones, and
         `taken`: what this pass already took from replay or due (behind the read position
-        after a restart, so it may lie ahead of it)."""
+        after a restart, so it may lie ahead of it). At most dispatcherMaxReadSizeBytes of
+        them (but at least one entry): permits count messages, and a consumer's receiver
+        queue of batches of thousands would otherwise let a hundred megabytes out at once."""
         ledger = self.subscription.topic.ledger
         entries: list[DispatchEntry] = []
         scanned = 0
-        while len(entries) < max_entries:
+        byte_budget = self.max_read_bytes
+        while len(entries) < max_entries and byte_budget > 0:
             if scanned >= MAX_SCAN_PER_PASS:
                 self.schedule()
                 break
             count = self._readable_run(max_entries - len(entries), taken)  # may move the read position
-            raw = self._read_stored(self.read_position, count)
+            raw = self._read_stored(self.read_position, count, byte_budget)
             if not raw:
                 break
             scanned += len(raw)
+            byte_budget -= sum(len(data) for _, data in raw if data is not None)
             for position, data in raw:
                 if self._deliverable(position) and position not in taken:
                     entry = self._entry(position, data)
@@ -184,11 +189,12 @@ class Dispatcher:
                 consumer.told_end_of_topic = True
                 consumer.cnx.send_reached_end_of_topic(consumer.consumer_id)
 
-    def _read_stored(self, start: Position, count: int) -> list[tuple[Position, bytes | None]]:
-        """Entries from `start`; a corrupt record reads as None instead of failing its run."""
+    def _read_stored(self, start: Position, count: int, max_bytes: int) -> list[tuple[Position, bytes | None]]:
+        """Entries from `start` (at least one, within max_bytes); a corrupt record reads as
+        None instead of failing its run."""
         ledger = self.subscription.topic.ledger
         try:
-            return ledger.read_entries(start, count)  # type: ignore[return-value]
+            return ledger.read_entries(start, count, max_bytes)  # type: ignore[return-value]
         except CorruptEntryError:
             position = ledger.position_at_or_after(start)
             return [(position, self._read_one(position))]

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from magnetar.formats.columns import PROPERTIES_TYPE, MessageColumns
+from magnetar.formats.columns import PROPERTIES_TYPE, MessageColumns, int_range
 from magnetar.formats.processor import CorruptPayloadError, EntryPayload, PayloadContext, PayloadProcessor
 from magnetar.wire.batch import BatchMessage
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -87,7 +87,7 @@ def read_arrow_entry(payload: memoryview | bytes, expected_rows: int | None) -> 
 
 @functools.lru_cache(maxsize=32)
 def _batch_indexes(count: int) -> pa.Array:
-    return pa.array(range(count), pa.int32())
+    return int_range(0, count, pa.int32())
 
 
 @functools.lru_cache(maxsize=32)
@@ -112,7 +112,7 @@ def arrow_columns(batch: pa.RecordBatch, first_sequence_id: int) -> MessageColum
         _no_properties(count))
     if properties.null_count:
         properties = pc.fill_null(properties, _no_properties(1)[0])
-    sequence = pc.add(pa.array(range(count), pa.int64()), pa.scalar(first_sequence_id, pa.int64()))
+    sequence = int_range(first_sequence_id, count, pa.int64())
     return MessageColumns(_batch_indexes(count), pc.fill_null(_column(batch, "event_time", pa.int64()), 0),
                           _column(batch, "key", pa.string()), properties, value, sequence)
 

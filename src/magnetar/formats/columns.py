@@ -50,6 +50,13 @@ class MessageColumns(NamedTuple):
     sequence_id: pa.Array
 
 
+def int_range(start: int, count: int, kind: pa.DataType) -> pa.Array:
+    """start, start + 1, ... (count values), built in C: `pa.array(range(...))` makes and
+    converts a Python int per value, which cost a columnar reader more per entry of 10,000
+    rows than reading the entry."""
+    return pc.cumulative_sum(pa.repeat(pa.scalar(1, kind), count), start=start - 1)
+
+
 def int_column(values: array, kind: pa.DataType) -> pa.Array:
     """An int column straight from its buffer, no per-value conversion."""
     return pa.Array.from_buffers(kind, len(values), [None, pa.py_buffer(values)])

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from magnetar.formats.columns import MessageColumns, int_column, key_column, map_column
+from magnetar.formats.columns import MessageColumns, int_column, int_range, key_column, map_column
 from magnetar.formats.processor import EntryPayload, PayloadContext, PayloadProcessor
 from magnetar.wire.batch import (
     BatchMessage,
@@ -132,7 +132,7 @@ def _int64(values: Sequence[int]) -> pa.Array:
 def _sequence_column(found: Sequence[int], first: int, count: int) -> pa.Array | None:
     """Absent in every message: the first id plus the batch index, as the Java client reads it."""
     if not found:
-        return pa.array(range(first, first + count), pa.int64())
+        return int_range(first, count, pa.int64())
     if len(found) == count:
         return _int64(found)
     return None

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import itertools
 import logging
+import operator
 import os
 import struct
 import sys
@@ -36,6 +37,16 @@ INDEX_SLOT_BYTES = 8
 _SCAN_CHUNK_BYTES = 4 * 1024 * 1024
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 _IOV_MAX = 1024
+#: Entries at least this big are read on their own, into a bytes object that is then the
+#: entry, instead of being sliced out of one read of their range: slicing copied every byte
+#: a second time (and these are what a dispatch pass moves most bytes of), and a view into
+#: the range's buffer instead of a copy would keep that whole buffer alive for as long as
+#: any one entry of it is held (a tiny entry pinning megabytes). Smaller entries still share
+#: one pread: a syscall per entry would cost more than copying it.
+_OWN_READ_BYTES = 64 * 1024
+_Piece = tuple[int, int, bytes, int | None]
+"""What a range read under the lock: (first entry id, count, records, None) for a run of
+small entries, (entry id, 1, data, crc) for a large one; checked once the lock is released."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -466,6 +477,9 @@ class Ledger:
         """How many entries from `first` (at most max_count) fit in max_bytes of entry data,
         and their size: answered from the index, before reading anything."""
         starts, end = self._span(first, max_count)
+        total = end - starts[0] - HEADER.size * len(starts)
+        if total <= max_bytes:  # the common case, answered without a loop over the entries
+            return max_count, total
         total = 0
         for i, (start, stop) in enumerate(zip(starts, [*starts[1:], end], strict=True)):
             size = stop - start - HEADER.size
@@ -482,7 +496,9 @@ class Ledger:
         return self.read_range(entry_id, 1)[0]
 
     def read_range(self, first: int, count: int) -> list[bytes]:
-        """Entries first..first+count-1 with a single pread, each checked against its crc."""
+        """Entries first..first+count-1, each checked against its crc (after the lock is
+        released): small ones sliced out of one pread of the range, large ones read on their
+        own (see _OWN_READ_BYTES)."""
         offsets = self._offsets
         lock = self._lock
         lock.acquire()  # not `with`: half the cost, on the path of every read that misses the cache
@@ -490,6 +506,7 @@ class Ledger:
             fd = self._data_fd
             if fd < 0 or self._pool.last_used is not self:
                 fd = self._data()
+            starts: Sequence[int] | None = None
             if offsets is not None:
                 after = first + count
                 start = offsets[first]
@@ -497,20 +514,66 @@ class Ledger:
             else:
                 starts, stop = self._slots_locked(first, count)
                 start = starts[0]
-            buf = os.pread(fd, stop - start, start)
+            if stop - start < _OWN_READ_BYTES:  # no entry can be large
+                pieces = [(first, count, os.pread(fd, stop - start, start), None)]
+            else:
+                if starts is None:
+                    starts = offsets[first : first + count]  # type: ignore[index]
+                pieces = self._read_apart(fd, first, starts, stop)
         finally:
             lock.release()
-        view = memoryview(buf)
         out: list[bytes] = []
+        for entry_id, n, buf, crc in pieces:
+            if crc is None:
+                self._split(buf, entry_id, n, out)
+            else:
+                self._check(entry_id, buf, crc)
+                out.append(buf)
+        return out
+
+    def _read_apart(self, fd: int, first: int, starts: Sequence[int], stop: int) -> list[_Piece]:
+        """Lock held: a range that may hold large entries. Each large one is read with a
+        pread of its header and one of its data, which is then the entry as it is; the runs
+        of small ones between them with one pread each."""
+        ends = [*starts[1:], stop]
+        if max(map(operator.sub, ends, starts)) - HEADER.size < _OWN_READ_BYTES:  # in C: no per-entry Python
+            return [(first, len(starts), os.pread(fd, stop - starts[0], starts[0]), None)]
+        pieces: list[_Piece] = []
+        run = 0
+        for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
+            length = end - start - HEADER.size
+            if length < _OWN_READ_BYTES:
+                continue
+            if run < i:
+                pieces.append((first + run, i - run, os.pread(fd, start - starts[run], starts[run]), None))
+            stored_length, crc = HEADER.unpack(os.pread(fd, HEADER.size, start))
+            data = os.pread(fd, length, start + HEADER.size)
+            if stored_length != length or len(data) != length:
+                raise CorruptEntryError(f"ledger {self.ledger_id} entry {first + i}: record disagrees with the index")
+            pieces.append((first + i, 1, data, crc))
+            run = i + 1
+        if run < len(starts):
+            pieces.append((first + run, len(starts) - run, os.pread(fd, stop - starts[run], starts[run]), None))
+        return pieces
+
+    def _split(self, buf: bytes, first: int, count: int, out: list[bytes]) -> None:
+        """Append the `count` entries whose records `buf` holds, from entry `first` on."""
+        view = memoryview(buf)
         pos = 0
         for entry_id in range(first, first + count):
             length, crc = HEADER.unpack_from(buf, pos)
             data = bytes(view[pos + HEADER.size : pos + HEADER.size + length])
-            if crc32c.crc32c(data) != crc:
-                raise CorruptEntryError(f"ledger {self.ledger_id} entry {entry_id}: checksum mismatch")
+            if crc32c.crc32c(data) != crc:  # not _check(): a call per small entry shows
+                self._corrupt(entry_id)
             out.append(data)
             pos += HEADER.size + length
-        return out
+
+    def _check(self, entry_id: int, data: bytes, crc: int) -> None:
+        if crc32c.crc32c(data) != crc:
+            self._corrupt(entry_id)
+
+    def _corrupt(self, entry_id: int) -> None:
+        raise CorruptEntryError(f"ledger {self.ledger_id} entry {entry_id}: checksum mismatch")
 
     def seal(self) -> None:
         """Make data and index durable and stop appending: the ledger is closed for good.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from magnetar.wire.frames import FRAME_SIZES, encode_command, encode_payload_command
+from magnetar.wire.frames import FRAME_SIZES, encode_command, encode_payload_command, encode_payload_header
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -177,12 +177,33 @@ def message(
     redelivery_count: int = 0,
     ack_set: Sequence[int] = (),
 ) -> bytes:
+    cmd = _message_command(consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set)
+    return encode_payload_command(cmd, entry)
+
+
+def message_header(
+    consumer_id: int,
+    ledger_id: int,
+    entry_id: int,
+    partition: int,
+    entry_size: int,
+    redelivery_count: int = 0,
+    ack_set: Sequence[int] = (),
+) -> bytes:
+    """A MESSAGE frame without its entry, for an entry large enough to be written apart."""
+    cmd = _message_command(consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set)
+    return encode_payload_header(cmd, entry_size)
+
+
+def _message_command(
+    consumer_id: int, ledger_id: int, entry_id: int, partition: int, redelivery_count: int, ack_set: Sequence[int]
+) -> pb.BaseCommand:
     msg = pb.CommandMessage(consumer_id=consumer_id, message_id=message_id_data(ledger_id, entry_id, partition))
     if redelivery_count:
         msg.redelivery_count = redelivery_count
     if ack_set:
         msg.ack_set.extend(ack_set)
-    return encode_payload_command(T(type=T.MESSAGE, message=msg), entry)
+    return T(type=T.MESSAGE, message=msg)
 
 
 def last_message_id_response(

@@ -20,6 +20,9 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 FRAME_SIZES = struct.Struct(">II")
 """A frame's total size and its command's size, the two fields before the command."""
 _U32 = struct.Struct(">I")
+#: A frame gathered over several reads that is at least this big is sliced out of the
+#: gathering buffer through a view (see FrameDecoder._joined).
+_GATHERED_VIEW_BYTES = 64 * 1024
 
 #: Pulsar's default maxMessageSize (5 MiB) plus the 10 KiB padding its broker
 #: allows for the command and metadata around a maximal message.
@@ -49,6 +52,14 @@ def encode_payload_command(cmd: pb.BaseCommand, entry: bytes | memoryview) -> by
     """Serialise a payload command followed by the entry bytes as they are."""
     body = _serialize(cmd)
     return b"".join((FRAME_SIZES.pack(len(body) + 4 + len(entry), len(body)), body, entry))
+
+
+def encode_payload_header(cmd: pb.BaseCommand, entry_size: int) -> bytes:
+    """A payload command's frame up to its entry, which is written after it as it is: a
+    large entry is sent from the buffer it was read into rather than copied into one
+    with its header."""
+    body = _serialize(cmd)
+    return FRAME_SIZES.pack(len(body) + 4 + entry_size, len(body)) + body
 
 
 def _serialize(cmd: pb.BaseCommand) -> bytes:
@@ -117,8 +128,9 @@ class FrameDecoder:
         """Add bytes from the stream; return every frame they complete, in order.
 
         One pass over a read that may hold hundreds of frames (a producer's pipelined
-        SENDs), so the loop body is kept flat: this runs once per message. The read is
-        sliced as bytes, so each command and payload is one copy of its own bytes.
+        SENDs), so the loop body is kept flat: this runs once per message. Each command and
+        payload is one copy of its own bytes, sliced from the read, or from the buffer a
+        frame begun in an earlier read was gathered in (a view of it, sliced to bytes).
         """
         data = self._joined(data)
         if data is None:
@@ -128,6 +140,7 @@ class FrameDecoder:
         end = len(data)
         max_size = self.max_frame_size
         unpack = _U32.unpack_from
+        gathered = isinstance(data, memoryview)
         try:
             while end - offset >= 4:
                 (total,) = unpack(data, offset)
@@ -142,25 +155,30 @@ class FrameDecoder:
                     raise WireError(f"command size {cmd_size} exceeds its frame ({total - 4} bytes left)")
                 command = decode_command(data[offset + 8 : payload_start])
                 payload = data[payload_start:frame_end] if payload_start < frame_end else None
+                if gathered and payload is not None:
+                    payload = bytes(payload)
                 frames.append(_new_frame(Frame, (command, payload)))
                 offset = frame_end
         finally:
-            self._buf = bytearray(data[offset:]) if offset < end else bytearray()
+            self._buf = bytearray(memoryview(data)[offset:]) if offset < end else bytearray()  # one copy, not two
         return frames
 
-    def _joined(self, data: bytes | bytearray | memoryview) -> bytes | None:
+    def _joined(self, data: bytes | bytearray | memoryview) -> bytes | memoryview | None:
         """The read behind what an earlier read left unfinished, as bytes; None while the
         frame begun earlier is still incomplete (a large frame arriving over many reads is
-        appended to, not copied whole at every read)."""
+        appended to, not copied whole at every read). When that frame is large, a view of
+        the buffer it was gathered in: it is then sliced out once, rather than copied to
+        bytes with the whole buffer first (small frames slice faster out of bytes)."""
         buf = self._buf
         if not buf:
             return data if isinstance(data, bytes) else bytes(data)
         buf += data
-        if len(buf) >= 4:
-            (total,) = _U32.unpack_from(buf, 0)
-            if 4 <= total <= self.max_frame_size and 4 + total > len(buf):
-                return None
-        return bytes(buf)
+        if len(buf) < 4:
+            return bytes(buf)
+        (total,) = _U32.unpack_from(buf, 0)
+        if 4 <= total <= self.max_frame_size and 4 + total > len(buf):
+            return None
+        return memoryview(buf) if total >= _GATHERED_VIEW_BYTES else bytes(buf)
 
     def _refuse_total(self, total: int) -> None:
         if total > self.max_frame_size:

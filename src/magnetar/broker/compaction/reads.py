@@ -77,11 +77,11 @@ class CompactedReader:
         topic: PersistentTopic = self.subscription.topic  # type: ignore[attr-defined]
         return topic.compaction_service.last_compacted_position()
 
-    def _read_stored(self, start: Position, count: int) -> list[tuple[Position, bytes | None]]:
+    def _read_stored(self, start: Position, count: int, max_bytes: int) -> list[tuple[Position, bytes | None]]:
         horizon = self._compacted_horizon()
         self._compacted_positions: set[Position] = set()
         if horizon is None:
-            return super()._read_stored(start, count)  # type: ignore[misc]
+            return super()._read_stored(start, count, max_bytes)  # type: ignore[misc]
         topic: PersistentTopic = self.subscription.topic  # type: ignore[attr-defined]
         compacted_start = self._compacted_start(start)
         if compacted_start <= horizon:
@@ -94,7 +94,7 @@ class CompactedReader:
         self._compacted_next = None
         if start <= horizon:
             start = self.read_position = topic.ledger.next_position(horizon)  # type: ignore[attr-defined]
-        return super()._read_stored(start, count)  # type: ignore[misc]
+        return super()._read_stored(start, count, max_bytes)  # type: ignore[misc]
 
     def _deliverable(self, position: Position) -> bool:
         """A compacted entry below the topic's first position is older than anything the
