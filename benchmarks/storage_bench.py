@@ -35,7 +35,7 @@ import crc32c
 
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from magnetar.storage import ledger as ledger_module
-from magnetar.storage.ledger import HEADER
+from magnetar.storage.ledger_files import HEADER
 
 TOPIC = "persistent://public/default/bench"
 

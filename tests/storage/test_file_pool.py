@@ -12,7 +12,7 @@ import pytest
 
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position, layout
 from magnetar.storage.file_pool import FilePool
-from magnetar.storage.ledger import HEADER
+from magnetar.storage.ledger_files import HEADER
 
 LIMIT = 8
 TOPICS = [f"persistent://public/default/pool-{i}" for i in range(6)]

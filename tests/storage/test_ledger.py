@@ -5,7 +5,8 @@ import crc32c
 import pytest
 
 from magnetar.storage.errors import CorruptEntryError
-from magnetar.storage.ledger import HEADER, Ledger, data_path, index_path
+from magnetar.storage.ledger import Ledger
+from magnetar.storage.ledger_files import HEADER, data_path, index_path
 
 ENTRIES = [b"a", b"", b"x" * 5000, bytes(range(256))]
 

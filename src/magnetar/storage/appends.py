@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from magnetar.storage.errors import ReadOnlyError, StorageClosedError, StorageFullError, is_space_error
-from magnetar.storage.ledger import HEADER
+from magnetar.storage.ledger_files import HEADER
 from magnetar.storage.ledger_slot import AppendCallback, PendingAppend, notify_appends
 from magnetar.storage.position import Position
 

@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from magnetar.storage import layout
-from magnetar.storage.ledger import Ledger, data_path, fsync_dir, index_path, remove_files
+from magnetar.storage.ledger import Ledger
+from magnetar.storage.ledger_files import data_path, fsync_dir, index_path, remove_files
 from magnetar.storage.position import Position
 
 if TYPE_CHECKING:

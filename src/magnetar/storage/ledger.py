@@ -1,7 +1,5 @@
-"""One ledger: an append-only data file of checksummed records plus an index of their offsets.
-
-Data file `<id>.log`: records `[u32 length][u32 crc32c(data)][data]`, big-endian.
-Index file `<id>.idx`: one big-endian u64 file offset per entry.
+"""One ledger: an append-only data file of checksummed records plus an index of their offsets
+(their layout: ledger_files).
 
 The index is written only after the data it points to is durable, and is never fsynced per
 append: it doubles as the durable high-water mark that a read-only process trusts, and on
@@ -17,7 +15,6 @@ import logging
 import operator
 import os
 import struct
-import sys
 import threading
 from array import array
 from collections.abc import Iterator, Sequence
@@ -29,14 +26,27 @@ import crc32c
 from magnetar.storage import faults
 from magnetar.storage.errors import CorruptEntryError, ReadOnlyError, StorageClosedError, is_space_error
 from magnetar.storage.file_pool import UNBOUNDED, FilePool
+from magnetar.storage.ledger_files import (
+    HEADER,
+    INDEX_SLOT_BYTES,
+    data_path,
+    fdatasync,
+    fsync_dir,
+    index_path,
+    pack_offsets,
+    pwrite_all,
+    pwritev_all,
+    read_from,
+    scan_records,
+    trusted_index,
+    unpack_offsets,
+)
 
 log = logging.getLogger(__name__)
 
-HEADER = struct.Struct(">II")
-INDEX_SLOT_BYTES = 8
-_SCAN_CHUNK_BYTES = 4 * 1024 * 1024
-_fdatasync = getattr(os, "fdatasync", os.fsync)
-_IOV_MAX = 1024
+_write_records: faults.WriteRecords = faults.guard_writes(pwritev_all) if faults.ACTIVE else pwritev_all
+"""The data file's write; a test switch can make it fail like a full disk (see faults)."""
+
 #: Entries at least this big are read on their own, into a bytes object that is then the
 #: entry, instead of being sliced out of one read of their range: slicing copied every byte
 #: a second time (and these are what a dispatch pass moves most bytes of), and a view into
@@ -57,132 +67,6 @@ class RecoveryReport:
     entries: int
     dropped_bytes: int
     index_rebuilt: bool
-
-
-def data_path(directory: Path, ledger_id: int) -> Path:
-    return directory / f"{ledger_id}.log"
-
-
-def index_path(directory: Path, ledger_id: int) -> Path:
-    return directory / f"{ledger_id}.idx"
-
-
-def fsync_dir(directory: Path) -> None:
-    """A new or removed file is only durable once its directory entry is."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, offset)
-        view = view[written:]
-        offset += written
-
-
-def _pwritev_all(fd: int, buffers: list[bytes], offset: int) -> None:
-    for start in range(0, len(buffers), _IOV_MAX):
-        chunk = buffers[start : start + _IOV_MAX]
-        written = os.pwritev(fd, chunk, offset)
-        expected = sum(map(len, chunk))
-        if written < expected:  # rare short write: finish it the simple way
-            _pwrite_all(fd, b"".join(chunk)[written:], offset + written)
-        offset += expected
-
-
-_write_records: faults.WriteRecords = faults.guard_writes(_pwritev_all) if faults.ACTIVE else _pwritev_all
-"""The data file's write; a test switch can make it fail like a full disk (see faults)."""
-
-
-def _read_from(path: Path, offset: int) -> bytes:
-    try:
-        with path.open("rb") as f:
-            f.seek(offset)
-            return f.read()
-    except FileNotFoundError:
-        return b""
-
-
-def _pack_offsets(offsets: Sequence[int]) -> bytes:
-    return struct.pack(f">{len(offsets)}Q", *offsets)
-
-
-def _unpack_offsets(raw: bytes) -> array:
-    offsets = array("Q", raw[: len(raw) - len(raw) % INDEX_SLOT_BYTES])
-    if sys.byteorder == "little":
-        offsets.byteswap()
-    return offsets
-
-
-def _valid_index_prefix(offsets: array, first_offset: int, file_size: int) -> int:
-    """How many leading index slots can be believed without reading the data file.
-
-    Offsets must start where the known records end, grow by at least a header each and stay
-    inside the file; a torn or stale index fails one of these and is cut at the first bad slot.
-    """
-    expected_min = first_offset
-    for i, offset in enumerate(offsets):
-        if (i == 0 and offset != first_offset) or offset < expected_min or offset + HEADER.size > file_size:
-            return i
-        expected_min = offset + HEADER.size
-    return len(offsets)
-
-
-def _record_end(fd: int, offset: int, file_size: int) -> int | None:
-    """End of the whole, checksum-valid record at `offset`, or None if it is torn or corrupt."""
-    header = os.pread(fd, HEADER.size, offset)
-    if len(header) < HEADER.size:
-        return None
-    length, crc = HEADER.unpack(header)
-    end = offset + HEADER.size + length
-    if end > file_size:
-        return None
-    return end if crc32c.crc32c(os.pread(fd, length, offset + HEADER.size)) == crc else None
-
-
-def _trusted_index(fd: int, indexed: array, first_offset: int, file_size: int) -> tuple[int, int]:
-    """How many index slots point at whole records, and where the last of them ends.
-
-    Only the last record is read back: the index is written after the data it covers, so if
-    its last slot is good, the ones before it are too.
-    """
-    valid = _valid_index_prefix(indexed, first_offset, file_size)
-    while valid:
-        end = _record_end(fd, indexed[valid - 1], file_size)
-        if end is not None:
-            return valid, end
-        valid -= 1
-    return 0, first_offset
-
-
-def _scan(fd: int, start: int, file_size: int, max_records: int | None) -> tuple[list[int], int]:
-    """Offsets of the whole, checksum-valid records from `start` on, and where they end.
-
-    Reads big chunks rather than one pread per record: a rebuild may cover a whole ledger.
-    """
-    offsets: list[int] = []
-    pos = start
-    buf = b""
-    buf_start = start
-    while pos + HEADER.size <= file_size and (max_records is None or len(offsets) < max_records):
-        if pos + HEADER.size > buf_start + len(buf):
-            buf, buf_start = os.pread(fd, _SCAN_CHUNK_BYTES, pos), pos
-        length, crc = HEADER.unpack_from(buf, pos - buf_start)
-        end = pos + HEADER.size + length
-        if end > file_size:
-            break
-        if end > buf_start + len(buf):
-            buf, buf_start = os.pread(fd, max(_SCAN_CHUNK_BYTES, end - pos), pos), pos
-        body = memoryview(buf)[pos - buf_start + HEADER.size : end - buf_start]
-        if crc32c.crc32c(body) != crc:
-            break
-        offsets.append(pos)
-        pos = end
-    return offsets, pos
 
 
 class Ledger:
@@ -244,20 +128,20 @@ class Ledger:
     def _recover_locked(self) -> RecoveryReport:
         data_fd = self._data()
         file_size = os.fstat(data_fd).st_size
-        indexed = _unpack_offsets(_read_from(index_path(self._directory, self.ledger_id), 0))
-        valid, start = _trusted_index(data_fd, indexed, 0, file_size)
-        tail, end = _scan(data_fd, start, file_size, None)
+        indexed = unpack_offsets(read_from(index_path(self._directory, self.ledger_id), 0))
+        valid, start = trusted_index(data_fd, indexed, 0, file_size)
+        tail, end = scan_records(data_fd, start, file_size, None)
         offsets = indexed[:valid]
         offsets.extend(tail)
         if end < file_size:
             os.ftruncate(data_fd, end)
-            _fdatasync(data_fd)
+            fdatasync(data_fd)
             log.warning("ledger %d: dropped %d bytes of torn or corrupt tail", self.ledger_id, file_size - end)
         self._offsets, self._end = offsets, end
         index_fd = self._index(os.O_CREAT)
         index_rebuilt = valid != len(indexed) or bool(tail)
         if index_rebuilt:
-            _pwrite_all(index_fd, _pack_offsets(offsets), 0)
+            pwrite_all(index_fd, pack_offsets(offsets), 0)
             os.ftruncate(index_fd, len(offsets) * INDEX_SLOT_BYTES)
         return RecoveryReport(self.ledger_id, len(offsets), file_size - end, index_rebuilt)
 
@@ -296,15 +180,15 @@ class Ledger:
                 return  # closed and complete: nothing more will come
             known = len(self._offsets)
             file_size = os.fstat(data_fd).st_size
-            indexed = _unpack_offsets(
-                _read_from(index_path(self._directory, self.ledger_id), known * INDEX_SLOT_BYTES)
+            indexed = unpack_offsets(
+                read_from(index_path(self._directory, self.ledger_id), known * INDEX_SLOT_BYTES)
             )
             if entries is not None:
                 del indexed[max(0, entries - known) :]
-            valid, end = _trusted_index(data_fd, indexed, self._end, file_size)
+            valid, end = trusted_index(data_fd, indexed, self._end, file_size)
             self._offsets.extend(indexed[:valid])
             if entries is not None and known + valid < entries:
-                tail, end = _scan(data_fd, end, file_size, entries - known - valid)
+                tail, end = scan_records(data_fd, end, file_size, entries - known - valid)
                 self._offsets.extend(tail)
             self._end = end
             if entries is not None and known + valid == entries:
@@ -450,8 +334,8 @@ class Ledger:
         try:
             _write_records(data_fd, buffers, self._end)
             if sync:
-                _fdatasync(data_fd)
-            _pwrite_all(index_fd, _pack_offsets(offsets), len(self._offsets) * INDEX_SLOT_BYTES)
+                fdatasync(data_fd)
+            pwrite_all(index_fd, pack_offsets(offsets), len(self._offsets) * INDEX_SLOT_BYTES)
         except OSError as exc:
             if is_space_error(exc):
                 self._cut_back(data_fd, index_fd)
@@ -470,7 +354,7 @@ class Ledger:
         """
         os.ftruncate(data_fd, self._end)
         os.ftruncate(index_fd, len(self._offsets) * INDEX_SLOT_BYTES)
-        _fdatasync(data_fd)
+        fdatasync(data_fd)
         log.warning("ledger %d: disk full, write undone back to entry %d", self.ledger_id, len(self._offsets))
 
     def entries_within(self, first: int, max_count: int, max_bytes: int) -> tuple[int, int]:
@@ -583,7 +467,7 @@ class Ledger:
         """
         data_fd, index_fd = self._pin_for_write()
         try:
-            _fdatasync(data_fd)
+            fdatasync(data_fd)
             os.fsync(index_fd)
         finally:
             self._unpin()
@@ -600,8 +484,3 @@ class Ledger:
         with self._lock:
             self._closed = True
             self._pool.closed(self, self._close_fds())
-
-
-def remove_files(directory: Path, ledger_id: int) -> None:
-    for path in (data_path(directory, ledger_id), index_path(directory, ledger_id)):
-        path.unlink(missing_ok=True)

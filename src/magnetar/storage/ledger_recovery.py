@@ -14,7 +14,8 @@ from sortedcontainers import SortedDict
 
 from magnetar.storage import layout
 from magnetar.storage.file_pool import FilePool
-from magnetar.storage.ledger import Ledger, RecoveryReport, fsync_dir, remove_files
+from magnetar.storage.ledger import Ledger, RecoveryReport
+from magnetar.storage.ledger_files import fsync_dir, remove_files
 from magnetar.storage.ledger_slot import LedgerInfo, LedgerSlot
 from magnetar.storage.ledger_trimmer import remove_orphan_files
 from magnetar.storage.metadata_store import MetadataStore

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from magnetar.storage.ledger import fsync_dir
+from magnetar.storage.ledger_files import fsync_dir
 from magnetar.storage.ledger_slot import LedgerInfo
 from magnetar.storage.position import Position
 

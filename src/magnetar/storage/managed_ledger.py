@@ -24,7 +24,8 @@ from magnetar.storage.errors import (
     StorageClosedError,
     StorageFullError,
 )
-from magnetar.storage.ledger import RecoveryReport, fsync_dir, remove_files
+from magnetar.storage.ledger import RecoveryReport
+from magnetar.storage.ledger_files import fsync_dir, remove_files
 from magnetar.storage.ledger_recovery import last_confirmed, load_ledger_infos, recover_ledgers, refresh_ledgers
 from magnetar.storage.ledger_slot import LedgerInfo, PendingAppend
 from magnetar.storage.ledger_trimmer import RetentionPolicy, TrimResult, ledgers_to_trim, slowest_reader_ledger_id

@@ -20,7 +20,8 @@ from sortedcontainers import SortedDict
 from magnetar.storage import layout
 from magnetar.storage.config import ManagedLedgerConfig
 from magnetar.storage.errors import StorageFullError
-from magnetar.storage.ledger import Ledger, remove_files
+from magnetar.storage.ledger import Ledger
+from magnetar.storage.ledger_files import remove_files
 from magnetar.storage.ledger_slot import LedgerSlot
 from magnetar.storage.metadata_store import MetadataStore
 
