@@ -1,11 +1,17 @@
 """Spark source rows/s on local[2]: Arrow IPC entries (PIP-96) against Pulsar batches of the
-same messages, side by side in one session. Prints one JSON object.
+same messages, and against Spark's own ceiling for a Python data source, side by side in one
+session. Prints one JSON object.
 
 Both topics are written straight into one data directory: --messages 100-byte messages,
---batch per entry, as a batching producer and `producer.send_arrow` write them. Each
-query sums the value lengths (so every value is read, not only counted) --runs times;
-the median is reported. `decode_one_core_rows_per_s` is the same entries turned into
-Arrow batches in this process, without Spark.
+--batch per entry, as a batching producer and `producer.send_arrow` write them. The ceiling
+is a data source that does no work: it yields the first RecordBatch the magnetar source
+makes of the Arrow topic, again and again, over as many partitions, for as many rows. What
+lies between it and the Arrow figure is ours; the rest is Spark taking Arrow batches from
+the Python worker into rows (Spark 4.3's PythonPartitionReaderFactory has no columnar reads,
+and PythonScanBuilder prunes no columns). Each query sums the value lengths (so every value
+is read, not only counted) --runs times; the median is reported.
+`decode_one_core_rows_per_s` is the same entries turned into Arrow batches in this process,
+without Spark.
 
 Usage: python benchmarks/spark_payload_bench.py [--messages 5000000] [--batch 1000]
 """
@@ -19,18 +25,24 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from magnetar.formats.arrow_ipc import encode_arrow_batches
-from magnetar.spark.rows import rows_of_entries
+from magnetar.spark.options import parse_options
+from magnetar.spark.rows import rows_of_entries, spark_schema, with_timestamps
+from magnetar.spark.source import MagnetarBatchReader, MagnetarPartition
+from magnetar.spark.storage_reader import read_range
 from magnetar.storage import ManagedLedgerFactory
 from magnetar.wire.batch import encode_batch
 from magnetar.wire.entry import FORMAT_PROPERTY, build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 VALUE = b"v" * 100
+FORMATS = ("pulsar", "arrow")
 
 
 def pulsar_payload(batch: int) -> tuple[pb.MessageMetadata, bytes]:
@@ -68,7 +80,52 @@ def decode_rate(entries: list[bytes]) -> float:
     return rows / (time.perf_counter() - start)
 
 
-def spark_rates(data_dir: Path, topics: list[str], runs: int) -> dict[str, list[float]]:
+class CeilingReader(DataSourceReader):
+    """Yields a ready batch `repeats[i]` times in partition i: Spark's cost alone."""
+
+    def __init__(self, batch: pa.RecordBatch, repeats: list[int]) -> None:
+        self.batch = batch
+        self.repeats = repeats
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(n) for n in self.repeats]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        batch = self.batch
+        for _ in range(partition.value):
+            yield batch
+
+
+class Ceiling(DataSource):
+    """`format("magnetar_ceiling")`; the reader is given by `ceiling_of` (pickled to the workers)."""
+
+    reader_template: CeilingReader | None = None
+
+    @classmethod
+    def name(cls) -> str:
+        return "magnetar_ceiling"
+
+    def schema(self) -> object:
+        return spark_schema()
+
+    def reader(self, schema: object) -> DataSourceReader:
+        assert self.reader_template is not None
+        return self.reader_template
+
+
+def ceiling_of(data_dir: Path, topic: str, rows: int) -> CeilingReader:
+    """The magnetar source's own first batch of `topic`, repeated over as many partitions as
+    the source plans for it, for `rows` rows in all (whole batches, spread evenly)."""
+    options = parse_options({"path": str(data_dir), "topic": topic}, streaming=False)
+    partitions = MagnetarBatchReader(options).partitions()
+    assert isinstance(partitions[0], MagnetarPartition)
+    batch = with_timestamps(next(iter(read_range(str(data_dir), partitions[0].value))))
+    repeats = rows // batch.num_rows
+    share, extra = divmod(repeats, len(partitions))
+    return CeilingReader(batch, [share + (i < extra) for i in range(len(partitions))])
+
+
+def spark_rates(data_dir: Path, ceiling: CeilingReader, runs: int) -> dict[str, list[float]]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
@@ -78,15 +135,18 @@ def spark_rates(data_dir: Path, topics: list[str], runs: int) -> dict[str, list[
              .config("spark.ui.showConsoleProgress", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     magnetar.spark.register(spark)
-    seconds: dict[str, list[float]] = {topic: [] for topic in topics}
-    frames = {topic: spark.read.format("magnetar").option("topic", topic).load(str(data_dir)) for topic in topics}
+    Ceiling.reader_template = ceiling
+    spark.dataSource.register(Ceiling)
+    frames = {topic: spark.read.format("magnetar").option("topic", topic).load(str(data_dir)) for topic in FORMATS}
+    frames["ceiling"] = spark.read.format("magnetar_ceiling").load()
+    seconds: dict[str, list[float]] = {name: [] for name in frames}
     for frame in frames.values():
         frame.limit(1).collect()  # start the Python workers outside the timing
     for _ in range(runs):
-        for topic, frame in frames.items():  # alternate, so neither always runs on a warmer JVM
+        for name, frame in frames.items():  # alternate, so none always runs on a warmer JVM
             start = time.perf_counter()
             frame.selectExpr("count(*)", "sum(length(value))").collect()
-            seconds[topic].append(time.perf_counter() - start)
+            seconds[name].append(time.perf_counter() - start)
     spark.stop()
     return seconds
 
@@ -97,21 +157,28 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="spark-payload-bench-") as tmp:
         data_dir = Path(tmp) / "data"
         samples = {name: write_topic(data_dir, name, args.messages, args.batch, make)
-                   for name, make in (("pulsar", pulsar_payload), ("arrow", arrow_payload))}
+                   for name, make in zip(FORMATS, (pulsar_payload, arrow_payload), strict=True)}
         decode = {name: round(decode_rate(entries)) for name, entries in samples.items()}
-        seconds = spark_rates(data_dir, list(samples), args.runs)
-    rows = args.messages // args.batch * args.batch
-    rates = {name: round(rows / statistics.median(runs)) for name, runs in seconds.items()}
+        rows = args.messages // args.batch * args.batch
+        ceiling = ceiling_of(data_dir, "arrow", rows)
+        seconds = spark_rates(data_dir, ceiling, args.runs)
+    counts = {"pulsar": rows, "arrow": rows, "ceiling": sum(ceiling.repeats) * ceiling.batch.num_rows}
+    rates = {name: round(counts[name] / statistics.median(runs)) for name, runs in seconds.items()}
     print(json.dumps({
         "messages": rows, "batch": args.batch, "value_bytes": len(VALUE), "spark": "local[2]",
+        "spark_partitions": len(ceiling.repeats), "ceiling_batch_rows": ceiling.batch.num_rows,
+        "ceiling_rows": counts["ceiling"],
         "spark_rows_per_s": rates,
         "spark_seconds_per_run": {name: [round(s, 2) for s in runs] for name, runs in seconds.items()},
         "arrow_over_pulsar": round(rates["arrow"] / rates["pulsar"], 2),
+        "ceiling_over_pulsar": round(rates["ceiling"] / rates["pulsar"], 2),
+        "arrow_over_ceiling": round(rates["arrow"] / rates["ceiling"], 2),
         "decode_one_core_rows_per_s": decode,
-        "load_average": os.getloadavg()[0],
+        "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
     }, indent=2))
 
 
