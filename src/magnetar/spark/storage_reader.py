@@ -9,8 +9,6 @@ gets work; executors read their range and turn entries into Arrow batches.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
 import re
 import threading
@@ -24,6 +22,7 @@ from magnetar.formats.processor import all_builtins
 from magnetar.spark.offsets import EARLIEST_INDEX, LATEST_INDEX, TopicPartition
 from magnetar.spark.options import MagnetarOptionError, SourceOptions
 from magnetar.spark.rows import RowFilter, rows_of_entries
+from magnetar.spark.worker_heap import gc_paused
 from magnetar.storage import ManagedLedger, ManagedLedgerFactory, NoSuchManagedLedgerError, Position
 from magnetar.storage.message_finder import EntrySequence, find_by_index, find_first_at_or_after
 from magnetar.wire.entry import parse_message_metadata, peek_broker_entry_metadata
@@ -54,19 +53,6 @@ def open_data_dir(path: str) -> ManagedLedgerFactory:
                 raise MagnetarOptionError(f"option 'path': {path!r} is not a magnetar data directory (no metadata.db)")
             factory = _factories[key] = ManagedLedgerFactory(Path(key), read_only=True)
         return factory
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Decoding makes millions of short-lived acyclic objects; the cycle collector would
-    rescan them again and again (a third of the time) for nothing. Refcounting frees them."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @dataclass(frozen=True, slots=True)
