@@ -39,6 +39,7 @@ from magnetar.spark.options import parse_options
 from magnetar.spark.rows import rows_of_entries, spark_schema, with_timestamps
 from magnetar.spark.source import MagnetarBatchReader
 from magnetar.spark.storage_reader import EntryRange, read_range
+from magnetar.spark.worker_heap import freeze_long_lived
 from magnetar.storage import ManagedLedgerFactory
 from magnetar.wire.batch import encode_batch
 from magnetar.wire.entry import FORMAT_PROPERTY, build_entry
@@ -110,7 +111,9 @@ class CeilingReader(DataSourceReader):
 
     It carries one entry's rows and joins `copies` of them into the batch where it reads:
     a whole batch in the reader would be pickled into every task (13 MB for 66,000 rows),
-    and Spark's cost of shipping that is no part of a reader's."""
+    and Spark's cost of shipping that is no part of a reader's. It freezes the worker's heap
+    as the magnetar source does, or the gc.collect() Spark's daemon runs after each task
+    (50-150 ms) would be most of its time and it would be no ceiling."""
 
     def __init__(self, seed: pa.RecordBatch, copies: int, repeats: list[int]) -> None:
         self.seed = seed
@@ -125,6 +128,7 @@ class CeilingReader(DataSourceReader):
         return [InputPartition(n) for n in self.repeats]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        freeze_long_lived()
         batch = pa.concat_batches([self.seed] * self.copies)
         for _ in range(partition.value):
             yield batch
