@@ -276,13 +276,17 @@ def read_range(path: str, work: EntryRange, fail_on_data_loss: bool = True,
                                    all_builtins(payload_processors))
 
 
-def entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool) -> Iterator[tuple[int, int, bytes]]:
+def entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool
+                     ) -> Iterator[tuple[int, int, bytes | memoryview]]:
+    """The range's entries, as views of the reads rather than copies. The reads land in Arrow's
+    memory pool, which keeps its memory between reads: fresh memory from malloc for every 8 MB
+    read cost page faults (~6,000 per Spark partition), more than the read itself."""
     ml = open_data_dir(path).open(work.storage_name)
     ml.refresh()
     position = Position(work.ledger_id, work.entry_id)
     remaining = work.entries
     while remaining > 0:
-        chunk = ml.read_entries(position, min(remaining, ENTRIES_PER_READ), BYTES_PER_READ)
+        chunk = ml.read_entries(position, min(remaining, ENTRIES_PER_READ), BYTES_PER_READ, pa.allocate_buffer)
         if not chunk:
             if fail_on_data_loss:
                 raise MagnetarDataLossError(
