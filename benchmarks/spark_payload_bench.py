@@ -6,14 +6,13 @@ Both topics are written straight into one data directory: --messages 100-byte me
 --batch per entry, as a batching producer and `producer.send_arrow` write them. The ceiling
 is a data source that does no work: it yields one ready RecordBatch of the magnetar source's
 rows of the Arrow topic (as many rows as the source's first batch), again and again, over as
-many partitions, for as many rows. What
-lies between it and the Arrow figure is ours; the rest is Spark taking Arrow batches from
-the Python worker into rows (Spark 4.3's PythonPartitionReaderFactory has no columnar reads,
-and PythonScanBuilder prunes no columns). Each query sums the value lengths (so every value
-is read, not only counted) --runs times; the median is reported, of wall time and of the CPU
-time of all the session's processes (steadier than wall time on a shared machine).
-`decode_one_core_rows_per_s` is the same entries turned into Arrow batches in this process,
-without Spark.
+many partitions, for as many rows. What lies between it and the Arrow figure is ours; the
+rest is Spark taking Arrow batches from the Python worker into rows (Spark 4.3's
+PythonPartitionReaderFactory has no columnar reads, and PythonScanBuilder prunes no columns).
+Each query sums the value lengths (so every value is read, not only counted) --runs times;
+the median is reported, of wall time and of the CPU time of all the session's processes
+(steadier than wall time on a shared machine). `decode_one_core_rows_per_s` is the same
+entries turned into Arrow batches in this process, without Spark. A run takes ~75 s.
 
 Usage: python benchmarks/spark_payload_bench.py [--messages 5000000] [--batch 1000]
 """
