@@ -24,6 +24,7 @@ from magnetar.spark.options import MagnetarOptionError, SourceOptions
 from magnetar.spark.rows import RowFilter, rows_of_entries
 from magnetar.spark.worker_heap import gc_paused
 from magnetar.storage import ManagedLedger, ManagedLedgerFactory, NoSuchManagedLedgerError, Position
+from magnetar.storage.ledger import Allocator
 from magnetar.storage.message_finder import EntrySequence, find_by_index, find_first_at_or_after
 from magnetar.wire.entry import parse_message_metadata, peek_broker_entry_metadata
 from magnetar.wire.topic_name import TopicName
@@ -270,23 +271,24 @@ def resolve_index(topics: StorageTopics, tp: TopicPartition, index: int) -> int 
 def read_range(path: str, work: EntryRange, fail_on_data_loss: bool = True,
                payload_processors: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
     """Executor side: the rows of one entry range, as Arrow batches of ~ROWS_PER_BATCH rows."""
-    entries = entries_of_range(path, work, fail_on_data_loss)
+    entries = entries_of_range(path, work, fail_on_data_loss, into=pa.allocate_buffer)
     with gc_paused():
         yield from rows_of_entries(entries, work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH,
                                    all_builtins(payload_processors))
 
 
-def entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool
+def entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool, into: Allocator | None = None
                      ) -> Iterator[tuple[int, int, bytes | memoryview]]:
-    """The range's entries, as views of the reads rather than copies. The reads land in Arrow's
-    memory pool, which keeps its memory between reads: fresh memory from malloc for every 8 MB
-    read cost page faults (~6,000 per Spark partition), more than the read itself."""
+    """The range's entries: bytes, or with `into` views of reads into buffers it gives (see
+    Ledger.read_range). The row reader passes Arrow's memory pool, which keeps its memory
+    between reads: fresh memory from malloc for every 8 MB read cost page faults (~6,000 per
+    Spark partition), more than the read itself. Compaction keeps bytes: it may store them."""
     ml = open_data_dir(path).open(work.storage_name)
     ml.refresh()
     position = Position(work.ledger_id, work.entry_id)
     remaining = work.entries
     while remaining > 0:
-        chunk = ml.read_entries(position, min(remaining, ENTRIES_PER_READ), BYTES_PER_READ, pa.allocate_buffer)
+        chunk = ml.read_entries(position, min(remaining, ENTRIES_PER_READ), BYTES_PER_READ, into)
         if not chunk:
             if fail_on_data_loss:
                 raise MagnetarDataLossError(
