@@ -68,3 +68,38 @@ def test_int_range_is_the_range_of_its_type() -> None:
     assert int_range(2**40, 3, pa.int64()).equals(pa.array(range(2**40, 2**40 + 3), pa.int64()))
     assert int_range(-2, 3, pa.int64()).to_pylist() == [-2, -1, 0]
     assert len(int_range(7, 0, pa.int64())) == 0
+
+
+def _arrow_ipc(batch: pa.RecordBatch) -> bytes:
+    """An Arrow entry as a foreign writer may send it: the IPC stream of `batch` as it is."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return build_entry(_metadata("arrow"), sink.getvalue().to_pybytes())
+
+
+def test_an_unset_event_time_reads_as_null_however_an_arrow_entry_says_it() -> None:
+    """Pulsar's unset event time is 0 (what the client's getEventTime() gives): a 0, a null or
+    no column at all in an Arrow entry is the same message, so the same row (null)."""
+    singles = [(pb.SingleMessageMetadata(), b"a"), (pb.SingleMessageMetadata(event_time=7), b"b"),
+               (pb.SingleMessageMetadata(), b"c")]
+    pulsar = _rows(build_entry(_metadata(None), encode_batch(singles)))
+    assert [r["event_time"] for r in pulsar] == [None, 7, None]
+    values = pa.array([b"a", b"b", b"c"], pa.binary())
+    for times in ([0, 7, None], [None, 7, 0]):
+        batch = pa.record_batch([values, pa.array(times, pa.int64())], names=["value", "event_time"])
+        assert _rows(_arrow_ipc(batch)) == pulsar
+    no_times = [(pb.SingleMessageMetadata(), value) for value in (b"a", b"b", b"c")]
+    unset = _rows(build_entry(_metadata(None), encode_batch(no_times)))
+    assert _rows(_arrow_ipc(pa.record_batch([values], names=["value"]))) == unset
+
+
+def test_an_arrow_entry_in_other_types_and_column_order_gives_the_same_rows() -> None:
+    """Entries from other writers need not be in the canonical layout: they are read through it."""
+    batch = pa.record_batch([
+        pa.array([m[3] for m in MESSAGES], pa.timestamp("ms", tz="UTC")),
+        pa.array([list(m[2].items()) for m in MESSAGES], pa.map_(pa.string(), pa.string())),
+        pa.array([m[0] for m in MESSAGES], pa.large_string()),
+        pa.array([m[1] for m in MESSAGES], pa.large_binary()),
+    ], names=["event_time", "properties", "key", "value"])
+    assert _rows(_arrow_ipc(batch)) == _rows(_pulsar())

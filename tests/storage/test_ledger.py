@@ -209,3 +209,34 @@ def test_a_large_record_whose_header_disagrees_with_the_index_is_corrupt(tmp_pat
     with pytest.raises(CorruptEntryError, match="entry 1: record disagrees with the index"):
         ledger.read_range(0, 3)
     ledger.close()
+
+
+def test_a_read_into_a_given_buffer_gives_views_of_it_checked_as_copies_are(tmp_path):
+    """`into` is for readers that are done with entries soon (the Spark source): one buffer
+    per read, entries as views of it, every crc checked all the same."""
+    make(tmp_path)
+    ledger = Ledger.open_read_only(tmp_path, 1, len(ENTRIES))
+    buffers = []
+
+    def into(size: int) -> bytearray:
+        buffers.append(bytearray(size))
+        return buffers[-1]
+
+    views = ledger.read_range(0, len(ENTRIES), into)
+    assert [bytes(v) for v in views] == ENTRIES
+    assert len(buffers) == 1 and all(v.obj is buffers[0] for v in views)
+    fd = os.open(data_path(tmp_path, 1), os.O_RDWR)
+    os.pwrite(fd, b"Z", HEADER.size)  # first byte of entry 0
+    os.close(fd)
+    with pytest.raises(CorruptEntryError, match="entry 0: checksum mismatch"):
+        ledger.read_range(0, 2, into)
+    ledger.close()
+
+
+def test_a_read_into_a_buffer_that_the_file_cannot_fill_is_an_error_not_garbage(tmp_path):
+    make(tmp_path)
+    ledger = Ledger.open_read_only(tmp_path, 1, len(ENTRIES))
+    os.truncate(data_path(tmp_path, 1), HEADER.size * 3 + 1)  # entries 0 and 1, then a cut
+    with pytest.raises(CorruptEntryError, match="expected"):
+        ledger.read_range(0, len(ENTRIES), bytearray)
+    ledger.close()

@@ -298,3 +298,20 @@ def test_properties_written_while_ledgers_roll_over_do_not_deadlock(open_factory
     assert done.wait(30), "set_property never finished: deadlock with the sync thread"
     assert len({position.ledger_id for position in appended}) >= 100
     assert ml.get_property("k") == "999"
+
+
+def test_read_entries_into_buffers_gives_the_same_entries_as_views(open_factory, wait_until):
+    ml = open_factory().open(TOPIC)
+    fired = []
+    positions = [ml.append(payload(i), lambda p, e: fired.append(p)) for i in range(50)]
+    wait_until(lambda: len(fired) == 50)
+    sizes = []
+
+    def into(size: int) -> bytearray:
+        sizes.append(size)
+        return bytearray(size)
+
+    reader = open_factory(read_only=True).open(TOPIC)  # nothing cached: every entry from the file
+    read = reader.read_entries(positions[0], 1000, None, into)
+    assert [(p, bytes(data)) for p, data in read] == list(zip(positions, map(payload, range(50)), strict=True))
+    assert sizes and all(isinstance(data, memoryview) for _, data in read)

@@ -40,7 +40,7 @@ PROPERTIES_TYPE = ARROW_SCHEMA.field("properties").type
 
 
 class MessageColumns(NamedTuple):
-    """The per-message columns of a run of rows, in schema order (event_time: 0 = unset)."""
+    """The per-message columns of a run of rows, in schema order (event_time: 0 or null = unset)."""
 
     batch_index: pa.Array
     event_time: pa.Array

@@ -35,9 +35,9 @@ from magnetar.spark.storage_reader import (
     MagnetarDataLossError,
     Plan,
     first_index,
-    gc_paused,
     last_index,
 )
+from magnetar.spark.worker_heap import gc_paused
 from magnetar.storage.message_finder import entry_timestamp
 from magnetar.wire.entry import peek_broker_entry_metadata
 from magnetar.wire.message_id import EARLIEST, MessageId

@@ -150,7 +150,7 @@ def apply_row_filter(batch: pa.RecordBatch, row_filter: RowFilter) -> pa.RecordB
 
 
 def rows_of_entries(
-    entries: Iterable[tuple[int, int, bytes]],
+    entries: Iterable[tuple[int, int, bytes | memoryview]],
     topic: str,
     partition: int,
     row_filter: RowFilter | None = None,

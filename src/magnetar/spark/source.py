@@ -57,6 +57,7 @@ from magnetar.spark.storage_reader import (
     tighter,
     with_index_bounds,
 )
+from magnetar.spark.worker_heap import freeze_long_lived
 from magnetar.spark.write_options import parse_write_options
 from magnetar.spark.writer import MagnetarBatchWriter, MagnetarStreamWriter
 
@@ -213,6 +214,7 @@ def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.Reco
     work = getattr(partition, "value", None)
     if work is None:
         return
+    freeze_long_lived()
     if isinstance(work, EntryRange):
         assert options.path is not None
         batches = read_range(options.path, work, options.fail_on_data_loss, options.payload_processors)

@@ -16,7 +16,7 @@ from sortedcontainers import SortedDict
 from magnetar.storage.entry_cache import EntryCache
 from magnetar.storage.errors import NoSuchEntryError, StorageClosedError
 from magnetar.storage.file_pool import FilePool
-from magnetar.storage.ledger import Ledger
+from magnetar.storage.ledger import Allocator, Ledger
 from magnetar.storage.ledger_slot import LedgerSlot
 from magnetar.storage.position import Position
 
@@ -85,11 +85,12 @@ class EntryReader:
             raise NoSuchEntryError(f"{self._name}: {position} was trimmed") from None
 
     def read_entries(
-        self, start: Position, max_entries: int, max_bytes: int | None = None
-    ) -> list[tuple[Position, bytes]]:
+        self, start: Position, max_entries: int, max_bytes: int | None = None, into: Allocator | None = None
+    ) -> list[tuple[Position, bytes | memoryview]]:
         """Recent entries come from the cache; the rest with one pread per run of uncached
-        entries. The lock is held only to look a ledger up, never across file reads."""
-        out: list[tuple[Position, bytes]] = []
+        entries (into buffers of `into`'s, see Ledger.read_range). The lock is held only to
+        look a ledger up, never across file reads."""
+        out: list[tuple[Position, bytes | memoryview]] = []
         budget = max_bytes
         position = self.position_at_or_after(start)
         while len(out) < max_entries:
@@ -108,7 +109,7 @@ class EntryReader:
                     count, size = 1, ledger.entry_size(position.entry_id)
                 budget -= size
             try:
-                out.extend(self._read_run(ledger, position, count))
+                out.extend(self._read_run(ledger, position, count, into))
             except StorageClosedError:
                 if not self._lost_to_trim(position):
                     raise
@@ -121,10 +122,11 @@ class EntryReader:
             position = self.position_at_or_after(Position(position.ledger_id, slot.durable))
         return out
 
-    def _read_run(self, ledger: Ledger, start: Position, count: int) -> list[tuple[Position, bytes]]:
+    def _read_run(self, ledger: Ledger, start: Position, count: int,
+                  into: Allocator | None) -> list[tuple[Position, bytes | memoryview]]:
         cache = self._cache
         ledger_id = start.ledger_id
-        out: list[tuple[Position, bytes]] = []
+        out: list[tuple[Position, bytes | memoryview]] = []
         entry_id, stop = start.entry_id, start.entry_id + count
         while entry_id < stop:
             position = Position(ledger_id, entry_id)
@@ -136,7 +138,7 @@ class EntryReader:
             miss_end = entry_id + 1
             while miss_end < stop and Position(ledger_id, miss_end) not in cache:
                 miss_end += 1
-            datas = ledger.read_range(entry_id, miss_end - entry_id)
+            datas = ledger.read_range(entry_id, miss_end - entry_id, into)
             out.extend((Position(ledger_id, i), data) for i, data in zip(range(entry_id, miss_end), datas, strict=True))
             entry_id = miss_end
         return out

@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, overload
 
 from sortedcontainers import SortedDict
 
@@ -24,7 +24,7 @@ from magnetar.storage.errors import (
     StorageClosedError,
     StorageFullError,
 )
-from magnetar.storage.ledger import RecoveryReport
+from magnetar.storage.ledger import Allocator, RecoveryReport
 from magnetar.storage.ledger_files import fsync_dir, remove_files
 from magnetar.storage.ledger_recovery import last_confirmed, load_ledger_infos, recover_ledgers, refresh_ledgers
 from magnetar.storage.ledger_slot import LedgerInfo, PendingAppend
@@ -251,16 +251,27 @@ class ManagedLedger(GroupCommitAppends):
         self._check_open()
         return self._reader.read_entry(position)
 
+    @overload
     def read_entries(
-        self, start: Position, max_entries: int, max_bytes: int | None = None
-    ) -> list[tuple[Position, bytes]]:
+        self, start: Position, max_entries: int, max_bytes: int | None = None, into: None = None
+    ) -> list[tuple[Position, bytes]]: ...
+
+    @overload
+    def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int | None, into: Allocator
+    ) -> list[tuple[Position, bytes | memoryview]]: ...
+
+    def read_entries(
+        self, start: Position, max_entries: int, max_bytes: int | None = None, into: Allocator | None = None
+    ) -> list[tuple[Position, bytes]] | list[tuple[Position, bytes | memoryview]]:
         """Durable entries from `start` (inclusive, skipping to the next ledger if need be).
 
         Stops at `max_entries`, or before exceeding `max_bytes` of entry data (but always
-        returns at least one entry if there is one).
+        returns at least one entry if there is one). With `into`, entries read from files are
+        views of buffers it gives (see Ledger.read_range); cached ones are bytes still.
         """
         self._check_open()
-        return self._reader.read_entries(start, max_entries, max_bytes)
+        return self._reader.read_entries(start, max_entries, max_bytes, into)
 
     def next_position(self, position: Position) -> Position:
         """The position after `position`: the next entry, or the next ledger's first one.
