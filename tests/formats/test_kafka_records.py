@@ -7,6 +7,8 @@ import struct
 import cramjam
 import crc32c
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from magnetar.formats import CorruptPayloadError, EntryPayload, resolve_processors
@@ -108,3 +110,23 @@ def test_truncated_records_behind_a_valid_crc_are_refused() -> None:
     struct.pack_into(">I", plain, 17, crc32c.crc32c(bytes(plain[21:])))
     with pytest.raises(CorruptPayloadError, match="corrupt kafka payload"):
         _messages(bytes(plain))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_damaged_records_behind_a_valid_crc_decode_or_fail_clearly(data) -> None:
+    """Records are parsed by hand: whatever bytes a writer (or a bug) puts behind a correct CRC,
+    the result is records or a CorruptPayloadError, never another exception."""
+    batch = bytearray(_kafka_python(CODEC_NONE))
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(61, len(batch) - 1))
+        batch[at] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        del batch[data.draw(st.integers(61, len(batch) - 1)):]
+        struct.pack_into(">i", batch, 8, len(batch) - 12)
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    try:
+        _header, records = decode_record_batch(bytes(batch))
+    except CorruptPayloadError:
+        return
+    assert len(records) == len(RECORDS)

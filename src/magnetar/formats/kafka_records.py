@@ -145,62 +145,78 @@ def _compress(codec: int, data: bytes) -> bytes:
     raise ValueError(f"unknown Kafka compression codec {codec}")
 
 
-class _Reader:
-    """A cursor over the records' bytes; every read checks the bounds."""
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The zigzag varint at `pos` and the position after it (IndexError past the end).
 
-    __slots__ = ("data", "pos")
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def varint(self) -> int:
-        data, pos, shift, value = self.data, self.pos, 0, 0
-        while True:
-            if pos >= len(data) or shift > 63:
-                raise CorruptPayloadError(KAFKA_FORMAT, f"varint runs past the records at byte {self.pos}")
-            byte = data[pos]
-            pos += 1
-            value |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                break
-            shift += 7
-        self.pos = pos
-        return (value >> 1) ^ -(value & 1)
-
-    def take(self, size: int) -> bytes | None:
-        if size < 0:
-            return None
-        end = self.pos + size
-        if end > len(self.data):
-            raise CorruptPayloadError(KAFKA_FORMAT, f"a field of {size} bytes runs past the records")
-        chunk = self.data[self.pos : end]
-        self.pos = end
-        return chunk
+    A function over (bytes, position) rather than a reader object's method: it runs six
+    times a record, and most values (lengths under 64, deltas) take one byte."""
+    byte = data[pos]
+    if byte < 0x80:
+        return (byte >> 1) ^ -(byte & 1), pos + 1
+    value, shift = byte & 0x7F, 7
+    while True:
+        pos += 1
+        byte = data[pos]
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return (value >> 1) ^ -(value & 1), pos + 1
+        shift += 7
+        if shift > 63:
+            raise CorruptPayloadError(KAFKA_FORMAT, f"a varint longer than ten bytes at byte {pos}")
 
 
-def _read_record(reader: _Reader, header: KafkaBatchHeader) -> KafkaRecord:
-    length = reader.varint()
-    end = reader.pos + length
-    if length < 0 or end > len(reader.data):
-        raise CorruptPayloadError(KAFKA_FORMAT, f"record of {length} bytes runs past the records")
-    reader.pos += 1  # record attributes: unused in magic 2
-    timestamp_delta = reader.varint()
-    offset_delta = reader.varint()
-    key = reader.take(reader.varint())
-    value = reader.take(reader.varint())
+def _field(data: bytes, pos: int, record_end: int) -> tuple[bytes | None, int]:
+    """A length-prefixed field (length -1: null) inside the record ending at `record_end`."""
+    size, pos = _varint(data, pos)
+    if size < 0:
+        return None, pos
+    end = pos + size
+    if end > record_end:
+        raise CorruptPayloadError(KAFKA_FORMAT, f"a field of {size} bytes runs past its record")
+    return data[pos:end], end
+
+
+def _headers(data: bytes, pos: int, count: int, record_end: int) -> tuple[list[tuple[str, bytes | None]], int]:
     headers = []
-    for _ in range(reader.varint()):
-        name = reader.take(reader.varint())
+    for _ in range(count):
+        name, pos = _field(data, pos, record_end)
         if name is None:
             raise CorruptPayloadError(KAFKA_FORMAT, "a header with a null key")
-        headers.append((name.decode("utf-8", "replace"), reader.take(reader.varint())))
-    if reader.pos != end:
-        taken = length + reader.pos - end
-        raise CorruptPayloadError(KAFKA_FORMAT, f"record says {length} bytes, its fields take {taken}")
+        value, pos = _field(data, pos, record_end)
+        headers.append((name.decode("utf-8", "replace"), value))
+    return headers, pos
+
+
+def _read_records(records: bytes, header: KafkaBatchHeader) -> list[KafkaRecord]:
+    """Every record of the (decompressed) records section, each checked to fill its length."""
     log_append = header.attributes & _LOG_APPEND_TIME
-    timestamp = header.max_timestamp if log_append else header.base_timestamp + timestamp_delta
-    return KafkaRecord(offset_delta, timestamp, key, value, headers)
+    new = tuple.__new__
+    out: list[KafkaRecord] = []
+    pos = 0
+    try:
+        for _ in range(header.count):
+            length, pos = _varint(records, pos)
+            end = pos + length
+            if length < 0 or end > len(records):
+                raise CorruptPayloadError(KAFKA_FORMAT, f"record of {length} bytes runs past the records")
+            timestamp_delta, pos = _varint(records, pos + 1)  # + 1: record attributes, unused in magic 2
+            offset_delta, pos = _varint(records, pos)
+            key, pos = _field(records, pos, end)
+            value, pos = _field(records, pos, end)
+            count, pos = _varint(records, pos)
+            headers: list[tuple[str, bytes | None]] = []
+            if count:
+                headers, pos = _headers(records, pos, count, end)
+            if pos != end:
+                taken = length + pos - end
+                raise CorruptPayloadError(KAFKA_FORMAT, f"record says {length} bytes, its fields take {taken}")
+            timestamp = header.max_timestamp if log_append else header.base_timestamp + timestamp_delta
+            out.append(new(KafkaRecord, (offset_delta, timestamp, key, value, headers)))
+    except IndexError:
+        raise CorruptPayloadError(KAFKA_FORMAT, f"a varint runs past the records at byte {pos}") from None
+    if pos != len(records):
+        raise CorruptPayloadError(KAFKA_FORMAT, f"{len(records) - pos} bytes after {header.count} records")
+    return out
 
 
 def decode_record_batch(data: bytes | memoryview) -> tuple[KafkaBatchHeader, list[KafkaRecord]]:
@@ -216,11 +232,7 @@ def decode_record_batch(data: bytes | memoryview) -> tuple[KafkaBatchHeader, lis
     except Exception as exc:
         codec = _CODEC_NAMES.get(header.attributes & 0x07, "?")
         raise CorruptPayloadError(KAFKA_FORMAT, f"{codec} records do not decompress: {exc}") from exc
-    reader = _Reader(records)
-    out = [_read_record(reader, header) for _ in range(header.count)]
-    if reader.pos != len(records):
-        raise CorruptPayloadError(KAFKA_FORMAT, f"{len(records) - reader.pos} bytes after {header.count} records")
-    return header, out
+    return header, _read_records(records, header)
 
 
 def _single_metadata(record: KafkaRecord) -> pb.SingleMessageMetadata:
