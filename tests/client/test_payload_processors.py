@@ -10,6 +10,7 @@ import uuid
 import pyarrow as pa
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from polling import wait_for
 
 import magnetar.client as mc
 from magnetar.client.columnar import EntryFailure
@@ -267,3 +268,37 @@ def test_acknowledge_cumulative_arrow_is_refused_on_a_shared_subscription(client
     batch = consumer.receive_arrow(10, 5000)
     with pytest.raises(mc.CumulativeAcknowledgementNotAllowedError, match="Shared"):
         consumer.acknowledge_cumulative_arrow(batch)
+
+
+@pytest.mark.parametrize("batch_index_ack", [False, True])
+def test_rows_of_batches_queued_before_the_first_receive_arrow_are_acked_row_by_row(
+        client, topic, batch_index_ack) -> None:
+    """Batches that arrived before receive_arrow was first called were decoded as messages;
+    acknowledging some of their rows acks only those (batch-index acks) or nothing of their
+    entry (without, as the C++ client does), never the whole entry, across resubscriptions."""
+    def subscribe() -> mc.Consumer:
+        return client.subscribe(topic, "s", batch_index_ack_enabled=batch_index_ack)
+
+    consumer = subscribe()
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
+                                      batching_max_publish_delay_ms=60_000)
+    values = [f"m{i}".encode() for i in range(30)]  # three entries: m0-m9, m10-m19, m20-m29
+    for value in values:
+        producer.send_async(value, None)
+    producer.flush()
+    left = values
+    for take in (15, 3):
+        entries = len({values.index(v) // 10 for v in left})
+        # The consumer's own queue (there is no public way to ask): every entry must be there,
+        # decoded as messages, before this subscription's first receive_arrow.
+        assert wait_for(lambda c=consumer, n=entries: len(c._queue) >= n)
+        rows = consumer.receive_arrow(take, 5000)
+        assert rows.column("value").to_pylist() == left[:take]
+        consumer.acknowledge_arrow(rows)
+        consumer.close()
+        consumer = subscribe()
+        last_acked = values.index(left[take - 1])
+        left = values[last_acked + 1 :] if batch_index_ack else values[(last_acked + 1) // 10 * 10 :]
+    assert [consumer.receive(5000).data() for _ in range(len(left))] == left
+    with pytest.raises(mc.Timeout):
+        consumer.receive(300)
