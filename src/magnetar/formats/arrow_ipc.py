@@ -96,17 +96,6 @@ def read_arrow_entry(payload: memoryview | bytes, expected_rows: int | None) -> 
 
 
 @functools.lru_cache(maxsize=32)
-def _batch_indexes(count: int) -> pa.Array:
-    return int_range(0, count, pa.int32())
-
-
-@functools.lru_cache(maxsize=32)
-def _offsets_from_first(count: int) -> pa.Array:
-    """0..count-1 as int64, kept: built anew it cost more than the rest of the entry."""
-    return int_range(0, count, pa.int64())
-
-
-@functools.lru_cache(maxsize=32)
 def _no_properties(count: int) -> pa.Array:
     offsets = pa.py_buffer(bytes(4 * (count + 1)))
     return pa.MapArray.from_arrays(pa.Array.from_buffers(pa.int32(), count + 1, [None, offsets]),
@@ -133,8 +122,8 @@ def arrow_columns(batch: pa.RecordBatch, first_sequence_id: int) -> MessageColum
         _no_properties(count))
     if properties.null_count:
         properties = pc.fill_null(properties, _no_properties(1)[0])
-    sequence = pc.add(_offsets_from_first(count), pa.scalar(first_sequence_id, pa.int64()))
-    return MessageColumns(_batch_indexes(count), _column(batch, "event_time", pa.int64()),
+    sequence = int_range(first_sequence_id, count, pa.int64())
+    return MessageColumns(int_range(0, count, pa.int32()), _column(batch, "event_time", pa.int64()),
                           _column(batch, "key", pa.string()), properties, value, sequence)
 
 
