@@ -312,10 +312,16 @@ class Ledger:
 
     def _span(self, first: int, count: int) -> tuple[Sequence[int], int]:
         """Offsets of entries first..first+count-1 and where the last one ends."""
+        if self._offsets is None:
+            with self._lock:
+                return self._span_locked(first, count)
+        return self._span_locked(first, count)
+
+    def _span_locked(self, first: int, count: int) -> tuple[Sequence[int], int]:
+        """_span, the lock held if the ledger is closed (its index file answers then)."""
         offsets = self._offsets
         if offsets is None:
-            with self._lock:
-                return self._slots_locked(first, count)
+            return self._slots_locked(first, count)
         stop = first + count
         return offsets[first:stop], offsets[stop] if stop < len(offsets) else self._end
 
@@ -400,28 +406,19 @@ class Ledger:
         which saves a copy and, with an allocator that keeps its memory between reads, the
         page faults of fresh memory on every read (which cost more than the copy). A view
         keeps the whole buffer alive."""
-        offsets = self._offsets
         lock = self._lock
         lock.acquire()  # not `with`: half the cost, on the path of every read that misses the cache
         try:
             fd = self._data_fd
             if fd < 0 or self._pool.last_used is not self:
                 fd = self._data()
-            starts: Sequence[int] | None = None
-            if offsets is not None:
-                after = first + count
-                start = offsets[first]
-                stop = offsets[after] if after < len(offsets) else self._end
-            else:
-                starts, stop = self._slots_locked(first, count)
-                start = starts[0]
+            starts, stop = self._span_locked(first, count)
+            start = starts[0]
             if into is not None:
                 pieces = [(first, count, self._read_into(into, fd, start, stop), None)]
             elif stop - start < _OWN_READ_BYTES:  # no entry can be large
                 pieces = [(first, count, os.pread(fd, stop - start, start), None)]
             else:
-                if starts is None:
-                    starts = offsets[first : first + count]  # type: ignore[index]
                 pieces = self._read_apart(fd, first, starts, stop)
         finally:
             lock.release()
