@@ -129,3 +129,15 @@ def test_unbatched_publish_bench_names_the_flag_it_refuses():
     done = run_script("unbatched_publish_bench.py", "--messages", "0")
     assert done.returncode == 2
     assert "--messages" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_publish_path_bench_receipts_every_send_and_splits_an_unbatched_send_by_step():
+    done = run_script("publish_path_bench.py", "--messages", "2000")
+    assert done.returncode == 0, done.stderr  # it returns only once every SEND has its receipt
+    result = json.loads(done.stdout)
+    for workload in ("unbatched", "batched_100"):
+        assert result[workload]["cpu_s_per_million"] > 0 and result[workload]["msg_per_s"] > 0, workload
+    stages = result["unbatched_stages_ns"]
+    assert set(stages) == {"frames_decoded", "send_checked", "receipt_encoded", "upb_command_parse",
+                           "upb_metadata_parse", "upb_metadata_parse_and_required_check"}
+    assert all(ns > 0 for ns in stages.values()), stages
