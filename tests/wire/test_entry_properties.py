@@ -6,7 +6,7 @@ import contextlib
 import struct
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from magnetar.wire.entry import (
@@ -19,6 +19,7 @@ from magnetar.wire.entry import (
     peek_broker_entry_metadata,
     strip_broker_entry_metadata,
     validate_layout,
+    validate_publishable,
     verify_checksum,
 )
 from magnetar.wire.errors import ChecksumError, WireError
@@ -101,6 +102,36 @@ def test_truncation_inside_the_headers_is_a_wire_error(
         parse_message_metadata(entry[:cut])
 
 
+@settings(max_examples=500)
+@given(metadatas, payloads, st.booleans(), bems, st.data())
+def test_publish_validation_finds_what_the_layered_readers_find(
+    metadata: pb.MessageMetadata,
+    payload: bytes,
+    checksum: bool,
+    bem: pb.BrokerEntryMetadata | None,
+    data: st.DataObject,
+) -> None:
+    """validate_publishable reads a producer's entry its own way, for speed: whole, with a bit
+    flipped or cut short, it must accept and refuse what parse_message_metadata and
+    verify_checksum do (neither opens a broker-entry prefix: producers send none)."""
+    metadata.ClearField("num_messages_in_batch")  # the batch count is a check of its own
+    entry = bytearray(make_entry(metadata, payload, checksum, bem))
+    damage = data.draw(st.sampled_from(["none", "flip", "cut"]))
+    if damage == "flip":
+        entry[data.draw(st.integers(0, len(entry) - 1))] ^= 1 << data.draw(st.integers(0, 7))
+    elif damage == "cut":
+        del entry[data.draw(st.integers(0, len(entry) - 1)) :]
+    try:
+        expected = parse_message_metadata(bytes(entry))
+        verify_checksum(bytes(entry))
+    except WireError:
+        with pytest.raises(WireError):
+            validate_publishable(bytes(entry), checksum=True)
+        return
+    assume(not expected.HasField("num_messages_in_batch"))  # a flip may have made it a batch
+    assert validate_publishable(bytes(entry), checksum=True) == expected
+
+
 @pytest.mark.parametrize("magic", [0x0E00, 0x0E03, 0xFFFF])
 def test_an_unknown_magic_is_read_as_a_metadata_size_and_refused(magic: int) -> None:
     entry = build_entry(pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=0), b"x")
@@ -127,6 +158,7 @@ def test_garbage_raises_only_wire_error(garbage: bytes) -> None:
         peek_broker_entry_metadata,
         strip_broker_entry_metadata,
         validate_layout,
+        validate_publishable,
         verify_checksum,
     ):
         with contextlib.suppress(WireError):

@@ -27,6 +27,8 @@ MAGIC_BROKER_ENTRY_METADATA = 0x0E02
 _U16 = struct.Struct(">H")
 _U32 = struct.Struct(">I")
 _MAGIC_AND_SIZE = struct.Struct(">HI")
+_PRODUCER_HEAD = struct.Struct(">HII")
+"""Magic 0x0e01, CRC32C, MessageMetadata size: how an entry from a producer begins."""
 
 Buffer = bytes | bytearray | memoryview
 _M = TypeVar("_M", bound=Message)
@@ -125,13 +127,18 @@ _parse_metadata = pb.MessageMetadata.FromString
 def _metadata_at(entry: Buffer, size_offset: int) -> tuple[pb.MessageMetadata, int]:
     """The MessageMetadata whose size field is at `size_offset`, and where it ends."""
     start, end = _metadata_span(entry, size_offset)
+    return _required_metadata(entry[start:end]), end
+
+
+def _required_metadata(data: Buffer) -> pb.MessageMetadata:
+    """Parse MessageMetadata and insist on its required fields, which upb leaves to us."""
     try:  # not through _parse: this runs for every message published or read
-        metadata = _parse_metadata(entry[start:end])
+        metadata = _parse_metadata(data)
     except DecodeError as exc:
-        raise WireError(f"garbage MessageMetadata ({end - start} bytes): {exc}") from exc
-    if not metadata.IsInitialized():  # upb leaves `required` to us
+        raise WireError(f"garbage MessageMetadata ({len(data)} bytes): {exc}") from exc
+    if not metadata.IsInitialized():
         raise WireError(f"MessageMetadata lacks required fields: {', '.join(metadata.FindInitializationErrors())}")
-    return metadata, end
+    return metadata
 
 
 def parse_message_metadata(entry: Buffer) -> pb.MessageMetadata:
@@ -170,10 +177,22 @@ def validate_publishable(entry: Buffer, *, checksum: bool = False) -> pb.Message
     the framing, a MessageMetadata that parses, and a message count the payload could hold;
     with `checksum`, the CRC32C too (ChecksumError), locating the layers once for both.
     Returns the metadata, parsed once."""
-    stored, size_offset = _locate_metadata(entry)
-    if checksum and stored is not None:
-        _check_crc(entry, stored, size_offset)
-    metadata, end = _metadata_at(entry, size_offset)
+    if len(entry) >= _PRODUCER_HEAD.size and (head := _PRODUCER_HEAD.unpack_from(entry, 0))[0] == MAGIC_CRC32C:
+        # What producers send, read without the general path's calls: this runs for every
+        # message published, and those calls were a third of its cost.
+        _, stored, size = head
+        end = _PRODUCER_HEAD.size + size
+        if end > len(entry):
+            raise WireError(f"metadata size {size} exceeds the {len(entry) - _PRODUCER_HEAD.size} bytes left in the "
+                            "entry")
+        if checksum:
+            _check_crc(entry, stored, _MAGIC_AND_SIZE.size)
+        metadata = _required_metadata(entry[_PRODUCER_HEAD.size : end])
+    else:
+        stored, size_offset = _locate_metadata(entry)
+        if checksum and stored is not None:
+            _check_crc(entry, stored, size_offset)
+        metadata, end = _metadata_at(entry, size_offset)
     if metadata.HasField("num_messages_in_batch"):  # most messages are not batches
         _check_batch_count(metadata, len(entry) - end)
     return metadata
