@@ -36,7 +36,7 @@ def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic
         return pb.ChecksumError, "Checksum failed on the broker"
     except WireError as exc:
         return pb.NotAllowedError, f"malformed message: {exc}"
-    claimed = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+    claimed = metadata.num_messages_in_batch or 1  # validated: when present, at least 1
     if claimed != send.num_messages:  # an absent num_messages reads as its default, 1
         return pb.NotAllowedError, (
             f"malformed message: num_messages_in_batch {claimed} disagrees with the SEND's {send.num_messages}")
