@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pulsar
 import pytest
 from admin_http import http
+from rawclient import RawClient
+
+from magnetar.wire.entry import build_entry
+from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 EARLIEST = pulsar.MessageId.earliest
 
@@ -111,3 +116,24 @@ def test_a_batch_counts_as_the_same_sequence_id_before_and_after_a_crash(broker_
     broker.start()
     client = client_factory(broker.url)
     assert client.create_producer("dedup-batch-ids", producer_name="b").last_sequence_id() == live == 5
+
+
+def test_a_highest_sequence_id_below_the_sequence_id_is_ignored(broker_factory):
+    """Pulsar takes a SEND's highest_sequence_id only when it is at least its sequence_id:
+    the receipt and deduplication go by the larger id, so a resend of a lower id is a duplicate."""
+    broker = broker_factory("brokerDeduplicationEnabled=true")
+    raw = RawClient(broker.url)
+    raw.connect()
+    name = raw.create_producer("dedup-highest")
+
+    def send(sequence_id: int, highest: int | None) -> pb.CommandSendReceipt:
+        metadata = pb.MessageMetadata(producer_name=name, sequence_id=sequence_id, publish_time=int(time.time() * 1000))
+        send = pb.CommandSend(producer_id=0, sequence_id=sequence_id, highest_sequence_id=highest)
+        raw.command(pb.BaseCommand(type=pb.BaseCommand.SEND, send=send), build_entry(metadata, b"m"))
+        return raw.expect(pb.BaseCommand.SEND_RECEIPT).send_receipt
+
+    stored = send(10, 3)
+    assert (stored.sequence_id, stored.highest_sequence_id) == (10, 10)
+    duplicate = send(5, None)  # below the 10 stored: answered, not stored again
+    assert (duplicate.message_id.ledgerId, duplicate.message_id.entryId) == (2**64 - 1, 2**64 - 1)
+    raw.close()

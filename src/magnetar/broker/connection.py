@@ -450,7 +450,7 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         sequence_id = send.sequence_id
         num_messages = send.num_messages
         batch_size = num_messages if send.HasField("num_messages") else -1
-        highest = send.highest_sequence_id if send.HasField("highest_sequence_id") else sequence_id
+        highest = max(send.highest_sequence_id, sequence_id)  # Pulsar's rule: a lower highest id is ignored
         if producer.stage(_new_send(Send, (sequence_id, highest, payload, num_messages, batch_size))):
             self._staging.append(producer)
 
