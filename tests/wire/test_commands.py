@@ -1,5 +1,5 @@
-from magnetar.wire.commands import ReceiptEncoder, message, message_header
-from magnetar.wire.frames import FrameDecoder
+from magnetar.wire.commands import ReceiptEncoder, message_header, message_id_data
+from magnetar.wire.frames import FrameDecoder, encode_payload_command
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 
@@ -21,9 +21,11 @@ def test_a_message_header_and_its_entry_written_apart_make_the_joined_frame():
     """A large entry is written after its header as it is: the bytes on the wire must be
     those of the one-buffer frame, whatever the redelivery count and ack set."""
     entry = memoryview(b"\x0e\x01" + bytes(range(256)) * 300)
-    for extra in ((), (2,), (3, [0b1011, 7])):
-        joined = message(5, 9, 11, 2, entry, *extra)
-        header = message_header(5, 9, 11, 2, len(entry), *extra)
+    for redelivery_count, ack_set in ((0, []), (2, []), (3, [0b1011, 7])):
+        command = pb.CommandMessage(consumer_id=5, message_id=message_id_data(9, 11, 2),
+                                    redelivery_count=redelivery_count or None, ack_set=ack_set)
+        joined = encode_payload_command(pb.BaseCommand(type=pb.BaseCommand.MESSAGE, message=command), entry)
+        header = message_header(5, 9, 11, 2, len(entry), redelivery_count, ack_set)
         assert header + entry == joined
         (frame,) = FrameDecoder().feed(header + entry)
         assert frame.command.message.message_id.entryId == 11

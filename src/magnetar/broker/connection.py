@@ -237,12 +237,12 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         with it: it is written from the bytes storage read it into (frame_writes)."""
         data = entry.data if self.expose_entry_metadata else strip_broker_entry_metadata(entry.data)
         ledger_id, entry_id = entry.position
+        header = commands.message_header(consumer_id, ledger_id, entry_id, partition, len(data),
+                                         entry.redelivery_count, entry.ack_set)
         if len(data) < LARGE_FRAME:
-            self.send(commands.message(consumer_id, ledger_id, entry_id, partition, data, entry.redelivery_count,
-                                       entry.ack_set))
+            self.send(header + data)
             return
-        self.send(commands.message_header(consumer_id, ledger_id, entry_id, partition, len(data),
-                                          entry.redelivery_count, entry.ack_set))
+        self.send(header)
         self.send(data)
 
     def send_reached_end_of_topic(self, consumer_id: int) -> None:

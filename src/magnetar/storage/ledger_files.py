@@ -148,7 +148,6 @@ def scan_records(fd: int, start: int, file_size: int, max_records: int | None) -
     return offsets, pos
 
 
-
 def remove_files(directory: Path, ledger_id: int) -> None:
     for path in (data_path(directory, ledger_id), index_path(directory, ledger_id)):
         path.unlink(missing_ok=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from magnetar.wire.frames import FRAME_SIZES, encode_command, encode_payload_command, encode_payload_header
+from magnetar.wire.frames import FRAME_SIZES, encode_command, encode_payload_header
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -168,19 +168,6 @@ def active_consumer_change(consumer_id: int, is_active: bool) -> bytes:
     return encode_command(T(type=T.ACTIVE_CONSUMER_CHANGE, active_consumer_change=change))
 
 
-def message(
-    consumer_id: int,
-    ledger_id: int,
-    entry_id: int,
-    partition: int,
-    entry: bytes | memoryview,
-    redelivery_count: int = 0,
-    ack_set: Sequence[int] = (),
-) -> bytes:
-    cmd = _message_command(consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set)
-    return encode_payload_command(cmd, entry)
-
-
 def message_header(
     consumer_id: int,
     ledger_id: int,
@@ -190,20 +177,14 @@ def message_header(
     redelivery_count: int = 0,
     ack_set: Sequence[int] = (),
 ) -> bytes:
-    """A MESSAGE frame without its entry, for an entry large enough to be written apart."""
-    cmd = _message_command(consumer_id, ledger_id, entry_id, partition, redelivery_count, ack_set)
-    return encode_payload_header(cmd, entry_size)
-
-
-def _message_command(
-    consumer_id: int, ledger_id: int, entry_id: int, partition: int, redelivery_count: int, ack_set: Sequence[int]
-) -> pb.BaseCommand:
+    """A MESSAGE frame up to its entry, which follows it on the wire: joined to it for a small
+    entry, written apart (not copied) for a large one."""
     msg = pb.CommandMessage(consumer_id=consumer_id, message_id=message_id_data(ledger_id, entry_id, partition))
     if redelivery_count:
         msg.redelivery_count = redelivery_count
     if ack_set:
         msg.ack_set.extend(ack_set)
-    return T(type=T.MESSAGE, message=msg)
+    return encode_payload_header(T(type=T.MESSAGE, message=msg), entry_size)
 
 
 def last_message_id_response(
