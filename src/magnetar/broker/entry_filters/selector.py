@@ -1,15 +1,22 @@
 """Message selectors: SQL-92 conditions over message properties, as JMS selectors read.
 
     region = 'eu' AND version IN ('1', '2')
-    price BETWEEN 10 AND 20 OR name LIKE 'a\\_%' ESCAPE '\\'
-    NOT (tier IS NULL)
+    price * 1.2 BETWEEN 10 AND 20 OR name LIKE 'a\\_%' ESCAPE '\\'
+    NOT (tier IS NULL) AND urgent = TRUE
 
 A selector is parsed once (lark, an LALR grammar) and compiled into nested Python
 closures, so judging an entry is a few calls over a dict, never a parse. Properties are
-strings, as Pulsar's are: a comparison with a number literal reads the property as a
-number (no number, no match), one with a string literal compares text. A missing
-property is NULL, and NULL follows SQL's three-valued logic: it matches nothing but
-`IS NULL`, and `NOT` of unknown stays unknown.
+strings, as Pulsar's are, and take the type of what they meet: compared with (or added
+to) a number they are read as numbers, compared with TRUE/FALSE as booleans ('true' or
+'false', any case), else as text; a value that does not read as that type is unknown.
+A missing property is NULL, and NULL follows SQL's three-valued logic: it matches nothing
+but `IS NULL`, `NOT` of unknown stays unknown, unknown AND false is false, unknown OR true
+is true; an entry is selected only when the whole condition is true.
+
+Literals of different types in one comparison ('a' < 1), ordering booleans (TRUE < x) and
+a dangling or multi-character ESCAPE are refused when the selector is compiled, with a
+message saying so, rather than failing on every entry. A name may contain '-' and '.'
+(Pulsar property names do), so subtraction needs spaces: `n - 1`, not `n-1`.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ Properties = Mapping[str, str]
 #: A compiled condition: True, False, or None for SQL's unknown.
 Condition = Callable[[Properties], bool | None]
 Value = Callable[[Properties], Any]
+#: A compiled operand: its type (one of the four below) and how to get its value.
+Operand = tuple[str, Value]
+STRING, NUMBER, BOOLEAN, PROPERTY = "string", "number", "boolean", "property"
 
 _GRAMMAR = r"""
 ?start: or_expr
@@ -33,27 +43,34 @@ _GRAMMAR = r"""
 ?and_expr: not_expr (_AND not_expr)*
 ?not_expr: _NOT not_expr -> negation
          | predicate
-?predicate: operand COMPARATOR operand          -> comparison
-          | operand [NOT] _BETWEEN operand _AND operand -> between
-          | operand [NOT] _IN "(" literal ("," literal)* ")" -> membership
-          | operand [NOT] _LIKE STRING [_ESCAPE STRING] -> like
-          | operand _IS [NOT] _NULL             -> null_test
+?predicate: comparable COMPARATOR comparable    -> comparison
+          | sum BETWEEN sum _AND sum            -> between
+          | prop IN "(" literal ("," literal)* ")" -> membership
+          | prop LIKE STRING [_ESCAPE STRING]   -> like
+          | prop _IS [NOT] _NULL                -> null_test
           | "(" or_expr ")"
-          | TRUE -> true
-          | FALSE -> false
-?operand: IDENTIFIER -> prop
-        | literal
+          | boolean                             -> constant
+?comparable: sum | boolean
+?sum: product | sum ADDITIVE product            -> arithmetic
+?product: unary | product MULTIPLICATIVE unary  -> arithmetic
+?unary: ADDITIVE unary                          -> signed
+      | atom
+?atom: prop | literal | "(" sum ")"
+prop: IDENTIFIER
 ?literal: STRING -> string
         | NUMBER -> number
+boolean: TRUE | FALSE
 
 COMPARATOR: "=" | "<>" | "!=" | "<=" | ">=" | "<" | ">"
+ADDITIVE: "+" | "-"
+MULTIPLICATIVE: "*" | "/"
 _OR.2: /or\b/i
 _AND.2: /and\b/i
 _NOT.2: /not\b/i
 NOT.2: /not\b/i
-_BETWEEN.2: /between\b/i
-_IN.2: /in\b/i
-_LIKE.2: /like\b/i
+BETWEEN.2: /(not\s+)?between\b/i
+IN.2: /(not\s+)?in\b/i
+LIKE.2: /(not\s+)?like\b/i
 _ESCAPE.2: /escape\b/i
 _IS.2: /is\b/i
 _NULL.2: /null\b/i
@@ -67,19 +84,44 @@ NUMBER: /[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?/
 
 _KEYWORDS = frozenset({"AND", "OR", "NOT", "BETWEEN", "IN", "LIKE", "ESCAPE", "IS", "NULL", "TRUE", "FALSE"})
 _PARSER = Lark(_GRAMMAR, parser="lalr", propagate_positions=True)
+#: A property reads as a number when it is written as a selector's number literal is.
+_NUMBER_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_NO_PROPERTIES: Properties = {}
 
 
 class SelectorError(ValueError):
-    """A selector that does not parse; the message names the line and column."""
+    """A selector that does not parse or mixes types; the message says where or what."""
 
 
 def _number(text: str | None) -> float | None:
-    if text is None:
+    if text is None or _NUMBER_TEXT.fullmatch(text) is None:
         return None
-    try:
-        return float(text)
-    except ValueError:
-        return None
+    return float(text)
+
+
+def _boolean(text: str | None) -> bool | None:
+    lowered = text.lower() if text is not None else None
+    return True if lowered == "true" else False if lowered == "false" else None
+
+
+_READERS: dict[str, Callable[[str | None], Any]] = {NUMBER: _number, BOOLEAN: _boolean}
+
+
+def _as(operand: Operand, kind: str) -> Value:
+    """The operand's value as `kind`: a property is read as that type, a literal is one."""
+    operand_kind, getter = operand
+    reader = _READERS.get(kind)
+    if operand_kind == PROPERTY and reader is not None:
+        return lambda props: reader(getter(props))
+    return getter
+
+
+def _common_kind(operands: list[Operand], where: str) -> str:
+    """The type the operands are compared as; literals of two types are an error."""
+    kinds = sorted({kind for kind, _ in operands if kind != PROPERTY})
+    if len(kinds) > 1:
+        raise SelectorError(f"{where} compares a {kinds[0]} with a {kinds[1]}")
+    return kinds[0] if kinds else STRING
 
 
 def _and(left: Condition, right: Condition) -> Condition:
@@ -110,33 +152,74 @@ _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "=": lambda a, b: a == b, "<>": lambda a, b: a != b, "!=": lambda a, b: a != b,
     "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
 }
+_EQUALITY = frozenset({"=", "<>", "!="})
+
+
+def _divide(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+_ARITHMETIC: dict[str, Callable[[float, float], float | None]] = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": _divide,
+}
+
+
+def _at(token: Token) -> str:
+    return f"'{token!s}' at line {token.line}, column {token.column}"
+
+
+def _numeric(operand: Operand, token: Token) -> Value:
+    """An arithmetic operand: a number, or a property read as one."""
+    if operand[0] not in (NUMBER, PROPERTY):
+        raise SelectorError(f"{_at(token)} needs numbers, not a {operand[0]}")
+    return _as(operand, NUMBER)
 
 
 class _Compiler(Transformer):
-    """Parse tree -> closures. Operands compile to (kind, getter): kind says how to compare."""
+    """Parse tree -> closures: operands compile to (type, getter), conditions to Condition."""
 
-    def string(self, items: list[Token]) -> tuple[str, Value]:
+    def string(self, items: list[Token]) -> Operand:
         text = items[0][1:-1].replace("''", "'")
-        return "string", lambda _props: text
+        return STRING, lambda _props: text
 
-    def number(self, items: list[Token]) -> tuple[str, Value]:
+    def number(self, items: list[Token]) -> Operand:
         value = float(items[0])
-        return "number", lambda _props: value
+        return NUMBER, lambda _props: value
 
-    def prop(self, items: list[Token]) -> tuple[str, Value]:
+    def boolean(self, items: list[Token]) -> Operand:
+        value = items[0].type == "TRUE"
+        return BOOLEAN, lambda _props: value
+
+    def prop(self, items: list[Token]) -> Operand:
         name = str(items[0])
         if name.startswith('"'):
             name = name[1:-1].replace('""', '"')
         elif name.upper() in _KEYWORDS:
-            raise SelectorError(f"{name} at line {items[0].line}, column {items[0].column} is a keyword, not a "
-                                'property name (quote it: "name")')
-        return "property", lambda props: props.get(name)
+            raise SelectorError(f"{_at(items[0])} is a keyword, not a property name (quote it: \"name\")")
+        return PROPERTY, lambda props: props.get(name)
 
-    def true(self, _items: list[Token]) -> Condition:
-        return lambda _props: True
+    def constant(self, items: list[Operand]) -> Condition:
+        return items[0][1]
 
-    def false(self, _items: list[Token]) -> Condition:
-        return lambda _props: False
+    def signed(self, items: list[Any]) -> Operand:
+        sign, operand = items
+        value = _numeric(operand, sign)
+        if sign == "+":
+            return NUMBER, value
+
+        def negative(props: Properties) -> float | None:
+            v = value(props)
+            return None if v is None else -v
+        return NUMBER, negative
+
+    def arithmetic(self, items: list[Any]) -> Operand:
+        left, op, right = items
+        get_left, get_right, apply = _numeric(left, op), _numeric(right, op), _ARITHMETIC[str(op)]
+
+        def computed(props: Properties) -> float | None:
+            a, b = get_left(props), get_right(props)
+            return None if a is None or b is None else apply(a, b)
+        return NUMBER, computed
 
     def or_expr(self, items: list[Condition]) -> Condition:
         condition = items[0]
@@ -160,9 +243,11 @@ class _Compiler(Transformer):
 
     def comparison(self, items: list[Any]) -> Condition:
         left, op, right = items
+        kind = _common_kind([left, right], _at(op))
+        if kind == BOOLEAN and op not in _EQUALITY:
+            raise SelectorError(f"{_at(op)} orders booleans: only =, <> and != compare them")
         compare = _OPERATORS[str(op)]
-        numeric = "number" in (left[0], right[0])
-        get_left, get_right = _coerced(left, numeric), _coerced(right, numeric)
+        get_left, get_right = _as(left, kind), _as(right, kind)
 
         def compared(props: Properties) -> bool | None:
             a, b = get_left(props), get_right(props)
@@ -170,35 +255,44 @@ class _Compiler(Transformer):
         return compared
 
     def between(self, items: list[Any]) -> Condition:
-        value, negate, low, high = items
-        numeric = "number" in (value[0], low[0], high[0])
-        get_value, get_low, get_high = (_coerced(x, numeric) for x in (value, low, high))
+        value, operator, low, high = items
+        negate = _negated(operator)
+        kind = _common_kind([value, low, high], "BETWEEN")
+        get_value, get_low, get_high = (_as(x, kind) for x in (value, low, high))
 
         def within(props: Properties) -> bool | None:
+            # v BETWEEN lo AND hi is lo <= v AND v <= hi, three-valued: one side false is enough.
             v, lo, hi = get_value(props), get_low(props), get_high(props)
-            if v is None or lo is None or hi is None:
-                return None
-            return (lo <= v <= hi) != bool(negate)
+            above = None if v is None or lo is None else lo <= v
+            below = None if v is None or hi is None else v <= hi
+            inside = False if above is False or below is False else None if above is None or below is None else True
+            return None if inside is None else inside != negate
         return within
 
     def membership(self, items: list[Any]) -> Condition:
-        value, negate, *choices = items
-        texts = {str(getter({})) if kind == "string" else _number_text(getter({})) for kind, getter in choices}
-        get_value = value[1]
+        value, operator, *choices = items
+        negate = _negated(operator)
+        texts = {getter(_NO_PROPERTIES) for kind, getter in choices if kind == STRING}
+        numbers = {getter(_NO_PROPERTIES) for kind, getter in choices if kind == NUMBER}
+        get_text = value[1]
 
         def member(props: Properties) -> bool | None:
-            v = get_value(props)
-            return None if v is None else (str(v) in texts) != bool(negate)
+            text = get_text(props)
+            if text is None:
+                return None
+            found = text in texts or (bool(numbers) and _number(text) in numbers)
+            return found != negate
         return member
 
     def like(self, items: list[Any]) -> Condition:
-        value, negate, pattern, escape = items
-        regex = _like_regex(pattern[1:-1].replace("''", "'"), escape[1:-1] if escape is not None else None)
+        value, operator, pattern, escape = items
+        negate = _negated(operator)
+        regex = _like_regex(_unquote(pattern), _escape_character(escape))
         get_value = value[1]
 
         def matches(props: Properties) -> bool | None:
             v = get_value(props)
-            return None if v is None else (regex.fullmatch(str(v)) is not None) != bool(negate)
+            return None if v is None else (regex.fullmatch(v) is not None) != negate
         return matches
 
     def null_test(self, items: list[Any]) -> Condition:
@@ -207,23 +301,36 @@ class _Compiler(Transformer):
         return lambda props: (get_value(props) is None) != bool(negate)
 
 
-def _coerced(operand: tuple[str, Value], numeric: bool) -> Value:
-    kind, getter = operand
-    if numeric and kind == "property":
-        return lambda props: _number(getter(props))
-    return getter
+def _negated(operator: Token) -> bool:
+    """Whether BETWEEN, IN or LIKE came as NOT BETWEEN, NOT IN or NOT LIKE (one token each,
+    so that `name NOT` is not read as the start of either before the parser sees which)."""
+    return operator[:3].upper() == "NOT"
 
 
-def _number_text(value: float) -> str:
-    return str(int(value)) if value.is_integer() else repr(value)
+def _unquote(token: Token) -> str:
+    return token[1:-1].replace("''", "'")
+
+
+def _escape_character(token: Token | None) -> str | None:
+    if token is None:
+        return None
+    escape = _unquote(token)
+    if len(escape) != 1:
+        raise SelectorError(f"ESCAPE {_at(token)} must be one character")
+    return escape
 
 
 def _like_regex(pattern: str, escape: str | None) -> re.Pattern[str]:
+    """LIKE's pattern as a regex: % any run, _ any one character, the escape character
+    making the next one literal (it may not end the pattern)."""
     parts: list[str] = []
     chars = iter(pattern)
     for char in chars:
         if escape is not None and char == escape:
-            parts.append(re.escape(next(chars, "")))
+            escaped = next(chars, None)
+            if escaped is None:
+                raise SelectorError(f"LIKE pattern {pattern!r} ends with its escape character {escape!r}")
+            parts.append(re.escape(escaped))
         elif char == "%":
             parts.append(".*")
         elif char == "_":
@@ -247,8 +354,6 @@ def compile_selector(text: str) -> Condition:
         if isinstance(exc.orig_exc, SelectorError):
             raise exc.orig_exc from None
         raise
-    if isinstance(condition, tuple):  # a bare operand is no condition
-        raise SelectorError(f"selector {text!r} is a value, not a condition")
     return condition  # type: ignore[no-any-return]
 
 
