@@ -17,7 +17,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 PROPS = {
     "region": "eu", "n": "5", "price": "12.5", "neg": "-3", "big": "1e3", "word": "five",
     "flag": "true", "off": "FALSE", "name": "a_b%c", "quote": "it's", "empty": "", "lines": "a\nb",
-    "my-key.v2": "dashed", "AND": "quoted keyword",
+    "my-key.v2": "dashed", "AND": "quoted keyword", "under": "1_000", "inf": "inf", "padded": " 5",
 }
 T, F, U = True, False, None
 
@@ -38,6 +38,8 @@ def table(*rows: tuple[str, bool | None]) -> pytest.MarkDecorator:
     ("n > -5", T), ("5 = n", T), ("6 > n", T), ("1 < 2", T), ("2 < 1", F),
     # a property that is no number compared with one is unknown, whatever the operator
     ("word = 5", U), ("word <> 5", U), ("word > 5", U), ("empty = 0", U), ("region < 1", U),
+    # ... and a number is what a number literal may be written as: not Python's float() spellings
+    ("under = 1000", U), ("inf > 0", U), ("padded = 5", U),
     # text, as Python (and Java) order it
     ("region = 'eu'", T), ("region = 'EU'", F), ("region <> 'us'", T), ("region <> 'eu'", F),
     ("region < 'fr'", T), ("region > 'fr'", F), ("quote = 'it''s'", T), ("empty = ''", T), ("n = '5'", T),
