@@ -15,6 +15,9 @@ from magnetar.storage import ManagedLedgerFactory, Position
 from magnetar.storage.compacted_ledger import CompactedLedgerStore
 
 NS = "public/default"
+#: A compacted batch's dropped slot, by the protobuf encoding rules rather than from the code:
+#: [size = 4][SingleMessageMetadata: payload_size (field 3) = 0, compacted_out (field 4) = true].
+PLACEHOLDER = b"\x00\x00\x00\x04" + b"\x18\x00" + b"\x20\x01"
 
 
 def topic_path(admin_url: str, topic: str) -> str:

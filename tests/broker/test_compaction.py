@@ -8,11 +8,10 @@ import json
 import pulsar
 import pytest
 from admin_http import get_json, http
-from compaction_helpers import compact, drain, kv, status, stored_compacted, topic_path
+from compaction_helpers import PLACEHOLDER, compact, drain, kv, status, stored_compacted, topic_path
 from polling import wait_for
 
 from magnetar.wire.batch import decode_batch
-from magnetar.wire.compaction import PLACEHOLDER
 from magnetar.wire.compression import decompress
 from magnetar.wire.entry import parse_entry, peek_broker_entry_metadata
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -116,6 +115,26 @@ def test_topic_ending_in_tombstones(broker, client_factory, batched):
     assert kv(got) == [("a", b"1")]
     if batched:
         assert got[0].message_id().batch_index() == 0
+
+
+@pytest.mark.parametrize(("batched", "compression"), [(True, pulsar.CompressionType.NONE),
+                                                       (True, pulsar.CompressionType.LZ4),
+                                                       (False, pulsar.CompressionType.NONE),
+                                                       (False, pulsar.CompressionType.ZSTD)],
+                         ids=["batched", "batched-lz4", "unbatched", "unbatched-zstd"])
+def test_an_empty_value_deletes_its_key(broker, client_factory, batched, compression):
+    """send(b"") is a tombstone too (docs/compaction.md), not only send(None): with batching
+    its slot says payload_size 0; without, a compressed empty value still has bytes, and
+    only uncompressed_size says it is empty."""
+    client = client_factory(broker.url)
+    topic = f"empty-tombs-{batched}-{compression}"
+    producer = client.create_producer(topic, batching_enabled=batched, compression_type=compression)
+    for key, value in [("a", b"1"), ("b", b"2"), ("a", b""), ("c", b"3"), ("c", b"")]:
+        producer.send_async(value, None, partition_key=key)
+    producer.flush()
+    compact(broker.admin_url, topic)
+    assert kv(drain(compacted_reader(client, topic))) == [("b", b"2")]
+    assert len(drain(client.create_reader(topic, EARLIEST))) == 5  # the topic itself keeps them all
 
 
 def test_every_key_deleted_reads_nothing(broker, client_factory):
