@@ -1,12 +1,21 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
+from hypothesis import settings
 from standalone import Standalone
+
+# Hypothesis' default deadline (200 ms an example) fails a test whenever a loaded machine is
+# slow, which says nothing about the code; pytest-timeout still bounds each test. Mutation
+# runs (docs/testing.md) draw the same examples every time, so a mutant's verdict is stable.
+settings.register_profile("magnetar", deadline=None)
+settings.register_profile("mutation", deadline=None, derandomize=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "magnetar"))
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import time
 
@@ -44,18 +45,19 @@ def test_a_frame_trickled_byte_by_byte_is_cut_off(broker_factory, client_factory
         raw = RawClient(broker.url)
         raw.connect()
         frame = struct.pack(">II", 1000, 996) + b"\x08" * 996
-        started = time.monotonic()
-        for byte in frame:
+        deadline = time.monotonic() + 60  # generous: the cut-off comes after 2 keep-alive intervals
+        for byte in frame:  # ~330 s to send it all: it must be cut off long before
             try:
                 raw.write(bytes([byte]))
             except OSError:
                 break
             if closed(raw, 0.3):
                 break
-            assert time.monotonic() - started < 15, "a trickling connection was never closed"
-        elapsed = time.monotonic() - started
-        assert elapsed < 6, f"closed only after {elapsed:.1f}s"
+            assert time.monotonic() < deadline, "a trickling connection was never closed"
         raw.close()
+        # closed by keep-alive: bytes that never make a frame are no sign of life, so the PING
+        # goes unanswered (or the frame stays unfinished for two intervals)
+        assert re.search(r"(did not answer a ping|left a frame unfinished) .*; closing", broker.log())
         traffic.wait_progress()
     finally:
         traffic.stop()

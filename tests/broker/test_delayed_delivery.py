@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pulsar
 import pytest
+from polling import wait_for
 
 SHARED = pulsar.ConsumerType.Shared
 TICK_MS = 100
@@ -213,10 +214,14 @@ def test_stats_count_delayed_not_available(broker, client_factory):
     for _ in range(3):
         producer.send(b"d", deliver_after=timedelta(seconds=30))
     producer.send(b"now")
-    time.sleep(0.5)
-    with urllib.request.urlopen(f"{broker.admin_url}/admin/v2/persistent/public/default/delay-stats/stats") as response:
-        stats = json.load(response)["subscriptions"]["sub"]
-    assert stats["msgDelayed"] == 3
+
+    def sub_stats() -> dict:
+        url = f"{broker.admin_url}/admin/v2/persistent/public/default/delay-stats/stats"
+        with urllib.request.urlopen(url) as response:
+            return json.load(response)["subscriptions"]["sub"]
+    # the dispatcher reads the entries into its tracker shortly after they are stored
+    assert wait_for(lambda: sub_stats()["msgDelayed"] == 3), sub_stats()
+    stats = sub_stats()
     assert stats["msgBacklogNoDelayed"] == stats["msgBacklog"] - 3
 
 

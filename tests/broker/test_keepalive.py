@@ -24,16 +24,19 @@ def fast_broker(broker_factory):
     return broker_factory(f"keepAliveIntervalSeconds={INTERVAL}")
 
 
-def test_silent_peer_is_closed_within_a_few_intervals(fast_broker):
+#: How long a test waits for what keep-alive does within a few intervals: generous, since a
+#: loaded machine delays it, and the reason logged says it was keep-alive that acted.
+PATIENCE = 30 * INTERVAL
+
+
+def test_silent_peer_is_closed_for_not_answering_a_ping(fast_broker):
     raw = RawClient(fast_broker.url)
     raw.connect()
-    start = time.monotonic()
-    first = raw.next_frame(5 * INTERVAL, skip_pings=False)
+    first = raw.next_frame(PATIENCE, skip_pings=False)
     assert first is not None and first.command.type == T.PING
-    assert raw.closed_by_peer(5 * INTERVAL, answer_pings=False)
-    assert time.monotonic() - start < 5 * INTERVAL
+    assert raw.closed_by_peer(PATIENCE, answer_pings=False)
     raw.close()
-    assert "did not answer a ping" in fast_broker.log()
+    assert f"did not answer a ping within {INTERVAL}s; closing" in fast_broker.log()
 
 
 def test_peer_that_answers_pings_stays_open(fast_broker):
@@ -67,10 +70,9 @@ def test_broker_answers_ping_with_pong(broker):
 def test_handshake_not_completed_is_closed(fast_broker, sent):
     raw = RawClient(fast_broker.url)
     raw.write(sent)
-    start = time.monotonic()
-    assert raw.closed_by_peer(5 * INTERVAL, answer_pings=False)
-    assert time.monotonic() - start < 5 * INTERVAL
+    assert raw.closed_by_peer(PATIENCE, answer_pings=False)
     raw.close()
+    assert f"did not complete the handshake within {INTERVAL}s; closing" in fast_broker.log()
 
 
 def test_official_client_survives_fast_keepalive(fast_broker, client_factory):
@@ -93,6 +95,6 @@ def test_half_open_socket_does_not_block_others(fast_broker, client_factory):
     raw.connect()
     raw.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     producer = client_factory(fast_broker.url).create_producer("bystander")
-    assert raw.closed_by_peer(5 * INTERVAL, answer_pings=False)
+    assert raw.closed_by_peer(PATIENCE, answer_pings=False)
     producer.send(b"fine")
     raw.close()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 
 import pytest
+from polling import wait_for_async
 
 from magnetar.client import errors
 from magnetar.client.aio import Client
@@ -99,9 +99,12 @@ def test_keep_alive_drops_a_silent_broker_and_reconnects():
         async with Stub(handler, answer_pings=False) as stub, \
                 Client(stub.url, operation_timeout_seconds=5, keep_alive_interval_seconds=0.2) as client:
             await client.create_producer("quiet")
-            await asyncio.sleep(1.2)
-            assert stub.connections >= 2  # dropped after two silent intervals, then back
-            producers = [c.producer for c in stub.seen if c.type == T.PRODUCER]
+
+            def producers_seen() -> list[pb.CommandProducer]:
+                return [c.producer for c in stub.seen if c.type == T.PRODUCER]
+            # dropped after two silent intervals, then back, with its producer
+            assert await wait_for_async(lambda: stub.connections >= 2 and len(producers_seen()) >= 2)
+            producers = producers_seen()
             assert [p.epoch for p in producers][:2] == [0, 1]
             assert producers[1].producer_name == "stub-producer"
 
@@ -116,10 +119,8 @@ def test_operation_timeout_and_send_timeout():
 
     async def scenario():
         async with Stub(handler) as stub, Client(stub.url, operation_timeout_seconds=0.5) as client:
-            start = time.monotonic()
-            with pytest.raises(errors.Timeout):
+            with pytest.raises(errors.Timeout, match="within the operation timeout"):
                 await client.subscribe("t", "sub")
-            assert time.monotonic() - start < 3
             producer = await client.create_producer("t", send_timeout_millis=300)
             assert producer.last_sequence_id() == 41
             with pytest.raises(errors.Timeout):

@@ -112,7 +112,7 @@ def test_truncated_records_behind_a_valid_crc_are_refused() -> None:
         _messages(bytes(plain))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(st.data())
 def test_damaged_records_behind_a_valid_crc_decode_or_fail_clearly(data) -> None:
     """Records are parsed by hand: whatever bytes a writer (or a bug) puts behind a correct CRC,

@@ -7,13 +7,14 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from optional import optional_module
 
-pytest.importorskip("pyspark")
-pytest.importorskip("pyarrow")
+optional_module("pyspark")
+optional_module("pyarrow")
 
-from pyspark.sql import SparkSession
+from pyspark.sql import SparkSession  # noqa: E402 (after the check above)
 
-import magnetar.spark
+import magnetar.spark  # noqa: E402
 
 
 @pytest.fixture(scope="module")

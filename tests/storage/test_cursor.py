@@ -190,7 +190,7 @@ def test_long_contiguous_acks_use_one_range(ml):
     assert len(cursor.snapshot()) < 200
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     ops=st.lists(
         st.one_of(

@@ -5,10 +5,10 @@ import os
 import random
 import struct
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from polling import wait_for
 
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position, layout
 from magnetar.storage.file_pool import FilePool
@@ -202,7 +202,8 @@ def test_concurrent_readers_never_see_wrong_data_while_files_are_evicted(open_fa
     threads += [threading.Thread(target=guarded, args=(read, r)) for r in range(2)]
     for thread in threads:
         thread.start()
-    time.sleep(2.0)
+    # enough reads and rollovers to have evicted and reopened files many times over
+    wait_for(lambda: stop.is_set() or (min(reads) > 100 and len(positions[0]) > 20), timeout=120)
     stop.set()
     for thread in threads:
         thread.join(10)

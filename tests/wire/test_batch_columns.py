@@ -8,8 +8,10 @@ import struct
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from optional import optional_module
 
 from magnetar.wire.batch import batch_header_offsets, decode_batch, encode_batch, metadata_columns
+from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 
@@ -94,8 +96,10 @@ def _single_metadata(spec: dict) -> pb.SingleMessageMetadata:
 
 
 def _rows(entries: list[bytes], columnar: bool) -> object:
-    rows = pytest.importorskip("magnetar.spark.rows")
-    pulsar_batch = pytest.importorskip("magnetar.formats.pulsar_batch")
+    optional_module("pyarrow")
+    from magnetar.formats import pulsar_batch  # noqa: PLC0415 (needs pyarrow)
+    from magnetar.spark import rows  # noqa: PLC0415
+
     with pytest.MonkeyPatch.context() as patch:
         if not columnar:
             patch.setattr(pulsar_batch, "columns_of_batch", lambda *_: None)
@@ -109,12 +113,9 @@ _plain = st.builds(lambda m: m | {"key": None, "props": {}}, _message)
 _batch = st.one_of(st.lists(_message, min_size=1, max_size=12), st.lists(_plain, min_size=1, max_size=12))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(st.lists(_batch, min_size=1, max_size=4), st.booleans())
 def test_columnar_rows_equal_message_by_message_rows(batches, repeat_a_field) -> None:
-    pytest.importorskip("pyarrow")
-    from magnetar.wire.entry import build_entry  # noqa: PLC0415
-
     entries = []
     for n, batch in enumerate(batches):
         payload = encode_batch([(_single_metadata(m), m["value"]) for m in batch])
@@ -131,18 +132,17 @@ def test_columnar_rows_equal_message_by_message_rows(batches, repeat_a_field) ->
 
 
 def test_the_common_batch_takes_the_columnar_path(monkeypatch) -> None:
-    processor = pytest.importorskip("magnetar.formats.processor")
+    optional_module("pyarrow")
+    from magnetar.formats import processor, pulsar_batch  # noqa: PLC0415 (needs pyarrow)
+
     smms = [pb.SingleMessageMetadata(sequence_id=i, partition_key="k" * (i % 2)) for i in range(50)]
     payload = encode_batch([(smm, b"v" * 300) for smm in smms])
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=50)
     monkeypatch.setattr(processor, "decode_batch", None)  # calling it would fail
-    assert pytest.importorskip("magnetar.formats.pulsar_batch").columns_of_batch(metadata, payload, 50) is not None
+    assert pulsar_batch.columns_of_batch(metadata, payload, 50) is not None
 
 
 def test_rows_of_a_batch_repeating_a_field_pair_values_with_their_message() -> None:
-    pytest.importorskip("pyarrow")
-    from magnetar.wire.entry import build_entry  # noqa: PLC0415
-
     first = pb.SingleMessageMetadata(payload_size=1, sequence_id=1).SerializeToString() + b"\x40\x02"
     second = pb.SingleMessageMetadata(payload_size=1).SerializeToString()
     payload = b"".join(struct.pack(">I", len(smm)) + smm + b"v" for smm in (first, second))
@@ -160,8 +160,8 @@ def test_a_negative_payload_size_is_no_offset() -> None:
 
 
 def test_record_batches_are_bounded_by_bytes_too(monkeypatch) -> None:
-    rows = pytest.importorskip("magnetar.spark.rows")
-    from magnetar.wire.entry import build_entry  # noqa: PLC0415
+    optional_module("pyarrow")
+    from magnetar.spark import rows  # noqa: PLC0415 (needs pyarrow)
 
     payload = encode_batch([(pb.SingleMessageMetadata(sequence_id=i), bytes(1000)) for i in range(10)])
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=10)
