@@ -22,6 +22,13 @@ PROPS = {
 T, F, U = True, False, None
 
 
+@pytest.fixture(autouse=True)
+def fresh_compilation():
+    """Every test compiles its selectors itself: compile_selector caches them, and a cached
+    condition would hide a change to the compiler (mutation runs fork after a first run)."""
+    compile_selector.cache_clear()
+
+
 def judge(selector: str, props: dict[str, str] | None = None) -> bool | None:
     return compile_selector(selector)(PROPS if props is None else props)
 
@@ -104,8 +111,9 @@ def test_in(selector, expected):
     ("lines LIKE 'a_b'", T), ("lines LIKE 'a%'", T), ("quote LIKE 'it''_'", T),
     # regex characters are literal
     ("name LIKE 'a.b%'", F), ("price LIKE '12.5'", T), ("price LIKE '12_5'", T), ("region LIKE '[e]u'", F),
-    # ESCAPE makes % and _ (and itself) literal
-    ("name LIKE 'a\\_b\\%c' ESCAPE '\\'", T), ("name LIKE 'a!_b!%c' ESCAPE '!'", T), ("n LIKE '!5' ESCAPE '!'", T),
+    # ESCAPE makes % and _ (and itself) literal (no backslash in these ids: mutmut reruns tests
+    # by node id, and pytest finds one with a backslash only in a fresh process)
+    ("name LIKE 'a#_b#%c' ESCAPE '#'", T), ("name LIKE 'a!_b!%c' ESCAPE '!'", T), ("n LIKE '!5' ESCAPE '!'", T),
     ("region LIKE 'e!_' ESCAPE '!'", F), ("name LIKE 'a_b%' ESCAPE '!'", T), ("name LIKE '%!%%' ESCAPE '!'", T),
     ("region LIKE '%!%%' ESCAPE '!'", F), ("quote LIKE 'it!''s' ESCAPE '!'", T),
     ("missing LIKE '%'", U), ("missing NOT LIKE '%'", U),
