@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from magnetar.wire.entry import build_entry, validate_publishable
+from magnetar.wire.entry import add_broker_entry_metadata, build_entry, validate_publishable
 from magnetar.wire.errors import ChecksumError, WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -56,13 +56,16 @@ def test_the_smallest_batched_message_is_six_bytes():
     assert len(encode_batch([(pb.SingleMessageMetadata(), b"")])) == SMALLEST
 
 
-def test_the_checksum_is_checked_only_when_asked():
-    entry = bytearray(build_entry(metadata(), b"payload"))
-    entry[-1] ^= 0xFF  # the payload no longer matches its CRC32C
-    assert validate_publishable(bytes(entry)) == metadata()
-    assert validate_publishable(bytes(entry), checksum=False) == metadata()
+@pytest.mark.parametrize("prefixed", [False, True], ids=["as-sent", "with-broker-entry-metadata"])
+def test_the_checksum_is_checked_only_when_asked(prefixed):
+    entry = build_entry(metadata(), b"payload")
+    if prefixed:  # the general path of the reader, not the producer's fast one
+        entry = add_broker_entry_metadata(entry, pb.BrokerEntryMetadata(broker_timestamp=1, index=2))
+    entry = entry[:-1] + bytes([entry[-1] ^ 0xFF])  # the payload no longer matches its CRC32C
+    assert validate_publishable(entry) == metadata()
+    assert validate_publishable(entry, checksum=False) == metadata()
     with pytest.raises(ChecksumError):
-        validate_publishable(bytes(entry), checksum=True)
+        validate_publishable(entry, checksum=True)
     plain = build_entry(metadata(), b"payload", checksum=False)  # none stored: nothing to check
     assert validate_publishable(plain, checksum=True) == metadata()
 
