@@ -15,8 +15,9 @@ import pytest
 from compaction_helpers import PLACEHOLDER
 
 from magnetar.broker.compaction import CompactionOptions
+from magnetar.broker.compaction.compactor import CompactionCancelled
 from magnetar.broker.compaction.service import BuiltinCompactionService
-from magnetar.storage import ManagedLedgerFactory, Position
+from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from magnetar.wire.batch import decode_batch, encode_batch
 from magnetar.wire.compression import compress, decompress
 from magnetar.wire.entry import build_entry, parse_entry
@@ -69,9 +70,10 @@ def single(seq: int, msg: Msg, codec: int = pb.NONE) -> bytes:
     return build_entry(md, value)
 
 
-def batch(seq: int, msgs: list[Msg], codec: int = pb.LZ4) -> bytes:
+def batch(seq: int, msgs: list[Msg], codec: int = pb.LZ4, retained: list[int] | None = None) -> bytes:
+    """A batch as a producer sends it; `retained` sets field 31, as a compactor writes it."""
     plain = encode_batch([(m.single(), m.value or b"") for m in msgs])
-    md = _metadata(seq, num_messages_in_batch=len(msgs))
+    md = _metadata(seq, num_messages_in_batch=len(msgs), compacted_batch_indexes=retained or [])
     if codec != pb.NONE:
         md.compression, md.uncompressed_size = codec, len(plain)
     first_key = msgs[0].key
@@ -177,6 +179,10 @@ S = Msg  # short, for the tables
     ("batch-null-deletes", [batch(0, [S("a", b"1"), S("b", b"2"), S("a", None)])], [(0, 1, "b", b"2")]),
     ("batch-empty-deletes", [batch(0, [S("a", b"1"), S("b", b"2"), S("a", b"")])], [(0, 1, "b", b"2")]),
     ("batch-empty-deletes-uncompressed", [batch(0, [S("a", b"1"), S("a", b"")], pb.NONE)], []),
+    ("uncompressed-batch-kept-in-part", [batch(0, [S("a", b"1"), S("a", b"2"), S("b", b"1")], pb.NONE)],
+     [(0, 1, "a", b"2"), (0, 2, "b", b"1")]),
+    ("field-31-leaves-out-the-rest", [batch(0, [S("a", b"1"), S("b", b"1"), S("c", b"1")], retained=[1])],
+     [(0, 1, "b", b"1")]),
     ("batch-kept-whole", [batch(0, [S("a", b"1"), S("b", b"2")], pb.ZLIB)],
      [(0, 0, "a", b"1"), (0, 1, "b", b"2")]),
     ("batch-keyless-dropped", [batch(0, [S(None, b"x"), S("a", b"1"), S("a", b"2", null_key=True)])],
@@ -238,3 +244,28 @@ def test_a_second_run_keeps_the_first_runs_survivors_unless_overwritten(topic):
     assert topic.compact() == [(0, 0, "a", b"1"), (1, -1, "d", b"1"), (3, 1, "e", b"1")]
     topic.append(single(4, S("a", b"2")))
     assert topic.compact() == [(1, -1, "d", b"1"), (3, 1, "e", b"1"), (4, -1, "a", b"2")]
+
+
+def test_progress_goes_from_0_to_1_through_both_phases_and_a_close_cancels(tmp_path):
+    """Progress (the admin API's `progress`) is reported every 1024 entries of each phase:
+    from 0 to 0.5 reading, 0.5 to 1 writing, never backwards; a service closed meanwhile
+    stops at the next report with nothing put in force."""
+    config = ManagedLedgerConfig(sync_data=False)
+    with ManagedLedgerFactory(tmp_path / "data", config) as factory:
+        ledger = factory.open(NAME)
+        for i in range(3000):
+            ledger.append_sync(single(i, S(f"k{i % 7}", b"v%d" % i)))
+        svc = BuiltinCompactionService(ledger, factory, CompactionOptions())
+        reported: list[float] = []
+        result = svc.compact(reported.append)
+        assert (result.entries_read, result.entries_written, result.keys) == (3000, 7, 7)
+        assert reported == sorted(reported) and 0 < reported[0] < 0.5 and reported[-1] <= 1.0
+        assert 0.5 in reported and len(reported) >= 3
+
+        for i in range(3000, 6000):
+            ledger.append_sync(single(i, S("k", b"x")))
+        closing = BuiltinCompactionService(ledger, factory, CompactionOptions())
+        with pytest.raises(CompactionCancelled):
+            closing.compact(lambda _fraction: closing.close())
+        assert BuiltinCompactionService(ledger, factory, CompactionOptions()).last_compacted_position() \
+            == result.horizon  # the first run's compaction is still the one in force

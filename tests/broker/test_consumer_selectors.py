@@ -168,15 +168,16 @@ def test_sticky_ranges_that_are_invalid_or_taken_are_refused(ranges, reason):
 
 def test_sticky_ranges_next_to_each_other_are_fine():
     selector = StickyKeyConsumerSelector(sticky((0, 0)))
-    for i, (start, end) in enumerate([(0, 149), (150, 300), (301, 65535)]):
+    for i, (start, end) in enumerate([(0, 149), (150, 300), (301, 301), (302, 65535)]):
         selector.add(Member(f"m{i}", key_shared_meta=sticky((start, end))))
     assert None not in owners(selector)
 
 
 def test_a_sticky_consumer_without_meta_is_refused():
     selector = StickyKeyConsumerSelector(sticky((0, 0)))
-    with pytest.raises(BrokerServiceError, match="needs hash ranges"):
+    with pytest.raises(BrokerServiceError) as refused:
         selector.add(Member("bare"))
+    assert refused.value.message == "Key_Shared STICKY mode needs hash ranges"
 
 
 def test_round_robin_takes_turns_and_skips_who_cannot_receive():
@@ -208,6 +209,8 @@ def test_failover_elects_by_priority_then_name_and_spreads_partitions():
     rng.shuffle(shuffled)
     assert [choose_active(shuffled, p).name for p in range(4)] == ["c", "d", "c", "d"]
     assert choose_active([m for m in members if m.priority_level == 1], 1).name == "b"
+    alone_on_top = [Member("z", priority_level=0), Member("x", priority_level=5), Member("y", priority_level=5)]
+    assert [choose_active(alone_on_top, p).name for p in range(3)] == ["z", "z", "z"]
 
 
 def test_exclusive_takes_one_consumer_only():
@@ -217,3 +220,4 @@ def test_exclusive_takes_one_consumer_only():
     with pytest.raises(BrokerServiceError) as refused:
         check_exclusive(pb.CommandSubscribe.Exclusive, [Member("a")])
     assert refused.value.code == pb.ConsumerBusy
+    assert refused.value.message == "Exclusive consumer is already connected"

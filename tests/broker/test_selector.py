@@ -17,7 +17,8 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 PROPS = {
     "region": "eu", "n": "5", "price": "12.5", "neg": "-3", "big": "1e3", "word": "five",
     "flag": "true", "off": "FALSE", "name": "a_b%c", "quote": "it's", "empty": "", "lines": "a\nb",
-    "my-key.v2": "dashed", "AND": "quoted keyword", "under": "1_000", "inf": "inf", "padded": " 5",
+    "my-key.v2": "dashed", "AND": "quoted keyword", 'say "hi"': "quoted",
+    "under": "1_000", "inf": "inf", "padded": " 5",
 }
 T, F, U = True, False, None
 
@@ -54,11 +55,13 @@ def table(*rows: tuple[str, bool | None]) -> pytest.MarkDecorator:
     # booleans: 'true'/'false' in any case read as booleans, anything else is unknown
     ("flag = TRUE", T), ("flag = true", T), ("flag = FALSE", F), ("flag <> FALSE", T), ("off = FALSE", T),
     ("off = TRUE", F), ("TRUE = flag", T), ("region = TRUE", U), ("n <> FALSE", U), ("TRUE = TRUE", T),
-    ("TRUE <> FALSE", T), ("flag = 1", U), ("TRUE", T), ("FALSE", F), ("(TRUE)", T), ("NOT FALSE", T),
+    ("TRUE <> FALSE", T), ("flag = 1", U),
+    ("missing = TRUE", U), ("NOT missing = FALSE", U), ("TRUE", T), ("FALSE", F), ("(TRUE)", T), ("NOT FALSE", T),
     # two properties: compared as text
     ("region = region", T), ("n = price", F), ("flag <> off", T),
     # names: dots and dashes belong to a name; a quoted name may be a keyword
     ("\"my-key.v2\" = 'dashed'", T), ("my-key.v2 = 'dashed'", T), ("\"AND\" = 'quoted keyword'", T),
+    ("\"say \"\"hi\"\"\" = 'quoted'", T),
     # keywords in any case
     ("region = 'eu' and n = 5", T), ("region = 'us' Or n = 5", T), ("not region = 'eu'", F),
 )
@@ -193,6 +196,7 @@ def test_a_message_is_selected_only_when_the_condition_is_true():
     ("flag < TRUE", "'<' at line 1, column 6 orders booleans"),
     ("'a' + 1 = 2", "'+' at line 1, column 5 needs numbers, not a string"),
     ("-'a' = 1", "needs numbers, not a string"),
+    ("n + 'a' = 1", "'+' at line 1, column 3 needs numbers, not a string"),
     ("region LIKE 'e%' ESCAPE ''", "must be one character"),
     ("region LIKE 'e%' ESCAPE '!!'", "ESCAPE ''!!'' at line 1, column 25 must be one character"),
     ("region LIKE 'e!' ESCAPE '!'", "ends with its escape character"),

@@ -163,12 +163,24 @@ def test_an_id_of_no_entry_is_refused_and_changes_nothing(ledger, p, kind):
 
 
 @pytest.mark.parametrize("kind", [CUMULATIVE, INDIVIDUAL])
-def test_an_id_before_every_entry_is_acknowledged_already(ledger, p, kind):
+@pytest.mark.parametrize("entry_id", [7, 0, -1])
+def test_an_id_before_every_entry_is_acknowledged_already(ledger, p, kind, entry_id):
     sub = subscription(ledger)
     sub.acknowledge(consumer(), ack(INDIVIDUAL, mid(p[0])))
     before = sub.cursor.mark_delete_position
-    assert sub.acknowledge(consumer(), ack(kind, mid(Position(p[0].ledger_id - 1, 7)))) is None
+    assert sub.acknowledge(consumer(), ack(kind, mid(Position(p[0].ledger_id - 1, entry_id)))) is None
     assert sub.cursor.mark_delete_position == before and sub.backlog() == 11
+
+
+@pytest.mark.parametrize("kind", [CUMULATIVE, INDIVIDUAL])
+def test_an_entry_id_below_minus_one_is_no_position_at_all(ledger, p, kind):
+    bogus = Position(p[0].ledger_id - 1, -2)
+    assert sub_refusal(subscription(ledger), kind, bogus) == bogus
+
+
+def sub_refusal(sub: PersistentSubscription, kind: int, position: Position) -> Position | None:
+    reason = sub.acknowledge(consumer(), ack(kind, mid(position)))
+    return position if reason and str(position) in reason else None
 
 
 def test_individual_acks_delete_whole_entries_and_refuse_only_the_bogus_ones(ledger, p):
@@ -199,6 +211,13 @@ def test_individual_batch_index_acks_delete_the_entry_once_every_index_is(ledger
         assert sub.acknowledge(consumer(), ack(INDIVIDUAL, mid(p[3], ack_set, batch_size))) is None
     assert sub.cursor.is_acknowledged(p[3]) is deleted
     assert sub.backlog() == (11 if deleted else 12)
+
+
+def test_a_batch_acked_in_part_does_not_stop_the_ids_after_it(ledger, p):
+    sub = subscription(ledger)
+    assert sub.acknowledge(consumer(), ack(INDIVIDUAL, mid(p[3], [0b0110], 4), mid(p[5]), mid(p[6]))) is None
+    assert not sub.cursor.is_acknowledged(p[3])
+    assert sub.cursor.is_acknowledged(p[5]) and sub.cursor.is_acknowledged(p[6])
 
 
 def test_without_batch_index_acks_an_individual_ack_deletes_the_whole_entry(ledger, p):

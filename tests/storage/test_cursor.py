@@ -236,3 +236,39 @@ def test_cursor_matches_a_set_model(ml, ops):
     restored.restore(cursor.snapshot())
     assert restored.individually_deleted == cursor.individually_deleted
     assert restored.num_unacked_entries() == cursor.num_unacked_entries()
+
+
+def test_mark_delete_inside_an_acked_range_keeps_the_rest_and_the_counts(ml):
+    """A mark-delete landing inside a range of individual acks cuts the range there: what is
+    left of it joins the mark, and the ranges beyond it stay, counted right."""
+    p = all_positions(ml)
+    cursor = ml.open_cursor("s", "earliest")
+    cursor.delete([*p[2:7], p[9], p[10]])  # ranges p2..p6 (across a ledger) and p9..p10
+    assert cursor.num_unacked_entries() == 5
+    cursor.mark_delete(p[4])
+    assert cursor.mark_delete_position == p[6]
+    assert cursor.individually_deleted == [(p[9], p[10])]
+    assert cursor.num_unacked_entries() == 3
+    assert list(cursor.iter_unacked()) == [p[7], p[8], p[11]]
+    cursor.mark_delete(p[9])  # inside the last range, whose rest is p10
+    assert cursor.mark_delete_position == p[10]
+    assert cursor.individually_deleted == []
+    assert cursor.num_unacked_entries() == 1
+
+
+def test_iter_unacked_from_a_position_includes_it(ml):
+    p = all_positions(ml)
+    cursor = ml.open_cursor("s", "earliest")
+    cursor.delete([p[1], p[5]])
+    assert list(cursor.iter_unacked(start=p[4])) == [p[4], *p[6:]]
+    assert list(cursor.iter_unacked(start=p[5])) == p[6:]
+    cursor.mark_delete(p[7])
+    assert list(cursor.iter_unacked(start=p[3])) == p[8:]
+
+
+def test_a_cursor_on_an_empty_ledger_has_nothing_to_deliver(open_factory):
+    empty = open_factory().open("persistent/empty")
+    cursor = empty.open_cursor("s", "earliest")
+    assert cursor.num_unacked_entries() == 0
+    assert list(cursor.iter_unacked()) == []
+    assert cursor.first_unacked_position() is None
