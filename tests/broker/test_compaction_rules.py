@@ -19,8 +19,10 @@ from magnetar.broker.compaction.compactor import CompactionCancelled
 from magnetar.broker.compaction.service import BuiltinCompactionService
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from magnetar.wire.batch import decode_batch, encode_batch
+from magnetar.wire.compaction import last_retained_index
 from magnetar.wire.compression import compress, decompress
 from magnetar.wire.entry import build_entry, parse_entry
+from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 NAME = "public/default/persistent/rules"
@@ -253,19 +255,41 @@ def test_progress_goes_from_0_to_1_through_both_phases_and_a_close_cancels(tmp_p
     config = ManagedLedgerConfig(sync_data=False)
     with ManagedLedgerFactory(tmp_path / "data", config) as factory:
         ledger = factory.open(NAME)
-        for i in range(3000):
+        for i in range(2100):
             ledger.append_sync(single(i, S(f"k{i % 7}", b"v%d" % i)))
         svc = BuiltinCompactionService(ledger, factory, CompactionOptions())
         reported: list[float] = []
         result = svc.compact(reported.append)
-        assert (result.entries_read, result.entries_written, result.keys) == (3000, 7, 7)
+        assert (result.entries_read, result.entries_written, result.keys) == (2100, 7, 7)
         assert reported == sorted(reported) and 0 < reported[0] < 0.5 and reported[-1] <= 1.0
         assert 0.5 in reported and len(reported) >= 3
 
-        for i in range(3000, 6000):
+        for i in range(2100, 4200):  # with the 7 compacted entries, past the 2048th check
             ledger.append_sync(single(i, S("k", b"x")))
         closing = BuiltinCompactionService(ledger, factory, CompactionOptions())
         with pytest.raises(CompactionCancelled):
             closing.compact(lambda _fraction: closing.close())
         assert BuiltinCompactionService(ledger, factory, CompactionOptions()).last_compacted_position() \
             == result.horizon  # the first run's compaction is still the one in force
+
+
+@pytest.mark.parametrize(("md", "expected"), [
+    (_metadata(0), -1),  # not a batch
+    (_metadata(0, num_messages_in_batch=1), -1),  # a batch of one reads as a single message
+    (_metadata(0, num_messages_in_batch=2, compacted_batch_indexes=[0, 1]), 1),
+    (_metadata(0, num_messages_in_batch=2, compacted_batch_indexes=[0]), 0),
+    (_metadata(0, num_messages_in_batch=5, compacted_batch_indexes=[1, 3]), 3),
+    (_metadata(0, num_messages_in_batch=3, encryption_keys=[pb.EncryptionKeys(key="k", value=b"x")]), 2),
+])
+def test_the_last_message_a_compacted_reader_gets_from_metadata_alone(md, expected):
+    """GetLastMessageId's batch index (PIP-429), without the payload."""
+    assert last_retained_index(md) == expected
+
+
+def test_an_older_compactors_batch_needs_its_payload_and_cannot_be_all_placeholders():
+    plain = PLACEHOLDER + PLACEHOLDER
+    md = _metadata(0, num_messages_in_batch=2)
+    with pytest.raises(WireError, match="a batch without compacted_batch_indexes needs its payload read"):
+        last_retained_index(md)
+    with pytest.raises(WireError, match="every message of the compacted batch is compacted out"):
+        last_retained_index(md, lambda: plain, max_size=MAX)
