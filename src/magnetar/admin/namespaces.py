@@ -10,7 +10,7 @@ from magnetar.admin.responses import (
     bool_param,
     boolean,
     delayed_delivery_policies,
-    entry_filter_names,
+    entry_filter_policy,
     fail,
     json_body,
     no_content,
@@ -54,6 +54,7 @@ class NamespacesApi:
         self.resources = service.resources
 
     def routes(self) -> list[web.RouteDef]:
+        filters = entry_filter_policy(self.service.entry_filter_provider)
         return [
             web.get("/admin/v2/namespaces/{tenant}", self.list_namespaces),
             web.get(NAMESPACE, self.get_policies),
@@ -62,7 +63,7 @@ class NamespacesApi:
             web.get(NAMESPACE + "/topics", self.list_topics),
             *self._policy_routes("messageTTL", MESSAGE_TTL, non_negative_int),
             *self._policy_routes("deduplication", DEDUPLICATION, boolean),
-            *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
+            *self._policy_routes("entryFilters", ENTRY_FILTERS, filters),
             *self._policy_routes("maxProducersPerTopic", MAX_PRODUCERS, non_negative_int),
             *self._policy_routes("maxConsumersPerTopic", MAX_CONSUMERS, non_negative_int),
             *self._policy_routes("maxConsumersPerSubscription", MAX_CONSUMERS_PER_SUBSCRIPTION, non_negative_int),

@@ -11,8 +11,10 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from magnetar.broker.entry_filters import EntryFilterProvider, parse_names
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topic_limits import SCHEMA_STRATEGIES
+from magnetar.plugins import PluginError
 from magnetar.storage import StorageFullError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -141,18 +143,20 @@ def policy_routes(url: str, name: str, valid: Validator, read: Callable[[web.Req
     return [web.get(url, get), web.post(url, set_), web.put(url, set_), web.delete(url, remove)]
 
 
-def entry_filter_names(name: str, value: Any) -> dict[str, str]:
-    """Pulsar's EntryFilters JSON; every named filter must be one the broker can load."""
-    from magnetar.broker.entry_filters import load_entry_filter, parse_names  # noqa: PLC0415 (broker-side)
+def entry_filter_policy(provider: EntryFilterProvider) -> Validator:
+    """Pulsar's EntryFilters JSON; every named filter must be one the broker lets policies
+    name (installed, or in `entryFilterNames`): anything else is refused unimported."""
 
-    if not isinstance(value, dict) or not isinstance(value.get("entryFilterNames"), str):
-        raise fail(412, f'Invalid value for {name}: {{"entryFilterNames": "a,b"}} is expected')
-    for filter_name in parse_names(value["entryFilterNames"]):
+    def valid(name: str, value: Any) -> dict[str, str]:
+        if not isinstance(value, dict) or not isinstance(value.get("entryFilterNames"), str):
+            raise fail(412, f'Invalid value for {name}: {{"entryFilterNames": "a,b"}} is expected')
         try:
-            load_entry_filter(filter_name)
-        except (ValueError, ImportError) as exc:
+            provider.check(parse_names(value["entryFilterNames"]))
+        except PluginError as exc:
             raise fail(412, f"Invalid value for {name}: {exc}") from exc
-    return {"entryFilterNames": value["entryFilterNames"]}
+        return {"entryFilterNames": value["entryFilterNames"]}
+
+    return valid
 
 
 def delayed_delivery_policies(name: str, value: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from magnetar.admin.responses import (
     bool_param,
     boolean,
     delayed_delivery_policies,
-    entry_filter_names,
+    entry_filter_policy,
     fail,
     int_param,
     no_content,
@@ -61,6 +61,7 @@ class TopicsApi:
         self.service = service
 
     def routes(self) -> list[web.RouteDef]:
+        filters = entry_filter_policy(self.service.entry_filter_provider)
         return [
             web.get(DOMAIN + "/{tenant}/{namespace}", self.list_topics),
             web.put(PERSISTENT, self.create_topic),
@@ -82,7 +83,7 @@ class TopicsApi:
             web.post(PERSISTENT + "/messageTTL", self.set_ttl),
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
             *self._policy_routes("deduplicationEnabled", DEDUPLICATION, boolean),
-            *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
+            *self._policy_routes("entryFilters", ENTRY_FILTERS, filters),
             *self._policy_routes("maxProducers", MAX_PRODUCERS, non_negative_int),
             *self._policy_routes("maxConsumers", MAX_CONSUMERS, non_negative_int),
             *self._policy_routes("maxConsumersPerSubscription", MAX_CONSUMERS_PER_SUBSCRIPTION, non_negative_int),

@@ -107,7 +107,7 @@ class BrokerService:
         self.retention_monitor = RetentionMonitor(self)
         self.backlog_quota_checker = BacklogQuotaChecker(self)
         self.inactivity_monitor = InactivityMonitor(self)
-        self.entry_filter_provider = EntryFilterProvider()
+        self.entry_filter_provider = EntryFilterProvider(config.entryFilterNames)
         self.connection_controller = ConnectionController(config.brokerMaxConnections, config.brokerMaxConnectionsPerIp)
         self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
         self._stats_timer: asyncio.TimerHandle | None = None

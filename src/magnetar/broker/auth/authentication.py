@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from magnetar.plugins import load_plugin
+from magnetar.plugins import PluginGroup
 
 if TYPE_CHECKING:
     from magnetar.broker.config import ServiceConfiguration
@@ -76,9 +76,13 @@ class AuthenticationProvider(Protocol):
     def authenticate(self, credentials: Credentials) -> Principal: ...
 
 
+_PROVIDERS = PluginGroup("authentication provider", GROUP, BUILTIN_PROVIDERS)
+
+
 def load_provider(name: str, config: ServiceConfiguration) -> AuthenticationProvider:
-    """Build the provider `name` designates; ValueError names the problem (and its key)."""
-    factory = load_plugin("authentication provider", GROUP, name, BUILTIN_PROVIDERS)
+    """Build the provider `name` (from authenticationProviders: the operator's) designates;
+    ValueError names the problem. A client's auth_method_name only picks among those built."""
+    factory = _PROVIDERS.load(name)
     return factory(config)
 
 

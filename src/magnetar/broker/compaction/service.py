@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from magnetar.broker.compaction.compactor import CompactionOptions, CompactionResult, Progress, compact
-from magnetar.plugins import load_plugin
+from magnetar.plugins import PluginGroup
 from magnetar.storage import CorruptEntryError, ManagedLedger, ManagedLedgerFactory, Position, StorageClosedError
 from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerStore, StagedLedgerError
 from magnetar.storage.message_finder import entry_timestamp
@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "magnetar.compaction_services"
 PULSAR_DEFAULT_FACTORY = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
 _BUILTIN = "magnetar.broker.compaction.service:BuiltinCompactionService"
-_BUILTINS = {"": _BUILTIN, "builtin": _BUILTIN, PULSAR_DEFAULT_FACTORY: _BUILTIN}
+_SERVICES = PluginGroup("compaction service", ENTRY_POINT_GROUP,
+                        {"": _BUILTIN, "builtin": _BUILTIN, PULSAR_DEFAULT_FACTORY: _BUILTIN})
 _READ_GROUP = 256
 
 
@@ -236,8 +237,9 @@ class BuiltinCompactionService:
 
 
 def load_compaction_service_factory(name: str) -> Factory:
-    """The factory `name` designates (see the module docstring); ValueError if none."""
-    factory = load_plugin("compaction service", ENTRY_POINT_GROUP, name, _BUILTINS)
+    """The factory the operator's `name` designates (see the module docstring); ValueError
+    if none. Only the broker's configuration names one."""
+    factory = _SERVICES.load(name)
     if not callable(factory):
         raise ValueError(f"compaction service {name!r} is not callable")
     return factory  # type: ignore[no-any-return]
