@@ -33,7 +33,7 @@ class AdminServer:
         self.app[TIME_BUDGET] = service.config.webServiceRequestTimeoutSeconds
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
-                    BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service)):
+                    BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name)):
             self.app.add_routes(api.routes())
         self.app.add_routes([web.get("/metrics", self.metrics)])
         self._runner: web.AppRunner | None = None

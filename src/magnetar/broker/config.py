@@ -76,6 +76,8 @@ class ServiceConfiguration:
     basicAuthConf: str = ""
     authorizationEnabled: bool = False
     superUserRoles: list[str] = field(default_factory=list)
+    # /metrics asks for credentials (any authenticated role), as Pulsar's does
+    authenticateMetricsEndpoint: bool = False
     # magnetar's own: an admin request (its body included) must end within this
     webServiceRequestTimeoutSeconds: int = 30
     maxMessageSize: int = 5 * 1024 * 1024

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from magnetar import __version__
 from magnetar.broker.advertised_listeners import ListenerNotFoundError
-from magnetar.broker.auth.authorization import LOOKUP
+from magnetar.broker.auth.authorization import Resource
+from magnetar.broker.auth.operations import COMMANDS, Operation
 from magnetar.broker.auth.session import ConnectionAuth
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.consumer_commands import ConsumerCommands
@@ -341,17 +342,15 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         """The authenticated role (None when authentication is off)."""
         return self.auth.role if self.auth is not None else None
 
-    def authorize(self, topic: str, action: str, *, namespace: bool = False) -> None:
-        """Raise AuthorizationError unless this connection's role may `action` on `topic`
-        (or, with `namespace`, in the namespace `topic` names), checked before anything is
-        created for it."""
+    def authorize(self, operation: Operation, topic: str | None = None, namespace: str | None = None) -> None:
+        """Raise AuthorizationError unless this connection's role may perform `operation` on
+        `topic` (or in `namespace`), checked before anything is created for it."""
         authorization = self.service.authorization
         if authorization.enabled:
+            resource = Resource.of_topic(self.service.parse_topic(topic)) if topic is not None \
+                else Resource.of_namespace(namespace or "")
             try:
-                if namespace:
-                    authorization.check_namespace(topic, self.role, action)
-                else:
-                    authorization.check_topic(self.service.parse_topic(topic), self.role, action)
+                authorization.check(operation, self.role, resource)
             except BrokerServiceError as exc:
                 log.info("%s refused: %s", self, exc.message)
                 raise
@@ -371,7 +370,7 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
     def handle_partitioned_metadata(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.partitionMetadata
         try:
-            self.authorize(req.topic, LOOKUP)
+            self.authorize(COMMANDS[T.PARTITIONED_METADATA], req.topic)
             partitions = self.service.partitioned_metadata(req.topic, auto_create=req.metadata_auto_creation_enabled)
         except BrokerServiceError as exc:
             self.send(commands.partitioned_metadata_error(req.request_id, exc.code, exc.message))
@@ -382,7 +381,7 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         req = cmd.lookupTopic
         service = self.service
         try:
-            self.authorize(req.topic, LOOKUP)
+            self.authorize(COMMANDS[T.LOOKUP], req.topic)
             topic = service.parse_topic(req.topic)
             if not service.topic_exists(topic) and not service.config.allowAutoTopicCreation:
                 raise BrokerServiceError(pb.TopicNotFound, f"Topic {req.topic} does not exist")
@@ -398,7 +397,7 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
     def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getTopicsOfNamespace
         try:
-            self.authorize(req.namespace, LOOKUP, namespace=True)
+            self.authorize(COMMANDS[T.GET_TOPICS_OF_NAMESPACE], namespace=req.namespace)
         except BrokerServiceError as exc:
             self.send(commands.error(req.request_id, exc.code, exc.message))
             return
@@ -412,6 +411,11 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
 
     def handle_get_schema(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getSchema
+        try:
+            self.authorize(COMMANDS[T.GET_SCHEMA], req.topic)
+        except BrokerServiceError as exc:
+            self.send(commands.get_schema_error(req.request_id, exc.code, exc.message))
+            return
         self.send(commands.get_schema_error(req.request_id, pb.TopicNotFound, "magnetar stores no schemas"))
 
     def handle_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
@@ -422,7 +426,7 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
                                                 topic_epoch=existing.topic_epoch))
             return
         try:
-            self.authorize(req.topic, "produce")
+            self.authorize(COMMANDS[T.PRODUCER], req.topic)
             topic = self.service.get_topic(req.topic)
             name = req.producer_name or self.service.generate_producer_name()
             epoch = req.topic_epoch if req.HasField("topic_epoch") else None
