@@ -21,6 +21,7 @@ from magnetar.broker.advertised_listeners import (
 )
 from magnetar.broker.auth.authentication import AuthenticationService
 from magnetar.broker.auth.authorization import AuthorizationService
+from magnetar.broker.auth.revalidation import HandleRevalidator
 from magnetar.broker.backlog_quota import BacklogQuotaChecker
 from magnetar.broker.compaction import (
     CompactionManager,
@@ -93,6 +94,8 @@ class BrokerService:
         self._servers: list[asyncio.Server] = []
         self.authentication = AuthenticationService(config)
         self.authorization = AuthorizationService(config, self.resources)
+        self.resources.watch(HandleRevalidator(
+            self.authorization, lambda: [*self.topics.values(), *self.non_persistent_topics.values()]).changed)
         self.ssl_context = server_context(config) if tls_enabled(config) else None
         self.cert_reloader = None if self.ssl_context is None else PeriodicTask(
             "TLS certificate reload", config.tlsCertRefreshCheckDurationSec,
