@@ -98,6 +98,10 @@ class ServiceConfiguration:
     # up to the broker's absolute ceiling (65536).
     maxNumPartitionsPerPartitionedTopic: int = 1024
     enableNonPersistentTopics: bool = True
+    # GET_TOPICS_OF_NAMESPACE filters by the client's pattern (RE2) only up to this length,
+    # else answers the whole list for the client to filter (Pulsar's keys and defaults)
+    enableBrokerSideSubscriptionPatternEvaluation: bool = True
+    subscriptionPatternMaxLength: int = 50
     # per-topic limits (Pulsar's keys and defaults; 0 = no limit), overridden by the
     # namespace and topic policies of broker.topic_limits
     maxProducersPerTopic: int = 0

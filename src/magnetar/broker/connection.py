@@ -26,7 +26,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
 from magnetar.broker.producer import Producer, Send
 from magnetar.broker.publish_checks import check_send
-from magnetar.broker.topic_list import compile_pattern, topics_hash
+from magnetar.broker.topic_list import broker_side_pattern, topics_hash
 from magnetar.storage import StorageFullError
 from magnetar.wire import commands
 from magnetar.wire.entry import (
@@ -401,13 +401,13 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         except BrokerServiceError as exc:
             self.send(commands.error(req.request_id, exc.code, exc.message))
             return
-        pattern = req.topics_pattern or None
+        pattern = broker_side_pattern(req.topics_pattern, self.service.config)
         topics = self.service.topics_of_namespace(req.namespace, pattern, mode=req.mode)
         digest = topics_hash(topics)
         unchanged = req.HasField("topics_hash") and req.topics_hash == digest
         self.send(commands.topics_of_namespace_response(
-            req.request_id, [] if unchanged else topics, topics_hash=digest,
-            filtered=pattern is not None and compile_pattern(pattern) is not None, changed=not unchanged))
+            req.request_id, [] if unchanged else topics, topics_hash=digest, filtered=pattern is not None,
+            changed=not unchanged))
 
     def handle_get_schema(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getSchema

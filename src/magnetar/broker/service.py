@@ -45,7 +45,7 @@ from magnetar.broker.resources import NamespaceResources
 from magnetar.broker.retention import RetentionMonitor
 from magnetar.broker.tls import CertificateReloader, server_context, tls_enabled
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_list import compile_pattern, filter_topics
+from magnetar.broker.topic_list import TopicsPattern, filter_topics
 from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
@@ -395,8 +395,8 @@ class BrokerService:
         self.metadata.delete(_PARTITIONED_PREFIX + name.storage_name)
         self.policies.delete_topic(name)
 
-    def topics_of_namespace(self, namespace: str, pattern: str | None = None, *, mode: int = Mode.PERSISTENT
-                            ) -> list[str]:
+    def topics_of_namespace(self, namespace: str, pattern: TopicsPattern | None = None, *,
+                            mode: int = Mode.PERSISTENT) -> list[str]:
         """Topics and partitions of a namespace, by domain as GET_TOPICS_OF_NAMESPACE asks.
 
         Persistent: every stored topic, and every partition of a partitioned one.
@@ -421,5 +421,4 @@ class BrokerService:
         if mode in (Mode.NON_PERSISTENT, Mode.ALL):
             names.update(key for key, topic in self.non_persistent_topics.items()
                          if topic.name.namespace_name == namespace and topic.is_active())
-        regex = compile_pattern(pattern) if pattern else None
-        return sorted(filter_topics(names, regex) if regex is not None else names)
+        return sorted(filter_topics(names, pattern) if pattern is not None else names)
