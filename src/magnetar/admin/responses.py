@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +21,9 @@ from magnetar.storage import StorageFullError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+_LONGEST = len(str(INT64_MIN))
 #: Bodies are small JSON or a number; aiohttp answers 413 past this (its default, kept).
 MAX_BODY_BYTES = 1024 * 1024
 #: webServiceRequestTimeoutSeconds: every admin request, its body included, ends within it.
@@ -70,29 +75,67 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         raise fail(500, "internal broker error") from exc
 
 
+def long_int(name: str, text: str) -> int:
+    """`text` as Pulsar reads a Java long: 400 when it is no integer (digits, maybe a minus
+    sign: no spaces, underscores or other scripts' digits), 412 when it does not fit."""
+    if not _INTEGER.fullmatch(text):
+        raise fail(400, f"{name} must be an integer, not {text[:40]!r}")
+    if len(text) > _LONGEST or not INT64_MIN <= int(text) <= INT64_MAX:
+        raise fail(412, f"{name} {text[:40]}{'...' if len(text) > 40 else ''} is out of range: a 64-bit signed "
+                        f"integer is expected")
+    return int(text)
+
+
 def int_param(request: web.Request, name: str, default: int | None = None) -> int:
     raw = request.query.get(name)
     if raw is None:
         if default is None:
             raise fail(400, f"missing query parameter {name}")
         return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise fail(400, f"query parameter {name} must be an integer, not {raw!r}") from exc
+    return long_int(f"query parameter {name}", raw)
+
+
+def path_int(request: web.Request, name: str) -> int:
+    """A number in the request's path (`skip/{count}`), as `long_int` reads it."""
+    return long_int(name, request.match_info[name])
 
 
 def bool_param(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
+class _OutOfRange(ValueError):
+    """A number in a JSON body that no Java long or double holds."""
+
+
+def _json_long(text: str) -> int:
+    if len(text) > _LONGEST or not INT64_MIN <= int(text) <= INT64_MAX:
+        raise _OutOfRange(f"the number {text[:40]}{'...' if len(text) > 40 else ''} is out of range: a 64-bit "
+                          f"signed integer is expected")
+    return int(text)
+
+
+def _json_double(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _OutOfRange(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _json_constant(name: str) -> float:
+    raise _OutOfRange(f"{name} is not a number Pulsar's JSON takes")
+
+
 async def json_body(request: web.Request, default: Any = None) -> Any:
-    """The request's JSON body (`default` when empty); garbage is a 400 naming the problem."""
+    """The request's JSON body (`default` when empty); garbage is a 400 naming the problem,
+    a number beyond what Pulsar's Java types hold a 412, wherever it is in the body."""
     text = await request.text()
     if not text.strip():
         return default
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_json_long, parse_float=_json_double, parse_constant=_json_constant)
+    except _OutOfRange as exc:
+        raise fail(412, str(exc)) from exc
     except ValueError as exc:
         raise fail(400, f"the body is not JSON: {exc}") from exc
 

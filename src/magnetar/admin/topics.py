@@ -18,6 +18,7 @@ from magnetar.admin.responses import (
     int_param,
     no_content,
     non_negative_int,
+    path_int,
     policy_routes,
     schema_compatibility_strategy,
 )
@@ -244,11 +245,9 @@ class TopicsApi:
 
     async def get_message_by_id(self, request: web.Request) -> web.Response:
         topic = self.persistent_topic(request)
+        position = Position(path_int(request, "ledger"), path_int(request, "entry"))
         try:
-            position = Position(int(request.match_info["ledger"]), int(request.match_info["entry"]))
             data = topic.ledger.read_entry(position)
-        except ValueError as exc:
-            raise fail(400, "ledger and entry ids must be integers") from exc
         except NoSuchEntryError as exc:
             raise fail(404, f"Message not found: {exc}") from exc
         return self._entry(position, data)
