@@ -81,6 +81,35 @@ class Resource:
         return f"in tenant {self.tenant}" if self.tenant is not None else "on this broker"
 
 
+def valid_auth_policies(value: Any) -> dict[str, Any]:
+    """Pulsar's AuthPolicies JSON as a namespace's creation may carry it, checked: grants are
+    lists of known actions by role (the namespace's, and by topic). InvalidPermissionError
+    otherwise, so no request stores what every later authorization would trip over."""
+    if not isinstance(value, dict):
+        raise InvalidPermissionError("auth_policies must be a JSON object")
+    namespace_auth = value.get("namespace_auth", {})
+    by_topic = value.get("destination_auth", {})
+    subscriptions = value.get("subscription_auth_roles", {})
+    if not isinstance(by_topic, dict) or not isinstance(subscriptions, dict) or not all(
+            _strings(roles) for roles in subscriptions.values()):
+        raise InvalidPermissionError("auth_policies: destination_auth and subscription_auth_roles must be JSON objects "
+                                     "of grants and of role lists")
+    for grants in (namespace_auth, *by_topic.values()):
+        _check_grants(grants)
+    return {"namespace_auth": namespace_auth, "destination_auth": by_topic, "subscription_auth_roles": subscriptions}
+
+
+def _check_grants(grants: Any) -> None:
+    if not isinstance(grants, dict) or not all(
+            _strings(actions) and set(actions) <= set(ACTIONS) for actions in grants.values()):
+        raise InvalidPermissionError(f"auth_policies: grants are {{role: [actions]}}, the actions "
+                                     f"{', '.join(ACTIONS)}")
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 class AuthorizationService:
     def __init__(self, config: ServiceConfiguration, resources: NamespaceResources) -> None:
         self.enabled = config.authorizationEnabled
