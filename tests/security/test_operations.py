@@ -158,6 +158,7 @@ def test_every_route_as_every_role(broker, signer, role):
 
 
 LIST_NAMESPACE = pb.CommandGetTopicsOfNamespace(namespace="t1/ns", request_id=6)
+LAST_ID = pb.CommandGetLastMessageId(consumer_id=0, request_id=3)
 
 
 def raw_as(broker: Standalone, signer, role: str) -> RawClient:
@@ -196,7 +197,8 @@ def test_topic_commands_as_every_role(broker, signer, role):
 def _error_code(command: T) -> int | None:
     """The ServerError of an answer, None for a success."""
     for field, code_field in (("error", "error"), ("lookupTopicResponse", "error"),
-                              ("partitionMetadataResponse", "error"), ("getSchemaResponse", "error_code")):
+                              ("partitionMetadataResponse", "error"), ("getSchemaResponse", "error_code"),
+                              ("consumerStatsResponse", "error_code")):
         if command.HasField(field) and getattr(command, field).HasField(code_field):
             return getattr(getattr(command, field), code_field)
     return None
@@ -214,3 +216,30 @@ def test_every_route_on_live_resources_never_fails_the_server(broker, signer):
         if status >= 500:
             problems.append(f"{method} {url}: {status} {content[:200]!r}")
     assert problems == []
+
+
+def test_handle_commands_reach_only_the_connections_own_handles(broker, signer):
+    """A role holding nothing names consumer 0 and producer 0, which another connection
+    holds: it learns nothing and changes nothing there."""
+    client = client_as(broker.url, signer, "app")
+    try:
+        consumer = client.subscribe(TOPIC, "held-by-app")
+        raw = raw_as(broker, signer, "nobody")
+        try:
+            for request in (
+                    T(type=T.UNSUBSCRIBE, unsubscribe=pb.CommandUnsubscribe(consumer_id=0, request_id=1)),
+                    T(type=T.SEEK, seek=pb.CommandSeek(consumer_id=0, request_id=2, message_publish_time=0)),
+                    T(type=T.GET_LAST_MESSAGE_ID, getLastMessageId=LAST_ID),
+                    T(type=T.CONSUMER_STATS, consumerStats=pb.CommandConsumerStats(consumer_id=0, request_id=4))):
+                raw.command(request)
+                frame = raw.next_frame()
+                assert frame is not None and _error_code(frame.command) is not None, frame
+            raw.command(T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=0, messagePermits=1000)))
+            raw.send(0, 0, b"forged")
+            assert raw.closed_by_peer()  # a SEND for a producer it does not hold ends its connection
+        finally:
+            raw.close()
+        client.create_producer(TOPIC).send(b"for app")
+        assert consumer.receive(10_000).data() == b"for app"
+    finally:
+        client.close()
