@@ -62,9 +62,10 @@ class PluginGroup:
         """The built-ins and the entry points of the group: what an operator installed."""
         return frozenset({*self.builtins, *(plugin.name for plugin in entry_points(group=self.group))} - {""})
 
-    def allow_list(self, configured: Iterable[str] = ()) -> AllowList:
-        """What names from outside the operator's hands may load: see the module docstring."""
-        return AllowList(self, frozenset(configured))
+    def allow_list(self, configured: Iterable[str] = (), hint: str = "") -> AllowList:
+        """What names from outside the operator's hands may load: see the module docstring.
+        `hint` ends the refusal, naming where else an allowed name comes from."""
+        return AllowList(self, frozenset(configured), hint)
 
     def _known(self) -> str:
         return ", ".join(sorted(self.installed())) or "none"
@@ -75,9 +76,10 @@ class AllowList:
     configured names answer without looking further; the installed entry points are read
     once, on the first other name, so nothing is scanned or imported at start-up."""
 
-    def __init__(self, group: PluginGroup, configured: frozenset[str]) -> None:
+    def __init__(self, group: PluginGroup, configured: frozenset[str], hint: str = "") -> None:
         self.group = group
         self.configured = configured
+        self._hint = hint
 
     @cached_property
     def names(self) -> frozenset[str]:
@@ -91,7 +93,7 @@ class AllowList:
         with nothing imported."""
         if name not in self:
             group, installed = self.group, ", ".join(sorted(self.names)) or "none"
-            raise PluginError(f"{group.kind} {name!r} is not installed (installed: {installed}): only a built-in, "
-                              f"an entry point of {group.group!r} or a name the broker's configuration gives may be "
-                              f"named here")
+            raise PluginError(f"no {group.kind} named {name!r} is installed (installed: {installed}): a name here must "
+                              f"be a built-in or an entry point of {group.group!r}{self._hint}; nothing else is "
+                              f"imported")
         return self.group.load(name)

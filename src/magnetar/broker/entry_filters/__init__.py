@@ -137,7 +137,7 @@ class EntryFilterProvider:
     `entryFilterNames` resolve (one allow list, built with the broker)."""
 
     def __init__(self, configured: Sequence[str] = ()) -> None:
-        self.allowed = FILTER_PLUGINS.allow_list(configured)
+        self.allowed = FILTER_PLUGINS.allow_list(configured, ", or one entryFilterNames names")
         self._loaded: dict[str, EntryFilter] = {}
         self._refused: set[str] = set()
 
