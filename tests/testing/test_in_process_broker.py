@@ -10,6 +10,9 @@ import json
 import logging
 import signal
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pulsar
 import pytest
@@ -21,6 +24,7 @@ from broker_checks import (
     consume_all,
     official_client,
     produce,
+    refuses_connections,
     topic_name,
 )
 from polling import wait_for
@@ -190,3 +194,17 @@ def test_cancelled_while_starting_leaves_nothing_running():
     assert wait_for(lambda: not broker_threads(), 10), "the broker went on running"
     assert not broker.running
     assert not broker.data_dir.exists()
+
+
+def test_brokers_a_program_forgot_are_closed_when_it_exits(tmp_path):
+    program = tmp_path / "forgetful.py"
+    program.write_text(
+        "import magnetar.testing\n"
+        "in_thread = magnetar.testing.standalone().start()\n"
+        "in_child = magnetar.testing.standalone(subprocess=True).start()\n"
+        "print(in_thread.data_dir, in_child.data_dir, in_child.pid, in_thread.service_url)\n")
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120, check=True)
+    thread_dir, child_dir, pid, url = done.stdout.split()
+    assert not Path(thread_dir).exists() and not Path(child_dir).exists()
+    assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    assert refuses_connections(url)

@@ -9,6 +9,7 @@ magnetar.testing (which pytest does in every run once magnetar is installed) sta
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import logging
 import shutil
@@ -34,6 +35,16 @@ STOP_TIMEOUT_SECONDS = 60.0
 # Before the user's configuration, which may set any of them: port 0 binds a free port, and
 # reading back the bound one leaves no window for another process to take it.
 _FREE_PORTS = ("brokerServicePort=0", "webServicePort=0")
+_open: set[StandaloneBroker] = set()
+"""Brokers started and not closed yet: closed when the interpreter exits, so that one a test
+forgot leaves no process running and no directory behind."""
+
+
+@atexit.register
+def _close_forgotten() -> None:
+    for broker in list(_open):
+        with contextlib.suppress(Exception):
+            broker.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +141,7 @@ class StandaloneBroker(ABC):
             raise RuntimeError(f"the broker is already running on {self.service_url}")
         if self._temp_dir is None:
             self._temp_dir = Path(tempfile.mkdtemp(prefix="magnetar-test-"))
+            _open.add(self)
             if self._own_data_dir:
                 self.data_dir = self._temp_dir / "data"
         self._listening = self._start(self._configuration())
@@ -157,6 +169,7 @@ class StandaloneBroker(ABC):
             if self._temp_dir is not None:
                 shutil.rmtree(self._temp_dir, ignore_errors=True)
                 self._temp_dir = None
+            _open.discard(self)
 
     def _configuration(self) -> LoadedConfiguration:
         """Checked as `magnetar standalone -c` checks it (an unknown key or a bad value raises
