@@ -55,14 +55,19 @@ def test_fixtures_come_from_the_entry_point(pytester: pytest.Pytester):
     result.assert_outcomes(passed=5)
 
 
-def test_the_session_broker_is_configured_by_overriding_its_config_fixture(pytester: pytest.Pytester):
-    pytester.makeconftest("""
+def override_config(pytester: pytest.Pytester, config: str) -> None:
+    """A user's conftest.py setting the session broker's configuration to `config` (Python source)."""
+    pytester.makeconftest(f"""
         import pytest
 
         @pytest.fixture(scope="session")
         def pulsar_broker_config():
-            return {"allowAutoTopicCreation": False}
+            return {config}
     """)
+
+
+def test_the_session_broker_is_configured_by_overriding_its_config_fixture(pytester: pytest.Pytester):
+    override_config(pytester, '{"allowAutoTopicCreation": False}')
     pytester.makepyfile("""
         import pulsar
         import pytest
@@ -75,13 +80,7 @@ def test_the_session_broker_is_configured_by_overriding_its_config_fixture(pytes
 
 
 def test_a_bad_key_fails_the_tests_that_need_the_broker_naming_it(pytester: pytest.Pytester):
-    pytester.makeconftest("""
-        import pytest
-
-        @pytest.fixture(scope="session")
-        def pulsar_broker_config():
-            return {"brokerDeleteInactiveTopicsEnable": False}
-    """)
+    override_config(pytester, '{"brokerDeleteInactiveTopicsEnable": False}')
     pytester.makepyfile("""
         def test_uses_it(pulsar_broker):
             pass
