@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pulsar
@@ -81,13 +82,14 @@ def test_configuration_keys_take_effect_with_python_values():
     ({"maxMessageSize": -1}, "maxMessageSize"),
     ({"allowAutoTopicCreation": "yes"}, "allowAutoTopicCreation"),
 ])
-def test_a_bad_key_or_value_is_refused_naming_it(config, named):
+def test_a_bad_key_or_value_is_refused_naming_it(config, named, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the broker's directory would go
     broker = magnetar.testing.standalone(config)
-    with pytest.raises(ConfigError, match=named) as refused, broker:
-        pass
+    with pytest.raises(ConfigError, match=named) as refused:
+        broker.start()
     assert f"config[{next(iter(config))!r}]" in str(refused.value)
-    assert not broker_threads()
-    assert not broker.data_dir.exists()
+    assert not broker_threads() and not broker.running
+    assert not list(tmp_path.iterdir()), "checked before anything is made"
 
 
 def test_two_at_once_and_one_data_dir_locked_once(tmp_path):

@@ -139,12 +139,13 @@ class StandaloneBroker(ABC):
         """Start on the data dir (a new temporary one the first time unless one was given)."""
         if self.running:
             raise RuntimeError(f"the broker is already running on {self.service_url}")
+        loaded = self._configuration()
         if self._temp_dir is None:
             self._temp_dir = Path(tempfile.mkdtemp(prefix="magnetar-test-"))
             _open.add(self)
             if self._own_data_dir:
                 self.data_dir = self._temp_dir / "data"
-        self._listening = self._start(self._configuration())
+        self._listening = self._start(loaded)
         self._pinned_ports = {key: port for key, port in self._listening.ports().items()
                               if self.config.get(key, "0") == "0"}
         log.info("test broker on %s, admin API on %s (data in %s)", self.service_url, self.admin_url, self.data_dir)
