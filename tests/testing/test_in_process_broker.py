@@ -77,6 +77,14 @@ def test_configuration_keys_take_effect_with_python_values():
         assert status == 412 and "less than or equal to 3" in json.loads(body)["reason"]
 
 
+def test_the_defaults_of_magnetar_standalone(broker):
+    """`broker` is a `magnetar standalone` process (tests/conftest.py): whatever defaults the
+    command gets, a test broker gets them too."""
+    with magnetar.testing.standalone() as ours:
+        assert get_json(f"{ours.admin_url}/admin/v2/brokers/configuration/runtime") == get_json(
+            f"{broker.admin_url}/admin/v2/brokers/configuration/runtime")
+
+
 @pytest.mark.parametrize(("config", "named"), [
     ({"brokerDeleteInactiveTopicEnabled": "false"}, "brokerDeleteInactiveTopicsEnabled"),  # a typo: the nearest key
     ({"maxMessageSize": -1}, "maxMessageSize"),
