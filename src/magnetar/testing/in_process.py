@@ -31,6 +31,8 @@ class InProcessBroker(StandaloneBroker):
     interpreter's exit (its data is then only as durable as a crash leaves it)."""
 
     _thread: threading.Thread | None = None
+    _guard: threading.Lock
+    """Orders a stop against the broker's thread publishing its loop."""
     _loop: asyncio.AbstractEventLoop | None = None
     _stopping: asyncio.Event | None = None
     _stop_requested = False
@@ -98,7 +100,6 @@ class InProcessBroker(StandaloneBroker):
         self._thread.join(STOP_TIMEOUT_SECONDS)
         if self._thread.is_alive():
             raise TimeoutError(f"the broker's thread {self._thread.name} did not end within {STOP_TIMEOUT_SECONDS} s")
-
 
 
 def _listening(standalone: Standalone) -> Listening:
