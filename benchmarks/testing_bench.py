@@ -98,6 +98,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error(f"--runs must be at least 1, not {args.runs}")
     load_start = os.getloadavg()
     result: dict[str, object] = {
         "runs": args.runs, "cpus": os.cpu_count(), "loadavg_start": [round(x, 2) for x in load_start],
