@@ -10,6 +10,7 @@ import os
 import resource
 import signal
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from magnetar.admin.server import AdminServer
@@ -55,14 +56,58 @@ def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
         ("brokerServicePort", args.port, "--port"), ("webServicePort", args.http_port, "--http-port"),
         ("bindAddress", args.bind, "--bind"),
     ) if value is not None]
-    return load_configuration(args.config, args.overrides, environ=os.environ, flags=flags)
+    return standalone_configuration(args.config, args.overrides, environ=os.environ, flags=flags)
+
+
+def standalone_configuration(
+    config_file: Path | None = None,
+    overrides: Iterable[str] = (),
+    *,
+    environ: Mapping[str, str] | None = None,
+    flags: Iterable[Setting] = (),
+) -> LoadedConfiguration:
+    """The configuration a standalone runs with. magnetar.testing builds its brokers' through
+    here too, so that a test broker starts with whatever defaults the command has."""
+    return load_configuration(config_file, overrides, environ=environ, flags=flags)
+
+
+class Standalone:
+    """A broker and its admin API on the running event loop: what `magnetar standalone` runs
+    in its main thread, and magnetar.testing in a thread of a test process. Process-wide
+    matters (signals, logging, limits, the garbage collector) are the command's, not this."""
+
+    def __init__(self, config: ServiceConfiguration, data_dir: Path) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        self.service: BrokerService | None = None
+        self.admin: AdminServer | None = None
+
+    async def start(self) -> None:
+        """Listen on both APIs; a failure half-way closes what had started (and the data
+        dir's lock) before it is raised, so the process can try again."""
+        try:
+            self.service = BrokerService(self.config, self.data_dir)
+            await self.service.start()
+            self.admin = AdminServer(self.service)
+            await self.admin.start(self.config.bindAddress, self.config.webServicePort, self.config.webServicePortTls)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        if self.admin is not None:
+            await self.admin.stop()
+            self.admin = None
+        if self.service is not None:
+            service, self.service = self.service, None
+            await service.stop()
 
 
 async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
-    service = BrokerService(config, data_dir)
-    await service.start()
-    admin = AdminServer(service)
-    await admin.start(config.bindAddress, config.webServicePort, config.webServicePortTls)
+    standalone = Standalone(config, data_dir)
+    await standalone.start()
+    service, admin = standalone.service, standalone.admin
+    assert service is not None and admin is not None
     for url in admin.bound_urls():
         log.info("admin API on %s/admin/v2", url)
     stop = asyncio.Event()
@@ -78,17 +123,18 @@ async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
         await stop.wait()
     finally:
         log.info("stopping: closing connections, flushing ledgers and cursors")
-        await admin.stop()
-        await service.stop()
+        await standalone.stop()
         log.info("stopped cleanly")
 
 
-def _event_loop_runner() -> asyncio.Runner:
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop's when installed (the [fast] extra), else asyncio's with the accept fix of
+    broker.accept_errors; a loop of its own, so no global policy changes."""
     with contextlib.suppress(ImportError):
         import uvloop  # noqa: PLC0415  (optional speed-up)
 
-        return asyncio.Runner(loop_factory=uvloop.new_event_loop)
-    return asyncio.Runner(loop_factory=BrokerEventLoop)
+        return uvloop.new_event_loop
+    return BrokerEventLoop
 
 
 def _raise_open_files_limit() -> int:
@@ -128,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
     loaded.log_summary()
     _check_file_budget(loaded.config, _raise_open_files_limit())
     try:
-        with _event_loop_runner() as runner:
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(_run_standalone(loaded.config, args.data_dir))
     except ConfigError as exc:
         print(f"magnetar: configuration error: {exc}", file=sys.stderr)
