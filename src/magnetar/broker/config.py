@@ -11,7 +11,6 @@ them there) and knows where settings come from and in which order.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -330,6 +329,8 @@ def is_known_key(key: str) -> bool:
 
 def unknown_key(setting: Setting) -> str:
     """The report of a key neither magnetar nor any Pulsar release has, with the nearest real keys."""
+    import difflib  # noqa: PLC0415 (only a mistyped key needs it, not every start-up)
+
     message = f"unknown configuration key {setting.key!r} (a key of neither magnetar nor any Pulsar release)"
     close = difflib.get_close_matches(setting.key, sorted(magnetar_keys() | PULSAR_BROKER_KEYS), n=2)
     if close:
