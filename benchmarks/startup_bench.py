@@ -11,8 +11,10 @@ average before and after.
 
 Python caches compiled modules as a user's install does (each install in a bytecode
 cache of its own under the temporary directory, which the warm-up run fills), even
-where the environment sets PYTHONDONTWRITEBYTECODE: otherwise every start would compile
-all of magnetar's source again, which no installed broker does.
+where the environment sets PYTHONDONTWRITEBYTECODE. With --no-bytecode-cache it does
+not: an editable install's source (magnetar's own) is then compiled at every start, as
+happens in a checkout run with PYTHONDONTWRITEBYTECODE=1, and the start-up time grows
+with the amount of magnetar code imported.
 
     .venv/bin/python benchmarks/startup_bench.py --python /work/main/.venv/bin/python \
         --python .venv/bin/python --runs 9
@@ -38,13 +40,14 @@ READY = "accepting connections on "
 SETTLE_SECONDS = 1.0  # start-up garbage is collected and frozen (broker/collector.py) by then
 
 
-def one_run(python: str, data_dir: Path, config: list[str], bytecode: Path) -> tuple[float, float, float]:
+def one_run(python: str, data_dir: Path, config: list[str], bytecode: Path | None) -> tuple[float, float, float]:
     """(seconds to accepting connections, CPU seconds by then, idle RSS in MB) of one broker."""
     args = [python, "-m", "magnetar", "standalone", "--data-dir", str(data_dir), "--port", "0", "--http-port", "0"]
     for item in config:
         args += ["-c", item]
     env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
-    env.update(PYTHONUNBUFFERED="1", PYTHONPYCACHEPREFIX=str(bytecode))
+    env.update(PYTHONUNBUFFERED="1")
+    env.update({"PYTHONPYCACHEPREFIX": str(bytecode)} if bytecode else {"PYTHONDONTWRITEBYTECODE": "1"})
     started = time.perf_counter()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
@@ -74,6 +77,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="counted runs of each (after one warm-up each)")
     parser.add_argument("-c", dest="config", action="append", default=[], metavar="KEY=VALUE",
                         help="configuration for every broker")
+    parser.add_argument("--no-bytecode-cache", action="store_true",
+                        help="compile what has no .pyc at every start (PYTHONDONTWRITEBYTECODE=1)")
     args = parser.parse_args()
     pythons = args.python or [sys.executable]
     figures: dict[str, dict[str, list[float]]] = {python: {"startup_s": [], "startup_cpu_s": [], "idle_rss_mb": []}
@@ -82,12 +87,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="magnetar-startup-") as tmp:
         for run in range(args.runs + 1):
             for n, python in enumerate(pythons):
-                measured = one_run(python, Path(tmp) / f"{run}-{n}", args.config, Path(tmp) / f"pycache-{n}")
+                bytecode = None if args.no_bytecode_cache else Path(tmp) / f"pycache-{n}"
+                measured = one_run(python, Path(tmp) / f"{run}-{n}", args.config, bytecode)
                 if run:  # the first round warms the file cache and the bytecode
                     for values, value in zip(figures[python].values(), measured, strict=True):
                         values.append(value)
     result: dict[str, object] = {
-        "runs": args.runs, "config": args.config, "cpus": os.cpu_count(),
+        "runs": args.runs, "config": args.config, "bytecode_cache": not args.no_bytecode_cache, "cpus": os.cpu_count(),
         "loadavg_before": [round(x, 2) for x in load_before], "loadavg_after": [round(x, 2) for x in os.getloadavg()],
         "installs": [{"python": python, **{name: summary(values, 3) for name, values in figures[python].items()}}
                      for python in pythons],

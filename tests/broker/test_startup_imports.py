@@ -25,14 +25,13 @@ MAGNETAR = {
     "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces permissions responses "
                       "retention security server subscriptions tenants topics",
     "magnetar.broker": ". abstract_subscription abstract_topic accept_errors advertised_listeners auth "
-                       "auth.authentication auth.authorization auth.session backlog_quota collector compaction "
+                       "auth.authentication auth.authorization backlog_quota collector compaction "
                        "compaction.manager compaction.reads compaction.service config config_loading connection "
                        "connection_controller consumer consumer_commands consumer_selectors deduplication "
                        "delayed_delivery dispatcher entry_filters entry_filters.gate entry_filters.policy "
                        "entry_metadata errors frame_writes inactivity internal_stats key_shared_dispatcher "
-                       "loop_bridge message_expiry non_persistent_dispatcher non_persistent_subscription "
-                       "non_persistent_topic periodic policies positions producer properties publish_checks "
-                       "pulsar_keys resources retention service shared_dispatcher single_active_dispatcher stats "
+                       "loop_bridge message_expiry periodic policies positions producer properties publish_checks "
+                       "resources retention service shared_dispatcher single_active_dispatcher stats "
                        "subscription tls topic topic_limits topic_list",
     "magnetar.cli": ". standalone",
     "magnetar.plugins": ".",
@@ -109,6 +108,9 @@ def test_a_default_broker_imports_only_what_it_needs(default_start):
     "lz4", "zstandard", "cramjam",  # payload codecs: the broker never opens a payload
     "pyroaring",  # delayed-delivery trackers, made by the first subscription that needs one
     "javaproperties", "xml", "difflib",  # a --config file, a mistyped key
+    "magnetar.broker.pulsar_keys",  # a key that is not magnetar's
+    "magnetar.broker.auth.session",  # authentication: off by default
+    "magnetar.broker.non_persistent_topic",  # made by the first non-persistent topic
     "magnetar.broker.compaction.compactor", "magnetar.wire.batch", "magnetar.formats",
     "magnetar.broker.auth.providers", "magnetar.spark", "magnetar.client", "magnetar.cli.admin",
 ])
@@ -116,9 +118,10 @@ def test_features_that_are_off_are_not_imported(default_start, module):
     assert not any(name == module or name.startswith(module + ".") for name in default_start)
 
 
-def test_a_config_file_loads_its_parser_and_still_nothing_else(tmp_path):
+def test_a_pulsar_conf_file_loads_its_parser_and_pulsars_keys_and_nothing_else(tmp_path):
     conf = tmp_path / "broker.conf"
     conf.write_text("clusterName=standalone\nmaxMessageSize=1048576\n")
     modules = modules_at_start(tmp_path, "--config", str(conf))
-    assert "javaproperties" in modules
-    assert [name for name in unexpected(modules) if not name.startswith("javaproperties")] == []
+    assert "javaproperties" in modules and "magnetar.broker.pulsar_keys" in modules
+    assert [name for name in unexpected(modules)
+            if not name.startswith("javaproperties") and name != "magnetar.broker.pulsar_keys"] == []

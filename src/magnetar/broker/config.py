@@ -23,7 +23,6 @@ from magnetar.broker.advertised_listeners import (
 )
 from magnetar.broker.entry_filters import load_entry_filter
 from magnetar.broker.properties import Setting
-from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
 
 #: Pulsar's modes of brokerDeleteInactiveTopicsMode (see broker.inactivity).
 _INACTIVE_TOPIC_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
@@ -323,13 +322,23 @@ def apply_settings(config: ServiceConfiguration, settings: Sequence[Setting]) ->
 
 
 def is_known_key(key: str) -> bool:
-    """Whether `key` is magnetar's or was a key of some Pulsar release."""
-    return key in magnetar_keys() or is_pulsar_key(key)
+    """Whether `key` is magnetar's or was a key of some Pulsar release.
+
+    Pulsar's 600-odd keys are loaded only for a key that is not magnetar's: a start-up
+    with magnetar's keys alone does not read them.
+    """
+    if key in magnetar_keys():
+        return True
+    from magnetar.broker.pulsar_keys import is_pulsar_key  # noqa: PLC0415 (see above)
+
+    return is_pulsar_key(key)
 
 
 def unknown_key(setting: Setting) -> str:
     """The report of a key neither magnetar nor any Pulsar release has, with the nearest real keys."""
     import difflib  # noqa: PLC0415 (only a mistyped key needs it, not every start-up)
+
+    from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS  # noqa: PLC0415 (see is_known_key)
 
     message = f"unknown configuration key {setting.key!r} (a key of neither magnetar nor any Pulsar release)"
     close = difflib.get_close_matches(setting.key, sorted(magnetar_keys() | PULSAR_BROKER_KEYS), n=2)
