@@ -80,6 +80,8 @@ def main() -> None:
     parser.add_argument("--no-bytecode-cache", action="store_true",
                         help="compile what has no .pyc at every start (PYTHONDONTWRITEBYTECODE=1)")
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error(f"--runs must be at least 1, not {args.runs}")
     pythons = args.python or [sys.executable]
     figures: dict[str, dict[str, list[float]]] = {python: {"startup_s": [], "startup_cpu_s": [], "idle_rss_mb": []}
                                                   for python in pythons}

@@ -171,3 +171,9 @@ def test_startup_bench_compares_installs_run_by_run():
     ratios = result["ratios_to_first"][0]
     assert set(ratios) == {"python", "startup_s", "startup_cpu_s", "idle_rss_mb"}
     assert 0.5 < ratios["idle_rss_mb"]["median"] < 2  # the same install against itself
+
+
+def test_startup_bench_names_the_flag_it_refuses():
+    done = run_script("startup_bench.py", "--runs", "0")
+    assert done.returncode == 2
+    assert "--runs" in done.stderr and "Traceback" not in done.stderr
