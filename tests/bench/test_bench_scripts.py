@@ -158,3 +158,22 @@ def test_testing_bench_names_the_flag_it_refuses():
     done = run_script("testing_bench.py", "--runs", "0")
     assert done.returncode == 2
     assert "--runs" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_startup_bench_compares_installs_run_by_run():
+    done = run_script("startup_bench.py", "--python", sys.executable, "--python", sys.executable, "--runs", "2")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [install["python"] for install in result["installs"]] == [sys.executable, sys.executable]
+    for install in result["installs"]:
+        assert install["startup_cpu_s"]["median"] > 0 and 0 < install["startup_s"]["min"] <= install["startup_s"]["max"]
+        assert install["idle_rss_mb"]["median"] > 10
+    ratios = result["ratios_to_first"][0]
+    assert set(ratios) == {"python", "startup_s", "startup_cpu_s", "idle_rss_mb"}
+    assert 0.5 < ratios["idle_rss_mb"]["median"] < 2  # the same install against itself
+
+
+def test_startup_bench_names_the_flag_it_refuses():
+    done = run_script("startup_bench.py", "--runs", "0")
+    assert done.returncode == 2
+    assert "--runs" in done.stderr and "Traceback" not in done.stderr

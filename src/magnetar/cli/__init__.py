@@ -9,24 +9,29 @@ Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage erro
 from __future__ import annotations
 
 import argparse
+import importlib
+import sys
 
 from magnetar import __version__
-from magnetar.cli import admin, client, compact, perf, standalone, tokens
+
+#: Each command's module, in the order `magnetar --help` lists them. A command line that
+#: names one imports that module only: `magnetar standalone` has no use for the admin
+#: client's HTTP stack or the perf tool's histograms, and start-up time is import time.
+COMMANDS = {name: f"magnetar.cli.{name}" for name in ("standalone", "admin", "client", "perf", "compact", "tokens")}
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: with `command`, only that command's (enough to run it)."""
     top = argparse.ArgumentParser(prog="magnetar", description="A Pulsar-protocol message broker in Python.")
     top.add_argument("--version", action="version", version=f"magnetar {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    standalone.register(commands)
-    admin.register(commands)
-    client.register(commands)
-    perf.register(commands)
-    compact.register(commands)
-    tokens.register(commands)
+    for name, module in COMMANDS.items():
+        if command in (None, name):
+            importlib.import_module(module).register(commands)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
     return args.run(args)

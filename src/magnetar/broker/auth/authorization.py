@@ -74,11 +74,28 @@ class AuthorizationService:
         """Whether `role` may `action` on the topics of `namespace` (`tenant/ns`)."""
         if not self.enabled or self.is_tenant_admin(namespace.split("/", 1)[0], role):
             return True
+        return self._grants_allow(namespace, role, action)
+
+    def _grants_allow(self, namespace: str, role: str | None, action: str) -> bool:
         granted = self.granted(namespace, role)
         return bool(granted & {"produce", "consume"}) if action == LOOKUP else action in granted
 
     def check_topic(self, topic: TopicName, role: str | None, action: str) -> None:
-        if not self.allows(topic.namespace_name, role, action):
+        """Raise unless `role` may `action` on `topic`; a tenant that does not exist is not found.
+
+        Pulsar's order: super users pass (the operation then finds what is missing);
+        everyone else is first checked as an admin of the topic's tenant, and a tenant
+        that does not exist answers TopicNotFound (404 on the admin API) to any role,
+        which is what the official client's suite expects of `create_producer` on
+        `tenant/ns/t`. A namespace's existence is never told this way: in an existing
+        tenant a role without rights is refused alike whether the namespace exists.
+        """
+        if not self.enabled or self.is_super_user(role):
+            return
+        info = self._resources.get_tenant(topic.tenant)
+        if info is None:
+            raise ResourceNotFoundError(f"tenant {topic.tenant} does not exist (topic {topic})")
+        if role not in info.get("adminRoles", []) and not self._grants_allow(topic.namespace_name, role, action):
             raise AuthorizationError(f"role {role!r} is not authorized to {action} on topic {topic}")
 
     def check_namespace(self, namespace: str, role: str | None, action: str) -> None:
