@@ -60,7 +60,6 @@ def _with_spark(args: argparse.Namespace) -> str:
         StorageTopics(args.data_dir).partitions(args.topic)
     except ValueError as exc:
         raise ValueError(str(exc).replace("option 'path'", "--data-dir")) from None
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = (SparkSession.builder.master(args.master).appName(f"magnetar compact {args.topic}")
              .config("spark.ui.enabled", "false").getOrCreate())
     results = compact(spark, args.topic, args.admin_url, args.data_dir, progress=progress_bar)

@@ -26,6 +26,19 @@ _NO_HARD_LIMIT_TARGET = 1 << 20
 """Soft limit to ask for when the hard one is unlimited (macOS): Linux's default nr_open."""
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_PIP70 = "org.apache.pulsar.common.intercept."
+STANDALONE_DEFAULTS = (
+    Setting("brokerEntryMetadataInterceptors",
+            f"{_PIP70}AppendBrokerTimestampMetadataInterceptor,{_PIP70}AppendIndexMetadataInterceptor",
+            "standalone default"),
+    Setting("exposingBrokerEntryMetadataToClientEnabled", "true", "standalone default"),
+)
+"""Where the standalone departs from broker.conf's defaults, as Pulsar's standalone.conf does
+for other keys (it leaves these two at broker.conf's: none, false): PIP-70 on, so that what
+magnetar builds on it (Spark streams and index offsets, `Message.index()`, seek by index)
+works on the broker a newcomer starts first. Any source of settings beats them;
+`-c brokerEntryMetadataInterceptors= -c exposingBrokerEntryMetadataToClientEnabled=false`
+gives Pulsar's behaviour back."""
 
 
 def _log_level(text: str) -> str:
@@ -55,7 +68,8 @@ def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
         ("brokerServicePort", args.port, "--port"), ("webServicePort", args.http_port, "--http-port"),
         ("bindAddress", args.bind, "--bind"),
     ) if value is not None]
-    return load_configuration(args.config, args.overrides, environ=os.environ, flags=flags)
+    return load_configuration(args.config, args.overrides, environ=os.environ, flags=flags,
+                              defaults=STANDALONE_DEFAULTS)
 
 
 async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
