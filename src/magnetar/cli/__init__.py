@@ -3,7 +3,8 @@ API with pulsar-admin's verbs and flags, `client` and `perf` produce and consume
 pulsar-client's and pulsar-perf's, `tokens` makes keys and tokens as
 `pulsar tokens` does.
 
-Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage error.
+Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage error,
+130 interrupted; see `parsing` for how a command line is read and a failure reported.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ import argparse
 
 from magnetar import __version__
 from magnetar.cli import admin, client, compact, perf, standalone, tokens
+from magnetar.cli.parsing import CommandParser, run_command
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="magnetar", description="A Pulsar-protocol message broker in Python.")
+    top = CommandParser(prog="magnetar", description="A Pulsar-protocol message broker in Python.")
     top.add_argument("--version", action="version", version=f"magnetar {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     standalone.register(commands)
@@ -28,5 +30,4 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    return args.run(args)
+    return run_command(parser().parse_args(argv))

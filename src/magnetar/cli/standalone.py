@@ -19,13 +19,13 @@ from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.config_loading import LoadedConfiguration, load_configuration
 from magnetar.broker.properties import Setting
 from magnetar.broker.service import BrokerService
+from magnetar.cli.parsing import add_log_level
 from magnetar.storage import DataDirLockedError
 
 log = logging.getLogger("magnetar")
 _NO_HARD_LIMIT_TARGET = 1 << 20
 """Soft limit to ask for when the hard one is unlimited (macOS): Linux's default nr_open."""
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _PIP70 = "org.apache.pulsar.common.intercept."
 STANDALONE_DEFAULTS = (
     Setting("brokerEntryMetadataInterceptors",
@@ -41,13 +41,6 @@ works on the broker a newcomer starts first. Any source of settings beats them;
 gives Pulsar's behaviour back."""
 
 
-def _log_level(text: str) -> str:
-    """A log level name in any case; argparse turns the refusal into exit code 2."""
-    if text.upper() not in LOG_LEVELS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
-    return text.upper()
-
-
 def register(commands: argparse._SubParsersAction) -> None:
     standalone = commands.add_parser("standalone", help="run an embedded broker with its data on local disk",
                                      description="Run an embedded broker with its admin API, data on local disk.")
@@ -60,7 +53,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     standalone.add_argument(
         "-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="set one configuration key"
     )
-    standalone.add_argument("--log-level", default="INFO", type=_log_level, help=", ".join(LOG_LEVELS))
+    add_log_level(standalone, "INFO")
 
 
 def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
@@ -131,9 +124,6 @@ def _check_file_budget(config: ServiceConfiguration, open_files_limit: int) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
     try:
         loaded = _configuration(args)
     except ConfigError as exc:
@@ -148,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"magnetar: configuration error: {exc}", file=sys.stderr)
         return 2
     except DataDirLockedError as exc:
-        print(f"magnetar: {exc}", file=sys.stderr)
+        print(f"magnetar standalone: data dir {exc.data_dir} is in use by another process (a standalone already "
+              "running on it?): stop that one, or give this one its own --data-dir", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"magnetar: cannot start: {exc}", file=sys.stderr)
