@@ -21,6 +21,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from magnetar.admin.client import AdminError
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName, check_entity_name
 
 USAGE = 2
@@ -153,8 +154,6 @@ def run_command(args: argparse.Namespace) -> int:
 
 def describe(exc: Exception) -> tuple[int, str]:
     """The exit code and the line for an exception a command raised."""
-    from magnetar.admin.client import AdminError  # noqa: PLC0415 (loaded by the CLI already; cycle-free here)
-
     if isinstance(exc, AdminError):
         return REFUSED, exc.reason + (f" ({exc.status})" if exc.status else "")
     client_errors = sys.modules.get("magnetar.client.errors")  # loaded if the command used the client
