@@ -62,6 +62,8 @@ class CommandParser(argparse.ArgumentParser):
                 if not option_string.startswith("--") and found[1] == option_string[:2]]
 
     def error(self, message: str) -> NoReturn:
+        """Unknown flags first (argparse may be reporting only what they left missing); a bad
+        value alone on one line; a line of the wrong shape after this command's usage."""
         unknown = self._unknown_flags()
         if unknown and not message.startswith("unrecognized arguments"):
             message = f"unrecognized arguments: {', '.join(unknown)}; {message}"
