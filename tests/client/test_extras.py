@@ -77,7 +77,7 @@ def test_index_and_broker_publish_time(shared_broker, topic):
 
 
 def test_index_is_none_when_the_broker_does_not_expose_it(broker_factory):
-    broker = broker_factory()
+    broker = broker_factory("exposingBrokerEntryMetadataToClientEnabled=false")
     client = Client(broker.url, operation_timeout_seconds=10)
     try:
         client.create_producer("plain").send(b"x")

@@ -1,6 +1,7 @@
 """Where the broker's settings come from, in which order, and what start-up says of them.
 
-Precedence, lowest first: defaults, the `--config` file, `PULSAR_PREFIX_<key>`
+Precedence, lowest first: defaults (the broker's, then those the caller adds, such as
+`magnetar standalone`'s), the `--config` file, `PULSAR_PREFIX_<key>`
 environment variables, `-c key=value`, then the dedicated flags (`--port`, ...).
 The environment sits where Pulsar's container images put it: their start script
 writes `PULSAR_PREFIX_` variables into the file, so they beat the file, and a
@@ -120,15 +121,17 @@ def load_configuration(
     *,
     environ: Mapping[str, str] | None = None,
     flags: Iterable[Setting] = (),
+    defaults: Iterable[Setting] = (),
 ) -> LoadedConfiguration:
-    """Defaults, the file, the environment, `-c` overrides and flags, later ones winning.
+    """Standalone defaults, the file, the environment, `-c` overrides and flags, later ones winning.
 
     Unknown keys of the file and the environment are set aside (see the module's
     docstring); those of `-c` make apply_settings raise.
     """
     lenient = [*(file_settings(config_file) if config_file is not None else ()), *environment_settings(environ or {})]
     unknown = [setting for setting in lenient if not is_known_key(setting.key)]
-    settings = [*(setting for setting in lenient if is_known_key(setting.key)), *override_settings(overrides), *flags]
+    settings = [*defaults, *(setting for setting in lenient if is_known_key(setting.key)),
+                *override_settings(overrides), *flags]
     config = ServiceConfiguration()
     ignored = apply_settings(config, settings)
     return LoadedConfiguration(

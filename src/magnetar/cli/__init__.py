@@ -3,7 +3,8 @@ API with pulsar-admin's verbs and flags, `client` and `perf` produce and consume
 pulsar-client's and pulsar-perf's, `tokens` makes keys and tokens as
 `pulsar tokens` does.
 
-Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage error.
+Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage error,
+130 interrupted; see `parsing` for how a command line is read and a failure reported.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import importlib
 import sys
 
 from magnetar import __version__
+from magnetar.cli.parsing import CommandParser, run_command
 
 #: Each command's module, in the order `magnetar --help` lists them. A command line that
 #: names one imports that module only: `magnetar standalone` has no use for the admin
@@ -22,7 +24,7 @@ COMMANDS = {name: f"magnetar.cli.{name}" for name in ("standalone", "admin", "cl
 
 def parser(command: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser: with `command`, only that command's (enough to run it)."""
-    top = argparse.ArgumentParser(prog="magnetar", description="A Pulsar-protocol message broker in Python.")
+    top = CommandParser(prog="magnetar", description="A Pulsar-protocol message broker in Python.")
     top.add_argument("--version", action="version", version=f"magnetar {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
@@ -34,4 +36,4 @@ def parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parser(argv[0] if argv and argv[0] in COMMANDS else None).parse_args(argv)
-    return args.run(args)
+    return run_command(args)

@@ -20,20 +20,26 @@ from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.config_loading import LoadedConfiguration, load_configuration
 from magnetar.broker.properties import Setting
 from magnetar.broker.service import BrokerService
+from magnetar.cli.parsing import add_log_level
 from magnetar.storage import DataDirLockedError
 
 log = logging.getLogger("magnetar")
 _NO_HARD_LIMIT_TARGET = 1 << 20
 """Soft limit to ask for when the hard one is unlimited (macOS): Linux's default nr_open."""
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-def _log_level(text: str) -> str:
-    """A log level name in any case; argparse turns the refusal into exit code 2."""
-    if text.upper() not in LOG_LEVELS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
-    return text.upper()
+_PIP70 = "org.apache.pulsar.common.intercept."
+STANDALONE_DEFAULTS = (
+    Setting("brokerEntryMetadataInterceptors",
+            f"{_PIP70}AppendBrokerTimestampMetadataInterceptor,{_PIP70}AppendIndexMetadataInterceptor",
+            "standalone default"),
+    Setting("exposingBrokerEntryMetadataToClientEnabled", "true", "standalone default"),
+)
+"""Where the standalone departs from broker.conf's defaults, as Pulsar's standalone.conf does
+for other keys (it leaves these two at broker.conf's: none, false): PIP-70 on, so that what
+magnetar builds on it (Spark streams and index offsets, `Message.index()`, seek by index)
+works on the broker a newcomer starts first. Any source of settings beats them;
+`-c brokerEntryMetadataInterceptors= -c exposingBrokerEntryMetadataToClientEnabled=false`
+gives Pulsar's behaviour back."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -48,7 +54,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     standalone.add_argument(
         "-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="set one configuration key"
     )
-    standalone.add_argument("--log-level", default="INFO", type=_log_level, help=", ".join(LOG_LEVELS))
+    add_log_level(standalone, "INFO")
 
 
 def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
@@ -68,7 +74,8 @@ def standalone_configuration(
 ) -> LoadedConfiguration:
     """The configuration a standalone runs with. magnetar.testing builds its brokers' through
     here too, so that a test broker starts with whatever defaults the command has."""
-    return load_configuration(config_file, overrides, environ=environ, flags=flags)
+    return load_configuration(config_file, overrides, environ=environ, flags=flags,
+                              defaults=STANDALONE_DEFAULTS)
 
 
 class Standalone:
@@ -163,9 +170,6 @@ def _check_file_budget(config: ServiceConfiguration, open_files_limit: int) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
     try:
         loaded = _configuration(args)
     except ConfigError as exc:
@@ -180,7 +184,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"magnetar: configuration error: {exc}", file=sys.stderr)
         return 2
     except DataDirLockedError as exc:
-        print(f"magnetar: {exc}", file=sys.stderr)
+        print(f"magnetar standalone: data dir {exc.data_dir} is in use by another process (a standalone already "
+              "running on it?): stop that one, or give this one its own --data-dir", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"magnetar: cannot start: {exc}", file=sys.stderr)
