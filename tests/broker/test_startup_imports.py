@@ -33,7 +33,7 @@ MAGNETAR = {
                        "loop_bridge message_expiry periodic policies positions producer properties publish_checks "
                        "resources retention service shared_dispatcher single_active_dispatcher stats "
                        "subscription tls topic topic_limits topic_list",
-    "magnetar.cli": ". standalone",
+    "magnetar.cli": ". parsing standalone",
     "magnetar.plugins": ".",
     "magnetar.storage": ". appends compacted_ledger config cursor entry_cache entry_reader errors faults file_pool "
                         "group_commit layout ledger ledger_files ledger_ids ledger_recovery ledger_slot "

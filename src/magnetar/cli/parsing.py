@@ -14,7 +14,6 @@ Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage erro
 from __future__ import annotations
 
 import argparse
-import difflib
 import logging
 import sys
 import traceback
@@ -77,6 +76,8 @@ class CommandParser(argparse.ArgumentParser):
         """The flags given that this command does not have, each with the one meant if close.
         A command with subcommands owns only what precedes the first word that is neither a
         flag nor (by its place) a flag's value: the rest is the subcommand's."""
+        import difflib  # noqa: PLC0415 (only a mistake needs it; a broker's start-up does not)
+
         known = list(self._option_string_actions)
         found = []
         previous = ""
