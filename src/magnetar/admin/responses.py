@@ -24,6 +24,7 @@ log = logging.getLogger(__name__)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
 _LONGEST = len(str(INT64_MIN))
+request_lines = logging.getLogger("magnetar.admin")
 #: Bodies are small JSON or a number; aiohttp answers 413 past this (its default, kept).
 MAX_BODY_BYTES = 1024 * 1024
 #: webServiceRequestTimeoutSeconds: every admin request, its body included, ends within it.
@@ -52,6 +53,36 @@ def status_of(error: BrokerServiceError) -> int:
     if error.code == pb.InvalidTopicName:
         return 412
     return 500 if error.code == pb.MetadataError else 409
+
+
+@web.middleware
+async def request_log(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """One line per admin call: at INFO what changes something or was refused, which an
+    operator looks for afterwards; at DEBUG the reads that succeeded, which monitoring
+    repeats (stats, /metrics) and which would drown the rest."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        _log_request(request, exc.status, exc.text)
+        raise
+    _log_request(request, response.status, None)
+    return response
+
+
+def _log_request(request: web.Request, status: int, body: str | None) -> None:
+    level = logging.DEBUG if request.method in ("GET", "HEAD") and status < 400 else logging.INFO
+    if request_lines.isEnabledFor(level):
+        request_lines.log(level, "%s %s from %s: %d%s", request.method, request.path_qs, request.remote, status,
+                f" {_reason_of(body)}" if status >= 400 else "")
+
+
+def _reason_of(body: str | None) -> str:
+    """The `reason` of one of our error bodies, else the body itself, cut short."""
+    try:
+        reason = json.loads(body or "").get("reason", body)
+    except (ValueError, AttributeError):
+        reason = body
+    return str(reason or "")[:300]
 
 
 @web.middleware

@@ -3,6 +3,8 @@ topics resource (PersistentTopics / NonPersistentTopics)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from magnetar.admin.backlog_quotas import backlog_quota_routes
@@ -29,7 +31,6 @@ from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.internal_stats import internal_stats
-from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.policies import MESSAGE_TTL, Policy
 from magnetar.broker.retention import RETENTION
 from magnetar.broker.service import BrokerService
@@ -47,6 +48,9 @@ from magnetar.storage.message_finder import EntrySequence
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.non_persistent_topic import NonPersistentTopic
 
 PERSISTENT = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 #: Paths that serve both domains; the others read storage, which a non-persistent topic has none of.

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 from magnetar import __version__
 from magnetar.broker.auth.authorization import Resource
 from magnetar.broker.auth.operations import COMMANDS, Operation
-from magnetar.broker.auth.session import ConnectionAuth
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.consumer_commands import ConsumerCommands
 from magnetar.broker.errors import BrokerServiceError
@@ -36,6 +35,7 @@ from magnetar.wire.frames import FRAME_PADDING, FrameDecoder, command_body
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
+    from magnetar.broker.auth.session import ConnectionAuth
     from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -332,6 +332,8 @@ class ServerCnx(ConsumerCommands, LookupCommands, asyncio.Protocol):
             self.close()
             return
         if self.service.authentication.enabled:
+            from magnetar.broker.auth.session import ConnectionAuth  # noqa: PLC0415 (a broker without authentication never needs it)
+
             self.auth = ConnectionAuth(self)
             self.auth.on_connect(connect, lambda: self._complete_connect(connect))
             return

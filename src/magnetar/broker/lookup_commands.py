@@ -8,6 +8,7 @@ transport, framing and the producer path.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.advertised_listeners import ListenerNotFoundError
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from magnetar.broker.auth.operations import Operation
     from magnetar.broker.service import BrokerService
 
+log = logging.getLogger("magnetar.broker.connection")
 T = pb.BaseCommand
 
 
@@ -38,6 +40,7 @@ class LookupCommands:
             self.authorize(COMMANDS[T.PARTITIONED_METADATA], req.topic)
             partitions = self.service.partitioned_metadata(req.topic, auto_create=req.metadata_auto_creation_enabled)
         except BrokerServiceError as exc:
+            self._log_refused_lookup(req.topic, exc)
             self.send(commands.partitioned_metadata_error(req.request_id, exc.code, exc.message))
             return
         self.send(commands.partitioned_metadata_response(req.request_id, partitions))
@@ -52,12 +55,19 @@ class LookupCommands:
                 raise BrokerServiceError(pb.TopicNotFound, f"Topic {req.topic} does not exist")
             listener = service.listeners.resolve(req.advertised_listener_name)
         except BrokerServiceError as exc:
+            self._log_refused_lookup(req.topic, exc)
             self.send(commands.lookup_error(req.request_id, exc.code, exc.message))
             return
         except ListenerNotFoundError as exc:
             self.send(commands.lookup_error(req.request_id, pb.ServiceNotReady, str(exc)))
             return
         self.send(commands.lookup_connect(req.request_id, listener.broker_service_url, listener.broker_service_url_tls))
+
+    def _log_refused_lookup(self, topic: str, exc: BrokerServiceError) -> None:
+        """A refused lookup is where a client's mistake (a typo'd namespace, a topic that
+        may not be auto-created) first shows; authorize() has already said why for its own."""
+        if exc.code != pb.AuthorizationError:
+            log.info("%s lookup of %s refused: %s: %s", self, topic, pb.ServerError.Name(exc.code), exc.message)
 
     def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.getTopicsOfNamespace

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.broker import retention
 from magnetar.broker.accept_errors import AcceptErrorReporter
@@ -38,7 +39,6 @@ from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountErro
 from magnetar.broker.inactivity import InactivityMonitor
 from magnetar.broker.loop_bridge import LoopBridge
 from magnetar.broker.message_expiry import MessageExpiryMonitor
-from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.periodic import PeriodicTask
 from magnetar.broker.policies import TopicPolicies
 from magnetar.broker.resources import NamespaceResources
@@ -49,6 +49,9 @@ from magnetar.broker.topic_list import TopicsPattern, filter_topics
 from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.non_persistent_topic import NonPersistentTopic
 
 log = logging.getLogger(__name__)
 _PARTITIONED_PREFIX = "/admin/partitioned-topics/"
@@ -337,6 +340,8 @@ class BrokerService:
                 raise BrokerServiceError(pb.TopicNotFound, f"Topic {name} does not exist")
             self.check_namespace(topic_name)
         if not topic_name.persistent:
+            from magnetar.broker.non_persistent_topic import NonPersistentTopic  # noqa: PLC0415 (first one's import)
+
             non_persistent = self.non_persistent_topics[key] = NonPersistentTopic(self, topic_name)
             return non_persistent
         persistent = self.topics[key] = PersistentTopic(self, topic_name, self.factory.open(topic_name.storage_name))

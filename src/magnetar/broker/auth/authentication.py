@@ -87,13 +87,18 @@ def load_provider(name: str, config: ServiceConfiguration) -> AuthenticationProv
 
 
 class AuthenticationService:
-    """The providers in force, by method name, and the anonymous role."""
+    """The providers in force, by method name, and the anonymous role.
+
+    With authentication off no provider is built, as in Pulsar: files written for it
+    name providers (even `authenticationProviders=false`) that only matter once it is
+    on, and the providers' libraries then stay unimported.
+    """
 
     def __init__(self, config: ServiceConfiguration) -> None:
         self.enabled = config.authenticationEnabled
         self.anonymous_role = config.anonymousUserRole or None
         self.providers: dict[str, AuthenticationProvider] = {}
-        for name in config.authenticationProviders:
+        for name in config.authenticationProviders if self.enabled else ():
             provider = load_provider(name, config)
             self.providers[provider.auth_method_name] = provider
 
