@@ -41,7 +41,8 @@ from pathlib import Path
 
 import pulsar
 
-from magnetar.broker.delayed_delivery import BucketDelayedDeliveryTracker, InMemoryDelayedDeliveryTracker
+from magnetar.broker.delayed_delivery.bucket import BucketDelayedDeliveryTracker
+from magnetar.broker.delayed_delivery.tracker import InMemoryDelayedDeliveryTracker
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

@@ -28,7 +28,7 @@ from magnetar.wire.entry import add_broker_entry_metadata, build_entry, parse_me
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from standalone import Standalone
+from standalone import NO_ENTRY_METADATA, Standalone
 
 INTERCEPTORS = (
     "brokerEntryMetadataInterceptors="
@@ -119,7 +119,7 @@ def produce_rate(url: str, topic: str, messages: int, batching: bool) -> float:
 
 def interceptor_cost(rounds: int, messages: dict[bool, int]) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
-        off = Standalone(Path(tmp) / "off").start()
+        off = Standalone(Path(tmp) / "off", list(NO_ENTRY_METADATA)).start()
         on = Standalone(Path(tmp) / "on", [INTERCEPTORS]).start()
         results: dict[str, object] = {}
         try:

@@ -51,8 +51,11 @@ class RawClient:
     def command(self, cmd: T, entry: bytes | None = None) -> None:
         self.write(encode_command(cmd) if entry is None else encode_payload_command(cmd, entry))
 
-    def connect(self) -> pb.CommandConnected:
-        self.command(T(type=T.CONNECT, connect=pb.CommandConnect(client_version="raw", protocol_version=20)))
+    def connect(self, auth_method: str | None = None, auth_data: bytes = b"") -> pb.CommandConnected:
+        connect = pb.CommandConnect(client_version="raw", protocol_version=20)
+        if auth_method is not None:
+            connect.auth_method_name, connect.auth_data = auth_method, auth_data
+        self.command(T(type=T.CONNECT, connect=connect))
         return self.expect(T.CONNECTED).connected
 
     def create_producer(self, topic: str, producer_id: int = 0, request_id: int = 0) -> str:

@@ -21,6 +21,9 @@ TLS_READY = re.compile(r"accepting connections on .*?(pulsar\+ssl://[\d.]+:\d+)"
 ADMIN = re.compile(r"admin API on (http://[\d.]+:\d+)")
 ADMIN_TLS = re.compile(r"admin API on (https://[\d.]+:\d+)")
 START_TIMEOUT = 30.0
+NO_ENTRY_METADATA = ("brokerEntryMetadataInterceptors=", "exposingBrokerEntryMetadataToClientEnabled=false")
+"""Pulsar's broker defaults for PIP-70 (entries stored without the prefix, none sent to clients),
+which `magnetar standalone` turns on: for tests about a broker without it."""
 
 
 @dataclass

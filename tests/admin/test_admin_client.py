@@ -8,7 +8,8 @@ import pytest
 from magnetar.admin.client import AdminClient, AdminError
 
 
-def test_admin_client_round_trip(broker, client_factory):
+def test_admin_client_round_trip(pulsar_broker_factory, client_factory):
+    broker = pulsar_broker_factory()  # a broker of its own, in a thread: tenants and namespaces start empty
     admin = AdminClient(broker.admin_url)
     assert admin.clusters() == ["standalone"]
     admin.create_tenant("acme")
@@ -22,7 +23,7 @@ def test_admin_client_round_trip(broker, client_factory):
     assert len(admin.topics("acme/ns")) == 3
 
     topic = "persistent://acme/ns/plain"
-    producer = client_factory(broker.url).create_producer(topic, batching_enabled=False)
+    producer = client_factory(broker.service_url).create_producer(topic, batching_enabled=False)
     ids = [producer.send(f"m{i}".encode(), properties={"i": str(i)}) for i in range(5)]
     admin.create_subscription(topic, "sub", (-1, -1))
     assert admin.subscriptions(topic) == ["sub"]
@@ -53,8 +54,8 @@ def test_admin_client_round_trip(broker, client_factory):
     assert admin.version().startswith("magnetar-")
 
 
-def test_admin_errors_carry_pulsars_reason(broker):
-    admin = AdminClient(broker.admin_url)
+def test_admin_errors_carry_pulsars_reason(pulsar_broker_factory):
+    admin = AdminClient(pulsar_broker_factory().admin_url)
     with pytest.raises(AdminError) as missing:
         admin.stats("persistent://public/default/nope")
     assert missing.value.status == 404
@@ -65,7 +66,8 @@ def test_admin_errors_carry_pulsars_reason(broker):
         admin.create_namespace("nobody/ns")
 
 
-def test_topics_of_an_http_service_url_client_and_admin_agree(broker, client_factory):
+def test_topics_of_an_http_service_url_client_and_admin_agree(pulsar_broker_factory, client_factory):
+    broker = pulsar_broker_factory()
     client = client_factory(broker.admin_url)
     client.create_producer("agree").send(b"x")
     assert "persistent://public/default/agree" in AdminClient(broker.admin_url).topics("public/default")

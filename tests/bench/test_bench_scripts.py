@@ -141,3 +141,39 @@ def test_publish_path_bench_receipts_every_send_and_splits_an_unbatched_send_by_
     assert set(stages) == {"frames_decoded", "send_checked", "receipt_encoded", "upb_command_parse",
                            "upb_metadata_parse", "upb_metadata_parse_and_required_check"}
     assert all(ns > 0 for ns in stages.values()), stages
+
+
+def test_testing_bench_times_every_kind_of_broker():
+    done = run_script("testing_bench.py", "--runs", "2")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["in_process_cold"]["ready_s"]["median"] > 0
+    for kind in ("in_process", "subprocess", "suite_harness"):
+        figures = result[kind]
+        assert 0 < figures["ready_s"]["median"] <= figures["first_message_s"]["median"], kind
+        assert figures["ready_s"]["max"] >= figures["ready_s"]["median"] and figures["close_s"]["median"] > 0, kind
+
+
+def test_testing_bench_names_the_flag_it_refuses():
+    done = run_script("testing_bench.py", "--runs", "0")
+    assert done.returncode == 2
+    assert "--runs" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_startup_bench_compares_installs_run_by_run():
+    done = run_script("startup_bench.py", "--python", sys.executable, "--python", sys.executable, "--runs", "2")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [install["python"] for install in result["installs"]] == [sys.executable, sys.executable]
+    for install in result["installs"]:
+        assert install["startup_cpu_s"]["median"] > 0 and 0 < install["startup_s"]["min"] <= install["startup_s"]["max"]
+        assert install["idle_rss_mb"]["median"] > 10
+    ratios = result["ratios_to_first"][0]
+    assert set(ratios) == {"python", "startup_s", "startup_cpu_s", "idle_rss_mb"}
+    assert 0.5 < ratios["idle_rss_mb"]["median"] < 2  # the same install against itself
+
+
+def test_startup_bench_names_the_flag_it_refuses():
+    done = run_script("startup_bench.py", "--runs", "0")
+    assert done.returncode == 2
+    assert "--runs" in done.stderr and "Traceback" not in done.stderr

@@ -198,18 +198,36 @@ def test_precedence_file_environment_c_flags(tmp_path):
     assert loaded.settings["brokerServicePort"].origin == "--port"
 
 
-def test_every_unknown_key_is_reported_at_once_with_its_line(tmp_path):
-    conf = write(tmp_path / "broker.conf", "# Pulsar's", "clusterName=standalone", "maxMesageSize=1",
-                 "noSuchKey=2", "zookeeperServers=", "alsoNot: 3")
+def test_unknown_keys_of_c_are_all_refused_at_once_with_the_nearest_keys(tmp_path):
     with pytest.raises(ConfigError) as caught:
-        load_configuration(conf, ["fromCommandLine=1"], environ={"PULSAR_PREFIX_fromEnv": "1"})
+        load_configuration(None, ["maxMesageSize=1", "noSuchKey=2", "clusterName=standalone"])
     message = str(caught.value)
-    assert message.startswith("5 problems:")
-    for where, key in ((f"{conf}:3", "maxMesageSize"), (f"{conf}:4", "noSuchKey"), (f"{conf}:6", "alsoNot"),
-                       ("environment (PULSAR_PREFIX_fromEnv)", "fromEnv"), ("-c", "fromCommandLine")):
-        assert f"{where}: unknown configuration key {key!r}" in message
-    assert "did you mean maxMessageSize?" in message
+    assert message.startswith("2 problems:")
+    assert "-c: unknown configuration key 'maxMesageSize'" in message and "did you mean maxMessageSize?" in message
+    assert "-c: unknown configuration key 'noSuchKey'" in message
     assert "clusterName" not in message
+
+
+def test_unknown_keys_of_the_file_and_environment_are_set_aside_with_their_origin(tmp_path):
+    conf = write(tmp_path / "broker.conf", "# Pulsar's", "clusterName=standalone", "maxMesageSize=1",
+                 "noSuchKey=2", "zookeeperServers=", "alsoNot: 3", "maxMessageSize=10")
+    loaded = load_configuration(conf, environ={"PULSAR_PREFIX_fromEnv": "1"})
+    assert [(s.key, s.origin) for s in loaded.unknown] == [
+        ("maxMesageSize", f"{conf}:3"), ("noSuchKey", f"{conf}:4"), ("alsoNot", f"{conf}:6"),
+        ("fromEnv", "environment (PULSAR_PREFIX_fromEnv)")]
+    assert loaded.ignored == ["clusterName", "zookeeperServers"]
+    assert loaded.config.maxMessageSize == 10
+    assert "maxMesageSize" not in loaded.settings
+
+
+def test_summary_warns_of_each_unknown_key_with_its_line_and_the_nearest_keys(tmp_path, caplog):
+    conf = write(tmp_path / "broker.conf", "maxMesageSize=1", "clusterName=standalone")
+    with caplog.at_level(logging.INFO, logger="magnetar.config"):
+        load_configuration(conf).log_summary()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"{conf}:1: unknown configuration key 'maxMesageSize' (a key of neither magnetar nor any "
+                        "Pulsar release); did you mean maxMessageSize?; ignored",
+                        "1 Pulsar keys that magnetar does not implement are ignored: clusterName"]
 
 
 def test_pulsar_keys_magnetar_lacks_are_ignored_and_listed_once_sorted(tmp_path):
@@ -341,14 +359,22 @@ def test_a_pulsar_standalone_conf_starts_with_one_warning(tmp_path):
     assert "journalSyncData=false [" in log and "brokerServicePort=0 [--port]" in log
 
 
-def test_unknown_keys_in_a_file_stop_the_start_all_at_once(tmp_path):
+def test_unknown_keys_in_a_file_are_warned_about_and_the_broker_starts(tmp_path):
     conf = write(tmp_path / "broker.conf", "clusterName=standalone", "maxMesageSize=1", "# typo below",
                  "brokerServicePorts=6650", "webServicePort=8080")
-    result = run_standalone("--data-dir", str(tmp_path / "data"), "--config", str(conf))
+    broker = Standalone(tmp_path / "data", args=["--config", str(conf)]).start()
+    assert broker.stop() == 0
+    log = broker.log()
+    assert f"{conf}:2: unknown configuration key 'maxMesageSize'" in log
+    assert f"{conf}:4: unknown configuration key 'brokerServicePorts'" in log
+    assert "did you mean brokerServicePort" in log
+
+
+def test_an_unknown_key_on_the_command_line_stops_the_start(tmp_path):
+    result = run_standalone("--data-dir", str(tmp_path / "data"), "-c", "brokerDeduplicationEnable=true")
     assert result.returncode == 2
-    assert f"{conf}:2: unknown configuration key 'maxMesageSize'" in result.stderr
-    assert f"{conf}:4: unknown configuration key 'brokerServicePorts'" in result.stderr
-    assert "2 problems" in result.stderr
+    assert ("-c: unknown configuration key 'brokerDeduplicationEnable' (a key of neither magnetar nor any "
+            "Pulsar release); did you mean brokerDeduplicationEnabled") in result.stderr
 
 
 def test_pulsar_prefix_environment_beats_the_file(tmp_path):

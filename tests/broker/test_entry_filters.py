@@ -4,6 +4,7 @@ official client consuming and batches built as a batched-filter-properties produ
 from __future__ import annotations
 
 import json
+import os
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from admin_http import get_json, http
+from plugin_dist import install_entry_points
 from rawclient import RawClient
 from standalone import Standalone
 
@@ -193,15 +195,19 @@ def test_raising_filter_accepts_and_logs_once_and_chains(client_factory, tmp_pat
 
 
 def test_topic_policy_overrides_namespace_and_broker(client_factory, tmp_path):
+    # policies name installed filters only: reject-odd is an entry point of an installed package
+    installed = install_entry_points(tmp_path / "site", "filter-plugins", "magnetar.entry_filters",
+                                     {"reject-odd": "filter_plugins:RejectOdd"})
     broker = Standalone(tmp_path / "data", ["entryFilterNames=filter_plugins:RejectAll",
-                                            "allowOverrideEntryFilters=true"], env={"PYTHONPATH": PLUGINS}).start()
+                                            "allowOverrideEntryFilters=true"],
+                        env={"PYTHONPATH": os.pathsep.join((PLUGINS, str(installed)))}).start()
     try:
         base = f"{broker.admin_url}/admin/v2"
         client = client_factory(broker.url)
         names = {"broker": "by-broker", "namespace": "by-namespace", "topic": "by-topic"}
         consumers = {level: client.subscribe(topic, "sub") for level, topic in names.items()}
         assert http("POST", f"{base}/namespaces/public/default/entryFilters",
-                    json.dumps({"entryFilterNames": "filter_plugins:RejectOdd"}).encode())[0] == 204
+                    json.dumps({"entryFilterNames": "reject-odd"}).encode())[0] == 204
         assert http("POST", f"{base}/persistent/public/default/by-topic/entryFilters",
                     json.dumps({"entryFilterNames": ""}).encode())[0] == 204
         assert http("POST", f"{base}/persistent/public/default/by-topic/entryFilters",

@@ -12,7 +12,9 @@ import pytest
 from admin_http import http, http_get
 from polling import wait_for
 from rawclient import RawClient
+from standalone import NO_ENTRY_METADATA
 
+from magnetar.client import Client, MessageId
 from magnetar.storage import ManagedLedgerFactory
 from magnetar.wire.batch import encode_batch
 from magnetar.wire.entry import build_entry, parse_entry, parse_message_metadata, peek_broker_entry_metadata
@@ -115,6 +117,30 @@ def test_index_is_continuous_across_rollover_and_restart(broker_factory, client_
     assert stamps == sorted(stamps)
 
 
+def test_standalone_stamps_and_exposes_by_default_and_pulsars_behaviour_is_one_key_away(broker_factory):
+    """`magnetar standalone` turns PIP-70 on (unlike broker.conf's defaults), so Message.index()
+    and the Spark source's offsets work on the broker a newcomer starts; Pulsar's way is -c."""
+    default = broker_factory()
+    pulsars = broker_factory(*NO_ENTRY_METADATA)
+    assert "exposingBrokerEntryMetadataToClientEnabled=true [standalone default]" in default.log()
+    seen = []
+    for broker in (default, pulsars):
+        client = Client(broker.url, operation_timeout_seconds=10)
+        try:
+            producer = client.create_producer("defaults", batching_enabled=True, batching_max_publish_delay_ms=50)
+            for i in range(3):
+                producer.send_async(f"{i}".encode(), None)
+            producer.flush()
+            reader = client.create_reader("defaults", MessageId.earliest)
+            seen.append([(m.index(), m.broker_publish_time() is not None) for m in
+                         (reader.read_next(10_000) for _ in range(3))])
+        finally:
+            client.close()
+        stored = [peek_broker_entry_metadata(d) for _, d in stored_entries(broker.data_dir, "defaults")]
+        assert all((bem is not None) == (broker is default) for bem in stored)
+    assert seen == [[(0, True), (1, True), (2, True)], [(None, False)] * 3]
+
+
 def test_index_base_is_configurable(broker_factory, client_factory):
     broker = broker_factory(PULSAR_INTERCEPTORS, "brokerEntryMetadataIndexBase=1000")
     send_groups(client_factory(broker.url), "index-base", [1, 4])
@@ -175,7 +201,7 @@ def test_seek_by_time_follows_broker_time_not_skewed_clocks(broker_factory, clie
 def test_seek_by_time_on_topic_with_and_without_prefixes(broker_factory, client_factory, tmp_path):
     topic = "persistent://public/default/mixed-prefix"
     data_dir = tmp_path / "mixed"
-    broker = broker_factory(data_dir=data_dir)
+    broker = broker_factory(*NO_ENTRY_METADATA, data_dir=data_dir)
     producer = SkewedProducer(broker.url, topic)
     for i in range(5):  # no interceptor: the honest client clock is what a seek can use
         producer.send(int(time.time() * 1000), [f"old-{i}".encode()])

@@ -3,14 +3,17 @@
 Pulsar's rule (PersistentStickyKeyDispatcherMultipleConsumers): an entry goes whole to the
 consumer that owns its sticky key (MessageMetadata ordering_key, else partition_key, else a
 fixed key), so a Default batch of many keys follows its first message's key; delivery goes
-on while consumers have permits; a consumer that joins while messages are out gets nothing
-read after its arrival until what came before is acknowledged, so order per key holds.
+on while consumers have permits; a key that moves to a consumer that joins goes to it only
+once the consumer that had it acknowledged what it holds of that key (draining hashes,
+PIP-379), so order per key holds and nothing else waits.
 
 Each consumer here receives in a thread of its own, as an application does. A harness
 that polls the consumers in turn with a timeout each is paced by the idle ones: when one
 consumer owns the whole backlog (a Default batch routed by its first key) it gets one
 message per timeout of the other, which looks like a stall at ~600 messages in 30 s but is
-not one.
+not one; with KeyBased batches, 20 keys of 100 messages split unevenly between two
+consumers (900/1,100, 700/1,300) finish after the difference times the timeout: the 10 s
+steps issue 29 reported. Stalls are measured in test_key_shared_churn.py.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 import pulsar
 import pytest
@@ -423,6 +427,116 @@ def test_held_back_joiner_does_not_starve_the_others(shared_client):
     assert not later_old, f"old got {len(before)} while the joiner waited, {len(later_old)} only after"
     assert len(before) + len(later_joiner) == 400
     assert {m.partition_key() for m in before}.isdisjoint(m.partition_key() for m in later_joiner)
+
+
+# -- the sticky key: ordering key first -------------------------------------------------------
+
+@pytest.mark.parametrize("topic_kind", ["persistent", "non-persistent"])
+@pytest.mark.parametrize("batching", ["off", "key_based"])
+def test_ordering_key_wins_over_partition_key(shared_client, topic_kind, batching):
+    """A message with both keys goes by its ordering key (Pulsar's peekStickyKey; the client's
+    KeyBased batches are grouped the same way): a hundred messages of one ordering key and a
+    hundred partition keys reach one consumer, in order; a hundred ordering keys under one
+    partition key spread over both consumers."""
+    topic = f"{topic_kind}://public/default/ks-dual-key-{batching}"
+    consumers = {name: shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name=name)
+                 for name in ("a", "b")}
+    producer = shared_client.create_producer(topic, **producer_options(batching))
+    for i in range(200):
+        keys = {"ordering_key": "same", "partition_key": f"p{i}"} if i < 100 else {
+            "ordering_key": f"o{i}", "partition_key": "same"}
+        producer.send_async(f"{keys['ordering_key']}:{i}".encode(), None, **keys)
+    producer.flush()
+    got = {name: [int(m.data().decode().rpartition(":")[2]) for m in drain(consumer)]
+           for name, consumer in consumers.items()}
+    one_ordering_key = {name: [v for v in values if v < 100] for name, values in got.items()}
+    assert sorted(one_ordering_key.values(), key=len) == [[], list(range(100))], one_ordering_key
+    many_ordering_keys = {name: [v for v in values if v >= 100] for name, values in got.items()}
+    assert all(many_ordering_keys.values()), f"one partition key, yet a single consumer: {many_ordering_keys}"
+    assert sorted(v for values in many_ordering_keys.values() for v in values) == list(range(100, 200))
+
+
+# -- a key moves to a new consumer once its previous holder acknowledged it --------------------
+
+def receive_all(consumer: pulsar.Consumer, quiet_ms: int = 1000) -> list[pulsar.Message]:
+    """What arrives until nothing came for `quiet_ms`, acknowledged as it comes."""
+    return drain(consumer, quiet_ms)
+
+
+def test_joiner_waits_only_for_the_keys_held_elsewhere(shared_client):
+    """The first consumer holds one message unacknowledged; a second joins and takes over
+    about half the keys. New messages of every key but the held one's reach their owner at
+    once; those of the held key wait, wherever it now belongs, until the holder acknowledges
+    it, and then come in order. (A joiner used to get nothing until everything older than
+    its arrival was acknowledged, whatever the key.)"""
+    topic = "ks-joiner-waits-per-key"
+    first = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first")
+    producer = shared_client.create_producer(topic, batching_enabled=False)
+    send(producer, range(20), lambda i: ("partition_key", f"key-{i}"))
+    old = [first.receive(timeout_millis=5000) for _ in range(20)]
+    held = next(m for m in old if m.partition_key() == "key-7")
+    for msg in old:
+        if msg is not held:
+            first.acknowledge(msg)
+    joiner = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner")
+    send(producer, range(20, 420), lambda i: ("partition_key", f"key-{i % 20}"))
+    before = {"first": receive_all(first), "joiner": receive_all(joiner)}
+    keys_before = {name: {m.partition_key() for m in msgs} for name, msgs in before.items()}
+    assert before["joiner"], "the joiner got nothing while an unrelated message was unacknowledged"
+    first.acknowledge(held)
+    after = {"first": receive_all(first), "joiner": receive_all(joiner)}
+    values = sorted(int(m.data().decode().rpartition(":")[2]) for msgs in [*before.values(), *after.values()]
+                    for m in msgs)
+    assert values == list(range(20, 420))
+    late = [m for msgs in after.values() for m in msgs]
+    if late:  # key-7 moved to the joiner: all of it waited for the ack, and came in order
+        assert {m.partition_key() for m in late} == {"key-7"} and "key-7" not in keys_before["joiner"]
+        assert [m.data() for m in late] == [f"key-7:{i}".encode() for i in range(27, 420, 20)]
+    else:  # key-7 stayed with the first consumer, which got it all along
+        assert "key-7" in keys_before["first"]
+    assert keys_before["first"].isdisjoint(keys_before["joiner"])
+
+
+def test_joiner_is_not_held_back_by_a_delayed_message(shared_client):
+    """A message delivered in an hour keeps the subscription's mark-delete position behind
+    it for that hour. That must not stall a consumer that joined meanwhile: the keys it
+    takes over are held by nobody."""
+    topic = "ks-joiner-delayed"
+    first = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first")
+    producer = shared_client.create_producer(topic, batching_enabled=False)
+    producer.send(b"later:0", partition_key="later", deliver_after=timedelta(hours=1))
+    producer.send(b"key-0:1", partition_key="key-0")
+    held = first.receive(timeout_millis=5000)
+    joiner = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner")
+    first.acknowledge(held)  # only the delayed message is left unacknowledged before the join
+    send(producer, range(2, 202), lambda i: ("partition_key", f"key-{i % 20}"))
+    got = {"first": receive_all(first), "joiner": receive_all(joiner)}
+    assert got["joiner"], "the joiner waited for a message due in an hour"
+    assert sorted(int(m.data().decode().rpartition(":")[2]) for msgs in got.values() for m in msgs) == list(
+        range(2, 202))
+
+
+@pytest.mark.parametrize("out_of_order", [False, True])
+def test_allow_out_of_order_delivery_skips_the_wait(shared_client, out_of_order):
+    """allowOutOfOrderDelivery (the client's ConsumerKeySharedPolicy) gives up order across a
+    change of consumers: a joiner gets the keys it takes over at once, though the first
+    consumer still holds their earlier messages. Without it, it gets none of them until then."""
+    topic = f"ks-out-of-order-{out_of_order}"
+    policy = pulsar.ConsumerKeySharedPolicy(allow_out_of_order_delivery=out_of_order)
+    first = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first",
+                                    key_shared_policy=policy)
+    producer = shared_client.create_producer(topic, batching_enabled=False)
+    send(producer, range(20), lambda i: ("partition_key", f"key-{i}"))
+    held = [first.receive(timeout_millis=5000) for _ in range(20)]  # one of every key, unacknowledged
+    joiner = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner",
+                                     key_shared_policy=policy)
+    send(producer, range(20, 220), lambda i: ("partition_key", f"key-{i % 20}"))
+    early = receive_all(joiner)
+    assert bool(early) == out_of_order, f"{len(early)} messages reached the joiner while the first held its keys"
+    for msg in held:
+        first.acknowledge(msg)
+    got = [*early, *receive_all(joiner), *receive_all(first)]
+    assert sorted(int(m.data().decode().rpartition(":")[2]) for m in got) == list(range(20, 220))
 
 
 # -- randomized --------------------------------------------------------------------------------

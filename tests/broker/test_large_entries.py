@@ -11,15 +11,14 @@ import pulsar
 import pytest
 from admin_http import get_json
 from polling import wait_for
-from standalone import Standalone
 
 import magnetar.client as mc
+import magnetar.testing
 
-INTERCEPTORS = (
-    "brokerEntryMetadataInterceptors="
-    "org.apache.pulsar.common.intercept.AppendBrokerTimestampMetadataInterceptor,"
-    "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor"
-)
+INTERCEPTORS = [
+    "org.apache.pulsar.common.intercept.AppendBrokerTimestampMetadataInterceptor",
+    "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor",
+]
 #: Around the 64 KiB mark where entries are read and written apart, and well past it.
 SIZES = [5, 1 << 20, 65_535, 65_536, 70_000, 0, 3 << 20, 17]
 
@@ -29,18 +28,17 @@ def payload(i: int, size: int) -> bytes:
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["stripped", "exposed"])
-def large_broker(request, tmp_path_factory):
-    config = ["managedLedgerCacheSizeMB=0", INTERCEPTORS,
-              f"exposingBrokerEntryMetadataToClientEnabled={str(request.param).lower()}"]
-    started = Standalone(tmp_path_factory.mktemp("large") / "data", config).start()
-    yield started
-    started.stop()
+def large_broker(request):
+    config = {"managedLedgerCacheSizeMB": 0, "brokerEntryMetadataInterceptors": INTERCEPTORS,
+              "exposingBrokerEntryMetadataToClientEnabled": request.param}
+    with magnetar.testing.standalone(config) as broker:
+        yield broker
 
 
 @pytest.fixture(scope="module")
 def topic(large_broker) -> str:
     """One topic of SIZES entries, written unbatched by the official client."""
-    client = pulsar.Client(large_broker.url, operation_timeout_seconds=10,
+    client = pulsar.Client(large_broker.service_url, operation_timeout_seconds=10,
                            logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     name = "persistent://public/default/large-entries"
     producer = client.create_producer(name, batching_enabled=False)
@@ -51,7 +49,7 @@ def topic(large_broker) -> str:
 
 
 def test_the_official_client_gets_every_byte(large_broker, topic, client_factory):
-    client = client_factory(large_broker.url)
+    client = client_factory(large_broker.service_url)
     reader = client.create_reader(topic, pulsar.MessageId.earliest, receiver_queue_size=3)
     got = [reader.read_next(10_000).data() for _ in SIZES]
     assert [len(data) for data in got] == SIZES
@@ -59,7 +57,7 @@ def test_the_official_client_gets_every_byte(large_broker, topic, client_factory
 
 
 def test_magnetar_client_gets_every_byte(large_broker, topic):
-    client = mc.Client(large_broker.url, operation_timeout_seconds=10)
+    client = mc.Client(large_broker.service_url, operation_timeout_seconds=10)
     try:
         reader = client.create_reader(topic, mc.MessageId.earliest, receiver_queue_size=3)
         got = [reader.read_next(10_000).data() for _ in SIZES]

@@ -431,5 +431,6 @@ def test_topic_list_matches_like_pulsar():
     assert filter_topics(names, compile_pattern("public/default/a.*")) == names[:3]
     assert filter_topics(names, compile_pattern("persistent://public/default/a")) == names[:2]
     assert compile_pattern("public/default/(") is None
+    assert compile_pattern(r"public/default/(a)\1") is None  # RE2 cannot: the client filters
     assert topics_hash(["b", "a"]) == topics_hash(["a", "b"]) == pulsar_topics_hash(["a", "b"])
     assert topics_hash([]) == "00000000"

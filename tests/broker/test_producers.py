@@ -15,6 +15,7 @@ import time
 
 import pulsar
 import pytest
+from admin_http import http
 from rawclient import RawClient, send_frame
 
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -284,3 +285,19 @@ def test_producer_reconnects_after_broker_restart(broker, client_factory):
     got = [reader.read_next(10000).data() for _ in range(20)]
     assert got == [f"before-{i}".encode() for i in range(10)] + [f"after-{i}".encode() for i in range(10)]
     assert not reader.has_message_available()
+
+
+def test_sends_in_flight_to_a_producer_the_broker_closed_are_dropped(broker):
+    """A SEND may cross the broker's CLOSE_PRODUCER (unload, fencing, a revoked permission):
+    Pulsar drops it (recentlyClosedProducers) and keeps the connection, whose consumers and
+    other producers the client still uses; only a SEND to a producer never known closes it."""
+    raw = RawClient(broker.url)
+    raw.connect()
+    raw.create_producer("persistent://public/default/closed-under-it", producer_id=7, request_id=1)
+    assert http("PUT", f"{broker.admin_url}/admin/v2/persistent/public/default/closed-under-it/unload")[0] == 204
+    raw.send(7, 0, b"in flight")
+    assert raw.expect(T.CLOSE_PRODUCER).close_producer.producer_id == 7  # sent before the SEND was read
+    raw.ping()  # still served
+    raw.send(8, 0, b"to nobody")
+    assert raw.closed_by_peer()
+    raw.close()

@@ -25,6 +25,12 @@ BAD_NAMES = {
     "10KB": "persistent://public/default/" + "x" * 10_000,
     "1MB": "persistent://public/default/" + "y" * 1_000_000,
     "long-tenant": "persistent://" + "t" * 300 + "/default/t",
+    # invisible or direction-changing: one name would look like another in listings
+    "right-to-left-override": "persistent://public/default/invoice-\u202egpj.exe",
+    "zero-width-space": "persistent://public/default/pay\u200bments",
+    "byte-order-mark": "persistent://public/default/\ufefforders",
+    "no-break-space": "persistent://public/default/a\u00a0b",
+    "line-separator": "persistent://public/default/a\u2028b",
 }
 
 
@@ -36,7 +42,9 @@ def test_parse_refuses(name):
 
 
 @pytest.mark.parametrize("name", ["t", "public/default/t", "persistent://my-tenant/ns_1/topic.with:=chars-partition-3",
-                                  "non-persistent://a/b/ünïcode topic", "persistent://public/default/" + "z" * 512])
+                                  "non-persistent://a/b/ünïcode topic", "persistent://public/default/" + "z" * 512,
+                                  "persistent://public/default/заказы", "persistent://public/default/注文-1",
+                                  "persistent://public/default/caf\u0065\u0301"])  # visible, as Pulsar: NFD too
 def test_parse_accepts(name):
     TopicName.parse(name)
 
@@ -58,7 +66,7 @@ def test_broker_refuses_bad_names_and_stores_nothing(broker):
     assert stored == [], stored
 
 
-@pytest.mark.parametrize("local", ["..", "a%00b", "a%0Ab", "x" * 1000])
+@pytest.mark.parametrize("local", ["..", "a%00b", "a%0Ab", "x" * 1000, "a%E2%80%AEb", "a%E2%80%8Bb"])
 def test_admin_answers_412(broker, local):
     url = f"{broker.admin_url}/admin/v2/persistent/public/default/{urllib.parse.quote(local, safe='%')}"
     status, _, body = http("PUT", url)

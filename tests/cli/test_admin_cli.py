@@ -88,7 +88,7 @@ def test_policy_verbs(broker, client_factory):
     assert json.loads(admin("--json", "namespaces", "get-delayed-delivery", "public/default").stdout) == {
         "active": False, "tickTime": 1000, "maxDeliveryDelayInMillis": 0}
     both = admin("namespaces", "set-delayed-delivery", "public/default", "-e", "-d")
-    assert both.returncode == 1 and "--enable/-e" in both.stderr
+    assert both.returncode == 2 and "--enable/-e" in both.stderr
     refused = admin("namespaces", "set-schema-compatibility-strategy", "public/default", "-c", "SOMETIMES")
     assert refused.returncode == 1 and "Invalid value" in refused.stderr and "(412)" in refused.stderr
 

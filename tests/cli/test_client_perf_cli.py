@@ -68,7 +68,7 @@ def test_bad_flags_are_named_and_exit_2(broker):
     bad_rate = magnetar("perf", "produce", "t", "-r", "-5")
     assert bad_rate.returncode == 2 and "negative" in bad_rate.stderr
     bad_url = magnetar("client", "--url", "kafka://x:1", "produce", "t", "-m", "x")
-    assert bad_url.returncode == 1 and "kafka://x:1" in bad_url.stderr
+    assert bad_url.returncode == 2 and "kafka://x:1" in bad_url.stderr
 
 
 def test_an_unreachable_broker_exits_1():

@@ -14,24 +14,26 @@ from types import ModuleType
 
 import pulsar
 import pytest
-from standalone import Standalone
 
 import magnetar.client
+import magnetar.testing
+from magnetar.testing import StandaloneBroker
 
-BROKER_CONFIG = (
-    "brokerEntryMetadataInterceptors=org.apache.pulsar.common.intercept.AppendBrokerTimestampMetadataInterceptor,"
-    "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor",
-    "exposingBrokerEntryMetadataToClientEnabled=true",
-    "delayedDeliveryTickTimeMillis=100",
-)
+BROKER_CONFIG = {
+    "brokerEntryMetadataInterceptors": [
+        "org.apache.pulsar.common.intercept.AppendBrokerTimestampMetadataInterceptor",
+        "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor",
+    ],
+    "exposingBrokerEntryMetadataToClientEnabled": True,
+    "delayedDeliveryTickTimeMillis": 100,
+}
 
 
 @pytest.fixture(scope="module")
-def shared_broker(tmp_path_factory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("broker") / "data", list(BROKER_CONFIG)).start()
-    yield broker
-    with contextlib.suppress(Exception):
-        broker.stop()
+def shared_broker() -> Iterator[StandaloneBroker]:
+    """In a thread of the test process (magnetar.testing): these tests never kill or restart it."""
+    with magnetar.testing.standalone(BROKER_CONFIG) as broker:
+        yield broker
 
 
 @dataclass
@@ -62,7 +64,7 @@ CLIENTS = {"official": pulsar, "magnetar": magnetar.client}
 
 @pytest.fixture(params=list(CLIENTS))
 def api(request, shared_broker) -> Iterator[Api]:
-    handle = Api(request.param, CLIENTS[request.param], shared_broker.url, [])
+    handle = Api(request.param, CLIENTS[request.param], shared_broker.service_url, [])
     yield handle
     handle.close()
 

@@ -18,7 +18,7 @@ def run(coro):
 
 def test_send_receive_and_async_for(shared_broker, topic):
     async def scenario():
-        async with Client(shared_broker.url, operation_timeout_seconds=10) as client:
+        async with Client(shared_broker.service_url, operation_timeout_seconds=10) as client:
             producer = await client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=5)
             consumer = await client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
             ids = await asyncio.gather(*(producer.send(f"{i}".encode()) for i in range(50)))
@@ -36,7 +36,7 @@ def test_send_receive_and_async_for(shared_broker, topic):
 
 def test_cancelled_receive_loses_no_message(shared_broker, topic):
     async def scenario():
-        async with Client(shared_broker.url, operation_timeout_seconds=10) as client:
+        async with Client(shared_broker.service_url, operation_timeout_seconds=10) as client:
             consumer = await client.subscribe(topic, "sub", consumer_type=ConsumerType.Shared)
             producer = await client.create_producer(topic)
             for _ in range(20):  # cancel waiting receives, some right as a message arrives
@@ -64,7 +64,7 @@ def test_cancelled_receive_loses_no_message(shared_broker, topic):
 
 def test_cancelled_send_still_completes_the_rest(shared_broker, topic):
     async def scenario():
-        async with Client(shared_broker.url, operation_timeout_seconds=10) as client:
+        async with Client(shared_broker.service_url, operation_timeout_seconds=10) as client:
             producer = await client.create_producer(topic)
             cancelled = asyncio.ensure_future(producer.send(b"cancelled"))
             await asyncio.sleep(0)
@@ -78,7 +78,7 @@ def test_cancelled_send_still_completes_the_rest(shared_broker, topic):
 
 def test_errors_carry_the_official_names(shared_broker, topic):
     async def scenario():
-        async with Client(shared_broker.url, operation_timeout_seconds=5) as client:
+        async with Client(shared_broker.service_url, operation_timeout_seconds=5) as client:
             with pytest.raises(errors.InvalidTopicName) as refused:
                 await client.create_producer("persistent://public/default/bad\nname")
             assert refused.value.result.name == "InvalidTopicName"

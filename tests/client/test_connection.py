@@ -79,13 +79,13 @@ def test_lookup_follows_redirects_to_the_owner(shared_broker):
         if cmd.type == T.PARTITIONED_METADATA:
             write(commands.partitioned_metadata_response(cmd.partitionMetadata.request_id, 0))
         elif cmd.type == T.LOOKUP:
-            write(_redirect(cmd.lookupTopic.request_id, shared_broker.url))
+            write(_redirect(cmd.lookupTopic.request_id, shared_broker.service_url))
 
     async def scenario():
         async with Stub(handler) as stub, Client(stub.url, operation_timeout_seconds=5) as client:
             producer = await client.create_producer("redirected")
             assert (await producer.send(b"x")).entry_id() >= 0
-            assert producer.conn.physical_url == shared_broker.url
+            assert producer.conn.physical_url == shared_broker.service_url
 
     asyncio.run(scenario())
 

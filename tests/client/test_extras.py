@@ -26,14 +26,14 @@ def _stored_entries(url, topic, count):
 
 def test_batched_filter_properties_worked_example_at_the_byte_level(shared_broker, topic):
     """PIP-191's example: four batches, each with the extracted properties in its MessageMetadata."""
-    client = Client(shared_broker.url, operation_timeout_seconds=10)
+    client = Client(shared_broker.service_url, operation_timeout_seconds=10)
     try:
         producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=200,
                                           batched_filter_properties=["region", "version"])
         for i, properties in enumerate(WORKED_EXAMPLE, 1):
             producer.send_async(f"msg{i}".encode(), None, properties=properties)
         producer.flush()
-        entries = _stored_entries(shared_broker.url, topic, 4)
+        entries = _stored_entries(shared_broker.service_url, topic, 4)
         batches = []
         for entry in entries:
             metadata = entry.metadata
@@ -58,7 +58,7 @@ def test_batched_filter_properties_worked_example_at_the_byte_level(shared_broke
 
 def test_index_and_broker_publish_time(shared_broker, topic):
     """PIP-70: the broker's per-message index and its publish time, batched or not."""
-    client = Client(shared_broker.url, operation_timeout_seconds=10)
+    client = Client(shared_broker.service_url, operation_timeout_seconds=10)
     try:
         single = client.create_producer(topic)
         for i in range(3):
@@ -77,7 +77,7 @@ def test_index_and_broker_publish_time(shared_broker, topic):
 
 
 def test_index_is_none_when_the_broker_does_not_expose_it(broker_factory):
-    broker = broker_factory()
+    broker = broker_factory("exposingBrokerEntryMetadataToClientEnabled=false")
     client = Client(broker.url, operation_timeout_seconds=10)
     try:
         client.create_producer("plain").send(b"x")

@@ -21,8 +21,8 @@ def _client(module, url):
 @pytest.mark.parametrize("batching", [False, True], ids=["single", "batched"])
 @pytest.mark.parametrize(("producing", "consuming"), PAIRS, ids=["ours-to-official", "official-to-ours"])
 def test_every_codec_both_ways(shared_broker, topic, codec, batching, producing, consuming):
-    producer_client = _client(producing, shared_broker.url)
-    consumer_client = _client(consuming, shared_broker.url)
+    producer_client = _client(producing, shared_broker.service_url)
+    consumer_client = _client(consuming, shared_broker.service_url)
     try:
         consumer = consumer_client.subscribe(topic, "sub")
         producer = producer_client.create_producer(

@@ -33,7 +33,7 @@ def _kafka_batch(values, codec: int = 1) -> bytes:
 
 @pytest.fixture
 def client(shared_broker):
-    handle = mc.Client(shared_broker.url, operation_timeout_seconds=10)
+    handle = mc.Client(shared_broker.service_url, operation_timeout_seconds=10)
     yield handle
     handle.close()
 
@@ -193,7 +193,7 @@ def test_receive_arrow_gives_the_same_rows_for_every_format(client, topic) -> No
 
 def test_what_the_official_client_sees_on_a_kafka_entry(shared_broker, topic) -> None:
     """Documented in docs/payload_processors.md: it has no processors; run in a child process in case it crashes."""
-    client = mc.Client(shared_broker.url)
+    client = mc.Client(shared_broker.service_url)
     producer = client.create_producer(topic)
     producer.send(b"plain-before")
     producer.send_entry(_kafka_batch([b"k0", b"k1"]), KAFKA, 2)
@@ -201,7 +201,7 @@ def test_what_the_official_client_sees_on_a_kafka_entry(shared_broker, topic) ->
     client.close()
     script = textwrap.dedent(f"""
         import pulsar
-        c = pulsar.Client({shared_broker.url!r}, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+        c = pulsar.Client({shared_broker.service_url!r}, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
         r = c.create_reader({topic!r}, pulsar.MessageId.earliest)
         while True:
             try:

@@ -76,7 +76,7 @@ def test_chunked_messages_between_clients(api, broker_factory, producing):
 
 def test_retry_letter_topic_then_dead_letter(shared_broker, topic):
     """The Java client's reconsumeLater, which the official Python client lacks."""
-    client = ours.Client(shared_broker.url, operation_timeout_seconds=10)
+    client = ours.Client(shared_broker.service_url, operation_timeout_seconds=10)
     try:
         dlq = client.subscribe(f"{topic}-sub-DLQ", "dlq-reader")
         consumer = client.subscribe(topic, "sub", consumer_type=ours.ConsumerType.Shared, retry_enable=True,

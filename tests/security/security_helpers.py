@@ -75,3 +75,31 @@ def admin_json(method: str, url: str, headers: dict[str, str], body: object = No
     """(status, decoded JSON body or None) of one admin request."""
     status, _, content = http(method, url, None if body is None else json.dumps(body).encode(), headers=headers)
     return status, json.loads(content) if content else None
+
+
+#: The scene of issue 28's probes: tenant t1 (admin t1-admin), namespace t1/ns where `app`
+#: may produce and consume, `ingest` only produce and `reader` only consume; `nobody` holds
+#: no grant and `admin` is the super user.
+SCENE_GRANTS = {"app": ["produce", "consume"], "ingest": ["produce"], "reader": ["consume"]}
+AUTHZ_SETTINGS = ["authenticationEnabled=true", "authenticationProviders=token", "authorizationEnabled=true",
+                  "superUserRoles=admin"]
+
+
+def build_scene(admin_url: str, signer: TokenSigner, namespace: str = "t1/ns") -> None:
+    """Tenant t1 with its admin, `namespace` in it, and SCENE_GRANTS granted there."""
+    admin = signer.bearer("admin")
+    tenant = namespace.split("/", maxsplit=1)[0]
+    status, body = admin_json("PUT", f"{admin_url}/admin/v2/tenants/{tenant}", admin,
+                              {"adminRoles": [f"{tenant}-admin"], "allowedClusters": ["standalone"]})
+    assert status in (204, 409), body
+    status, body = admin_json("PUT", f"{admin_url}/admin/v2/namespaces/{namespace}", admin)
+    assert status == 204, body
+    for role, actions in SCENE_GRANTS.items():
+        status, body = admin_json("POST", f"{admin_url}/admin/v2/namespaces/{namespace}/permissions/{role}", admin,
+                                  actions)
+        assert status == 204, body
+
+
+def client_as(url: str, signer: TokenSigner, role: str, **kwargs) -> pulsar.Client:
+    """The official client presenting a token for `role`."""
+    return make_client(url, authentication=pulsar.AuthenticationToken(signer.token(role)), **kwargs)

@@ -134,7 +134,7 @@ def test_partitioned_topic_over_the_protocol(spark, served):
 
 
 def test_without_exposed_metadata_index_and_time_read_as_null(spark, broker_factory, client_factory):
-    broker = broker_factory(INTERCEPTORS)
+    broker = broker_factory(INTERCEPTORS, "exposingBrokerEntryMetadataToClientEnabled=false")
     client = client_factory(broker.url)
     sent = produce(client, "hidden", 25, batched=True, compression=pulsar.CompressionType.ZSTD)
     rows = _frame(spark, broker.url, topic="hidden").collect()

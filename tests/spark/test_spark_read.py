@@ -9,6 +9,7 @@ import urllib.request
 import pulsar
 import pytest
 from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics, millis, produce
+from standalone import NO_ENTRY_METADATA
 
 from magnetar.spark.options import MagnetarOptionError, parse_options
 
@@ -96,7 +97,7 @@ def _http_port(broker) -> int:
 
 
 def test_entries_without_prefix_read_with_null_index(spark, broker_factory, client_factory, tmp_path):
-    broker = broker_factory()
+    broker = broker_factory(*NO_ENTRY_METADATA)
     client = client_factory(broker.url)
     sent = produce(client, "plain", 20, batched=True, compression=pulsar.CompressionType.LZ4)
     broker.stop()

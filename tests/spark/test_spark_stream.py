@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from spark_helpers import INTERCEPTORS
+from standalone import NO_ENTRY_METADATA
 
 pytestmark = pytest.mark.spark
 
@@ -70,7 +71,9 @@ def test_restarted_query_resumes_exactly_across_a_broker_restart(spark, broker_f
     assert _read_out(spark, out) == list(range(175))
 
 
-@pytest.mark.parametrize(("config", "via"), [((), "path"), ((INTERCEPTORS,), "service.url")])
+@pytest.mark.parametrize(("config", "via"), [(NO_ENTRY_METADATA, "path"),
+                                             ((INTERCEPTORS, "exposingBrokerEntryMetadataToClientEnabled=false"),
+                                              "service.url")])
 def test_stream_without_an_index_is_refused(spark, broker_factory, client_factory, tmp_path, config, via):
     """No index stored, or (over the protocol) none exposed: a stream has no offsets, so it refuses."""
     broker = broker_factory(*config)

@@ -13,6 +13,16 @@ from magnetar.broker.backlog_quota import AGE, SIZE, BacklogQuota
 QuotaMap = dict[str, Any]
 
 
+def quota_map_value(name: str, value: Any) -> QuotaMap:
+    """Pulsar's backlog_quota_map as a namespace's creation may carry it: quotas by type."""
+    if not isinstance(value, dict) or not set(value) <= {SIZE, AGE}:
+        raise fail(412, f"Invalid value for {name}: {{{SIZE!r}: quota, {AGE!r}: quota}} is expected")
+    try:
+        return {kind: BacklogQuota.from_json(quota).to_json() for kind, quota in value.items()}
+    except ValueError as exc:
+        raise fail(412, f"Invalid value for {name}: {exc}") from exc
+
+
 def backlog_quota_routes(base: str, read: Callable[[web.Request], QuotaMap | None],
                          write: Callable[[web.Request, QuotaMap | None], None]) -> list[web.RouteDef]:
     """Pulsar's three backlog quota endpoints on `base` (a namespace or a topic path)."""

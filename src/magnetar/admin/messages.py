@@ -1,7 +1,8 @@
 """Reading single messages over HTTP: the payload as the body, the metadata as headers.
 
 Headers are Pulsar's `X-Pulsar-*`, plus the PIP-70 broker entry metadata, which the
-official Python client cannot show.
+official Python client cannot show. The batch codec (and the compression libraries it
+may load) is imported by the first message read, not by the broker's start-up.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from aiohttp import web
 
 from magnetar.admin.responses import fail
 from magnetar.storage import Position
-from magnetar.wire.batch import decompressed_payload
 from magnetar.wire.entry import parse_entry
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -34,6 +34,8 @@ _OPTIONAL_HEADERS = {
 
 def entry_response(position: Position, data: bytes, max_size: int) -> web.Response:
     """One stored entry as Pulsar's getMessageById answers it."""
+    from magnetar.wire.batch import decompressed_payload  # noqa: PLC0415 (see the module's docstring)
+
     try:
         entry = parse_entry(data)
         md = entry.metadata

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from functools import cached_property
+from typing import Any
+
 from aiohttp import web
 
-from magnetar.admin.backlog_quotas import backlog_quota_routes
+from magnetar.admin.backlog_quotas import backlog_quota_routes, quota_map_value
 from magnetar.admin.responses import (
     Validator,
     bool_param,
     boolean,
     delayed_delivery_policies,
-    entry_filter_names,
+    entry_filter_policy,
     fail,
     json_body,
     no_content,
@@ -19,7 +22,8 @@ from magnetar.admin.responses import (
     policy_routes,
     schema_compatibility_strategy,
 )
-from magnetar.admin.retention import default_size_quota, retention_routes
+from magnetar.admin.retention import default_size_quota, retention_routes, retention_value
+from magnetar.broker.auth.authorization import AUTH_POLICIES, InvalidPermissionError, valid_auth_policies
 from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.compaction import COMPACTION_THRESHOLD
 from magnetar.broker.deduplication import DEDUPLICATION
@@ -44,6 +48,13 @@ Mode = pb.CommandGetTopicsOfNamespace
 _MODES = {"PERSISTENT": Mode.PERSISTENT, "NON_PERSISTENT": Mode.NON_PERSISTENT, "ALL": Mode.ALL}
 
 
+def _auth_policies(name: str, value: Any) -> dict[str, Any]:
+    try:
+        return valid_auth_policies(value)
+    except InvalidPermissionError as exc:
+        raise fail(412, f"Invalid value for {name}: {exc.message}") from exc
+
+
 def _namespace(request: web.Request) -> str:
     return f"{request.match_info['tenant']}/{request.match_info['namespace']}"
 
@@ -53,6 +64,23 @@ class NamespacesApi:
         self.service = service
         self.resources = service.resources
 
+    @cached_property
+    def _policies(self) -> list[tuple[str, Policy, Validator]]:
+        """The policies of `{namespace}/{path}`, each with the check of its value."""
+        return [
+            ("messageTTL", MESSAGE_TTL, non_negative_int),
+            ("deduplication", DEDUPLICATION, boolean),
+            ("entryFilters", ENTRY_FILTERS, entry_filter_policy(self.service.entry_filter_provider)),
+            ("maxProducersPerTopic", MAX_PRODUCERS, non_negative_int),
+            ("maxConsumersPerTopic", MAX_CONSUMERS, non_negative_int),
+            ("maxConsumersPerSubscription", MAX_CONSUMERS_PER_SUBSCRIPTION, non_negative_int),
+            ("maxUnackedMessagesPerConsumer", MAX_UNACKED_PER_CONSUMER, non_negative_int),
+            ("subscriptionExpirationTime", SUBSCRIPTION_EXPIRATION, non_negative_number),
+            ("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
+            ("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
+            ("compactionThreshold", COMPACTION_THRESHOLD, non_negative_int),
+        ]
+
     def routes(self) -> list[web.RouteDef]:
         return [
             web.get("/admin/v2/namespaces/{tenant}", self.list_namespaces),
@@ -60,23 +88,13 @@ class NamespacesApi:
             web.put(NAMESPACE, self.create_namespace),
             web.delete(NAMESPACE, self.delete_namespace),
             web.get(NAMESPACE + "/topics", self.list_topics),
-            *self._policy_routes("messageTTL", MESSAGE_TTL, non_negative_int),
-            *self._policy_routes("deduplication", DEDUPLICATION, boolean),
-            *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
-            *self._policy_routes("maxProducersPerTopic", MAX_PRODUCERS, non_negative_int),
-            *self._policy_routes("maxConsumersPerTopic", MAX_CONSUMERS, non_negative_int),
-            *self._policy_routes("maxConsumersPerSubscription", MAX_CONSUMERS_PER_SUBSCRIPTION, non_negative_int),
-            *self._policy_routes("maxUnackedMessagesPerConsumer", MAX_UNACKED_PER_CONSUMER, non_negative_int),
-            *self._policy_routes("subscriptionExpirationTime", SUBSCRIPTION_EXPIRATION, non_negative_number),
-            *self._policy_routes("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
-            *self._policy_routes("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
+            *(route for path, policy, valid in self._policies for route in self._policy_routes(path, policy, valid)),
             *retention_routes(
                 self.service, NAMESPACE,
                 lambda request: self.resources.policies(_namespace(request)).get(RETENTION.namespace_field),
                 lambda request, value: self.service.policies.set_namespace_value(_namespace(request), RETENTION, value),
                 lambda request: default_size_quota(
                     self.service, self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field))),
-            *self._policy_routes("compactionThreshold", COMPACTION_THRESHOLD, non_negative_int),
             *backlog_quota_routes(
                 NAMESPACE,
                 lambda request: self.resources.policies(_namespace(request)).get(BACKLOG_QUOTA.namespace_field),
@@ -101,8 +119,22 @@ class NamespacesApi:
         policies = await json_body(request, {})
         if not isinstance(policies, dict):
             raise fail(400, "the body must be a JSON object of namespace policies")
-        self.resources.create_namespace(_namespace(request), policies)
+        self.resources.create_namespace(_namespace(request), self._checked(policies))
         return no_content()
+
+    def _checked(self, policies: dict[str, Any]) -> dict[str, Any]:
+        """The policies a creation carries, each field magnetar reads checked as its own route
+        checks it (412 naming it); fields it does not read are kept as given, as Pulsar's."""
+        checks: dict[str, tuple[str, Validator]] = {
+            policy.namespace_field: (path, valid) for path, policy, valid in self._policies}
+        checks.update({RETENTION.namespace_field: ("retention", retention_value),
+                       BACKLOG_QUOTA.namespace_field: ("backlogQuotaMap", quota_map_value),
+                       AUTH_POLICIES: ("auth_policies", _auth_policies)})
+        checked = dict(policies)
+        for field, (name, valid) in checks.items():
+            if checked.get(field) is not None:
+                checked[field] = valid(name, checked[field])
+        return checked
 
     async def delete_namespace(self, request: web.Request) -> web.Response:
         namespace = _namespace(request)

@@ -5,18 +5,26 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from magnetar.broker.entry_filters import EntryFilterProvider, parse_names
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topic_limits import SCHEMA_STRATEGIES
+from magnetar.plugins import PluginError
 from magnetar.storage import StorageFullError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+_LONGEST = len(str(INT64_MIN))
+request_lines = logging.getLogger("magnetar.admin")
 #: Bodies are small JSON or a number; aiohttp answers 413 past this (its default, kept).
 MAX_BODY_BYTES = 1024 * 1024
 #: webServiceRequestTimeoutSeconds: every admin request, its body included, ends within it.
@@ -48,6 +56,36 @@ def status_of(error: BrokerServiceError) -> int:
 
 
 @web.middleware
+async def request_log(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """One line per admin call: at INFO what changes something or was refused, which an
+    operator looks for afterwards; at DEBUG the reads that succeeded, which monitoring
+    repeats (stats, /metrics) and which would drown the rest."""
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        _log_request(request, exc.status, exc.text)
+        raise
+    _log_request(request, response.status, None)
+    return response
+
+
+def _log_request(request: web.Request, status: int, body: str | None) -> None:
+    level = logging.DEBUG if request.method in ("GET", "HEAD") and status < 400 else logging.INFO
+    if request_lines.isEnabledFor(level):
+        request_lines.log(level, "%s %s from %s: %d%s", request.method, request.path_qs, request.remote, status,
+                f" {_reason_of(body)}" if status >= 400 else "")
+
+
+def _reason_of(body: str | None) -> str:
+    """The `reason` of one of our error bodies, else the body itself, cut short."""
+    try:
+        reason = json.loads(body or "").get("reason", body)
+    except (ValueError, AttributeError):
+        reason = body
+    return str(reason or "")[:300]
+
+
+@web.middleware
 async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every failure answers Pulsar's JSON `{"reason": ...}`; none escapes as a bare 500."""
     budget = request.app[TIME_BUDGET]
@@ -68,29 +106,67 @@ async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamRe
         raise fail(500, "internal broker error") from exc
 
 
+def long_int(name: str, text: str) -> int:
+    """`text` as Pulsar reads a Java long: 400 when it is no integer (digits, maybe a minus
+    sign: no spaces, underscores or other scripts' digits), 412 when it does not fit."""
+    if not _INTEGER.fullmatch(text):
+        raise fail(400, f"{name} must be an integer, not {text[:40]!r}")
+    if len(text) > _LONGEST or not INT64_MIN <= int(text) <= INT64_MAX:
+        raise fail(412, f"{name} {text[:40]}{'...' if len(text) > 40 else ''} is out of range: a 64-bit signed "
+                        f"integer is expected")
+    return int(text)
+
+
 def int_param(request: web.Request, name: str, default: int | None = None) -> int:
     raw = request.query.get(name)
     if raw is None:
         if default is None:
             raise fail(400, f"missing query parameter {name}")
         return default
-    try:
-        return int(raw)
-    except ValueError as exc:
-        raise fail(400, f"query parameter {name} must be an integer, not {raw!r}") from exc
+    return long_int(f"query parameter {name}", raw)
+
+
+def path_int(request: web.Request, name: str) -> int:
+    """A number in the request's path (`skip/{count}`), as `long_int` reads it."""
+    return long_int(name, request.match_info[name])
 
 
 def bool_param(request: web.Request, name: str) -> bool:
     return request.query.get(name, "false").lower() == "true"
 
 
+class _OutOfRange(ValueError):
+    """A number in a JSON body that no Java long or double holds."""
+
+
+def _json_long(text: str) -> int:
+    if len(text) > _LONGEST or not INT64_MIN <= int(text) <= INT64_MAX:
+        raise _OutOfRange(f"the number {text[:40]}{'...' if len(text) > 40 else ''} is out of range: a 64-bit "
+                          f"signed integer is expected")
+    return int(text)
+
+
+def _json_double(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _OutOfRange(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _json_constant(name: str) -> float:
+    raise _OutOfRange(f"{name} is not a number Pulsar's JSON takes")
+
+
 async def json_body(request: web.Request, default: Any = None) -> Any:
-    """The request's JSON body (`default` when empty); garbage is a 400 naming the problem."""
+    """The request's JSON body (`default` when empty); garbage is a 400 naming the problem,
+    a number beyond what Pulsar's Java types hold a 412, wherever it is in the body."""
     text = await request.text()
     if not text.strip():
         return default
     try:
-        return json.loads(text)
+        return json.loads(text, parse_int=_json_long, parse_float=_json_double, parse_constant=_json_constant)
+    except _OutOfRange as exc:
+        raise fail(412, str(exc)) from exc
     except ValueError as exc:
         raise fail(400, f"the body is not JSON: {exc}") from exc
 
@@ -141,18 +217,20 @@ def policy_routes(url: str, name: str, valid: Validator, read: Callable[[web.Req
     return [web.get(url, get), web.post(url, set_), web.put(url, set_), web.delete(url, remove)]
 
 
-def entry_filter_names(name: str, value: Any) -> dict[str, str]:
-    """Pulsar's EntryFilters JSON; every named filter must be one the broker can load."""
-    from magnetar.broker.entry_filters import load_entry_filter, parse_names  # noqa: PLC0415 (broker-side)
+def entry_filter_policy(provider: EntryFilterProvider) -> Validator:
+    """Pulsar's EntryFilters JSON; every named filter must be one the broker lets policies
+    name (installed, or in `entryFilterNames`): anything else is refused unimported."""
 
-    if not isinstance(value, dict) or not isinstance(value.get("entryFilterNames"), str):
-        raise fail(412, f'Invalid value for {name}: {{"entryFilterNames": "a,b"}} is expected')
-    for filter_name in parse_names(value["entryFilterNames"]):
+    def valid(name: str, value: Any) -> dict[str, str]:
+        if not isinstance(value, dict) or not isinstance(value.get("entryFilterNames"), str):
+            raise fail(412, f'Invalid value for {name}: {{"entryFilterNames": "a,b"}} is expected')
         try:
-            load_entry_filter(filter_name)
-        except (ValueError, ImportError) as exc:
+            provider.check(parse_names(value["entryFilterNames"]))
+        except PluginError as exc:
             raise fail(412, f"Invalid value for {name}: {exc}") from exc
-    return {"entryFilterNames": value["entryFilterNames"]}
+        return {"entryFilterNames": value["entryFilterNames"]}
+
+    return valid
 
 
 def delayed_delivery_policies(name: str, value: Any) -> dict[str, Any]:

@@ -46,6 +46,14 @@ def retention_routes(service: BrokerService, base: str, read: Read, write: Write
     return [web.get(url, get), web.post(url, set_), web.delete(url, remove)]
 
 
+def retention_value(name: str, value: Any) -> dict[str, Any]:
+    """A retention policy as a namespace's creation may carry it; 412 naming the problem."""
+    try:
+        return Retention.from_json(value).to_json()
+    except InvalidRetentionError as exc:
+        raise fail(412, f"Invalid value for {name}: {exc}") from exc
+
+
 def default_size_quota(service: BrokerService, quota_map: dict[str, Any] | None) -> BacklogQuota:
     """The destination_storage quota a retention is checked against: the one set, else the broker's."""
     if quota_map and SIZE in quota_map:

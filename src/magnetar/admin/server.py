@@ -16,7 +16,7 @@ from magnetar.admin import metrics
 from magnetar.admin.brokers import BrokersApi
 from magnetar.admin.namespaces import NamespacesApi
 from magnetar.admin.permissions import PermissionsApi
-from magnetar.admin.responses import MAX_BODY_BYTES, TIME_BUDGET, errors_as_json
+from magnetar.admin.responses import MAX_BODY_BYTES, TIME_BUDGET, errors_as_json, request_log
 from magnetar.admin.security import security_middleware
 from magnetar.admin.subscriptions import SubscriptionsApi
 from magnetar.admin.tenants import TenantsApi
@@ -28,12 +28,12 @@ from magnetar.broker.service import BrokerService
 class AdminServer:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
-        self.app = web.Application(middlewares=[errors_as_json, security_middleware(service)],
+        self.app = web.Application(middlewares=[request_log, errors_as_json, security_middleware(service)],
                                    client_max_size=MAX_BODY_BYTES)
         self.app[TIME_BUDGET] = service.config.webServiceRequestTimeoutSeconds
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
-                    BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service)):
+                    BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name)):
             self.app.add_routes(api.routes())
         self.app.add_routes([web.get("/metrics", self.metrics)])
         self._runner: web.AppRunner | None = None

@@ -7,7 +7,7 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin.messages import entry_response
-from magnetar.admin.responses import bool_param, fail, json_body, no_content
+from magnetar.admin.responses import bool_param, fail, json_body, no_content, path_int
 from magnetar.admin.topics import PERSISTENT, TopicsApi
 from magnetar.broker.entry_filters.gate import filter_context
 from magnetar.broker.message_expiry import last_expired_position
@@ -50,13 +50,6 @@ class SubscriptionsApi:
     def _subscription(self, request: web.Request) -> PersistentSubscription:
         return self.topics.persistent_topic(request).subscription(request.match_info["subscription"])
 
-    @staticmethod
-    def _number(request: web.Request, name: str) -> int:
-        try:
-            return int(request.match_info[name])
-        except ValueError as exc:
-            raise fail(400, f"{name} must be an integer") from exc
-
     async def list_subscriptions(self, request: web.Request) -> web.Response:
         return web.json_response(sorted(self.topics.persistent_topic(request).subscriptions))
 
@@ -73,7 +66,7 @@ class SubscriptionsApi:
         return no_content()
 
     async def skip(self, request: web.Request) -> web.Response:
-        self._subscription(request).skip(self._number(request, "count"))
+        self._subscription(request).skip(path_int(request, "count"))
         return no_content()
 
     async def skip_all(self, request: web.Request) -> web.Response:
@@ -82,7 +75,7 @@ class SubscriptionsApi:
 
     async def reset_to_time(self, request: web.Request) -> web.Response:
         subscription = self._subscription(request)
-        position = subscription.topic.find_position_by_time(self._number(request, "timestamp"))
+        position = subscription.topic.find_position_by_time(path_int(request, "timestamp"))
         self._reset(subscription, position)
         return no_content()
 
@@ -101,7 +94,7 @@ class SubscriptionsApi:
 
     async def expire(self, request: web.Request) -> web.Response:
         subscription = self._subscription(request)
-        seconds = self._number(request, "seconds")
+        seconds = path_int(request, "seconds")
         last = last_expired_position(subscription.topic, seconds)
         if last > subscription.cursor.mark_delete_position:
             subscription.expire_up_to(last)
@@ -128,7 +121,7 @@ class SubscriptionsApi:
     async def peek(self, request: web.Request) -> web.Response:
         """The n-th message of the subscription's backlog (1-based), without acknowledging it."""
         subscription = self._subscription(request)
-        position = subscription.nth_unacknowledged(self._number(request, "n"))
+        position = subscription.nth_unacknowledged(path_int(request, "n"))
         if position is None:
             raise fail(404, "Message not found")
         ledger = subscription.topic.ledger

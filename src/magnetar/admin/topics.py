@@ -3,6 +3,8 @@ topics resource (PersistentTopics / NonPersistentTopics)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from magnetar.admin.backlog_quotas import backlog_quota_routes
@@ -13,11 +15,12 @@ from magnetar.admin.responses import (
     bool_param,
     boolean,
     delayed_delivery_policies,
-    entry_filter_names,
+    entry_filter_policy,
     fail,
     int_param,
     no_content,
     non_negative_int,
+    path_int,
     policy_routes,
     schema_compatibility_strategy,
 )
@@ -28,7 +31,6 @@ from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.internal_stats import internal_stats
-from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.policies import MESSAGE_TTL, Policy
 from magnetar.broker.retention import RETENTION
 from magnetar.broker.service import BrokerService
@@ -47,6 +49,9 @@ from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
 
+if TYPE_CHECKING:
+    from magnetar.broker.non_persistent_topic import NonPersistentTopic
+
 PERSISTENT = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 #: Paths that serve both domains; the others read storage, which a non-persistent topic has none of.
 DOMAIN = "/admin/v2/{domain:persistent|non-persistent}"
@@ -61,6 +66,7 @@ class TopicsApi:
         self.service = service
 
     def routes(self) -> list[web.RouteDef]:
+        filters = entry_filter_policy(self.service.entry_filter_provider)
         return [
             web.get(DOMAIN + "/{tenant}/{namespace}", self.list_topics),
             web.put(PERSISTENT, self.create_topic),
@@ -82,7 +88,7 @@ class TopicsApi:
             web.post(PERSISTENT + "/messageTTL", self.set_ttl),
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
             *self._policy_routes("deduplicationEnabled", DEDUPLICATION, boolean),
-            *self._policy_routes("entryFilters", ENTRY_FILTERS, entry_filter_names),
+            *self._policy_routes("entryFilters", ENTRY_FILTERS, filters),
             *self._policy_routes("maxProducers", MAX_PRODUCERS, non_negative_int),
             *self._policy_routes("maxConsumers", MAX_CONSUMERS, non_negative_int),
             *self._policy_routes("maxConsumersPerSubscription", MAX_CONSUMERS_PER_SUBSCRIPTION, non_negative_int),
@@ -243,11 +249,9 @@ class TopicsApi:
 
     async def get_message_by_id(self, request: web.Request) -> web.Response:
         topic = self.persistent_topic(request)
+        position = Position(path_int(request, "ledger"), path_int(request, "entry"))
         try:
-            position = Position(int(request.match_info["ledger"]), int(request.match_info["entry"]))
             data = topic.ledger.read_entry(position)
-        except ValueError as exc:
-            raise fail(400, "ledger and entry ids must be integers") from exc
         except NoSuchEntryError as exc:
             raise fail(404, f"Message not found: {exc}") from exc
         return self._entry(position, data)

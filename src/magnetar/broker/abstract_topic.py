@@ -208,12 +208,16 @@ class AbstractTopic:
         }
 
     # -- lifecycle
-    def disconnect_clients(self) -> None:
-        """Close every producer and consumer of the topic (unload, deletion); clients look the
-        topic up again and reconnect, as Pulsar's do."""
+    def disconnect_clients(self, producers: Callable[[Producer], bool] = lambda _producer: True,
+                           consumers: Callable[[Consumer], bool] = lambda _consumer: True) -> None:
+        """Close the producers and consumers of the topic the predicates pick (all of them by
+        default: unload, deletion); clients look the topic up again and reconnect, as
+        Pulsar's do."""
         for producer in list(self.producers.values()):
-            producer.cnx.tell_producer_closed(producer)
+            if producers(producer):
+                producer.cnx.tell_producer_closed(producer)
         for subscription in list(self.subscriptions.values()):
             for consumer in list(subscription.consumers):
-                self.remove_consumer(consumer)
-                consumer.cnx.tell_consumer_closed(consumer)
+                if consumers(consumer):
+                    self.remove_consumer(consumer)
+                    consumer.cnx.tell_consumer_closed(consumer)

@@ -26,9 +26,12 @@ def settle_after_start() -> None:
 
     gc.freeze() puts every object alive now into a permanent generation that no
     collection scans: start-up's objects never become garbage, so scanning them was
-    pure cost. Collect first so that start-up's own garbage is not frozen with them.
+    pure cost. The young and middle generations are collected first, so that garbage
+    start-up just made is not frozen with them; the old generation is not: a full
+    collection there took 50 ms, a fifth of the start-up, to find the 29 unreachable
+    objects that importing leaves, and freed no measurable memory.
     """
-    gc.collect()
+    gc.collect(1)
     gc.freeze()
     _, middle, old = gc.get_threshold()
     gc.set_threshold(YOUNG_THRESHOLD, middle, old)

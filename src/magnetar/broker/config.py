@@ -1,16 +1,16 @@
 """Broker configuration under the key names of Pulsar's broker.conf.
 
 A Pulsar user's broker.conf lines work as written. Every key is one of three kinds:
-magnetar's (applied), Pulsar's but not implemented by magnetar (accepted and named
-in a start-up warning, so an existing standalone.conf starts), or neither (refused
-with its file and line, all of them at once, so a typo never leaves a broker running
-with a setting the operator didn't get). Where settings come from and in which order
-is config_loading's business; this module knows the keys and their values.
+magnetar's (applied), a key some Pulsar release knew that magnetar does not implement
+(accepted and named in a start-up warning, so an existing standalone.conf starts), or
+neither. Here the third kind is refused with its origin, all at once, so a typo never
+leaves a broker running with a setting the operator didn't get; config_loading decides
+where such a key is only warned about (files and the environment, as Pulsar ignores
+them there) and knows where settings come from and in which order.
 """
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -23,7 +23,6 @@ from magnetar.broker.advertised_listeners import (
 )
 from magnetar.broker.entry_filters import load_entry_filter
 from magnetar.broker.properties import Setting
-from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
 
 #: Pulsar's modes of brokerDeleteInactiveTopicsMode (see broker.inactivity).
 _INACTIVE_TOPIC_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
@@ -76,6 +75,8 @@ class ServiceConfiguration:
     basicAuthConf: str = ""
     authorizationEnabled: bool = False
     superUserRoles: list[str] = field(default_factory=list)
+    # /metrics asks for credentials (any authenticated role), as Pulsar's does
+    authenticateMetricsEndpoint: bool = False
     # magnetar's own: an admin request (its body included) must end within this
     webServiceRequestTimeoutSeconds: int = 30
     maxMessageSize: int = 5 * 1024 * 1024
@@ -96,6 +97,10 @@ class ServiceConfiguration:
     # up to the broker's absolute ceiling (65536).
     maxNumPartitionsPerPartitionedTopic: int = 1024
     enableNonPersistentTopics: bool = True
+    # GET_TOPICS_OF_NAMESPACE filters by the client's pattern (RE2) only up to this length,
+    # else answers the whole list for the client to filter (Pulsar's keys and defaults)
+    enableBrokerSideSubscriptionPatternEvaluation: bool = True
+    subscriptionPatternMaxLength: int = 50
     # per-topic limits (Pulsar's keys and defaults; 0 = no limit), overridden by the
     # namespace and topic policies of broker.topic_limits
     maxProducersPerTopic: int = 0
@@ -304,8 +309,7 @@ def apply_settings(config: ServiceConfiguration, settings: Sequence[Setting]) ->
     """
     known = magnetar_keys()
     effective = {setting.key: setting for setting in settings}
-    problems = [_unknown(setting, known) for setting in settings
-                if setting.key not in known and not is_pulsar_key(setting.key)]
+    problems = [unknown_key(setting) for setting in settings if not is_known_key(setting.key)]
     types = get_type_hints(ServiceConfiguration)
     for setting in effective.values():
         if setting.key in known:
@@ -323,10 +327,27 @@ def apply_settings(config: ServiceConfiguration, settings: Sequence[Setting]) ->
     return [setting for setting in settings if setting.key not in known]
 
 
-def _unknown(setting: Setting, known: frozenset[str]) -> str:
-    """The report of a key neither magnetar nor Pulsar has, with the nearest real keys."""
-    message = f"unknown configuration key {setting.key!r} (not a key of magnetar or of Pulsar's broker.conf)"
-    close = difflib.get_close_matches(setting.key, sorted(known | PULSAR_BROKER_KEYS), n=2)
+def is_known_key(key: str) -> bool:
+    """Whether `key` is magnetar's or was a key of some Pulsar release.
+
+    Pulsar's 600-odd keys are loaded only for a key that is not magnetar's: a start-up
+    with magnetar's keys alone does not read them.
+    """
+    if key in magnetar_keys():
+        return True
+    from magnetar.broker.pulsar_keys import is_pulsar_key  # noqa: PLC0415 (see above)
+
+    return is_pulsar_key(key)
+
+
+def unknown_key(setting: Setting) -> str:
+    """The report of a key neither magnetar nor any Pulsar release has, with the nearest real keys."""
+    import difflib  # noqa: PLC0415 (only a mistyped key needs it, not every start-up)
+
+    from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS  # noqa: PLC0415 (see is_known_key)
+
+    message = f"unknown configuration key {setting.key!r} (a key of neither magnetar nor any Pulsar release)"
+    close = difflib.get_close_matches(setting.key, sorted(magnetar_keys() | PULSAR_BROKER_KEYS), n=2)
     if close:
         message += f"; did you mean {' or '.join(close)}?"
     return _located(setting.origin, message)

@@ -1,10 +1,19 @@
 """Where the broker's settings come from, in which order, and what start-up says of them.
 
-Precedence, lowest first: defaults, the `--config` file, `PULSAR_PREFIX_<key>`
+Precedence, lowest first: defaults (the broker's, then those the caller adds, such as
+`magnetar standalone`'s), the `--config` file, `PULSAR_PREFIX_<key>`
 environment variables, `-c key=value`, then the dedicated flags (`--port`, ...).
 The environment sits where Pulsar's container images put it: their start script
 writes `PULSAR_PREFIX_` variables into the file, so they beat the file, and a
 command line beats both because it is the most local statement of intent.
+
+A key that neither magnetar nor any Pulsar release knows is refused on the command
+line but only warned about (with its line and the nearest real keys) in the file and
+the environment. Pulsar itself keeps such keys without a word, for the plugins it
+loads (protocol handlers, authentication providers, interceptors) read their own keys
+from the same file, so files that start Pulsar carry them; refusing would turn a
+working Pulsar configuration into a broker that does not start. A `-c` argument is
+typed for magnetar in the moment, so a typo there is a mistake to stop at.
 """
 
 from __future__ import annotations
@@ -12,10 +21,10 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from magnetar.broker.config import ConfigError, ServiceConfiguration, apply_settings
+from magnetar.broker.config import ConfigError, ServiceConfiguration, apply_settings, is_known_key, unknown_key
 from magnetar.broker.properties import PropertiesError, Setting, read_properties_file
 
 log = logging.getLogger("magnetar.config")
@@ -28,18 +37,22 @@ _SECRET_KEY_NAME = re.compile(r"password|secret|token|credential|parameters|key$
 
 @dataclass(slots=True)
 class LoadedConfiguration:
-    """A configuration with the origin of each setting and the Pulsar keys it ignored."""
+    """A configuration with the origin of each setting and the keys it ignored."""
 
     config: ServiceConfiguration
     settings: dict[str, Setting]
     ignored: list[str]
+    unknown: list[Setting] = field(default_factory=list)
 
     def log_summary(self) -> None:
-        """One warning naming every ignored Pulsar key, then the non-default keys in effect.
+        """A warning per unknown key, one naming every ignored Pulsar key, then the keys in effect.
 
-        One line each, so an operator sees the whole picture in two lines instead of a
-        warning per key, and a log search for a key name finds where it was set.
+        The Pulsar keys go in one line, so an operator sees the whole picture in a few
+        lines instead of a warning per key, and a log search for a key name finds where
+        it was set. An unknown key is likely a typo, so it gets its own line and origin.
         """
+        for setting in self.unknown:
+            log.warning("%s; ignored", unknown_key(setting))
         if self.ignored:
             log.warning("%d Pulsar keys that magnetar does not implement are ignored: %s",
                         len(self.ignored), ", ".join(self.ignored))
@@ -108,18 +121,22 @@ def load_configuration(
     *,
     environ: Mapping[str, str] | None = None,
     flags: Iterable[Setting] = (),
+    defaults: Iterable[Setting] = (),
 ) -> LoadedConfiguration:
-    """Defaults, the file, the environment, `-c` overrides and flags, later ones winning."""
-    settings = [
-        *(file_settings(config_file) if config_file is not None else ()),
-        *environment_settings(environ or {}),
-        *override_settings(overrides),
-        *flags,
-    ]
+    """Standalone defaults, the file, the environment, `-c` overrides and flags, later ones winning.
+
+    Unknown keys of the file and the environment are set aside (see the module's
+    docstring); those of `-c` make apply_settings raise.
+    """
+    lenient = [*(file_settings(config_file) if config_file is not None else ()), *environment_settings(environ or {})]
+    unknown = [setting for setting in lenient if not is_known_key(setting.key)]
+    settings = [*defaults, *(setting for setting in lenient if is_known_key(setting.key)),
+                *override_settings(overrides), *flags]
     config = ServiceConfiguration()
     ignored = apply_settings(config, settings)
     return LoadedConfiguration(
         config=config,
         settings={setting.key: setting for setting in settings},
         ignored=sorted({setting.key for setting in ignored}),
+        unknown=unknown,
     )

@@ -16,16 +16,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar import __version__
-from magnetar.broker.advertised_listeners import ListenerNotFoundError
-from magnetar.broker.auth.authorization import LOOKUP
-from magnetar.broker.auth.session import ConnectionAuth
+from magnetar.broker.auth.authorization import Resource
+from magnetar.broker.auth.operations import COMMANDS, Operation
 from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.consumer_commands import ConsumerCommands
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
+from magnetar.broker.lookup_commands import LookupCommands
 from magnetar.broker.producer import Producer, Send
 from magnetar.broker.publish_checks import check_send
-from magnetar.broker.topic_list import compile_pattern, topics_hash
 from magnetar.storage import StorageFullError
 from magnetar.wire import commands
 from magnetar.wire.entry import (
@@ -36,6 +35,7 @@ from magnetar.wire.frames import FRAME_PADDING, FrameDecoder, command_body
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
+    from magnetar.broker.auth.session import ConnectionAuth
     from magnetar.broker.service import BrokerService
 
 log = logging.getLogger(__name__)
@@ -49,13 +49,15 @@ BEM_PROTOCOL_VERSION = 18
 #: every send, so a deeper buffer costs a memmove of megabytes per partial send.
 HIGH_WATER = 1024 * 1024
 _ids = itertools.count()
+#: Producer ids a connection remembers the broker closed: a client has a handful at a time.
+MAX_CLOSED_PRODUCERS_KEPT = 1024
 #: Builds a Send without NamedTuple's Python-level __new__: one is made per SEND.
 _new_send = tuple.__new__
 _SEND = T.SEND
 Handler = Callable[["ServerCnx", pb.BaseCommand, bytes | None], None]
 
 
-class ServerCnx(ConsumerCommands, asyncio.Protocol):
+class ServerCnx(ConsumerCommands, LookupCommands, asyncio.Protocol):
     server_version = SERVER_VERSION
 
     def __init__(self, service: BrokerService, *, tls: bool = False) -> None:
@@ -86,6 +88,9 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         self._ping_outstanding = False
         self._partial_since: float | None = None
         self._ip: str | None = None
+        self._closed_by_broker: dict[int, None] = {}
+        """Ids of producers the broker closed, whose SENDs may still be on the way (Pulsar's
+        recentlyClosedProducers): those are dropped, not taken for a broken client."""
         self._staging: list[Producer] = []
         """Producers holding SENDs of the current read, stored when the read is done."""
         self._max_message_size = config.maxMessageSize
@@ -259,6 +264,9 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         """The broker closed `producer` (fencing, unload, deletion): forget it and tell the client."""
         producer.topic.remove_producer(producer)
         self.producers.pop(producer.producer_id, None)
+        self._closed_by_broker[producer.producer_id] = None
+        if len(self._closed_by_broker) > MAX_CLOSED_PRODUCERS_KEPT:
+            del self._closed_by_broker[next(iter(self._closed_by_broker))]
         self.send(commands.close_producer(producer.producer_id))
 
     # -- keep-alive
@@ -324,6 +332,8 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
             self.close()
             return
         if self.service.authentication.enabled:
+            from magnetar.broker.auth.session import ConnectionAuth  # noqa: PLC0415 (a broker without authentication never needs it)
+
             self.auth = ConnectionAuth(self)
             self.auth.on_connect(connect, lambda: self._complete_connect(connect))
             return
@@ -341,17 +351,15 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         """The authenticated role (None when authentication is off)."""
         return self.auth.role if self.auth is not None else None
 
-    def authorize(self, topic: str, action: str, *, namespace: bool = False) -> None:
-        """Raise AuthorizationError unless this connection's role may `action` on `topic`
-        (or, with `namespace`, in the namespace `topic` names), checked before anything is
-        created for it."""
+    def authorize(self, operation: Operation, topic: str | None = None, namespace: str | None = None) -> None:
+        """Raise AuthorizationError unless this connection's role may perform `operation` on
+        `topic` (or in `namespace`), checked before anything is created for it."""
         authorization = self.service.authorization
         if authorization.enabled:
+            resource = Resource.of_topic(self.service.parse_topic(topic)) if topic is not None \
+                else Resource.of_namespace(namespace or "")
             try:
-                if namespace:
-                    authorization.check_namespace(topic, self.role, action)
-                else:
-                    authorization.check_topic(self.service.parse_topic(topic), self.role, action)
+                authorization.check(operation, self.role, resource)
             except BrokerServiceError as exc:
                 log.info("%s refused: %s", self, exc.message)
                 raise
@@ -368,61 +376,16 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
     def handle_pong(self, _cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         self._ping_outstanding = False
 
-    def handle_partitioned_metadata(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.partitionMetadata
-        try:
-            self.authorize(req.topic, LOOKUP)
-            partitions = self.service.partitioned_metadata(req.topic, auto_create=req.metadata_auto_creation_enabled)
-        except BrokerServiceError as exc:
-            self.send(commands.partitioned_metadata_error(req.request_id, exc.code, exc.message))
-            return
-        self.send(commands.partitioned_metadata_response(req.request_id, partitions))
-
-    def handle_lookup(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.lookupTopic
-        service = self.service
-        try:
-            self.authorize(req.topic, LOOKUP)
-            topic = service.parse_topic(req.topic)
-            if not service.topic_exists(topic) and not service.config.allowAutoTopicCreation:
-                raise BrokerServiceError(pb.TopicNotFound, f"Topic {req.topic} does not exist")
-            listener = service.listeners.resolve(req.advertised_listener_name)
-        except BrokerServiceError as exc:
-            self.send(commands.lookup_error(req.request_id, exc.code, exc.message))
-            return
-        except ListenerNotFoundError as exc:
-            self.send(commands.lookup_error(req.request_id, pb.ServiceNotReady, str(exc)))
-            return
-        self.send(commands.lookup_connect(req.request_id, listener.broker_service_url, listener.broker_service_url_tls))
-
-    def handle_get_topics_of_namespace(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.getTopicsOfNamespace
-        try:
-            self.authorize(req.namespace, LOOKUP, namespace=True)
-        except BrokerServiceError as exc:
-            self.send(commands.error(req.request_id, exc.code, exc.message))
-            return
-        pattern = req.topics_pattern or None
-        topics = self.service.topics_of_namespace(req.namespace, pattern, mode=req.mode)
-        digest = topics_hash(topics)
-        unchanged = req.HasField("topics_hash") and req.topics_hash == digest
-        self.send(commands.topics_of_namespace_response(
-            req.request_id, [] if unchanged else topics, topics_hash=digest,
-            filtered=pattern is not None and compile_pattern(pattern) is not None, changed=not unchanged))
-
-    def handle_get_schema(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-        req = cmd.getSchema
-        self.send(commands.get_schema_error(req.request_id, pb.TopicNotFound, "magnetar stores no schemas"))
-
     def handle_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.producer
+        self._closed_by_broker.pop(req.producer_id, None)
         existing = self.producers.get(req.producer_id)
         if existing is not None:  # a retried request for a producer we already made
             self.send(commands.producer_success(req.request_id, existing.name, _last_sequence_id(existing),
                                                 topic_epoch=existing.topic_epoch))
             return
         try:
-            self.authorize(req.topic, "produce")
+            self.authorize(COMMANDS[T.PRODUCER], req.topic)
             topic = self.service.get_topic(req.topic)
             name = req.producer_name or self.service.generate_producer_name()
             epoch = req.topic_epoch if req.HasField("topic_epoch") else None
@@ -440,6 +403,9 @@ class ServerCnx(ConsumerCommands, asyncio.Protocol):
         send = cmd.send
         producer = self.producers.get(send.producer_id)
         if producer is None:
+            if send.producer_id in self._closed_by_broker:  # sent before our CLOSE_PRODUCER arrived
+                log.debug("%s sent to producer %d, which the broker closed", self, send.producer_id)
+                return
             log.warning("%s sent to unknown producer %d; closing", self, send.producer_id)
             self.close()
             return

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from magnetar.broker.auth.operations import COMMANDS
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.positions import position_of
 from magnetar.wire import commands
@@ -16,10 +17,12 @@ from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
+    from magnetar.broker.auth.operations import Operation
     from magnetar.broker.consumer import Consumer
     from magnetar.broker.service import BrokerService
 
 log = logging.getLogger("magnetar.broker.connection")
+T = pb.BaseCommand
 
 
 class ConsumerCommands:
@@ -30,7 +33,7 @@ class ConsumerCommands:
     if TYPE_CHECKING:
         def send(self, frame: bytes) -> None: ...
 
-        def authorize(self, topic: str, action: str, *, namespace: bool = False) -> None: ...
+        def authorize(self, operation: Operation, topic: str | None = None, namespace: str | None = None) -> None: ...
 
     def handle_subscribe(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.subscribe
@@ -39,7 +42,7 @@ class ConsumerCommands:
             self.send(commands.success(req.request_id))
             return
         try:
-            self.authorize(req.topic, "consume")
+            self.authorize(COMMANDS[T.SUBSCRIBE], req.topic)
             topic = self.service.get_topic(req.topic, create=req.force_topic_creation)
             consumer = topic.subscribe(self, req)
         except BrokerServiceError as exc:

@@ -3,9 +3,10 @@
 Pulsar reads broker.conf with `java.util.Properties.load`, so a file that works
 there uses its whole syntax: `key=value`, `key: value` and `key value`, `#` and `!`
 comments, backslash continuations, `\\uXXXX` escapes. The parsing itself is
-`javaproperties`, which follows that specification; this module adds what the
-broker needs on top, the file and line of every setting, so that an error can point
-at the line to fix.
+`javaproperties`, which follows that specification (imported when a file or text is
+first read: a broker started without --config never needs it, nor the XML parser it
+loads); this module adds what the broker needs on top, the file and line of every
+setting, so that an error can point at the line to fix.
 """
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-
-import javaproperties
 
 
 class PropertiesError(ValueError):
@@ -40,6 +39,8 @@ def parse_properties(text: str, name: str) -> list[Setting]:
     lines included, so a setting continued over several lines reports the line it
     starts on.
     """
+    import javaproperties  # noqa: PLC0415 (see the module's docstring)
+
     settings: list[Setting] = []
     line = 1
     try:

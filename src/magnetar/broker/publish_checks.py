@@ -12,7 +12,6 @@ import time
 from typing import TYPE_CHECKING
 
 from magnetar.broker.topic_limits import delayed_delivery
-from magnetar.formats.processor import PayloadError, count_messages
 from magnetar.wire.entry import PULSAR_FORMAT, entry_format, parse_entry, validate_publishable
 from magnetar.wire.errors import ChecksumError, WireError
 from magnetar.wire.frames import FRAME_PADDING
@@ -57,10 +56,13 @@ def _check_foreign_count(metadata: pb.MessageMetadata, payload: bytes, claimed: 
     its metadata claims: consumers iterate that many, the official client included. The
     count comes from the format's own header (a Kafka batch's record count, an Arrow
     batch's row count); checksums inside the payload are the consumer's to verify, and a
-    format nobody here reads is taken at its word."""
+    format nobody here reads is taken at its word. The payload processors are imported
+    by the first foreign entry, not by every broker's start-up."""
     fmt = entry_format(metadata)
     if fmt == PULSAR_FORMAT:
         return None
+    from magnetar.formats.processor import PayloadError, count_messages  # noqa: PLC0415 (see above)
+
     try:
         held = count_messages(fmt, parse_entry(payload).payload, verify=False)
     except PayloadError as exc:

@@ -10,13 +10,15 @@ reads as a Pulsar user expects. The one cluster is `standalone`.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from magnetar.broker.errors import InvalidResourceError, ResourceConflictError, ResourceNotFoundError
 from magnetar.storage import MetadataStore
 from magnetar.wire.topic_name import InvalidTopicNameError, check_entity_name
 
+log = logging.getLogger(__name__)
 CLUSTER = "standalone"
 #: What a first start creates, as Pulsar's standalone does.
 DEFAULT_NAMESPACES = ("public/default", "pulsar/system")
@@ -33,6 +35,19 @@ class NamespaceResources:
         self._store = store
         self.version = 0
         """Bumped whenever a namespace or its policies change (TopicPolicies caches by it)."""
+        self._watchers: list[Callable[[str], None]] = []
+
+    def watch(self, watcher: Callable[[str], None]) -> None:
+        """Call `watcher(scope)` after a tenant's info (scope: the tenant) or a namespace's
+        policies (scope: `tenant/namespace`) change: what revalidates open handles."""
+        self._watchers.append(watcher)
+
+    def _changed(self, scope: str) -> None:
+        for watcher in self._watchers:
+            try:
+                watcher(scope)
+            except Exception:  # the change is made; a watcher's failure must not undo its answer
+                log.exception("watcher of %s failed", scope)
 
     def bootstrap(self, namespaces_in_use: Iterable[str]) -> None:
         """Create the default namespaces, and adopt those stored topics already live in
@@ -67,6 +82,7 @@ class NamespaceResources:
     def update_tenant(self, tenant: str, info: dict[str, Any]) -> None:
         self.tenant_info(tenant)
         self._store.put(_TENANTS + tenant, json.dumps(_valid_tenant_info(info)).encode())
+        self._changed(tenant)
 
     def delete_tenant(self, tenant: str) -> None:
         self.tenant_info(tenant)
@@ -113,6 +129,7 @@ class NamespaceResources:
             policies[field] = value
         self._store.put(_NAMESPACES + namespace, json.dumps(policies).encode())
         self.version += 1
+        self._changed(namespace)
 
 
 def _check_name(kind: str, name: str) -> None:

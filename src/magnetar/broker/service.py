@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.broker import retention
 from magnetar.broker.accept_errors import AcceptErrorReporter
@@ -21,6 +22,7 @@ from magnetar.broker.advertised_listeners import (
 )
 from magnetar.broker.auth.authentication import AuthenticationService
 from magnetar.broker.auth.authorization import AuthorizationService
+from magnetar.broker.auth.revalidation import HandleRevalidator
 from magnetar.broker.backlog_quota import BacklogQuotaChecker
 from magnetar.broker.compaction import (
     CompactionManager,
@@ -37,17 +39,19 @@ from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountErro
 from magnetar.broker.inactivity import InactivityMonitor
 from magnetar.broker.loop_bridge import LoopBridge
 from magnetar.broker.message_expiry import MessageExpiryMonitor
-from magnetar.broker.non_persistent_topic import NonPersistentTopic
 from magnetar.broker.periodic import PeriodicTask
 from magnetar.broker.policies import TopicPolicies
 from magnetar.broker.resources import NamespaceResources
 from magnetar.broker.retention import RetentionMonitor
 from magnetar.broker.tls import CertificateReloader, server_context, tls_enabled
 from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_list import compile_pattern, filter_topics
+from magnetar.broker.topic_list import TopicsPattern, filter_topics
 from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.non_persistent_topic import NonPersistentTopic
 
 log = logging.getLogger(__name__)
 _PARTITIONED_PREFIX = "/admin/partitioned-topics/"
@@ -93,6 +97,8 @@ class BrokerService:
         self._servers: list[asyncio.Server] = []
         self.authentication = AuthenticationService(config)
         self.authorization = AuthorizationService(config, self.resources)
+        self.resources.watch(HandleRevalidator(
+            self.authorization, lambda: [*self.topics.values(), *self.non_persistent_topics.values()]).changed)
         self.ssl_context = server_context(config) if tls_enabled(config) else None
         self.cert_reloader = None if self.ssl_context is None else PeriodicTask(
             "TLS certificate reload", config.tlsCertRefreshCheckDurationSec,
@@ -107,7 +113,7 @@ class BrokerService:
         self.retention_monitor = RetentionMonitor(self)
         self.backlog_quota_checker = BacklogQuotaChecker(self)
         self.inactivity_monitor = InactivityMonitor(self)
-        self.entry_filter_provider = EntryFilterProvider()
+        self.entry_filter_provider = EntryFilterProvider(config.entryFilterNames)
         self.connection_controller = ConnectionController(config.brokerMaxConnections, config.brokerMaxConnectionsPerIp)
         self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
         self._stats_timer: asyncio.TimerHandle | None = None
@@ -334,6 +340,8 @@ class BrokerService:
                 raise BrokerServiceError(pb.TopicNotFound, f"Topic {name} does not exist")
             self.check_namespace(topic_name)
         if not topic_name.persistent:
+            from magnetar.broker.non_persistent_topic import NonPersistentTopic  # noqa: PLC0415 (first one's import)
+
             non_persistent = self.non_persistent_topics[key] = NonPersistentTopic(self, topic_name)
             return non_persistent
         persistent = self.topics[key] = PersistentTopic(self, topic_name, self.factory.open(topic_name.storage_name))
@@ -392,8 +400,8 @@ class BrokerService:
         self.metadata.delete(_PARTITIONED_PREFIX + name.storage_name)
         self.policies.delete_topic(name)
 
-    def topics_of_namespace(self, namespace: str, pattern: str | None = None, *, mode: int = Mode.PERSISTENT
-                            ) -> list[str]:
+    def topics_of_namespace(self, namespace: str, pattern: TopicsPattern | None = None, *,
+                            mode: int = Mode.PERSISTENT) -> list[str]:
         """Topics and partitions of a namespace, by domain as GET_TOPICS_OF_NAMESPACE asks.
 
         Persistent: every stored topic, and every partition of a partitioned one.
@@ -418,5 +426,4 @@ class BrokerService:
         if mode in (Mode.NON_PERSISTENT, Mode.ALL):
             names.update(key for key, topic in self.non_persistent_topics.items()
                          if topic.name.namespace_name == namespace and topic.is_active())
-        regex = compile_pattern(pattern) if pattern else None
-        return sorted(filter_topics(names, regex) if regex is not None else names)
+        return sorted(filter_topics(names, pattern) if pattern is not None else names)

@@ -15,12 +15,13 @@ from magnetar.broker.consumer import Consumer, DispatchEntry
 from magnetar.broker.consumer_selectors import (
     RoundRobinSelector,
 )
-from magnetar.broker.delayed_delivery import DelayedDeliveryTracker, create_tracker
+from magnetar.broker.delayed_delivery import create_tracker
 from magnetar.broker.dispatcher import MAX_ROUNDS_PER_PASS, Dispatcher
 from magnetar.broker.topic_limits import delayed_delivery
 from magnetar.storage import Position
 
 if TYPE_CHECKING:
+    from magnetar.broker.delayed_delivery.tracker import DelayedDeliveryTracker
     from magnetar.broker.subscription import PersistentSubscription
 
 

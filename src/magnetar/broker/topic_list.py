@@ -5,6 +5,14 @@
   already chose the domain and clients subscribe to whole partitioned topics.
   The Java client sends the pattern without a scheme; one that has it anyway
   loses it here, so both spellings select the same topics.
+- Patterns are a user's input, so they run on RE2 (google-re2), in time linear in the
+  name, as Pulsar's broker runs them on RE2J. Pulsar falls back to Java's backtracking
+  engine for what RE2 cannot express (back-references, look-around); magnetar does not
+  evaluate those at all: like a pattern longer than `subscriptionPatternMaxLength`
+  characters (Pulsar's rule) or any pattern with
+  `enableBrokerSideSubscriptionPatternEvaluation=false`, they get the whole list,
+  marked unfiltered, and the client filters it, as Pulsar's clients do. No user's
+  pattern ever runs a backtracking engine in the broker.
 - `topics_hash` is Pulsar's: CRC32C over the sorted names joined by ",", printed
   the way Guava prints a 32-bit hash (its four bytes, least significant first,
   as hex). A client that sends back the hash it holds learns "unchanged" and
@@ -13,28 +21,54 @@
 
 from __future__ import annotations
 
-import re
+import logging
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Protocol
 
 import crc32c
 
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
+if TYPE_CHECKING:
+    from magnetar.broker.config import ServiceConfiguration
+
+log = logging.getLogger(__name__)
 _SCHEME = "://"
 
 
-def compile_pattern(pattern: str) -> re.Pattern[str] | None:
-    """The client's pattern without its scheme; None when it is not a valid regex, and then
-    the list goes back unfiltered (the official clients filter it again themselves)."""
+class TopicsPattern(Protocol):
+    def fullmatch(self, text: str) -> object: ...
+
+
+def compile_pattern(pattern: str) -> TopicsPattern | None:
+    """The client's pattern without its scheme, compiled by RE2; None when RE2 cannot
+    compile it (bad syntax, back-references, look-around, too large a program)."""
+    import re2  # noqa: PLC0415 (only a broker that is sent patterns needs it)
+
     if _SCHEME in pattern:
         pattern = pattern.split(_SCHEME, 1)[1]
+    options = re2.Options()
+    options.log_errors = False  # a client's bad pattern is not the broker's error to print
+    options.never_capture = True
     try:
-        return re.compile(pattern)
-    except re.error:
+        return re2.compile(pattern, options)  # type: ignore[no-any-return]
+    except re2.error:
         return None
 
 
-def filter_topics(names: Iterable[str], regex: re.Pattern[str]) -> list[str]:
+def broker_side_pattern(pattern: str, config: ServiceConfiguration) -> TopicsPattern | None:
+    """What the broker filters a GET_TOPICS_OF_NAMESPACE by; None (no pattern, or one it
+    does not evaluate): it answers the whole list, unfiltered (see the module docstring)."""
+    if not pattern or not config.enableBrokerSideSubscriptionPatternEvaluation:
+        return None
+    if len(pattern) > config.subscriptionPatternMaxLength:
+        log.info("topics pattern of %d characters, longer than subscriptionPatternMaxLength (%d), not evaluated",
+                 len(pattern), config.subscriptionPatternMaxLength)
+        return None
+    return compile_pattern(pattern)
+
+
+def filter_topics(names: Iterable[str], regex: TopicsPattern) -> list[str]:
     selected = []
     for name in names:
         try:

@@ -22,6 +22,7 @@ from typing import Any
 
 from magnetar.admin.client import AdminClient, AdminError, Message
 from magnetar.cli import options as cli_options
+from magnetar.cli.parsing import UsageError, add_log_level, namespace_name, topic_name
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 _DURATION = re.compile(r"(\d+)([smhdw]?)")
@@ -85,7 +86,7 @@ def message_id(text: str) -> tuple[int, int]:
 
 def _reset_cursor(admin: AdminClient, args: argparse.Namespace) -> None:
     if (args.time is None) == (args.message_id is None):
-        raise AdminError(0, "give exactly one of --time/-t and --messageId/-m")
+        raise UsageError("give exactly one of --time/-t and --messageId/-m")
     if args.time is not None:
         admin.reset_cursor_to_time(args.topic, args.subscription, int(time.time() * 1000) - args.time * 1000)
     else:
@@ -104,7 +105,7 @@ def _start_position(text: str) -> str | tuple[int, int]:
 
 def _delayed_delivery(enable: bool, disable: bool, tick: str) -> dict[str, Any]:
     if enable == disable:
-        raise AdminError(0, "give exactly one of --enable/-e and --disable/-d")
+        raise UsageError("give exactly one of --enable/-e and --disable/-d")
     return {"active": enable, "tickTime": _tick_ms(tick)}
 
 
@@ -191,10 +192,10 @@ def progress_bar(fraction: float, width: int = 30) -> None:
     print(f"\r[{'#' * done}{'.' * (width - done)}] {fraction * 100:5.1f}%", end="", file=sys.stderr, flush=True)
 
 
-TOPIC = arg("topic", help="persistent://tenant/namespace/topic (or a short name)")
+TOPIC = arg("topic", type=topic_name, help="persistent://tenant/namespace/topic (or a short name)")
 SUBSCRIPTION = arg("-s", "--subscription", required=True, help="subscription name")
 FORCE = arg("-f", "--force", action="store_true", help="close connected clients first")
-NAMESPACE = arg("namespace", help="tenant/namespace")
+NAMESPACE = arg("namespace", type=namespace_name, help="tenant/namespace")
 RETENTION_ARGS = [
     arg("-t", "--time", type=retention_minutes, required=True, help="-1 (no limit) or a duration: 30m, 2h, 7d"),
     arg("-s", "--size", type=retention_size_mb, required=True, help="-1 (no limit) or a size: 100M, 10G"),
@@ -335,6 +336,7 @@ def register(commands: argparse._SubParsersAction) -> None:
             verb_parser = verb_parsers.add_parser(verb.name, help=verb.help, description=verb.help)
             for flags, options in verb.arguments:
                 verb_parser.add_argument(*flags, **options)
+            add_log_level(verb_parser)
             verb_parser.set_defaults(run=run, action=verb.action)
 
 
@@ -342,17 +344,13 @@ def _admin_client(args: argparse.Namespace) -> AdminClient:
     try:
         security = cli_options.security_arguments(args)
     except ValueError as exc:
-        raise AdminError(0, str(exc)) from None
+        raise UsageError(str(exc)) from None
     return AdminClient(args.admin_url, **security)  # type: ignore[arg-type]
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        result = args.action(_admin_client(args), args)
-    except AdminError as error:
-        print(f"magnetar admin: {error.reason}" + (f" ({error.status})" if error.status else ""), file=sys.stderr)
-        return 1
-    _print(result, as_json=args.json)
+    """A refusal (AdminError) becomes one line and exit code 1 in parsing.run_command."""
+    _print(args.action(_admin_client(args), args), as_json=args.json)
     return 0
 
 

@@ -17,16 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.cli import options
 from magnetar.cli.pacing import Pacer
+from magnetar.cli.parsing import UsageError, add_log_level, topic_name
 
 if TYPE_CHECKING:
     from magnetar.client import Client
 
 _RECEIVE_SLICE_MS = 500
 """A receive waits this long at most, so Ctrl-C is seen promptly while consuming forever."""
-
-
-class _UsageError(Exception):
-    """A flag's value the command cannot use; exit code 2, as argparse's own refusals."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -41,7 +38,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def _register_produce(verbs: argparse._SubParsersAction) -> None:
     produce = verbs.add_parser("produce", help="send messages to a topic", description="Send messages to a topic.")
-    produce.add_argument("topic")
+    produce.add_argument("topic", type=topic_name)
     produce.add_argument("-m", "--messages", action="append", default=[],
                          help="messages to send, split on the separator (repeatable)")
     produce.add_argument("-f", "--files", action="append", default=[],
@@ -57,13 +54,14 @@ def _register_produce(verbs: argparse._SubParsersAction) -> None:
     produce.add_argument("-db", "--disable-batching", action="store_true")
     produce.add_argument("-c", "--chunking", action="store_true", help="split messages larger than the limit")
     produce.add_argument("-z", "--compression", type=options.compression, default=options.COMPRESSIONS["NONE"])
+    add_log_level(produce)
     produce.set_defaults(run=produce_messages)
 
 
 def _register_consume(verbs: argparse._SubParsersAction) -> None:
     consume = verbs.add_parser("consume", help="receive and acknowledge messages",
                                description="Receive messages, print them and acknowledge them.")
-    consume.add_argument("topic")
+    consume.add_argument("topic", type=topic_name, help="the topic (with --regex, a pattern of full topic names)")
     consume.add_argument("-s", "--subscription-name", required=True)
     consume.add_argument("-t", "--subscription-type", type=options.subscription_type,
                          default=options.SUBSCRIPTION_TYPES["Exclusive"],
@@ -77,6 +75,7 @@ def _register_consume(verbs: argparse._SubParsersAction) -> None:
     consume.add_argument("--regex", action="store_true", help="the topic is a regular expression")
     consume.add_argument("--hex", action="store_true", help="print payloads in hexadecimal")
     consume.add_argument("--hide-content", action="store_true", help="do not print payloads")
+    add_log_level(consume)
     consume.set_defaults(run=consume_messages)
 
 
@@ -87,18 +86,14 @@ def _payloads(args: argparse.Namespace) -> list[bytes]:
         try:
             messages.append(path.read_bytes())
         except OSError as error:
-            raise _UsageError(f"-f/--files: cannot read {path}: {error.strerror}") from None
+            raise UsageError(f"-f/--files: cannot read {path}: {error.strerror}") from None
     if not messages:
-        raise _UsageError("give the messages with -m/--messages or -f/--files")
+        raise UsageError("give the messages with -m/--messages or -f/--files")
     return messages
 
 
 def produce_messages(args: argparse.Namespace) -> int:
-    try:
-        payloads = _payloads(args)
-    except _UsageError as error:
-        print(f"magnetar client produce: {error}", file=sys.stderr)
-        return 2
+    payloads = _payloads(args)
     from magnetar.client import Result  # noqa: PLC0415 (only the client verbs load the client)
 
     properties = options.merged(args.properties)
@@ -128,7 +123,7 @@ def produce_messages(args: argparse.Namespace) -> int:
         print(f"{count} messages successfully produced")
         return 0
 
-    return _with_client(args, "produce", work)
+    return _with_client(args, work)
 
 
 def consume_messages(args: argparse.Namespace) -> int:
@@ -142,10 +137,15 @@ def consume_messages(args: argparse.Namespace) -> int:
         consumer = client.subscribe(topic, args.subscription_name, consumer_type=args.subscription_type,
                                     initial_position=args.subscription_position, receiver_queue_size=args.queue_size)
         pacer = Pacer(args.rate)
+        waiting_said = False
         while args.num_messages == 0 or consumed < args.num_messages:
             try:
                 message = consumer.receive(_RECEIVE_SLICE_MS)
             except Timeout:
+                if not waiting_said and not consumed:
+                    print(f"waiting for messages on {args.topic} (subscription {args.subscription_name}), "
+                          "Ctrl-C to stop", file=sys.stderr, flush=True)
+                    waiting_said = True
                 continue
             pacer.wait()
             print("----- got message -----")
@@ -156,14 +156,14 @@ def consume_messages(args: argparse.Namespace) -> int:
         print(f"{consumed} messages successfully consumed")
         return 0
 
-    return _with_client(args, "consume", work, on_interrupt=lambda: print(f"{consumed} messages consumed"))
+    return _with_client(args, work, on_interrupt=lambda: print(f"{consumed} messages consumed"))
 
 
 def _topic_pattern(text: str) -> Any:
     try:
         return re.compile(text)
     except re.error as error:
-        raise _UsageError(f"--regex: {text!r} is not a regular expression: {error}") from None
+        raise UsageError(f"--regex: {text!r} is not a regular expression: {error}") from None
 
 
 def _describe(message: Any, args: argparse.Namespace) -> str:
@@ -176,25 +176,14 @@ def _describe(message: Any, args: argparse.Namespace) -> str:
     return ", ".join(parts)
 
 
-def _with_client(args: argparse.Namespace, verb: str, work: Any, on_interrupt: Any = None) -> int:
-    """Runs `work(client)`, turning the client's errors into a message and exit code 1."""
+def _with_client(args: argparse.Namespace, work: Any, on_interrupt: Any = None) -> int:
+    """Runs `work(client)` and closes the client; parsing.run_command reports what it raises."""
     from magnetar.client import Client  # noqa: PLC0415 (only the client verbs load the client)
-    from magnetar.client.errors import PulsarException  # noqa: PLC0415
 
     client = None
     try:
-        try:
-            security = options.security_arguments(args)
-        except ValueError as exc:
-            raise _UsageError(str(exc)) from None
-        client = Client(args.service_url, operation_timeout_seconds=30, **security)
+        client = Client(args.service_url, operation_timeout_seconds=30, **options.security_arguments(args))
         return work(client)
-    except _UsageError as error:
-        print(f"magnetar client {verb}: {error}", file=sys.stderr)
-        return 2
-    except PulsarException as error:
-        print(f"magnetar client {verb}: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         if on_interrupt is not None:
             on_interrupt()

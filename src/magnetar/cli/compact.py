@@ -12,59 +12,53 @@ import argparse
 import os
 import sys
 
-from magnetar.admin.client import AdminClient, AdminError
+from magnetar.admin.client import AdminClient
 from magnetar.cli.admin import DEFAULT_ADMIN_URL, compact_and_wait, progress_bar
+from magnetar.cli.parsing import UsageError, add_log_level, topic_name
 
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("compact", help="compact a topic (the broker, or a Spark job with --spark)",
                                  description=__doc__.split("\n\n", 1)[1] if __doc__ else None)
-    parser.add_argument("topic", help="persistent://tenant/namespace/topic (or a short name)")
+    parser.add_argument("topic", type=topic_name, help="persistent://tenant/namespace/topic (or a short name)")
     parser.add_argument("--spark", action="store_true", help="run the compaction as a Spark job")
     parser.add_argument("--data-dir", help="with --spark: the broker's data directory, which the job reads")
     parser.add_argument("--admin-url", default=os.environ.get("MAGNETAR_ADMIN_URL"),
                         help="the broker's HTTP URL (default $MAGNETAR_ADMIN_URL; without --spark, "
                              f"{DEFAULT_ADMIN_URL}); with --spark, the broker that adopts the result")
     parser.add_argument("--master", default="local[2]", help="with --spark: the Spark master (default local[2])")
+    add_log_level(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        message = _with_spark(args) if args.spark else compact_and_wait(
-            AdminClient(args.admin_url or DEFAULT_ADMIN_URL), argparse.Namespace(topic=args.topic, wait=True))
-    except AdminError as error:
-        print(f"magnetar compact: {error.reason}" + (f" ({error.status})" if error.status else ""), file=sys.stderr)
-        return 1
-    except ValueError as error:  # a bad flag value or option
-        print(f"magnetar compact: {error}", file=sys.stderr)
-        return 2
-    except RuntimeError as error:  # the job ran but its compaction was not put in force
-        print(f"\nmagnetar compact: {error}", file=sys.stderr)
-        return 1
+    """A refusal, a bad value or a compaction not put in force is reported by parsing.run_command."""
+    message = _with_spark(args) if args.spark else compact_and_wait(
+        AdminClient(args.admin_url or DEFAULT_ADMIN_URL), argparse.Namespace(topic=args.topic, wait=True))
     print(message)
     return 0
 
 
 def _with_spark(args: argparse.Namespace) -> str:
     if not args.data_dir:
-        raise ValueError("--spark needs --data-dir (the broker's data directory, which the job reads)")
+        raise UsageError("--spark needs --data-dir (the broker's data directory, which the job reads)")
     try:
         from pyspark.sql import SparkSession  # noqa: PLC0415 (the [spark] extra is optional)
 
         from magnetar.spark.compaction import compact  # noqa: PLC0415
         from magnetar.spark.storage_reader import StorageTopics  # noqa: PLC0415
     except ImportError as exc:
-        raise ValueError(f"--spark needs the [spark] extra (pip install 'magnetar[spark]'): {exc}") from None
+        raise UsageError(f"--spark needs the [spark] extra (pip install 'magnetar[spark]'): {exc}") from None
     try:  # a bad directory or topic fails before Spark starts
         StorageTopics(args.data_dir).partitions(args.topic)
     except ValueError as exc:
-        raise ValueError(str(exc).replace("option 'path'", "--data-dir")) from None
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        raise UsageError(str(exc).replace("option 'path'", "--data-dir")) from None
     spark = (SparkSession.builder.master(args.master).appName(f"magnetar compact {args.topic}")
              .config("spark.ui.enabled", "false").getOrCreate())
-    results = compact(spark, args.topic, args.admin_url, args.data_dir, progress=progress_bar)
-    print(file=sys.stderr)
+    try:
+        results = compact(spark, args.topic, args.admin_url, args.data_dir, progress=progress_bar)
+    finally:
+        print(file=sys.stderr)  # ends the progress bar's line
     done = [r for r in results if r.horizon is not None]
     if not done:
         return "Nothing new to compact"

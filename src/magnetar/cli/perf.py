@@ -15,13 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.cli import options
 from magnetar.cli.pacing import Pacer
+from magnetar.cli.parsing import add_log_level, topic_name
 from magnetar.cli.perf_meter import Meter, line
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("topic")
+    parser.add_argument("topic", type=topic_name)
     options.add_service_url(parser, "-u", "--service-url")
     options.add_security(parser)
     parser.add_argument("-time", "--test-duration", type=options.non_negative(float), default=0.0,
@@ -47,6 +47,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-interval", type=options.non_negative(float), default=10.0,
                         help="seconds between rate lines (default 10)")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_log_level(parser)
 
 
 def _register_produce(parser: argparse.ArgumentParser) -> None:
@@ -168,22 +169,16 @@ def consume(args: argparse.Namespace) -> int:
 
 
 def _with_client(args: argparse.Namespace, run: _Run, work: Callable[[Client], None]) -> int:
+    """Runs `work(client)`, then the summary (also when interrupted); parsing.run_command
+    reports what it raises."""
     from magnetar.client import Client  # noqa: PLC0415 (only the perf verbs load the client)
-    from magnetar.client.errors import PulsarException  # noqa: PLC0415
 
-    try:
-        security = options.security_arguments(args)
-    except ValueError as exc:
-        print(f"magnetar perf: {exc}", file=sys.stderr)
-        return 2
+    security = options.security_arguments(args)
     client = None
     try:
         client = Client(args.service_url, operation_timeout_seconds=30, **security)
         work(client)
         code = 0
-    except PulsarException as error:
-        print(f"magnetar perf: {type(error).__name__}: {error}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         code = 130
     finally:

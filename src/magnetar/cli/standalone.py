@@ -10,6 +10,7 @@ import os
 import resource
 import signal
 import sys
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from magnetar.admin.server import AdminServer
@@ -19,20 +20,26 @@ from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.config_loading import LoadedConfiguration, load_configuration
 from magnetar.broker.properties import Setting
 from magnetar.broker.service import BrokerService
+from magnetar.cli.parsing import add_log_level
 from magnetar.storage import DataDirLockedError
 
 log = logging.getLogger("magnetar")
 _NO_HARD_LIMIT_TARGET = 1 << 20
 """Soft limit to ask for when the hard one is unlimited (macOS): Linux's default nr_open."""
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-def _log_level(text: str) -> str:
-    """A log level name in any case; argparse turns the refusal into exit code 2."""
-    if text.upper() not in LOG_LEVELS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
-    return text.upper()
+_PIP70 = "org.apache.pulsar.common.intercept."
+STANDALONE_DEFAULTS = (
+    Setting("brokerEntryMetadataInterceptors",
+            f"{_PIP70}AppendBrokerTimestampMetadataInterceptor,{_PIP70}AppendIndexMetadataInterceptor",
+            "standalone default"),
+    Setting("exposingBrokerEntryMetadataToClientEnabled", "true", "standalone default"),
+)
+"""Where the standalone departs from broker.conf's defaults, as Pulsar's standalone.conf does
+for other keys (it leaves these two at broker.conf's: none, false): PIP-70 on, so that what
+magnetar builds on it (Spark streams and index offsets, `Message.index()`, seek by index)
+works on the broker a newcomer starts first. Any source of settings beats them;
+`-c brokerEntryMetadataInterceptors= -c exposingBrokerEntryMetadataToClientEnabled=false`
+gives Pulsar's behaviour back."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -47,7 +54,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     standalone.add_argument(
         "-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="set one configuration key"
     )
-    standalone.add_argument("--log-level", default="INFO", type=_log_level, help=", ".join(LOG_LEVELS))
+    add_log_level(standalone, "INFO")
 
 
 def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
@@ -55,14 +62,59 @@ def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
         ("brokerServicePort", args.port, "--port"), ("webServicePort", args.http_port, "--http-port"),
         ("bindAddress", args.bind, "--bind"),
     ) if value is not None]
-    return load_configuration(args.config, args.overrides, environ=os.environ, flags=flags)
+    return standalone_configuration(args.config, args.overrides, environ=os.environ, flags=flags)
+
+
+def standalone_configuration(
+    config_file: Path | None = None,
+    overrides: Iterable[str] = (),
+    *,
+    environ: Mapping[str, str] | None = None,
+    flags: Iterable[Setting] = (),
+) -> LoadedConfiguration:
+    """The configuration a standalone runs with. magnetar.testing builds its brokers' through
+    here too, so that a test broker starts with whatever defaults the command has."""
+    return load_configuration(config_file, overrides, environ=environ, flags=flags,
+                              defaults=STANDALONE_DEFAULTS)
+
+
+class Standalone:
+    """A broker and its admin API on the running event loop: what `magnetar standalone` runs
+    in its main thread, and magnetar.testing in a thread of a test process. Process-wide
+    matters (signals, logging, limits, the garbage collector) are the command's, not this."""
+
+    def __init__(self, config: ServiceConfiguration, data_dir: Path) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        self.service: BrokerService | None = None
+        self.admin: AdminServer | None = None
+
+    async def start(self) -> None:
+        """Listen on both APIs; a failure half-way closes what had started (and the data
+        dir's lock) before it is raised, so the process can try again."""
+        try:
+            self.service = BrokerService(self.config, self.data_dir)
+            await self.service.start()
+            self.admin = AdminServer(self.service)
+            await self.admin.start(self.config.bindAddress, self.config.webServicePort, self.config.webServicePortTls)
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def stop(self) -> None:
+        if self.admin is not None:
+            await self.admin.stop()
+            self.admin = None
+        if self.service is not None:
+            service, self.service = self.service, None
+            await service.stop()
 
 
 async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
-    service = BrokerService(config, data_dir)
-    await service.start()
-    admin = AdminServer(service)
-    await admin.start(config.bindAddress, config.webServicePort, config.webServicePortTls)
+    standalone = Standalone(config, data_dir)
+    await standalone.start()
+    service, admin = standalone.service, standalone.admin
+    assert service is not None and admin is not None
     for url in admin.bound_urls():
         log.info("admin API on %s/admin/v2", url)
     stop = asyncio.Event()
@@ -78,17 +130,18 @@ async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
         await stop.wait()
     finally:
         log.info("stopping: closing connections, flushing ledgers and cursors")
-        await admin.stop()
-        await service.stop()
+        await standalone.stop()
         log.info("stopped cleanly")
 
 
-def _event_loop_runner() -> asyncio.Runner:
+def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """uvloop's when installed (the [fast] extra), else asyncio's with the accept fix of
+    broker.accept_errors; a loop of its own, so no global policy changes."""
     with contextlib.suppress(ImportError):
         import uvloop  # noqa: PLC0415  (optional speed-up)
 
-        return asyncio.Runner(loop_factory=uvloop.new_event_loop)
-    return asyncio.Runner(loop_factory=BrokerEventLoop)
+        return uvloop.new_event_loop
+    return BrokerEventLoop
 
 
 def _raise_open_files_limit() -> int:
@@ -117,9 +170,6 @@ def _check_file_budget(config: ServiceConfiguration, open_files_limit: int) -> N
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
-    )
     try:
         loaded = _configuration(args)
     except ConfigError as exc:
@@ -128,13 +178,14 @@ def run(args: argparse.Namespace) -> int:
     loaded.log_summary()
     _check_file_budget(loaded.config, _raise_open_files_limit())
     try:
-        with _event_loop_runner() as runner:
+        with asyncio.Runner(loop_factory=event_loop_factory()) as runner:
             runner.run(_run_standalone(loaded.config, args.data_dir))
     except ConfigError as exc:
         print(f"magnetar: configuration error: {exc}", file=sys.stderr)
         return 2
     except DataDirLockedError as exc:
-        print(f"magnetar: {exc}", file=sys.stderr)
+        print(f"magnetar standalone: data dir {exc.data_dir} is in use by another process (a standalone already "
+              "running on it?): stop that one, or give this one its own --data-dir", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"magnetar: cannot start: {exc}", file=sys.stderr)

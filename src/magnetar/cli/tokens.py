@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from magnetar.broker.auth.algorithms import ASYMMETRIC_ALGORITHMS, HMAC_ALGORITHMS
+from magnetar.cli.parsing import add_log_level
 
 
 def _algorithm(parser: argparse.ArgumentParser, default: str | None) -> None:
@@ -57,6 +58,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     validate_keys.add_argument("-sk", "--secret-key")
     validate_keys.add_argument("-pk", "--public-key")
     validate.set_defaults(run=_verb("_validate"))
+    for verb in (secret, pair, create, show, validate):
+        add_log_level(verb)
 
 
 def _token_source(parser: argparse.ArgumentParser) -> None:

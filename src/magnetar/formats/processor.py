@@ -9,7 +9,9 @@ from MessageMetadata alone. A processor yields the messages of an entry as the w
 seeks work as for a Pulsar batch; a columnar reader may ask it for Arrow columns instead.
 
 Processors are found by name: the built-ins (``pulsar``, ``kafka``, ``arrow``) directly, others
-through the entry-point group ``magnetar.payload_processors``.
+through the entry-point group ``magnetar.payload_processors``, and by nothing else: a name may
+come from a Spark query's options, whose writer need not own the process, so it never imports
+an arbitrary module (see magnetar.plugins). Code that holds a processor class passes an instance.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from magnetar.plugins import load_plugin
+from magnetar.plugins import PluginGroup
 from magnetar.wire.batch import BatchMessage, decode_batch, decode_messages
 from magnetar.wire.entry import FORMAT_PROPERTY, PULSAR_FORMAT, entry_format
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -180,11 +182,14 @@ BUILTINS = {
     "kafka": "magnetar.formats.kafka_records:KafkaProcessor",
     "arrow": "magnetar.formats.arrow_ipc:ArrowProcessor",
 }
+_NAMED = PluginGroup("payload processor", ENTRY_POINT_GROUP, BUILTINS).allow_list()
+"""Names resolve to the built-ins and installed entry points only."""
 
 
 def load_processor(name: str) -> PayloadProcessor:
-    """A processor by name (see magnetar.plugins); a class is instantiated, an instance used as is."""
-    factory = load_plugin("payload processor", ENTRY_POINT_GROUP, name, BUILTINS)
+    """A processor by name (a built-in or an entry point); a class is instantiated, an
+    instance used as is. PluginError (a ValueError) for any other name, imported or not."""
+    factory = _NAMED.load(name)
     return factory() if isinstance(factory, type) else factory
 
 

@@ -6,9 +6,24 @@ and the options are documented in docs/spark.md.
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 FORMAT = "magnetar"
+
+
+def _workers_run_this_python() -> None:
+    """Spark starts its Python workers, the one that finds `pyspark_magnetar` among them,
+    with $PYSPARK_PYTHON, else with whatever `python3` is first on PATH: outside an activated
+    virtual environment, one without magnetar, and the read fails with DATA_SOURCE_NOT_FOUND.
+    The Python importing this on the driver has magnetar, so it becomes the workers' unless
+    the user chose one. Spark's JVM copies the variable when it starts, so this holds for
+    sessions started after the import; the variable set in a worker changes nothing."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+_workers_run_this_python()
 
 
 def register(spark: Any) -> None:

@@ -190,6 +190,10 @@ class ProtocolTopics:
     def has_entries(self, tp: TopicPartition) -> bool:
         return self._last_id(tp) is not None
 
+    def edge_entries(self, tp: TopicPartition) -> list[bytes]:
+        """The partition's first and last entries as the broker sends them (none when empty)."""
+        return [found[1] for found in (self._first_entry(tp), self._last_entry(tp)) if found is not None]
+
     def first_index(self, tp: TopicPartition) -> int | None:
         found = self._first_entry(tp)
         if found is None:

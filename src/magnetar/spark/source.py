@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import functools
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -52,6 +53,7 @@ from magnetar.spark.storage_reader import (
     MagnetarDataLossError,
     Plan,
     StorageTopics,
+    missing_entry_metadata,
     read_range,
     resolve_index,
     tighter,
@@ -63,6 +65,9 @@ from magnetar.spark.writer import MagnetarBatchWriter, MagnetarStreamWriter
 
 Topics = StorageTopics | ProtocolTopics
 _R = TypeVar("_R")
+log = logging.getLogger(__name__)
+_INTERCEPTORS = ("org.apache.pulsar.common.intercept.AppendBrokerTimestampMetadataInterceptor,"
+                 "org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor")
 RECONNECT_SECONDS = 30.0
 _SEARCHED_COLUMNS = {("index",): "index", ("broker_time",): "time"}
 
@@ -209,6 +214,27 @@ def topics_of(options: SourceOptions) -> Topics:
     return ProtocolTopics(options.service_url, options.security)
 
 
+def said_missing_entry_metadata(topics: Topics, tps: Iterable[TopicPartition], options: SourceOptions) -> bool:
+    """Say in the job's log, once, when a partition's first or last entry lacks PIP-70's
+    prefix (or a field of it): its rows read `index`/`broker_time` as null, so a filter or
+    offset on them finds nothing, and nothing else would tell the user why. Two entry reads
+    a partition until one lacks it; True when said."""
+    for tp in tps:
+        missing = sorted({column for entry in topics.edge_entries(tp) for column in missing_entry_metadata(entry)})
+        if missing:
+            sending = (" and send it to clients with exposingBrokerEntryMetadataToClientEnabled=true"
+                       if options.service_url is not None else "")
+            log.warning(
+                "magnetar: %s has entries without PIP-70 broker entry metadata: their %s read as null, and filters "
+                "and offsets on %s skip them. Brokers stamp it with brokerEntryMetadataInterceptors=%s%s "
+                "(magnetar standalone's default); entries stored before stay as they are",
+                tp.storage_topic, " and ".join(missing), "it" if len(missing) == 1 else "them", _INTERCEPTORS,
+                sending,
+            )
+            return True
+    return False
+
+
 def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
     # Spark reads one partition of None when partitions() planned nothing (nothing matched).
     work = getattr(partition, "value", None)
@@ -256,10 +282,11 @@ class PlainBatchReader(DataSourceReader):
         options = self.options
         plans = []
         with contextlib.closing(topics_of(options)) as topics:
-            for tp in topics.resolve(options):
-                if self.pushed.keeps(tp):
-                    bounds = _batch_bounds(options, tp, self.pushed.bounds, topics)
-                    plans.append(topics.plan(tp, bounds, options.split_size_bytes, options.fail_on_data_loss))
+            kept = [tp for tp in topics.resolve(options) if self.pushed.keeps(tp)]
+            for tp in kept:
+                bounds = _batch_bounds(options, tp, self.pushed.bounds, topics)
+                plans.append(topics.plan(tp, bounds, options.split_size_bytes, options.fail_on_data_loss))
+            said_missing_entry_metadata(topics, kept, options)
         return plans
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -307,6 +334,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self._topics: Topics | None = None
         self._target: dict[TopicPartition, int] | None = None
+        self._checked_entry_metadata = False
 
     @_reconnecting
     def prepareForTriggerAvailableNow(self) -> None:
@@ -315,7 +343,8 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __getstate__(self) -> dict[str, object]:
         # Executors get a copy of the reader: open files and sockets stay with the driver.
-        return {"options": self.options, "_topics": None, "_target": self._target}
+        return {"options": self.options, "_topics": None, "_target": self._target,
+                "_checked_entry_metadata": self._checked_entry_metadata}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
@@ -400,6 +429,9 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             bounds = with_index_bounds(bounds, first if first >= 0 else None, stop - 1)
             plan = topics.plan(tp, bounds, self.options.split_size_bytes, self.options.fail_on_data_loss)
             out.extend(MagnetarPartition(r) for r in plan.ranges)
+        if not self._checked_entry_metadata:  # the first micro-batch's partitions; later ones cost no probes
+            said_missing_entry_metadata(topics, finish, self.options)
+            self._checked_entry_metadata = True
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

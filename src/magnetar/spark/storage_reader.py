@@ -119,6 +119,16 @@ def last_index(entry: bytes) -> int | None:
     return bem.index if bem is not None and bem.HasField("index") else None
 
 
+_ENTRY_METADATA_COLUMNS = (("index", "index"), ("broker_time", "broker_timestamp"))
+
+
+def missing_entry_metadata(entry: bytes) -> list[str]:
+    """The PIP-70 columns an entry leaves null: `index` and `broker_time` without the prefix,
+    one of them when only one interceptor stamped it."""
+    bem = peek_broker_entry_metadata(entry)
+    return [column for column, name in _ENTRY_METADATA_COLUMNS if bem is None or not bem.HasField(name)]
+
+
 class StorageTopics:
     """The driver's view of a data dir: which topic partitions exist, and their entry ranges."""
 
@@ -195,6 +205,10 @@ class StorageTopics:
     def has_entries(self, tp: TopicPartition) -> bool:
         ml = self.ledger(tp)
         return ml is not None and ml.last_confirmed_position is not None
+
+    def edge_entries(self, tp: TopicPartition) -> list[bytes]:
+        """The partition's first and last entries (none when empty)."""
+        return [entry for last in (False, True) if (entry := self._edge_entry(tp, last)) is not None]
 
     def first_index(self, tp: TopicPartition) -> int | None:
         entry = self._edge_entry(tp, last=False)

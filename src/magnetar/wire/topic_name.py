@@ -14,9 +14,12 @@ from dataclasses import dataclass
 PARTITION_SUFFIX = "-partition-"
 #: Pulsar's rule for tenant and namespace names (NamedEntity): letters, digits, _ - = : .
 _NAMED_ENTITY = re.compile(r"[-=:.\w]+", re.ASCII)
-#: Pulsar sets no length limit; ours keep names printable in logs, keys and metrics.
+#: Pulsar sets no length limit; ours keep names printable in logs, keys and metrics. For the
+#: same reason a topic's local name holds nothing that does not show as itself (`_hidden`);
+#: Pulsar accepts those, and everything visible is accepted as Pulsar accepts it.
 MAX_ENTITY_NAME_LENGTH = 255
 MAX_LOCAL_NAME_LENGTH = 512
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 class InvalidTopicNameError(ValueError):
@@ -107,8 +110,21 @@ def check_entity_name(kind: str, name: str) -> None:
 def _check_local_name(name: str) -> None:
     if len(name) > MAX_LOCAL_NAME_LENGTH:
         raise InvalidTopicNameError(f"topic name of {len(name)} characters exceeds {MAX_LOCAL_NAME_LENGTH}")
-    if "/" in name or name in (".", "..") or any(unicodedata.category(c) == "Cc" for c in name):
-        raise InvalidTopicNameError(f"invalid topic name {_shown(name)}: no '/', control characters, '.' or '..'")
+    if "/" in name or name in (".", ".."):
+        raise InvalidTopicNameError(f"invalid topic name {_shown(name)}: no '/', '.' or '..'")
+    hidden = next((c for c in name if _hidden(c)), None)
+    if hidden is not None:
+        raise InvalidTopicNameError(
+            f"invalid topic name {_shown(name)}: it holds U+{ord(hidden):04X} ({unicodedata.name(hidden, 'unnamed')}); "
+            f"control, invisible and direction-changing characters would make one name look like another")
+
+
+def _hidden(char: str) -> bool:
+    """A character that does not show as itself: controls, format characters (bidi overrides
+    like U+202E, zero-width spaces, joiners, BOM), line and paragraph separators, surrogates,
+    and spaces other than ' ' (a no-break space looks like one)."""
+    category = unicodedata.category(char)
+    return category in _HIDDEN_CATEGORIES or (category == "Zs" and char != " ")
 
 
 def _shown(name: str) -> str:

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from magnetar.broker.config import ServiceConfiguration
-from magnetar.broker.delayed_delivery import wall_clock_ms
+from magnetar.broker.delayed_delivery.tracker import wall_clock_ms
 from magnetar.broker.shared_dispatcher import MultipleConsumersDispatcher
 from magnetar.storage import ManagedLedger, ManagedLedgerFactory, Position
 from magnetar.wire.entry import build_entry

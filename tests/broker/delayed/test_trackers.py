@@ -8,13 +8,9 @@ from pathlib import Path
 import pytest
 
 from magnetar.broker.config import ConfigError, ServiceConfiguration
-from magnetar.broker.delayed_delivery import (
-    BucketDelayedDeliveryTracker,
-    DelayedDeliveryTracker,
-    InMemoryDelayedDeliveryTracker,
-    create_tracker,
-    tracker_kind,
-)
+from magnetar.broker.delayed_delivery import create_tracker, tracker_kind
+from magnetar.broker.delayed_delivery.bucket import BucketDelayedDeliveryTracker
+from magnetar.broker.delayed_delivery.tracker import DelayedDeliveryTracker, InMemoryDelayedDeliveryTracker
 from magnetar.storage import ManagedCursor, ManagedLedgerFactory, Position
 
 DAY_MS = 86_400_000

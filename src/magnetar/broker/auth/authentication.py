@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from magnetar.plugins import load_plugin
+from magnetar.plugins import PluginGroup
 
 if TYPE_CHECKING:
     from magnetar.broker.config import ServiceConfiguration
@@ -76,20 +76,29 @@ class AuthenticationProvider(Protocol):
     def authenticate(self, credentials: Credentials) -> Principal: ...
 
 
+_PROVIDERS = PluginGroup("authentication provider", GROUP, BUILTIN_PROVIDERS)
+
+
 def load_provider(name: str, config: ServiceConfiguration) -> AuthenticationProvider:
-    """Build the provider `name` designates; ValueError names the problem (and its key)."""
-    factory = load_plugin("authentication provider", GROUP, name, BUILTIN_PROVIDERS)
+    """Build the provider `name` (from authenticationProviders: the operator's) designates;
+    ValueError names the problem. A client's auth_method_name only picks among those built."""
+    factory = _PROVIDERS.load(name)
     return factory(config)
 
 
 class AuthenticationService:
-    """The providers in force, by method name, and the anonymous role."""
+    """The providers in force, by method name, and the anonymous role.
+
+    With authentication off no provider is built, as in Pulsar: files written for it
+    name providers (even `authenticationProviders=false`) that only matter once it is
+    on, and the providers' libraries then stay unimported.
+    """
 
     def __init__(self, config: ServiceConfiguration) -> None:
         self.enabled = config.authenticationEnabled
         self.anonymous_role = config.anonymousUserRole or None
         self.providers: dict[str, AuthenticationProvider] = {}
-        for name in config.authenticationProviders:
+        for name in config.authenticationProviders if self.enabled else ():
             provider = load_provider(name, config)
             self.providers[provider.auth_method_name] = provider
 

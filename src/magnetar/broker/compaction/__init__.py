@@ -1,7 +1,7 @@
 """Topic compaction: the per-topic service (service.py), its two phases (compactor.py),
-when it runs (manager.py) and how compacted readers are served (reads.py)."""
+when it runs (manager.py) and how compacted readers are served (reads.py). The compactor
+is not imported here: only a compaction needs it (see service.py)."""
 
-from magnetar.broker.compaction.compactor import CompactionOptions, CompactionResult
 from magnetar.broker.compaction.manager import COMPACTION_THRESHOLD, CompactionManager, CompactionStatus
 from magnetar.broker.compaction.service import (
     EARLIEST,
@@ -9,6 +9,8 @@ from magnetar.broker.compaction.service import (
     AdoptionConflict,
     AdoptionRefused,
     BuiltinCompactionService,
+    CompactionOptions,
+    CompactionResult,
     MessagePosition,
     TopicCompactionService,
     load_compaction_service_factory,

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
+from magnetar.broker.compaction.service import CompactionOptions, CompactionResult, Progress
 from magnetar.storage import Position
 from magnetar.storage.compacted_ledger import CompactedLedgerWriter
 from magnetar.wire.compaction import compaction_messages, is_readable_batch, mark_retained, rebatch
@@ -23,32 +23,18 @@ from magnetar.wire.entry import parse_entry
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
+__all__ = ["CompactionCancelled", "CompactionOptions", "CompactionResult", "PhaseOne", "Progress", "compact",
+           "compacted_entry", "entry_messages"]
 log = logging.getLogger(__name__)
 
 #: (position, batch index); -1 for a message that is a whole entry.
 MessageRef = tuple[Position, int]
 EntrySource = Callable[[Position | None], Iterator[tuple[Position, bytes]]]
 """Entries of the compacted view from a position (None: from its start) to the horizon."""
-Progress = Callable[[float], None]
 
 
 class CompactionCancelled(Exception):
     """The topic was closed while compacting; nothing was put in force."""
-
-
-@dataclass(slots=True)
-class CompactionOptions:
-    retain_null_key: bool = False
-    max_message_size: int = 5 * 1024 * 1024
-
-
-@dataclass(slots=True)
-class CompactionResult:
-    horizon: Position
-    entries_read: int
-    messages_read: int
-    entries_written: int
-    keys: int
 
 
 def entry_messages(position: Position, data: bytes, options: CompactionOptions

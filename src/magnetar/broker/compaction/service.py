@@ -9,6 +9,10 @@ group `magnetar.compaction_services` or a `package.module:Class`; Pulsar's defau
 name, `builtin` and an empty value all mean the built-in service below, which works
 without entry-point metadata installed. A factory is called as
 `factory(ledger, storage_factory, options)`.
+
+The two-phase compactor (compactor.py, with the batch and compression codecs it needs)
+is imported when a topic is first compacted or a compacted topic's last message is
+first asked for: every topic has a service, few are ever compacted.
 """
 
 from __future__ import annotations
@@ -19,20 +23,35 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from magnetar.broker.compaction.compactor import CompactionOptions, CompactionResult, Progress, compact
-from magnetar.plugins import load_plugin
+from magnetar.plugins import PluginGroup
 from magnetar.storage import CorruptEntryError, ManagedLedger, ManagedLedgerFactory, Position, StorageClosedError
 from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerStore, StagedLedgerError
 from magnetar.storage.message_finder import entry_timestamp
-from magnetar.wire.compaction import last_retained_index
 from magnetar.wire.entry import parse_entry, parse_message_metadata
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "magnetar.compaction_services"
 PULSAR_DEFAULT_FACTORY = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
 _BUILTIN = "magnetar.broker.compaction.service:BuiltinCompactionService"
-_BUILTINS = {"": _BUILTIN, "builtin": _BUILTIN, PULSAR_DEFAULT_FACTORY: _BUILTIN}
+_SERVICES = PluginGroup("compaction service", ENTRY_POINT_GROUP,
+                        {"": _BUILTIN, "builtin": _BUILTIN, PULSAR_DEFAULT_FACTORY: _BUILTIN})
 _READ_GROUP = 256
+Progress = Callable[[float], None]
+
+
+@dataclass(slots=True)
+class CompactionOptions:
+    retain_null_key: bool = False
+    max_message_size: int = 5 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class CompactionResult:
+    horizon: Position
+    entries_read: int
+    messages_read: int
+    entries_written: int
+    keys: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +111,8 @@ class BuiltinCompactionService:
 
     # -- compacting
     def compact(self, progress: Progress | None = None) -> CompactionResult | None:
+        from magnetar.broker.compaction.compactor import compact  # noqa: PLC0415 (see the module's docstring)
+
         horizon = self.ledger.last_confirmed_position
         previous = self.store.current
         if horizon is None or (previous is not None and previous.horizon >= horizon):
@@ -205,6 +226,8 @@ class BuiltinCompactionService:
         return self._last
 
     def _compute_last(self) -> MessagePosition:
+        from magnetar.wire.compaction import last_retained_index  # noqa: PLC0415 (see the module's docstring)
+
         current = self._current()
         if current is None or current.entries == 0:
             return EARLIEST
@@ -236,8 +259,9 @@ class BuiltinCompactionService:
 
 
 def load_compaction_service_factory(name: str) -> Factory:
-    """The factory `name` designates (see the module docstring); ValueError if none."""
-    factory = load_plugin("compaction service", ENTRY_POINT_GROUP, name, _BUILTINS)
+    """The factory the operator's `name` designates (see the module docstring); ValueError
+    if none. Only the broker's configuration names one."""
+    factory = _SERVICES.load(name)
     if not callable(factory):
         raise ValueError(f"compaction service {name!r} is not callable")
     return factory  # type: ignore[no-any-return]

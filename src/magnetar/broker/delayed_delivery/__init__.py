@@ -2,7 +2,9 @@
 
 `create_tracker` picks the tracker the way Pulsar's
 delayedDeliveryTrackerFactoryClassName does, accepting Pulsar's class names and
-the short names `InMemory` / `Bucket`.
+the short names `InMemory` / `Bucket`. The trackers (tracker.py, bucket.py, and the
+bitmap library they use) are imported when a subscription first needs one, not when
+the broker starts.
 """
 
 from __future__ import annotations
@@ -10,26 +12,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from magnetar.broker.delayed_delivery.bucket import BucketDelayedDeliveryTracker, index_prefix
-from magnetar.broker.delayed_delivery.tracker import (
-    DelayedDeliveryTracker,
-    InMemoryDelayedDeliveryTracker,
-    wall_clock_ms,
-)
 from magnetar.storage import ManagedCursor, MetadataStore, StorageError
 
 if TYPE_CHECKING:
     from magnetar.broker.config import ServiceConfiguration
+    from magnetar.broker.delayed_delivery.tracker import DelayedDeliveryTracker
 
-__all__ = [
-    "BucketDelayedDeliveryTracker",
-    "DelayedDeliveryTracker",
-    "InMemoryDelayedDeliveryTracker",
-    "create_tracker",
-    "drop_delayed_index",
-    "tracker_kind",
-    "wall_clock_ms",
-]
+__all__ = ["create_tracker", "drop_delayed_index", "tracker_kind"]
 
 log = logging.getLogger(__name__)
 _PULSAR_PACKAGE = "org.apache.pulsar.broker.delayed."
@@ -58,6 +47,9 @@ def create_tracker(
     """
     if not active:
         return None
+    from magnetar.broker.delayed_delivery.bucket import BucketDelayedDeliveryTracker  # noqa: PLC0415 (see above)
+    from magnetar.broker.delayed_delivery.tracker import InMemoryDelayedDeliveryTracker  # noqa: PLC0415
+
     tick, strict = tick_ms, config.isDelayedDeliveryDeliverAtTimeStrict
     if tracker_kind(config.delayedDeliveryTrackerFactoryClassName) == "bucket" and cursor.durable:
         try:
@@ -73,6 +65,8 @@ def create_tracker(
 
 def drop_delayed_index(store: MetadataStore, ledger_name: str, subscription: str) -> None:
     """Remove what a deleted subscription's bucket tracker kept in the metadata store."""
+    from magnetar.broker.delayed_delivery.bucket import index_prefix  # noqa: PLC0415 (see the module's docstring)
+
     keys = store.list(index_prefix(ledger_name, subscription))
     if keys:
         with store.transaction() as txn:

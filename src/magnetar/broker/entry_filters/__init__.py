@@ -5,9 +5,11 @@ A filter sees the entry's position, its MessageMetadata (parsed once by dispatch
 and its broker entry metadata, never the payload: on a batch it judges the batch-level
 properties, which a producer using `batched_filter_properties` (PIP-191) groups its
 batches by. Filters are entry points of the `magnetar.entry_filters` group, named by
-`entryFilterNames` (broker), or by namespace and topic policies when
-`allowOverrideEntryFilters` lets them. Several chain: the first answer other than
-ACCEPT wins. A filter that raises counts as ACCEPT and is logged at most once a minute.
+`entryFilterNames` (broker; also `package.module:Class`), or by namespace and topic
+policies when `allowOverrideEntryFilters` lets them, which may name only the installed
+filters and those of `entryFilterNames` (see magnetar.plugins). Several chain: the first
+answer other than ACCEPT wins. A filter that raises counts as ACCEPT and is logged at
+most once a minute.
 """
 
 from __future__ import annotations
@@ -20,15 +22,15 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.plugins import load_plugin
+from magnetar.plugins import AllowList, PluginError, PluginGroup
 from magnetar.storage import Position
 from magnetar.wire.entry import peek_broker_entry_metadata
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "magnetar.entry_filters"
-_BUILTINS = {"selector": "magnetar.broker.entry_filters.selector_filter:SelectorEntryFilter"}
-"""Found also when the package's entry points are not installed."""
+FILTER_PLUGINS = PluginGroup("entry filter", ENTRY_POINT_GROUP,
+                            {"selector": "magnetar.broker.entry_filters.selector_filter:SelectorEntryFilter"})
 _ERROR_LOG_INTERVAL_SECONDS = 60.0
 
 
@@ -79,12 +81,13 @@ class SubscriptionCheck(Protocol):
     def check_subscription(self, context: FilterContext) -> None: ...
 
 
-def load_entry_filter(name: str) -> EntryFilter:
-    """A filter by its entry-point name, or by `package.module:Class` (as Pulsar's NAR
-    descriptors name a class), instantiated with no arguments."""
-    instance = load_plugin("entry filter", ENTRY_POINT_GROUP, name, _BUILTINS)()
+def load_entry_filter(name: str, allowed: AllowList | None = None) -> EntryFilter:
+    """A filter instantiated with no arguments: by any name the operator may write (an
+    entry point, `package.module:Class`), or only by one of `allowed`."""
+    factory = FILTER_PLUGINS.load(name) if allowed is None else allowed.load(name)
+    instance = factory()
     if not isinstance(instance, EntryFilter):
-        raise ValueError(f"entry filter {name!r} has no filter_entry(entry, context)")
+        raise PluginError(f"entry filter {name!r} has no filter_entry(entry, context)")
     return instance
 
 
@@ -129,19 +132,36 @@ class EntryFilterChain:
 
 
 class EntryFilterProvider:
-    """Loads each named filter once per broker and hands topics their chains."""
+    """Loads each named filter once per broker and hands topics their chains. The names
+    come from policies, which users set: only the installed filters and those of
+    `entryFilterNames` resolve (one allow list, built with the broker)."""
 
-    def __init__(self) -> None:
+    def __init__(self, configured: Sequence[str] = ()) -> None:
+        self.allowed = FILTER_PLUGINS.allow_list(configured, ", or one entryFilterNames names")
         self._loaded: dict[str, EntryFilter] = {}
+        self._refused: set[str] = set()
+
+    def check(self, names: Sequence[str]) -> None:
+        """PluginError unless every name is an allowed filter (loading it, which proves it)."""
+        for name in names:
+            self._load(name)
 
     def chain(self, names: Sequence[str]) -> EntryFilterChain | None:
-        if not names:
-            return None
-        return EntryFilterChain([(name, self._load(name)) for name in names])
+        """The filters of `names` that load; one that does not (a policy stored by an older
+        broker naming anything at all) is left out and logged once, never imported."""
+        filters = []
+        for name in names:
+            try:
+                filters.append((name, self._load(name)))
+            except PluginError as exc:
+                if name not in self._refused:
+                    self._refused.add(name)
+                    log.error("entry filter policy ignored: %s", exc)
+        return EntryFilterChain(filters) if filters else None
 
     def _load(self, name: str) -> EntryFilter:
         if name not in self._loaded:
-            self._loaded[name] = load_entry_filter(name)
+            self._loaded[name] = load_entry_filter(name, self.allowed)
         return self._loaded[name]
 
 

@@ -1,0 +1,130 @@
+"""What a default `magnetar standalone` imports before it accepts connections.
+
+Start-up time and idle memory are mostly import time and imported code, so features that
+are off (TLS, authentication providers, compaction runs, payload formats, delayed-delivery
+trackers, codecs, Spark, the other commands) must not be imported until used. This test
+starts a default broker in a child process, takes its `sys.modules` the moment it logs
+"accepting connections", and compares it with the lists below: a module that is not on
+them fails the test. If a new module really is needed at start-up, add it here and say
+why in the commit; measure with benchmarks/startup_bench.py.
+
+The standard library is not listed: its modules are part of every Python process.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: Every magnetar module a default broker may import at start-up, by package ("." is the package itself).
+MAGNETAR = {
+    "magnetar": ".",
+    "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces operations permissions "
+                      "responses "
+                      "retention security server subscriptions tenants topics",
+    "magnetar.broker": ". abstract_subscription abstract_topic accept_errors advertised_listeners auth "
+                       "auth.authentication auth.authorization auth.operations auth.revalidation backlog_quota "
+                       "collector compaction "
+                       "compaction.manager compaction.reads compaction.service config config_loading connection "
+                       "connection_controller consumer consumer_commands consumer_selectors deduplication "
+                       "delayed_delivery dispatcher entry_filters entry_filters.gate entry_filters.policy "
+                       "entry_metadata errors frame_writes inactivity internal_stats key_shared_dispatcher "
+                       "lookup_commands loop_bridge message_expiry periodic policies positions producer properties "
+                       "publish_checks "
+                       "resources retention service shared_dispatcher single_active_dispatcher stats "
+                       "subscription tls topic topic_limits topic_list",
+    "magnetar.cli": ". parsing standalone",
+    "magnetar.plugins": ".",
+    "magnetar.storage": ". appends compacted_ledger config cursor entry_cache entry_reader errors faults file_pool "
+                        "group_commit layout ledger ledger_files ledger_ids ledger_recovery ledger_slot "
+                        "ledger_trimmer managed_ledger managed_ledger_factory message_finder metadata_store "
+                        "position range_set rollover space_reserve",
+    "magnetar.wire": ". commands entry errors frames message_id proto proto.pulsar_api_pb2 topic_name",
+}
+ALLOWED_MAGNETAR = frozenset(package if name == "." else f"{package}.{name}"
+                             for package, names in MAGNETAR.items() for name in names.split())
+
+#: Third-party top-level packages: the admin API's HTTP server (aiohttp and what it
+#: imports), the wire codec (protobuf), storage (crc32c, sortedcontainers), the optional
+#: event loop (uvloop), and what the interpreter itself loads (setuptools' path hook,
+#: Cython's runtime modules of compiled extensions).
+ALLOWED_THIRD_PARTY = frozenset({
+    "aiohttp", "aiohappyeyeballs", "aiosignal", "attr", "frozenlist", "idna", "multidict", "propcache", "yarl",
+    "typing_extensions", "google", "crc32c", "sortedcontainers", "uvloop",
+    "__main__", "_distutils_hack", "cython_runtime",
+})
+
+# Runs the real command line in a child process: on "accepting connections" it writes the
+# sorted module names to the file named first, then stops the broker as SIGTERM would.
+PROBE = """
+import logging, os, signal, sys
+out = sys.argv.pop(1)
+
+class Probe(logging.Handler):
+    def emit(self, record):
+        if "accepting connections" in record.getMessage():
+            with open(out, "w") as file:
+                file.write("\\n".join(sorted(sys.modules)))
+            os.kill(os.getpid(), signal.SIGTERM)
+
+logging.getLogger("magnetar").addHandler(Probe())
+from magnetar.cli import main
+sys.exit(main(["standalone", *sys.argv[1:]]))
+"""
+
+
+def modules_at_start(tmp_path: Path, *args: str) -> list[str]:
+    out = tmp_path / "modules.txt"
+    done = subprocess.run([sys.executable, "-c", PROBE, str(out), "--data-dir", str(tmp_path / "data"),
+                           "--port", "0", "--http-port", "0", *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and out.exists(), done.stderr
+    return out.read_text().split()
+
+
+def unexpected(modules: list[str]) -> list[str]:
+    """The modules neither the standard library nor the lists above account for."""
+    def allowed(name: str) -> bool:
+        top = name.split(".", maxsplit=1)[0]
+        if top == "magnetar":
+            return name in ALLOWED_MAGNETAR
+        return top in sys.stdlib_module_names or top in ALLOWED_THIRD_PARTY or top.startswith("_cython_")
+    return [name for name in modules if not allowed(name)]
+
+
+@pytest.fixture(scope="module")
+def default_start(tmp_path_factory) -> list[str]:
+    return modules_at_start(tmp_path_factory.mktemp("startup"))
+
+
+def test_a_default_broker_imports_only_what_it_needs(default_start):
+    assert "magnetar.broker.service" in default_start  # the probe saw a broker that started
+    assert unexpected(default_start) == []
+
+
+@pytest.mark.parametrize("module", [
+    "cryptography", "jwt", "passlib", "bcrypt",  # authentication providers
+    "pyarrow", "pyspark", "pandas",  # Spark and Arrow
+    "lz4", "zstandard", "cramjam",  # payload codecs: the broker never opens a payload
+    "pyroaring",  # delayed-delivery trackers, made by the first subscription that needs one
+    "javaproperties", "xml", "difflib",  # a --config file, a mistyped key
+    "magnetar.broker.pulsar_keys",  # a key that is not magnetar's
+    "magnetar.broker.auth.session",  # authentication: off by default
+    "magnetar.broker.non_persistent_topic",  # made by the first non-persistent topic
+    "magnetar.broker.compaction.compactor", "magnetar.wire.batch", "magnetar.formats",
+    "magnetar.broker.auth.providers", "magnetar.spark", "magnetar.client", "magnetar.cli.admin",
+])
+def test_features_that_are_off_are_not_imported(default_start, module):
+    assert not any(name == module or name.startswith(module + ".") for name in default_start)
+
+
+def test_a_pulsar_conf_file_loads_its_parser_and_pulsars_keys_and_nothing_else(tmp_path):
+    conf = tmp_path / "broker.conf"
+    conf.write_text("clusterName=standalone\nmaxMessageSize=1048576\n")
+    modules = modules_at_start(tmp_path, "--config", str(conf))
+    assert "javaproperties" in modules and "magnetar.broker.pulsar_keys" in modules
+    assert [name for name in unexpected(modules)
+            if not name.startswith("javaproperties") and name != "magnetar.broker.pulsar_keys"] == []

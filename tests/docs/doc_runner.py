@@ -1,0 +1,176 @@
+"""Run the examples of one Markdown page, top to bottom, as a reader would: `python
+doc_runner.py PAGE WORKDIR`. The exit code is 0 when every example ran, 1 at the first that
+failed (its place in the page is printed before it runs).
+
+Which blocks run: those fenced as ```sh (bash, shell) or ```python (py). A block after an
+HTML comment starting `<!-- not-run` (on the line just before its fence; a reason may follow,
+`<!-- not-run: installs a venv -->`) is shown, not run: signatures, sketches, set-up steps.
+Other fences (```text, ```properties, ```json, a bare ```) are never run.
+
+How they run: against a fresh `magnetar standalone` with its data in WORKDIR/magnetar-data
+(what `./magnetar-data` means to the examples), from WORKDIR, where `.venv` is this
+interpreter's virtual environment and its bin/ is on PATH (an activated venv). Shell blocks
+run with `bash -e -o pipefail`; Python blocks run one after another in one interpreter with
+one namespace, like cells of a notebook, so a later block uses what an earlier one defined;
+top-level `await` works. The broker listens on free ports: the well-known 6650 and 8080 in
+an example's text are replaced by them, and MAGNETAR_SERVICE_URL / MAGNETAR_ADMIN_URL point
+the CLI's defaults at it. A shell block that is one `magnetar standalone ...` command
+restarts the broker with those flags (on free ports, same data), for the blocks after it.
+A page that names an Apache Pulsar cluster as `pulsar.example.com` (docs/scaling.md) gets a
+second standalone standing in for it, its ports put in place of the cluster's 6650 and 8080.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the standalone helper
+from standalone import Standalone
+
+RUN_LANGUAGES = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python", "py": "python"}
+FENCE = re.compile(r"^```([\w+-]*)\s*$")
+NOT_RUN = re.compile(r"^<!--\s*not-run\b")
+CLUSTER_HOST = "pulsar.example.com"
+STANDALONE = re.compile(r"^\s*(?:\S*magnetar|python3? -m magnetar) standalone\b(.*)$", re.DOTALL)
+_PORT_FLAGS = {"--port", "--http-port", "--data-dir"}
+
+
+@dataclass(frozen=True)
+class Block:
+    language: str  # "sh", "python", or the fence's own word for blocks that never run
+    code: str
+    line: int  # of the opening fence, 1-based
+    run: bool
+
+
+def blocks(text: str) -> list[Block]:
+    """Every fenced block of a Markdown page, in order."""
+    found: list[Block] = []
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        match = FENCE.match(lines[index])
+        if match is None:
+            index += 1
+            continue
+        start = index
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("```")), len(lines))
+        word = match.group(1).lower()
+        language = RUN_LANGUAGES.get(word, word)
+        marked = start > 0 and NOT_RUN.match(lines[start - 1].strip()) is not None
+        code = "\n".join(lines[start + 1:end]) + "\n"
+        found.append(Block(language, code, start + 1, run=language in ("sh", "python") and not marked))
+        index = end + 1
+    return found
+
+
+class Page:
+    """One page's run: its broker, its working directory, its Python namespace."""
+
+    def __init__(self, page: Path, workdir: Path) -> None:
+        self.page = page
+        self.workdir = workdir
+        self.namespace: dict[str, object] = {"__name__": "__main__"}
+        self.broker = self._start([])
+        self.cluster = (Standalone(workdir / "cluster-data").start()
+                        if CLUSTER_HOST in page.read_text() else None)
+
+    def _start(self, args: list[str]) -> Standalone:
+        broker = Standalone(self.workdir / "magnetar-data", args=args).start()
+        os.environ["MAGNETAR_SERVICE_URL"] = broker.url
+        os.environ["MAGNETAR_ADMIN_URL"] = broker.admin_url
+        return broker
+
+    def local(self, code: str) -> str:
+        """The example as it must read to reach this page's broker."""
+        pulsar_port = self.broker.url.rsplit(":", 1)[1]
+        admin_port = self.broker.admin_url.rsplit(":", 1)[1]
+        for host in ("127.0.0.1", "localhost"):
+            code = code.replace(f"{host}:6650", f"127.0.0.1:{pulsar_port}")
+            code = code.replace(f"{host}:8080", f"127.0.0.1:{admin_port}")
+        if self.cluster is not None:
+            code = code.replace(f"pulsar://{CLUSTER_HOST}:6650", self.cluster.url)
+            code = code.replace(f"http://{CLUSTER_HOST}:8080", self.cluster.admin_url)
+        return code
+
+    def run(self, block: Block) -> None:
+        print(f"----- {self.page.name}:{block.line} ({block.language})\n{block.code}", flush=True)
+        code = self.local(block.code)
+        standalone = STANDALONE.match(code.strip()) if block.language == "sh" else None
+        if standalone is not None and "\n" not in code.strip():
+            self.restart(shlex.split(standalone.group(1)))
+        elif block.language == "sh":
+            self.shell(code)
+        else:
+            self.python(code, f"{self.page.name}:{block.line}")
+
+    def restart(self, args: list[str]) -> None:
+        """The page starts a standalone with flags of its own: this one, on free ports, same data."""
+        kept, skip = [], False
+        for arg in args:
+            if skip:
+                skip = False
+            elif arg in _PORT_FLAGS:
+                skip = True
+            elif arg.split("=", 1)[0] not in _PORT_FLAGS:
+                kept.append(arg)
+        self.broker.stop()
+        self.broker = self._start(kept)
+
+    def shell(self, code: str) -> None:
+        result = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", code], cwd=self.workdir, text=True,
+                                capture_output=True, timeout=600, check=False)
+        sys.stdout.write(result.stdout + result.stderr)
+        if result.returncode != 0:
+            raise SystemExit(f"exit code {result.returncode}")
+
+    def python(self, code: str, where: str) -> None:
+        os.chdir(self.workdir)
+        compiled = compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+        result = eval(compiled, self.namespace)  # the page's own example, in its notebook namespace
+        if asyncio.iscoroutine(result):
+            asyncio.run(result)
+        sys.stdout.flush()
+
+    def close(self) -> None:
+        self.broker.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
+
+
+def main(page_path: str, workdir_path: str) -> int:
+    page, workdir = Path(page_path).resolve(), Path(workdir_path).resolve()
+    venv = workdir / ".venv"
+    if not venv.exists():
+        venv.symlink_to(sys.prefix)
+    os.environ["PATH"] = f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    started = time.monotonic()
+    run = Page(page, workdir)
+    try:
+        for block in blocks(page.read_text()):
+            if block.run:
+                run.run(block)
+    except SystemExit as failure:
+        print(f"FAILED: {failure}", flush=True)
+        return 1
+    except BaseException:  # the example's own exception: the page is wrong
+        traceback.print_exc()
+        return 1
+    finally:
+        run.close()
+    print(f"----- {page.name}: every example ran in {time.monotonic() - started:.1f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(*sys.argv[1:3]))
