@@ -28,6 +28,7 @@ from magnetar.storage.errors import (
 from magnetar.storage.file_pool import FilePool
 from magnetar.storage.group_commit import SyncThread
 from magnetar.storage.ledger_ids import LedgerIdAllocator
+from magnetar.storage.ledger_services import OpenLedger
 from magnetar.storage.managed_ledger import CURSOR_FLUSH_INTERVAL_SECONDS, ManagedLedger
 from magnetar.storage.metadata_store import SqliteMetadataStore
 from magnetar.storage.space_reserve import SpaceReserve
@@ -41,7 +42,7 @@ def _nothing() -> None:
     """The trimmer thread has no periodic job: the broker's retention check schedules trims."""
 
 
-def _trim_quietly(ml: ManagedLedger) -> None:
+def _trim_quietly(ml: OpenLedger) -> None:
     """A trim the disk had no room for (its metadata transaction) is tried on the next request."""
     try:
         ml.trim()
@@ -53,6 +54,8 @@ def _trim_quietly(ml: ManagedLedger) -> None:
 
 class ManagedLedgerFactory:
     """Owns a data dir: its lock, metadata store, entry cache, sync thread and managed ledgers.
+
+    Its managed ledgers see it as `LedgerServices` (storage/ledger_services.py).
 
     Layout: `LOCK`, `metadata.db`, and `managed-ledgers/<escaped name>/<ledger id>.{log,idx}`.
     A read-only factory takes no lock and writes nothing, so it can run beside a live broker
@@ -151,7 +154,7 @@ class ManagedLedgerFactory:
         self.space_reserve.freeing_space(unlist)
         shutil.rmtree(self._ml_dir(name), ignore_errors=True)
 
-    def release(self, ml: ManagedLedger) -> None:
+    def release(self, ml: OpenLedger) -> None:
         """Called by a managed ledger as it closes."""
         with self._lock:
             if self._open.get(ml.name) is ml:
@@ -173,7 +176,7 @@ class ManagedLedgerFactory:
         assert self._sync is not None
         self._sync.hurry()
 
-    def trim_in_background(self, ml: ManagedLedger) -> None:
+    def trim_in_background(self, ml: OpenLedger) -> None:
         """Trim `ml` soon on the trimmer thread; requests within the debounce delay are one trim."""
         if self._trimmer is not None and not self._closed:
             self._trimmer.schedule(functools.partial(_trim_quietly, ml))
