@@ -37,6 +37,13 @@ def test_import_contracts_hold() -> None:
     assert run.returncode == 0, run.stdout + run.stderr
 
 
+def test_the_layers_picture_is_up_to_date() -> None:
+    """docs/architecture.md draws the layers and imports the code has, not those it had."""
+    run = subprocess.run([sys.executable, str(ROOT / "scripts" / "architecture_diagram.py"), "--check"], cwd=ROOT,
+                         capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 def strongly_connected(graph: grimp.ImportGraph) -> Iterator[set[str]]:
     """Tarjan's components of the import graph, iteratively (the graph is deep enough to hit
     Python's recursion limit in places)."""
