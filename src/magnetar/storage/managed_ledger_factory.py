@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.storage import layout
 from magnetar.storage.config import ManagedLedgerConfig
@@ -28,10 +29,13 @@ from magnetar.storage.errors import (
 from magnetar.storage.file_pool import FilePool
 from magnetar.storage.group_commit import SyncThread
 from magnetar.storage.ledger_ids import LedgerIdAllocator
-from magnetar.storage.ledger_services import OpenLedger
 from magnetar.storage.managed_ledger import CURSOR_FLUSH_INTERVAL_SECONDS, ManagedLedger
 from magnetar.storage.metadata_store import SqliteMetadataStore
 from magnetar.storage.space_reserve import SpaceReserve
+
+if TYPE_CHECKING:
+    # Annotations only: the Protocol is a type, and start-up imports what it runs (issue 29).
+    from magnetar.storage.ledger_services import OpenLedger
 
 log = logging.getLogger(__name__)
 TRIM_DEBOUNCE_SECONDS = 0.2
