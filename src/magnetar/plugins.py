@@ -15,6 +15,10 @@ Who wrote the name decides how far it may reach:
   entry points and the names the operator's configuration gave, fixed when the list is
   built. Any other name is refused before anything is imported, as Pulsar lets policies
   name only the filters the operator installed.
+
+Layering: the bottom layer, under magnetar.wire: imports no other magnetar module, so
+everything that loads plugins (broker, formats, admin, spark) may import it. Enforced by
+import-linter (pyproject.toml).
 """
 
 from __future__ import annotations

@@ -133,12 +133,13 @@ def test_columnar_rows_equal_message_by_message_rows(batches, repeat_a_field) ->
 
 def test_the_common_batch_takes_the_columnar_path(monkeypatch) -> None:
     optional_module("pyarrow")
-    from magnetar.formats import processor, pulsar_batch  # noqa: PLC0415 (needs pyarrow)
+    from magnetar.formats import payload as payload_api  # noqa: PLC0415 (needs pyarrow)
+    from magnetar.formats import pulsar_batch  # noqa: PLC0415
 
     smms = [pb.SingleMessageMetadata(sequence_id=i, partition_key="k" * (i % 2)) for i in range(50)]
     payload = encode_batch([(smm, b"v" * 300) for smm in smms])
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, num_messages_in_batch=50)
-    monkeypatch.setattr(processor, "decode_batch", None)  # calling it would fail
+    monkeypatch.setattr(payload_api, "decode_batch", None)  # calling it would fail
     assert pulsar_batch.columns_of_batch(metadata, payload, 50) is not None
 
 

@@ -5,6 +5,10 @@ pulsar-client's and pulsar-perf's, `tokens` makes keys and tokens as
 
 Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage error,
 130 interrupted; see `parsing` for how a command line is read and a failure reported.
+
+Layering: the top of what ships, under only magnetar.testing: may import every other package
+(each command its own, on demand); nothing but magnetar.testing and `python -m magnetar`
+imports it. Enforced by import-linter (pyproject.toml).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from magnetar.formats.columns import PROPERTIES_TYPE, MessageColumns, int_range
-from magnetar.formats.processor import CorruptPayloadError, EntryPayload, PayloadContext, PayloadProcessor
+from magnetar.formats.payload import CorruptPayloadError, EntryPayload, PayloadContext, PayloadProcessor
 from magnetar.wire.batch import BatchMessage
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 

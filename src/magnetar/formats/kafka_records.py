@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import crc32c
 
-from magnetar.formats.processor import CorruptPayloadError, EntryPayload, PayloadContext, PayloadProcessor
+from magnetar.formats.payload import CorruptPayloadError, EntryPayload, PayloadContext, PayloadProcessor
 from magnetar.wire.batch import BatchMessage, encode_varint
 from magnetar.wire.entry import FORMAT_PROPERTY
 from magnetar.wire.proto import pulsar_api_pb2 as pb

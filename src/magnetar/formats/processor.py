@@ -1,12 +1,12 @@
-"""Payload processors (PIP-96): plugins that turn an entry's payload into messages.
+"""Payload processors (PIP-96): plugins that turn an entry's payload into messages, and the
+choice of one per entry.
 
 The broker dispatches entries unchanged, whatever wrote them; the consumer (or the Spark
 source) decides how to read each one. An entry names its format in a MessageMetadata
 property (`entry.format`: ``kafka`` as Kafka-on-Pulsar writes it, ``arrow`` for ours; absent
 means Pulsar's batch format), so a reader holding several processors picks one per entry
-from MessageMetadata alone. A processor yields the messages of an entry as the wire codec's
-`BatchMessage` tuples (SingleMessageMetadata, value, batch index), so message ids, acks and
-seeks work as for a Pulsar batch; a columnar reader may ask it for Arrow columns instead.
+from MessageMetadata alone. What a processor is handed and subclasses is in
+magnetar.formats.payload (below every processor; re-exported here).
 
 Processors are found by name: the built-ins (``pulsar``, ``kafka``, ``arrow``) directly, others
 through the entry-point group ``magnetar.payload_processors``, and by nothing else: a name may
@@ -16,14 +16,20 @@ an arbitrary module (see magnetar.plugins). Code that holds a processor class pa
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
+from magnetar.formats.payload import (
+    CorruptPayloadError,
+    EntryPayload,
+    PayloadContext,
+    PayloadError,
+    PayloadProcessor,
+    UnknownFormatError,
+)
 from magnetar.plugins import PluginGroup
-from magnetar.wire.batch import BatchMessage, decode_batch, decode_messages
+from magnetar.wire.batch import BatchMessage
 from magnetar.wire.entry import FORMAT_PROPERTY, PULSAR_FORMAT, entry_format
-from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.formats.columns import MessageColumns
@@ -46,98 +52,13 @@ __all__ = [
 ]
 
 
-class PayloadError(ValueError):
-    """An entry whose payload cannot be turned into messages."""
-
-
-class UnknownFormatError(PayloadError):
-    """No processor reads the entry's format: named, so the fix (which processor to add) is plain."""
-
-    def __init__(self, fmt: str, known: Iterable[str]) -> None:
-        self.format = fmt
-        super().__init__(f"entry is in format {fmt!r} ({FORMAT_PROPERTY} property) and no payload processor "
-                         f"reads it (this reader has: {', '.join(sorted(known)) or 'none'}); "
-                         f"pass payload_processor={fmt!r}")
-
-
-class CorruptPayloadError(PayloadError):
-    """The processor of the entry's format refused its payload."""
-
-    def __init__(self, fmt: str, reason: str) -> None:
-        self.format = fmt
-        super().__init__(f"corrupt {fmt} payload: {reason}")
-
-
-@dataclass(slots=True)
-class EntryPayload:
-    """What a processor is handed for one entry: the layers the broker stored, payload decompressed."""
-
-    broker_entry_metadata: pb.BrokerEntryMetadata | None
-    metadata: pb.MessageMetadata
-    payload: memoryview
-    """After MessageMetadata's `compression` was undone (a format's own compression is its business)."""
-    format: str
-
-
-class PayloadContext:
-    """The Java client's MessagePayloadContext: the entry's metadata and Pulsar's own decoder."""
-
-    __slots__ = ("entry",)
-
-    def __init__(self, entry: EntryPayload) -> None:
-        self.entry = entry
-
-    def get_property(self, key: str) -> str | None:
-        for kv in self.entry.metadata.properties:
-            if kv.key == key:
-                return kv.value
-        return None
-
-    @property
-    def num_messages(self) -> int:
-        """`num_messages_in_batch` (1 when absent, the protobuf default)."""
-        return self.entry.metadata.num_messages_in_batch
-
-    @property
-    def is_batch(self) -> bool:
-        return self.entry.metadata.HasField("num_messages_in_batch")
-
-    def default_messages(self) -> list[BatchMessage]:
-        """The entry read as Pulsar's format: what a processor defers to for entries it does not own."""
-        metadata = self.entry.metadata
-        if metadata.HasField("num_messages_in_batch"):
-            return decode_batch(self.entry.payload, metadata.num_messages_in_batch)
-        return decode_messages(metadata, self.entry.payload, max_size=len(self.entry.payload))
-
-
-class PayloadProcessor:
-    """Reads entries of the formats it names; subclass and override `messages` (and `columns`).
-
-    `formats` None makes a catch-all processor (the Java shape): it sees every entry, and
-    defers to `context.default_messages()` for those it does not own.
-    """
-
-    formats: ClassVar[tuple[str, ...] | None] = None
-    name: ClassVar[str] = ""
-
-    def messages(self, entry: EntryPayload, context: PayloadContext) -> Sequence[BatchMessage]:
-        """The entry's messages, batch indexes 0..n-1 in order (or -1 for a lone non-batched message)."""
-        return context.default_messages()
-
-    def columns(self, entry: EntryPayload, context: PayloadContext) -> MessageColumns | None:
-        """The entry's messages as Arrow columns, or None to have them built from `messages`."""
-        return None
-
-    def count(self, payload: memoryview) -> int | None:
-        """How many messages a payload of this format holds (for writers to validate), None if unknown."""
-        return None
-
-
 class ProcessorSet:
     """The processors of one reader, by format; Pulsar's own format is always readable."""
 
     def __init__(self, processors: Sequence[PayloadProcessor]) -> None:
-        from magnetar.formats.pulsar_batch import PulsarProcessor  # noqa: PLC0415 (a cycle otherwise)
+        # Here, not at the top: pulsar_batch imports pyarrow, and every client imports this
+        # module, while only a reader given processors builds a set.
+        from magnetar.formats.pulsar_batch import PulsarProcessor  # noqa: PLC0415
 
         self.by_format: dict[str, PayloadProcessor] = {}
         self.catch_all: PayloadProcessor | None = None

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from magnetar.formats.columns import MessageColumns, int_column, int_range, key_column, map_column
-from magnetar.formats.processor import EntryPayload, PayloadContext, PayloadProcessor
+from magnetar.formats.payload import EntryPayload, PayloadContext, PayloadProcessor
 from magnetar.wire.batch import (
     BatchMessage,
     BatchMetadata,

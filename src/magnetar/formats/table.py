@@ -25,7 +25,8 @@ from magnetar.formats.columns import (
     int_column,
     zero_as_null,
 )
-from magnetar.formats.processor import EntryPayload, ProcessorSet, all_builtins
+from magnetar.formats.payload import EntryPayload
+from magnetar.formats.processor import ProcessorSet, all_builtins
 from magnetar.wire.batch import decompressed_payload
 from magnetar.wire.entry import PULSAR_FORMAT, entry_format, parse_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb

@@ -2,6 +2,10 @@
 
 Install with the `[spark]` extra and call `register(spark)` once per session. The row schema
 and the options are documented in docs/spark.md.
+
+Layering: above magnetar.admin; may import it and everything below (broker for compaction's
+rules, client, formats, credentials, storage for reading a data dir directly, wire, plugins).
+Never imports magnetar.cli or magnetar.testing. Enforced by import-linter (pyproject.toml).
 """
 
 from __future__ import annotations

@@ -2,6 +2,11 @@
 
 Knows nothing of the network and never imports asyncio: completion is reported through plain
 callbacks, which the broker bridges into its event loop.
+
+Layering: under magnetar.formats and magnetar.credentials (and everything above them); imports
+only magnetar.wire and magnetar.plugins. Managed ledgers see their factory through
+`ledger_services.LedgerServices`, so the factory is the top of the package. Enforced by
+import-linter (pyproject.toml).
 """
 
 from magnetar.storage.config import ManagedLedgerConfig

@@ -22,7 +22,7 @@ from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.storage.config import ManagedLedgerConfig
-    from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
+    from magnetar.storage.ledger_services import LedgerServices
     from magnetar.storage.rollover import LedgerRollover
 
 log = logging.getLogger("magnetar.storage.managed_ledger")
@@ -38,7 +38,7 @@ SPACE_RETRY_MAX_SECONDS = 2.0
 class GroupCommitAppends:
     name: str
     messages_appended: int
-    _factory: ManagedLedgerFactory
+    _factory: LedgerServices
     _config: ManagedLedgerConfig
     _rollover: LedgerRollover
     _lock: threading.Lock

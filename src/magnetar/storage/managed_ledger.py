@@ -33,7 +33,7 @@ from magnetar.storage.position import Position
 from magnetar.storage.rollover import LedgerRollover
 
 if TYPE_CHECKING:
-    from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
+    from magnetar.storage.ledger_services import LedgerServices
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class ManagedLedger(GroupCommitAppends):
     arithmetic), `LedgerRollover` (current and writing ledgers) and `ledger_recovery`.
     """
 
-    def __init__(self, name: str, directory: Path, factory: ManagedLedgerFactory) -> None:
+    def __init__(self, name: str, directory: Path, factory: LedgerServices) -> None:
         self.name = name
         self._dir = directory
         self._factory = factory

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from magnetar.storage import layout
 from magnetar.storage.config import ManagedLedgerConfig
@@ -32,6 +33,10 @@ from magnetar.storage.managed_ledger import CURSOR_FLUSH_INTERVAL_SECONDS, Manag
 from magnetar.storage.metadata_store import SqliteMetadataStore
 from magnetar.storage.space_reserve import SpaceReserve
 
+if TYPE_CHECKING:
+    # Annotations only: the Protocol is a type, and start-up imports what it runs (issue 29).
+    from magnetar.storage.ledger_services import OpenLedger
+
 log = logging.getLogger(__name__)
 TRIM_DEBOUNCE_SECONDS = 0.2
 """Acks move mark-delete positions many times a second; trims of one topic gather this long."""
@@ -41,7 +46,7 @@ def _nothing() -> None:
     """The trimmer thread has no periodic job: the broker's retention check schedules trims."""
 
 
-def _trim_quietly(ml: ManagedLedger) -> None:
+def _trim_quietly(ml: OpenLedger) -> None:
     """A trim the disk had no room for (its metadata transaction) is tried on the next request."""
     try:
         ml.trim()
@@ -53,6 +58,8 @@ def _trim_quietly(ml: ManagedLedger) -> None:
 
 class ManagedLedgerFactory:
     """Owns a data dir: its lock, metadata store, entry cache, sync thread and managed ledgers.
+
+    Its managed ledgers see it as `LedgerServices` (storage/ledger_services.py).
 
     Layout: `LOCK`, `metadata.db`, and `managed-ledgers/<escaped name>/<ledger id>.{log,idx}`.
     A read-only factory takes no lock and writes nothing, so it can run beside a live broker
@@ -151,7 +158,7 @@ class ManagedLedgerFactory:
         self.space_reserve.freeing_space(unlist)
         shutil.rmtree(self._ml_dir(name), ignore_errors=True)
 
-    def release(self, ml: ManagedLedger) -> None:
+    def release(self, ml: OpenLedger) -> None:
         """Called by a managed ledger as it closes."""
         with self._lock:
             if self._open.get(ml.name) is ml:
@@ -173,7 +180,7 @@ class ManagedLedgerFactory:
         assert self._sync is not None
         self._sync.hurry()
 
-    def trim_in_background(self, ml: ManagedLedger) -> None:
+    def trim_in_background(self, ml: OpenLedger) -> None:
         """Trim `ml` soon on the trimmer thread; requests within the debounce delay are one trim."""
         if self._trimmer is not None and not self._closed:
             self._trimmer.schedule(functools.partial(_trim_quietly, ml))

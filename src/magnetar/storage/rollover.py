@@ -26,7 +26,7 @@ from magnetar.storage.ledger_slot import LedgerSlot
 from magnetar.storage.metadata_store import MetadataStore
 
 if TYPE_CHECKING:
-    from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
+    from magnetar.storage.ledger_services import LedgerServices
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class LedgerRollover:
         slots: SortedDict,
         lock: threading.Lock,
         store: MetadataStore,
-        factory: ManagedLedgerFactory,
+        factory: LedgerServices,
     ) -> None:
         self._name = name
         self._dir = directory

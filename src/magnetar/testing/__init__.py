@@ -8,6 +8,9 @@
 loads by itself; see docs/testing.md.
 
 Importing this package imports no broker code (pytest imports it in every run).
+
+Layering: the top layer: may import any magnetar package (it starts `magnetar standalone`
+through magnetar.cli); no magnetar package imports it. Enforced by import-linter (pyproject.toml).
 """
 
 from __future__ import annotations
