@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 

@@ -14,12 +14,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from magnetar.admin.server import AdminServer
-from magnetar.broker.accept_errors import BrokerEventLoop
-from magnetar.broker.collector import settle_after_start
 from magnetar.broker.config import ConfigError, ServiceConfiguration
-from magnetar.broker.config_loading import LoadedConfiguration, load_configuration
-from magnetar.broker.properties import Setting
-from magnetar.broker.service import BrokerService
+from magnetar.broker.config.loading import LoadedConfiguration, load_configuration
+from magnetar.broker.config.properties import Setting
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.service.collector import settle_after_start
+from magnetar.broker.transport.accept_errors import BrokerEventLoop
 from magnetar.cli.parsing import add_log_level
 from magnetar.storage import DataDirLockedError
 

@@ -14,7 +14,7 @@ import pytest
 
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.delayed_delivery.tracker import wall_clock_ms
-from magnetar.broker.shared_dispatcher import MultipleConsumersDispatcher
+from magnetar.broker.topics.persistent.shared_dispatcher import MultipleConsumersDispatcher
 from magnetar.storage import ManagedLedger, ManagedLedgerFactory, Position
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb

@@ -23,7 +23,7 @@ from magnetar.wire import commands
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
+    from magnetar.broker.transport.connection import ServerCnx
 
 log = logging.getLogger(__name__)
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.compaction.service import AdoptionRefused
 from magnetar.broker.errors import ResourceConflictError
-from magnetar.broker.periodic import PeriodicTask
-from magnetar.broker.policies import Policy
+from magnetar.broker.monitors.periodic import PeriodicTask
+from magnetar.broker.policies.topic_policies import Policy
 from magnetar.storage import ManagedLedger, Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
-    from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.service.broker_service import BrokerService
+    from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 
 COMPACTION_CURSOR = "__compaction"
 """Pulsar's name for the compactor's cursor (Compactor.COMPACTION_SUBSCRIPTION)."""

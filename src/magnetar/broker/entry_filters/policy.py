@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.entry_filters import parse_names
-from magnetar.broker.policies import Policy
+from magnetar.broker.policies.topic_policies import Policy
 
 if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
+    from magnetar.broker.service.broker_service import BrokerService
     from magnetar.wire.topic_name import TopicName
 
 #: Pulsar's EntryFilters policy JSON, `{"entryFilterNames": "a,b"}`, at both levels.

@@ -1,0 +1,172 @@
+"""Backlog quotas (Pulsar's BacklogQuotaManager): what happens when readers fall too far behind.
+
+Two quotas, as in Pulsar: `destination_storage` bounds the bytes of the largest
+subscription backlog, `message_age` the age of the oldest unacknowledged message. When
+one is exceeded its policy acts:
+
+- `producer_request_hold`: producers are closed and refused on their return with
+  ProducerBlockedQuotaExceededError (the official client keeps retrying and holds its
+  pending sends);
+- `producer_exception`: the same with ProducerBlockedQuotaExceededException (the client
+  fails its pending sends);
+- `consumer_backlog_eviction`: the slowest subscriptions lose their oldest messages until
+  the topic is within the quota again.
+
+Checked every `backlogQuotaCheckIntervalInSeconds`, and when a producer connects.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.monitors.periodic import PeriodicTask, each_topic
+from magnetar.broker.policies.topic_policies import Policy
+from magnetar.broker.topics.persistent.message_expiry import last_expired_position
+from magnetar.storage.message_finder import entry_timestamp
+from magnetar.wire.errors import WireError
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.service.broker_service import BrokerService
+    from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
+    from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+BACKLOG_QUOTA = Policy("backlogQuotaMap", "backlog_quota_map", "")
+SIZE, AGE = "destination_storage", "message_age"
+POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
+_ERRORS = {
+    "producer_request_hold": pb.ProducerBlockedQuotaExceededError,
+    "producer_exception": pb.ProducerBlockedQuotaExceededException,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BacklogQuota:
+    """Pulsar's BacklogQuota JSON: limitSize in bytes, limitTime in seconds, -1 = none."""
+
+    limit_size: int = -1
+    limit_time: int = -1
+    policy: str = "producer_request_hold"
+
+    @classmethod
+    def from_json(cls, value: Any) -> BacklogQuota:
+        if not isinstance(value, dict):
+            raise ValueError("a backlog quota is a JSON object")
+        policy = value.get("policy", "producer_request_hold")
+        if policy not in POLICIES:
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}")
+        size, seconds = value.get("limitSize", -1), value.get("limitTime", -1)
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (size, seconds)):
+            raise ValueError("limitSize and limitTime must be integers")
+        return cls(size, seconds, policy)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"limitSize": self.limit_size, "limitTime": self.limit_time, "policy": self.policy}
+
+
+def effective_quotas(service: BrokerService, topic: PersistentTopic) -> dict[str, BacklogQuota]:
+    """Each quota type from the topic, else the namespace, else the broker defaults."""
+    config = service.config
+    policies = service.policies
+    topic_map = policies.topic_value(topic.name, BACKLOG_QUOTA) or {}
+    namespace_map = {}
+    if service.resources.namespace_exists(topic.name.namespace_name):
+        namespace_map = policies.namespace_value(topic.name.namespace_name, BACKLOG_QUOTA) or {}
+    defaults = {
+        SIZE: BacklogQuota(config.backlogQuotaDefaultLimitBytes, -1, config.backlogQuotaDefaultRetentionPolicy),
+        AGE: BacklogQuota(-1, config.backlogQuotaDefaultLimitSecond, config.backlogQuotaDefaultRetentionPolicy),
+    }
+    return {kind: BacklogQuota.from_json(topic_map[kind]) if kind in topic_map
+            else BacklogQuota.from_json(namespace_map[kind]) if kind in namespace_map else default
+            for kind, default in defaults.items()}
+
+
+def exceeded(service: BrokerService, topic: PersistentTopic) -> BacklogQuota | None:
+    """The first quota the topic is over, if any."""
+    quotas = effective_quotas(service, topic)
+    size, age = quotas[SIZE], quotas[AGE]
+    if size.limit_size >= 0 and backlog_bytes(topic) > size.limit_size:
+        return size
+    if age.limit_time >= 0 and oldest_unacked_age_seconds(topic) > age.limit_time:
+        return age
+    return None
+
+
+def subscription_backlog_bytes(subscription: PersistentSubscription) -> int:
+    first = subscription.cursor.first_unacked_position()
+    return 0 if first is None else subscription.topic.ledger.estimated_bytes_from(first)
+
+
+def backlog_bytes(topic: PersistentTopic) -> int:
+    """Pulsar's backlogSize: the estimated bytes of the slowest durable subscription."""
+    return max((subscription_backlog_bytes(s) for s in topic.subscriptions.values() if s.durable), default=0)
+
+
+def oldest_unacked_age_seconds(topic: PersistentTopic) -> float:
+    oldest = None
+    for subscription in topic.subscriptions.values():
+        first = subscription.cursor.first_unacked_position() if subscription.durable else None
+        if first is None:
+            continue
+        try:
+            stamp = entry_timestamp(topic.ledger.read_entry(first))
+        except WireError:
+            continue
+        oldest = stamp if oldest is None else min(oldest, stamp)
+    return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1000)
+
+
+def check_producer_allowed(service: BrokerService, topic: PersistentTopic) -> None:
+    """A producer arriving at a topic over a holding or failing quota is refused."""
+    quota = exceeded(service, topic)
+    if quota is not None and quota.policy in _ERRORS:
+        raise BrokerServiceError(_ERRORS[quota.policy], f"Cannot create producer on topic with backlog quota "
+                                 f"exceeded ({quota.policy})")
+
+
+def enforce(service: BrokerService, topic: PersistentTopic) -> None:
+    quota = exceeded(service, topic)
+    if quota is None:
+        return
+    if quota.policy == "consumer_backlog_eviction":
+        _evict(topic, quota)
+    elif topic.producers:
+        log.warning("[%s] backlog quota exceeded (%s): closing its producers", topic.name, quota.policy)
+        for producer in list(topic.producers.values()):
+            producer.cnx.tell_producer_closed(producer)
+
+
+def _evict(topic: PersistentTopic, quota: BacklogQuota) -> None:
+    """Drop the oldest messages of the slowest subscriptions until the quota holds."""
+    if quota.limit_time >= 0:
+        last = last_expired_position(topic, quota.limit_time)
+        for subscription in topic.subscriptions.values():
+            if subscription.durable and last > subscription.cursor.mark_delete_position:
+                subscription.expire_up_to(last)
+    if quota.limit_size >= 0:
+        for subscription in topic.subscriptions.values():
+            while subscription.durable and subscription_backlog_bytes(subscription) > quota.limit_size:
+                if not subscription.skip(max(1, subscription.backlog() // 10)):
+                    break
+    log.warning("[%s] backlog quota exceeded: oldest messages of slow subscriptions evicted", topic.name)
+
+
+class BacklogQuotaChecker:
+    """Runs `enforce` over the loaded topics every backlogQuotaCheckIntervalInSeconds."""
+
+    def __init__(self, service: BrokerService) -> None:
+        self.service = service
+        self._task = PeriodicTask("backlog quota check", service.config.backlogQuotaCheckIntervalInSeconds,
+                                  each_topic(service, lambda topic: enforce(service, topic), "backlog quota check"))
+
+    def start(self) -> None:
+        if self.service.config.backlogQuotaCheckEnabled:
+            self._task.start()
+
+    def stop(self) -> None:
+        self._task.stop()
