@@ -80,6 +80,10 @@ class TopicPolicies:
     def namespace_value(self, namespace: str, policy: Policy) -> Any | None:
         return self._namespaces.policies(namespace).get(policy.namespace_field)
 
+    def existing_namespace_value(self, namespace: str, policy: Policy) -> Any | None:
+        """The namespace's value; None also when the namespace does not exist."""
+        return self.namespace_value(namespace, policy) if self._namespaces.namespace_exists(namespace) else None
+
     def configured(self, topic: TopicName, policy: Policy) -> Any | None:
         """The topic's value, else its namespace's, None when neither sets one; cached until
         a policy changes, so the publish path (a delayed message's maximum delay) and
@@ -92,8 +96,8 @@ class TopicPolicies:
         key = (topic, policy)
         if key not in self._cache:
             value = self.topic_value(topic, policy)
-            if value is None and self._namespaces.namespace_exists(topic.namespace_name):
-                value = self.namespace_value(topic.namespace_name, policy)
+            if value is None:
+                value = self.existing_namespace_value(topic.namespace_name, policy)
             self._cache[key] = value
         return self._cache[key]
 

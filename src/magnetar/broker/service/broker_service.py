@@ -31,6 +31,7 @@ from magnetar.broker.policies.resources import NamespaceResources
 from magnetar.broker.policies.retention import RetentionMonitor
 from magnetar.broker.policies.topic_policies import TopicPolicies
 from magnetar.broker.tls import CertificateReloader, server_context, tls_enabled
+from magnetar.broker.topics.context import BrokerContext
 from magnetar.broker.topics.loop_bridge import LoopBridge
 from magnetar.broker.topics.persistent.backlog import BacklogQuotaChecker
 from magnetar.broker.topics.persistent.message_expiry import MessageExpiryMonitor
@@ -105,7 +106,6 @@ class BrokerService:
             CertificateReloader(self.ssl_context, config).check)
         self._producer_counter = 0
         self._boot_id = self._next_boot_id()
-        self.bridge: LoopBridge
         self.listeners: AdvertisedListeners
         self.port: int | None = None
         self.tls_port: int | None = None
@@ -119,6 +119,8 @@ class BrokerService:
         self._stats_timer: asyncio.TimerHandle | None = None
         self._compaction_factory = load_compaction_service_factory(config.compactionServiceFactoryClassName)
         self.compaction = CompactionManager(self)
+        self.context = BrokerContext(config, self.metadata, self.policies, self.entry_metadata,
+                                     self.entry_filter_provider, self.new_compaction_service)
         self.cache_evictor = PeriodicTask("entry cache eviction", config.managedLedgerCacheEvictionIntervalMs / 1000,
                                           self.factory.entry_cache.evict_expired)
 
@@ -144,7 +146,7 @@ class BrokerService:
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
         AcceptErrorReporter.install(loop)
-        self.bridge = LoopBridge(loop)
+        self.context.bridge = LoopBridge(loop)
         config = self.config
         if config.brokerServicePort is not None:
             self.port = await self._listen(config.brokerServicePort, tls=False)
@@ -342,9 +344,10 @@ class BrokerService:
         if not topic_name.persistent:
             from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic  # noqa: PLC0415 (first one's import)
 
-            non_persistent = self.non_persistent_topics[key] = NonPersistentTopic(self, topic_name)
+            non_persistent = self.non_persistent_topics[key] = NonPersistentTopic(self.context, topic_name)
             return non_persistent
-        persistent = self.topics[key] = PersistentTopic(self, topic_name, self.factory.open(topic_name.storage_name))
+        ledger = self.factory.open(topic_name.storage_name)
+        persistent = self.topics[key] = PersistentTopic(self.context, topic_name, ledger)
         retention.apply(self, persistent)
         log.info("[%s] loaded (%d entries, %d subscriptions)", key, persistent.ledger.number_of_entries(),
                  len(persistent.subscriptions))

@@ -24,8 +24,8 @@ from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.deduplication import MessageDeduplication
-    from magnetar.broker.service.broker_service import BrokerService
-    from magnetar.broker.transport.connection import ServerCnx
+    from magnetar.broker.topics.cnx import TransportCnx
+    from magnetar.broker.topics.context import BrokerContext
 
 log = logging.getLogger(__name__)
 GroupPublishCallback = Callable[[list[Position] | None, BaseException | None], None]
@@ -35,8 +35,8 @@ GroupPublishCallback = Callable[[list[Position] | None, BaseException | None], N
 class AbstractTopic:
     subscriptions: Mapping[str, AbstractSubscription]
 
-    def __init__(self, service: BrokerService, name: TopicName) -> None:
-        self.service = service
+    def __init__(self, context: BrokerContext, name: TopicName) -> None:
+        self.context = context
         self.name = name
         self.partition = name.partition_index
         self.producers: dict[str, Producer] = {}
@@ -72,7 +72,7 @@ class AbstractTopic:
 
     # -- producers
     def add_producer(
-        self, cnx: ServerCnx, producer_id: int, name: str, access_mode: int, topic_epoch: int | None = None
+        self, cnx: TransportCnx, producer_id: int, name: str, access_mode: int, topic_epoch: int | None = None
     ) -> Producer:
         """Admit a producer: its access mode is settled first, then its name, as in Pulsar."""
         self._check_new_producer()
@@ -130,7 +130,7 @@ class AbstractTopic:
             del self.producers[producer.name]
 
     # -- consumers
-    def subscribe(self, cnx: ServerCnx, cmd: pb.CommandSubscribe) -> Consumer:
+    def subscribe(self, cnx: TransportCnx, cmd: pb.CommandSubscribe) -> Consumer:
         self._check_subscribe(cmd)
         if not cmd.subscription:
             raise BrokerServiceError(pb.InvalidTopicName, "empty subscription name")

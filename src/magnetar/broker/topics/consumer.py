@@ -11,7 +11,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.topics.abstract_subscription import AbstractSubscription
-    from magnetar.broker.transport.connection import ServerCnx
+    from magnetar.broker.topics.cnx import TransportCnx
 
 
 @dataclass(slots=True)
@@ -69,7 +69,7 @@ class Consumer:
 
     def __init__(
         self,
-        cnx: ServerCnx,
+        cnx: TransportCnx,
         consumer_id: int,
         name: str,
         subscription: AbstractSubscription,

@@ -23,7 +23,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.topics.abstract_topic import AbstractTopic
-    from magnetar.broker.transport.connection import ServerCnx
+    from magnetar.broker.topics.cnx import TransportCnx
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class _PendingGroup:
 
 class Producer:
     def __init__(
-        self, topic: AbstractTopic, cnx: ServerCnx, producer_id: int, name: str, access_mode: int,
+        self, topic: AbstractTopic, cnx: TransportCnx, producer_id: int, name: str, access_mode: int,
         topic_epoch: int | None = None,
     ) -> None:
         self.topic = topic

@@ -37,7 +37,7 @@ SCHEMA_STRATEGIES = ("UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "B
 
 
 def _limit(topic: AbstractTopic, policy: Policy) -> int:
-    return int(topic.service.policies.effective(topic.name, policy) or 0)
+    return int(topic.context.policies.effective(topic.name, policy) or 0)
 
 
 def check_new_producer(topic: AbstractTopic) -> None:
@@ -73,8 +73,8 @@ class DelayedDeliverySettings:
 
 def delayed_delivery(topic: AbstractTopic) -> DelayedDeliverySettings:
     """The namespace or topic `delayedDelivery` policy, else the broker's three keys."""
-    config = topic.service.config
-    value: Any = topic.service.policies.configured(topic.name, DELAYED_DELIVERY)
+    config = topic.context.config
+    value: Any = topic.context.policies.configured(topic.name, DELAYED_DELIVERY)
     if value is None:
         return DelayedDeliverySettings(config.delayedDeliveryEnabled, config.delayedDeliveryTickTimeMillis,
                                        config.delayedDeliveryMaxDelayInMillis)

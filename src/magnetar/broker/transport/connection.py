@@ -21,9 +21,9 @@ from magnetar.broker.auth.operations import COMMANDS, Operation
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.producer import Producer, Send
-from magnetar.broker.transport.consumer_commands import ConsumerCommands
+from magnetar.broker.transport import consumer_commands as consumers
+from magnetar.broker.transport import lookup_commands as lookups
 from magnetar.broker.transport.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
-from magnetar.broker.transport.lookup_commands import LookupCommands
 from magnetar.broker.transport.publish_checks import check_send
 from magnetar.storage import StorageFullError
 from magnetar.wire import commands
@@ -36,7 +36,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.auth.session import ConnectionAuth
-    from magnetar.broker.service.broker_service import BrokerService
+    from magnetar.broker.transport.seams import Broker
 
 log = logging.getLogger(__name__)
 T = pb.BaseCommand
@@ -57,10 +57,10 @@ _SEND = T.SEND
 Handler = Callable[["ServerCnx", pb.BaseCommand, bytes | None], None]
 
 
-class ServerCnx(ConsumerCommands, LookupCommands, asyncio.Protocol):
+class ServerCnx(asyncio.Protocol):
     server_version = SERVER_VERSION
 
-    def __init__(self, service: BrokerService, *, tls: bool = False) -> None:
+    def __init__(self, service: Broker, *, tls: bool = False) -> None:
         self.service = service
         self.tls = tls
         """Whether the connection came in on the pulsar+ssl:// port."""
@@ -97,6 +97,11 @@ class ServerCnx(ConsumerCommands, LookupCommands, asyncio.Protocol):
 
     def __repr__(self) -> str:
         return f"[{self.remote} #{self.id}]"
+
+    @property
+    def closed(self) -> bool:
+        """Closed by either side: nothing more is sent or handled."""
+        return self.transport is None
 
     # -- transport events
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -269,6 +274,12 @@ class ServerCnx(ConsumerCommands, LookupCommands, asyncio.Protocol):
             del self._closed_by_broker[next(iter(self._closed_by_broker))]
         self.send(commands.close_producer(producer.producer_id))
 
+    def tell_consumer_closed(self, consumer: Consumer) -> None:
+        """The broker closed `consumer` (seek, reset, unload, deletion): forget it and tell
+        the client, which subscribes again where it should."""
+        self.consumers.pop(consumer.consumer_id, None)
+        self.send(commands.close_consumer(consumer.consumer_id))
+
     # -- keep-alive
     def _arm_keepalive(self) -> None:
         interval = self.service.config.keepAliveIntervalSeconds
@@ -334,7 +345,8 @@ class ServerCnx(ConsumerCommands, LookupCommands, asyncio.Protocol):
         if self.service.authentication.enabled:
             from magnetar.broker.auth.session import ConnectionAuth  # noqa: PLC0415 (a broker without authentication never needs it)
 
-            self.auth = ConnectionAuth(self)
+            self.auth = ConnectionAuth(self, self.service.authentication,
+                                       self.service.config.authenticationRefreshCheckSeconds)
             self.auth.on_connect(connect, lambda: self._complete_connect(connect))
             return
         self._complete_connect(connect)
@@ -440,20 +452,20 @@ _HANDLERS: dict[int, Handler] = {
     T.AUTH_RESPONSE: ServerCnx.handle_auth_response,
     T.PING: ServerCnx.handle_ping,
     T.PONG: ServerCnx.handle_pong,
-    T.PARTITIONED_METADATA: ServerCnx.handle_partitioned_metadata,
-    T.LOOKUP: ServerCnx.handle_lookup,
-    T.GET_TOPICS_OF_NAMESPACE: ServerCnx.handle_get_topics_of_namespace,
-    T.GET_SCHEMA: ServerCnx.handle_get_schema,
+    T.PARTITIONED_METADATA: lookups.handle_partitioned_metadata,
+    T.LOOKUP: lookups.handle_lookup,
+    T.GET_TOPICS_OF_NAMESPACE: lookups.handle_get_topics_of_namespace,
+    T.GET_SCHEMA: lookups.handle_get_schema,
     T.PRODUCER: ServerCnx.handle_producer,
     T.SEND: ServerCnx.handle_send,
     T.CLOSE_PRODUCER: ServerCnx.handle_close_producer,
-    T.SUBSCRIBE: ServerCnx.handle_subscribe,
-    T.FLOW: ServerCnx.handle_flow,
-    T.ACK: ServerCnx.handle_ack,
-    T.REDELIVER_UNACKNOWLEDGED_MESSAGES: ServerCnx.handle_redeliver,
-    T.CLOSE_CONSUMER: ServerCnx.handle_close_consumer,
-    T.UNSUBSCRIBE: ServerCnx.handle_unsubscribe,
-    T.SEEK: ServerCnx.handle_seek,
-    T.GET_LAST_MESSAGE_ID: ServerCnx.handle_get_last_message_id,
-    T.CONSUMER_STATS: ServerCnx.handle_consumer_stats,
+    T.SUBSCRIBE: consumers.handle_subscribe,
+    T.FLOW: consumers.handle_flow,
+    T.ACK: consumers.handle_ack,
+    T.REDELIVER_UNACKNOWLEDGED_MESSAGES: consumers.handle_redeliver,
+    T.CLOSE_CONSUMER: consumers.handle_close_consumer,
+    T.UNSUBSCRIBE: consumers.handle_unsubscribe,
+    T.SEEK: consumers.handle_seek,
+    T.GET_LAST_MESSAGE_ID: consumers.handle_get_last_message_id,
+    T.CONSUMER_STATS: consumers.handle_consumer_stats,
 }

@@ -30,7 +30,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from magnetar.broker.service.broker_service import BrokerService
+    from magnetar.broker.topics.context import BrokerContext
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +48,8 @@ def _metadata(entry: bytes) -> pb.MessageMetadata | None:
 class NonPersistentTopic(AbstractTopic):
     subscriptions: dict[str, NonPersistentSubscription]
 
-    def __init__(self, service: BrokerService, name: TopicName) -> None:
-        super().__init__(service, name)
+    def __init__(self, context: BrokerContext, name: TopicName) -> None:
+        super().__init__(context, name)
         self.subscriptions = {}
         self._topic_epoch = -1
 

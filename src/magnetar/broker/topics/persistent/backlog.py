@@ -69,14 +69,12 @@ class BacklogQuota:
         return {"limitSize": self.limit_size, "limitTime": self.limit_time, "policy": self.policy}
 
 
-def effective_quotas(service: BrokerService, topic: PersistentTopic) -> dict[str, BacklogQuota]:
+def effective_quotas(topic: PersistentTopic) -> dict[str, BacklogQuota]:
     """Each quota type from the topic, else the namespace, else the broker defaults."""
-    config = service.config
-    policies = service.policies
+    config = topic.context.config
+    policies = topic.context.policies
     topic_map = policies.topic_value(topic.name, BACKLOG_QUOTA) or {}
-    namespace_map = {}
-    if service.resources.namespace_exists(topic.name.namespace_name):
-        namespace_map = policies.namespace_value(topic.name.namespace_name, BACKLOG_QUOTA) or {}
+    namespace_map = policies.existing_namespace_value(topic.name.namespace_name, BACKLOG_QUOTA) or {}
     defaults = {
         SIZE: BacklogQuota(config.backlogQuotaDefaultLimitBytes, -1, config.backlogQuotaDefaultRetentionPolicy),
         AGE: BacklogQuota(-1, config.backlogQuotaDefaultLimitSecond, config.backlogQuotaDefaultRetentionPolicy),
@@ -86,9 +84,9 @@ def effective_quotas(service: BrokerService, topic: PersistentTopic) -> dict[str
             for kind, default in defaults.items()}
 
 
-def exceeded(service: BrokerService, topic: PersistentTopic) -> BacklogQuota | None:
+def exceeded(topic: PersistentTopic) -> BacklogQuota | None:
     """The first quota the topic is over, if any."""
-    quotas = effective_quotas(service, topic)
+    quotas = effective_quotas(topic)
     size, age = quotas[SIZE], quotas[AGE]
     if size.limit_size >= 0 and backlog_bytes(topic) > size.limit_size:
         return size
@@ -121,16 +119,16 @@ def oldest_unacked_age_seconds(topic: PersistentTopic) -> float:
     return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1000)
 
 
-def check_producer_allowed(service: BrokerService, topic: PersistentTopic) -> None:
+def check_producer_allowed(topic: PersistentTopic) -> None:
     """A producer arriving at a topic over a holding or failing quota is refused."""
-    quota = exceeded(service, topic)
+    quota = exceeded(topic)
     if quota is not None and quota.policy in _ERRORS:
         raise BrokerServiceError(_ERRORS[quota.policy], f"Cannot create producer on topic with backlog quota "
                                  f"exceeded ({quota.policy})")
 
 
-def enforce(service: BrokerService, topic: PersistentTopic) -> None:
-    quota = exceeded(service, topic)
+def enforce(topic: PersistentTopic) -> None:
+    quota = exceeded(topic)
     if quota is None:
         return
     if quota.policy == "consumer_backlog_eviction":
@@ -162,7 +160,7 @@ class BacklogQuotaChecker:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
         self._task = PeriodicTask("backlog quota check", service.config.backlogQuotaCheckIntervalInSeconds,
-                                  each_topic(service, lambda topic: enforce(service, topic), "backlog quota check"))
+                                  each_topic(service, enforce, "backlog quota check"))
 
     def start(self) -> None:
         if self.service.config.backlogQuotaCheckEnabled:

@@ -55,7 +55,7 @@ class Dispatcher:
         self.consumers: list[Consumer] = []
         self.outstanding: dict[Position, Consumer] = {}
         self.read_position = subscription.first_unacked_position()
-        config = subscription.topic.service.config
+        config = subscription.topic.context.config
         self.max_read = config.dispatcherMaxReadBatchSize
         self.max_read_bytes = config.dispatcherMaxReadSizeBytes
         self._scheduled = False
@@ -233,4 +233,4 @@ class Dispatcher:
         raise NotImplementedError
 
     def _reschedule_delay(self) -> float:
-        return self.subscription.topic.service.config.dispatcherFilterRescheduledMessageDelay / 1000
+        return self.subscription.topic.context.config.dispatcherFilterRescheduledMessageDelay / 1000

@@ -113,7 +113,7 @@ class PersistentSubscription(AbstractSubscription):
     def _acknowledge_individual(self, ack: pb.CommandAck) -> str | None:
         whole: list[Position] = []
         refused: list[Position] = []
-        batch_level = self.topic.service.config.acknowledgmentAtBatchIndexLevelEnabled
+        batch_level = self.topic.context.config.acknowledgmentAtBatchIndexLevelEnabled
         ledger = self.topic.ledger
         for mid in ack.message_id:
             position = position_of(mid)

@@ -26,7 +26,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from magnetar.broker.service.broker_service import BrokerService
+    from magnetar.broker.topics.context import BrokerContext
 
 log = logging.getLogger(__name__)
 Sub = pb.CommandSubscribe
@@ -49,8 +49,8 @@ def _batch_size(entry: bytes | None) -> int:
 
 
 class PersistentTopic(AbstractTopic):
-    def __init__(self, service: BrokerService, name: TopicName, ledger: ManagedLedger) -> None:
-        super().__init__(service, name)
+    def __init__(self, context: BrokerContext, name: TopicName, ledger: ManagedLedger) -> None:
+        super().__init__(context, name)
         self.ledger = ledger
         self.subscriptions: dict[str, PersistentSubscription] = {
             sub_name: PersistentSubscription(self, sub_name, cursor, durable=True)
@@ -58,12 +58,12 @@ class PersistentTopic(AbstractTopic):
         }
         last_entry = self._last_entry()
         self._last_batch_size = _batch_size(last_entry)
-        self.entry_metadata_state = service.entry_metadata.recover(ledger, last_entry)
+        self.entry_metadata_state = context.entry_metadata.recover(ledger, last_entry)
         self._dedup: MessageDeduplication | None = None
         self._dedup_policy_version = -1
         self._filters: EntryFilterChain | None = None
         self._filters_policy_version = -1
-        self.compaction_service = service.new_compaction_service(ledger)
+        self.compaction_service = context.new_compaction_service(ledger)
 
     # -- publishing
     def publish_many(self, entries: list[bytes], counts: list[int], batch_size: int,
@@ -72,11 +72,11 @@ class PersistentTopic(AbstractTopic):
         the loop once all are durable (or failed)."""
         num_messages = sum(counts)
         self.inbound.add(num_messages, sum(map(len, entries)))
-        entry_metadata = self.service.entry_metadata
+        entry_metadata = self.context.entry_metadata
         if entry_metadata.interceptors:
             state = self.entry_metadata_state
             entries = [entry_metadata.stamp(state, entry, count) for entry, count in zip(entries, counts, strict=True)]
-        bridge = self.service.bridge
+        bridge = self.context.bridge
         positions: list[Position] = []
 
         def stored(_last: Position | None, exc: BaseException | None) -> None:
@@ -130,12 +130,12 @@ class PersistentTopic(AbstractTopic):
         return found if found is not None else self.next_publish_position()
 
     def message_ttl_seconds(self) -> int:
-        return int(self.service.policies.effective(self.name, MESSAGE_TTL))
+        return int(self.context.policies.effective(self.name, MESSAGE_TTL))
 
     # -- producers
     def _check_new_producer(self) -> None:
         super()._check_new_producer()
-        backlog.check_producer_allowed(self.service, self)
+        backlog.check_producer_allowed(self)
 
     @property
     def topic_epoch(self) -> int:
@@ -201,7 +201,7 @@ class PersistentTopic(AbstractTopic):
             subscription.dispatcher.close()
         if subscription.durable:
             self.ledger.delete_cursor(subscription.name)
-            drop_delayed_index(self.service.metadata, self.ledger.name, subscription.name)
+            drop_delayed_index(self.context.metadata, self.ledger.name, subscription.name)
 
     # -- admin operations
     def create_subscription_at(self, name: str, position: Position) -> None:
@@ -243,7 +243,7 @@ class PersistentTopic(AbstractTopic):
 
     def save_state(self) -> None:
         """What the broker keeps in memory and must find again after a restart."""
-        self.service.entry_metadata.save(self.ledger, self.entry_metadata_state)
+        self.context.entry_metadata.save(self.ledger, self.entry_metadata_state)
         if self._dedup is not None:
             self._dedup.snapshot()
 
@@ -258,22 +258,23 @@ class PersistentTopic(AbstractTopic):
     def entry_filters(self) -> EntryFilterChain | None:
         """The topic's filter chain, cached until any policy changes: topic > namespace >
         broker (`entryFilterNames`) when `allowOverrideEntryFilters`, else the broker's."""
-        policies = self.service.policies
+        policies = self.context.policies
         if policies.version != self._filters_policy_version:
             self._filters_policy_version = policies.version
-            self._filters = self.service.entry_filter_provider.chain(effective_filter_names(self.service, self.name))
+            names = effective_filter_names(self.context.config, policies, self.name)
+            self._filters = self.context.entry_filter_provider.chain(names)
         return self._filters
 
     @property
     def deduplication(self) -> MessageDeduplication | None:
         """Read on every publish, so the policy lookup is cached until any policy changes;
         turning deduplication on rebuilds its state from the ledger, as Pulsar does."""
-        policies = self.service.policies
+        policies = self.context.policies
         if policies.version != self._dedup_policy_version:
             self._dedup_policy_version = policies.version
             enabled = bool(policies.effective(self.name, DEDUPLICATION))
             if enabled and self._dedup is None:
-                self._dedup = MessageDeduplication(self.ledger, self.service.config.brokerDeduplicationEntriesInterval)
+                self._dedup = MessageDeduplication(self.ledger, self.context.config.brokerDeduplicationEntriesInterval)
             elif not enabled and self._dedup is not None:
                 self._dedup.snapshot()
                 self._dedup = None

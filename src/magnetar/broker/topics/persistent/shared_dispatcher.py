@@ -41,7 +41,7 @@ class MultipleConsumersDispatcher(Dispatcher):
         self._round_robin = RoundRobinSelector()
         topic = subscription.topic
         settings = delayed_delivery(topic)
-        self.delayed = create_tracker(topic.service.config, topic.service.metadata, subscription.cursor,
+        self.delayed = create_tracker(topic.context.config, topic.context.metadata, subscription.cursor,
                                       topic.ledger.name, settings.active, settings.tick_time_ms)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0
