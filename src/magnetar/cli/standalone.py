@@ -19,6 +19,7 @@ from magnetar.broker.config.loading import LoadedConfiguration, load_configurati
 from magnetar.broker.config.properties import Setting
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.service.collector import settle_after_start
+from magnetar.broker.service.config_checks import check_features
 from magnetar.broker.transport.accept_errors import BrokerEventLoop
 from magnetar.cli.parsing import add_log_level
 from magnetar.storage import DataDirLockedError
@@ -75,7 +76,7 @@ def standalone_configuration(
     """The configuration a standalone runs with. magnetar.testing builds its brokers' through
     here too, so that a test broker starts with whatever defaults the command has."""
     return load_configuration(config_file, overrides, environ=environ, flags=flags,
-                              defaults=STANDALONE_DEFAULTS)
+                              defaults=STANDALONE_DEFAULTS, check=check_features)
 
 
 class Standalone:

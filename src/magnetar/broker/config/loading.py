@@ -26,6 +26,7 @@ from pathlib import Path
 
 from magnetar.broker.config.properties import PropertiesError, Setting, read_properties_file
 from magnetar.broker.config.service_configuration import (
+    Check,
     ConfigError,
     ServiceConfiguration,
     apply_settings,
@@ -128,18 +129,21 @@ def load_configuration(
     environ: Mapping[str, str] | None = None,
     flags: Iterable[Setting] = (),
     defaults: Iterable[Setting] = (),
+    check: Check | None = None,
 ) -> LoadedConfiguration:
     """Standalone defaults, the file, the environment, `-c` overrides and flags, later ones winning.
 
     Unknown keys of the file and the environment are set aside (see the module's
-    docstring); those of `-c` make apply_settings raise.
+    docstring); those of `-c` make apply_settings raise. `check` runs after the
+    configuration's own validation: a broker's start-up passes the checks of its
+    features (service.config_checks.check_features).
     """
     lenient = [*(file_settings(config_file) if config_file is not None else ()), *environment_settings(environ or {})]
     unknown = [setting for setting in lenient if not is_known_key(setting.key)]
     settings = [*defaults, *(setting for setting in lenient if is_known_key(setting.key)),
                 *override_settings(overrides), *flags]
     config = ServiceConfiguration()
-    ignored = apply_settings(config, settings)
+    ignored = apply_settings(config, settings, check)
     return LoadedConfiguration(
         config=config,
         settings={setting.key: setting for setting in settings},

@@ -12,26 +12,25 @@ them there) and knows where settings come from and in which order.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
 from magnetar.broker.config.properties import Setting
-from magnetar.broker.entry_filters import load_entry_filter
-from magnetar.broker.transport.advertised_listeners import (
-    ListenerConfigError,
-    internal_listener_name,
-    parse_advertised_listeners,
-)
 
-#: Pulsar's modes of brokerDeleteInactiveTopicsMode (see broker.inactivity).
+#: Pulsar's modes of brokerDeleteInactiveTopicsMode (see broker.monitors.inactivity).
 _INACTIVE_TOPIC_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
-#: Pulsar's backlog quota retention policies (see broker.backlog_quota).
+#: Pulsar's backlog quota retention policies (see broker.policies.backlog_quota).
 _BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 
 
 class ConfigError(ValueError):
     """A configuration key or value that magnetar refuses; the message names the key."""
+
+
+#: A check of a whole configuration beyond `validate`, raising ConfigError that names the
+#: key: what only a feature can tell (service.config_checks.check_features).
+Check = Callable[["ServiceConfiguration"], None]
 
 
 @dataclass(slots=True)
@@ -201,8 +200,14 @@ class ServiceConfiguration:
     compactionServiceFactoryClassName: str = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
     delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
 
+    @property
+    def tls_enabled(self) -> bool:
+        """Whether a TLS port (pulsar+ssl:// or https://) is configured."""
+        return self.brokerServicePortTls is not None or self.webServicePortTls is not None
+
     def validate(self) -> None:
-        """Refuse values no broker could run with, naming the key."""
+        """Refuse values no broker could run with, naming the key: what the values alone
+        say. What needs a feature to tell is checked by a `Check` (see apply_settings)."""
         if self.allowAutoTopicCreationType not in ("non-partitioned", "partitioned"):
             raise ConfigError(
                 "allowAutoTopicCreationType must be 'non-partitioned' or 'partitioned', "
@@ -227,22 +232,9 @@ class ServiceConfiguration:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
-        from magnetar.broker.delayed_delivery import tracker_kind  # noqa: PLC0415 (imports this module)
-
-        try:
-            tracker_kind(self.delayedDeliveryTrackerFactoryClassName)
-        except ValueError as exc:
-            raise ConfigError(f"delayedDeliveryTrackerFactoryClassName: {exc}") from None
-        try:
-            internal_listener_name(parse_advertised_listeners(self.advertisedListeners), self.internalListenerName)
-        except ListenerConfigError as exc:
-            raise ConfigError(str(exc)) from None
-        for name in self.entryFilterNames:
-            try:
-                load_entry_filter(name)
-            except (ValueError, ImportError) as exc:
-                raise ConfigError(f"entryFilterNames: {exc}") from None
-        self._validate_compaction()
+        if self.brokerServiceCompactionThresholdInBytes < 0:
+            raise ConfigError("brokerServiceCompactionThresholdInBytes must be 0 (never) or positive, "
+                              f"not {self.brokerServiceCompactionThresholdInBytes}")
         if self.brokerDeleteInactiveTopicsMode not in _INACTIVE_TOPIC_MODES:
             raise ConfigError(f"brokerDeleteInactiveTopicsMode must be one of {', '.join(_INACTIVE_TOPIC_MODES)}, "
                               f"not {self.brokerDeleteInactiveTopicsMode!r}")
@@ -258,18 +250,7 @@ class ServiceConfiguration:
         for name in ("managedLedgerMinLedgerRolloverTimeMinutes", "journalMaxGroupWaitMSec"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or positive, not {getattr(self, name)}")
-        from magnetar.broker.policies.retention import InvalidRetentionError, Retention  # noqa: PLC0415 (imports this module)
-
-        try:
-            Retention(self.defaultRetentionTimeInMinutes, self.defaultRetentionSizeInMB).validate()
-        except InvalidRetentionError as exc:
-            raise ConfigError(f"defaultRetentionTimeInMinutes/defaultRetentionSizeInMB: {exc}") from None
         self._validate_ports()
-        from magnetar.broker.auth import validate_auth_settings  # noqa: PLC0415 (imports this module)
-        from magnetar.broker.tls import validate_tls_settings  # noqa: PLC0415 (imports this module)
-
-        validate_tls_settings(self)
-        validate_auth_settings(self)
 
     def _validate_ports(self) -> None:
         for name in ("brokerServicePort", "webServicePort", "brokerServicePortTls", "webServicePortTls"):
@@ -279,20 +260,9 @@ class ServiceConfiguration:
         if self.brokerServicePort is None and self.brokerServicePortTls is None:
             raise ConfigError("brokerServicePort and brokerServicePortTls are both empty: clients could not connect")
 
-    def _validate_compaction(self) -> None:
-        from magnetar.broker.compaction import load_compaction_service_factory  # noqa: PLC0415 (broker side)
-
-        try:
-            load_compaction_service_factory(self.compactionServiceFactoryClassName)
-        except (ValueError, ImportError) as exc:
-            raise ConfigError(f"compactionServiceFactoryClassName: {exc}") from None
-        if self.brokerServiceCompactionThresholdInBytes < 0:
-            raise ConfigError("brokerServiceCompactionThresholdInBytes must be 0 (never) or positive, "
-                              f"not {self.brokerServiceCompactionThresholdInBytes}")
-
-    def apply(self, settings: Mapping[str, str]) -> None:
+    def apply(self, settings: Mapping[str, str], check: Check | None = None) -> None:
         """Set keys from their text form, as `apply_settings` does (for code and tests)."""
-        apply_settings(self, [Setting(key, text, "") for key, text in settings.items()])
+        apply_settings(self, [Setting(key, text, "") for key, text in settings.items()], check)
 
 
 def magnetar_keys() -> frozenset[str]:
@@ -300,8 +270,10 @@ def magnetar_keys() -> frozenset[str]:
     return frozenset(item.name for item in fields(ServiceConfiguration))
 
 
-def apply_settings(config: ServiceConfiguration, settings: Sequence[Setting]) -> list[Setting]:
-    """Apply `settings` in order (a later one for the same key wins) and validate.
+def apply_settings(
+    config: ServiceConfiguration, settings: Sequence[Setting], check: Check | None = None,
+) -> list[Setting]:
+    """Apply `settings` in order (a later one for the same key wins), validate, then `check`.
 
     Every unknown key and every bad value is reported in one ConfigError, each with
     its origin, so one start-up shows everything to fix. Returns the settings of
@@ -322,6 +294,8 @@ def apply_settings(config: ServiceConfiguration, settings: Sequence[Setting]) ->
                           f"{len(problems)} problems:\n  " + "\n  ".join(problems))
     try:
         config.validate()
+        if check is not None:
+            check(config)
     except ConfigError as exc:
         raise ConfigError(_with_origins(str(exc), effective)) from None
     return [setting for setting in settings if setting.key not in known]

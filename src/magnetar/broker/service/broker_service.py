@@ -30,7 +30,7 @@ from magnetar.broker.policies import retention
 from magnetar.broker.policies.resources import NamespaceResources
 from magnetar.broker.policies.retention import RetentionMonitor
 from magnetar.broker.policies.topic_policies import TopicPolicies
-from magnetar.broker.tls import CertificateReloader, server_context, tls_enabled
+from magnetar.broker.tls import CertificateReloader, server_context
 from magnetar.broker.topics.context import BrokerContext
 from magnetar.broker.topics.loop_bridge import LoopBridge
 from magnetar.broker.topics.persistent.backlog import BacklogQuotaChecker
@@ -100,7 +100,7 @@ class BrokerService:
         self.authorization = AuthorizationService(config, self.resources)
         self.resources.watch(HandleRevalidator(
             self.authorization, lambda: [*self.topics.values(), *self.non_persistent_topics.values()]).changed)
-        self.ssl_context = server_context(config) if tls_enabled(config) else None
+        self.ssl_context = server_context(config) if config.tls_enabled else None
         self.cert_reloader = None if self.ssl_context is None else PeriodicTask(
             "TLS certificate reload", config.tlsCertRefreshCheckDurationSec,
             CertificateReloader(self.ssl_context, config).check)
