@@ -27,14 +27,14 @@ MAGNETAR = {
                       "retention security server subscriptions tenants topics",
     "magnetar.broker": ". deduplication entry_metadata errors tls",
     "magnetar.broker.auth": ". authentication authorization operations",
-    "magnetar.broker.compaction": ". manager service",
+    "magnetar.broker.compaction": ". manager options service",
     "magnetar.broker.config": ". loading properties service_configuration",
     "magnetar.broker.delayed_delivery": ".",
     "magnetar.broker.entry_filters": ". policy",
-    "magnetar.broker.monitors": ". inactivity periodic revalidation",
-    "magnetar.broker.policies": ". resources retention topic_policies",
-    "magnetar.broker.service": ". broker_service collector",
-    "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors loop_bridge "
+    "magnetar.broker.monitors": ". backlog_quota compaction inactivity message_expiry periodic retention revalidation",
+    "magnetar.broker.policies": ". backlog_quota resources retention topic_policies",
+    "magnetar.broker.service": ". broker_service collector config_checks",
+    "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context loop_bridge "
                               "positions producer stats topic_limits",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
                                          "key_shared_dispatcher message_expiry persistent_subscription "

@@ -9,9 +9,9 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin.responses import fail, json_body, no_content
+from magnetar.broker.policies.backlog_quota import SIZE, BacklogQuota
 from magnetar.broker.policies.retention import InvalidRetentionError, Retention, check_against_backlog_quota
 from magnetar.broker.service.broker_service import BrokerService
-from magnetar.broker.topics.persistent.backlog import SIZE, BacklogQuota
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 
 Read = Callable[[web.Request], Any]

@@ -29,10 +29,10 @@ from magnetar.broker.compaction import COMPACTION_THRESHOLD
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.policies.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.policies.retention import RETENTION
 from magnetar.broker.policies.topic_policies import MESSAGE_TTL, Policy
 from magnetar.broker.service.broker_service import BrokerService
-from magnetar.broker.topics.persistent.backlog import BACKLOG_QUOTA
 from magnetar.broker.topics.persistent.internal_stats import internal_stats
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.topics.topic_limits import (

@@ -24,7 +24,7 @@ from magnetar.broker.monitors.periodic import PeriodicTask
 from magnetar.broker.topics.topic_limits import SUBSCRIPTION_EXPIRATION
 
 if TYPE_CHECKING:
-    from magnetar.broker.service.broker_service import BrokerService
+    from magnetar.broker.monitors.registry import TopicRegistry
     from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 
 log = logging.getLogger(__name__)
@@ -32,11 +32,11 @@ MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
 
 
 class InactivityMonitor:
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
+    def __init__(self, registry: TopicRegistry) -> None:
+        self._registry = registry
         self._idle_topics: dict[str, float] = {}
         self._idle_subscriptions: dict[tuple[str, str], float] = {}
-        config = service.config
+        config = registry.config
         self._topics_task = PeriodicTask("inactive topic check", config.brokerDeleteInactiveTopicsFrequencySeconds,
                                          self.delete_inactive_topics)
         self._subscriptions_task = PeriodicTask("subscription expiry check",
@@ -44,7 +44,7 @@ class InactivityMonitor:
                                                 self.expire_subscriptions)
 
     def start(self) -> None:
-        if self.service.config.brokerDeleteInactiveTopicsEnabled:
+        if self._registry.config.brokerDeleteInactiveTopicsEnabled:
             self._topics_task.start()
         # Always: a namespace or topic may set subscriptionExpirationTime when the broker does not.
         self._subscriptions_task.start()
@@ -55,9 +55,9 @@ class InactivityMonitor:
 
     # -- topics
     def delete_inactive_topics(self) -> None:
-        config = self.service.config
+        config = self._registry.config
         now = time.monotonic()
-        for key, topic in list(self.service.topics.items()):
+        for key, topic in list(self._registry.topics.items()):
             if _in_use(topic):
                 self._idle_topics.pop(key, None)
                 continue
@@ -66,18 +66,18 @@ class InactivityMonitor:
                 log.info("[%s] deleting: inactive for %.0f s (%s)", key, now - since,
                          config.brokerDeleteInactiveTopicsMode)
                 self._idle_topics.pop(key, None)
-                self.service.delete_topic(topic.name)
+                self._registry.delete_topic(topic.name)
 
     def _deletable(self, topic: PersistentTopic) -> bool:
-        if self.service.config.brokerDeleteInactiveTopicsMode == "delete_when_no_subscriptions":
+        if self._registry.config.brokerDeleteInactiveTopicsMode == "delete_when_no_subscriptions":
             return not topic.subscriptions
         return all(subscription.backlog() == 0 for subscription in topic.subscriptions.values())
 
     # -- subscriptions
     def expire_subscriptions(self) -> None:
         now = time.monotonic()
-        for key, topic in list(self.service.topics.items()):
-            limit = float(self.service.policies.effective(topic.name, SUBSCRIPTION_EXPIRATION) or 0) * 60
+        for key, topic in list(self._registry.topics.items()):
+            limit = float(self._registry.policies.effective(topic.name, SUBSCRIPTION_EXPIRATION) or 0) * 60
             if limit <= 0:
                 continue
             for name, subscription in list(topic.subscriptions.items()):

@@ -1,7 +1,7 @@
 """Background checks the broker runs on its event loop every so often (message expiry,
-retention, backlog quotas, inactive topics, compaction thresholds): one timer each, a run
-that fails is logged and the next one still comes, and a check over topics goes on past a
-topic it fails on."""
+retention, backlog quotas, inactive topics, compaction thresholds, certificate reloads):
+one timer each, a run that fails is logged and the next one still comes, and a check over
+topics goes on past a topic it fails on."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from magnetar.broker.service.broker_service import BrokerService
+    from magnetar.broker.monitors.registry import TopicRegistry
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +46,10 @@ class PeriodicTask:
             self._arm()
 
 
-def each_topic(service: BrokerService, job: Callable[[Any], None], what: str) -> Callable[[], None]:
+def each_topic(registry: TopicRegistry, job: Callable[[Any], None], what: str) -> Callable[[], None]:
     """A job over every loaded topic; one topic's failure is logged and the rest still run."""
     def run() -> None:
-        for topic in list(service.topics.values()):
+        for topic in list(registry.topics.values()):
             try:
                 job(topic)
             except Exception:

@@ -1,28 +1,25 @@
-"""Retention policies (Pulsar's RetentionPolicies) and the periodic retention check.
+"""Retention policies (Pulsar's RetentionPolicies).
 
 How much *consumed* data a topic keeps: `retentionTimeInMinutes` and `retentionSizeInMB`,
 -1 for no limit, topic > namespace > broker (`defaultRetentionTimeInMinutes`,
 `defaultRetentionSizeInMB`). Storage applies them when it trims (storage.ledger_trimmer);
-this module resolves them, checks them as Pulsar's admin API does, and runs the check
-every `retentionCheckIntervalInSeconds`: each loaded topic gets its current policy and a
-trim on the storage's trimmer thread, never on the event loop.
+this module resolves them and checks them as Pulsar's admin API does. A topic hands its
+policy to its ledger when it loads and whenever monitors.retention runs.
 """
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from magnetar.broker.monitors.periodic import PeriodicTask, each_topic
 from magnetar.broker.policies.topic_policies import Policy
 from magnetar.storage.ledger_trimmer import RetentionPolicy
 
 if TYPE_CHECKING:
-    from magnetar.broker.service.broker_service import BrokerService
-    from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
+    from magnetar.broker.config import ServiceConfiguration
+    from magnetar.broker.policies.topic_policies import TopicPolicies
+    from magnetar.wire.topic_name import TopicName
 
-log = logging.getLogger(__name__)
 RETENTION = Policy("retention", "retention_policies", "")
 MB = 1024 * 1024
 
@@ -73,14 +70,14 @@ class Retention:
         return RetentionPolicy(seconds, -1 if self.size_mb < 0 else self.size_mb * MB)
 
 
-def broker_default(service: BrokerService) -> Retention:
-    return Retention(service.config.defaultRetentionTimeInMinutes, service.config.defaultRetentionSizeInMB)
+def broker_default(config: ServiceConfiguration) -> Retention:
+    return Retention(config.defaultRetentionTimeInMinutes, config.defaultRetentionSizeInMB)
 
 
-def effective_retention(service: BrokerService, topic: PersistentTopic) -> Retention:
+def effective_retention(config: ServiceConfiguration, policies: TopicPolicies, topic: TopicName) -> Retention:
     """Topic, else namespace, else the broker's defaults."""
-    value = service.policies.configured(topic.name, RETENTION)
-    return broker_default(service) if value is None else Retention.from_json(value)
+    value = policies.configured(topic, RETENTION)
+    return broker_default(config) if value is None else Retention.from_json(value)
 
 
 def check_against_backlog_quota(retention: Retention, size_limit_bytes: int, time_limit_seconds: int) -> None:
@@ -90,35 +87,3 @@ def check_against_backlog_quota(retention: Retention, size_limit_bytes: int, tim
         return
     if size_limit_bytes >= retention.size_mb * MB or time_limit_seconds >= retention.time_minutes * 60:
         raise InvalidRetentionError("Retention Quota must exceed configured backlog quota for namespace.")
-
-
-def apply(service: BrokerService, topic: PersistentTopic) -> None:
-    """Hand the topic's current policy to its managed ledger (read by every trim)."""
-    topic.ledger.retention = effective_retention(service, topic).to_storage()
-
-
-class RetentionMonitor:
-    """Every retentionCheckIntervalInSeconds: refresh each loaded topic's policy, trim it."""
-
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
-        self._task = PeriodicTask("retention check", service.config.retentionCheckIntervalInSeconds,
-                                  each_topic(service, self.trim, "retention check"))
-
-    def start(self) -> None:
-        self._task.start()
-
-    def stop(self) -> None:
-        self._task.stop()
-
-    def refresh(self) -> None:
-        """A policy changed: every loaded topic takes its new value now."""
-        for topic in list(self.service.topics.values()):
-            try:
-                apply(self.service, topic)
-            except Exception:
-                log.exception("retention policy of %s unreadable; keeping the previous one", topic)
-
-    def trim(self, topic: PersistentTopic) -> None:
-        apply(self.service, topic)
-        self.service.factory.trim_in_background(topic.ledger)

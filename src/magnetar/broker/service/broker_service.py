@@ -23,18 +23,18 @@ from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.entry_filters import EntryFilterProvider
 from magnetar.broker.entry_metadata import EntryMetadataStamper
 from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError, InvalidResourceError
+from magnetar.broker.monitors.backlog_quota import BacklogQuotaChecker
+from magnetar.broker.monitors.compaction import CompactionMonitor
 from magnetar.broker.monitors.inactivity import InactivityMonitor
+from magnetar.broker.monitors.message_expiry import MessageExpiryMonitor
 from magnetar.broker.monitors.periodic import PeriodicTask
+from magnetar.broker.monitors.retention import RetentionMonitor
 from magnetar.broker.monitors.revalidation import HandleRevalidator
-from magnetar.broker.policies import retention
 from magnetar.broker.policies.resources import NamespaceResources
-from magnetar.broker.policies.retention import RetentionMonitor
 from magnetar.broker.policies.topic_policies import TopicPolicies
 from magnetar.broker.tls import CertificateReloader, server_context
 from magnetar.broker.topics.context import BrokerContext
 from magnetar.broker.topics.loop_bridge import LoopBridge
-from magnetar.broker.topics.persistent.backlog import BacklogQuotaChecker
-from magnetar.broker.topics.persistent.message_expiry import MessageExpiryMonitor
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.transport.accept_errors import AcceptErrorReporter
 from magnetar.broker.transport.advertised_listeners import (
@@ -118,7 +118,8 @@ class BrokerService:
         self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
         self._stats_timer: asyncio.TimerHandle | None = None
         self._compaction_factory = load_compaction_service_factory(config.compactionServiceFactoryClassName)
-        self.compaction = CompactionManager(self)
+        self.compaction = CompactionManager()
+        self.compaction_monitor = CompactionMonitor(self, self.compaction)
         self.context = BrokerContext(config, self.metadata, self.policies, self.entry_metadata,
                                      self.entry_filter_provider, self.new_compaction_service)
         self.cache_evictor = PeriodicTask("entry cache eviction", config.managedLedgerCacheEvictionIntervalMs / 1000,
@@ -159,7 +160,7 @@ class BrokerService:
         self.retention_monitor.start()
         self.backlog_quota_checker.start()
         self.inactivity_monitor.start()
-        self.compaction.start()
+        self.compaction_monitor.start()
         self.cache_evictor.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
         loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
@@ -212,6 +213,7 @@ class BrokerService:
         self.retention_monitor.stop()
         self.backlog_quota_checker.stop()
         self.inactivity_monitor.stop()
+        self.compaction_monitor.stop()
         self.compaction.stop()
         self.cache_evictor.stop()
         if self._stats_timer is not None:
@@ -348,7 +350,7 @@ class BrokerService:
             return non_persistent
         ledger = self.factory.open(topic_name.storage_name)
         persistent = self.topics[key] = PersistentTopic(self.context, topic_name, ledger)
-        retention.apply(self, persistent)
+        persistent.apply_retention()
         log.info("[%s] loaded (%d entries, %d subscriptions)", key, persistent.ledger.number_of_entries(),
                  len(persistent.subscriptions))
         return persistent

@@ -16,7 +16,7 @@ from magnetar.broker.compaction import load_compaction_service_factory
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.delayed_delivery import tracker_kind
 from magnetar.broker.entry_filters import load_entry_filter
-from magnetar.broker.policies.retention import InvalidRetentionError, Retention
+from magnetar.broker.policies.retention import InvalidRetentionError, broker_default
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.transport.advertised_listeners import (
     ListenerConfigError,
@@ -63,7 +63,7 @@ def _compaction(config: ServiceConfiguration) -> None:
 
 def _retention(config: ServiceConfiguration) -> None:
     try:
-        Retention(config.defaultRetentionTimeInMinutes, config.defaultRetentionSizeInMB).validate()
+        broker_default(config).validate()
     except InvalidRetentionError as exc:
         raise ConfigError(f"defaultRetentionTimeInMinutes/defaultRetentionSizeInMB: {exc}") from None
 

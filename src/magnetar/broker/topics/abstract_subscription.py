@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.consumer import Consumer
-from magnetar.broker.topics.persistent.filter_gate import FilterCounters
-from magnetar.broker.topics.stats import MessageCounter
+from magnetar.broker.topics.stats import FilterCounters, MessageCounter
 from magnetar.storage import Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 

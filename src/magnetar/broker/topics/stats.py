@@ -43,3 +43,17 @@ class MessageCounter:
     def average_size(self) -> float:
         """Pulsar's averageMsgSize: bytes per message over the last interval."""
         return self.byte_rate / self.message_rate if self.message_rate else 0.0
+
+
+class FilterCounters:
+    """A subscription's entry-filter verdicts, under Pulsar's stats names (in messages, a
+    batch counting as its size)."""
+
+    __slots__ = ("accepted", "processed", "rejected", "rescheduled")
+
+    def __init__(self) -> None:
+        self.processed = self.accepted = self.rejected = self.rescheduled = 0
+
+    def stats(self) -> dict[str, int]:
+        return {"filterProcessedMsgCount": self.processed, "filterAcceptedMsgCount": self.accepted,
+                "filterRejectedMsgCount": self.rejected, "filterRescheduledMsgCount": self.rescheduled}

@@ -1,8 +1,6 @@
-"""Backlog quotas (Pulsar's BacklogQuotaManager): what happens when readers fall too far behind.
+"""What a backlog quota does to a persistent topic over it (Pulsar's BacklogQuotaManager).
 
-Two quotas, as in Pulsar: `destination_storage` bounds the bytes of the largest
-subscription backlog, `message_age` the age of the oldest unacknowledged message. When
-one is exceeded its policy acts:
+The quotas and their policies are policies.backlog_quota's. Over one:
 
 - `producer_request_hold`: producers are closed and refused on their return with
   ProducerBlockedQuotaExceededError (the official client keeps retrying and holds its
@@ -12,81 +10,37 @@ one is exceeded its policy acts:
 - `consumer_backlog_eviction`: the slowest subscriptions lose their oldest messages until
   the topic is within the quota again.
 
-Checked every `backlogQuotaCheckIntervalInSeconds`, and when a producer connects.
+Checked when a producer connects (check_producer_allowed) and by monitors.backlog_quota
+(enforce).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.monitors.periodic import PeriodicTask, each_topic
-from magnetar.broker.policies.topic_policies import Policy
+from magnetar.broker.policies.backlog_quota import AGE, SIZE, BacklogQuota, effective_quotas
 from magnetar.broker.topics.persistent.message_expiry import last_expired_position
 from magnetar.storage.message_finder import entry_timestamp
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.broker.service.broker_service import BrokerService
     from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
     from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 
 log = logging.getLogger(__name__)
-BACKLOG_QUOTA = Policy("backlogQuotaMap", "backlog_quota_map", "")
-SIZE, AGE = "destination_storage", "message_age"
-POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 _ERRORS = {
     "producer_request_hold": pb.ProducerBlockedQuotaExceededError,
     "producer_exception": pb.ProducerBlockedQuotaExceededException,
 }
 
 
-@dataclass(frozen=True, slots=True)
-class BacklogQuota:
-    """Pulsar's BacklogQuota JSON: limitSize in bytes, limitTime in seconds, -1 = none."""
-
-    limit_size: int = -1
-    limit_time: int = -1
-    policy: str = "producer_request_hold"
-
-    @classmethod
-    def from_json(cls, value: Any) -> BacklogQuota:
-        if not isinstance(value, dict):
-            raise ValueError("a backlog quota is a JSON object")
-        policy = value.get("policy", "producer_request_hold")
-        if policy not in POLICIES:
-            raise ValueError(f"policy must be one of {', '.join(POLICIES)}")
-        size, seconds = value.get("limitSize", -1), value.get("limitTime", -1)
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (size, seconds)):
-            raise ValueError("limitSize and limitTime must be integers")
-        return cls(size, seconds, policy)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"limitSize": self.limit_size, "limitTime": self.limit_time, "policy": self.policy}
-
-
-def effective_quotas(topic: PersistentTopic) -> dict[str, BacklogQuota]:
-    """Each quota type from the topic, else the namespace, else the broker defaults."""
-    config = topic.context.config
-    policies = topic.context.policies
-    topic_map = policies.topic_value(topic.name, BACKLOG_QUOTA) or {}
-    namespace_map = policies.existing_namespace_value(topic.name.namespace_name, BACKLOG_QUOTA) or {}
-    defaults = {
-        SIZE: BacklogQuota(config.backlogQuotaDefaultLimitBytes, -1, config.backlogQuotaDefaultRetentionPolicy),
-        AGE: BacklogQuota(-1, config.backlogQuotaDefaultLimitSecond, config.backlogQuotaDefaultRetentionPolicy),
-    }
-    return {kind: BacklogQuota.from_json(topic_map[kind]) if kind in topic_map
-            else BacklogQuota.from_json(namespace_map[kind]) if kind in namespace_map else default
-            for kind, default in defaults.items()}
-
-
 def exceeded(topic: PersistentTopic) -> BacklogQuota | None:
     """The first quota the topic is over, if any."""
-    quotas = effective_quotas(topic)
+    quotas = effective_quotas(topic.context.config, topic.context.policies, topic.name)
     size, age = quotas[SIZE], quotas[AGE]
     if size.limit_size >= 0 and backlog_bytes(topic) > size.limit_size:
         return size
@@ -152,19 +106,3 @@ def _evict(topic: PersistentTopic, quota: BacklogQuota) -> None:
                 if not subscription.skip(max(1, subscription.backlog() // 10)):
                     break
     log.warning("[%s] backlog quota exceeded: oldest messages of slow subscriptions evicted", topic.name)
-
-
-class BacklogQuotaChecker:
-    """Runs `enforce` over the loaded topics every backlogQuotaCheckIntervalInSeconds."""
-
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
-        self._task = PeriodicTask("backlog quota check", service.config.backlogQuotaCheckIntervalInSeconds,
-                                  each_topic(service, enforce, "backlog quota check"))
-
-    def start(self) -> None:
-        if self.service.config.backlogQuotaCheckEnabled:
-            self._task.start()
-
-    def stop(self) -> None:
-        self._task.stop()

@@ -3,8 +3,7 @@
 REJECT acknowledges the entry for the subscription (the backlog shrinks, and a restart
 does not bring it back); RESCHEDULE leaves it unacknowledged for the dispatcher to try
 again after `dispatcherFilterRescheduledMessageDelay`, without counting a redelivery;
-ACCEPT lets it go. Counters use Pulsar's stats names (in messages, a batch counting as
-its size).
+ACCEPT lets it go. The subscription's FilterCounters (topics.stats) count each verdict.
 """
 
 from __future__ import annotations
@@ -17,17 +16,6 @@ from magnetar.broker.entry_filters import FilterContext, FilterEntry, FilterResu
 if TYPE_CHECKING:
     from magnetar.broker.topics.consumer import Consumer, DispatchEntry
     from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
-
-
-class FilterCounters:
-    __slots__ = ("accepted", "processed", "rejected", "rescheduled")
-
-    def __init__(self) -> None:
-        self.processed = self.accepted = self.rejected = self.rescheduled = 0
-
-    def stats(self) -> dict[str, int]:
-        return {"filterProcessedMsgCount": self.processed, "filterAcceptedMsgCount": self.accepted,
-                "filterRejectedMsgCount": self.rejected, "filterRescheduledMsgCount": self.rescheduled}
 
 
 def filter_context(subscription: PersistentSubscription, consumer: Consumer | None,

@@ -2,6 +2,7 @@
 
 The boundary is found with the same prefix-only binary search as seek by
 time, so an expiry pass costs O(log n) entry reads per topic, not a scan.
+When it runs is monitors.message_expiry's.
 """
 
 from __future__ import annotations
@@ -9,12 +10,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from magnetar.broker.monitors.periodic import PeriodicTask, each_topic
 from magnetar.storage import Position
 from magnetar.storage.message_finder import find_first_at_or_after
 
 if TYPE_CHECKING:
-    from magnetar.broker.service.broker_service import BrokerService
     from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 
 
@@ -38,24 +37,3 @@ def expire_messages(topic: PersistentTopic, ttl_seconds: int, now_ms: int | None
             subscription.expire_up_to(last_expired)
             moved += 1
     return moved
-
-
-class MessageExpiryMonitor:
-    """Runs `expire_messages` over loaded topics every messageExpiryCheckIntervalInMinutes."""
-
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
-        self._task = PeriodicTask("message expiry", service.config.messageExpiryCheckIntervalInMinutes * 60,
-                                  each_topic(service, _expire, "message expiry"))
-
-    def start(self) -> None:
-        self._task.start()
-
-    def stop(self) -> None:
-        self._task.stop()
-
-
-def _expire(topic: PersistentTopic) -> None:
-    ttl = topic.message_ttl_seconds()
-    if ttl > 0:
-        expire_messages(topic, ttl)

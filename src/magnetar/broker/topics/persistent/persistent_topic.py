@@ -11,6 +11,7 @@ from magnetar.broker.delayed_delivery import drop_delayed_index
 from magnetar.broker.entry_filters import EntryFilterChain, FilterContext
 from magnetar.broker.entry_filters.policy import effective_filter_names
 from magnetar.broker.errors import BrokerServiceError, InvalidResourceError, ResourceConflictError
+from magnetar.broker.policies.retention import effective_retention
 from magnetar.broker.policies.topic_policies import MESSAGE_TTL
 from magnetar.broker.topics.abstract_topic import AbstractTopic, GroupPublishCallback
 from magnetar.broker.topics.persistent import backlog
@@ -131,6 +132,10 @@ class PersistentTopic(AbstractTopic):
 
     def message_ttl_seconds(self) -> int:
         return int(self.context.policies.effective(self.name, MESSAGE_TTL))
+
+    def apply_retention(self) -> None:
+        """Hand the topic's current retention policy to its ledger (read by every trim)."""
+        self.ledger.retention = effective_retention(self.context.config, self.context.policies, self.name).to_storage()
 
     # -- producers
     def _check_new_producer(self) -> None:
