@@ -2,8 +2,8 @@
 where settings come from (files, the environment, the command line) and the keys of
 Pulsar releases that magnetar accepts without implementing.
 
-Layer rule: config/ is data. It imports nothing of the broker but errors; a check that
-needs a feature (a plugin that must load, a TLS file that must parse) lives above, in
+Layer rule: config/ is data and imports nothing else of the broker; a check that needs a
+feature (a plugin that must load, a TLS file that must parse) lives above, in
 service.config_checks, which the start-up path runs after the checks here.
 
 ServiceConfiguration and ConfigError are named here as well as in service_configuration,
