@@ -13,15 +13,12 @@ if TYPE_CHECKING:
     from magnetar.broker.monitors.registry import TopicRegistry
 
 
-class BacklogQuotaChecker:
+class BacklogQuotaChecker(PeriodicTask):
     def __init__(self, registry: TopicRegistry) -> None:
+        super().__init__("backlog quota check", registry.config.backlogQuotaCheckIntervalInSeconds,
+                         each_topic(registry, enforce, "backlog quota check"))
         self._enabled = registry.config.backlogQuotaCheckEnabled
-        self._task = PeriodicTask("backlog quota check", registry.config.backlogQuotaCheckIntervalInSeconds,
-                                  each_topic(registry, enforce, "backlog quota check"))
 
     def start(self) -> None:
         if self._enabled:
-            self._task.start()
-
-    def stop(self) -> None:
-        self._task.stop()
+            super().start()

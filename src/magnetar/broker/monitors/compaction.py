@@ -19,19 +19,12 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class CompactionMonitor:
+class CompactionMonitor(PeriodicTask):
     def __init__(self, registry: TopicRegistry, runs: CompactionManager) -> None:
+        super().__init__("compaction threshold check", registry.config.brokerServiceCompactionMonitorIntervalInSeconds,
+                         self._check_thresholds)
         self._registry = registry
         self._runs = runs
-        self._task = PeriodicTask("compaction threshold check",
-                                  registry.config.brokerServiceCompactionMonitorIntervalInSeconds,
-                                  self._check_thresholds)
-
-    def start(self) -> None:
-        self._task.start()
-
-    def stop(self) -> None:
-        self._task.stop()
 
     def _check_thresholds(self) -> None:
         for topic in list(self._registry.topics.values()):

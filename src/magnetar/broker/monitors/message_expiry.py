@@ -14,16 +14,10 @@ if TYPE_CHECKING:
     from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 
 
-class MessageExpiryMonitor:
+class MessageExpiryMonitor(PeriodicTask):
     def __init__(self, registry: TopicRegistry) -> None:
-        self._task = PeriodicTask("message expiry", registry.config.messageExpiryCheckIntervalInMinutes * 60,
-                                  each_topic(registry, _expire, "message expiry"))
-
-    def start(self) -> None:
-        self._task.start()
-
-    def stop(self) -> None:
-        self._task.stop()
+        super().__init__("message expiry", registry.config.messageExpiryCheckIntervalInMinutes * 60,
+                         each_topic(registry, _expire, "message expiry"))
 
 
 def _expire(topic: PersistentTopic) -> None:

@@ -16,17 +16,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class RetentionMonitor:
+class RetentionMonitor(PeriodicTask):
     def __init__(self, registry: TopicRegistry) -> None:
+        super().__init__("retention check", registry.config.retentionCheckIntervalInSeconds,
+                         each_topic(registry, self.trim, "retention check"))
         self._registry = registry
-        self._task = PeriodicTask("retention check", registry.config.retentionCheckIntervalInSeconds,
-                                  each_topic(registry, self.trim, "retention check"))
-
-    def start(self) -> None:
-        self._task.start()
-
-    def stop(self) -> None:
-        self._task.stop()
 
     def refresh(self) -> None:
         """A policy changed: every loaded topic takes its new value now."""

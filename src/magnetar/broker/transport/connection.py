@@ -21,8 +21,7 @@ from magnetar.broker.auth.operations import COMMANDS, Operation
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.producer import Producer, Send
-from magnetar.broker.transport import consumer_commands as consumers
-from magnetar.broker.transport import lookup_commands as lookups
+from magnetar.broker.transport import consumer_commands, lookup_commands
 from magnetar.broker.transport.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
 from magnetar.broker.transport.publish_checks import check_send
 from magnetar.storage import StorageFullError
@@ -452,20 +451,20 @@ _HANDLERS: dict[int, Handler] = {
     T.AUTH_RESPONSE: ServerCnx.handle_auth_response,
     T.PING: ServerCnx.handle_ping,
     T.PONG: ServerCnx.handle_pong,
-    T.PARTITIONED_METADATA: lookups.handle_partitioned_metadata,
-    T.LOOKUP: lookups.handle_lookup,
-    T.GET_TOPICS_OF_NAMESPACE: lookups.handle_get_topics_of_namespace,
-    T.GET_SCHEMA: lookups.handle_get_schema,
+    T.PARTITIONED_METADATA: lookup_commands.handle_partitioned_metadata,
+    T.LOOKUP: lookup_commands.handle_lookup,
+    T.GET_TOPICS_OF_NAMESPACE: lookup_commands.handle_get_topics_of_namespace,
+    T.GET_SCHEMA: lookup_commands.handle_get_schema,
     T.PRODUCER: ServerCnx.handle_producer,
     T.SEND: ServerCnx.handle_send,
     T.CLOSE_PRODUCER: ServerCnx.handle_close_producer,
-    T.SUBSCRIBE: consumers.handle_subscribe,
-    T.FLOW: consumers.handle_flow,
-    T.ACK: consumers.handle_ack,
-    T.REDELIVER_UNACKNOWLEDGED_MESSAGES: consumers.handle_redeliver,
-    T.CLOSE_CONSUMER: consumers.handle_close_consumer,
-    T.UNSUBSCRIBE: consumers.handle_unsubscribe,
-    T.SEEK: consumers.handle_seek,
-    T.GET_LAST_MESSAGE_ID: consumers.handle_get_last_message_id,
-    T.CONSUMER_STATS: consumers.handle_consumer_stats,
+    T.SUBSCRIBE: consumer_commands.handle_subscribe,
+    T.FLOW: consumer_commands.handle_flow,
+    T.ACK: consumer_commands.handle_ack,
+    T.REDELIVER_UNACKNOWLEDGED_MESSAGES: consumer_commands.handle_redeliver,
+    T.CLOSE_CONSUMER: consumer_commands.handle_close_consumer,
+    T.UNSUBSCRIBE: consumer_commands.handle_unsubscribe,
+    T.SEEK: consumer_commands.handle_seek,
+    T.GET_LAST_MESSAGE_ID: consumer_commands.handle_get_last_message_id,
+    T.CONSUMER_STATS: consumer_commands.handle_consumer_stats,
 }
