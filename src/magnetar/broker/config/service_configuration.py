@@ -38,7 +38,7 @@ class ServiceConfiguration:
     """Every setting the broker reads, with Pulsar's name and (mostly) Pulsar's default."""
 
     bindAddress: str = "127.0.0.1"
-    # what LOOKUP answers (see advertised_listeners): empty = the bind address, or the
+    # what LOOKUP answers (see broker.transport.advertised_listeners): empty = the bind address, or the
     # host name when binding a wildcard address
     advertisedAddress: str = ""
     advertisedListeners: str = ""
@@ -83,7 +83,7 @@ class ServiceConfiguration:
     # connection limits (0 = none, Pulsar's default)
     brokerMaxConnections: int = 0
     brokerMaxConnectionsPerIp: int = 0
-    # bytes of frames received in part, over all connections (see connection_controller);
+    # bytes of frames received in part, over all connections (see broker.transport.connection_controller);
     # Pulsar's default is half the JVM's direct memory, which has no Python equivalent
     maxMessagePublishBufferSizeInMB: int = 64
     # topics
@@ -101,7 +101,7 @@ class ServiceConfiguration:
     enableBrokerSideSubscriptionPatternEvaluation: bool = True
     subscriptionPatternMaxLength: int = 50
     # per-topic limits (Pulsar's keys and defaults; 0 = no limit), overridden by the
-    # namespace and topic policies of broker.topic_limits
+    # namespace and topic policies of broker.topics.topic_limits
     maxProducersPerTopic: int = 0
     maxConsumersPerTopic: int = 0
     maxConsumersPerSubscription: int = 0
@@ -126,7 +126,7 @@ class ServiceConfiguration:
     # a full ledger keeps taking entries until this old (Pulsar's default; Pulsar takes
     # whole minutes, fractions are accepted so tests can use small values)
     managedLedgerMinLedgerRolloverTimeMinutes: float = 10.0
-    # retention of consumed data (see broker.retention): -1 = no limit; 0 and 0 delete
+    # retention of consumed data (see broker.policies.retention): -1 = no limit; 0 and 0 delete
     # what every subscription has consumed. Minutes may be fractional (Pulsar: whole).
     defaultRetentionTimeInMinutes: float = 0.0
     defaultRetentionSizeInMB: int = 0
@@ -167,7 +167,7 @@ class ServiceConfiguration:
     backlogQuotaDefaultLimitBytes: int = -1
     backlogQuotaDefaultLimitSecond: int = -1
     backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
-    # inactive topics and subscriptions (see broker.inactivity; Pulsar's keys, and Pulsar's
+    # inactive topics and subscriptions (see broker.monitors.inactivity; Pulsar's keys, and Pulsar's
     # defaults except brokerDeleteInactiveTopicsEnabled, which Pulsar turns on)
     brokerDeleteInactiveTopicsEnabled: bool = False
     brokerDeleteInactiveTopicsFrequencySeconds: int = 60
