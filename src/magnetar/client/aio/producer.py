@@ -35,8 +35,8 @@ from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.client.aio.client import Client
     from magnetar.client.aio.connection import Connection
+    from magnetar.client.aio.context import ClientContext
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +132,11 @@ def _millis(value: int | timedelta | None) -> int | None:
 class Producer(EntryWriter, Handler):
     """A producer of one topic (or one partition of a partitioned topic)."""
 
-    def __init__(self, client: Client, topic: str, config: ProducerConfig, partition: int = -1) -> None:
-        super().__init__(client, topic)
+    def __init__(self, context: ClientContext, topic: str, config: ProducerConfig, partition: int = -1) -> None:
+        super().__init__(context, topic)
         self.config = config
         self.partition = partition
-        self.producer_id = client.new_producer_id()
+        self.producer_id = context.new_producer_id()
         self._name = config.producer_name
         self._user_named = config.producer_name is not None
         self._epoch = 0
@@ -340,7 +340,7 @@ class Producer(EntryWriter, Handler):
 
     def _max_message_size(self) -> int:
         conn = self.conn
-        return conn.max_message_size if conn is not None else self.client.max_message_size
+        return conn.max_message_size if conn is not None else self.context.max_message_size
 
     def _fail_messages(self, messages: Sequence[PendingMessage], exc: errors.PulsarException) -> None:
         self._pending_messages -= len(messages)
@@ -476,7 +476,7 @@ class Producer(EntryWriter, Handler):
             return
         try:
             if self._ready:
-                async with asyncio.timeout(self.client.operation_timeout):
+                async with asyncio.timeout(self.context.operation_timeout):
                     await self.flush()
         except TimeoutError:
             log.warning("%s: closing with messages still pending", self.topic)
