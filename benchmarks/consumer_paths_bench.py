@@ -37,43 +37,10 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from client_bench import PAYLOAD, fill, process_cpu, run_consume
 
-PAYLOAD = b"x" * 100
 PATHS = ("blocking_receive_ack", "blocking_receive_ack_unbatched", "aio_receive_ack", "aio_async_for_ack",
          "aio_receive_ack_unbatched")
-
-
-def cpu() -> float:
-    """CPU seconds of this process, all its threads (ns resolution, unlike os.times())."""
-    return time.process_time()
-
-
-def fill(url: str, topic: str, count: int, batched: bool) -> None:
-    import pulsar  # noqa: PLC0415
-
-    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    producer = client.create_producer(topic, batching_enabled=batched, batching_max_messages=1000,
-                                      block_if_queue_full=True, max_pending_messages=10000)
-    for _ in range(count):
-        producer.send_async(PAYLOAD, None)
-    producer.flush()
-    client.close()
-
-
-def blocking_path(url: str, topic: str, count: int) -> tuple[float, float]:
-    import magnetar.client as mc  # noqa: PLC0415
-
-    client = mc.Client(url)
-    consumer = client.subscribe(topic, f"bench-{uuid.uuid4().hex[:8]}", consumer_type=mc.ConsumerType.Exclusive,
-                                initial_position=mc.InitialPosition.Earliest)
-    consumer.acknowledge(consumer.receive(30_000))
-    cpu0, t0 = cpu(), time.perf_counter()
-    receive, acknowledge = consumer.receive, consumer.acknowledge
-    for _ in range(count - 1):
-        acknowledge(receive(30_000))
-    wall, used = time.perf_counter() - t0, cpu() - cpu0
-    client.close()
-    return wall, used
 
 
 async def aio_path(url: str, topic: str, count: int, iterate: bool) -> tuple[float, float]:
@@ -85,7 +52,7 @@ async def aio_path(url: str, topic: str, count: int, iterate: bool) -> tuple[flo
                                           consumer_type=ConsumerType.Exclusive,
                                           initial_position=InitialPosition.Earliest)
         consumer.acknowledge(await consumer.receive(30_000))
-        cpu0, t0 = cpu(), time.perf_counter()
+        cpu0, t0 = process_cpu(), time.perf_counter()
         acknowledge = consumer.acknowledge
         left = count - 1
         if iterate:
@@ -98,14 +65,15 @@ async def aio_path(url: str, topic: str, count: int, iterate: bool) -> tuple[flo
             receive = consumer.receive
             for _ in range(left):
                 acknowledge(await receive())
-        return time.perf_counter() - t0, cpu() - cpu0
+        return time.perf_counter() - t0, process_cpu() - cpu0
 
 
 def child(path: str, url: str, topic: str, count: int) -> None:
     if path.startswith("blocking"):
-        wall, used = blocking_path(url, topic, count)
-    else:
-        wall, used = asyncio.run(aio_path(url, topic, count, iterate=path == "aio_async_for_ack"))
+        result = run_consume("magnetar", url, topic, count, subscription=f"bench-{uuid.uuid4().hex[:8]}")
+        print(json.dumps([result["msg_per_s"], result["cpu_s_per_million"]]))
+        return
+    wall, used = asyncio.run(aio_path(url, topic, count, iterate=path == "aio_async_for_ack"))
     print(json.dumps([round((count - 1) / wall), round(used / (count - 1) * 1e6, 3)]))
 
 
