@@ -344,7 +344,7 @@ class Consumer(Handler, Receiving):
                 self._intake.start = None
             else:
                 self._intake.start = StartFilter(mid.ledger_id(), mid.entry_id(), mid.batch_index(),
-                                          self.config.start_message_id_inclusive)
+                                                 self.config.start_message_id_inclusive)
             if not self.config.durable:
                 self.config.start_message_id = mid
         if self.conn is conn and self._ready:
