@@ -52,6 +52,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     standalone.add_argument("--http-port", type=int, help="admin HTTP port (webServicePort, default 8080)")
     standalone.add_argument("--bind", help="address to listen on (bindAddress, default 127.0.0.1)")
     standalone.add_argument("--config", type=Path, help="a Pulsar broker.conf or standalone.conf (Java properties)")
+    standalone.add_argument("--kafka", type=int, nargs="?", const=9092, metavar="PORT",
+                            help="also serve Kafka clients on PORT (default 9092; messagingProtocols=kafka, "
+                                 "kafkaListeners=PLAINTEXT://<bind>:PORT)")
     standalone.add_argument(
         "-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="set one configuration key"
     )
@@ -63,6 +66,9 @@ def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
         ("brokerServicePort", args.port, "--port"), ("webServicePort", args.http_port, "--http-port"),
         ("bindAddress", args.bind, "--bind"),
     ) if value is not None]
+    if args.kafka is not None:
+        flags += [Setting("messagingProtocols", "kafka", "--kafka"),
+                  Setting("kafkaListeners", f"PLAINTEXT://{args.bind or '127.0.0.1'}:{args.kafka}", "--kafka")]
     return standalone_configuration(args.config, args.overrides, environ=os.environ, flags=flags)
 
 

@@ -32,6 +32,7 @@ from magnetar.broker.monitors.retention import RetentionMonitor
 from magnetar.broker.monitors.revalidation import HandleRevalidator
 from magnetar.broker.policies.resources import NamespaceResources
 from magnetar.broker.policies.topic_policies import TopicPolicies
+from magnetar.broker.service.protocol_handlers import load_protocol_handlers
 from magnetar.broker.tls import CertificateReloader, server_context
 from magnetar.broker.topics.context import BrokerContext
 from magnetar.broker.topics.loop_bridge import LoopBridge
@@ -122,6 +123,7 @@ class BrokerService:
         self.compaction_monitor = CompactionMonitor(self, self.compaction)
         self.context = BrokerContext(config, self.metadata, self.policies, self.entry_metadata,
                                      self.entry_filter_provider, self.new_compaction_service)
+        self.protocol_handlers = load_protocol_handlers(self)
         self.cache_evictor = PeriodicTask("entry cache eviction", config.managedLedgerCacheEvictionIntervalMs / 1000,
                                           self.factory.entry_cache.evict_expired)
 
@@ -162,6 +164,8 @@ class BrokerService:
         self.inactivity_monitor.start()
         self.compaction_monitor.start()
         self.cache_evictor.start()
+        for handler in self.protocol_handlers:
+            await handler.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
         loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
 
@@ -209,6 +213,8 @@ class BrokerService:
         return AdvertisedListeners(listeners, internal_listener_name(listeners, config.internalListenerName), default)
 
     async def stop(self) -> None:
+        for handler in self.protocol_handlers:
+            await handler.stop()
         self.expiry_monitor.stop()
         self.retention_monitor.stop()
         self.backlog_quota_checker.stop()
