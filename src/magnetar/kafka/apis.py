@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.kafka.fetch import FetchApis
+from magnetar.kafka.idempotence import ProducerIds
 from magnetar.kafka.produce import ProduceApi
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
@@ -28,6 +29,7 @@ VERSIONS: dict[int, tuple[int, int]] = {
     2: (1, 7),  # ListOffsets
     3: (1, 12),  # Metadata
     18: (0, 3),  # ApiVersions
+    22: (0, 4),  # InitProducerId
 }
 NO_RESPONSE = object()
 """What a handler returns for a request Kafka answers with nothing (a produce with acks=0)."""
@@ -54,7 +56,9 @@ class KafkaApis:
             2: self._fetch.list_offsets,
             3: self.metadata,
             18: self.api_versions,
+            22: self.init_producer_id,
         }
+        self._producer_ids = ProducerIds()
 
     def advertise(self, host: str, port: int) -> None:
         self._host, self._port = host, port
@@ -95,3 +99,19 @@ class KafkaApis:
                                  offline_replicas=()) for i in range(count or 0))
         return build(module, "MetadataResponseTopic", error_code=error, name=name, topic_id=uuid.UUID(int=0),
                      is_internal=False, partitions=partitions, topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS)
+
+    def init_producer_id(self, request: Request) -> Any:
+        """A producer id for idempotence; a producer that names its id and epoch gets the next epoch.
+        Transactions are not implemented: a transactional id is refused."""
+        module = response_module(22, request.api_version)
+        body = request.body
+        if body.transactional_id is not None:
+            return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, producer_id=-1, producer_epoch=-1,
+                         error_code=ErrorCode.transactional_id_authorization_failed)
+        known = getattr(body, "producer_id", -1)
+        if known >= 0:
+            producer_id, epoch = known, body.producer_epoch + 1
+        else:
+            producer_id, epoch = self._producer_ids.allocate(), 0
+        return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none,
+                     producer_id=producer_id, producer_epoch=epoch)

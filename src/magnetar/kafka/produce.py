@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.formats.kafka_records import kafka_entry_properties
+from magnetar.kafka.idempotence import ProducerStates
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches, to_pulsar_batch
@@ -39,6 +40,7 @@ class ProduceApi:
         self._no_response = no_response
         self._kafka_format = config.entryFormat == "kafka"
         self._sequence = 0
+        self.states = ProducerStates()
 
     def produce(self, request: Request) -> Any:
         body = request.body
@@ -64,31 +66,48 @@ class ProduceApi:
     def _append(self, producer: str, topic: str, partition: int, records: bytes | None) -> asyncio.Future[_Result]:
         done: asyncio.Future[_Result] = asyncio.get_running_loop().create_future()
         try:
-            entries, counts = self._entries(producer, records)
             log_ = self._topics.log(topic, partition)
-
-            def stored(base_offset: int | None, exc: BaseException | None) -> None:
-                if done.done():
-                    return
-                if exc is not None:
-                    log.warning("Kafka produce to %s-%d failed: %s", topic, partition, exc)
-                    done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
-                else:
-                    done.set_result((ErrorCode.none, base_offset if base_offset is not None else -1, None))
-
-            log_.append(entries, counts, stored)
+            batches = self._checked(records)
         except InvalidRecords as exc:
             code = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
             done.set_result((code, -1, str(exc)))
+            return done
         except UnknownPartition:
             done.set_result((ErrorCode.unknown_topic_or_partition, -1, None))
+            return done
         except _TooLarge as exc:
             done.set_result((ErrorCode.message_too_large, -1, str(exc)))
-        except BrokerServiceError as exc:
-            done.set_result((ErrorCode.unknown_server_error, -1, exc.message))
+            return done
+        verdicts = [self.states.check(log_.name, batch) for batch in batches]
+        refused = next((v.error for v in verdicts if v.error != ErrorCode.none), None)
+        fresh = [batch for batch, verdict in zip(batches, verdicts, strict=True) if verdict.duplicate_of is None]
+        if refused is not None or not fresh:
+            done.set_result((refused or ErrorCode.none, verdicts[0].duplicate_of or -1, None))
+            return done
+
+        def stored(base_offset: int | None, exc: BaseException | None) -> None:
+            if exc is not None or base_offset is None:
+                log.warning("Kafka produce to %s-%d failed: %s", topic, partition, exc)
+                for batch in fresh:
+                    self.states.forget(log_.name, batch)
+                done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
+                return
+            offset = base_offset
+            for batch in fresh:
+                self.states.stored(log_.name, batch, offset)
+                offset += batch.count
+            done.set_result((ErrorCode.none, base_offset, None))
+
+        try:
+            now = int(time.time() * 1000)
+            log_.append([self._entry(producer, batch, now) for batch in fresh], [b.count for b in fresh], stored)
+        except (BrokerServiceError, InvalidRecords) as exc:
+            for batch in fresh:
+                self.states.forget(log_.name, batch)
+            done.set_result((ErrorCode.unknown_server_error, -1, str(exc)))
         return done
 
-    def _entries(self, producer: str, records: bytes | None) -> tuple[list[bytes], list[int]]:
+    def _checked(self, records: bytes | None) -> list[ProducedBatch]:
         if not records:
             raise InvalidRecords("no records", corrupt=False)
         limit = self._config.maxMessageSize
@@ -96,9 +115,7 @@ class ProduceApi:
         for batch in batches:
             if len(batch.data) > limit:
                 raise _TooLarge(f"a record batch of {len(batch.data)} bytes is over maxMessageSize={limit}")
-        now = int(time.time() * 1000)
-        entries = [self._entry(producer, batch, now) for batch in batches]
-        return entries, [batch.count for batch in batches]
+        return batches
 
     def _entry(self, producer: str, batch: ProducedBatch, now: int) -> bytes:
         self._sequence += batch.count
