@@ -46,8 +46,7 @@ def _consume(bootstrap: str, topic: str, count: int, partition: int = 0, offset:
     got: list = []
 
     def more() -> bool:
-        message = consumer.poll(0.2)
-        if message is not None:
+        for message in consumer.consume(count - len(got), timeout=0.2):
             assert message.error() is None, message.error()
             got.append(message)
         return len(got) >= count
