@@ -82,7 +82,8 @@ class ProduceApi:
         refused = next((v.error for v in verdicts if v.error != ErrorCode.none), None)
         fresh = [batch for batch, verdict in zip(batches, verdicts, strict=True) if verdict.duplicate_of is None]
         if refused is not None or not fresh:
-            done.set_result((refused or ErrorCode.none, verdicts[0].duplicate_of or -1, None))
+            duplicate = verdicts[0].duplicate_of
+            done.set_result((refused or ErrorCode.none, -1 if duplicate is None else duplicate, None))
             return done
 
         def stored(base_offset: int | None, exc: BaseException | None) -> None:
