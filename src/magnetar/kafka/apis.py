@@ -15,7 +15,9 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
+from magnetar.kafka.admin_apis import AdminApis
 from magnetar.kafka.fetch import FetchApis
+from magnetar.kafka.group_apis import GroupApis
 from magnetar.kafka.idempotence import ProducerIds
 from magnetar.kafka.produce import ProduceApi
 from magnetar.kafka.protocol.layouts import build, response_module
@@ -28,8 +30,20 @@ VERSIONS: dict[int, tuple[int, int]] = {
     1: (4, 12),  # Fetch
     2: (1, 7),  # ListOffsets
     3: (1, 12),  # Metadata
+    8: (2, 8),  # OffsetCommit
+    9: (1, 7),  # OffsetFetch
+    10: (0, 4),  # FindCoordinator
+    11: (0, 7),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 4),  # ListGroups
     18: (0, 3),  # ApiVersions
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
     22: (0, 4),  # InitProducerId
+    32: (1, 4),  # DescribeConfigs
 }
 NO_RESPONSE = object()
 """What a handler returns for a request Kafka answers with nothing (a produce with acks=0)."""
@@ -50,13 +64,27 @@ class KafkaApis:
         self._host, self._port = "127.0.0.1", 0
         self._produce = ProduceApi(topics, config, NO_RESPONSE)
         self._fetch = FetchApis(topics)
+        self.admin = AdminApis(topics, config)
+        self.groups = GroupApis(topics, lambda: (NODE_ID, self._host, self._port))
         self._handlers: dict[int, Handler] = {
             0: self._produce.produce,
             1: self._fetch.fetch,
             2: self._fetch.list_offsets,
             3: self.metadata,
+            8: self.groups.offset_commit,
+            9: self.groups.offset_fetch,
+            10: self.groups.find_coordinator,
+            11: self.groups.join_group,
+            12: self.groups.heartbeat,
+            13: self.groups.leave_group,
+            14: self.groups.sync_group,
+            15: self.groups.describe_groups,
+            16: self.groups.list_groups,
             18: self.api_versions,
+            19: self.admin.create_topics,
+            20: self.admin.delete_topics,
             22: self.init_producer_id,
+            32: self.admin.describe_configs,
         }
         self._producer_ids = ProducerIds()
 

@@ -65,6 +65,7 @@ class KafkaProtocolHandler:
         self.apis.advertise(host, port)
 
     async def stop(self) -> None:
+        self.apis.groups.coordinator.stop()
         for server in self._servers:
             server.close()
         for connection in list(self.apis.connections):

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "magnetar.protocol_handlers"
 _INDEX_INTERCEPTOR = "AppendIndexMetadataInterceptor"
+# cursor properties ('#': magnetar's own, not the subscription's) of a handler's committed offset
+_OFFSET_PROPERTY = "#committed.offset"
+_OFFSET_METADATA_PROPERTY = "#committed.metadata"
 
 AppendCallback = Callable[[int | None, BaseException | None], None]
 """Gets the offset of the first message appended once every entry is durable, or None and the error."""
@@ -99,6 +102,36 @@ class PartitionLog:
             return None
         entry = ledger.read_entry(position)
         return entry_last_index(entry) - _entry_count(entry) + 1
+
+    def commit_offset(self, subscription: str, offset: int, metadata: str | None) -> None:
+        """Durably record `offset` (the next to read) as `subscription`'s position, created if need be.
+
+        The cursor moves to the entry holding `offset`, so the subscription's backlog (admin
+        stats, retention) counts what the handler's client has not committed; the exact
+        offset and its metadata are cursor properties. A handler's commit may move back."""
+        topic = self._topic
+        found = find_by_index(topic.ledger, offset).position
+        position = found if found is not None else topic.next_publish_position()
+        subscription_ = topic.subscriptions.get(subscription)
+        if subscription_ is None:
+            topic.create_subscription_at(subscription, position)
+            subscription_ = topic.subscription(subscription)
+        else:
+            subscription_.cursor.reset(topic.entry_at_or_after(position))
+        cursor = subscription_.cursor
+        cursor.set_property(_OFFSET_PROPERTY, str(offset))
+        cursor.set_property(_OFFSET_METADATA_PROPERTY, metadata or "")
+        cursor.flush()
+
+    def committed_offset(self, subscription: str) -> tuple[int, str] | None:
+        """(offset, metadata) last committed for `subscription`, None if it never committed."""
+        subscription_ = self._topic.subscriptions.get(subscription)
+        if subscription_ is None:
+            return None
+        properties = subscription_.cursor.properties
+        if _OFFSET_PROPERTY not in properties:
+            return None
+        return int(properties[_OFFSET_PROPERTY]), properties.get(_OFFSET_METADATA_PROPERTY, "")
 
     def on_append(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call `listener` after each durable append, whoever published; returns the way to stop."""
