@@ -32,7 +32,6 @@ from magnetar.broker.monitors.retention import RetentionMonitor
 from magnetar.broker.monitors.revalidation import HandleRevalidator
 from magnetar.broker.policies.resources import NamespaceResources
 from magnetar.broker.policies.topic_policies import TopicPolicies
-from magnetar.broker.service.protocol_handlers import load_protocol_handlers
 from magnetar.broker.tls import CertificateReloader, server_context
 from magnetar.broker.topics.context import BrokerContext
 from magnetar.broker.topics.loop_bridge import LoopBridge
@@ -53,6 +52,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 if TYPE_CHECKING:
+    from magnetar.broker.service.protocol_handlers import ProtocolHandler
     from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,11 @@ class BrokerService:
         self.compaction_monitor = CompactionMonitor(self, self.compaction)
         self.context = BrokerContext(config, self.metadata, self.policies, self.entry_metadata,
                                      self.entry_filter_provider, self.new_compaction_service)
-        self.protocol_handlers = load_protocol_handlers(self)
+        self.protocol_handlers: list[ProtocolHandler] = []
+        if config.messagingProtocols:
+            from magnetar.broker.service.protocol_handlers import load_protocol_handlers  # noqa: PLC0415 (only then)
+
+            self.protocol_handlers = load_protocol_handlers(self)
         self.cache_evictor = PeriodicTask("entry cache eviction", config.managedLedgerCacheEvictionIntervalMs / 1000,
                                           self.factory.entry_cache.evict_expired)
 
