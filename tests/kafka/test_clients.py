@@ -3,6 +3,7 @@ and the official pulsar-client on the same topics. Each test runs on both entry 
 
 from __future__ import annotations
 
+import datetime
 import random
 import subprocess
 import time
@@ -11,11 +12,15 @@ import uuid
 import pulsar
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from conftest import RawKafka
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
+from kafka.record.default_records import DefaultRecordBatch
+from kio.schema.fetch.v12 import request as fetch
 from polling import wait_for
 
 from magnetar.client import Client as MagnetarClient
+from magnetar.kafka.protocol.messages import decode_response, encode_request
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -98,24 +103,24 @@ def test_kafka_python_produces_and_consumes(kafka_broker) -> None:
     assert got == [(i, b"k%d" % i, b"v%d" % i, [("n", str(i).encode())]) for i in range(100)]
 
 
-def test_a_long_poll_returns_when_records_arrive(kafka_broker) -> None:
+def test_a_long_poll_waits_for_records_and_returns_them(kafka_broker) -> None:
+    """A fetch at the end with max_wait 20 s and min_bytes 1 is answered by the next append, with it."""
     topic = _topic()
     _produce(kafka_broker.bootstrap, topic, [(None, b"first", [])])
-    consumer = Consumer({"bootstrap.servers": kafka_broker.bootstrap, "group.id": "lp", "fetch.wait.max.ms": 10000,
-                         "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 1)])
-    assert consumer.poll(0.5) is None  # nothing past offset 0: the fetch waits in the broker
+    request = fetch.FetchRequest(cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(seconds=20), min_bytes=1,
+                                 max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1, topics=(
+                                     fetch.FetchTopic(topic=topic, partitions=(fetch.FetchPartition(
+                                         partition=0, current_leader_epoch=-1, fetch_offset=1, last_fetched_epoch=-1,
+                                         log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                                 forgotten_topics_data=(), rack_id="")
+    connection = RawKafka(kafka_broker.bootstrap)
+    connection.send_raw(encode_request(1, 12, 1, "long-poll", request))  # sent before the append is
     _produce(kafka_broker.bootstrap, topic, [(None, b"second", [])])
-    message = None
-
-    def arrived() -> bool:
-        nonlocal message
-        message = consumer.poll(0.2)
-        return message is not None
-
-    assert wait_for(arrived, timeout=30)
-    consumer.close()
-    assert (message.offset(), message.value()) == (1, b"second")
+    _, response = decode_response(connection.receive_frame(), 1, 12)
+    connection.close()
+    ((partition,),) = (t.partitions for t in response.responses)
+    (record,) = DefaultRecordBatch(bytearray(partition.records))
+    assert (partition.high_watermark, record.offset, record.value) == (2, 1, b"second")
 
 
 def test_list_offsets_earliest_latest_and_by_time(kafka_broker) -> None:
