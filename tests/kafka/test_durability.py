@@ -36,8 +36,8 @@ def test_sigkill_loses_no_acknowledged_record_and_keeps_committed_offsets(tmp_pa
         assert wait_for(lambda: len(delivered) >= 3000, timeout=60)
         committer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
         committer.commit(offsets=[TopicPartition(topic, 0, 1234)], asynchronous=False)
+        broker.stop(signal.SIGKILL)  # at once: the commit was answered, so it is on disk
         committer.close()
-        broker.stop(signal.SIGKILL)
         stop.set()
         thread.join(30)
         producer.flush(6)  # what was in flight fails: only delivered records count
