@@ -118,3 +118,47 @@ def test_admin_calls_create_describe_and_delete_topics(broker) -> None:
     assert topic not in admin.list_topics(timeout=10).topics
     groups = admin.list_consumer_groups().result(timeout=30)
     assert isinstance(groups.valid, list)
+
+
+def test_random_churn_settles_on_a_disjoint_covering_assignment_and_loses_nothing(broker) -> None:
+    """Members join and leave at random while records arrive; every record is consumed by
+    someone, and the members left share the partitions exactly."""
+    rng = random.Random()
+    partitions = rng.randint(3, 6)
+    topic, group = _create(broker, partitions), f"group-{uuid.uuid4().hex[:6]}"
+    members: list[Consumer] = []
+    seen: set[tuple[int, int]] = set()
+    produced = 0
+
+    def consume_all() -> None:
+        for member in members:
+            messages = member.consume(100, timeout=0.05)
+            for message in messages:
+                assert message.error() is None, message.error()
+                seen.add((message.partition(), message.offset()))
+            if messages:
+                member.commit(asynchronous=False)
+
+    for _ in range(rng.randint(4, 7)):
+        if members and (len(members) >= 3 or rng.random() < 0.35):
+            members.pop(rng.randrange(len(members))).close()
+        else:
+            members.append(_member(broker, group))
+            members[-1].subscribe([topic])
+        count = rng.randint(20, 80)
+        _produce(broker, topic, count)
+        produced += count
+        consume_all()
+    if not members:
+        members.append(_member(broker, group))
+        members[-1].subscribe([topic])
+
+    def settled() -> bool:
+        consume_all()
+        owned = [{tp.partition for tp in m.assignment()} for m in members]
+        covering = sorted(p for parts in owned for p in parts) == list(range(partitions))
+        return covering and len(seen) == produced
+
+    assert wait_for(settled, timeout=90), (len(seen), produced, [m.assignment() for m in members])
+    for member in members:
+        member.close()
