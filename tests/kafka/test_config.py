@@ -16,6 +16,7 @@ from magnetar.broker.config.loading import load_configuration
     (["--kafka", "0", "-c", "brokerEntryMetadataInterceptors="], "add AppendIndexMetadataInterceptor to "
                                                                   "brokerEntryMetadataInterceptors"),
     (["-c", "entryFormat=avro"], "entryFormat must be 'pulsar' or 'kafka'"),
+    (["--kafka", "0", "-c", "authenticationEnabled=true"], "the Kafka listener has no authentication yet"),
 ])
 def test_a_kafka_setting_the_broker_cannot_serve_is_named(args, message, tmp_path) -> None:
     done = run_standalone("--data-dir", str(tmp_path / "data"), *args)

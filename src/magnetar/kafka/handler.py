@@ -40,6 +40,10 @@ class KafkaProtocolHandler:
 
     def __init__(self, broker: HandlerBroker) -> None:
         config = broker.config
+        if config.authenticationEnabled or config.authorizationEnabled:
+            raise ConfigError("messagingProtocols=kafka: the Kafka listener has no authentication yet (SASL and SSL "
+                              "listeners are not implemented), so with authenticationEnabled or authorizationEnabled "
+                              "it would let anyone past them; turn them off or drop kafka from messagingProtocols")
         self._listeners = parse_listeners(config.kafkaListeners, "kafkaListeners")
         self._advertised = (parse_listeners(config.kafkaAdvertisedListeners, "kafkaAdvertisedListeners")
                             if config.kafkaAdvertisedListeners else None)
