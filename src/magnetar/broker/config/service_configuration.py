@@ -198,6 +198,8 @@ class ServiceConfiguration:
     brokerServiceCompactionThresholdInBytes: int = 0
     topicCompactionRetainNullKey: bool = False
     compactionServiceFactoryClassName: str = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
+    # Pulsar Functions (magnetar.functions): the worker runs inside the standalone, on by default there
+    functionsWorkerEnabled: bool = False
     delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
 
     @property

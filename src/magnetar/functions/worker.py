@@ -1,0 +1,182 @@
+"""The functions worker: deploys what the REST API is given (after checking in a child
+process that the code loads), keeps it in the metadata store, runs it under supervision and
+brings every function back when the broker starts again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from magnetar.broker.deduplication import DEDUPLICATION
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.functions.config import ConfigError, FunctionConfig
+from magnetar.functions.stats_view import prometheus
+from magnetar.functions.store import Deployment, FunctionStore
+from magnetar.functions.supervisor import Endpoints, FunctionRuntime
+from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
+
+log = logging.getLogger("magnetar.functions")
+CHECK_TIMEOUT_SECONDS = 60.0
+
+
+class FunctionNotFound(LookupError):
+    pass
+
+
+class FunctionsWorker:
+    def __init__(self, service: BrokerService, data_dir: Path) -> None:
+        self.service = service
+        self.store = FunctionStore(service.metadata)
+        self.home = data_dir / "functions"
+        self.endpoints: Endpoints | None = None
+        self.runtimes: dict[str, FunctionRuntime] = {}
+
+    async def start(self, endpoints: Endpoints) -> None:
+        """Run every stored function (after a restart: whatever was deployed before it)."""
+        self.endpoints = endpoints
+        for deployment in self.store.all():
+            code = self.store.code(deployment.config.fqfn)
+            if code is not None:
+                self._run(deployment, code)
+        if self.runtimes:
+            log.info("functions worker started %d function(s)", len(self.runtimes))
+
+    async def stop(self) -> None:
+        runtimes, self.runtimes = list(self.runtimes.values()), {}
+        await asyncio.gather(*(runtime.stop() for runtime in runtimes))
+
+    def metrics(self) -> str:
+        return prometheus(list(self.runtimes.values()), self.service.config.clusterName)
+
+    def deployment(self, fqfn: str) -> Deployment:
+        deployment = self.store.get(fqfn)
+        if deployment is None:
+            raise FunctionNotFound(f"Function {fqfn} doesn't exist")
+        return deployment
+
+    def runtime(self, fqfn: str) -> FunctionRuntime:
+        self.deployment(fqfn)
+        return self.runtimes[fqfn]
+
+    async def create(self, config: FunctionConfig, code: bytes) -> None:
+        self._check_topics(config)
+        namespace = f"{config.tenant}/{config.namespace}"
+        if not self.service.resources.namespace_exists(namespace):
+            raise ConfigError(f"Namespace {namespace} does not exist")
+        await check_code(config, code)
+        deployment = Deployment(config)
+        self._prepare_output(config)
+        self.store.save(deployment, code)
+        self._run(deployment, code)
+
+    async def update(self, fqfn: str, changes: dict[str, Any], code: bytes | None) -> None:
+        before = self.deployment(fqfn)
+        config = before.config.merged(changes)
+        for key in ("tenant", "namespace", "name"):
+            if getattr(config, key) != getattr(before.config, key):
+                raise ConfigError(f"{key} cannot change in an update")
+        self._check_topics(config)
+        stored_code = code if code is not None else self.store.code(fqfn)
+        assert stored_code is not None
+        await check_code(config, stored_code)
+        deployment = Deployment(config, before.function_id, before.version + 1, before.stopped)
+        self._prepare_output(config)
+        self.store.save(deployment, code)
+        await self._stop_runtime(fqfn)
+        self._run(deployment, stored_code)
+
+    async def delete(self, fqfn: str) -> None:
+        self.deployment(fqfn)
+        await self._stop_runtime(fqfn)
+        self.store.delete(fqfn)
+
+    async def set_running(self, fqfn: str, instance_id: int | None, running: bool) -> None:
+        """start/stop: remembered in the store, so a stopped instance stays stopped after a restart."""
+        deployment = self.deployment(fqfn)
+        ids = range(deployment.config.parallelism) if instance_id is None else [instance_id]
+        stopped = set(deployment.stopped)
+        stopped = stopped - set(ids) if running else stopped | set(ids)
+        deployment.stopped = sorted(stopped)
+        self.store.save(deployment, None)
+        runtime = self.runtimes[fqfn]
+        for instance in self._instances(runtime, instance_id):
+            instance.deployment.stopped = deployment.stopped
+            if running:
+                instance.start()
+            else:
+                await instance.stop()
+
+    async def restart(self, fqfn: str, instance_id: int | None) -> None:
+        runtime = self.runtime(fqfn)
+        for instance in self._instances(runtime, instance_id):
+            await instance.stop()
+            if instance.instance_id not in runtime.deployment.stopped:
+                instance.start()
+
+    @staticmethod
+    def _instances(runtime: FunctionRuntime, instance_id: int | None) -> list[Any]:
+        if instance_id is None:
+            return runtime.instances
+        if not 0 <= instance_id < len(runtime.instances):
+            raise ConfigError(f"Invalid Instance Id {instance_id}")
+        return [runtime.instances[instance_id]]
+
+    def _run(self, deployment: Deployment, code: bytes) -> None:
+        assert self.endpoints is not None, "the worker runs functions once the broker and admin API listen"
+        fqfn = deployment.config.fqfn
+        runtime = FunctionRuntime(deployment, code, self.home / fqfn, self.endpoints)
+        self.runtimes[fqfn] = runtime
+        runtime.start()
+
+    async def _stop_runtime(self, fqfn: str) -> None:
+        runtime = self.runtimes.pop(fqfn, None)
+        if runtime is not None:
+            await runtime.stop()
+
+    @staticmethod
+    def _check_topics(config: FunctionConfig) -> None:
+        for topic in [*config.input_topics, config.output, config.logTopic, config.deadLetterTopic]:
+            if topic:
+                try:
+                    TopicName.parse(topic)
+                except InvalidTopicNameError as error:
+                    raise ConfigError(f"invalid topic name {topic!r}: {error}") from None
+
+    def _prepare_output(self, config: FunctionConfig) -> None:
+        """EFFECTIVELY_ONCE needs the broker to deduplicate the output topic: turned on for
+        that topic when nothing said otherwise."""
+        if config.processingGuarantees == "EFFECTIVELY_ONCE" and config.output:
+            topic = TopicName.parse(config.output)
+            if self.service.policies.effective(topic, DEDUPLICATION) is not True:
+                self.service.policies.set_topic_value(topic, DEDUPLICATION, True)
+
+
+async def check_code(config: FunctionConfig, code: bytes) -> None:
+    """Load the code, its class and its serdes in a child process (user code never runs in
+    the broker's): what fails here is refused at create time with the loader's message."""
+    with tempfile.TemporaryDirectory(prefix="magnetar-fn-check-") as scratch:
+        home = Path(scratch)
+        code_path = home / (config.py or "function.py")
+        code_path.write_bytes(code)
+        (home / "config.json").write_text(json.dumps(config.to_json()))
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "magnetar.functions.instance", "--check", "--config", str(home / "config.json"),
+            "--code", str(code_path), "--workdir", str(home / "work"),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True)
+        try:
+            output, _ = await asyncio.wait_for(process.communicate(), CHECK_TIMEOUT_SECONDS)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+            raise ConfigError(f"loading {config.className} took over {CHECK_TIMEOUT_SECONDS:.0f} s") from None
+    if process.returncode != 0:
+        lines = [line for line in output.decode(errors="replace").splitlines() if line.strip()]
+        reason = next((line for line in reversed(lines) if line.startswith("function code error:")),
+                      lines[-1] if lines else f"exit code {process.returncode}")
+        raise ConfigError(reason.removeprefix("function code error: "))
