@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from magnetar.admin.metrics import CLUSTER
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.functions.config import ConfigError, FunctionConfig
@@ -51,7 +52,7 @@ class FunctionsWorker:
         await asyncio.gather(*(runtime.stop() for runtime in runtimes))
 
     def metrics(self) -> str:
-        return prometheus(list(self.runtimes.values()), self.service.config.clusterName)
+        return prometheus(list(self.runtimes.values()), CLUSTER)
 
     def deployment(self, fqfn: str) -> Deployment:
         deployment = self.store.get(fqfn)
