@@ -11,9 +11,6 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin.responses import fail, no_content
-from magnetar.client import errors
-from magnetar.client.aio import Client
-from magnetar.client.message_id import MessageId
 from magnetar.functions.config import ConfigError, FunctionConfig
 from magnetar.functions.stats_view import function_stats, instance_stats
 from magnetar.functions.worker import FunctionNotFound, FunctionsWorker
@@ -125,6 +122,10 @@ class FunctionsApi:
         if topic not in config.input_topics:
             raise fail(400, f"Function {config.name} has no input topic {topic}")
         assert self.worker.endpoints is not None
+        from magnetar.client import errors  # noqa: PLC0415 (a client only when a trigger comes, not at start-up)
+        from magnetar.client.aio import Client  # noqa: PLC0415
+        from magnetar.client.message_id import MessageId  # noqa: PLC0415
+
         async with Client(self.worker.endpoints.service_url) as client:
             reader = await client.create_reader(config.output, MessageId.latest) if config.output else None
             producer = await client.create_producer(topic)

@@ -39,6 +39,7 @@ NEGATIVE_ACK_DELAY_MS = 1000
 minute, would stall a dead-lettering function for retries times a minute)."""
 OUTPUT_PRODUCER = {"block_if_queue_full": True, "batching_enabled": True, "batching_max_publish_delay_ms": 1,
                    "max_pending_messages": 100000}
+PARENT_CHECK_SECONDS = 0.5
 _PARTITION = re.compile(r"-partition-\d+\Z")
 
 
@@ -194,6 +195,14 @@ class Instance:
         logging.shutdown()
         os._exit(EXIT_TIMEOUT)
 
+    def stop(self) -> None:
+        """From the worker's SIGTERM: between messages, finish cleanly; inside process(),
+        leave at once (the message is not acknowledged, so it comes back)."""
+        self.stopping.set()
+        if self.watchdog.busy:
+            self.stats.write(force=True)
+            os._exit(0)
+
     def close(self) -> None:
         for producer in self.producers.values():
             producer.flush()
@@ -212,6 +221,10 @@ class Watchdog:
         if timeout_ms:
             threading.Thread(target=self._watch, name="watchdog", daemon=True).start()
 
+    @property
+    def busy(self) -> bool:
+        return self._started is not None
+
     def __enter__(self) -> None:
         self._started = time.monotonic()
 
@@ -226,6 +239,19 @@ class Watchdog:
             started = self._started
             if started is not None and (elapsed := (time.monotonic() - started) * 1000) > self.timeout_ms:
                 self.on_timeout(elapsed)
+
+
+def exit_with_parent() -> None:
+    """End when the worker's process is gone (a SIGKILLed broker cannot stop its
+    instances): the restarted broker starts their successors, and no orphan keeps consuming."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -261,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_CODE
     if args.check:
         return 0
+    exit_with_parent()
+    logging.getLogger("pulsar").setLevel(logging.WARNING)
     identity = Identity(config, args.instance_id, args.function_id, args.function_version)
     client = pulsar.Client(args.service_url, logger=logging.getLogger("pulsar"))
     logger = logging.getLogger(f"function.{config.fqfn}")
@@ -269,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     state = StateClient(args.state_url, config.fqfn)
     instance = Instance(identity, client, function, stats, state, logger)
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: instance.stopping.set())
+        signal.signal(signum, lambda *_: instance.stop())
     log.info("instance %d of %s running (%s, %s)", args.instance_id, config.fqfn, config.processingGuarantees,
              "Failover" if config.failover else "Shared")
     try:
