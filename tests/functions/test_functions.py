@@ -5,6 +5,7 @@ the module: each test deploys functions of its own names and topics."""
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import string
 import time
@@ -15,7 +16,18 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from fn_helpers import CODE, EXAMPLES, as_json, deploy, functions_admin, magnetar_admin, make_client, receive_all, status
+from fn_helpers import (
+    CODE,
+    EXAMPLES,
+    as_json,
+    deploy,
+    functions_admin,
+    magnetar_admin,
+    make_client,
+    receive_all,
+    status,
+    wait_consumers,
+)
 from polling import wait_for
 from standalone import Standalone
 
@@ -64,7 +76,6 @@ def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: p
     assert config["inputs"] == ["excl-in"] and config["processingGuarantees"] == "ATLEAST_ONCE"
     assert config["parallelism"] == 1 and config["autoAck"] is True
     assert as_json(magnetar_admin(url, "functions", "list", "--json")) == ["excl"]
-    from fn_helpers import wait_consumers
     wait_consumers(admin.admin, {**config, "inputs": ["persistent://public/default/excl-in"]}, 1)
 
     consumer = client.subscribe("excl-out", "check")
@@ -138,7 +149,6 @@ def test_plain_functions_and_serdes(fn_broker: Standalone, client: pulsar.Client
     plain_out, shout_out = client.subscribe("plain-out", "check"), client.subscribe("shout-out", "check")
     pickle_out = client.subscribe("pickle-out", "check")
     client.create_producer("plain-in").send(b"42")
-    import pickle
     client.create_producer("pickle-in").send(pickle.dumps({"items": [1, 2, 3]}))
     assert receive_all(plain_out, 1)[0].data() == b"plain:42"  # IdentitySerDe: "42" -> 42 -> "plain:42"
     assert receive_all(shout_out, 1)[0].data() == b"SHOUT:42"
