@@ -18,6 +18,8 @@ from fn_helpers import deploy, functions_admin, make_client, status, wait_consum
 from polling import wait_for
 from standalone import Standalone
 
+from magnetar.admin.client import AdminError
+
 
 @pytest.fixture
 def brokers() -> Iterator[list[Standalone]]:
@@ -69,8 +71,12 @@ def test_word_count_state_and_deployment_survive_a_restart(brokers: list[Standal
 
     def counted(url: str) -> bool:
         admin = functions_admin(url)
-        return all(admin.query_state("public", "default", "wordcount", word)["numberValue"] == count
-                   for word, count in expected.items())
+        try:
+            return all(admin.query_state("public", "default", "wordcount", word)["numberValue"] == count
+                       for word, count in expected.items())
+        except AdminError as error:  # 404: a word not counted yet
+            assert error.status == 404, error
+            return False
 
     send(broker.url, 40)
     assert wait_for(lambda: counted(broker.admin_url), timeout=30)
