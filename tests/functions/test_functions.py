@@ -263,3 +263,60 @@ def test_delayed_dispatch_example(fn_broker: Standalone, client: pulsar.Client) 
     assert wait_for(lambda: admin.admin.stats("dd-in")["subscriptions"]["public/default/delayed-dispatch"]
                     ["msgBacklog"] == 0), "the input is acknowledged once the output is stored"
     admin.delete("public", "default", "delayed-dispatch")
+
+
+def test_update_restart_and_state_verbs(fn_broker: Standalone, client: pulsar.Client) -> None:
+    url = fn_broker.admin_url
+    admin = functions_admin(url)
+    config = deploy(admin, "upd", "plain.py", "plain", inputs=["upd-in"], output="upd-out")
+    out = client.subscribe("upd-out", "check")
+    producer = client.create_producer("upd-in")
+    producer.send(b"a")
+    assert receive_all(out, 1)[0].data() == b"plain:a"
+
+    updated = magnetar_admin(url, "functions", "update", "--name", "upd", "--classname", "plain.shout",
+                             "--parallelism", "2")
+    assert updated.returncode == 0, updated.stderr
+    shown = admin.get("public", "default", "upd")
+    assert shown["className"] == "plain.shout" and shown["parallelism"] == 2 and shown["inputs"] == ["upd-in"]
+    wait_consumers(admin.admin, config, 2)
+    producer.send(b"b")
+    assert receive_all(out, 1)[0].data() == b"shout:b"
+    with pytest.raises(AdminError, match="no module named 'gone'"):
+        admin.update({**config, "className": "gone.F"})
+    assert admin.get("public", "default", "upd")["className"] == "plain.shout", "a refused update changes nothing"
+
+    before = status(admin, "upd")["instances"][1]["status"]["numRestarts"]
+    assert magnetar_admin(url, "functions", "restart", "--name", "upd", "--instance-id", "1").returncode == 0
+    wait_consumers(admin.admin, config, 2)
+    assert status(admin, "upd")["instances"][1]["status"]["numRestarts"] == before
+    single = as_json(magnetar_admin(url, "functions", "status", "--name", "upd", "--instance-id", "0", "--json"))
+    assert single["running"] is True and single["numReceived"] >= 0
+
+    put = magnetar_admin(url, "functions", "putstate", "--name", "upd", "--state",
+                         '{"key": "greeting", "stringValue": "hello"}')
+    assert put.returncode == 0, put.stderr
+    assert as_json(magnetar_admin(url, "functions", "querystate", "--name", "upd", "--key", "greeting",
+                                  "--json"))["stringValue"] == "hello"
+    missing = magnetar_admin(url, "functions", "querystate", "--name", "upd", "--key", "nothing")
+    assert missing.returncode == 1 and "key 'nothing' doesn't exist" in missing.stderr
+    admin.delete("public", "default", "upd")
+
+
+def test_at_most_once_and_a_topics_pattern(fn_broker: Standalone, client: pulsar.Client) -> None:
+    """ATMOST_ONCE acknowledges on receipt: a message the function raised on never comes back.
+    A topics pattern takes the topics it matches, those created later included."""
+    admin = functions_admin(fn_broker.admin_url)
+    client.create_producer("amo-a").close()
+    deploy(admin, "amo", "raising.py", "raising.Raising", inputs=[], topicsPattern="persistent://public/default/amo-.*",
+           output="result-of-amo", processingGuarantees="ATMOST_ONCE", subscriptionPosition="Earliest")
+    out = client.subscribe("result-of-amo", "check")
+    values = ["ok-1", "bad-1", "ok-2"]
+    producer = client.create_producer("amo-a")
+    for value in values:
+        producer.send(value.encode())
+    assert sorted(m.data().decode() for m in receive_all(out, 2)) == ["ok-1", "ok-2"]
+    assert wait_for(lambda: status(admin, "amo")["instances"][0]["status"]["numUserExceptions"] == 1)
+    assert status(admin, "amo")["instances"][0]["status"]["numReceived"] == len(values)
+    assert wait_for(lambda: admin.admin.stats("amo-a")["subscriptions"]["public/default/amo"]["msgBacklog"] == 0)
+    admin.delete("public", "default", "amo")

@@ -150,9 +150,10 @@ class FunctionsApi:
 
     async def put_state(self, request: web.Request) -> web.Response:
         fqfn, key = _fqfn(request), request.match_info["key"]
-        if request.content_type.startswith("multipart/") or request.content_type.endswith("form-urlencoded"):
-            form = await request.post()
-            state = _parse_json("state", str(form.get("state", "")))
+        if request.content_type.startswith("multipart/"):
+            state = _parse_json("state", (await _multipart(request)).get("state", b"").decode(errors="replace"))
+        elif request.content_type.endswith("form-urlencoded"):
+            state = _parse_json("state", str((await request.post()).get("state", "")))
         else:
             state = await request.json()
         with _refusals():
