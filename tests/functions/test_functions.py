@@ -132,7 +132,8 @@ def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:
     side_message = receive_all(side, 1)[0]
     assert side_message.data() == b"side:ping" and side_message.partition_key() == "side-key"
     assert side_message.properties() == {"from": "probe"}
-    assert wait_for(lambda: b"probe saw ping" in log.receive(10000).data(), timeout=20)
+    logged = [m.data().decode() for m in receive_all(log, 2)]
+    assert "probe saw ping" in logged[0] and logged[1] == "probe printed ping", logged
     assert admin.query_state("public", "default", "probe", "last")["stringValue"] == "ping"
     assert wait_for(lambda: admin.stats("public", "default", "probe")["instances"][0]["metrics"]["userMetrics"]
                     == {"seen": 2.0})

@@ -293,7 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     client = pulsar.Client(args.service_url, logger=logging.getLogger("pulsar"))
     logger = logging.getLogger(f"function.{config.fqfn}")
     if config.logTopic:
-        logger.addHandler(LogTopicHandler(client, config.logTopic, config.fqfn, args.instance_id))
+        log_topic = LogTopicHandler(client, config.logTopic, config.fqfn, args.instance_id)
+        logger.addHandler(log_topic)
+        log_topic.tee_output()
     state = StateClient(args.state_url, config.fqfn)
     instance = Instance(identity, client, function, stats, state, logger)
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -1,16 +1,19 @@
-"""Log lines of a function to its --log-topic, as Pulsar's instances send them there."""
+"""A function's log lines to its --log-topic, as Pulsar's instances send them there: what
+its logger (`context.get_logger()`) records and what it prints."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from typing import Any
+import sys
+from typing import Any, TextIO
 
 import pulsar
 
 
 class LogTopicHandler(logging.Handler):
-    """Each record becomes one message; the producer's batching keeps this cheap, and a failed
-    send is dropped (a log line never stops the function)."""
+    """Each record or printed line becomes one message; the producer's batching keeps this
+    cheap, and a failed send is dropped (a log line never stops the function)."""
 
     def __init__(self, client: pulsar.Client, topic: str, fqfn: str, instance_id: int) -> None:
         super().__init__()
@@ -21,10 +24,41 @@ class LogTopicHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            properties = {**self._properties, "loglevel": record.levelname}
-            self._producer.send_async(self.format(record).encode(), _ignore, properties=properties)
+            self.send(self.format(record), record.levelname)
         except Exception:
             self.handleError(record)
+
+    def send(self, text: str, level: str) -> None:
+        self._producer.send_async(text.encode(), _ignore, properties={**self._properties, "loglevel": level})
+
+    def tee_output(self) -> None:
+        """print() and writes to stderr go to the log topic as well as where they went."""
+        sys.stdout = _Tee(sys.stdout, self, "INFO")
+        sys.stderr = _Tee(sys.stderr, self, "ERROR")
+
+
+class _Tee:
+    """A text stream writing through to `stream` and sending each complete line to the topic."""
+
+    def __init__(self, stream: TextIO, handler: LogTopicHandler, level: str) -> None:
+        self._stream = stream
+        self._handler = handler
+        self._level = level
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        written = self._stream.write(text)
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            with contextlib.suppress(Exception):  # a log line never stops the function
+                self._handler.send(line, self._level)
+        return written
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _ignore(_result: Any, _message_id: Any) -> None:

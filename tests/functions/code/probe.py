@@ -9,6 +9,7 @@ class Probe(Function):
     def process(self, input, context):
         context.record_metric("seen", 2)
         context.get_logger().info("probe saw %s", input)
+        print(f"probe printed {input}")
         context.put_state("last", input)
         context.publish(context.get_user_config_value("side_topic"), f"side:{input}",
                         properties={"from": "probe"}, message_conf={"partition_key": "side-key"})
