@@ -33,7 +33,6 @@ from magnetar.functions.stats import InstanceStats
 log = logging.getLogger("magnetar.functions.instance")
 EXIT_BAD_CODE = 2
 EXIT_TIMEOUT = 3
-RECEIVE_TIMEOUT_MS = 200
 NEGATIVE_ACK_DELAY_MS = 1000
 """A message a function failed on comes back after a second (the client's default, a
 minute, would stall a dead-lettering function for retries times a minute)."""
@@ -67,7 +66,6 @@ class Instance:
         self.client = client
         self.function = function
         self.stats = stats
-        self.stopping = threading.Event()
         self.at_most_once = config.processingGuarantees == "ATMOST_ONCE"
         self.effectively_once = config.processingGuarantees == "EFFECTIVELY_ONCE"
         self.serdes = {full_topic(topic): loader.serde(config.customSerdeInputs.get(topic)) for topic in
@@ -99,16 +97,15 @@ class Instance:
         return self.client.subscribe(topics, config.subscription, **options)
 
     def run(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                message = self.consumer.receive(timeout_millis=RECEIVE_TIMEOUT_MS)
-            except pulsar.Timeout:
-                self.stats.write()
-                continue
-            except pulsar.AlreadyClosed:
-                break
-            self.handle(message)
-            self.stats.write()
+        """Until SIGTERM: a blocking receive (the client wakes for signals), since a receive
+        with a timeout costs the loop a good part of its CPU a message."""
+        self.stats.write(force=True)
+        self.stats.write_periodically()
+        try:
+            while True:
+                self.handle(self.consumer.receive())
+        except (Stopped, pulsar.AlreadyClosed):
+            return
 
     def handle(self, message: Any) -> None:
         self.stats.on_received()
@@ -196,12 +193,17 @@ class Instance:
         os._exit(EXIT_TIMEOUT)
 
     def stop(self) -> None:
-        """From the worker's SIGTERM: between messages, finish cleanly; inside process(),
-        leave at once (the message is not acknowledged, so it comes back)."""
-        self.stopping.set()
+        """From the worker's SIGTERM: inside process(), leave at once; elsewhere end the loop
+        (raised where the main thread is, a receive most of the time). Either way a message
+        not acknowledged yet comes back to the next instance."""
         if self.watchdog.busy:
             self.stats.write(force=True)
             os._exit(0)
+        raise Stopped
+
+
+class Stopped(Exception):
+    """The worker asked the instance to stop."""
 
     def close(self) -> None:
         for producer in self.producers.values():
@@ -288,9 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         return 0
     exit_with_parent()
-    logging.getLogger("pulsar").setLevel(logging.WARNING)
     identity = Identity(config, args.instance_id, args.function_id, args.function_version)
-    client = pulsar.Client(args.service_url, logger=logging.getLogger("pulsar"))
+    client = pulsar.Client(args.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
     logger = logging.getLogger(f"function.{config.fqfn}")
     if config.logTopic:
         log_topic = LogTopicHandler(client, config.logTopic, config.fqfn, args.instance_id)

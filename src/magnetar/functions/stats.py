@@ -13,6 +13,8 @@ from typing import Any
 
 LATEST_EXCEPTIONS = 10
 """How many recent exceptions status lists, as Pulsar's instances keep."""
+WRITE_INTERVAL = 0.25
+"""Seconds between two writes of the stats file: how stale status may be."""
 
 
 def now_ms() -> int:
@@ -25,6 +27,7 @@ class InstanceStats:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self.received = 0
         self.processed = 0
         self.user_exceptions = 0
@@ -35,6 +38,7 @@ class InstanceStats:
         self.latest_system: deque[dict[str, Any]] = deque(maxlen=LATEST_EXCEPTIONS)
         self.user_metrics: dict[str, list[float]] = {}
         self._dirty = True
+        self._written = 0.0
         self._carry_exceptions_over()
 
     def _carry_exceptions_over(self) -> None:
@@ -96,12 +100,26 @@ class InstanceStats:
             }
 
     def write(self, force: bool = False) -> None:
-        if self.path is None or not (self._dirty or force):
-            return
-        self._dirty = False
-        temporary = self.path.with_suffix(".tmp")
-        temporary.write_text(json.dumps(self.snapshot()))
-        os.replace(temporary, self.path)
+        """At most every WRITE_INTERVAL seconds while messages flow (a file a message would
+        cost more than the message), at once when forced (before the process ends)."""
+        with self._write_lock:
+            now = time.monotonic()
+            if self.path is None or not (force or (self._dirty and now - self._written >= WRITE_INTERVAL)):
+                return
+            self._dirty = False
+            self._written = now
+            temporary = self.path.with_suffix(".tmp")
+            temporary.write_text(json.dumps(self.snapshot()))
+            os.replace(temporary, self.path)
+
+    def write_periodically(self) -> None:
+        """A thread writing what changed every WRITE_INTERVAL, so the loop never does."""
+        def loop() -> None:
+            while True:
+                time.sleep(WRITE_INTERVAL)
+                self.write()
+
+        threading.Thread(target=loop, name="stats-writer", daemon=True).start()
 
 
 def _exception(error: BaseException | str) -> dict[str, Any]:
