@@ -83,6 +83,7 @@ def test_word_count_state_and_deployment_survive_a_restart(brokers: list[Standal
     pids = instance_pids(data_dir, "wordcount")
     assert broker.stop() == 0
     assert not any(alive(pid) for pid in pids), "a stopped broker stops its instances"
+    assert "function public/default/wordcount:0 stopped (exit code 0)" in broker.log(), "and they end cleanly"
 
     broker = start(brokers, data_dir)
     admin = functions_admin(broker.admin_url)

@@ -58,6 +58,11 @@ def full_topic(name: str) -> str:
     return f"persistent://public/default/{name}" if len(parts) == 1 else f"persistent://{name}"
 
 
+class Stopped(Exception):
+    """The worker asked the instance to stop (the client reports it as Interrupted when the
+    signal came during a receive)."""
+
+
 class Instance:
     def __init__(self, identity: Identity, client: pulsar.Client, function: loader.UserFunction,
                  stats: InstanceStats, state: StateClient, logger: logging.Logger) -> None:
@@ -104,7 +109,7 @@ class Instance:
         try:
             while True:
                 self.handle(self.consumer.receive())
-        except (Stopped, pulsar.AlreadyClosed):
+        except (Stopped, pulsar.Interrupted, pulsar.AlreadyClosed):
             return
 
     def handle(self, message: Any) -> None:
@@ -200,10 +205,6 @@ class Instance:
             self.stats.write(force=True)
             os._exit(0)
         raise Stopped
-
-
-class Stopped(Exception):
-    """The worker asked the instance to stop."""
 
     def close(self) -> None:
         for producer in self.producers.values():

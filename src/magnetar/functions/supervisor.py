@@ -107,6 +107,7 @@ class InstanceProcess:
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
                 await process.wait()
+            log.info("function %s stopped (exit code %d)", self.label, process.returncode)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
