@@ -76,6 +76,7 @@ class Instance:
         self.serdes = {full_topic(topic): loader.serde(config.customSerdeInputs.get(topic)) for topic in
                        config.input_topics}
         self.default_serde = loader.serde(None)
+        self._serde_of_topic: dict[str, Any] = {}
         self.output_serde = loader.serde(config.outputSerdeClassName) if config.output else None
         self.consumer = self._subscribe()
         self.context = InstanceContext(identity, client, self.consumer, stats, state, logger)
@@ -120,7 +121,7 @@ class Instance:
         topic = message.topic_name()
         start = time.monotonic()
         try:
-            value = self.serdes.get(_PARTITION.sub("", topic), self.default_serde).deserialize(message.data())
+            value = self._input_serde(topic).deserialize(message.data())
             self.context.set_message(message, topic)
             with self.watchdog:
                 output = self.function.call(value, self.context)
@@ -137,6 +138,13 @@ class Instance:
         self.stats.on_processed((time.monotonic() - start) * 1000)
         self.emit(output, message, topic)
 
+    def _input_serde(self, topic: str) -> Any:
+        """The serde of a message's topic (a partition's is its topic's), looked up once a topic."""
+        serde = self._serde_of_topic.get(topic)
+        if serde is None:
+            serde = self._serde_of_topic[topic] = self.serdes.get(_PARTITION.sub("", topic), self.default_serde)
+        return serde
+
     def emit(self, output: Any, message: Any, topic: str) -> None:
         ack_after = not self.at_most_once and self.config.autoAck
         if output is None or self.output_serde is None:
@@ -150,14 +158,15 @@ class Instance:
             if not self.at_most_once:
                 self.consumer.negative_acknowledge(message)
             return
+        message_id = message.message_id()
         properties = {"__pfn_input_topic__": topic,
-                      "__pfn_input_msg_id__": base64.b64encode(message.message_id().serialize()).decode()}
+                      "__pfn_input_msg_id__": base64.b64encode(message_id.serialize()).decode()}
         options: dict[str, Any] = {"properties": properties}
-        if message.partition_key():
-            options["partition_key"] = message.partition_key()
+        if key := message.partition_key():
+            options["partition_key"] = key
         producer = self._producer(topic)
         if self.effectively_once:
-            options["sequence_id"] = sequence_id(message.message_id())
+            options["sequence_id"] = sequence_id(message_id)
 
         def done(result: Any, _message_id: Any) -> None:
             if result == pulsar.Result.Ok:

@@ -54,16 +54,15 @@ class InstanceStats:
         self.latest_system.extend(before.get("latestSystemExceptions", []))
 
     def on_received(self) -> None:
-        with self._lock:
-            self.received += 1
-            self.last_invocation = now_ms()
-            self._dirty = True
+        """Only the processing thread counts messages, so these two take no lock."""
+        self.received += 1
+        self.last_invocation = now_ms()
+        self._dirty = True
 
     def on_processed(self, latency_ms: float) -> None:
-        with self._lock:
-            self.processed += 1
-            self.latency_ms_total += latency_ms
-            self._dirty = True
+        self.processed += 1
+        self.latency_ms_total += latency_ms
+        self._dirty = True
 
     def on_user_exception(self, error: BaseException) -> None:
         with self._lock:
