@@ -121,7 +121,8 @@ class Standalone:
         """Where instances connect: the broker's and the admin API's advertised URLs."""
         assert self.service is not None and self.admin is not None
         advertised = self.service.listeners.resolve(None)
-        return Endpoints(advertised.broker_service_url or advertised.broker_service_url_tls, self.admin.http_url())
+        return Endpoints(advertised.broker_service_url or advertised.broker_service_url_tls, self.admin.http_url(),
+                         self.config.brokerClientAuthenticationPlugin, self.config.brokerClientAuthenticationParameters)
 
     async def stop(self) -> None:
         if self.functions is not None:

@@ -125,8 +125,12 @@ class FunctionsApi:
         from magnetar.client import errors  # noqa: PLC0415 (a client only when a trigger comes, not at start-up)
         from magnetar.client.aio import Client  # noqa: PLC0415
         from magnetar.client.message_id import MessageId  # noqa: PLC0415
+        from magnetar.credentials.authentication import authentication_from_plugin  # noqa: PLC0415
 
-        async with Client(self.worker.endpoints.service_url) as client:
+        endpoints = self.worker.endpoints
+        authentication = authentication_from_plugin(endpoints.auth_plugin, endpoints.auth_params) \
+            if endpoints.auth_plugin else None
+        async with Client(endpoints.service_url, authentication) as client:
             reader = await client.create_reader(config.output, MessageId.latest) if config.output else None
             producer = await client.create_producer(topic)
             await producer.send(value)

@@ -14,6 +14,9 @@ POSITIONS = ("Latest", "Earliest")
 _NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")
 _CLASS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 CODE_SUFFIXES = (".py", ".zip", ".whl")
+AUTH_PLUGIN_VARIABLE = "MAGNETAR_FUNCTION_AUTH_PLUGIN"
+AUTH_PARAMS_VARIABLE = "MAGNETAR_FUNCTION_AUTH_PARAMS"
+"""The environment in which the worker hands an instance its broker credentials."""
 
 
 class ConfigError(ValueError):

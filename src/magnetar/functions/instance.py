@@ -23,8 +23,9 @@ from typing import Any
 
 import pulsar
 
+from magnetar.credentials.authentication import authentication_from_plugin
 from magnetar.functions import loader
-from magnetar.functions.config import FunctionConfig
+from magnetar.functions.config import AUTH_PARAMS_VARIABLE, AUTH_PLUGIN_VARIABLE, FunctionConfig
 from magnetar.functions.context import Identity, InstanceContext
 from magnetar.functions.log_topic import LogTopicHandler
 from magnetar.functions.state_client import StateClient
@@ -301,13 +302,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     exit_with_parent()
     identity = Identity(config, args.instance_id, args.function_id, args.function_version)
-    client = pulsar.Client(args.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn))
+    plugin, params = os.environ.get(AUTH_PLUGIN_VARIABLE, ""), os.environ.get(AUTH_PARAMS_VARIABLE, "")
+    client = pulsar.Client(args.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+                           authentication=pulsar.Authentication(plugin, params) if plugin else None)
     logger = logging.getLogger(f"function.{config.fqfn}")
     if config.logTopic:
         log_topic = LogTopicHandler(client, config.logTopic, config.fqfn, args.instance_id)
         logger.addHandler(log_topic)
         log_topic.tee_output()
-    state = StateClient(args.state_url, config.fqfn)
+    state = StateClient(args.state_url, config.fqfn,
+                        authentication_from_plugin(plugin, params).http_headers() if plugin else None)
     instance = Instance(identity, client, function, stats, state, logger)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: instance.stop())

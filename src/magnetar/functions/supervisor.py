@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import shutil
 import signal
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.functions import stats
+from magnetar.functions.config import AUTH_PARAMS_VARIABLE, AUTH_PLUGIN_VARIABLE
 from magnetar.functions.store import Deployment
 
 log = logging.getLogger("magnetar.functions")
@@ -28,10 +30,17 @@ STABLE_SECONDS = 60.0
 
 @dataclass(frozen=True)
 class Endpoints:
-    """Where instances reach the broker and the worker's state API."""
+    """Where instances reach the broker and the worker's state API, and the credentials they
+    present there (brokerClientAuthenticationPlugin/Parameters; in the environment of the
+    instance, not on its command line, which any local user can read)."""
 
     service_url: str
     admin_url: str
+    auth_plugin: str = ""
+    auth_params: str = ""
+
+    def environment(self) -> dict[str, str]:
+        return {**os.environ, AUTH_PLUGIN_VARIABLE: self.auth_plugin, AUTH_PARAMS_VARIABLE: self.auth_params}
 
 
 class InstanceProcess:
@@ -89,7 +98,7 @@ class InstanceProcess:
             "--service-url", self.endpoints.service_url, "--state-url", self.endpoints.admin_url,
             "--stats-file", str(self.stats_file),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True)
+            start_new_session=True, env=self.endpoints.environment())
         log.info("function %s started (pid %d, %s)", self.label, self.process.pid, config.processingGuarantees)
         assert self.process.stdout is not None
         await _forward(self.process.stdout, logging.getLogger(f"magnetar.functions.{config.fqfn}"), self.instance_id)
