@@ -70,6 +70,8 @@ class FunctionsWorker:
         if not self.service.resources.namespace_exists(namespace):
             raise ConfigError(f"Namespace {namespace} does not exist")
         await check_code(config, code)
+        if self.store.get(config.fqfn) is not None:  # created by another request while the code loaded
+            raise ConfigError(f"Function {config.name} already exists")
         deployment = Deployment(config)
         self._prepare_output(config)
         self.store.save(deployment, code)
