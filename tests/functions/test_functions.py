@@ -108,6 +108,7 @@ def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: p
     with pytest.raises(AdminError) as refused:
         admin.status("public", "default", "excl")
     assert refused.value.status == 404
+    assert admin.admin.subscriptions("excl-in") == [], "cleanupSubscription, on by default, as in Pulsar"
 
 
 def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:
