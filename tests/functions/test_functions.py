@@ -102,7 +102,8 @@ def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: p
     assert magnetar_admin(url, "functions", "stop", "--name", "excl").returncode == 0
     assert status(admin, "excl")["numRunning"] == 0
     assert magnetar_admin(url, "functions", "start", "--name", "excl").returncode == 0
-    assert wait_for(lambda: status(admin, "excl")["numRunning"] == 1)
+    wait_consumers(admin.admin, {**config, "inputs": ["persistent://public/default/excl-in"]}, 1)
+    assert status(admin, "excl")["numRunning"] == 1
     assert magnetar_admin(url, "functions", "delete", "--name", "excl").returncode == 0
     assert admin.list("public", "default") == []
     with pytest.raises(AdminError) as refused:
@@ -138,6 +139,9 @@ def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:
     assert admin.query_state("public", "default", "probe", "last")["stringValue"] == "ping"
     assert wait_for(lambda: admin.stats("public", "default", "probe")["instances"][0]["metrics"]["userMetrics"]
                     == {"seen": 2.0})
+    metrics = urllib.request.urlopen(f"{fn_broker.admin_url}/metrics", timeout=10).read().decode()
+    assert 'pulsar_function_user_metric_seen_sum{cluster="standalone",tenant="public",namespace="public/default",' \
+           'name="probe",instance_id="0",fqfn="public/default/probe"} 2' in metrics
     admin.delete("public", "default", "probe")
 
 

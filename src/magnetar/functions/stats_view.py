@@ -36,15 +36,22 @@ def function_stats(runtime: FunctionRuntime) -> dict[str, Any]:
 
 
 def prometheus(runtimes: list[FunctionRuntime], cluster: str) -> str:
-    """The function metrics Pulsar's workers expose, one sample an instance."""
+    """The function metrics Pulsar's workers expose, one sample an instance, and each
+    `record_metric` name as `pulsar_function_user_metric_<name>_sum` and `_count`."""
+    samples = [(_labels(runtime, instance.instance_id, cluster), instance.metrics())
+               for runtime in runtimes for instance in runtime.instances]
     lines: list[str] = []
     for metric, key in _METRICS:
         lines.append(f"# TYPE {metric} {'gauge' if key == 'lastInvocationTime' else 'counter'}")
-        for runtime in runtimes:
-            config = runtime.deployment.config
-            for instance in runtime.instances:
-                labels = (f'cluster="{cluster}",tenant="{config.tenant}",namespace="{config.tenant}/'
-                          f'{config.namespace}",name="{config.name}",instance_id="{instance.instance_id}",'
-                          f'fqfn="{config.fqfn}"')
-                lines.append(f"{metric}{{{labels}}} {instance.metrics().get(key, 0)}")
+        lines.extend(f"{metric}{{{labels}}} {counted.get(key, 0)}" for labels, counted in samples)
+    for labels, counted in samples:
+        for name, metric in counted.get("userMetrics", {}).items():
+            lines.append(f"pulsar_function_user_metric_{name}_sum{{{labels}}} {metric['sum']}")
+            lines.append(f"pulsar_function_user_metric_{name}_count{{{labels}}} {metric['count']}")
     return "\n".join(lines) + "\n"
+
+
+def _labels(runtime: FunctionRuntime, instance_id: int, cluster: str) -> str:
+    config = runtime.deployment.config
+    return (f'cluster="{cluster}",tenant="{config.tenant}",namespace="{config.tenant}/{config.namespace}",'
+            f'name="{config.name}",instance_id="{instance_id}",fqfn="{config.fqfn}"')

@@ -5,6 +5,7 @@ brings every function back when the broker starts again."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sys
@@ -14,7 +15,9 @@ from typing import Any
 
 from magnetar.admin.metrics import CLUSTER
 from magnetar.broker.deduplication import DEDUPLICATION
+from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.functions.config import ConfigError, FunctionConfig
 from magnetar.functions.stats_view import prometheus
 from magnetar.functions.store import Deployment, FunctionStore
@@ -94,9 +97,23 @@ class FunctionsWorker:
         self._run(deployment, stored_code)
 
     async def delete(self, fqfn: str) -> None:
-        self.deployment(fqfn)
+        config = self.deployment(fqfn).config
         await self._stop_runtime(fqfn)
         self.store.delete(fqfn)
+        if config.cleanupSubscription:
+            self._unsubscribe(config)
+
+    def _unsubscribe(self, config: FunctionConfig) -> None:
+        """Pulsar's cleanupSubscription (on by default): a deleted function's subscription goes
+        too, so its inputs keep no backlog for nobody (a pattern's topics are left alone)."""
+        for name in config.input_topics:
+            topic = TopicName.parse(name)
+            count = self.service.partitions_of(topic) or 0
+            for partition in [topic.partition(i) for i in range(count)] if count else [topic]:
+                with contextlib.suppress(BrokerServiceError):
+                    loaded = self.service.get_topic(str(partition), create=False)
+                    if isinstance(loaded, PersistentTopic) and config.subscription in loaded.subscriptions:
+                        loaded.delete_subscription(config.subscription, force=True)
 
     async def set_running(self, fqfn: str, instance_id: int | None, running: bool) -> None:
         """start/stop: remembered in the store, so a stopped instance stays stopped after a restart."""
