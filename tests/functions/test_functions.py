@@ -136,6 +136,7 @@ def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:
     assert side_message.properties() == {"from": "probe"}
     logged = [m.data().decode() for m in receive_all(log, 2)]
     assert "probe saw ping" in logged[0] and logged[1] == "probe printed ping", logged
+    assert wait_for(lambda: "[0] probe printed ping" in fn_broker.log()), "and to the broker's log"
     assert admin.query_state("public", "default", "probe", "last")["stringValue"] == "ping"
     assert wait_for(lambda: admin.stats("public", "default", "probe")["instances"][0]["metrics"]["userMetrics"]
                     == {"seen": 2.0})

@@ -1,6 +1,7 @@
-"""Functions on a broker with token authentication and authorization: managing them needs
-the `functions` grant (or a tenant admin, a super user), and the worker's instances and
-trigger present brokerClientAuthenticationParameters to the binary protocol and the state API."""
+"""The worker's settings: on a broker with token authentication and authorization, managing
+functions needs the `functions` grant (or a tenant admin, a super user), and the worker's
+instances and trigger present brokerClientAuthenticationParameters to the binary protocol and
+the state API; `--no-functions-worker` runs none."""
 
 from __future__ import annotations
 
@@ -78,3 +79,14 @@ def test_functions_under_authentication_and_authorization(secured: tuple[Standal
     assert wait_for(counted)
     assert dev.trigger("public", "default", "excl", b"hi") == "hi!"
     client.close()
+
+
+def test_no_functions_worker(tmp_path: Path) -> None:
+    broker = Standalone(tmp_path / "data", args=["--no-functions-worker"]).start()
+    try:
+        with pytest.raises(AdminError) as refused:
+            FunctionsAdmin(AdminClient(broker.admin_url)).list("public", "default")
+        assert refused.value.status == 404
+    finally:
+        broker.stop()
+

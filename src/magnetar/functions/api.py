@@ -4,8 +4,10 @@ admin server with the routes the standalone hands it."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
@@ -83,14 +85,14 @@ class FunctionsApi:
         with _refusals():
             runtime = self.worker.runtime(_fqfn(request))
             if "instance" in request.match_info:
-                return web.json_response(self.worker._instances(runtime, _instance(request))[0].status())
+                return web.json_response(self.worker.instances(runtime, _instance(request))[0].status())
             return web.json_response(runtime.status())
 
     async def stats(self, request: web.Request) -> web.Response:
         with _refusals():
             runtime = self.worker.runtime(_fqfn(request))
             if "instance" in request.match_info:
-                instance = self.worker._instances(runtime, _instance(request))[0]
+                instance = self.worker.instances(runtime, _instance(request))[0]
                 return web.json_response(instance_stats(instance.metrics()))
             return web.json_response(function_stats(runtime))
 
@@ -192,18 +194,16 @@ class FunctionsApi:
         return web.json_response(self.worker.store.incr(fqfn, key, amount))
 
 
-class _refusals:
-    """Map the worker's refusals to Pulsar's statuses: 404 for a missing function, 400 for a
-    bad config or code."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, error: BaseException | None, _tb: Any) -> None:
-        if isinstance(error, FunctionNotFound):
-            raise fail(404, str(error)) from None
-        if isinstance(error, ConfigError):
-            raise fail(400, str(error)) from None
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """The worker's refusals as Pulsar's statuses: 404 for a missing function, 400 for a bad
+    config or code."""
+    try:
+        yield
+    except FunctionNotFound as error:
+        raise fail(404, str(error)) from None
+    except ConfigError as error:
+        raise fail(400, str(error)) from None
 
 
 def _names(request: web.Request) -> dict[str, str]:

@@ -124,7 +124,7 @@ class FunctionsWorker:
         deployment.stopped = sorted(stopped)
         self.store.save(deployment, None)
         runtime = self.runtimes[fqfn]
-        for instance in self._instances(runtime, instance_id):
+        for instance in self.instances(runtime, instance_id):
             instance.deployment.stopped = deployment.stopped
             if running:
                 instance.start()
@@ -133,13 +133,13 @@ class FunctionsWorker:
 
     async def restart(self, fqfn: str, instance_id: int | None) -> None:
         runtime = self.runtime(fqfn)
-        for instance in self._instances(runtime, instance_id):
+        for instance in self.instances(runtime, instance_id):
             await instance.stop()
             if instance.instance_id not in runtime.deployment.stopped:
                 instance.start()
 
     @staticmethod
-    def _instances(runtime: FunctionRuntime, instance_id: int | None) -> list[Any]:
+    def instances(runtime: FunctionRuntime, instance_id: int | None) -> list[Any]:
         if instance_id is None:
             return runtime.instances
         if not 0 <= instance_id < len(runtime.instances):
