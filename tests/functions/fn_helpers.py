@@ -46,8 +46,11 @@ def status(admin: FunctionsAdmin, name: str) -> dict[str, Any]:
 
 
 def consumers(admin: AdminClient, topic: str, subscription: str) -> int:
+    """The subscription's consumers on the topic (the fewest of any partition)."""
     try:
-        return len(admin.stats(topic)["subscriptions"].get(subscription, {}).get("consumers", []))
+        names = [f"{topic}-partition-{i}" for i in range(admin.partitions(topic))] or [topic]
+        return min(len(admin.stats(name)["subscriptions"].get(subscription, {}).get("consumers", []))
+                   for name in names)
     except AdminError:  # the topic does not exist yet
         return 0
 

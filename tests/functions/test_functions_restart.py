@@ -99,13 +99,14 @@ def test_sigkill_of_the_broker_loses_and_duplicates_nothing_effectively_once(
     data_dir = tmp_path / "data"
     broker = start(brokers, data_dir)
     admin = functions_admin(broker.admin_url)
+    admin.admin.create_partitioned_topic("eo-in", 2)  # one output producer a partition, each deduplicated
     config = deploy(admin, "eo", "slow_identity.py", "slow_identity", inputs=["eo-in"], output="eo-out",
                     processingGuarantees="EFFECTIVELY_ONCE")
     client = make_client(broker.url)
     producer = client.create_producer("eo-in")
     values = [f"m-{i}-{random.randrange(10**9)}" for i in range(400)]
-    for value in values:
-        producer.send_async(value.encode(), None)
+    for i, value in enumerate(values):
+        producer.send_async(value.encode(), None, partition_key=f"k{i % 7}")
     producer.flush()
     client.close()
     assert wait_for(lambda: status(admin, "eo")["instances"][0]["status"]["numSuccessfullyProcessed"] >= 50)
@@ -116,8 +117,8 @@ def test_sigkill_of_the_broker_loses_and_duplicates_nothing_effectively_once(
     broker = start(brokers, data_dir)
     admin = functions_admin(broker.admin_url)
     wait_consumers(admin.admin, config, 1)
-    assert wait_for(lambda: admin.admin.stats("eo-in")["subscriptions"]["public/default/eo"]["msgBacklog"] == 0,
-                    timeout=60)
+    assert wait_for(lambda: all(admin.admin.stats(f"eo-in-partition-{i}")["subscriptions"]["public/default/eo"]
+                                ["msgBacklog"] == 0 for i in range(2)), timeout=60)
     client = make_client(broker.url)
     reader = client.create_reader("eo-out", pulsar.MessageId.earliest)
     got = []
