@@ -327,3 +327,17 @@ def test_at_most_once_and_a_topics_pattern(fn_broker: Standalone, client: pulsar
     assert status(admin, "amo")["instances"][0]["status"]["numReceived"] == len(values)
     assert wait_for(lambda: admin.admin.stats("amo-a")["subscriptions"]["public/default/amo"]["msgBacklog"] == 0)
     admin.delete("public", "default", "amo")
+
+
+def test_retain_ordering_keeps_the_input_order_with_two_instances(fn_broker: Standalone,
+                                                                   client: pulsar.Client) -> None:
+    admin = functions_admin(fn_broker.admin_url)
+    deploy(admin, "ordered", "exclamation.py", "exclamation.ExclamationFunction", inputs=["ord-in"],
+           output="ord-out", parallelism=2, retainOrdering=True)
+    out = client.subscribe("ord-out", "check")
+    rng = random.Random()
+    values = words(rng, 200)
+    send_all(client, "ord-in", values, rng)
+    assert [m.data().decode() for m in receive_all(out, len(values))] == [f"{v}!" for v in values]
+    assert status(admin, "ordered")["numRunning"] == 2
+    admin.delete("public", "default", "ordered")
