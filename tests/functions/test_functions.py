@@ -341,3 +341,22 @@ def test_retain_ordering_keeps_the_input_order_with_two_instances(fn_broker: Sta
     assert [m.data().decode() for m in receive_all(out, len(values))] == [f"{v}!" for v in values]
     assert status(admin, "ordered")["numRunning"] == 2
     admin.delete("public", "default", "ordered")
+
+
+def test_effectively_once_retries_a_failed_message_in_order(fn_broker: Standalone, client: pulsar.Client) -> None:
+    """A redelivered message alone would come after later ones, and its output (a lower
+    sequence id) would be dropped as a duplicate: the instance restarts instead, and every
+    output is there once, in input order."""
+    admin = functions_admin(fn_broker.admin_url)
+    deploy(admin, "eo-retry", "fails_once.py", "fails_once.FailsOnce", inputs=["eor-in"], output="eor-out",
+           processingGuarantees="EFFECTIVELY_ONCE")
+    out = client.subscribe("eor-out", "check")
+    values = [f"e-{i}" for i in range(20)]
+    send_all(client, "eor-in", values, random.Random())
+    assert [m.data().decode() for m in receive_all(out, len(values))] == values
+    with pytest.raises(pulsar.Timeout):
+        out.receive(500)
+    shown = status(admin, "eo-retry")["instances"][0]["status"]
+    assert shown["numRestarts"] == 1
+    assert any("first try of e-7 fails" in e["exceptionString"] for e in shown["latestUserExceptions"])
+    admin.delete("public", "default", "eo-retry")

@@ -34,6 +34,7 @@ from magnetar.functions.stats import InstanceStats
 log = logging.getLogger("magnetar.functions.instance")
 EXIT_BAD_CODE = 2
 EXIT_TIMEOUT = 3
+EXIT_RETRY_IN_ORDER = 4
 NEGATIVE_ACK_DELAY_MS = 1000
 """A message a function failed on comes back after a second (the client's default, a
 minute, would stall a dead-lettering function for retries times a minute)."""
@@ -128,9 +129,7 @@ class Instance:
                 output = self.function.call(value, self.context)
         except Exception as error:
             log.exception("process() raised on message %s of %s", message.message_id(), topic)
-            self.stats.on_user_exception(error)
-            if not self.at_most_once:
-                self.consumer.negative_acknowledge(message)
+            self._failed(message, error)
             return
         except BaseException as error:  # sys.exit() in user code: recorded, then the process ends
             self.stats.on_user_exception(error)
@@ -146,18 +145,44 @@ class Instance:
             serde = self._serde_of_topic[topic] = self.serdes.get(_PARTITION.sub("", topic), self.default_serde)
         return serde
 
+    def _failed(self, message: Any, error: BaseException | str, *, user: bool = True) -> None:
+        """A message the function (`user`) or its output failed on comes back: negatively
+        acknowledged, except under ATMOST_ONCE (acknowledged already) and EFFECTIVELY_ONCE,
+        where a redelivery alone would come after later messages and its output, with a lower
+        sequence id, would be dropped as a duplicate: there the process ends, and the next
+        instance resumes from the last cumulative acknowledgement, in order."""
+        if user:
+            self.stats.on_user_exception(error if isinstance(error, BaseException) else RuntimeError(error))
+        else:
+            self.stats.on_system_exception(error)
+        if self.effectively_once:
+            log.error("EFFECTIVELY_ONCE: message %s failed (%s); the instance restarts to process it again in order",
+                      message.message_id(), error)
+            self.stats.write(force=True)
+            os._exit(EXIT_RETRY_IN_ORDER)
+        if not self.at_most_once:
+            self.consumer.negative_acknowledge(message)
+
+    def _acknowledge(self, message: Any) -> None:
+        """Individually; cumulatively under EFFECTIVELY_ONCE (outputs are receipted in input
+        order on a partition's producer, so everything before is stored too)."""
+        if self.effectively_once:
+            self.consumer.acknowledge_cumulative(message)
+        else:
+            self.consumer.acknowledge(message)
+
     def emit(self, output: Any, message: Any, topic: str) -> None:
         ack_after = not self.at_most_once and self.config.autoAck
         if output is None or self.output_serde is None:
             if ack_after:
-                self.consumer.acknowledge(message)
+                if self.effectively_once and topic in self.producers:
+                    self.producers[topic].flush()  # a cumulative ack must not pass outputs in flight
+                self._acknowledge(message)
             return
         try:
             data = bytes(self.output_serde.serialize(output))
         except Exception as error:
-            self.stats.on_user_exception(error)
-            if not self.at_most_once:
-                self.consumer.negative_acknowledge(message)
+            self._failed(message, error)
             return
         message_id = message.message_id()
         properties = {"__pfn_input_topic__": topic,
@@ -170,13 +195,10 @@ class Instance:
             options["sequence_id"] = sequence_id(message_id)
 
         def done(result: Any, _message_id: Any) -> None:
-            if result == pulsar.Result.Ok:
-                if ack_after:
-                    self.consumer.acknowledge(message)
-                return
-            self.stats.on_system_exception(f"output to {self.config.output} failed: {result}")
-            if not self.at_most_once:
-                self.consumer.negative_acknowledge(message)
+            if result != pulsar.Result.Ok:
+                self._failed(message, f"output to {self.config.output} failed: {result}", user=False)
+            elif ack_after:
+                self._acknowledge(message)
 
         producer.send_async(data, done, **options)
 
