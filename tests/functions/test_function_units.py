@@ -45,6 +45,7 @@ def test_pulsars_defaults() -> None:
     ({"deadLetterTopic": "dlq"}, "maxMessageRetries"),
     ({"topicsPattern": "(", "inputs": []}, "topicsPattern"),
     ({"processingGuarantees": "EFFECTIVELY_ONCE", "topicsPattern": "in.*"}, "EFFECTIVELY_ONCE"),
+    ({"processingGuarantees": "EFFECTIVELY_ONCE", "maxMessageRetries": 3}, "no dead letters"),
     ({"userConfig": "[]"}, "userConfig"),
     ({"py": "code.jar"}, ".py, .zip or .whl"),
     ({"runtime": "JAVA"}, "PYTHON"),

@@ -123,6 +123,9 @@ class FunctionConfig:
             raise ConfigError("deadLetterTopic needs maxMessageRetries")
         if self.processingGuarantees == "EFFECTIVELY_ONCE" and self.topicsPattern:
             raise ConfigError("EFFECTIVELY_ONCE needs named inputs (one deduplicated producer per input partition)")
+        if self.processingGuarantees == "EFFECTIVELY_ONCE" and self.maxMessageRetries is not None:
+            raise ConfigError("EFFECTIVELY_ONCE has no dead letters (a failed message is retried in order): "
+                              "drop maxMessageRetries")
         if self.runtime != "PYTHON":
             raise ConfigError(f"only the PYTHON runtime is served here, not {self.runtime}")
         if self.py is not None and not self.py.endswith(CODE_SUFFIXES):
