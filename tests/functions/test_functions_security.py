@@ -14,6 +14,7 @@ import pulsar
 import pytest
 from fn_helpers import CODE, receive_all, wait_consumers
 from polling import wait_for
+from procfs import descendants
 from standalone import Standalone
 
 from magnetar.admin.client import AdminClient, AdminError
@@ -79,6 +80,21 @@ def test_functions_under_authentication_and_authorization(secured: tuple[Standal
     assert wait_for(counted)
     assert dev.trigger("public", "default", "excl", b"hi") == "hi!"
     client.close()
+
+
+def test_code_that_takes_too_long_to_load_is_refused_within_the_request_budget(tmp_path: Path) -> None:
+    broker = Standalone(tmp_path / "data", ["webServiceRequestTimeoutSeconds=3"]).start()
+    try:
+        functions = FunctionsAdmin(AdminClient(broker.admin_url))
+        with pytest.raises(AdminError) as refused:
+            functions.create({"tenant": "public", "namespace": "default", "name": "slow", "inputs": ["in"],
+                              "className": "slow_import.process"}, CODE / "slow_import.py")
+        assert refused.value.status == 400 and "took over 2 s" in refused.value.reason, refused.value
+        assert functions.list("public", "default") == []
+        assert broker.proc is not None
+        assert descendants(broker.proc.pid) == [broker.proc.pid], "no check outlives its request"
+    finally:
+        broker.stop()
 
 
 def test_no_functions_worker(tmp_path: Path) -> None:

@@ -25,7 +25,9 @@ from magnetar.functions.supervisor import Endpoints, FunctionRuntime
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 log = logging.getLogger("magnetar.functions")
-CHECK_TIMEOUT_SECONDS = 60.0
+CHECK_SHARE_OF_BUDGET = 2 / 3
+"""Loading the code may take this share of the admin API's request budget
+(webServiceRequestTimeoutSeconds, 30 s by default), so a refusal says why in time."""
 
 
 class FunctionNotFound(LookupError):
@@ -39,6 +41,7 @@ class FunctionsWorker:
         self.home = data_dir / "functions"
         self.endpoints: Endpoints | None = None
         self.runtimes: dict[str, FunctionRuntime] = {}
+        self._check_timeout = service.config.webServiceRequestTimeoutSeconds * CHECK_SHARE_OF_BUDGET
 
     async def start(self, endpoints: Endpoints) -> None:
         """Run every stored function (after a restart: whatever was deployed before it)."""
@@ -72,7 +75,7 @@ class FunctionsWorker:
         namespace = f"{config.tenant}/{config.namespace}"
         if not self.service.resources.namespace_exists(namespace):
             raise ConfigError(f"Namespace {namespace} does not exist")
-        await check_code(config, code)
+        await check_code(config, code, self._check_timeout)
         if self.store.get(config.fqfn) is not None:  # created by another request while the code loaded
             raise ConfigError(f"Function {config.name} already exists")
         deployment = Deployment(config)
@@ -89,7 +92,7 @@ class FunctionsWorker:
         self._check_topics(config)
         stored_code = code if code is not None else self.store.code(fqfn)
         assert stored_code is not None
-        await check_code(config, stored_code)
+        await check_code(config, stored_code, self._check_timeout)
         deployment = Deployment(config, before.function_id, before.version + 1, before.stopped)
         self._prepare_output(config)
         self.store.save(deployment, code)
@@ -176,7 +179,7 @@ class FunctionsWorker:
                 self.service.policies.set_topic_value(topic, DEDUPLICATION, True)
 
 
-async def check_code(config: FunctionConfig, code: bytes) -> None:
+async def check_code(config: FunctionConfig, code: bytes, timeout: float) -> None:
     """Load the code, its class and its serdes in a child process (user code never runs in
     the broker's): what fails here is refused at create time with the loader's message."""
     with tempfile.TemporaryDirectory(prefix="magnetar-fn-check-") as scratch:
@@ -190,11 +193,13 @@ async def check_code(config: FunctionConfig, code: bytes) -> None:
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True)
         try:
-            output, _ = await asyncio.wait_for(process.communicate(), CHECK_TIMEOUT_SECONDS)
+            output, _ = await asyncio.wait_for(process.communicate(), timeout)
         except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise ConfigError(f"loading {config.className} took over {CHECK_TIMEOUT_SECONDS:.0f} s") from None
+            raise ConfigError(f"loading {config.className} took over {timeout:.0f} s") from None
+        finally:  # timed out, or the request was (its time budget): no check outlives it
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
     if process.returncode != 0:
         lines = [line for line in output.decode(errors="replace").splitlines() if line.strip()]
         reason = next((line for line in reversed(lines) if line.startswith("function code error:")),
