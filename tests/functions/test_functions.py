@@ -265,8 +265,7 @@ def test_delayed_dispatch_example(fn_broker: Standalone, client: pulsar.Client) 
     first, second = receive_all(out, 2)
     assert first.data() == b"now" and first.properties() == {"kind": "now"}
     assert second.data() == b"007" and second.partition_key() == "order-7" and second.properties() == {"kind": "late"}
-    assert second.publish_timestamp() / 1000 < sent_at + delay_ms / 1000  # republished at once, delivered later:
-    assert time.time() >= sent_at + delay_ms / 1000
+    assert time.time() >= sent_at + delay_ms / 1000, "delivered no earlier than its delay"
     assert wait_for(lambda: admin.admin.stats("dd-in")["subscriptions"]["public/default/delayed-dispatch"]
                     ["msgBacklog"] == 0), "the input is acknowledged once the output is stored"
     admin.delete("public", "default", "delayed-dispatch")
