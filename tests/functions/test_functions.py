@@ -131,9 +131,11 @@ def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:
     assert seen["secret"] == "s3cret" and seen["missing_secret"] is None
     assert seen["inputs"] == ["probe-in"] and seen["output"] == "probe-out" and seen["state"] == "ping"
 
-    side_message = receive_all(side, 1)[0]
+    side_message, conf_message = receive_all(side, 2)
     assert side_message.data() == b"side:ping" and side_message.partition_key() == "side-key"
     assert side_message.properties() == {"from": "probe"}
+    assert conf_message.data() == b"conf:ping" and conf_message.properties() == {"via": "conf"}
+    assert conf_message.event_timestamp() == 42
     logged = [m.data().decode() for m in receive_all(log, 2)]
     assert "probe saw ping" in logged[0] and logged[1] == "probe printed ping", logged
     assert wait_for(lambda: "[0] probe printed ping" in fn_broker.log()), "and to the broker's log"

@@ -134,7 +134,8 @@ class InstanceContext(pulsar.Context):
             if callback is not None:
                 callback(result, message_id)
 
-        producer.send_async(bytes(serde.serialize(message)), done, properties=properties, **(message_conf or {}))
+        options = {**({"properties": properties} if properties is not None else {}), **(message_conf or {})}
+        producer.send_async(bytes(serde.serialize(message)), done, **options)
 
     def ack(self, msgid: Any, topic: str | None = None) -> None:
         self._consumer.acknowledge(msgid)

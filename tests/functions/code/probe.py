@@ -13,6 +13,8 @@ class Probe(Function):
         context.put_state("last", input)
         context.publish(context.get_user_config_value("side_topic"), f"side:{input}",
                         properties={"from": "probe"}, message_conf={"partition_key": "side-key"})
+        context.publish(context.get_user_config_value("side_topic"), f"conf:{input}",  # the SDK examples' way
+                        message_conf={"properties": {"via": "conf"}, "event_timestamp": 42})
         return json.dumps({
             "input": input, "key": context.get_message_key(), "partition_key": context.get_partition_key(),
             "properties": context.get_message_properties(), "topic": context.get_current_message_topic_name(),
