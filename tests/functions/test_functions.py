@@ -308,6 +308,14 @@ def test_update_restart_and_state_verbs(fn_broker: Standalone, client: pulsar.Cl
                                   "--json"))["stringValue"] == "hello"
     missing = magnetar_admin(url, "functions", "querystate", "--name", "upd", "--key", "nothing")
     assert missing.returncode == 1 and "key 'nothing' doesn't exist" in missing.stderr
+
+    new_code = magnetar_admin(url, "functions", "update", "--name", "upd", "--py", str(CODE / "exclamation.py"),
+                              "--classname", "exclamation.ExclamationFunction")
+    assert new_code.returncode == 0, new_code.stderr
+    assert admin.get("public", "default", "upd")["py"] == "exclamation.py"
+    wait_consumers(admin.admin, config, 2)
+    producer.send(b"c")
+    assert receive_all(out, 1)[0].data() == b"c!"
     admin.delete("public", "default", "upd")
 
 
