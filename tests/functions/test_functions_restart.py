@@ -19,6 +19,7 @@ from polling import wait_for
 from standalone import Standalone
 
 from magnetar.admin.client import AdminError
+from magnetar.storage.metadata_store import SqliteMetadataStore
 
 
 @pytest.fixture
@@ -126,3 +127,18 @@ def test_sigkill_of_the_broker_loses_and_duplicates_nothing_effectively_once(
         got.append(reader.read_next(10000).data().decode())
     client.close()
     assert Counter(got) == Counter(values)
+
+
+def test_a_stored_function_that_no_longer_loads_neither_stops_the_broker_nor_stays(
+        brokers: list[Standalone], tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    store = SqliteMetadataStore(data_dir / "metadata.db")
+    store.put("/functions/meta/public/default/old", json.dumps({"config": {"name": "old", "planet": "x"}}).encode())
+    store.close()
+    broker = start(brokers, data_dir)
+    assert "function public/default/old not started: its stored config no longer loads" in broker.log()
+    admin = functions_admin(broker.admin_url)
+    assert admin.list("public", "default") == ["old"]
+    admin.delete("public", "default", "old")
+    assert admin.list("public", "default") == []

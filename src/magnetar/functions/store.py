@@ -48,9 +48,8 @@ class FunctionStore:
     def code(self, fqfn: str) -> bytes | None:
         return self.metadata.get(_CODE + fqfn)
 
-    def all(self) -> list[Deployment]:
-        found = (self.get(key[len(_META):]) for key in self.metadata.list(_META))
-        return [deployment for deployment in found if deployment is not None]
+    def fqfns(self) -> list[str]:
+        return [key[len(_META):] for key in self.metadata.list(_META)]
 
     def names(self, tenant: str, namespace: str) -> list[str]:
         prefix = f"{_META}{tenant}/{namespace}/"

@@ -46,8 +46,13 @@ class FunctionsWorker:
     async def start(self, endpoints: Endpoints) -> None:
         """Run every stored function (after a restart: whatever was deployed before it)."""
         self.endpoints = endpoints
-        for deployment in self.store.all():
-            code = self.store.code(deployment.config.fqfn)
+        for fqfn in self.store.fqfns():
+            try:
+                deployment = self.deployment(fqfn)
+            except (ConfigError, KeyError, ValueError) as error:  # stored by a version with other rules
+                log.error("function %s not started: its stored config no longer loads (%s)", fqfn, error)
+                continue
+            code = self.store.code(fqfn)
             if code is not None:
                 self._run(deployment, code)
         if self.runtimes:
@@ -100,10 +105,14 @@ class FunctionsWorker:
         self._run(deployment, stored_code)
 
     async def delete(self, fqfn: str) -> None:
-        config = self.deployment(fqfn).config
+        """Also a function whose stored config no longer loads (its subscription then stays)."""
+        try:
+            config: FunctionConfig | None = self.deployment(fqfn).config
+        except (ConfigError, KeyError, ValueError):
+            config = None
         await self._stop_runtime(fqfn)
         self.store.delete(fqfn)
-        if config.cleanupSubscription:
+        if config is not None and config.cleanupSubscription:
             self._unsubscribe(config)
 
     def _unsubscribe(self, config: FunctionConfig) -> None:
