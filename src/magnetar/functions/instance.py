@@ -46,8 +46,10 @@ _PARTITION = re.compile(r"-partition-\d+\Z")
 
 def sequence_id(message_id: Any) -> int:
     """The output's sequence id for EFFECTIVELY_ONCE: the input's position, increasing with it
-    on one input partition (ledger in the top bits, then entry, then batch index), so the
-    broker's deduplication drops an output a restarted instance sends again."""
+    on one input partition, so the broker's deduplication drops an output a restarted instance
+    sends again. Ledger id in the top bits (below 2**23), then entry id (below 2**26: ledgers
+    roll over long before), then batch index (below 2**14); Pulsar's Java runtime packs ledger
+    and entry alone, which repeats an id within a batch."""
     batch = max(message_id.batch_index(), 0)
     return (message_id.ledger_id() << 40) | (message_id.entry_id() << 14) | batch
 
