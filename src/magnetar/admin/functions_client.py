@@ -40,6 +40,9 @@ class FunctionsAdmin:
         return json.loads(content) if content else None
 
     def _upload(self, method: str, config: dict[str, Any], code: Path | None) -> None:
+        """`config` is FunctionConfig JSON; tenant and namespace default to Pulsar's
+        (`public`, `default`)."""
+        config = {"tenant": "public", "namespace": "default", **config}
         fields: dict[str, tuple[str | None, str, bytes]] = {
             "functionConfig": (None, "application/json", json.dumps(config).encode())}
         if code is not None:
