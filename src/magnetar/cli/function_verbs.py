@@ -17,6 +17,7 @@ from magnetar.admin.client import AdminClient
 from magnetar.admin.functions_client import FunctionsAdmin
 from magnetar.cli.parsing import UsageError
 from magnetar.cli.verbs import Verb, arg
+from magnetar.functions.config import ConfigError, parse_json_flag
 
 GUARANTEES = ("ATLEAST_ONCE", "ATMOST_ONCE", "EFFECTIVELY_ONCE")
 
@@ -32,12 +33,9 @@ INSTANCE = arg("--instance-id", type=int, help="one instance (default: all)")
 def _json_object(flag: str) -> Any:
     def parse(text: str) -> dict[str, Any]:
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise argparse.ArgumentTypeError(f"{flag} is not valid JSON: {error}") from None
-        if not isinstance(value, dict):
-            raise argparse.ArgumentTypeError(f"{flag} must be a JSON object")
-        return value
+            return parse_json_flag(flag, text)
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
     return parse
 
 
