@@ -42,6 +42,9 @@ MAGNETAR = {
     "magnetar.broker.transport": ". accept_errors advertised_listeners connection connection_controller "
                                  "consumer_commands frame_writes lookup_commands publish_checks topic_list",
     "magnetar.cli": ". parsing standalone",
+    # the functions worker, on in the standalone as in Pulsar's (its instances' runtime and the
+    # trigger's client load only when used)
+    "magnetar.functions": ". api config stats stats_view store supervisor worker",
     "magnetar.plugins": ".",
     "magnetar.storage": ". appends compacted_ledger config cursor entry_cache entry_reader errors faults file_pool "
                         "group_commit layout ledger ledger_files ledger_ids ledger_recovery ledger_slot "

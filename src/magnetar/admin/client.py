@@ -64,12 +64,13 @@ class AdminClient:
 
     # -- transport
     def _request(self, method: str, path: str, body: Any = None, *, raw: bool = False,
-                 query: dict[str, Any] | None = None) -> tuple[bytes, dict[str, str]]:
+                 query: dict[str, Any] | None = None,
+                 content_type: str = "application/json") -> tuple[bytes, dict[str, str]]:
         url = self.url + path
         if query:
             url += "?" + urllib.parse.urlencode({k: _query_value(v) for k, v in query.items() if v is not None})
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        headers = {**({"Content-Type": "application/json"} if data is not None else {}),
+        headers = {**({"Content-Type": content_type} if data is not None else {}),
                    **self._authentication.http_headers()}
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:

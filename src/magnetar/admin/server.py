@@ -9,6 +9,7 @@ scripts (and `curl` habits) carry over.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -36,6 +37,8 @@ class AdminServer:
                     BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name)):
             self.app.add_routes(api.routes())
         self.app.add_routes([web.get("/metrics", self.metrics)])
+        self.metrics_sources: list[Callable[[], str]] = []
+        """More of /metrics from above the admin API (the functions worker's)."""
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.tls_port: int | None = None
@@ -82,4 +85,6 @@ class AdminServer:
 
     async def metrics(self, _request: web.Request) -> web.Response:
         topics = [*self.service.topics.values(), *self.service.non_persistent_topics.values()]
-        return web.Response(text=metrics.render(topics, self.service.factory.entry_cache), content_type="text/plain")
+        text = metrics.render(topics, self.service.factory.entry_cache)
+        return web.Response(text="".join([text, *(source() for source in self.metrics_sources)]),
+                            content_type="text/plain")

@@ -22,25 +22,13 @@ from typing import Any
 
 from magnetar.admin.client import AdminClient, AdminError, Message
 from magnetar.cli import options as cli_options
+from magnetar.cli.function_verbs import FUNCTION_VERBS
 from magnetar.cli.parsing import UsageError, add_log_level, namespace_name, topic_name
+from magnetar.cli.verbs import Verb, arg
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 _DURATION = re.compile(r"(\d+)([smhdw]?)")
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-Action = Callable[[AdminClient, argparse.Namespace], Any]
-
-
-@dataclass(frozen=True)
-class Verb:
-    name: str
-    help: str
-    action: Action
-    arguments: list[tuple[tuple[str, ...], dict[str, Any]]] = field(default_factory=list)
-
-
-def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
-    return flags, options
 
 
 def duration_seconds(text: str) -> int:
@@ -318,6 +306,7 @@ RESOURCES: dict[str, list[Verb]] = {
         Verb("healthcheck", "check that the broker answers", lambda a, _: a.healthcheck() or "ok"),
         Verb("get-runtime-config", "show the configuration in effect", lambda a, _: a.runtime_configuration()),
     ],
+    "functions": FUNCTION_VERBS,
 }
 
 

@@ -28,6 +28,7 @@ class Need(enum.Enum):
     LOOKUP = "produce or consume"
     PRODUCE = "produce"
     CONSUME = "consume"
+    FUNCTIONS = "functions"
     TENANT_ADMIN = "a tenant admin"
     SUPER_USER = "a super user"
 
@@ -37,6 +38,7 @@ GRANTS: dict[Need, frozenset[str]] = {
     Need.LOOKUP: frozenset({"produce", "consume"}),
     Need.PRODUCE: frozenset({"produce"}),
     Need.CONSUME: frozenset({"consume"}),
+    Need.FUNCTIONS: frozenset({"functions"}),
 }
 
 
@@ -87,6 +89,7 @@ GRANT_PERMISSION = Operation("NamespaceOperation.GRANT_PERMISSION", Need.TENANT_
 REVOKE_PERMISSION = Operation("NamespaceOperation.REVOKE_PERMISSION", Need.TENANT_ADMIN)
 NAMESPACE_POLICY_READ = Operation("NamespacePolicy READ", Need.TENANT_ADMIN)
 NAMESPACE_POLICY_WRITE = Operation("NamespacePolicy WRITE", Need.TENANT_ADMIN)
+FUNCTIONS = Operation("NamespaceOperation.FUNCTIONS", Need.FUNCTIONS)
 # -- tenants
 LIST_NAMESPACES = Operation("TenantOperation.LIST_NAMESPACES", Need.TENANT_ADMIN)
 CREATE_NAMESPACE = Operation("TenantOperation.CREATE_NAMESPACE", Need.TENANT_ADMIN)

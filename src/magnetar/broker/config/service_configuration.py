@@ -198,6 +198,11 @@ class ServiceConfiguration:
     brokerServiceCompactionThresholdInBytes: int = 0
     topicCompactionRetainNullKey: bool = False
     compactionServiceFactoryClassName: str = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
+    # Pulsar Functions (magnetar.functions): the worker runs inside the standalone, on by default there
+    functionsWorkerEnabled: bool = False
+    # the credentials the functions worker's instances (and its trigger) present to this broker
+    brokerClientAuthenticationPlugin: str = ""
+    brokerClientAuthenticationParameters: str = ""
     delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
 
     @property
