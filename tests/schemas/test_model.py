@@ -62,3 +62,11 @@ def test_equality_is_type_and_definition_not_properties() -> None:
     assert a.same_as(SchemaData(SchemaType.AVRO, b'"int"', {"b": "2"}))
     assert not a.same_as(SchemaData(SchemaType.JSON, b'"int"'))
     assert not a.same_as(SchemaData(SchemaType.AVRO, b'"long"'))
+
+
+def test_key_value_properties_name_its_sides() -> None:
+    """Unlike Pulsar, the sides' types (in the properties) tell two KEY_VALUE schemas apart."""
+    data = b"\x00\x00\x00\x00\x00\x00\x00\x00"
+    string_key = SchemaData(SchemaType.KEY_VALUE, data, {"key.schema.type": "STRING"})
+    assert string_key.same_as(SchemaData(SchemaType.KEY_VALUE, data, {"key.schema.type": "STRING"}))
+    assert not string_key.same_as(SchemaData(SchemaType.KEY_VALUE, data, {"key.schema.type": "INT64"}))

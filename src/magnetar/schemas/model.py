@@ -104,8 +104,17 @@ class SchemaData:
         type is compared beside it; properties are not)."""
         return hashlib.sha256(self.data).digest()
 
+    @property
+    def identity(self) -> tuple[bytes, tuple[tuple[str, str], ...]]:
+        """What makes two schemas of one type the same: the definition's hash, plus for
+        KEY_VALUE the properties, which name the two sides' types (Pulsar looks at the hash
+        alone, so there KEY_VALUE<STRING, X> and KEY_VALUE<INT64, X> pass for one schema)."""
+        if self.type == SchemaType.KEY_VALUE:
+            return self.hash, tuple(sorted(self.properties.items()))
+        return self.hash, ()
+
     def same_as(self, other: SchemaData) -> bool:
-        return self.type == other.type and self.hash == other.hash
+        return self.type == other.type and self.identity == other.identity
 
 
 class CompatibilityStrategy(enum.Enum):

@@ -179,7 +179,7 @@ def _identity(schema: SchemaData) -> object:
             return parse_avro(schema.data, schema.type)
         except InvalidSchemaError:
             pass
-    return schema.hash
+    return schema.identity
 
 
 def _encode(schema: SchemaData) -> bytes:
