@@ -34,11 +34,11 @@ import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from magnetar.broker.collector import settle_after_start
 from magnetar.broker.config import ServiceConfiguration
-from magnetar.broker.connection import ServerCnx
-from magnetar.broker.publish_checks import check_send
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.service.collector import settle_after_start
+from magnetar.broker.transport.connection import ServerCnx
+from magnetar.broker.transport.publish_checks import check_send
 from magnetar.wire import client_commands
 from magnetar.wire.batch import encode_batch
 from magnetar.wire.commands import ReceiptEncoder

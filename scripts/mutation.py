@@ -34,8 +34,9 @@ TARGETS: dict[str, list[str]] = {
              ("batch", "client_commands", "commands", "compression", "entry", "frames", "message_id", "topic_name")],
     "selector": ["magnetar.broker.entry_filters.selector.*", "magnetar.broker.entry_filters.selector_filter.*"],
     "compaction": ["magnetar.wire.compaction.*", "magnetar.broker.compaction.compactor.*"],
-    "acks": ["magnetar.storage.cursor.*", "magnetar.storage.range_set.*", "magnetar.broker.subscription.*"],
-    "key_shared": ["magnetar.broker.consumer_selectors.*"],
+    "acks": ["magnetar.storage.cursor.*", "magnetar.storage.range_set.*",
+             "magnetar.broker.topics.persistent.persistent_subscription.*"],
+    "key_shared": ["magnetar.broker.topics.consumer_selectors.*"],
 }
 #: mutmut's exit codes of a mutant's test run, as its `results` names them
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",

@@ -23,12 +23,6 @@ LARGEST_CYCLE = 12
 """Modules in the largest import cycle allowed (issue 31)."""
 TOP_LEVEL = sorted(module.name for module in pkgutil.iter_modules(magnetar.__path__))
 
-# Issue 31 is landing in parts; each package's check passes once its own part is in.
-_PENDING = {
-    "broker": "issue 31: the broker's modules form one 42-module cycle until the broker/ layering lands",
-}
-
-
 def test_import_contracts_hold() -> None:
     """`lint-imports` exits non-zero on any broken contract; its report says which import broke it."""
     lint_imports = Path(sys.executable).with_name("lint-imports")
@@ -98,12 +92,7 @@ def cycles() -> list[set[str]]:
     return [component for component in strongly_connected(graph) if len(component) > 1]
 
 
-def _packages() -> list[object]:
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=_PENDING[name])) if name in _PENDING
-            else name for name in TOP_LEVEL]
-
-
-@pytest.mark.parametrize("package", _packages())
+@pytest.mark.parametrize("package", TOP_LEVEL)
 def test_import_cycles_are_small_and_inside_one_package(cycles: list[set[str]], package: str) -> None:
     prefix = f"magnetar.{package}"
     mine = [sorted(cycle) for cycle in cycles

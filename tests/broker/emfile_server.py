@@ -11,7 +11,7 @@ import os
 import resource
 import sys
 
-from magnetar.broker.accept_errors import AcceptErrorReporter, BrokerEventLoop
+from magnetar.broker.transport.accept_errors import AcceptErrorReporter, BrokerEventLoop
 
 HOLD_SECONDS = 3.0
 

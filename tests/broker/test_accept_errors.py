@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from magnetar.broker.accept_errors import AcceptErrorReporter
+from magnetar.broker.transport.accept_errors import AcceptErrorReporter
 
 SERVER = Path(__file__).with_name("emfile_server.py")
 

@@ -9,7 +9,7 @@ import pytest
 from rawclient import RawClient
 from standalone import Standalone, run_standalone
 
-from magnetar.broker.advertised_listeners import (
+from magnetar.broker.transport.advertised_listeners import (
     ListenerConfigError,
     internal_listener_name,
     parse_advertised_listeners,

@@ -12,16 +12,16 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from standalone import Standalone, run_standalone
 
-from magnetar.broker.config import ConfigError, ServiceConfiguration, magnetar_keys
-from magnetar.broker.config_loading import (
+from magnetar.broker.config.loading import (
     LoadedConfiguration,
     displayed_value,
     environment_settings,
     load_configuration,
 )
-from magnetar.broker.properties import PropertiesError, Setting, parse_properties
-from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
-from magnetar.broker.service import managed_ledger_config
+from magnetar.broker.config.properties import PropertiesError, Setting, parse_properties
+from magnetar.broker.config.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
+from magnetar.broker.config.service_configuration import ConfigError, ServiceConfiguration, magnetar_keys
+from magnetar.broker.service.broker_service import managed_ledger_config
 from magnetar.cli import parser
 
 # --- the Java properties syntax ----------------------------------------------------------

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from magnetar.broker.consumer_selectors import (
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.topics.consumer_selectors import (
     HASH_RANGE_SIZE,
     RoundRobinSelector,
     StickyKeyConsumerSelector,
@@ -18,7 +19,6 @@ from magnetar.broker.consumer_selectors import (
     choose_active,
     sticky_key_hash,
 )
-from magnetar.broker.errors import BrokerServiceError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 ALL_HASHES = range(HASH_RANGE_SIZE)

@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from magnetar.broker.frame_writes import LARGE_FRAME, socket_fd, write_frames
+from magnetar.broker.transport.frame_writes import LARGE_FRAME, socket_fd, write_frames
 
 
 class _Sink(asyncio.Protocol):

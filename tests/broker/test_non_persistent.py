@@ -23,7 +23,7 @@ from admin_http import http as admin_request
 from polling import wait_for
 from rawclient import RawClient
 
-from magnetar.broker.topic_list import compile_pattern, filter_topics, topics_hash
+from magnetar.broker.transport.topic_list import compile_pattern, filter_topics, topics_hash
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 T = pb.BaseCommand

@@ -18,10 +18,10 @@ from types import ModuleType
 import pulsar
 from standalone import Standalone
 
-from magnetar.broker.config import magnetar_keys
-from magnetar.broker.config_loading import load_configuration
-from magnetar.broker.properties import read_properties_file
-from magnetar.broker.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
+from magnetar.broker.config.loading import load_configuration
+from magnetar.broker.config.properties import read_properties_file
+from magnetar.broker.config.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
+from magnetar.broker.config.service_configuration import magnetar_keys
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT_PYTHON_CONF = Path(__file__).parent / "conf_files" / "pulsar_client_python_standalone.conf"

@@ -25,17 +25,22 @@ MAGNETAR = {
     "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces operations permissions "
                       "responses "
                       "retention security server subscriptions tenants topics",
-    "magnetar.broker": ". abstract_subscription abstract_topic accept_errors advertised_listeners auth "
-                       "auth.authentication auth.authorization auth.operations auth.revalidation backlog_quota "
-                       "collector compaction "
-                       "compaction.manager compaction.reads compaction.service config config_loading connection "
-                       "connection_controller consumer consumer_commands consumer_selectors deduplication "
-                       "delayed_delivery dispatcher entry_filters entry_filters.gate entry_filters.policy "
-                       "entry_metadata errors frame_writes inactivity internal_stats key_shared_dispatcher "
-                       "lookup_commands loop_bridge message_expiry periodic policies positions producer properties "
-                       "publish_checks "
-                       "resources retention service shared_dispatcher single_active_dispatcher stats "
-                       "subscription tls topic topic_limits topic_list",
+    "magnetar.broker": ". deduplication entry_metadata errors tls",
+    "magnetar.broker.auth": ". authentication authorization operations",
+    "magnetar.broker.compaction": ". manager options service",
+    "magnetar.broker.config": ". loading properties service_configuration",
+    "magnetar.broker.delayed_delivery": ".",
+    "magnetar.broker.entry_filters": ". policy",
+    "magnetar.broker.monitors": ". backlog_quota compaction inactivity message_expiry periodic retention revalidation",
+    "magnetar.broker.policies": ". backlog_quota resources retention topic_policies",
+    "magnetar.broker.service": ". broker_service collector config_checks",
+    "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context loop_bridge "
+                              "positions producer stats topic_limits",
+    "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
+                                         "key_shared_dispatcher message_expiry persistent_subscription "
+                                         "persistent_topic shared_dispatcher single_active_dispatcher",
+    "magnetar.broker.transport": ". accept_errors advertised_listeners connection connection_controller "
+                                 "consumer_commands frame_writes lookup_commands publish_checks topic_list",
     "magnetar.cli": ". parsing standalone",
     "magnetar.plugins": ".",
     "magnetar.storage": ". appends compacted_ledger config cursor entry_cache entry_reader errors faults file_pool "
@@ -101,7 +106,7 @@ def default_start(tmp_path_factory) -> list[str]:
 
 
 def test_a_default_broker_imports_only_what_it_needs(default_start):
-    assert "magnetar.broker.service" in default_start  # the probe saw a broker that started
+    assert "magnetar.broker.service.broker_service" in default_start  # the probe saw a broker that started
     assert unexpected(default_start) == []
 
 
@@ -111,9 +116,9 @@ def test_a_default_broker_imports_only_what_it_needs(default_start):
     "lz4", "zstandard", "cramjam",  # payload codecs: the broker never opens a payload
     "pyroaring",  # delayed-delivery trackers, made by the first subscription that needs one
     "javaproperties", "xml", "difflib",  # a --config file, a mistyped key
-    "magnetar.broker.pulsar_keys",  # a key that is not magnetar's
+    "magnetar.broker.config.pulsar_keys",  # a key that is not magnetar's
     "magnetar.broker.auth.session",  # authentication: off by default
-    "magnetar.broker.non_persistent_topic",  # made by the first non-persistent topic
+    "magnetar.broker.topics.nonpersistent.non_persistent_topic",  # made by the first non-persistent topic
     "magnetar.broker.compaction.compactor", "magnetar.wire.batch", "magnetar.formats",
     "magnetar.broker.auth.providers", "magnetar.spark", "magnetar.client", "magnetar.cli.admin",
 ])
@@ -125,6 +130,6 @@ def test_a_pulsar_conf_file_loads_its_parser_and_pulsars_keys_and_nothing_else(t
     conf = tmp_path / "broker.conf"
     conf.write_text("clusterName=standalone\nmaxMessageSize=1048576\n")
     modules = modules_at_start(tmp_path, "--config", str(conf))
-    assert "javaproperties" in modules and "magnetar.broker.pulsar_keys" in modules
+    assert "javaproperties" in modules and "magnetar.broker.config.pulsar_keys" in modules
     assert [name for name in unexpected(modules)
-            if not name.startswith("javaproperties") and name != "magnetar.broker.pulsar_keys"] == []
+            if not name.startswith("javaproperties") and name != "magnetar.broker.config.pulsar_keys"] == []

@@ -8,8 +8,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from topic_context import load_topic
 
-from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.config import ServiceConfiguration
+from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -18,24 +20,19 @@ Sub = pb.CommandSubscribe
 ALL_BITS = -1  # a 64-bit word with every bit set, as a signed int64 on the wire
 
 
-class Topic:
-    """What a subscription reads of its topic: the ledger, its name, one broker setting."""
-
-    def __init__(self, ledger, batch_level: bool) -> None:
-        self.ledger = ledger
-        self.name = "persistent://public/default/acks"
-        self.partition = -1
-        self.service = SimpleNamespace(config=SimpleNamespace(acknowledgmentAtBatchIndexLevelEnabled=batch_level))
+@pytest.fixture
+def factory(tmp_path):
+    config = ManagedLedgerConfig(max_entries_per_ledger=4, retention_time_seconds=-1, retention_size_bytes=-1)
+    with ManagedLedgerFactory(tmp_path / "data", config) as factory:
+        yield factory
 
 
 @pytest.fixture
-def ledger(tmp_path):
-    config = ManagedLedgerConfig(max_entries_per_ledger=4, retention_time_seconds=-1, retention_size_bytes=-1)
-    with ManagedLedgerFactory(tmp_path / "data", config) as factory:
-        managed = factory.open("public/default/persistent/acks")
-        for i in range(12):
-            managed.append_sync(b"%d" % i)
-        yield managed
+def ledger(factory):
+    managed = factory.open("public/default/persistent/acks")
+    for i in range(12):
+        managed.append_sync(b"%d" % i)
+    return managed
 
 
 @pytest.fixture
@@ -43,8 +40,11 @@ def p(ledger) -> list[Position]:
     return [position for position, _ in ledger.read_entries(ledger.first_position, 100)]
 
 
-def subscription(ledger, sub_type: int = Sub.Exclusive, batch_level: bool = True) -> PersistentSubscription:
-    sub = PersistentSubscription(Topic(ledger, batch_level), "sub", ledger.open_cursor("sub", "earliest"), True)
+def subscription(factory, ledger, sub_type: int = Sub.Exclusive, batch_level: bool = True) -> PersistentSubscription:
+    """A durable subscription from the first entry, as a topic loaded with its cursor has it."""
+    ledger.open_cursor("sub", "earliest")
+    config = ServiceConfiguration(acknowledgmentAtBatchIndexLevelEnabled=batch_level)
+    sub = load_topic(factory, ledger, config).subscriptions["sub"]
     sub.sub_type = sub_type
     return sub
 
@@ -66,8 +66,8 @@ def ack(kind: int, *ids: pb.MessageIdData) -> pb.CommandAck:
     return pb.CommandAck(consumer_id=0, ack_type=kind, message_id=list(ids))
 
 
-def test_cumulative_ack_marks_everything_up_to_the_entry(ledger, p):
-    sub = subscription(ledger)
+def test_cumulative_ack_marks_everything_up_to_the_entry(factory, ledger, p):
+    sub = subscription(factory, ledger)
     assert sub.acknowledge(consumer(), ack(CUMULATIVE, mid(p[5]))) is None
     assert sub.cursor.mark_delete_position == p[5]
     assert sub.first_unacked_position() == p[6]
@@ -89,9 +89,9 @@ def test_cumulative_ack_marks_everything_up_to_the_entry(ledger, p):
     (6, [0, 1], None, 5, [64]),
     (6, [ALL_BITS], 64, 5, list(range(64))),
 ])
-def test_cumulative_ack_of_a_batch_in_part_stops_one_entry_short(ledger, p, entry, ack_set, batch_size, marked,
+def test_cumulative_ack_of_a_batch_in_part_stops_one_entry_short(factory, ledger, p, entry, ack_set, batch_size, marked,
                                                                 pending_indexes):
-    sub = subscription(ledger)
+    sub = subscription(factory, ledger)
     assert sub.acknowledge(consumer(), ack(CUMULATIVE, mid(p[entry], ack_set, batch_size))) is None
     assert sub.cursor.mark_delete_position == p[marked]
     if pending_indexes is None:
@@ -105,8 +105,8 @@ def test_cumulative_ack_of_a_batch_in_part_stops_one_entry_short(ledger, p, entr
         assert unacked[:len(pending_indexes)] == pending_indexes
 
 
-def test_a_partial_batch_at_the_very_first_entry_marks_nothing(ledger, p):
-    sub = subscription(ledger)
+def test_a_partial_batch_at_the_very_first_entry_marks_nothing(factory, ledger, p):
+    sub = subscription(factory, ledger)
     before = sub.cursor.mark_delete_position
     assert sub.acknowledge(consumer(), ack(CUMULATIVE, mid(p[0], [0b10], 2))) is None
     assert sub.cursor.mark_delete_position == before
@@ -114,15 +114,15 @@ def test_a_partial_batch_at_the_very_first_entry_marks_nothing(ledger, p):
     assert sub.backlog() == 12
 
 
-def test_cumulative_ack_of_nothing_of_a_ledger_marks_the_ledger_before(ledger, p):
-    sub = subscription(ledger)
+def test_cumulative_ack_of_nothing_of_a_ledger_marks_the_ledger_before(factory, ledger, p):
+    sub = subscription(factory, ledger)
     second_ledger = p[4].ledger_id
     assert sub.acknowledge(consumer(), ack(CUMULATIVE, mid(Position(second_ledger, -1)))) is None
     assert sub.cursor.mark_delete_position == p[3]
 
 
-def test_cumulative_ack_never_moves_back(ledger, p):
-    sub = subscription(ledger)
+def test_cumulative_ack_never_moves_back(factory, ledger, p):
+    sub = subscription(factory, ledger)
     sub.acknowledge(consumer(), ack(CUMULATIVE, mid(p[7])))
     assert sub.acknowledge(consumer(), ack(CUMULATIVE, mid(p[2]))) is None
     assert sub.acknowledge(consumer(), ack(CUMULATIVE, mid(p[7]))) is None
@@ -130,31 +130,31 @@ def test_cumulative_ack_never_moves_back(ledger, p):
     assert sub.cursor.mark_delete_position == p[7]
 
 
-def test_cumulative_ack_forgets_what_the_consumer_held_up_to_the_mark(ledger, p):
-    sub = subscription(ledger)
+def test_cumulative_ack_forgets_what_the_consumer_held_up_to_the_mark(factory, ledger, p):
+    sub = subscription(factory, ledger)
     sub.redelivery_counts = {p[1]: 2, p[3]: 1, p[4]: 5}
     sub.acknowledge(consumer(p[1], p[3], p[4]), ack(CUMULATIVE, mid(p[3])))
     assert sub.redelivery_counts == {p[4]: 5}
 
 
 @pytest.mark.parametrize("sub_type", [Sub.Shared, Sub.Key_Shared])
-def test_cumulative_ack_on_shared_subscriptions_is_ignored(ledger, p, sub_type):
-    sub = subscription(ledger, sub_type)
+def test_cumulative_ack_on_shared_subscriptions_is_ignored(factory, ledger, p, sub_type):
+    sub = subscription(factory, ledger, sub_type)
     before = sub.cursor.mark_delete_position
     assert sub.acknowledge(consumer(), ack(CUMULATIVE, mid(p[5]))) is None
     assert sub.cursor.mark_delete_position == before
 
 
-def test_cumulative_ack_naming_two_ids_is_ignored(ledger, p):
-    sub = subscription(ledger, Sub.Failover)
+def test_cumulative_ack_naming_two_ids_is_ignored(factory, ledger, p):
+    sub = subscription(factory, ledger, Sub.Failover)
     before = sub.cursor.mark_delete_position
     assert sub.acknowledge(consumer(), ack(CUMULATIVE, mid(p[2]), mid(p[5]))) is None
     assert sub.cursor.mark_delete_position == before
 
 
 @pytest.mark.parametrize("kind", [CUMULATIVE, INDIVIDUAL])
-def test_an_id_of_no_entry_is_refused_and_changes_nothing(ledger, p, kind):
-    sub = subscription(ledger)
+def test_an_id_of_no_entry_is_refused_and_changes_nothing(factory, ledger, p, kind):
+    sub = subscription(factory, ledger)
     last = p[-1]
     for bogus in (Position(last.ledger_id, last.entry_id + 1), Position(last.ledger_id + 100, 0)):
         reason = sub.acknowledge(consumer(), ack(kind, mid(bogus)))
@@ -164,8 +164,8 @@ def test_an_id_of_no_entry_is_refused_and_changes_nothing(ledger, p, kind):
 
 @pytest.mark.parametrize("kind", [CUMULATIVE, INDIVIDUAL])
 @pytest.mark.parametrize("entry_id", [7, 0, -1])
-def test_an_id_before_every_entry_is_acknowledged_already(ledger, p, kind, entry_id):
-    sub = subscription(ledger)
+def test_an_id_before_every_entry_is_acknowledged_already(factory, ledger, p, kind, entry_id):
+    sub = subscription(factory, ledger)
     sub.acknowledge(consumer(), ack(INDIVIDUAL, mid(p[0])))
     before = sub.cursor.mark_delete_position
     assert sub.acknowledge(consumer(), ack(kind, mid(Position(p[0].ledger_id - 1, entry_id)))) is None
@@ -173,9 +173,9 @@ def test_an_id_before_every_entry_is_acknowledged_already(ledger, p, kind, entry
 
 
 @pytest.mark.parametrize("kind", [CUMULATIVE, INDIVIDUAL])
-def test_an_entry_id_below_minus_one_is_no_position_at_all(ledger, p, kind):
+def test_an_entry_id_below_minus_one_is_no_position_at_all(factory, ledger, p, kind):
     bogus = Position(p[0].ledger_id - 1, -2)
-    assert sub_refusal(subscription(ledger), kind, bogus) == bogus
+    assert sub_refusal(subscription(factory, ledger), kind, bogus) == bogus
 
 
 def sub_refusal(sub: PersistentSubscription, kind: int, position: Position) -> Position | None:
@@ -183,8 +183,8 @@ def sub_refusal(sub: PersistentSubscription, kind: int, position: Position) -> P
     return position if reason and str(position) in reason else None
 
 
-def test_individual_acks_delete_whole_entries_and_refuse_only_the_bogus_ones(ledger, p):
-    sub = subscription(ledger)
+def test_individual_acks_delete_whole_entries_and_refuse_only_the_bogus_ones(factory, ledger, p):
+    sub = subscription(factory, ledger)
     sub.redelivery_counts = {p[2]: 1, p[9]: 3}
     bogus = Position(p[-1].ledger_id, 99)
     reason = sub.acknowledge(consumer(), ack(INDIVIDUAL, mid(p[2]), mid(bogus), mid(p[0]), mid(p[1]), mid(p[5])))
@@ -205,22 +205,22 @@ def test_individual_acks_delete_whole_entries_and_refuse_only_the_bogus_ones(led
     ([([0b10000], 4)], True),  # a bit beyond the batch does not count
     ([([0b10000], None)], False),  # ... unless the batch size is not told
 ])
-def test_individual_batch_index_acks_delete_the_entry_once_every_index_is(ledger, p, acks, deleted):
-    sub = subscription(ledger)
+def test_individual_batch_index_acks_delete_the_entry_once_every_index_is(factory, ledger, p, acks, deleted):
+    sub = subscription(factory, ledger)
     for ack_set, batch_size in acks:
         assert sub.acknowledge(consumer(), ack(INDIVIDUAL, mid(p[3], ack_set, batch_size))) is None
     assert sub.cursor.is_acknowledged(p[3]) is deleted
     assert sub.backlog() == (11 if deleted else 12)
 
 
-def test_a_batch_acked_in_part_does_not_stop_the_ids_after_it(ledger, p):
-    sub = subscription(ledger)
+def test_a_batch_acked_in_part_does_not_stop_the_ids_after_it(factory, ledger, p):
+    sub = subscription(factory, ledger)
     assert sub.acknowledge(consumer(), ack(INDIVIDUAL, mid(p[3], [0b0110], 4), mid(p[5]), mid(p[6]))) is None
     assert not sub.cursor.is_acknowledged(p[3])
     assert sub.cursor.is_acknowledged(p[5]) and sub.cursor.is_acknowledged(p[6])
 
 
-def test_without_batch_index_acks_an_individual_ack_deletes_the_whole_entry(ledger, p):
-    sub = subscription(ledger, batch_level=False)
+def test_without_batch_index_acks_an_individual_ack_deletes_the_whole_entry(factory, ledger, p):
+    sub = subscription(factory, ledger, batch_level=False)
     assert sub.acknowledge(consumer(), ack(INDIVIDUAL, mid(p[3], [0b0110], 4))) is None
     assert sub.cursor.is_acknowledged(p[3])

@@ -24,8 +24,8 @@ from magnetar.admin.permission_table import render
 from magnetar.admin.server import AdminServer
 from magnetar.broker.auth.operations import COMMANDS, Need
 from magnetar.broker.config import ServiceConfiguration
-from magnetar.broker.connection import _HANDLERS
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.transport.connection import _HANDLERS
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 T = pb.BaseCommand

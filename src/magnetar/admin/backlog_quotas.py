@@ -8,7 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin.responses import fail, json_body, no_content
-from magnetar.broker.backlog_quota import AGE, SIZE, BacklogQuota
+from magnetar.broker.policies.backlog_quota import AGE, SIZE, BacklogQuota
 
 QuotaMap = dict[str, Any]
 

@@ -10,9 +10,9 @@ from aiohttp import web
 
 from magnetar import __version__
 from magnetar.admin.responses import bool_param, fail
-from magnetar.broker.advertised_listeners import ListenerNotFoundError
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.transport.advertised_listeners import ListenerNotFoundError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 LOOKUP = "/lookup/v2/topic/{domain:persistent|non-persistent}/{tenant}/{namespace}/{topic}"

@@ -18,8 +18,8 @@ from aiohttp import web
 
 from magnetar.admin.responses import fail, json_body, no_content
 from magnetar.broker.compaction import AdoptionConflict, AdoptionRefused, CompactionStatus
-from magnetar.broker.service import BrokerService
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.storage import Position
 from magnetar.wire.topic_name import TopicName
 

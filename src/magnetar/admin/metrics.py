@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from magnetar.broker.abstract_subscription import AbstractSubscription
-from magnetar.broker.abstract_topic import AbstractTopic
+from magnetar.broker.topics.abstract_subscription import AbstractSubscription
+from magnetar.broker.topics.abstract_topic import AbstractTopic
 from magnetar.storage.entry_cache import EntryCache
 
 CLUSTER = "standalone"

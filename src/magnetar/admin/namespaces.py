@@ -24,15 +24,15 @@ from magnetar.admin.responses import (
 )
 from magnetar.admin.retention import default_size_quota, retention_routes, retention_value
 from magnetar.broker.auth.authorization import AUTH_POLICIES, InvalidPermissionError, valid_auth_policies
-from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.compaction import COMPACTION_THRESHOLD
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import ResourceConflictError
-from magnetar.broker.policies import MESSAGE_TTL, Policy
-from magnetar.broker.retention import RETENTION
-from magnetar.broker.service import BrokerService
-from magnetar.broker.topic_limits import (
+from magnetar.broker.policies.backlog_quota import BACKLOG_QUOTA
+from magnetar.broker.policies.retention import RETENTION
+from magnetar.broker.policies.topic_policies import MESSAGE_TTL, Policy
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.topics.topic_limits import (
     DELAYED_DELIVERY,
     MAX_CONSUMERS,
     MAX_CONSUMERS_PER_SUBSCRIPTION,

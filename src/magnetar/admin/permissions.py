@@ -12,7 +12,7 @@ from aiohttp.typedefs import Handler
 
 from magnetar.admin.operations import ANY_TOPIC, NAMESPACE
 from magnetar.admin.responses import fail, json_body, no_content
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
 from magnetar.wire.topic_name import TopicName
 
 Target = Callable[[web.Request], TopicName | None]

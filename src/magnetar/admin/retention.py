@@ -9,10 +9,10 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin.responses import fail, json_body, no_content
-from magnetar.broker.backlog_quota import SIZE, BacklogQuota
-from magnetar.broker.retention import InvalidRetentionError, Retention, check_against_backlog_quota
-from magnetar.broker.service import BrokerService
-from magnetar.broker.topic import PersistentTopic
+from magnetar.broker.policies.backlog_quota import SIZE, BacklogQuota
+from magnetar.broker.policies.retention import InvalidRetentionError, Retention, check_against_backlog_quota
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 
 Read = Callable[[web.Request], Any]
 Write = Callable[[web.Request, Any], None]

@@ -21,7 +21,7 @@ from magnetar.admin.responses import fail
 from magnetar.broker.auth.authentication import AuthenticationError, Principal
 from magnetar.broker.auth.authorization import Resource
 from magnetar.broker.auth.operations import Need
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
 
 log = logging.getLogger(__name__)
 PRINCIPAL = web.RequestKey("principal", Principal)

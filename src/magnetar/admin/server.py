@@ -21,8 +21,8 @@ from magnetar.admin.security import security_middleware
 from magnetar.admin.subscriptions import SubscriptionsApi
 from magnetar.admin.tenants import TenantsApi
 from magnetar.admin.topics import TopicsApi
-from magnetar.broker.advertised_listeners import default_advertised_address
-from magnetar.broker.service import BrokerService
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.transport.advertised_listeners import default_advertised_address
 
 
 class AdminServer:

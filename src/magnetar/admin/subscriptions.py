@@ -9,9 +9,9 @@ from aiohttp import web
 from magnetar.admin.messages import entry_response
 from magnetar.admin.responses import bool_param, fail, json_body, no_content, path_int
 from magnetar.admin.topics import PERSISTENT, TopicsApi
-from magnetar.broker.entry_filters.gate import filter_context
-from magnetar.broker.message_expiry import last_expired_position
-from magnetar.broker.subscription import PersistentSubscription
+from magnetar.broker.topics.persistent.filter_gate import filter_context
+from magnetar.broker.topics.persistent.message_expiry import last_expired_position
+from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
 from magnetar.storage import Position
 from magnetar.wire.message_id import INT64_MAX
 

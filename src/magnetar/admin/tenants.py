@@ -7,8 +7,8 @@ from collections.abc import Callable
 from aiohttp import web
 
 from magnetar.admin.responses import fail, json_body, no_content
-from magnetar.broker.resources import CLUSTER, default_tenant_info
-from magnetar.broker.service import BrokerService
+from magnetar.broker.policies.resources import CLUSTER, default_tenant_info
+from magnetar.broker.service.broker_service import BrokerService
 
 TENANT = "/admin/v2/tenants/{tenant}"
 

@@ -25,17 +25,17 @@ from magnetar.admin.responses import (
     schema_compatibility_strategy,
 )
 from magnetar.admin.retention import default_size_quota, retention_routes, trim_topics
-from magnetar.broker.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.compaction import COMPACTION_THRESHOLD
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.internal_stats import internal_stats
-from magnetar.broker.policies import MESSAGE_TTL, Policy
-from magnetar.broker.retention import RETENTION
-from magnetar.broker.service import BrokerService
-from magnetar.broker.topic import PersistentTopic
-from magnetar.broker.topic_limits import (
+from magnetar.broker.policies.backlog_quota import BACKLOG_QUOTA
+from magnetar.broker.policies.retention import RETENTION
+from magnetar.broker.policies.topic_policies import MESSAGE_TTL, Policy
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.topics.persistent.internal_stats import internal_stats
+from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
+from magnetar.broker.topics.topic_limits import (
     DELAYED_DELIVERY,
     MAX_CONSUMERS,
     MAX_CONSUMERS_PER_SUBSCRIPTION,
@@ -50,7 +50,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
-    from magnetar.broker.non_persistent_topic import NonPersistentTopic
+    from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
 
 PERSISTENT = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 #: Paths that serve both domains; the others read storage, which a non-persistent topic has none of.

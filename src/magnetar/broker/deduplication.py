@@ -19,7 +19,7 @@ import enum
 import json
 import logging
 
-from magnetar.broker.policies import Policy
+from magnetar.broker.policies.topic_policies import Policy
 from magnetar.storage import ManagedLedger, Position
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError

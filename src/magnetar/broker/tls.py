@@ -33,23 +33,6 @@ class TlsConfigError(ValueError):
     """A TLS setting no listener could use; the message names the key."""
 
 
-def tls_enabled(config: ServiceConfiguration) -> bool:
-    return config.brokerServicePortTls is not None or config.webServicePortTls is not None
-
-
-def validate_tls_settings(config: ServiceConfiguration) -> None:
-    """Build the context once at start-up, so that a bad file or value stops the broker
-    with the key named instead of failing every handshake."""
-    from magnetar.broker.config import ConfigError  # noqa: PLC0415 (config imports this module)
-
-    if not tls_enabled(config):
-        return
-    try:
-        server_context(config)
-    except TlsConfigError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def server_context(config: ServiceConfiguration) -> ssl.SSLContext:
     """The server side of TLS as Pulsar's keys describe it."""
     if not config.tlsCertificateFilePath or not config.tlsKeyFilePath:

@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from magnetar.admin.server import AdminServer
-from magnetar.broker.accept_errors import BrokerEventLoop
-from magnetar.broker.collector import settle_after_start
 from magnetar.broker.config import ConfigError, ServiceConfiguration
-from magnetar.broker.config_loading import LoadedConfiguration, load_configuration
-from magnetar.broker.properties import Setting
-from magnetar.broker.service import BrokerService
+from magnetar.broker.config.loading import LoadedConfiguration, load_configuration
+from magnetar.broker.config.properties import Setting
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.service.collector import settle_after_start
+from magnetar.broker.service.config_checks import check_features
+from magnetar.broker.transport.accept_errors import BrokerEventLoop
 from magnetar.cli.parsing import add_log_level
 from magnetar.storage import DataDirLockedError
 
@@ -75,7 +76,7 @@ def standalone_configuration(
     """The configuration a standalone runs with. magnetar.testing builds its brokers' through
     here too, so that a test broker starts with whatever defaults the command has."""
     return load_configuration(config_file, overrides, environ=environ, flags=flags,
-                              defaults=STANDALONE_DEFAULTS)
+                              defaults=STANDALONE_DEFAULTS, check=check_features)
 
 
 class Standalone:

@@ -7,6 +7,15 @@ Apache Pulsar as well as magnetar. Extras: `Message.index()` / `broker_publish_t
 
 `connection`, `lookup` and `raw_reader` are the blocking single-connection tools the
 Spark source uses.
+
+Layering: magnetar.client imports only what lies below it, `magnetar.wire`,
+`magnetar.formats` and `magnetar.credentials` (and `magnetar.__version__`); never the
+broker, storage, admin, spark or cli, so it runs against any Pulsar broker. Inside, highest
+first: the blocking facade (`blocking`); the asyncio core (`aio`) and the single-connection
+tools, which do not import each other; then what both share (receive_arrow's rows in
+`columnar`, whole entries, batching, decoding and encoding entries, `Message`, `MessageId`,
+errors, enums). The contract `client-layers` in pyproject.toml enforces it, annotation-only
+imports included.
 """
 
 from magnetar.client.aio.letters import DeadLetterPolicy as ConsumerDeadLetterPolicy

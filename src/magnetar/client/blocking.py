@@ -231,10 +231,14 @@ class Producer:
 
 
 class _Receiving:
-    """receive / batch_receive over the thread-side queue."""
+    """receive / receive_arrow over the thread-side queue, for the Consumer and Reader facades."""
 
-    _queue: ThreadReceiveQueue
-    _core: Any
+    def __init__(self, client: Client, core: CoreConsumer | MultiTopicsConsumer, queue: ThreadReceiveQueue) -> None:
+        self._client = client
+        self._core = core
+        self._queue = queue
+        self._arrow_state = ArrowReceiving()
+        """Rows a receive_arrow call left over, or the failure it met after some rows."""
 
     def _take(self, timeout_millis: int | None) -> Message:
         if timeout_millis is not None and not isinstance(timeout_millis, int):
@@ -251,7 +255,7 @@ class _Receiving:
 
     def _arrow(self, max_messages: int, timeout_millis: int | None) -> Any:
         self._core.config.columnar = True
-        state = self.__dict__.setdefault("_arrow_state", ArrowReceiving())
+        state = self._arrow_state
         pending = state.pending(max_messages)
         if pending is not None:
             return pending
@@ -265,9 +269,7 @@ class _Receiving:
 
 class Consumer(_Receiving):
     def __init__(self, client: Client, core: CoreConsumer | MultiTopicsConsumer, queue: ThreadReceiveQueue) -> None:
-        self._client = client
-        self._core = core
-        self._queue = queue
+        super().__init__(client, core, queue)
         self._loop = client._io.loop
 
     def topic(self) -> str:
@@ -365,10 +367,8 @@ class Consumer(_Receiving):
 
 class Reader(_Receiving):
     def __init__(self, client: Client, core: CoreReader, queue: ThreadReceiveQueue) -> None:
-        self._client = client
+        super().__init__(client, core.consumer, queue)
         self._reader = core
-        self._core = core.consumer
-        self._queue = queue
 
     def topic(self) -> str:
         return self._reader.topic()

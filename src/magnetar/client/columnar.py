@@ -6,6 +6,10 @@ batch's unacked ones, those after a start position), and queues the raw entry as
 `RawEntry`. The reader's thread builds the columns of many entries at once in
 `magnetar.formats.table` (no Python object per message), so decoding runs beside the
 network thread. Messages queued before the switch are turned into rows one by one.
+
+Rows are acknowledged per entry: `RowAcks` remembers which rows of a batch were acked until
+all were (only a durable subscription acknowledges by row). What the reading side needs of
+the consumer an entry came from is `RowOwner`.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.client.incoming import BatchAcks
 from magnetar.client.message import EntryContext, Message
@@ -26,12 +30,70 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class _ProcessorsConfig(Protocol):
+    payload_processors: ProcessorSet | None
+
+
+class RowOwner(Protocol):
+    """The single-topic consumer behind a queued item, as receive/receive_arrow see it."""
+
+    topic: str
+    partition: int
+    config: _ProcessorsConfig
+
+    def taken(self, message: Message) -> None: ...
+    def dropped_by_reader(self, count: int) -> None: ...
+    def rows_taken(self, last: Message) -> None: ...
+    def entry_unreadable(self, ledger: int, entry: int, exc: Exception, discard: bool) -> None: ...
+    def keep_row_acks(self, ledger: int, entry: int, acks: BatchAcks) -> None: ...
+    def ack_rows(self, ledger: int, entry: int, indexes: list[int]) -> None: ...
+    def ack_row_cumulative(self, ledger: int, entry: int, index: int) -> None: ...
+
+
+class RowAcks:
+    """The batch acks of entries handed out as rows, by (ledger, entry), while some rows are unacked."""
+
+    __slots__ = ("_acks", "durable")
+
+    def __init__(self, durable: bool) -> None:
+        self.durable = durable
+        """Only a durable subscription acknowledges by row (a reader never acknowledges)."""
+        self._acks: dict[tuple[int, int], BatchAcks] = {}
+
+    def track(self, ledger: int, entry: int, acks: BatchAcks) -> None:
+        """A batch queued raw (its acks start from the indexes not handed out)."""
+        if self.durable:
+            self._acks[(ledger, entry)] = acks
+
+    def keep(self, ledger: int, entry: int, acks: BatchAcks) -> None:
+        """A batch decoded into messages before the first receive_arrow: its messages' acks."""
+        if self.durable:
+            self._acks.setdefault((ledger, entry), acks)
+
+    def size(self, ledger: int, entry: int, index: int) -> int:
+        """The entry's batch size while its rows are not all acked (0: a whole entry), which tells a
+        cumulative ack whether the row ends its entry."""
+        acks = self._acks.get((ledger, entry))
+        return 0 if acks is None or index < 0 else acks.size
+
+    def ack(self, ledger: int, entry: int, indexes: list[int]) -> tuple[int, int, BatchAcks | None]:
+        """Record acks of some rows of one entry; (index, batch size, acks) of the ack to send
+        (index -1: the whole entry)."""
+        acks = self._acks.get((ledger, entry))
+        if acks is None or indexes[0] < 0:
+            return -1, 0, None
+        acks.acked.update(indexes[:-1])
+        if len(acks.acked | {indexes[-1]}) >= acks.size:
+            self._acks.pop((ledger, entry), None)
+        return indexes[-1], acks.size, acks
+
+
 class RawEntry:
     """One entry waiting in the receiver queue of a columnar consumer; `count` messages to hand out."""
 
     __slots__ = ("count", "entry", "keep", "ledger", "owner", "payload", "size")
 
-    def __init__(self, owner: Any, ledger: int, entry: int, payload: bytes, keep: Collection[int] | None,
+    def __init__(self, owner: RowOwner, ledger: int, entry: int, payload: bytes, keep: Collection[int] | None,
                  count: int, size: int) -> None:
         self.owner = owner
         self.ledger = ledger
@@ -46,7 +108,7 @@ class RawEntry:
 class EntryFailure(ValueError):
     """An entry that could not be read: raised once by receive/receive_arrow, then reading goes on."""
 
-    def __init__(self, owner: Any, ledger: int, entry: int, cause: Exception) -> None:
+    def __init__(self, owner: RowOwner, ledger: int, entry: int, cause: Exception) -> None:
         self.owner = owner
         self.message_id = (ledger, entry)
         self.cause = cause
@@ -85,7 +147,7 @@ def _message_rows(messages: list[Message]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(columns, schema=ARROW_SCHEMA)
 
 
-def _last_taken(owner: Any, item: RawEntry, batch_index: int) -> Message:
+def _last_taken(owner: RowOwner, item: RawEntry, batch_index: int) -> Message:
     """A stand-in Message for the last row handed out (readers resume after it)."""
     ctx = EntryContext(owner, owner.topic, None, None, 0, item.size, item.ledger, item.entry,  # type: ignore[arg-type]
                        owner.partition)
@@ -140,7 +202,7 @@ class ArrowBuilder:
             return False
         owner.dropped_by_reader(item.count)  # taken: the permits go back
         if rows:
-            owner._last_taken = _last_taken(owner, item, item.size - 1 if item.size else -1)
+            owner.rows_taken(_last_taken(owner, item, item.size - 1 if item.size else -1))
         return True
 
     def _flush_builder(self) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from magnetar.client import errors
+from magnetar.client.outgoing import compressed
 from magnetar.formats.processor import PayloadError, count_messages
 from magnetar.wire.entry import FORMAT_PROPERTY, PULSAR_FORMAT
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -55,3 +56,19 @@ def check_count(metadata: pb.MessageMetadata, payload: bytes, num_messages: int,
     if found is not None and found != num_messages:
         raise errors.InvalidConfiguration(
             f"send_entry: num_messages={num_messages} but the {fmt} payload holds {found} messages")
+
+
+def arrow_entries(data: Any, max_rows: int | None, compression: int) -> list[tuple[pb.MessageMetadata, bytes, int]]:
+    """(metadata, payload, rows) of each Arrow IPC entry of a pyarrow Table or RecordBatch, one per
+    record batch of at most `max_rows` rows, compressed as the producer's other entries."""
+    from magnetar.formats.arrow_ipc import ARROW_FORMAT, encode_arrow_batches  # noqa: PLC0415 (pyarrow)
+
+    try:
+        payloads = encode_arrow_batches(data, max_rows)
+    except (ValueError, TypeError) as exc:
+        raise errors.InvalidConfiguration(f"send_arrow: {exc}") from exc
+    entries = []
+    for payload, rows in payloads:
+        metadata = entry_metadata({"properties": {FORMAT_PROPERTY: ARROW_FORMAT}}, rows)
+        entries.append((metadata, compressed(metadata, payload, compression), rows))
+    return entries

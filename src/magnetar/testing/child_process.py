@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from magnetar.testing.harness import STOP_TIMEOUT_SECONDS, Listening, StandaloneBroker
 
 if TYPE_CHECKING:
-    from magnetar.broker.config_loading import LoadedConfiguration
+    from magnetar.broker.config.loading import LoadedConfiguration
 
 # the command's own log lines (cli/standalone.py): the admin API's come first
 _ACCEPTING = re.compile(r"accepting connections on (\S+(?: and \S+)?) \(data in ")

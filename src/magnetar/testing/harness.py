@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Self
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
-    from magnetar.broker.config_loading import LoadedConfiguration
+    from magnetar.broker.config.loading import LoadedConfiguration
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +175,7 @@ class StandaloneBroker(ABC):
     def _configuration(self) -> LoadedConfiguration:
         """Checked as `magnetar standalone -c` checks it (an unknown key or a bad value raises
         ConfigError naming it), through the same function, so the command's defaults apply."""
-        from magnetar.broker.properties import Setting  # noqa: PLC0415 (lazy: see the module docstring)
+        from magnetar.broker.config.properties import Setting  # noqa: PLC0415 (lazy: see the module docstring)
         from magnetar.cli.standalone import standalone_configuration  # noqa: PLC0415
 
         settings = [Setting(key, value, f"config[{key!r}]") for key, value in self.config.items()]

@@ -20,7 +20,7 @@ from magnetar.testing.harness import STOP_TIMEOUT_SECONDS, Listening, Standalone
 
 if TYPE_CHECKING:
     from magnetar.broker.config import ServiceConfiguration
-    from magnetar.broker.config_loading import LoadedConfiguration
+    from magnetar.broker.config.loading import LoadedConfiguration
     from magnetar.cli.standalone import Standalone
 
 _thread_ids = itertools.count(1)

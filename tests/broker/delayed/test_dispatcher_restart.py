@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+from topic_context import load_topic
 
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.delayed_delivery.tracker import wall_clock_ms
-from magnetar.broker.shared_dispatcher import MultipleConsumersDispatcher
+from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
+from magnetar.broker.topics.persistent.shared_dispatcher import MultipleConsumersDispatcher
 from magnetar.storage import ManagedLedger, ManagedLedgerFactory, Position
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -35,24 +36,23 @@ def factory(tmp_path: Path) -> Iterator[ManagedLedgerFactory]:
         yield f
 
 
-def dispatcher(factory: ManagedLedgerFactory, ledger: ManagedLedger) -> MultipleConsumersDispatcher:
+def loaded(factory: ManagedLedgerFactory, ledger: ManagedLedger) -> PersistentTopic:
+    """The topic as a (re)started broker loads it, with its subscription "sub"."""
     config = ServiceConfiguration()
     config.apply({"delayedDeliveryTrackerFactoryClassName": "Bucket", "delayedDeliveryMinIndexCountPerBucket": "10"})
-    cursor = ledger.open_cursor("sub", initial_position="earliest")
-    no_policies = SimpleNamespace(configured=lambda _topic, _policy: None)  # the broker keys decide
-    topic = SimpleNamespace(service=SimpleNamespace(config=config, metadata=factory.metadata_store,
-                                                    policies=no_policies), ledger=ledger, name=NAME)
-    subscription = SimpleNamespace(
-        topic=topic, cursor=cursor, redelivery_counts={},
-        first_unacked_position=lambda: ledger.next_position(cursor.mark_delete_position))
-    return MultipleConsumersDispatcher(subscription)  # type: ignore[arg-type]
+    ledger.open_cursor("sub", initial_position="earliest")
+    return load_topic(factory, ledger, config)
+
+
+def dispatcher(topic: PersistentTopic) -> MultipleConsumersDispatcher:
+    return MultipleConsumersDispatcher(topic.subscriptions["sub"])
 
 
 def test_restart_reads_only_what_is_neither_held_nor_acknowledged(factory, monkeypatch):
     ledger = factory.open(NAME)
     far = wall_clock_ms() + 3_600_000
     positions = [ledger.append_sync(entry(i, far if i % 3 else None)) for i in range(300)]
-    first = dispatcher(factory, ledger)
+    first = dispatcher(loaded(factory, ledger))
     immediate = [e.position for e in first._read_new(1000)]
     assert immediate == positions[::3]
     assert len(first.delayed) == 200
@@ -68,9 +68,10 @@ def test_restart_reads_only_what_is_neither_held_nor_acknowledged(factory, monke
         read.extend(position for position, _ in got)
         return got
 
+    restarted = loaded(factory, ledger)  # which reads the last entry, as loading a topic does
     monkeypatch.setattr(ledger, "read_entries", recording)
     monkeypatch.setattr(ledger, "read_entry", lambda position: pytest.fail(f"read {position} one by one"))
-    second = dispatcher(factory, ledger)
+    second = dispatcher(restarted)
     assert len(second.delayed) == 200
     again = [e.position for e in second._read_new(1000)]
     assert again == [immediate[-1], *tail]

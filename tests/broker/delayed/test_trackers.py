@@ -11,6 +11,7 @@ from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.delayed_delivery import create_tracker, tracker_kind
 from magnetar.broker.delayed_delivery.bucket import BucketDelayedDeliveryTracker
 from magnetar.broker.delayed_delivery.tracker import DelayedDeliveryTracker, InMemoryDelayedDeliveryTracker
+from magnetar.broker.service.config_checks import check_features
 from magnetar.storage import ManagedCursor, ManagedLedgerFactory, Position
 
 DAY_MS = 86_400_000
@@ -207,7 +208,7 @@ def test_factory_names(name, kind):
 def test_unknown_factory_is_refused_at_configuration():
     config = ServiceConfiguration()
     with pytest.raises(ConfigError, match="delayedDeliveryTrackerFactoryClassName"):
-        config.apply({"delayedDeliveryTrackerFactoryClassName": "com.example.Nope"})
+        config.apply({"delayedDeliveryTrackerFactoryClassName": "com.example.Nope"}, check_features)
 
 
 def test_non_durable_cursor_falls_back_to_in_memory(factory):

@@ -22,7 +22,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.config import ServiceConfiguration
-    from magnetar.broker.resources import NamespaceResources
+    from magnetar.broker.policies.resources import NamespaceResources
     from magnetar.wire.topic_name import TopicName
 
 #: Pulsar's AuthAction names.

@@ -111,7 +111,7 @@ USE_HANDLE = Operation("use its producer or consumer", Need.HOLDER)
 
 #: Every command a connection handles, and what it needs. Commands on a producer or
 #: consumer need nothing more than holding it: its creation was checked, and a change of
-#: permissions closes the handles that lost theirs (see broker.auth.revalidation).
+#: permissions closes the handles that lost theirs (see broker.monitors.revalidation).
 COMMANDS: dict[int, Operation] = {
     T.CONNECT: CONNECT,
     T.AUTH_RESPONSE: CONNECT,

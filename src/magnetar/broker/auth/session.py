@@ -16,23 +16,37 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from magnetar.broker.auth.authentication import AuthenticationError, Credentials, Principal
+from magnetar.broker.auth.authentication import AuthenticationError, AuthenticationService, Credentials, Principal
 from magnetar.wire import commands
 from magnetar.wire.proto import pulsar_api_pb2 as pb
-
-if TYPE_CHECKING:
-    from magnetar.broker.connection import ServerCnx
 
 log = logging.getLogger(__name__)
 
 
+class AuthenticatingConnection(Protocol):
+    """What a session uses of its connection (transport.connection.ServerCnx): the client's
+    certificate, whether the connection is still open, and a way to talk and to hang up."""
+
+    peer_certificate: dict | None
+    server_version: str
+    protocol_version: int
+
+    @property
+    def closed(self) -> bool: ...
+
+    def send(self, frame: bytes) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class ConnectionAuth:
-    def __init__(self, cnx: ServerCnx) -> None:
+    def __init__(self, cnx: AuthenticatingConnection, authentication: AuthenticationService,
+                 refresh_interval: float) -> None:
         self._cnx = cnx
-        self._service = cnx.service.authentication
-        self._interval = cnx.service.config.authenticationRefreshCheckSeconds
+        self._service = authentication
+        self._interval = refresh_interval
         self.principal: Principal | None = None
         self._supports_refresh = False
         self._challenge_pending = False
@@ -96,7 +110,7 @@ class ConnectionAuth:
 
     def _settle(self, done: asyncio.Future[Principal], method: str, refusal: str,
                 then: Callable[[Principal], None]) -> None:
-        if self._cnx.transport is None:  # gone while its credentials were checked
+        if self._cnx.closed:  # gone while its credentials were checked
             return
         error = done.exception()
         if error is not None:
@@ -122,7 +136,7 @@ class ConnectionAuth:
     def _check(self) -> None:
         """The periodic look at the credentials (Pulsar's refreshAuthenticationCredentials)."""
         self._timer = None
-        if self._cnx.transport is None or self.principal is None:
+        if self._cnx.closed or self.principal is None:
             return
         if self._challenge_pending:
             log.info("%s closing: no fresh credentials came back in time", self._cnx)

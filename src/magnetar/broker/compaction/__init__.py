@@ -1,6 +1,11 @@
-"""Topic compaction: the per-topic service (service.py), its two phases (compactor.py),
-when it runs (manager.py) and how compacted readers are served (reads.py). The compactor
-is not imported here: only a compaction needs it (see service.py)."""
+"""Topic compaction: the per-topic service (service.py), its two phases (compactor.py) and
+the runs under way (manager.py). Compacted readers are served by the persistent topics
+(topics.persistent.compacted_reads). The compactor is not imported here: only a
+compaction needs it (see service.py).
+
+Layer rule: a feature; imports policies, config and errors, never another feature nor
+topics, transport, monitors or service.
+"""
 
 from magnetar.broker.compaction.manager import COMPACTION_THRESHOLD, CompactionManager, CompactionStatus
 from magnetar.broker.compaction.service import (

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 
-from magnetar.broker.compaction.service import CompactionOptions, CompactionResult, Progress
+from magnetar.broker.compaction.options import CompactionOptions, CompactionResult, Progress
 from magnetar.storage import Position
 from magnetar.storage.compacted_ledger import CompactedLedgerWriter
 from magnetar.wire.compaction import compaction_messages, is_readable_batch, mark_retained, rebatch

@@ -1,10 +1,10 @@
-"""When compaction runs, and what the admin API says about it.
+"""The compaction runs under way, and what the admin API says about them.
 
 Runs are started by the admin API (one at a time per topic; a second request while one
-runs is a conflict) or by the size monitor: every
-`brokerServiceCompactionMonitorIntervalInSeconds`, a topic whose bytes beyond the horizon
-exceed its `compactionThreshold` (topic > namespace > `brokerServiceCompactionThresholdInBytes`;
-0 = never) is compacted. Each run works on a worker thread; the loop only keeps its status.
+runs is a conflict) or by the compaction monitor (monitors.compaction), when a topic's
+bytes beyond the horizon exceed its `compactionThreshold` (topic > namespace >
+`brokerServiceCompactionThresholdInBytes`; 0 = never). Each run works on a worker thread;
+the loop only keeps its status.
 """
 
 from __future__ import annotations
@@ -13,17 +13,16 @@ import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from magnetar.broker.compaction.service import AdoptionRefused
 from magnetar.broker.errors import ResourceConflictError
-from magnetar.broker.periodic import PeriodicTask
-from magnetar.broker.policies import Policy
+from magnetar.broker.policies.topic_policies import Policy
 from magnetar.storage import ManagedLedger, Position
 
 if TYPE_CHECKING:
-    from magnetar.broker.service import BrokerService
-    from magnetar.broker.topic import PersistentTopic
+    from magnetar.broker.compaction.service import TopicCompactionService
+    from magnetar.wire.topic_name import TopicName
 
 COMPACTION_CURSOR = "__compaction"
 """Pulsar's name for the compactor's cursor (Compactor.COMPACTION_SUBSCRIPTION)."""
@@ -44,20 +43,21 @@ class CompactionStatus:
         return {"status": self.status, "lastError": self.last_error, "progress": round(self.progress, 4)}
 
 
+class CompactableTopic(Protocol):
+    """What a run uses of its topic (topics.persistent.PersistentTopic), for annotations only."""
+
+    name: TopicName
+    ledger: ManagedLedger
+    compaction_service: TopicCompactionService
+
+
 class CompactionManager:
-    def __init__(self, service: BrokerService) -> None:
-        self.service = service
+    def __init__(self) -> None:
         self.statuses: dict[str, CompactionStatus] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
-        self._monitor = PeriodicTask("compaction threshold check",
-                                     service.config.brokerServiceCompactionMonitorIntervalInSeconds,
-                                     self._check_thresholds)
-
-    def start(self) -> None:
-        self._monitor.start()
 
     def stop(self) -> None:
-        self._monitor.stop()
+        """The broker is stopping: cancel the runs under way."""
         for task in self._tasks.values():
             task.cancel()
 
@@ -67,11 +67,11 @@ class CompactionManager:
     def running(self, topic: str) -> bool:
         return topic in self._tasks
 
-    def trigger(self, topic: PersistentTopic) -> None:
+    def trigger(self, topic: CompactableTopic) -> None:
         """Start compacting `topic`; a conflict if a run is under way."""
         self._start(topic, topic.compaction_service.compact, raise_errors=False)
 
-    async def adopt(self, topic: PersistentTopic, staging: str, horizon: Position, base: Position | None,
+    async def adopt(self, topic: CompactableTopic, staging: str, horizon: Position, base: Position | None,
                     entries: int) -> None:
         """Put a staged compaction in force (see BuiltinCompactionService.adopt); counted as
         a run, so a compaction requested meanwhile is a conflict and the status reports it.
@@ -82,7 +82,7 @@ class CompactionManager:
                                   "cannot adopt a staged compaction")
         await self._start(topic, lambda _progress: adopt(staging, horizon, base, entries), raise_errors=True)
 
-    def _start(self, topic: PersistentTopic, work: Callable[[Callable[[float], None]], object], *,
+    def _start(self, topic: CompactableTopic, work: Callable[[Callable[[float], None]], object], *,
                raise_errors: bool) -> asyncio.Task[None]:
         key = str(topic.name)
         if key in self._tasks:
@@ -92,7 +92,7 @@ class CompactionManager:
             self._run(topic, status, work, raise_errors))
         return task
 
-    async def _run(self, topic: PersistentTopic, status: CompactionStatus,
+    async def _run(self, topic: CompactableTopic, status: CompactionStatus,
                    work: Callable[[Callable[[float], None]], object], raise_errors: bool) -> None:
         """One compaction or adoption on a worker thread, its status kept whatever happens."""
         key = str(topic.name)
@@ -119,30 +119,8 @@ class CompactionManager:
         finally:
             self._tasks.pop(key, None)
 
-    def _check_thresholds(self) -> None:
-        for topic in list(self.service.topics.values()):
-            if self._over_threshold(topic):
-                log.info("[%s] backlog beyond the compaction horizon exceeds its threshold: compacting", topic.name)
-                self.trigger(topic)
 
-    def _over_threshold(self, topic: PersistentTopic) -> bool:
-        if str(topic.name) in self._tasks:
-            return False
-        threshold = int(self.service.policies.effective(topic.name, COMPACTION_THRESHOLD) or 0)
-        if threshold <= 0:
-            return False
-        ledger = topic.ledger
-        horizon = topic.compaction_service.last_compacted_position()
-        if horizon is None:
-            pending = ledger.total_size_bytes()
-        else:
-            last = ledger.last_confirmed_position
-            beyond = last is not None and last > horizon
-            pending = ledger.estimated_bytes_from(ledger.next_position(horizon)) if beyond else 0
-        return pending > threshold
-
-
-def hold_trimming_at_horizon(topic: PersistentTopic) -> None:
+def hold_trimming_at_horizon(topic: CompactableTopic) -> None:
     """Keep the data after the compaction horizon until the next run has read it.
 
     As in Pulsar, a durable cursor named `__compaction` sits at the horizon: ledger trimming

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from magnetar.broker.compaction.options import CompactionOptions, CompactionResult, Progress
 from magnetar.plugins import PluginGroup
 from magnetar.storage import CorruptEntryError, ManagedLedger, ManagedLedgerFactory, Position, StorageClosedError
 from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerStore, StagedLedgerError
@@ -36,22 +37,6 @@ _BUILTIN = "magnetar.broker.compaction.service:BuiltinCompactionService"
 _SERVICES = PluginGroup("compaction service", ENTRY_POINT_GROUP,
                         {"": _BUILTIN, "builtin": _BUILTIN, PULSAR_DEFAULT_FACTORY: _BUILTIN})
 _READ_GROUP = 256
-Progress = Callable[[float], None]
-
-
-@dataclass(slots=True)
-class CompactionOptions:
-    retain_null_key: bool = False
-    max_message_size: int = 5 * 1024 * 1024
-
-
-@dataclass(slots=True)
-class CompactionResult:
-    horizon: Position
-    entries_read: int
-    messages_read: int
-    entries_written: int
-    keys: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,9 @@ delayedDeliveryTrackerFactoryClassName does, accepting Pulsar's class names and
 the short names `InMemory` / `Bucket`. The trackers (tracker.py, bucket.py, and the
 bitmap library they use) are imported when a subscription first needs one, not when
 the broker starts.
+
+Layer rule: a feature; imports policies, config and errors, never another feature nor
+topics, transport, monitors or service.
 """
 
 from __future__ import annotations

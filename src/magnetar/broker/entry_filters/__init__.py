@@ -10,6 +10,9 @@ policies when `allowOverrideEntryFilters` lets them, which may name only the ins
 filters and those of `entryFilterNames` (see magnetar.plugins). Several chain: the first
 answer other than ACCEPT wins. A filter that raises counts as ACCEPT and is logged at
 most once a minute.
+
+Layer rule: a feature; imports policies, config and errors, never another feature nor
+topics, transport, monitors or service.
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from magnetar.client import errors
-from magnetar.client.aio.consumer import Consumer, ConsumerConfig, ReceiveQueue
+from magnetar.client.aio.consumer import Consumer
+from magnetar.client.aio.consumer_config import ConsumerConfig, ReceiveQueue
+from magnetar.client.aio.context import ClientContext
 from magnetar.client.aio.letters import DeadLetterPolicy, Letters
 from magnetar.client.aio.lookup import LookupService
 from magnetar.client.aio.multi_consumer import MultiTopicsConsumer
@@ -64,18 +66,16 @@ class Client:
                                               keep_alive_interval_seconds, security))
         self.lookup = LookupService(self.pool, self.service_url, listener_name or "")
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
-        self._next_producer_id = 0
-        self._next_consumer_id = 0
+        self.context = ClientContext(self.pool, self.lookup, self.operation_timeout, self.max_message_size)
+        """What the producers, consumers and readers this client creates see of it."""
         self._handles: set[Any] = set()
         self.closed = False
 
     def new_producer_id(self) -> int:
-        self._next_producer_id += 1
-        return self._next_producer_id
+        return self.context.new_producer_id()
 
     def new_consumer_id(self) -> int:
-        self._next_consumer_id += 1
-        return self._next_consumer_id
+        return self.context.new_consumer_id()
 
     def _check_open(self) -> None:
         if self.closed:
@@ -124,9 +124,10 @@ class Client:
         partitions = await self._partitions(topic)
         producer: AnyProducer
         if partitions > 0:
-            producer = PartitionedProducer(self, topic, config, partitions, int(message_routing_mode), message_router)
+            producer = PartitionedProducer(self.context, topic, config, partitions, int(message_routing_mode),
+                                           message_router)
         else:
-            producer = Producer(self, topic, config)
+            producer = Producer(self.context, topic, config)
         await producer.start()
         self._handles.add(producer)
         return producer
@@ -172,7 +173,8 @@ class Client:
         letters = None
         if config.dead_letter_policy is not None:
             first = topic.pattern if isinstance(topic, re.Pattern) else topic if isinstance(topic, str) else topic[0]
-            letters = Letters(self, full_topic_name(first), subscription_name, config.dead_letter_policy)
+            letters = Letters(self._letter_producer, full_topic_name(first), subscription_name,
+                              config.dead_letter_policy)
         elif retry_enable:
             raise errors.InvalidConfiguration("retry_enable needs a dead_letter_policy (max_redeliver_count)")
         if retry_enable:
@@ -182,17 +184,17 @@ class Client:
         consumer: AnyConsumer
         if isinstance(topic, re.Pattern):
             pattern = topic if "://" in topic.pattern else re.compile(full_topic_name(topic.pattern))
-            consumer = MultiTopicsConsumer(self, [], subscription_name, config, queue, pattern,
+            consumer = MultiTopicsConsumer(self.context, [], subscription_name, config, queue, pattern,
                                            float(pattern_auto_discovery_period), letters)
         elif isinstance(topic, str):
             name = full_topic_name(topic)
             partitions = await self._partitions(name)
             if partitions > 0:
-                consumer = MultiTopicsConsumer(self, [name], subscription_name, config, queue, letters=letters)
+                consumer = MultiTopicsConsumer(self.context, [name], subscription_name, config, queue, letters=letters)
             else:
-                consumer = Consumer(self, name, subscription_name, config, queue, letters=letters)
+                consumer = Consumer(self.context, name, subscription_name, config, queue, letters=letters)
         else:
-            consumer = MultiTopicsConsumer(self, list(topic), subscription_name, config, queue, letters=letters)
+            consumer = MultiTopicsConsumer(self.context, list(topic), subscription_name, config, queue, letters=letters)
         await consumer.start()
         self._handles.add(consumer)
         if letters is not None:
@@ -208,7 +210,7 @@ class Client:
         self._check_open()
         if reader_listener is not None:
             raise errors.InvalidConfiguration("reader listeners are not supported: use `async for`")
-        reader = Reader(self, full_topic_name(topic), _start_id(start_message_id),
+        reader = Reader(self.context, full_topic_name(topic), _start_id(start_message_id),
                         receiver_queue_size=receiver_queue_size, reader_name=reader_name,
                         subscription_role_prefix=subscription_role_prefix, is_read_compacted=is_read_compacted,
                         start_message_id_inclusive=start_message_id_inclusive, queue=queue,
@@ -216,6 +218,11 @@ class Client:
         await reader.start()
         self._handles.add(reader)
         return reader
+
+    async def _letter_producer(self, topic: str, initial_subscription_name: str | None) -> AnyProducer:
+        """A dead- or retry-letter topic's producer (Letters create them on first use)."""
+        config = ProducerConfig(initial_subscription_name=initial_subscription_name)
+        return await self.create_producer(topic, config=config)
 
     async def get_topic_partitions(self, topic: str) -> list[str]:
         name = full_topic_name(topic)

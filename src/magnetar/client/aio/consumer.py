@@ -11,6 +11,11 @@ After a lost connection or a broker-initiated close the consumer subscribes agai
 durable subscription resumes where the broker's cursor is (unacked messages come again),
 a reader (non-durable) resumes after the last message the application took. The receiver
 queue is emptied then, as in the C++ client, since the broker sends those again.
+
+The consumer owns what it delegates to, each with its own state: an `Intake` (MESSAGE
+frames into queue items; the connection calls its `on_message`), a `Redelivery` (negative
+acks, the unacked timeout, dead letters), a `Receiver` (what the application takes) and
+`RowAcks` (receive_arrow's rows acknowledged so far).
 """
 
 from __future__ import annotations
@@ -18,81 +23,52 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client import errors
 from magnetar.client.aio.acks import AckGroupingTracker
+from magnetar.client.aio.consumer_config import ConsumerConfig, ReceiveQueue
 from magnetar.client.aio.handler import Handler
-from magnetar.client.aio.intake import ConsumerIntake
-from magnetar.client.aio.letters import DeadLetterPolicy, Letters
-from magnetar.client.aio.receive_queue import AsyncReceiveQueue, ThreadReceiveQueue
-from magnetar.client.aio.receiver import Receiver
+from magnetar.client.aio.intake import Intake
+from magnetar.client.aio.letters import Letters
+from magnetar.client.aio.receive_queue import AsyncReceiveQueue
+from magnetar.client.aio.receiver import Receiver, Receiving
 from magnetar.client.aio.redelivery import Redelivery
-from magnetar.client.enums import ConsumerType, InitialPosition
-from magnetar.client.incoming import ChunkAssembler, StartFilter, decode_entry
+from magnetar.client.columnar import RowAcks
+from magnetar.client.enums import ConsumerType
+from magnetar.client.incoming import BatchAcks, StartFilter
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId, as_message_id
-from magnetar.formats.processor import PayloadError, ProcessorSet
 from magnetar.wire import client_commands as cc
 from magnetar.wire.message_id import INT64_MAX, ack_set_from_indexes
 from magnetar.wire.message_id import MessageId as WireId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.client.aio.client import Client
     from magnetar.client.aio.connection import Connection
+    from magnetar.client.aio.context import ClientContext
+
+__all__ = ["Consumer", "ConsumerConfig", "ReceiveQueue"]
 
 log = logging.getLogger(__name__)
 
-MAX_UNCOMPRESSED = 64 * 1024 * 1024
-"""Largest decompressed payload accepted (a batch or a reassembled chunked message)."""
 
-ReceiveQueue = AsyncReceiveQueue | ThreadReceiveQueue
-
-
-@dataclass(slots=True)
-class ConsumerConfig:
-    consumer_type: int = ConsumerType.Exclusive
-    receiver_queue_size: int = 1000
-    consumer_name: str | None = None
-    unacked_messages_timeout_ms: int | None = None
-    negative_ack_redelivery_delay_ms: int = 60000
-    is_read_compacted: bool = False
-    properties: Mapping[str, str] = field(default_factory=dict)
-    subscription_properties: Mapping[str, str] = field(default_factory=dict)
-    initial_position: int = InitialPosition.Latest
-    start_message_id_inclusive: bool = False
-    batch_index_ack_enabled: bool = False
-    replicate_subscription_state_enabled: bool = False
-    max_pending_chunked_message: int = 10
-    dead_letter_policy: DeadLetterPolicy | None = None
-    key_shared_mode: int = 0
-    sticky_ranges: tuple[tuple[int, int], ...] = ()
-    allow_out_of_order_delivery: bool = False
-    durable: bool = True
-    start_message_id: MessageId | None = None
-    """Readers: where to start (earliest, latest or an id)."""
-    payload_processors: ProcessorSet | None = None
-    """PIP-96: how entries are read; None = Pulsar's format only, exactly as without processors."""
-    columnar: bool = False
-    """Set by the first receive_arrow(): entries are queued raw, for columns."""
-
-
-class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
+class Consumer(Handler, Receiving):
     """A subscription's consumer on one topic (or one partition of a partitioned topic)."""
 
-    def __init__(self, client: Client, topic: str, subscription: str, config: ConsumerConfig,
+    on_message: Callable[[pb.CommandMessage, bytes], None]
+    """MESSAGE frames, from the connection: the intake's `on_message`, bound once."""
+
+    def __init__(self, context: ClientContext, topic: str, subscription: str, config: ConsumerConfig,
                  queue: ReceiveQueue | None = None, partition: int = -1, letters: Letters | None = None) -> None:
-        super().__init__(client, topic)
+        super().__init__(context, topic)
         self.letters = letters
         """The subscription's dead-letter and retry-letter topics (with a dead_letter_policy)."""
         self.subscription = subscription
         self.config = config
         self.partition = partition
-        self.consumer_id = client.new_consumer_id()
+        self.consumer_id = context.new_consumer_id()
         self.queue: ReceiveQueue = queue if queue is not None else AsyncReceiveQueue()
         self._threaded = self.queue.threaded
         self._name = config.consumer_name if config.consumer_name is not None else ""
@@ -105,21 +81,21 @@ class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
         self._returned = 0
         self._flow_scheduled = False
         self._ready = False
-        self._start: StartFilter | None = self._start_filter(config.start_message_id,
-                                                             config.start_message_id_inclusive)
         self._last_taken: Message | None = None
         """The last message the application took (readers resume after it)."""
         self._seek_by_time = False
-        self._chunks = ChunkAssembler(config.max_pending_chunked_message)
         self._acks: AckGroupingTracker | None = None
-        self._nacks: dict[tuple[int, int], tuple[float, MessageId]] = {}
-        self._nack_timer: asyncio.TimerHandle | None = None
-        self._unacked: dict[tuple[int, int], float] = {}
-        self._unacked_timer: asyncio.TimerHandle | None = None
-        self._dead_letters: dict[tuple[int, int], list[Message]] = {}
-        self._row_acks: dict[tuple[int, int], Any] = {}
         self._ready_event = asyncio.Event()
         self._shared = int(config.consumer_type) in (ConsumerType.Shared, ConsumerType.KeyShared)
+        self._redelivery = Redelivery(self._loop, topic, self.consumer_id, config, letters, shared=self._shared,
+                                      write=self._write, redeliver_all=self.redeliver_unacknowledged_messages,
+                                      acknowledge=self.acknowledge)
+        self._row_acks = RowAcks(config.durable)
+        self._intake = Intake(self, topic, self.consumer_id, config, self.queue, self._redelivery, self._row_acks,
+                              loop=self._loop, write=self._write, permits_used=self._permits_used)
+        self._intake.start = self._start_filter(config.start_message_id, config.start_message_id_inclusive)
+        self.on_message = self._intake.on_message
+        self._own(Receiver(self.queue, topic, config, self._row_owner))
 
     @staticmethod
     def _start_filter(start: MessageId | None, inclusive: bool) -> StartFilter | None:
@@ -146,7 +122,7 @@ class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
             if self._last_taken is not None:
                 last = self._last_taken.message_id()
                 start = WireId(last.ledger_id(), last.entry_id(), batch_index=last.batch_index())
-                self._start = StartFilter(last.ledger_id(), last.entry_id(), last.batch_index(), False)
+                self._intake.start = StartFilter(last.ledger_id(), last.entry_id(), last.batch_index(), False)
             elif self.config.start_message_id is not None and not self._seek_by_time:
                 first = self.config.start_message_id
                 start = WireId(first.ledger_id(), first.entry_id(), batch_index=first.batch_index())
@@ -171,8 +147,7 @@ class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
         assert conn is not None
         if self._acks is None:
             self._acks = AckGroupingTracker(self._loop, self.consumer_id, self._write, self._threaded)
-            if self.config.unacked_messages_timeout_ms:
-                self._arm_unacked_check()
+            self._redelivery.start()
         # What was queued came from the old registration; the broker sends it again.
         self.queue.clear()
         self._taken = self._dropped = self._returned = 0
@@ -195,42 +170,7 @@ class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
     def on_active_change(self, active: bool) -> None:
         log.debug("%s/%s active: %s", self.topic, self.subscription, active)
 
-    # -- receiving
-    def on_message(self, message: pb.CommandMessage, payload: bytes) -> None:
-        if self.config.columnar and self._queue_raw(message, payload):
-            return
-        try:
-            decoded = decode_entry(self, self.topic, message, payload, max_size=MAX_UNCOMPRESSED, start=self._start,
-                                   track_batch_acks=not self.config.batch_index_ack_enabled, chunks=self._chunks,
-                                   skip_compacted_out=self.config.is_read_compacted,
-                                   processors=self.config.payload_processors)
-        except PayloadError as exc:
-            self._entry_failed(message.message_id.ledgerId, message.message_id.entryId, exc)
-            return
-        except ValueError as exc:
-            log.warning("%s: dropping undecodable entry %s: %s", self.topic, message.message_id, exc)
-            self._write(cc.ack(self.consumer_id, [WireId(message.message_id.ledgerId,
-                                                         message.message_id.entryId).to_proto()],
-                               validation_error=pb.CommandAck.BatchDeSerializeError))
-            self._permits_used(1)
-            return
-        if decoded.corrupt:
-            mid = message.message_id
-            self._write(cc.ack(self.consumer_id, [WireId(mid.ledgerId, mid.entryId).to_proto()],
-                               validation_error=pb.CommandAck.ChecksumMismatch))
-        messages = decoded.messages
-        if messages:
-            if self._start is not None:
-                self._start = None  # the position is passed: later redeliveries are not filtered
-            dlq = self.config.dead_letter_policy
-            if dlq is not None and message.redelivery_count >= dlq.max_redeliver_count:
-                self._dead_letters[(message.message_id.ledgerId, message.message_id.entryId)] = messages
-            if self._unacked_timer is not None:
-                self._unacked[(message.message_id.ledgerId, message.message_id.entryId)] = time.monotonic()
-            self.queue.put_many(messages)
-        if decoded.skipped:
-            self._permits_used(decoded.skipped)
-
+    # -- flow control
     def _permits_used(self, count: int) -> None:
         self._dropped += count
         self._maybe_flow()
@@ -269,21 +209,18 @@ class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
         if type(message) is Message:  # the common case: no id object needed
             ctx = message[1]
             owner = ctx.owner
-            if owner._threaded and (owner._unacked_timer is not None or owner._nacks):
+            if owner._threaded and owner._redelivery.tracking:
                 owner._loop.call_soon_threadsafe(owner._ack_now, ctx.ledger, ctx.entry, message[0][2],
                                                  ctx.batch_size, ctx.acks)
             else:
                 owner._ack_now(ctx.ledger, ctx.entry, message[0][2], ctx.batch_size, ctx.acks)
             return
         mid = as_message_id(message)
-        self._owner_of(message, mid)._ack(mid._l, mid._e, mid._b, mid._n, mid.batch_acks)
-
-    def _owner_of(self, message: Any, mid: MessageId) -> Consumer:
-        return self
+        self._ack(mid._l, mid._e, mid._b, mid._n, mid.batch_acks)
 
     def _ack(self, ledger: int, entry: int, index: int, size: int, acks: Any) -> None:
-        if self._threaded and (self._unacked_timer is not None or self._nacks):
-            # those dicts belong to the event loop
+        if self._threaded and self._redelivery.tracking:
+            # the redelivery state belongs to the event loop
             self._loop.call_soon_threadsafe(self._ack_now, ledger, entry, index, size, acks)
         else:
             self._ack_now(ledger, entry, index, size, acks)
@@ -292,10 +229,9 @@ class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
         tracker = self._acks
         if tracker is None:
             return
-        if self._unacked:
-            self._unacked.pop((ledger, entry), None)
-        if self._nacks:
-            self._nacks.pop((ledger, entry), None)
+        redelivery = self._redelivery
+        if redelivery.tracking:
+            redelivery.acked(ledger, entry)
         if type(acks) is list:  # a chunked message: every chunk's entry
             for chunk in acks:
                 tracker.add(chunk.ledger_id, chunk.entry_id)
@@ -320,25 +256,73 @@ class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
             raise errors.CumulativeAcknowledgementNotAllowedError(
                 "cumulative acknowledgement is not allowed on Shared and Key_Shared subscriptions")
         mid = as_message_id(message)
-        owner = self._owner_of(message, mid)
         if self._threaded:
-            self._loop.call_soon_threadsafe(owner._ack_cumulative, mid)
+            self._loop.call_soon_threadsafe(self._ack_cumulative, mid)
         else:
-            owner._ack_cumulative(mid)
+            self._ack_cumulative(mid)
 
     def _ack_cumulative(self, mid: MessageId) -> None:
         tracker = self._acks
         if tracker is None:
             return
-        if self._unacked:
-            for key in [k for k in self._unacked if k <= (mid._l, mid._e)]:
-                del self._unacked[key]
+        if self._redelivery.tracking:
+            self._redelivery.acked_up_to(mid._l, mid._e)
         if mid._b < 0 or mid._n <= 0 or mid._b == mid._n - 1:
             tracker.add_cumulative(mid._l, mid._e)
         elif self.config.batch_index_ack_enabled:
             tracker.add_cumulative(mid._l, mid._e, ack_set_from_indexes(range(mid._b + 1, mid._n), mid._n))
         else:  # the rest of the batch is not acked: stop at the entry before it, as C++ does
             tracker.add_cumulative(mid._l, mid._e - 1)
+
+    # -- redelivery (the Redelivery object's; flow control stays here)
+    def negative_acknowledge(self, message: Any) -> None:
+        """Ask for redelivery after `negative_ack_redelivery_delay_ms`."""
+        mid = as_message_id(message)
+        if self._threaded:
+            self._loop.call_soon_threadsafe(self._redelivery.nack, mid)
+        else:
+            self._redelivery.nack(mid)
+
+    def redeliver_unacknowledged_messages(self) -> None:
+        """Ask for every unacked message again; queued messages are dropped (they come back)."""
+        cleared = self.queue.clear()
+        self._dropped += cleared
+        self._write(cc.redeliver(self.consumer_id))
+        self._maybe_flow()
+
+    async def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None = None
+                              ) -> None:
+        """Send `message` to the retry-letter topic, delivered again after `delay_ms` (the Java
+        client's reconsumeLater; needs `retry_enable=True` and a dead-letter policy)."""
+        owner = message[1].owner
+        if owner.letters is None:
+            raise errors.InvalidConfiguration("reconsume_later needs subscribe(..., retry_enable=True, "
+                                              "dead_letter_policy=...)")
+        await owner.letters.reconsume_later(message, delay_ms, properties, owner.acknowledge)
+
+    # -- rows (receive_arrow; see columnar.RowOwner)
+    def entry_unreadable(self, ledger: int, entry: int, exc: Exception, discard: bool) -> None:
+        self._intake.entry_unreadable(ledger, entry, exc, discard)
+
+    def rows_taken(self, last: Message) -> None:
+        """The application took rows up to `last` (a stand-in message): readers resume after it."""
+        self._last_taken = last
+
+    def keep_row_acks(self, ledger: int, entry: int, acks: BatchAcks) -> None:
+        """Track the rows of an entry decoded into messages before the first receive_arrow,
+        as a raw entry's are tracked."""
+        self._row_acks.keep(ledger, entry, acks)
+
+    def ack_row_cumulative(self, ledger: int, entry: int, index: int) -> None:
+        """Cumulative acknowledgement up to one row."""
+        self.acknowledge_cumulative(MessageId(-1, ledger, entry, index, self._row_acks.size(ledger, entry, index)))
+
+    def ack_rows(self, ledger: int, entry: int, indexes: list[int]) -> None:
+        """Acknowledge the rows of one entry (from receive_arrow's ledger_id/entry_id/batch_index)."""
+        self._ack(ledger, entry, *self._row_acks.ack(ledger, entry, indexes))
+
+    def _row_owner(self, topic: str) -> Consumer:
+        return self
 
     # -- positions
     async def seek(self, target: Any) -> None:
@@ -350,17 +334,17 @@ class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
             await conn.request(lambda rid: cc.seek(rid, self.consumer_id, publish_time=target))
             self._seek_by_time = True
             self._last_taken = None
-            self._start = None
+            self._intake.start = None
         else:
             mid = as_message_id(target)
             await conn.request(lambda rid: cc.seek(rid, self.consumer_id, message_id=mid.wire))
             self._seek_by_time = False
             self._last_taken = None
             if mid.ledger_id() in (-1, INT64_MAX):
-                self._start = None
+                self._intake.start = None
             else:
-                self._start = StartFilter(mid.ledger_id(), mid.entry_id(), mid.batch_index(),
-                                          self.config.start_message_id_inclusive)
+                self._intake.start = StartFilter(mid.ledger_id(), mid.entry_id(), mid.batch_index(),
+                                                 self.config.start_message_id_inclusive)
             if not self.config.durable:
                 self.config.start_message_id = mid
         if self.conn is conn and self._ready:
@@ -369,7 +353,7 @@ class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
             self._taken = self._dropped = self._returned = 0
             conn.write(cc.redeliver(self.consumer_id))
             conn.write(cc.flow(self.consumer_id, self._queue_size))
-        async with asyncio.timeout(self.client.operation_timeout):
+        async with asyncio.timeout(self.context.operation_timeout):
             await self._ready_event.wait()
 
     async def get_last_message_id(self) -> MessageId:
@@ -425,10 +409,8 @@ class Consumer(ConsumerIntake, Redelivery, Handler, Receiver):
             self._acks.close()
         self._stop_reconnecting()
         self._ready = False
-        for timer in (self._nack_timer, self._unacked_timer):
-            if timer is not None:
-                timer.cancel()
-        self.queue.fail_waiters(errors.AlreadyClosed(f"consumer on {self.topic} closed"))
+        self._redelivery.close()
+        self._receiver.close()
         conn = self.conn
         if conn is not None and not conn.closed:
             conn.consumers.pop(self.consumer_id, None)

@@ -19,8 +19,8 @@ from magnetar.client import errors
 from magnetar.client.backoff import Backoff
 
 if TYPE_CHECKING:
-    from magnetar.client.aio.client import Client
     from magnetar.client.aio.connection import Connection
+    from magnetar.client.aio.context import ClientContext
 
 log = logging.getLogger(__name__)
 
@@ -29,8 +29,8 @@ RETRYABLE = (errors.NotConnected, errors.ConnectError, errors.Timeout, errors.Se
 
 
 class Handler:
-    def __init__(self, client: Client, topic: str) -> None:
-        self.client = client
+    def __init__(self, context: ClientContext, topic: str) -> None:
+        self.context = context
         self.topic = topic
         self.conn: Connection | None = None
         self.closed = False
@@ -46,15 +46,15 @@ class Handler:
         """Called once registered (again): resend, re-flow, ..."""
 
     async def _connect_once(self) -> None:
-        logical, physical = await self.client.lookup.broker_for(self.topic)
-        conn = await self.client.pool.get(logical, physical)
+        logical, physical = await self.context.lookup.broker_for(self.topic)
+        conn = await self.context.pool.get(logical, physical)
         await self._register(conn)
         self.conn = conn
         self._on_ready()
 
     async def start(self) -> None:
         """First registration: retry what is retryable until the operation timeout."""
-        deadline = time.monotonic() + self.client.operation_timeout
+        deadline = time.monotonic() + self.context.operation_timeout
         backoff = Backoff()
         while True:
             try:

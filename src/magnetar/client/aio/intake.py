@@ -1,23 +1,30 @@
-"""The consumer's side of payload processors and `receive_arrow` (mixed into Consumer).
+"""A consumer's intake: MESSAGE frames into receiver-queue items, on the event loop.
+
+One `Intake` per single-topic consumer, which owns it and points the connection's MESSAGE
+frames at its `on_message`. It decodes each entry into messages (payload processors for
+other formats, the start position, chunked messages), or, once `receive_arrow` was called,
+queues it raw (`RawEntry`) after the checks that need the consumer's state, and the
+application's thread builds columns from it. It keeps the start position and the chunks in
+progress; it reaches back to the consumer through the calls it is given (write a frame,
+give back permits of messages it dropped) and tells the consumer's `Redelivery` what it
+queued.
 
 Failed entries: an entry no processor reads, or whose processor refuses it, reaches the
 application as one `EntryFailure` raised by receive/receive_arrow (the next call goes on);
 a corrupt one is discarded as the Java client discards it (acknowledged with a validation
 error), one in an unknown format is left unacknowledged for a reader that has its processor.
-
-Columnar intake: once `receive_arrow` was called the loop queues raw entries (`RawEntry`)
-after the checks that need the consumer's state, and the reader builds columns from them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from magnetar.client.columnar import EntryFailure, RawEntry
-from magnetar.client.incoming import BatchAcks, StartFilter
-from magnetar.client.message_id import MessageId
-from magnetar.formats.processor import UnknownFormatError
+from magnetar.client.columnar import EntryFailure, RawEntry, RowAcks
+from magnetar.client.incoming import BatchAcks, ChunkAssembler, StartFilter, decode_entry
+from magnetar.formats.processor import PayloadError, UnknownFormatError
 from magnetar.wire import client_commands as cc
 from magnetar.wire.entry import parse_message_metadata, verify_checksum
 from magnetar.wire.errors import ChecksumError
@@ -25,31 +32,80 @@ from magnetar.wire.message_id import MessageId as WireId
 from magnetar.wire.message_id import unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
+if TYPE_CHECKING:
+    from magnetar.client.aio.consumer_config import ConsumerConfig, ReceiveQueue
+    from magnetar.client.aio.redelivery import Redelivery
+
 log = logging.getLogger(__name__)
 
+MAX_UNCOMPRESSED = 64 * 1024 * 1024
+"""Largest decompressed payload accepted (a batch or a reassembled chunked message)."""
 
-class ConsumerIntake:
-    topic: str
-    config: Any
-    queue: Any
-    _start: StartFilter | None
-    _threaded: bool
-    _loop: Any
-    _unacked_timer: Any
-    _unacked: dict
-    _row_acks: dict
 
-    def _write(self, frame: bytes) -> bool: ...
-    def _permits_used(self, count: int) -> None: ...
-    def _ack(self, ledger: int, entry: int, index: int, size: int, acks: Any) -> None: ...
+class Intake:
+    def __init__(self, owner: Any, topic: str, consumer_id: int, config: ConsumerConfig, queue: ReceiveQueue,
+                 redelivery: Redelivery, row_acks: RowAcks, *, loop: asyncio.AbstractEventLoop,
+                 write: Callable[[bytes], bool], permits_used: Callable[[int], None]) -> None:
+        self._owner = owner
+        """The consumer: messages, raw entries and failures name it, for acks and permits."""
+        self._topic = topic
+        self._consumer_id = consumer_id
+        self._config = config
+        """Shared with the consumer (and a multi-topic consumer's siblings): `columnar` flips in it."""
+        self._queue = queue
+        self._redelivery = redelivery
+        self._watch = redelivery.received if redelivery.watching else None
+        self._row_acks = row_acks
+        self._loop = loop
+        self._threaded = queue.threaded
+        self._write = write
+        self._permits_used = permits_used
+        self._chunks = ChunkAssembler(config.max_pending_chunked_message)
+        self.start: StartFilter | None = None
+        """Messages before it are dropped (a reader's start, a seek target); cleared once passed."""
+
+    def on_message(self, message: pb.CommandMessage, payload: bytes) -> None:
+        config = self._config
+        if config.columnar and self._queue_raw(message, payload):
+            return
+        try:
+            decoded = decode_entry(self._owner, self._topic, message, payload, max_size=MAX_UNCOMPRESSED,
+                                   start=self.start, track_batch_acks=not config.batch_index_ack_enabled,
+                                   chunks=self._chunks, skip_compacted_out=config.is_read_compacted,
+                                   processors=config.payload_processors)
+        except PayloadError as exc:
+            self._entry_failed(message.message_id.ledgerId, message.message_id.entryId, exc)
+            return
+        except ValueError as exc:
+            log.warning("%s: dropping undecodable entry %s: %s", self._topic, message.message_id, exc)
+            self._write(cc.ack(self._consumer_id, [WireId(message.message_id.ledgerId,
+                                                          message.message_id.entryId).to_proto()],
+                               validation_error=pb.CommandAck.BatchDeSerializeError))
+            self._permits_used(1)
+            return
+        if decoded.corrupt:
+            mid = message.message_id
+            self._write(cc.ack(self._consumer_id, [WireId(mid.ledgerId, mid.entryId).to_proto()],
+                               validation_error=pb.CommandAck.ChecksumMismatch))
+        messages = decoded.messages
+        if messages:
+            if self.start is not None:
+                self.start = None  # the position is passed: later redeliveries are not filtered
+            watch = self._watch
+            if watch is not None:
+                watch(message, messages)
+            self._queue.put_many(messages)
+        if decoded.skipped:
+            self._permits_used(decoded.skipped)
 
     # -- failures
     def entry_unreadable(self, ledger: int, entry: int, exc: Exception, discard: bool) -> None:
-        """Log a failed entry; discard it (ack with a validation error) unless it is only unknown."""
-        log.warning("%s: entry %d:%d not readable: %s", self.topic, ledger, entry, exc)
+        """Log a failed entry; discard it (ack with a validation error) unless it is only unknown.
+        Any thread: the reader's thread finds failures while it builds columns."""
+        log.warning("%s: entry %d:%d not readable: %s", self._topic, ledger, entry, exc)
         if not discard:
             return
-        frame = cc.ack(getattr(self, "consumer_id", 0), [WireId(ledger, entry).to_proto()],
+        frame = cc.ack(self._consumer_id, [WireId(ledger, entry).to_proto()],
                        validation_error=pb.CommandAck.BatchDeSerializeError)
         if self._threaded:
             self._loop.call_soon_threadsafe(self._write, frame)
@@ -57,9 +113,9 @@ class ConsumerIntake:
             self._write(frame)
 
     def _entry_failed(self, ledger: int, entry: int, exc: Exception) -> None:
-        """On the loop: hand the failure to the application in the queue, in order with messages."""
+        """Hand the failure to the application in the queue, in order with messages."""
         self.entry_unreadable(ledger, entry, exc, discard=not isinstance(exc, UnknownFormatError))
-        self.queue.put_many([EntryFailure(self, ledger, entry, exc)])
+        self._queue.put_many([EntryFailure(self._owner, ledger, entry, exc)])
 
     # -- columnar intake
     def _queue_raw(self, message: pb.CommandMessage, payload: bytes) -> bool:
@@ -82,15 +138,14 @@ class ConsumerIntake:
             self._permits_used(total - count)
         if not count:
             return True
-        self._start = None
-        if self._unacked_timer is not None:
-            self._unacked[(ledger, entry)] = 0.0
-        if batched and self.config.durable:
+        self.start = None
+        self._redelivery.received_raw(ledger, entry)
+        if batched and self._row_acks.durable:
             acks = BatchAcks(size)
             if keep is not None:
                 acks.acked.update(set(range(size)) - set(keep))
-            self._row_acks[(ledger, entry)] = acks
-        self.queue.put_many([RawEntry(self, ledger, entry, payload, keep, count, size)])
+            self._row_acks.track(ledger, entry, acks)
+        self._queue.put_many([RawEntry(self._owner, ledger, entry, payload, keep, count, size)])
         return True
 
     def _kept_indexes(self, message: pb.CommandMessage, ledger: int, entry: int, size: int) -> set[int] | None:
@@ -99,34 +154,10 @@ class ConsumerIntake:
         keep = None
         if size and len(message.ack_set):
             keep = set(unacked_indexes(message.ack_set, size))
-        start = self._start
+        start = self.start
         if start is not None:
             kept = {i for i in indexes if start.keeps(ledger, entry, i)}
             keep = kept if keep is None else keep & kept
         if keep is not None and len(keep) == len(indexes):
             return None
         return keep
-
-    def keep_row_acks(self, ledger: int, entry: int, acks: BatchAcks) -> None:
-        """Track the rows of an entry decoded into messages before the first receive_arrow,
-        as a raw entry's are tracked (only a durable subscription acknowledges by row)."""
-        if self.config.durable:
-            self._row_acks.setdefault((ledger, entry), acks)
-
-    def ack_row_cumulative(self, ledger: int, entry: int, index: int) -> None:
-        """Cumulative acknowledgement up to one row; the entry's batch size (kept while its rows are
-        not all acked) tells whether the row ends its entry."""
-        acks = self._row_acks.get((ledger, entry))
-        size = 0 if acks is None or index < 0 else acks.size
-        self.acknowledge_cumulative(MessageId(-1, ledger, entry, index, size))
-
-    def ack_rows(self, ledger: int, entry: int, indexes: list[int]) -> None:
-        """Acknowledge the rows of one entry (from receive_arrow's ledger_id/entry_id/batch_index)."""
-        acks = self._row_acks.get((ledger, entry))
-        if acks is None or indexes[0] < 0:
-            self._ack(ledger, entry, -1, 0, None)
-            return
-        acks.acked.update(indexes[:-1])
-        if len(acks.acked | {indexes[-1]}) >= acks.size:
-            self._row_acks.pop((ledger, entry), None)
-        self._ack(ledger, entry, indexes[-1], acks.size, acks)

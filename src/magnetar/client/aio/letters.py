@@ -6,23 +6,20 @@ receives what `reconsume_later` sends back with a delay, until it has been recon
 `max_redeliver_count` times, after which it goes to the dead-letter topic too. Letters carry
 the Java client's properties (REAL_TOPIC, ORIGIN_MESSAGE_ID, RECONSUMETIMES, DELAY_TIME,
 RETRY_TOPIC) beside the message's own, and its key. The original is acknowledged only once
-its letter is stored. Producers are created on first use and shared by a subscription's
-partitions.
+its letter is stored. Producers are created on first use, by the factory the client gives
+(a letter producer is an ordinary one, closed with the client), and shared by a
+subscription's partitions.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from magnetar.client.aio.producer import ProducerConfig
 from magnetar.client.message import Message
 from magnetar.client.topic_name import base_topic_name
-
-if TYPE_CHECKING:
-    from magnetar.client.aio.client import Client
 
 
 @dataclass(slots=True)
@@ -35,25 +32,36 @@ class DeadLetterPolicy:
     retry_letter_topic: str | None = None
 
 
+class LetterProducer(Protocol):
+    """What Letters use of a producer."""
+
+    async def send(self, content: bytes | None, **kwargs: Any) -> Any: ...
+    async def close(self) -> None: ...
+
+
+ProducerFactory = Callable[[str, str | None], Awaitable[LetterProducer]]
+"""(topic, initial subscription name or None) -> a started producer of that topic."""
+
+
 class Letters:
-    def __init__(self, client: Client, topic: str, subscription: str, policy: DeadLetterPolicy) -> None:
-        self.client = client
+    def __init__(self, create_producer: ProducerFactory, topic: str, subscription: str,
+                 policy: DeadLetterPolicy) -> None:
+        self._create_producer = create_producer
         self.policy = policy
         base = base_topic_name(topic)
         self.dead_letter_topic = policy.dead_letter_topic or f"{base}-{subscription}-DLQ"
         self.retry_letter_topic = policy.retry_letter_topic or f"{base}-{subscription}-RETRY"
-        self._producers: dict[str, Any] = {}
-        self._creating: dict[str, asyncio.Task[Any]] = {}
+        self._producers: dict[str, LetterProducer] = {}
+        self._creating: dict[str, asyncio.Future[LetterProducer]] = {}
 
-    async def _producer(self, topic: str) -> Any:
+    async def _producer(self, topic: str) -> LetterProducer:
         producer = self._producers.get(topic)
         if producer is not None:
             return producer
         task = self._creating.get(topic)
         if task is None:
             subscription = self.policy.initial_subscription_name if topic == self.dead_letter_topic else None
-            task = self._creating[topic] = asyncio.ensure_future(self.client.create_producer(
-                topic, config=ProducerConfig(initial_subscription_name=subscription)))
+            task = self._creating[topic] = asyncio.ensure_future(self._create_producer(topic, subscription))
         try:
             producer = self._producers[topic] = await asyncio.shield(task)
         finally:

@@ -16,24 +16,25 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client import errors
-from magnetar.client.aio.consumer import Consumer, ConsumerConfig, ReceiveQueue
+from magnetar.client.aio.consumer import Consumer
+from magnetar.client.aio.consumer_config import ConsumerConfig, ReceiveQueue
 from magnetar.client.aio.letters import Letters
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue
-from magnetar.client.aio.receiver import Receiver
+from magnetar.client.aio.receiver import Receiver, Receiving
 from magnetar.client.message_id import MessageId, as_message_id
 from magnetar.client.topic_name import base_topic_name, full_topic_name, namespace_of, partition_name
 
 if TYPE_CHECKING:
-    from magnetar.client.aio.client import Client
+    from magnetar.client.aio.context import ClientContext
 
 log = logging.getLogger(__name__)
 
 
-class MultiTopicsConsumer(Receiver):
-    def __init__(self, client: Client, topics: list[str], subscription: str, config: ConsumerConfig,
+class MultiTopicsConsumer(Receiving):
+    def __init__(self, context: ClientContext, topics: list[str], subscription: str, config: ConsumerConfig,
                  queue: ReceiveQueue | None = None, pattern: re.Pattern[str] | None = None,
                  discovery_period: float = 60.0, letters: Letters | None = None) -> None:
-        self.client = client
+        self.context = context
         self.letters = letters
         self.topics = [full_topic_name(t) for t in topics]
         self.topic = pattern.pattern if pattern is not None else ",".join(self.topics)
@@ -45,6 +46,7 @@ class MultiTopicsConsumer(Receiver):
         self.consumers: dict[str, Consumer] = {}
         self.closed = False
         self._discovery: asyncio.Task[None] | None = None
+        self._own(Receiver(self.queue, self.topic, config, self.consumers.__getitem__))
 
     async def start(self) -> None:
         try:
@@ -61,18 +63,18 @@ class MultiTopicsConsumer(Receiver):
         assert self.pattern is not None
         namespace = namespace_of(self.pattern.pattern.split("://", 1)[-1] if "://" in self.pattern.pattern
                                  else self.pattern.pattern)
-        names = await self.client.lookup.topics_of_namespace(namespace)
+        names = await self.context.lookup.topics_of_namespace(namespace)
         bases = sorted({base_topic_name(name) for name in names})
         return [name for name in bases if self.pattern.fullmatch(name)]
 
     async def _subscribe_all(self, topics: list[str]) -> None:
-        partitions = await asyncio.gather(*(self.client.lookup.partitions(t) for t in topics))
+        partitions = await asyncio.gather(*(self.context.lookup.partitions(t) for t in topics))
         consumers = []
         for topic, count in zip(topics, partitions, strict=True):
             names = [(topic, -1)] if count == 0 else [(partition_name(topic, i), i) for i in range(count)]
             for name, index in names:
                 if name not in self.consumers:
-                    consumer = Consumer(self.client, name, self.subscription, self.config, self.queue, index,
+                    consumer = Consumer(self.context, name, self.subscription, self.config, self.queue, index,
                                         self.letters)
                     self.consumers[name] = consumer
                     consumers.append(consumer)
@@ -155,9 +157,9 @@ class MultiTopicsConsumer(Receiver):
         if self.closed:
             return
         self.closed = True
+        self._receiver.close()
         if self._discovery is not None:
             self._discovery.cancel()
             with contextlib.suppress(BaseException):
                 await self._discovery
         await asyncio.gather(*(c.close() for c in self.consumers.values()), return_exceptions=True)
-        self.queue.fail_waiters(errors.AlreadyClosed(f"consumer on {self.topic} closed"))

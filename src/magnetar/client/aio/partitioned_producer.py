@@ -12,14 +12,14 @@ from magnetar.client.message_id import MessageId
 from magnetar.client.topic_name import partition_name
 
 if TYPE_CHECKING:
-    from magnetar.client.aio.client import Client
+    from magnetar.client.aio.context import ClientContext
 
 
 class PartitionedProducer:
-    def __init__(self, client: Client, topic: str, config: ProducerConfig, partitions: int, routing_mode: int,
+    def __init__(self, context: ClientContext, topic: str, config: ProducerConfig, partitions: int, routing_mode: int,
                  message_router: Callable[[Any, int], int] | None = None) -> None:
         self.topic = topic
-        self.producers = [Producer(client, partition_name(topic, i), config, partition=i) for i in range(partitions)]
+        self.producers = [Producer(context, partition_name(topic, i), config, partition=i) for i in range(partitions)]
         self.router = Router(routing_mode, partitions, batching=config.batching_enabled,
                              switch_ms=config.batching_max_publish_delay_ms, custom=message_router)
 

@@ -2,7 +2,7 @@
 
 Messages get their sequence id when they are handed over, go through the batch container
 (or straight out when batching is off, the message is delayed or it must be chunked), and
-each SEND becomes an `_OpSend` queued in send order. Receipts must come back in that order
+each SEND becomes an `OpSend` queued in send order. Receipts must come back in that order
 (the broker answers per producer in order); the head op takes a receipt whose sequence id
 lies in its range, and completes its messages' callbacks or futures with their ids. After a
 reconnect every pending op is written again, in order and with its sequence ids, so the
@@ -19,15 +19,16 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client import errors
-from magnetar.client.aio.entry_writer import EntryWriter
 from magnetar.client.aio.handler import Handler
+from magnetar.client.aio.producer_config import ProducerConfig
+from magnetar.client.aio.send_ops import ChunkState, Completion, OpSend, complete, fail
 from magnetar.client.batching import Batch, BatchContainer, KeyBasedContainer
-from magnetar.client.enums import BatchingType, CompressionType, ProducerAccessMode, Result
+from magnetar.client.entries import arrow_entries, check_count, entry_metadata
+from magnetar.client.enums import BatchingType, Result
 from magnetar.client.message_id import MessageId
 from magnetar.client.outgoing import PendingMessage, build_batch_entry, chunk_entries, single_metadata
 from magnetar.wire import client_commands as cc
@@ -35,90 +36,14 @@ from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.client.aio.client import Client
     from magnetar.client.aio.connection import Connection
+    from magnetar.client.aio.context import ClientContext
+
+__all__ = ["Producer", "ProducerConfig", "SendCallback"]
 
 log = logging.getLogger(__name__)
 
-Completion = Any
-"""callable(result, message_id) or asyncio.Future[MessageId]"""
-
 SendCallback = Callable[[Result, MessageId | None], None]
-
-
-@dataclass(slots=True)
-class ProducerConfig:
-    """The official `create_producer` arguments a single-partition producer needs."""
-
-    producer_name: str | None = None
-    initial_sequence_id: int | None = None
-    send_timeout_millis: int = 30000
-    compression_type: int = CompressionType.NONE
-    max_pending_messages: int = 1000
-    block_if_queue_full: bool = False
-    batching_enabled: bool = False
-    batching_max_messages: int = 1000
-    batching_max_allowed_size_in_bytes: int = 128 * 1024
-    batching_max_publish_delay_ms: int = 10
-    batching_type: int = BatchingType.Default
-    chunking_enabled: bool = False
-    access_mode: int = ProducerAccessMode.Shared
-    properties: Mapping[str, str] = field(default_factory=dict)
-    batched_filter_properties: Sequence[str] = ()
-    initial_subscription_name: str | None = None
-
-
-class _OpSend:
-    """One SEND in flight: its entry, the sequence ids it covers, and whom to tell."""
-
-    __slots__ = ("batch_size", "chunk", "completions", "created", "entry", "first_seq", "frame", "frame_for",
-                 "is_chunk", "last_seq", "num_messages")
-
-    def __init__(self, first_seq: int, last_seq: int, entry: bytes, completions: list[Completion],
-                 batch_size: int, is_chunk: bool = False, chunk: _ChunkState | None = None) -> None:
-        self.first_seq = first_seq
-        self.last_seq = last_seq
-        self.entry = entry
-        self.completions = completions
-        self.batch_size = batch_size
-        """Messages in the batch; 0 for a non-batched entry (no num_messages, no batch index)."""
-        self.num_messages = max(batch_size, 1)
-        self.is_chunk = is_chunk
-        self.chunk = chunk
-        self.created = time.monotonic()
-        self.frame: bytes | None = None
-        self.frame_for = -1
-
-
-class _ChunkState:
-    """The chunks of one message: the id of the first, and the completion for the last."""
-
-    __slots__ = ("first_id",)
-
-    def __init__(self) -> None:
-        self.first_id: MessageId | None = None
-
-
-def _complete(completion: Completion, message_id: MessageId) -> None:
-    if isinstance(completion, asyncio.Future):
-        if not completion.done():
-            completion.set_result(message_id)
-    elif completion is not None:
-        try:
-            completion(Result.Ok, message_id)
-        except Exception:  # the official client would abort the process; we keep the others going
-            log.exception("send callback raised")
-
-
-def _fail(completion: Completion, exc: errors.PulsarException) -> None:
-    if isinstance(completion, asyncio.Future):
-        if not completion.done():
-            completion.set_exception(exc)
-    elif completion is not None:
-        try:
-            completion(exc.result, None)
-        except Exception:
-            log.exception("send callback raised")
 
 
 def _millis(value: int | timedelta | None) -> int | None:
@@ -129,14 +54,14 @@ def _millis(value: int | timedelta | None) -> int | None:
     return int(value)
 
 
-class Producer(EntryWriter, Handler):
+class Producer(Handler):
     """A producer of one topic (or one partition of a partitioned topic)."""
 
-    def __init__(self, client: Client, topic: str, config: ProducerConfig, partition: int = -1) -> None:
-        super().__init__(client, topic)
+    def __init__(self, context: ClientContext, topic: str, config: ProducerConfig, partition: int = -1) -> None:
+        super().__init__(context, topic)
         self.config = config
         self.partition = partition
-        self.producer_id = client.new_producer_id()
+        self.producer_id = context.new_producer_id()
         self._name = config.producer_name
         self._user_named = config.producer_name is not None
         self._epoch = 0
@@ -144,7 +69,7 @@ class Producer(EntryWriter, Handler):
         self._schema_version: bytes | None = None
         self._next_seq = 0 if config.initial_sequence_id is None else config.initial_sequence_id + 1
         self._last_seq_published = -1 if config.initial_sequence_id is None else config.initial_sequence_id
-        self._pending: deque[_OpSend] = deque()
+        self._pending: deque[OpSend] = deque()
         self._pending_messages = 0
         self._space = asyncio.Event()
         self._space.set()
@@ -219,10 +144,10 @@ class Producer(EntryWriter, Handler):
                    deliver_at: int | None = None, deliver_after: timedelta | int | None = None) -> None:
         """Queue a message; `callback(result, message_id)` runs once the broker has stored it."""
         if self.closed:
-            _fail(callback, errors.AlreadyClosed(f"producer on {self.topic} is closed"))
+            fail(callback, errors.AlreadyClosed(f"producer on {self.topic} is closed"))
             return
         if self._pending_messages >= self.config.max_pending_messages > 0 and not self.config.block_if_queue_full:
-            _fail(callback, errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}"))
+            fail(callback, errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}"))
             return
         self._enqueue(self._message(content, callback, properties, partition_key, ordering_key, sequence_id,
                                     replication_clusters, disable_replication, event_timestamp, deliver_at,
@@ -286,6 +211,59 @@ class Producer(EntryWriter, Handler):
             self._flush_container()
         self._send_single(message)
 
+    # -- whole entries (writers of other formats)
+    async def send_entry(self, payload: bytes, metadata_fields: Mapping[str, Any] | None = None,
+                         num_messages: int = 1) -> MessageId:
+        """Publish `payload` as one entry of `num_messages` messages, as it is (another format's writer).
+
+        `metadata_fields` are MessageMetadata fields (``properties`` as a dict; ``entry.format``
+        among them names a foreign format). The count is checked against the payload for the
+        formats built in. Returns the id of the entry's first message.
+        """
+        if self.closed:
+            raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
+        metadata = entry_metadata(metadata_fields, num_messages)
+        check_count(metadata, bytes(payload), num_messages, self._max_message_size() * 64)
+        return await self._send_whole(metadata, bytes(payload), num_messages)
+
+    async def send_arrow(self, data: Any, max_rows: int | None = None,
+                         sequence_id: int | None = None) -> list[MessageId]:
+        """Publish a pyarrow Table or RecordBatch, one Arrow IPC entry per record batch (of at most
+        `max_rows` rows), compressed as the producer's other entries. Returns each entry's first id.
+
+        `sequence_id` numbers the first row (the rest follow), as `send(sequence_id=...)` does for
+        one message: a writer that replays the same rows with the same ids is deduplicated."""
+        if self.closed:
+            raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
+        sends = []
+        for metadata, payload, rows in arrow_entries(data, max_rows, self._compression):
+            sends.append(self._send_whole(metadata, payload, rows, sequence_id))
+            if sequence_id is not None:
+                sequence_id += rows
+        return list(await asyncio.gather(*sends))
+
+    def _send_whole(self, metadata: pb.MessageMetadata, payload: bytes, num_messages: int,
+                    first: int | None = None) -> asyncio.Future[MessageId]:
+        """Queue a ready entry behind whatever is batched, taking `num_messages` sequence ids
+        (from `first` when the caller numbers its messages itself)."""
+        if self._batching and len(self._container):
+            self._flush_container()
+        if first is None:
+            first = self._next_seq
+            self._next_seq += num_messages
+        metadata.producer_name = self._name or ""
+        metadata.sequence_id = first
+        metadata.publish_time = self._publish_time()
+        entry = build_entry(metadata, payload)
+        future: asyncio.Future[MessageId] = self._loop.create_future()
+        if len(entry) > self._max_message_size():
+            future.set_exception(errors.MessageTooBig(f"an entry of {len(entry)} bytes exceeds the broker's limit"))
+            return future
+        op = OpSend(first, first + num_messages - 1, entry, [future], num_messages)
+        op.num_messages = 0  # not counted against max_pending_messages: the caller awaits each entry
+        self._add_op(op)
+        return future
+
     def _arm_batch_timer(self) -> None:
         if self._batch_timer is not None:
             self._batch_timer.cancel()
@@ -310,7 +288,7 @@ class Producer(EntryWriter, Handler):
             exc = errors.MessageTooBig(f"a batch of {len(entry)} bytes exceeds the broker's limit")
             self._fail_messages(messages, exc)
             return
-        self._add_op(_OpSend(messages[0].sequence_id, messages[-1].sequence_id, entry,
+        self._add_op(OpSend(messages[0].sequence_id, messages[-1].sequence_id, entry,
                              [m.completion for m in messages], len(messages)))
 
     def _send_single(self, message: PendingMessage) -> None:
@@ -319,33 +297,30 @@ class Producer(EntryWriter, Handler):
                                             schema_version=self._schema_version)
         limit = self._max_message_size()
         if len(payload) + metadata.ByteSize() + 16 <= limit:
-            self._add_op(_OpSend(message.sequence_id, message.sequence_id, build_entry(metadata, payload),
+            self._add_op(OpSend(message.sequence_id, message.sequence_id, build_entry(metadata, payload),
                                  [message.completion], 0))
             return
         if not self.config.chunking_enabled:
             self._fail_messages([message], errors.MessageTooBig(
                 f"message of {len(payload)} bytes exceeds the broker's limit of {limit} (enable chunking)"))
             return
-        state = _ChunkState()
+        state = ChunkState()
         chunks = list(chunk_entries(metadata, payload, limit))
         for index, entry in enumerate(chunks):
             last = index == len(chunks) - 1
-            op = _OpSend(message.sequence_id, message.sequence_id, entry, [message.completion] if last else [],
+            op = OpSend(message.sequence_id, message.sequence_id, entry, [message.completion] if last else [],
                          0, is_chunk=True, chunk=state)
             op.num_messages = 1 if last else 0
             self._add_op(op)
 
-    def _op(self, first: int, last: int, entry: bytes, completions: list, batch_size: int) -> _OpSend:
-        return _OpSend(first, last, entry, completions, batch_size)
-
     def _max_message_size(self) -> int:
         conn = self.conn
-        return conn.max_message_size if conn is not None else self.client.max_message_size
+        return conn.max_message_size if conn is not None else self.context.max_message_size
 
     def _fail_messages(self, messages: Sequence[PendingMessage], exc: errors.PulsarException) -> None:
         self._pending_messages -= len(messages)
         for message in messages:
-            _fail(message.completion, exc)
+            fail(message.completion, exc)
         self._space.set()
         self._completed(len(messages))
 
@@ -353,14 +328,14 @@ class Producer(EntryWriter, Handler):
         if self.on_completed is not None and count:
             self.on_completed(count)
 
-    def _frame(self, op: _OpSend) -> bytes:
+    def _frame(self, op: OpSend) -> bytes:
         if op.frame_for != self.producer_id or op.frame is None:
             op.frame = cc.send(self.producer_id, op.first_seq, op.entry,
                                num_messages=op.batch_size or None, is_chunk=op.is_chunk)
             op.frame_for = self.producer_id
         return op.frame
 
-    def _add_op(self, op: _OpSend) -> None:
+    def _add_op(self, op: OpSend) -> None:
         self._pending.append(op)
         if self._ready and self.conn is not None:
             self.conn.write(self._frame(op))
@@ -392,12 +367,12 @@ class Producer(EntryWriter, Handler):
                 message_id = MessageId(partition, ledger, entry)
                 first = op.chunk.first_id
                 message_id._first_chunk = first.wire
-                _complete(completions[0], message_id)
+                complete(completions[0], message_id)
         elif n:
             for index, completion in enumerate(completions):
-                _complete(completion, MessageId(partition, ledger, entry, index, n))
+                complete(completion, MessageId(partition, ledger, entry, index, n))
         else:
-            _complete(completions[0], MessageId(partition, ledger, entry))
+            complete(completions[0], MessageId(partition, ledger, entry))
         self._pending_messages -= op.num_messages
         self._completed(op.num_messages)
         self._last_seq_published = max(self._last_seq_published, op.last_seq)
@@ -412,7 +387,7 @@ class Producer(EntryWriter, Handler):
             op = self._pending.popleft()
             self._pending_messages -= op.num_messages
             for completion in op.completions:
-                _fail(completion, exc)
+                fail(completion, exc)
             self._completed(op.num_messages)
             self._wake_flushers()
             return
@@ -437,7 +412,7 @@ class Producer(EntryWriter, Handler):
             self._pending_messages -= op.num_messages
             exc = errors.Timeout(f"no receipt from the broker within {self._send_timeout:g} s")
             for completion in op.completions:
-                _fail(completion, exc)
+                fail(completion, exc)
             self._completed(op.num_messages)
             expired = True
         if expired:
@@ -476,7 +451,7 @@ class Producer(EntryWriter, Handler):
             return
         try:
             if self._ready:
-                async with asyncio.timeout(self.client.operation_timeout):
+                async with asyncio.timeout(self.context.operation_timeout):
                     await self.flush()
         except TimeoutError:
             log.warning("%s: closing with messages still pending", self.topic)
@@ -503,7 +478,7 @@ class Producer(EntryWriter, Handler):
         while self._pending:
             op = self._pending.popleft()
             for completion in op.completions:
-                _fail(completion, exc)
+                fail(completion, exc)
             self._completed(op.num_messages)
         self._pending_messages = 0
         self._wake_flushers()

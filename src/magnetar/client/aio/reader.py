@@ -10,20 +10,22 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from magnetar.client.aio.consumer import Consumer, ConsumerConfig, ReceiveQueue
+from magnetar.client.aio.consumer import Consumer
+from magnetar.client.aio.consumer_config import ConsumerConfig, ReceiveQueue
 from magnetar.client.enums import ConsumerType
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 from magnetar.formats.processor import ProcessorSet
 
 if TYPE_CHECKING:
-    from magnetar.client.aio.client import Client
+    from magnetar.client.aio.context import ClientContext
 
 
 class Reader:
-    def __init__(self, client: Client, topic: str, start_message_id: MessageId, *, receiver_queue_size: int = 1000,
-                 reader_name: str | None = None, subscription_role_prefix: str | None = None,
-                 is_read_compacted: bool = False, start_message_id_inclusive: bool = False,
+    def __init__(self, context: ClientContext, topic: str, start_message_id: MessageId, *,
+                 receiver_queue_size: int = 1000, reader_name: str | None = None,
+                 subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
+                 start_message_id_inclusive: bool = False,
                  queue: ReceiveQueue | None = None, payload_processors: ProcessorSet | None = None) -> None:
         prefix = subscription_role_prefix or "reader"
         subscription = reader_name or f"{prefix}-{uuid.uuid4().hex[:10]}"
@@ -32,7 +34,7 @@ class Reader:
             is_read_compacted=is_read_compacted, start_message_id_inclusive=start_message_id_inclusive,
             durable=False, start_message_id=start_message_id, payload_processors=payload_processors,
         )
-        self.consumer = Consumer(client, topic, subscription, config, queue)
+        self.consumer = Consumer(context, topic, subscription, config, queue)
 
     @property
     def queue(self) -> ReceiveQueue:

@@ -1,33 +1,50 @@
-"""Taking messages from a receiver queue: `receive`, `batch_receive`, `async for`.
+"""Taking messages from a receiver queue: `receive`, `batch_receive`, `receive_arrow`, `async for`.
 
-Shared by the single-topic consumer and the multi-topic one (whose partitions all fill one
-queue). Every message knows the single-topic consumer it came from, which gets the permit
-back when the message is taken.
+One `Receiver` per consumer handle the application holds: a single-topic consumer, or a
+multi-topic one (whose partitions' consumers all fill one queue). Its state is its own:
+the queue it reads, the rows a receive_arrow call left over, whether it is closed. Every
+message knows the single-topic consumer it came from, which gets the permit back when
+the message is taken; rows are acknowledged through the consumer `row_owner` names.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from magnetar.client import errors
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue
-from magnetar.client.columnar import ArrowReceiving, ack_rows, last_rows, not_a_message
+from magnetar.client.columnar import ArrowReceiving, RowOwner, ack_rows, last_rows, not_a_message
 from magnetar.client.message import Message
+
+if TYPE_CHECKING:
+    from magnetar.client.aio.consumer_config import ConsumerConfig, ReceiveQueue
 
 
 class Receiver:
-    config: Any
-    queue: Any
-    closed: bool
-    topic: str
+    def __init__(self, queue: ReceiveQueue, topic: str, config: ConsumerConfig,
+                 row_owner: Callable[[str], RowOwner]) -> None:
+        self._queue = queue
+        self._topic = topic
+        self._config = config
+        """Where receive_arrow switches the intake to raw entries (shared with the consumers filling the queue)."""
+        self._row_owner = row_owner
+        """The single-topic consumer of a topic named in a row."""
+        self._arrow: ArrowReceiving | None = None
+        self.closed = False
+
+    def close(self) -> None:
+        """No more receiving: waiting calls fail, later ones too."""
+        self.closed = True
+        self._queue.fail_waiters(errors.AlreadyClosed(f"consumer on {self._topic} closed"))
 
     async def receive(self, timeout_millis: int | None = None) -> Message:
         """The next message; Timeout after `timeout_millis`. Cancelling loses no message."""
         if self.closed:
-            raise errors.AlreadyClosed(f"consumer on {self.topic} is closed")
-        queue = self.queue
+            raise errors.AlreadyClosed(f"consumer on {self._topic} is closed")
+        queue = self._queue
         assert isinstance(queue, AsyncReceiveQueue), "the blocking facade reads its queue itself"
         message = queue.get_nowait()
         if message is None:
@@ -54,13 +71,15 @@ class Receiver:
         """The next messages (up to `max_messages`) as one pyarrow RecordBatch with the Spark
         source's row schema, built per entry in C; Timeout if none arrive within `timeout_millis`."""
         if self.closed:
-            raise errors.AlreadyClosed(f"consumer on {self.topic} is closed")
-        self.config.columnar = True
-        state = self.__dict__.setdefault("_arrow", ArrowReceiving())
+            raise errors.AlreadyClosed(f"consumer on {self._topic} is closed")
+        self._config.columnar = True
+        if self._arrow is None:
+            self._arrow = ArrowReceiving()
+        state = self._arrow
         pending = state.pending(max_messages)
         if pending is not None:
             return pending
-        queue = self.queue
+        queue: Any = self._queue
         first = queue.get_nowait()
         if first is None:
             waiter = queue.waiter()
@@ -86,10 +105,6 @@ class Receiver:
         acknowledge_cumulative is."""
         for topic, ledger, entry, index in last_rows(batch):
             self._row_owner(topic).ack_row_cumulative(ledger, entry, index)
-
-    def _row_owner(self, topic: str) -> Any:
-        consumers = getattr(self, "consumers", None)
-        return self if consumers is None else consumers[topic]
 
     async def batch_receive(self, max_num_messages: int = -1, max_num_bytes: int = 10 * 1024 * 1024,
                             timeout_ms: int = 100) -> list[Message]:
@@ -117,3 +132,29 @@ class Receiver:
             return await self.receive()
         except errors.AlreadyClosed:
             raise StopAsyncIteration from None
+
+
+class Receiving:
+    """The receiving calls of a consumer handle, served by the `Receiver` it owns. `_own` binds
+    them to the receiver's methods once, so a receive costs no hop through the handle."""
+
+    receive: Callable[..., Coroutine[Any, Any, Message]]
+    receive_arrow: Callable[..., Coroutine[Any, Any, Any]]
+    batch_receive: Callable[..., Coroutine[Any, Any, list[Message]]]
+    acknowledge_arrow: Callable[[Any], None]
+    acknowledge_cumulative_arrow: Callable[[Any], None]
+    _receiver: Receiver
+
+    def _own(self, receiver: Receiver) -> None:
+        self._receiver = receiver
+        self.receive = receiver.receive
+        self.receive_arrow = receiver.receive_arrow
+        self.batch_receive = receiver.batch_receive
+        self.acknowledge_arrow = receiver.acknowledge_arrow
+        self.acknowledge_cumulative_arrow = receiver.acknowledge_cumulative_arrow
+
+    def __aiter__(self) -> Receiver:
+        return self._receiver
+
+    def __anext__(self) -> Coroutine[Any, Any, Message]:
+        return self._receiver.__anext__()

@@ -2,8 +2,11 @@
 the unacked-message timeout, and, with a dead-letter policy, the dead-letter topic once
 a message has come back too often (or the retry-letter topic on `reconsume_later`).
 
-A mixin of `Consumer`, kept apart because none of it touches flow control or the
-subscription; it works on the consumer's `_nacks`, `_unacked` and `_dead_letters`.
+One `Redelivery` per single-topic consumer, which owns it. Its state (negatively acked
+ids and when they are due, when each unacked entry arrived, the messages bound for the
+dead-letter topic) lives on the event loop; it reaches back to the consumer only through
+the three calls it is given: write a frame, ask for every unacked message again,
+acknowledge a message. None of it touches flow control or the subscription.
 """
 
 from __future__ import annotations
@@ -11,60 +14,101 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from magnetar.client import errors
-from magnetar.client.message_id import MessageId, as_message_id
+from magnetar.client.message_id import MessageId
 from magnetar.wire import client_commands as cc
 from magnetar.wire.message_id import MessageId as WireId
+from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
-    from magnetar.client.aio.consumer import ConsumerConfig, ReceiveQueue
+    from magnetar.client.aio.consumer_config import ConsumerConfig
     from magnetar.client.aio.letters import Letters
     from magnetar.client.message import Message
 
 log = logging.getLogger(__name__)
 
+EntryKey = tuple[int, int]
+"""(ledger id, entry id): redelivery works on whole entries, as the broker redelivers them."""
+
 
 class Redelivery:
-    config: ConsumerConfig
-    consumer_id: int
-    letters: Letters | None
-    queue: ReceiveQueue
-    topic: str
-    closed: bool
-    _loop: asyncio.AbstractEventLoop
-    _threaded: bool
-    _shared: bool
-    _dropped: int
-    _nacks: dict[tuple[int, int], tuple[float, MessageId]]
-    _nack_timer: asyncio.TimerHandle | None
-    _unacked: dict[tuple[int, int], float]
-    _unacked_timer: asyncio.TimerHandle | None
-    _dead_letters: dict[tuple[int, int], list[Message]]
+    def __init__(self, loop: asyncio.AbstractEventLoop, topic: str, consumer_id: int, config: ConsumerConfig,
+                 letters: Letters | None, *, shared: bool, write: Callable[[bytes], bool],
+                 redeliver_all: Callable[[], None], acknowledge: Callable[[Message], None]) -> None:
+        self._loop = loop
+        self._topic = topic
+        self._consumer_id = consumer_id
+        self._config = config
+        self._letters = letters
+        self._shared = shared
+        """Shared and Key_Shared ask for the due entries; the others must ask for every unacked one."""
+        self._write = write
+        self._redeliver_all = redeliver_all
+        self._acknowledge = acknowledge
+        self._nacks: dict[EntryKey, tuple[float, MessageId]] = {}
+        self._nack_timer: asyncio.TimerHandle | None = None
+        self._unacked: dict[EntryKey, float] = {}
+        self._unacked_timer: asyncio.TimerHandle | None = None
+        self._dead_letters: dict[EntryKey, list[Message]] = {}
+        self._closed = False
+        self.watching = config.dead_letter_policy is not None or bool(config.unacked_messages_timeout_ms)
+        """Whether received entries must be shown to `received` (fixed by the configuration)."""
+        self.tracking = False
+        """Whether acks must be shown to `acked` on the event loop: the unacked timeout runs or
+        negative acks wait. Kept as a plain attribute: every ack reads it, from any thread."""
 
-    if TYPE_CHECKING:  # provided by Consumer; declared here only for the type checker
-        def _owner_of(self, message: Any, mid: MessageId) -> Any: ...
-        def _write(self, frame: bytes) -> bool: ...
-        def _maybe_flow(self) -> None: ...
-        def acknowledge(self, message: Any) -> None: ...
+    def start(self) -> None:
+        """The consumer is subscribed for the first time: the unacked timeout starts counting."""
+        if self._config.unacked_messages_timeout_ms:
+            self._arm_unacked_check()
+            self.tracking = True
 
-    def negative_acknowledge(self, message: Any) -> None:
-        """Ask for redelivery after `negative_ack_redelivery_delay_ms`."""
-        mid = as_message_id(message)
-        owner = self._owner_of(message, mid)
-        if self._threaded:
-            self._loop.call_soon_threadsafe(owner._nack, mid)
-        else:
-            owner._nack(mid)
+    def close(self) -> None:
+        self._closed = True
+        for timer in (self._nack_timer, self._unacked_timer):
+            if timer is not None:
+                timer.cancel()
 
-    def _nack(self, mid: MessageId) -> None:
-        delay = self.config.negative_ack_redelivery_delay_ms / 1000
+    # -- what the consumer reports
+    def received(self, command: pb.CommandMessage, messages: list[Message]) -> None:
+        """An entry's messages were queued for the application."""
+        mid = command.message_id
+        dlq = self._config.dead_letter_policy
+        if dlq is not None and command.redelivery_count >= dlq.max_redeliver_count:
+            self._dead_letters[(mid.ledgerId, mid.entryId)] = messages
+        if self._unacked_timer is not None:
+            self._unacked[(mid.ledgerId, mid.entryId)] = time.monotonic()
+
+    def received_raw(self, ledger: int, entry: int) -> None:
+        """A raw entry was queued for receive_arrow; it is stamped 0, so the first timeout check
+        after it finds it due (as it always was)."""
+        if self._unacked_timer is not None:
+            self._unacked[(ledger, entry)] = 0.0
+
+    def acked(self, ledger: int, entry: int) -> None:
+        unacked, nacks = self._unacked, self._nacks
+        if unacked:
+            unacked.pop((ledger, entry), None)
+        if nacks:
+            nacks.pop((ledger, entry), None)
+            if not nacks:
+                self.tracking = self._unacked_timer is not None
+
+    def acked_up_to(self, ledger: int, entry: int) -> None:
+        """A cumulative ack: entries up to (ledger, entry) no longer time out."""
+        if self._unacked:
+            for key in [k for k in self._unacked if k <= (ledger, entry)]:
+                del self._unacked[key]
+
+    # -- negative acks
+    def nack(self, mid: MessageId) -> None:
+        delay = self._config.negative_ack_redelivery_delay_ms / 1000
         self._nacks[(mid._l, mid._e)] = (time.monotonic() + delay, mid)
-        self._arm_nack_timer(delay)
-
-    def _arm_nack_timer(self, delay: float) -> None:
-        if self._nack_timer is None and not self.closed:
+        self.tracking = True
+        if self._nack_timer is None and not self._closed:
             # as the C++ tracker: look a third of the delay later at what is due
             self._nack_timer = self._loop.call_later(max(delay / 3, 0.01), self._redeliver_nacked)
 
@@ -79,43 +123,39 @@ class Redelivery:
         if self._nacks:
             soonest = min(when for when, _ in self._nacks.values())
             self._nack_timer = self._loop.call_later(max(soonest - now, 0.01), self._redeliver_nacked)
+        else:
+            self.tracking = self._unacked_timer is not None
 
+    # -- the unacked timeout
     def _arm_unacked_check(self) -> None:
-        timeout = (self.config.unacked_messages_timeout_ms or 0) / 1000
+        timeout = (self._config.unacked_messages_timeout_ms or 0) / 1000
         self._unacked_timer = self._loop.call_later(max(timeout / 10, 0.1), self._redeliver_unacked)
 
     def _redeliver_unacked(self) -> None:
-        timeout = (self.config.unacked_messages_timeout_ms or 0) / 1000
+        timeout = (self._config.unacked_messages_timeout_ms or 0) / 1000
         deadline = time.monotonic() - timeout
         due = [key for key, when in self._unacked.items() if when <= deadline]
         for key in due:
             del self._unacked[key]
         if due:
-            log.info("%s: %d messages not acked within %d ms", self.topic, len(due),
-                     self.config.unacked_messages_timeout_ms)
+            log.info("%s: %d messages not acked within %d ms", self._topic, len(due),
+                     self._config.unacked_messages_timeout_ms)
             self._redeliver(due)
-        if not self.closed:
+        if not self._closed:
             self._arm_unacked_check()
 
-    def _redeliver(self, keys: list[tuple[int, int]]) -> None:
+    def _redeliver(self, keys: list[EntryKey]) -> None:
         keys = self._send_dead_letters(keys)
         if not keys:
             return
         if self._shared:
-            self._write(cc.redeliver(self.consumer_id, [WireId(ledger, entry) for ledger, entry in keys]))
+            self._write(cc.redeliver(self._consumer_id, [WireId(ledger, entry) for ledger, entry in keys]))
         else:
-            self.redeliver_unacknowledged_messages()
+            self._redeliver_all()
 
-    def redeliver_unacknowledged_messages(self) -> None:
-        """Ask for every unacked message again; queued messages are dropped (they come back)."""
-        cleared = self.queue.clear()
-        self._dropped += cleared
-        self._write(cc.redeliver(self.consumer_id))
-        self._maybe_flow()
-
-    # -- dead and retry letters
-    def _send_dead_letters(self, keys: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        if self.letters is None or not self._dead_letters:
+    # -- dead letters
+    def _send_dead_letters(self, keys: list[EntryKey]) -> list[EntryKey]:
+        if self._letters is None or not self._dead_letters:
             return keys
         rest = []
         for key in keys:
@@ -123,23 +163,12 @@ class Redelivery:
             if messages is None:
                 rest.append(key)
             else:
-                self._loop.create_task(self._dead_letter(messages))
+                self._loop.create_task(self._dead_letter(self._letters, messages))
         return rest
 
-    async def _dead_letter(self, messages: list[Message]) -> None:
-        assert self.letters is not None
+    async def _dead_letter(self, letters: Letters, messages: list[Message]) -> None:
         try:
-            await self.letters.dead_letter(messages, self.acknowledge)
+            await letters.dead_letter(messages, self._acknowledge)
         except errors.PulsarException as exc:
-            log.warning("%s: could not send to the dead letter topic: %s", self.topic, exc)
-            self._write(cc.redeliver(self.consumer_id, [messages[0].message_id().wire]))
-
-    async def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None = None
-                              ) -> None:
-        """Send `message` to the retry-letter topic, delivered again after `delay_ms` (the Java
-        client's reconsumeLater; needs `retry_enable=True` and a dead-letter policy)."""
-        owner = message[1].owner
-        if owner.letters is None:
-            raise errors.InvalidConfiguration("reconsume_later needs subscribe(..., retry_enable=True, "
-                                              "dead_letter_policy=...)")
-        await owner.letters.reconsume_later(message, delay_ms, properties, owner.acknowledge)
+            log.warning("%s: could not send to the dead letter topic: %s", self._topic, exc)
+            self._write(cc.redeliver(self._consumer_id, [messages[0].message_id().wire]))

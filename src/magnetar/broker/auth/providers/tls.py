@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from magnetar.broker.auth.authentication import AuthenticationError, Credentials, Principal
-from magnetar.broker.tls import tls_enabled
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -19,12 +18,12 @@ class TlsAuthenticationProvider:
     auth_method_name = "tls"
 
     def __init__(self, config: ServiceConfiguration) -> None:
-        if not tls_enabled(config):
+        if not config.tls_enabled:
             raise ValueError("the tls provider needs a TLS port (brokerServicePortTls or webServicePortTls)")
         if not config.tlsTrustCertsFilePath:
             raise ValueError("the tls provider needs tlsTrustCertsFilePath to check client certificates")
         if config.tlsAllowInsecureConnection and not config.tlsRequireTrustedClientCertOnConnect:
-            # The listener then asks for no certificate (see broker/tls.py), so none would arrive.
+            # The listener then asks for no certificate (see broker.tls), so none would arrive.
             raise ValueError("the tls provider cannot work with tlsAllowInsecureConnection=true: clients are then "
                              "not asked for a certificate (set tlsRequireTrustedClientCertOnConnect=true)")
 

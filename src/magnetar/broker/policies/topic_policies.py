@@ -1,0 +1,111 @@
+"""The policies in effect for a topic: topic > namespace > broker default, in one place.
+
+Each policy has three names, as in Pulsar: the topic-level one of the admin path
+(`.../{topic}/messageTTL`), the field of the namespace's `Policies` JSON
+(`message_ttl_in_seconds`), and the broker.conf key of its default
+(`ttlDurationDefaultInSeconds`). A partition takes its partitioned topic's policy.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from magnetar.wire.topic_name import TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.config import ServiceConfiguration
+    from magnetar.broker.policies.resources import NamespaceResources
+    from magnetar.storage import MetadataStore
+
+_TOPIC_POLICIES = "/admin/policies/"
+_CACHE_LIMIT = 100_000
+"""Entries `effective` keeps before starting over: one per topic and policy, whatever names come."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    topic_key: str
+    namespace_field: str
+    broker_default: str
+
+
+MESSAGE_TTL = Policy("messageTTL", "message_ttl_in_seconds", "ttlDurationDefaultInSeconds")
+
+
+class TopicPolicies:
+    def __init__(self, store: MetadataStore, namespaces: NamespaceResources, config: ServiceConfiguration) -> None:
+        self._store = store
+        self._namespaces = namespaces
+        self._config = config
+        self._changes = 0
+        self._cache: dict[tuple[TopicName, Policy], Any] = {}
+        self._cache_version = 0
+
+    @property
+    def version(self) -> int:
+        """Moves on every change of a topic's or a namespace's policies: what `effective`
+        and the topics' own caches of derived state are keyed by."""
+        return self._changes + self._namespaces.version
+
+    def topic_value(self, topic: TopicName, policy: Policy) -> Any | None:
+        """The value set on the topic (or on its partitioned topic), None if none is."""
+        for owner in (topic, topic.partitioned_topic_name):
+            raw = self._store.get(self._key(owner, policy))
+            if raw is not None:
+                return json.loads(raw)
+        return None
+
+    def set_topic_value(self, topic: TopicName, policy: Policy, value: Any | None) -> None:
+        key = self._key(topic, policy)
+        if value is None:
+            self._store.delete(key)
+        else:
+            self._store.put(key, json.dumps(value).encode())
+        self._changes += 1
+
+    def set_namespace_value(self, namespace: str, policy: Policy, value: Any | None) -> None:
+        self._namespaces.set_policy(namespace, policy.namespace_field, value)
+
+    def delete_topic(self, topic: TopicName) -> None:
+        """Forget every policy set on a deleted topic."""
+        keys = self._store.list(f"{_TOPIC_POLICIES}{topic.storage_name}/")
+        self._changes += 1
+        if keys:
+            with self._store.transaction() as txn:
+                for key in keys:
+                    txn.delete(key)
+
+    def namespace_value(self, namespace: str, policy: Policy) -> Any | None:
+        return self._namespaces.policies(namespace).get(policy.namespace_field)
+
+    def existing_namespace_value(self, namespace: str, policy: Policy) -> Any | None:
+        """The namespace's value; None also when the namespace does not exist."""
+        return self.namespace_value(namespace, policy) if self._namespaces.namespace_exists(namespace) else None
+
+    def configured(self, topic: TopicName, policy: Policy) -> Any | None:
+        """The topic's value, else its namespace's, None when neither sets one; cached until
+        a policy changes, so the publish path (a delayed message's maximum delay) and
+        per-topic checks read it without touching the metadata store. The value is shared:
+        callers do not modify it."""
+        version = self.version
+        if version != self._cache_version or len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+            self._cache_version = version
+        key = (topic, policy)
+        if key not in self._cache:
+            value = self.topic_value(topic, policy)
+            if value is None:
+                value = self.existing_namespace_value(topic.namespace_name, policy)
+            self._cache[key] = value
+        return self._cache[key]
+
+    def effective(self, topic: TopicName, policy: Policy) -> Any:
+        """`configured`, else the broker default of the policy's broker.conf key."""
+        value = self.configured(topic, policy)
+        return getattr(self._config, policy.broker_default) if value is None else value
+
+    @staticmethod
+    def _key(topic: TopicName, policy: Policy) -> str:
+        return f"{_TOPIC_POLICIES}{topic.storage_name}/{policy.topic_key}"

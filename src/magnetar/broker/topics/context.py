@@ -1,0 +1,36 @@
+"""What topics, subscriptions and dispatchers use of the broker around them.
+
+The service builds one BrokerContext and hands it to every topic it loads; a topic sees
+nothing else of the service (Pulsar's topics hold the BrokerService; here the topics
+layer never imports it). Everything in it is built before the first topic loads, except
+the loop bridge, which needs the running event loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from magnetar.broker.compaction import TopicCompactionService
+    from magnetar.broker.config import ServiceConfiguration
+    from magnetar.broker.entry_filters import EntryFilterProvider
+    from magnetar.broker.entry_metadata import EntryMetadataStamper
+    from magnetar.broker.policies.topic_policies import TopicPolicies
+    from magnetar.broker.topics.loop_bridge import LoopBridge
+    from magnetar.storage import ManagedLedger, MetadataStore
+
+
+@dataclass(slots=True)
+class BrokerContext:
+    config: ServiceConfiguration
+    metadata: MetadataStore
+    """Where subscriptions keep what the ledger does not (delayed-delivery indexes)."""
+    policies: TopicPolicies
+    entry_metadata: EntryMetadataStamper
+    entry_filter_provider: EntryFilterProvider
+    new_compaction_service: Callable[[ManagedLedger], TopicCompactionService]
+    """The compaction service of a topic being loaded (compactionServiceFactoryClassName)."""
+    bridge: LoopBridge = field(init=False)
+    """Brings storage completions to the loop; set when the broker starts, before any topic loads."""

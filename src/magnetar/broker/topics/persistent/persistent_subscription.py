@@ -1,0 +1,274 @@
+"""A persistent subscription: a cursor plus the dispatcher that serves its consumers."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.entry_filters import FilterContext
+from magnetar.broker.topics.abstract_subscription import SUB_TYPE_NAMES, AbstractSubscription
+from magnetar.broker.topics.consumer import Consumer
+from magnetar.broker.topics.persistent.dispatcher import Dispatcher
+from magnetar.broker.topics.persistent.filter_gate import filter_context
+from magnetar.broker.topics.persistent.key_shared_dispatcher import KeySharedDispatcher
+from magnetar.broker.topics.persistent.shared_dispatcher import MultipleConsumersDispatcher
+from magnetar.broker.topics.persistent.single_active_dispatcher import SingleActiveConsumerDispatcher
+from magnetar.broker.topics.positions import position_of
+from magnetar.storage import ManagedCursor, Position
+from magnetar.wire.message_id import unacked_indexes
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
+
+log = logging.getLogger(__name__)
+Sub = pb.CommandSubscribe
+__all__ = ["SUB_TYPE_NAMES", "PersistentSubscription"]
+_SUB_TYPES = {name: number for number, name in SUB_TYPE_NAMES.items()}
+#: Cursor property remembering the subscription's type while no consumer is connected.
+SUB_TYPE_PROPERTY = "#magnetar.subscription.type"
+
+
+class PersistentSubscription(AbstractSubscription):
+    topic: PersistentTopic
+    dispatcher: Dispatcher | None
+
+    def __init__(self, topic: PersistentTopic, name: str, cursor: ManagedCursor, durable: bool) -> None:
+        super().__init__(topic, name, durable)
+        self.cursor = cursor
+        self.sub_type = _SUB_TYPES.get(cursor.properties.get(SUB_TYPE_PROPERTY, ""))
+        self.redelivery_counts: dict[Position, int] = {}
+        self.unreadable_skipped = 0
+        self._transient_properties: dict[str, str] = {}
+        self._properties: dict[str, str] | None = None
+        self._filter_contexts: dict[Consumer, FilterContext] = {}
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """Subscription properties (CommandSubscribe.subscription_properties, or the admin API),
+        kept with the cursor beside magnetar's own '#' keys; a reader's live in memory."""
+        if not self.durable:
+            return self._transient_properties
+        if self._properties is None:
+            self._properties = {key: value for key, value in self.cursor.properties.items() if not key.startswith("#")}
+        return self._properties
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        super().remove_consumer(consumer)
+        self._filter_contexts.pop(consumer, None)
+
+    def filter_context_for(self, consumer: Consumer) -> FilterContext:
+        """What entry filters are told about this subscription and `consumer`, built once."""
+        context = self._filter_contexts.get(consumer)
+        if context is None:
+            context = self._filter_contexts[consumer] = filter_context(self, consumer)
+        return context
+
+    def set_properties(self, properties: dict[str, str]) -> None:
+        """Replace the subscription properties (Pulsar's updateSubscriptionProperties)."""
+        reserved = [key for key in properties if key.startswith("#")]
+        if reserved:
+            raise ValueError(f"subscription property {reserved[0]!r}: names starting with '#' are reserved")
+        if not self.durable:
+            self._transient_properties = dict(properties)
+        else:
+            for key in self.properties:
+                if key not in properties:
+                    self.cursor.remove_property(key)
+            for key, value in properties.items():
+                self.cursor.set_property(key, value)
+        self._properties = None
+        self._filter_contexts.clear()
+
+    def first_unacked_position(self) -> Position:
+        """Where reading starts again: just after the mark-delete position."""
+        return self.topic.ledger.next_position(self.cursor.mark_delete_position)
+
+    # -- consumers
+    def _set_type(self, sub_type: int) -> None:
+        """Remember the type with the cursor, so stats name it after a restart too."""
+        if sub_type != self.sub_type and self.durable and sub_type in SUB_TYPE_NAMES:
+            self.cursor.set_property(SUB_TYPE_PROPERTY, SUB_TYPE_NAMES[sub_type])
+        self.sub_type = sub_type
+
+    def _new_dispatcher(self, consumer: Consumer) -> Dispatcher:
+        if consumer.sub_type in (Sub.Exclusive, Sub.Failover):
+            return SingleActiveConsumerDispatcher(self, consumer.sub_type)
+        if consumer.sub_type == Sub.Key_Shared:
+            return KeySharedDispatcher(self, consumer.key_shared_meta)
+        return MultipleConsumersDispatcher(self)
+
+    # -- acknowledgements
+    def acknowledge(self, consumer: Consumer, ack: pb.CommandAck) -> str | None:
+        """Apply an ACK; returns why (part of) it was refused, for the ACK_RESPONSE.
+
+        An id that names no entry of this topic is refused and changes nothing, so a
+        client (buggy or hostile) cannot acknowledge what it was never given.
+        """
+        if ack.ack_type == pb.CommandAck.Cumulative:
+            return self._acknowledge_cumulative(consumer, ack)
+        return self._acknowledge_individual(ack)
+
+    def _acknowledge_individual(self, ack: pb.CommandAck) -> str | None:
+        whole: list[Position] = []
+        refused: list[Position] = []
+        batch_level = self.topic.context.config.acknowledgmentAtBatchIndexLevelEnabled
+        ledger = self.topic.ledger
+        for mid in ack.message_id:
+            position = position_of(mid)
+            if not ledger.has_entry(position):
+                if not self._before_first(position):
+                    refused.append(position)
+                continue
+            if batch_level and mid.ack_set:
+                left = self.cursor.intersect_batch_deleted_indexes(position, list(mid.ack_set))
+                if self._partial(mid, left):
+                    continue
+            whole.append(position)
+        if whole:
+            self.cursor.delete(whole)
+            self._forget(whole)
+        return self._refusal(refused)
+
+    def _before_first(self, position: Position) -> bool:
+        """Older than every entry the topic has: acknowledged already, by definition."""
+        first = self.topic.ledger.first_position
+        return first is not None and position < first and position.entry_id >= -1
+
+    def _refusal(self, refused: list[Position]) -> str | None:
+        if not refused:
+            return None
+        log.warning("%s: refused acks of positions that are not entries of the topic: %s",
+                    self, ", ".join(map(str, refused[:5])))
+        return f"Invalid message id {refused[0]}: not an entry of {self.topic.name}"
+
+    @staticmethod
+    def _partial(mid: pb.MessageIdData, ack_set: list[int]) -> bool:
+        """An ack_set with bits still set leaves part of the batch unacknowledged."""
+        size = mid.batch_size if mid.HasField("batch_size") else 64 * len(ack_set)
+        return bool(unacked_indexes(ack_set, size))
+
+    def _acknowledge_cumulative(self, consumer: Consumer, ack: pb.CommandAck) -> str | None:
+        if self.sub_type in (Sub.Shared, Sub.Key_Shared) or len(ack.message_id) != 1:
+            log.warning("ignoring cumulative ack on %s (%s subscription)", self, self.sub_type)
+            return None
+        mid = ack.message_id[0]
+        named = position_of(mid)
+        position = self._mark_delete_target(named)
+        if position is None:
+            return self._refusal([named])
+        if position == named and mid.ack_set and self._partial(mid, list(mid.ack_set)):
+            self.cursor.set_batch_deleted_indexes(position, list(mid.ack_set))
+            position = self.topic.ledger.previous_position(position)
+        if position <= self.cursor.mark_delete_position:
+            return None
+        self.cursor.mark_delete(position)
+        self._forget([p for p in consumer.pending if p <= position])
+        return None
+
+    def _mark_delete_target(self, position: Position) -> Position | None:
+        """Where a cumulative ack of `position` moves the mark-delete position.
+
+        (L, -1) is "nothing of ledger L": the position before L's first entry. Anything
+        else must be an entry of this topic (or lie before all of them, which is a no-op).
+        """
+        ledger = self.topic.ledger
+        if ledger.has_entry(position):
+            return position
+        if position.entry_id == -1 and ledger.has_entry(Position(position.ledger_id, 0)):
+            return ledger.previous_position(Position(position.ledger_id, 0))
+        if self._before_first(position):
+            return self.cursor.mark_delete_position
+        return None
+
+    def expire_up_to(self, position: Position) -> None:
+        """TTL: everything up to `position` counts as acknowledged."""
+        self.cursor.mark_delete(position)
+        if self.dispatcher is not None:
+            self._forget([p for p in self.dispatcher.outstanding if p <= position])
+
+    def _forget(self, positions: list[Position]) -> None:
+        for position in positions:
+            self.redelivery_counts.pop(position, None)
+        if self.dispatcher is not None:
+            self.dispatcher.acknowledged(positions)
+
+    def redeliver(self, consumer: Consumer, positions: list[Position] | None) -> None:
+        if self.dispatcher is None:
+            return
+        if self.sub_type not in (Sub.Shared, Sub.Key_Shared):
+            positions = None  # Exclusive/Failover rewind: order first
+        self.dispatcher.redeliver(consumer, positions)
+
+    # -- seek
+    def reset_cursor(self, position: Position) -> list[Consumer]:
+        """Move the subscription to `position`; returns the consumers to disconnect."""
+        position = self.topic.entry_at_or_after(position)
+        self.cursor.reset(position)
+        self.redelivery_counts.clear()
+        consumers = list(self.consumers)
+        if self.dispatcher is not None:
+            for consumer in consumers:
+                self.dispatcher.remove_consumer(consumer)
+            self.dispatcher.reset(position)
+        return consumers
+
+    def acknowledge_filtered(self, position: Position) -> None:
+        """An entry filter rejected the entry: acknowledged for this subscription only."""
+        self.cursor.delete([position])
+        self._forget([position])
+
+    def skip_unreadable(self, position: Position, reason: str) -> None:
+        """An entry no consumer could read is acknowledged, once, with one logged error: the
+        alternative is a subscription that delivers nothing past it."""
+        log.error("%s: entry %s cannot be delivered (%s); acknowledged so the subscription moves on",
+                  self, position, reason)
+        self.unreadable_skipped += 1
+        self.cursor.delete([position])
+        self._forget([position])
+
+    # -- admin operations on the backlog
+    def skip(self, count: int) -> int:
+        """Acknowledge the next `count` unacknowledged entries (Pulsar's skip); returns how many."""
+        skipped = list(itertools.islice(self.cursor.iter_unacked(), max(count, 0)))
+        if skipped:
+            self.cursor.delete(skipped)
+            self._forget(skipped)
+        return len(skipped)
+
+    def clear_backlog(self) -> None:
+        """Everything stored so far counts as acknowledged (Pulsar's skip_all)."""
+        last = self.topic.ledger.last_confirmed_position
+        if last is not None and last > self.cursor.mark_delete_position:
+            self.expire_up_to(last)
+
+    def nth_unacknowledged(self, n: int) -> Position | None:
+        """The n-th (1-based) entry still to be acknowledged, for peeking at a backlog."""
+        return next(itertools.islice(self.cursor.iter_unacked(), n - 1, None), None) if n >= 1 else None
+
+    # -- stats
+    def backlog(self) -> int:
+        return self.cursor.num_unacked_entries()
+
+    @property
+    def delayed_messages(self) -> int:
+        return self.dispatcher.delayed_messages if self.dispatcher is not None else 0
+
+    def stats(self) -> dict[str, object]:
+        backlog = self.backlog()
+        delayed = self.delayed_messages
+        return {
+            **self.traffic_stats(),
+            "type": self.type_name,
+            "msgBacklog": backlog,
+            "msgDelayed": delayed,
+            "msgBacklogNoDelayed": max(0, backlog - delayed),
+            "isDurable": self.durable,
+            "unackedMessages": sum(c.unacked_messages for c in self.consumers),
+            # magnetar's own: entries acknowledged because no consumer could read them
+            "unreadableEntriesSkipped": self.unreadable_skipped,
+            "subscriptionProperties": self.properties,
+            **self.filter_counters.stats(),
+            "consumers": self.consumer_stats(),
+        }

@@ -1,0 +1,309 @@
+"""A persistent topic (or one partition of one): its ledger and the subscriptions reading it."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from magnetar.broker.compaction.manager import COMPACTION_CURSOR
+from magnetar.broker.deduplication import DEDUPLICATION, MessageDeduplication
+from magnetar.broker.delayed_delivery import drop_delayed_index
+from magnetar.broker.entry_filters import EntryFilterChain, FilterContext
+from magnetar.broker.entry_filters.policy import effective_filter_names
+from magnetar.broker.errors import BrokerServiceError, InvalidResourceError, ResourceConflictError
+from magnetar.broker.policies.retention import effective_retention
+from magnetar.broker.policies.topic_policies import MESSAGE_TTL
+from magnetar.broker.topics.abstract_topic import AbstractTopic, GroupPublishCallback
+from magnetar.broker.topics.persistent import backlog
+from magnetar.broker.topics.persistent.compacted_reads import compacted_last_message_id, compacted_position_by_time
+from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
+from magnetar.broker.topics.positions import position_of
+from magnetar.storage import ManagedLedger, Position, StorageFullError
+from magnetar.storage.message_finder import find_first_at_or_after
+from magnetar.wire.entry import parse_message_metadata
+from magnetar.wire.errors import WireError
+from magnetar.wire.message_id import MessageId
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.topic_name import TopicName
+
+if TYPE_CHECKING:
+    from magnetar.broker.topics.context import BrokerContext
+
+log = logging.getLogger(__name__)
+Sub = pb.CommandSubscribe
+#: Pulsar's managed-ledger property for the topic epoch.
+TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"
+#: magnetar's managed-ledger property marking a terminated topic (Pulsar keeps it as a
+#: managed-ledger state; a property survives restarts the same way).
+TERMINATED_PROPERTY = "#magnetar.terminated"
+
+
+def _batch_size(entry: bytes | None) -> int:
+    """num_messages_in_batch of an entry, -1 when it is not a batch (or unreadable)."""
+    if entry is None:
+        return -1
+    try:
+        metadata = parse_message_metadata(entry)
+    except WireError:
+        return -1
+    return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else -1
+
+
+class PersistentTopic(AbstractTopic):
+    def __init__(self, context: BrokerContext, name: TopicName, ledger: ManagedLedger) -> None:
+        super().__init__(context, name)
+        self.ledger = ledger
+        self.subscriptions: dict[str, PersistentSubscription] = {
+            sub_name: PersistentSubscription(self, sub_name, cursor, durable=True)
+            for sub_name, cursor in ledger.cursors.items() if sub_name != COMPACTION_CURSOR
+        }
+        last_entry = self._last_entry()
+        self._last_batch_size = _batch_size(last_entry)
+        self.entry_metadata_state = context.entry_metadata.recover(ledger, last_entry)
+        self._dedup: MessageDeduplication | None = None
+        self._dedup_policy_version = -1
+        self._filters: EntryFilterChain | None = None
+        self._filters_policy_version = -1
+        self.compaction_service = context.new_compaction_service(ledger)
+
+    # -- publishing
+    def publish_many(self, entries: list[bytes], counts: list[int], batch_size: int,
+                     callback: GroupPublishCallback) -> None:
+        """Append entries (holding `counts` messages each) as one group; `callback` runs on
+        the loop once all are durable (or failed)."""
+        num_messages = sum(counts)
+        self.inbound.add(num_messages, sum(map(len, entries)))
+        entry_metadata = self.context.entry_metadata
+        if entry_metadata.interceptors:
+            state = self.entry_metadata_state
+            entries = [entry_metadata.stamp(state, entry, count) for entry, count in zip(entries, counts, strict=True)]
+        bridge = self.context.bridge
+        positions: list[Position] = []
+
+        def stored(_last: Position | None, exc: BaseException | None) -> None:
+            # Posted to this loop, so _stored runs after the line below has filled `positions`.
+            bridge.post(self._stored, callback, batch_size, positions, exc)
+
+        positions += self.ledger.append_many(entries, stored, num_messages)
+
+    def _stored(
+        self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], exc: BaseException | None
+    ) -> None:
+        if exc is None:
+            self._last_batch_size = batch_size
+            for subscription in self.subscriptions.values():
+                if subscription.dispatcher is not None and subscription.dispatcher.consumers:
+                    subscription.dispatcher.schedule()
+        callback(None if exc is not None else positions, exc)
+
+    def _last_entry(self) -> bytes | None:
+        """Read once at load: both the batch size and the PIP-70 state come from it."""
+        last = self.ledger.last_confirmed_position
+        return None if last is None else self.ledger.read_entry(last)
+
+    def next_publish_position(self) -> Position:
+        """The position just past the last durable entry."""
+        last = self.ledger.last_confirmed_position
+        if last is not None:
+            return self.ledger.next_position(last)
+        ledgers = self.ledger.ledgers
+        return Position(ledgers[-1].ledger_id if ledgers else 0, 0)
+
+    def last_message_id(self, *, read_compacted: bool = False) -> pb.MessageIdData:
+        """GetLastMessageId: a compacted reader is answered from the compacted view."""
+        if read_compacted:
+            compacted = compacted_last_message_id(self)
+            if compacted is not None:
+                return compacted
+        last = self.ledger.last_confirmed_position
+        if last is None:
+            ledgers = self.ledger.ledgers
+            return MessageId(ledgers[-1].ledger_id if ledgers else -1, -1, self.partition).to_proto()
+        batch_index = self._last_batch_size - 1 if self._last_batch_size > 0 else -1
+        return MessageId(last.ledger_id, last.entry_id, self.partition, batch_index).to_proto()
+
+    def find_position_by_time(self, timestamp: int, *, read_compacted: bool = False) -> Position:
+        """Where a seek to `timestamp` lands: the first entry at or after it (of the
+        compacted view for a compacted reader)."""
+        if read_compacted:
+            return compacted_position_by_time(self, timestamp)
+        found = find_first_at_or_after(self.ledger, timestamp).position
+        return found if found is not None else self.next_publish_position()
+
+    def message_ttl_seconds(self) -> int:
+        return int(self.context.policies.effective(self.name, MESSAGE_TTL))
+
+    def apply_retention(self) -> None:
+        """Hand the topic's current retention policy to its ledger (read by every trim)."""
+        self.ledger.retention = effective_retention(self.context.config, self.context.policies, self.name).to_storage()
+
+    # -- producers
+    def _check_new_producer(self) -> None:
+        super()._check_new_producer()
+        backlog.check_producer_allowed(self)
+
+    @property
+    def topic_epoch(self) -> int:
+        """How many times an exclusive producer took the topic; kept with the ledger, so a
+        fenced producer stays fenced across broker restarts."""
+        return int(self.ledger.get_property(TOPIC_EPOCH_PROPERTY) or -1)
+
+    def _set_topic_epoch(self, epoch: int) -> None:
+        self.ledger.set_property(TOPIC_EPOCH_PROPERTY, str(epoch))
+
+    # -- consumers
+    def _check_subscribe(self, cmd: pb.CommandSubscribe) -> None:
+        if cmd.read_compacted and cmd.subType not in (Sub.Exclusive, Sub.Failover):
+            raise BrokerServiceError(
+                pb.NotAllowedError, "readCompacted only allowed on failover or exclusive subscriptions"
+            )
+        chain = self.entry_filters
+        if chain is not None:  # a selector that could never be judged fails the SUBSCRIBE now
+            existing = self.subscriptions.get(cmd.subscription)
+            properties = existing.properties if existing is not None else {
+                kv.key: kv.value for kv in cmd.subscription_properties}
+            chain.check_subscription(FilterContext(str(self.name), cmd.subscription, properties, cmd.consumer_name,
+                                                   {kv.key: kv.value for kv in cmd.metadata}))
+
+    def _create_subscription(self, cmd: pb.CommandSubscribe) -> PersistentSubscription:
+        if cmd.durable:
+            initial = "earliest" if cmd.initialPosition == Sub.Earliest else "latest"
+            cursor = self.ledger.open_cursor(cmd.subscription, initial_position=initial)
+        else:
+            start = self._start_position(cmd)
+            cursor = self.ledger.open_non_durable_cursor(start)
+        subscription = PersistentSubscription(self, cmd.subscription, cursor, durable=cmd.durable)
+        if cmd.subscription_properties:
+            subscription.set_properties({kv.key: kv.value for kv in cmd.subscription_properties})
+        self.subscriptions[cmd.subscription] = subscription
+        return subscription
+
+    def _start_position(self, cmd: pb.CommandSubscribe) -> Position:
+        """A reader starts AT its start id; the client drops it when exclusive."""
+        if not cmd.HasField("start_message_id"):
+            first = self.ledger.first_position
+            if cmd.initialPosition == Sub.Earliest and first is not None:
+                return first
+            return self.next_publish_position()
+        return self.entry_at_or_after(position_of(cmd.start_message_id))
+
+    def entry_at_or_after(self, position: Position) -> Position:
+        """Where a seek or start id naming `position` lands: the first entry of this topic at
+        or after it, or just past the last entry. A position in a ledger of another topic, or
+        between ledgers, never reaches the cursor as it is."""
+        first = self.ledger.first_position
+        after_last = self.next_publish_position()
+        if first is None or position < first:
+            return first if first is not None else after_last
+        if position >= after_last:
+            return after_last
+        return min(self.ledger.position_at_or_after(position), after_last)
+
+    def _drop_subscription(self, subscription: PersistentSubscription) -> None:  # type: ignore[override]
+        if self.subscriptions.get(subscription.name) is subscription:
+            del self.subscriptions[subscription.name]
+        if subscription.dispatcher is not None:
+            subscription.dispatcher.close()
+        if subscription.durable:
+            self.ledger.delete_cursor(subscription.name)
+            drop_delayed_index(self.context.metadata, self.ledger.name, subscription.name)
+
+    # -- admin operations
+    def create_subscription_at(self, name: str, position: Position) -> None:
+        """A durable subscription whose first unacknowledged entry is `position` (or the
+        entry after it, should `position` name none of the topic's)."""
+        if name in self.subscriptions:
+            raise ResourceConflictError("Subscription already exists for topic")
+        cursor = self.ledger.open_cursor(name, initial_position="latest")
+        cursor.reset(self.entry_at_or_after(position))
+        self.subscriptions[name] = PersistentSubscription(self, name, cursor, durable=True)
+
+    def subscription(self, name: str) -> PersistentSubscription:
+        subscription = self.subscriptions.get(name)
+        if subscription is None:
+            raise BrokerServiceError(pb.SubscriptionNotFound, "Subscription not found")
+        return subscription
+
+    def delete_subscription(self, name: str, *, force: bool = False) -> None:
+        subscription = self.subscription(name)
+        if subscription.consumers and not force:
+            raise InvalidResourceError("Subscription has active connected consumers")
+        for consumer in list(subscription.consumers):
+            subscription.remove_consumer(consumer)
+            consumer.cnx.tell_consumer_closed(consumer)
+        self._drop_subscription(subscription)
+
+    def close(self) -> None:
+        """Unload: clients are told to reconnect, timers stop, state is saved, files close."""
+        self.disconnect_clients()
+        for subscription in self.subscriptions.values():
+            if subscription.dispatcher is not None:
+                subscription.dispatcher.close()
+        try:
+            self.save_state()
+        except StorageFullError as exc:  # rebuilt from the ledger at the next load
+            log.warning("[%s] state not saved: %s", self.name, exc)
+        self.compaction_service.close()
+        self.ledger.close()
+
+    def save_state(self) -> None:
+        """What the broker keeps in memory and must find again after a restart."""
+        self.context.entry_metadata.save(self.ledger, self.entry_metadata_state)
+        if self._dedup is not None:
+            self._dedup.snapshot()
+
+    def storage_size(self) -> int:
+        return self.ledger.total_size_bytes()
+
+    @property
+    def terminated(self) -> bool:
+        return self.ledger.get_property(TERMINATED_PROPERTY) == "true"
+
+    @property
+    def entry_filters(self) -> EntryFilterChain | None:
+        """The topic's filter chain, cached until any policy changes: topic > namespace >
+        broker (`entryFilterNames`) when `allowOverrideEntryFilters`, else the broker's."""
+        policies = self.context.policies
+        if policies.version != self._filters_policy_version:
+            self._filters_policy_version = policies.version
+            names = effective_filter_names(self.context.config, policies, self.name)
+            self._filters = self.context.entry_filter_provider.chain(names)
+        return self._filters
+
+    @property
+    def deduplication(self) -> MessageDeduplication | None:
+        """Read on every publish, so the policy lookup is cached until any policy changes;
+        turning deduplication on rebuilds its state from the ledger, as Pulsar does."""
+        policies = self.context.policies
+        if policies.version != self._dedup_policy_version:
+            self._dedup_policy_version = policies.version
+            enabled = bool(policies.effective(self.name, DEDUPLICATION))
+            if enabled and self._dedup is None:
+                self._dedup = MessageDeduplication(self.ledger, self.context.config.brokerDeduplicationEntriesInterval)
+            elif not enabled and self._dedup is not None:
+                self._dedup.snapshot()
+                self._dedup = None
+        return self._dedup
+
+    def terminate(self) -> pb.MessageIdData:
+        """No message is taken after this one: producers are closed (and refused on their
+        return with TopicTerminatedError), consumers learn when they have read everything."""
+        if not self.terminated:
+            self.ledger.set_property(TERMINATED_PROPERTY, "true")
+            for producer in list(self.producers.values()):
+                producer.cnx.tell_producer_closed(producer)
+            for subscription in self.subscriptions.values():
+                if subscription.dispatcher is not None:
+                    subscription.dispatcher.schedule()
+        return self.last_message_id()
+
+    def stats(self) -> dict[str, object]:
+        """Pulsar's TopicStats: counters since the topic was loaded, rates over the last
+        stats interval, storage as it is now."""
+        return {
+            **self.traffic_stats(),
+            "storageSize": self.storage_size(),
+            "backlogSize": backlog.backlog_bytes(self),
+            "publishers": [p.stats() for p in self.producers.values()],
+            "subscriptions": {name: sub.stats() for name, sub in self.subscriptions.items()},
+        }

@@ -1,0 +1,171 @@
+"""A producer on a topic, and the in-order delivery of its receipts.
+
+The official client insists that SEND_RECEIPT and SEND_ERROR arrive in the
+order it sent, and closes the connection otherwise. Storage completes appends
+in order, but a SEND refused at once (bad checksum) would overtake receipts
+still waiting for fsync; so every SEND takes a slot in a queue and answers
+leave from its head only.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from magnetar.broker.deduplication import DupStatus, MessageDeduplication
+from magnetar.broker.topics.stats import MessageCounter
+from magnetar.storage import Position, StorageFullError
+from magnetar.wire import commands
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.topics.abstract_topic import AbstractTopic
+    from magnetar.broker.topics.cnx import TransportCnx
+
+log = logging.getLogger(__name__)
+
+
+_NOT_STORED_AGAIN = (-1, -1)
+"""The position a duplicate's receipt carries: stored before, not stored again."""
+
+
+class Send(NamedTuple):
+    """A SEND that passed the checks, waiting for the rest of its read of the socket."""
+
+    sequence_id: int
+    highest_sequence_id: int
+    entry: bytes
+    num_messages: int
+    batch_size: int
+
+
+@dataclass(slots=True)
+class _PendingGroup:
+    """A place in the queue of answers: SENDs appended to the ledger in one call, whose
+    receipts leave in one write, or a SEND answered at once (no sends kept)."""
+
+    sends: list[Send]
+    answer: bytes | None = None
+
+
+class Producer:
+    def __init__(
+        self, topic: AbstractTopic, cnx: TransportCnx, producer_id: int, name: str, access_mode: int,
+        topic_epoch: int | None = None,
+    ) -> None:
+        self.topic = topic
+        self.cnx = cnx
+        self.producer_id = producer_id
+        self.name = name
+        self.access_mode = access_mode
+        self.topic_epoch = topic_epoch
+        self.closed = False
+        self.inbound = MessageCounter()
+        self._pending: deque[_PendingGroup] = deque()
+        self._receipts = commands.ReceiptEncoder(producer_id)
+        self._staged: list[Send] = []
+
+    def stage(self, send: Send) -> bool:
+        """Hold a checked SEND until the connection's read is done (publish_staged); True
+        for the first one held, so the connection knows to come back."""
+        self._staged.append(send)
+        return len(self._staged) == 1
+
+    def publish_staged(self) -> None:
+        if self._staged:
+            sends, self._staged = self._staged, []
+            self.publish_many(sends)
+
+    def publish_many(self, sends: list[Send]) -> None:
+        """Store SENDs read together: runs of new messages go to the topic as one group;
+        a duplicate (answered at once) or an undecidable one (refused) ends a run, so
+        answers keep the order the producer sent in."""
+        topic = self.topic
+        if topic.terminated:
+            for send in sends:
+                self.refuse(send.sequence_id, pb.TopicTerminatedError, f"Topic {topic.name} was already terminated")
+            return
+        dedup = topic.deduplication
+        if dedup is None:
+            self._publish_group(sends, None)
+            return
+        run: list[Send] = []
+        for send in sends:
+            status = dedup.check(self.name, send.sequence_id, send.highest_sequence_id)
+            if status is DupStatus.NEW:
+                run.append(send)
+                continue
+            if run:
+                self._publish_group(run, dedup)
+                run = []
+            if status is DupStatus.DUPLICATE:  # stored before: acknowledged again, not stored again
+                self._answer(self._receipts.encode((send,), (_NOT_STORED_AGAIN,)))
+            else:
+                self.refuse(send.sequence_id, pb.PersistenceError,
+                            "Cannot determine whether the message is a duplicate at this time")
+        if run:
+            self._publish_group(run, dedup)
+
+    def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None) -> None:
+        group = _PendingGroup(sends)
+        self._pending.append(group)
+        entries = [send.entry for send in sends]
+        counts = [send.num_messages for send in sends]
+        self.inbound.add(sum(counts), sum(map(len, entries)))
+        try:
+            self.topic.publish_many(entries, counts, sends[-1].batch_size,
+                                    functools.partial(self._stored, group, dedup))
+        except StorageFullError as exc:  # expected on a full disk: one line, a clear answer
+            log.warning("%s cannot store on %s: %s", self.cnx, self.topic, exc)
+            self._stored(group, dedup, None, exc)
+        except Exception as exc:
+            log.exception("%s failed to store on %s", self.cnx, self.topic)
+            self._stored(group, dedup, None, exc)
+
+    def _answer(self, answer: bytes) -> None:
+        self._pending.append(_PendingGroup([], answer))
+        self._flush()
+
+    def refuse(self, sequence_id: int, code: int, message: str) -> None:
+        """Answer a SEND with an error, after the SENDs staged before it: answers leave in
+        the order the producer sent."""
+        self.publish_staged()
+        self._answer(commands.send_error(self.producer_id, sequence_id, code, message))
+
+    def _stored(self, group: _PendingGroup, dedup: MessageDeduplication | None, positions: list[Position] | None,
+                exc: BaseException | None) -> None:
+        sends = group.sends
+        if positions is None or exc is not None:
+            if dedup is not None:
+                dedup.forget_pushed(self.name)
+            reason = "the broker's disk is full" if isinstance(exc, StorageFullError) else "could not store the message"
+            group.answer = b"".join(
+                commands.send_error(self.producer_id, send.sequence_id, pb.PersistenceError, f"{reason}: {exc}")
+                for send in sends)
+        else:
+            if dedup is not None:
+                for send, position in zip(sends, positions, strict=True):
+                    dedup.persisted(self.name, send.highest_sequence_id, position)
+            group.answer = self._receipts.encode(sends, positions)
+        self._flush()
+
+    def _flush(self) -> None:
+        pending = self._pending
+        while pending and pending[0].answer is not None:
+            answer = pending.popleft().answer
+            if not self.closed:
+                self.cnx.send(answer)  # type: ignore[arg-type]
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "producerId": self.producer_id,
+            "producerName": self.name,
+            "accessMode": pb.ProducerAccessMode.Name(self.access_mode),
+            "msgRateIn": self.inbound.message_rate,
+            "msgThroughputIn": self.inbound.byte_rate,
+            "averageMsgSize": self.inbound.average_size,
+            "address": self.cnx.remote,
+        }

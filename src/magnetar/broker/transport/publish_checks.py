@@ -1,0 +1,73 @@
+"""What a SEND must satisfy before anything is stored: consumers could not read the rest.
+
+Each check answers None (publish it) or the (ServerError, message) the producer gets in
+SEND_ERROR; the connection stays up, as in Pulsar. Only metadata is parsed, never a
+Pulsar payload: a batch's count is checked against its size, a foreign entry's (PIP-96)
+against its own header, a delivery delay against the topic's delayedDelivery policy.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from magnetar.broker.topics.topic_limits import delayed_delivery
+from magnetar.wire.entry import PULSAR_FORMAT, entry_format, parse_entry, validate_publishable
+from magnetar.wire.errors import ChecksumError, WireError
+from magnetar.wire.frames import FRAME_PADDING
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    from magnetar.broker.topics.abstract_topic import AbstractTopic
+
+Refusal = tuple[int, str]
+
+
+def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic,
+               max_message_size: int) -> Refusal | None:
+    if not payload:
+        return pb.NotAllowedError, "SEND without a message"
+    if len(payload) > max_message_size + FRAME_PADDING // 2:
+        return pb.NotAllowedError, f"message of {len(payload)} bytes exceeds maxMessageSize"
+    try:
+        metadata = validate_publishable(payload, checksum=True)
+    except ChecksumError:
+        return pb.ChecksumError, "Checksum failed on the broker"
+    except WireError as exc:
+        return pb.NotAllowedError, f"malformed message: {exc}"
+    claimed = metadata.num_messages_in_batch or 1  # validated: when present, at least 1
+    if claimed != send.num_messages:  # an absent num_messages reads as its default, 1
+        return pb.NotAllowedError, (
+            f"malformed message: num_messages_in_batch {claimed} disagrees with the SEND's {send.num_messages}")
+    if metadata.properties and (refusal := _check_foreign_count(metadata, payload, claimed)):
+        return refusal
+    return _check_delivery_delay(metadata, topic) if metadata.HasField("deliver_at_time") else None
+
+
+def _check_delivery_delay(metadata: pb.MessageMetadata, topic: AbstractTopic) -> Refusal | None:
+    max_delay = delayed_delivery(topic).max_delay_ms
+    if max_delay > 0 and metadata.deliver_at_time - time.time() * 1000 > max_delay:
+        return pb.NotAllowedError, f"Exceeds max allowed delivery delay of {max_delay} milliseconds"
+    return None
+
+
+def _check_foreign_count(metadata: pb.MessageMetadata, payload: bytes, claimed: int) -> Refusal | None:
+    """An entry in a format the broker knows (PIP-96: Kafka, Arrow) must hold the messages
+    its metadata claims: consumers iterate that many, the official client included. The
+    count comes from the format's own header (a Kafka batch's record count, an Arrow
+    batch's row count); checksums inside the payload are the consumer's to verify, and a
+    format nobody here reads is taken at its word. The payload processors are imported
+    by the first foreign entry, not by every broker's start-up."""
+    fmt = entry_format(metadata)
+    if fmt == PULSAR_FORMAT:
+        return None
+    from magnetar.formats.processor import PayloadError, count_messages  # noqa: PLC0415 (see above)
+
+    try:
+        held = count_messages(fmt, parse_entry(payload).payload, verify=False)
+    except PayloadError as exc:
+        return pb.NotAllowedError, f"malformed message: {exc}"
+    if held is not None and held != claimed:
+        return pb.NotAllowedError, (
+            f"malformed message: the {fmt} payload holds {held} messages, num_messages_in_batch says {claimed}")
+    return None

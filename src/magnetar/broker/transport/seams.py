@@ -1,0 +1,60 @@
+"""The transport layer's two narrow interfaces, for annotations only.
+
+`Broker` is what a connection asks of the broker it belongs to: settings, security,
+the connection limits, and the topic registry's lookups. service.BrokerService is the
+one implementation; the transport names only this, so it never imports the service
+above it. `CommandHost` is what the command handlers kept beside the connection
+(consumer_commands, lookup_commands) use of it, besides what topics use (TransportCnx):
+ServerCnx is the one implementation.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from magnetar.broker.topics.cnx import TransportCnx
+
+if TYPE_CHECKING:
+    from magnetar.broker.auth.authentication import AuthenticationService
+    from magnetar.broker.auth.authorization import AuthorizationService
+    from magnetar.broker.auth.operations import Operation
+    from magnetar.broker.config import ServiceConfiguration
+    from magnetar.broker.topics.consumer import Consumer
+    from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
+    from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
+    from magnetar.broker.transport.advertised_listeners import AdvertisedListeners
+    from magnetar.broker.transport.connection_controller import ConnectionController, PartialFrameBudget
+    from magnetar.broker.transport.topic_list import TopicsPattern
+    from magnetar.wire.topic_name import TopicName
+
+
+class Broker(Protocol):
+    config: ServiceConfiguration
+    authentication: AuthenticationService
+    authorization: AuthorizationService
+    connection_controller: ConnectionController
+    frame_budget: PartialFrameBudget
+    connections: set[object]
+    """The open connections, which the broker closes when it stops."""
+    listeners: AdvertisedListeners
+
+    def generate_producer_name(self) -> str: ...
+
+    def parse_topic(self, name: str) -> TopicName: ...
+
+    def get_topic(self, name: str, *, create: bool = True) -> PersistentTopic | NonPersistentTopic: ...
+
+    def topic_exists(self, topic: TopicName) -> bool: ...
+
+    def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int: ...
+
+    def topics_of_namespace(self, namespace: str, pattern: TopicsPattern | None = None, *,
+                            mode: int = ...) -> list[str]: ...
+
+
+class CommandHost(TransportCnx, Protocol):
+    service: Broker
+    consumers: dict[int, Consumer]
+    remote: str
+
+    def authorize(self, operation: Operation, topic: str | None = None, namespace: str | None = None) -> None: ...

@@ -1,0 +1,31 @@
+"""What a producer is configured with: the official `create_producer` arguments a
+single-partition producer needs (a partitioned producer gives each partition the same)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from magnetar.client.enums import BatchingType, CompressionType, ProducerAccessMode
+
+
+@dataclass(slots=True)
+class ProducerConfig:
+    """The official `create_producer` arguments a single-partition producer needs."""
+
+    producer_name: str | None = None
+    initial_sequence_id: int | None = None
+    send_timeout_millis: int = 30000
+    compression_type: int = CompressionType.NONE
+    max_pending_messages: int = 1000
+    block_if_queue_full: bool = False
+    batching_enabled: bool = False
+    batching_max_messages: int = 1000
+    batching_max_allowed_size_in_bytes: int = 128 * 1024
+    batching_max_publish_delay_ms: int = 10
+    batching_type: int = BatchingType.Default
+    chunking_enabled: bool = False
+    access_mode: int = ProducerAccessMode.Shared
+    properties: Mapping[str, str] = field(default_factory=dict)
+    batched_filter_properties: Sequence[str] = ()
+    initial_subscription_name: str | None = None
