@@ -81,7 +81,7 @@ def expected(history: list[dict[str, Any]], new: dict[str, Any], strategy: Compa
     compared = history if strategy.transitive else history[-1:]
     backward = strategy in (S.BACKWARD, S.BACKWARD_TRANSITIVE, S.FULL, S.FULL_TRANSITIVE)
     forward = strategy in (S.FORWARD, S.FORWARD_TRANSITIVE, S.FULL, S.FULL_TRANSITIVE)
-    if strategy == S.ALWAYS_COMPATIBLE or not compared or new == compared[-1] and not strategy.transitive:
+    if strategy == S.ALWAYS_COMPATIBLE or not compared or (new == compared[-1] and not strategy.transitive):
         return True
     if strategy == S.ALWAYS_INCOMPATIBLE:
         return False
@@ -119,7 +119,7 @@ def test_transitive_looks_past_the_latest() -> None:
     v3 = avro(record([{"name": "b", "type": "string"}]))
     assert accepted([v1], v2, S.BACKWARD)
     assert accepted([v1, v2], v3, S.BACKWARD)
-    with pytest.raises(IncompatibleSchemaError, match="BACKWARD_TRANSITIVE: .*the version 1 before the latest"):
+    with pytest.raises(IncompatibleSchemaError, match=r"BACKWARD_TRANSITIVE: .*the version 1 before the latest"):
         check_against_history([v1, v2], v3, S.BACKWARD_TRANSITIVE)
     assert accepted([v1, v2], v3, S.FORWARD_TRANSITIVE) is False  # v1 cannot read v3's data either: a has no default
 
@@ -159,7 +159,7 @@ def test_key_value_checks_each_side_by_its_type() -> None:
     key = SchemaData(SchemaType.STRING, b"")
     history = [join_key_value(key, v1)]
     assert accepted(history, join_key_value(key, v2), S.FULL)
-    with pytest.raises(IncompatibleSchemaError, match="KEY_VALUE schema, value: .*strategy BACKWARD"):
+    with pytest.raises(IncompatibleSchemaError, match=r"KEY_VALUE schema, value: .*strategy BACKWARD"):
         check_against_history(history, join_key_value(key, bad), S.BACKWARD)
     with pytest.raises(IncompatibleSchemaError, match="key type changes from STRING to INT64"):
         check_against_history(history, join_key_value(SchemaData(SchemaType.INT64, b""), v1), S.FULL)

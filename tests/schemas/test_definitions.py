@@ -8,11 +8,11 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from protobuf_defs import definition
 
 from magnetar.schemas import InvalidSchemaError, SchemaData, SchemaType
 from magnetar.schemas.definitions import join_key_value, key_value_parts, protobuf_root_message, validate
 from magnetar.wire.proto import pulsar_api_pb2 as pb
-from protobuf_defs import definition
 
 RECORD = json.dumps({"type": "record", "name": "User", "namespace": "app",
                      "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int"}]}).encode()

@@ -6,8 +6,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from magnetar.schemas import CompatibilityStrategy, InvalidSchemaError, SchemaData, SchemaType, version_bytes
-from magnetar.schemas import version_from_bytes
+from magnetar.schemas import (
+    CompatibilityStrategy,
+    InvalidSchemaError,
+    SchemaData,
+    SchemaType,
+    version_bytes,
+    version_from_bytes,
+)
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 
@@ -33,7 +39,7 @@ def test_auto_consume_and_unknown_wire_numbers() -> None:
 
 def test_names_parse_as_pulsar_writes_them() -> None:
     assert SchemaType.parse("key_value") == SchemaType.KEY_VALUE
-    with pytest.raises(InvalidSchemaError, match="unknown schema type 'AVRO2'.*AVRO"):
+    with pytest.raises(InvalidSchemaError, match=r"unknown schema type 'AVRO2'.*AVRO"):
         SchemaType.parse("AVRO2")
     assert CompatibilityStrategy.parse("full_transitive").transitive
     assert not CompatibilityStrategy.parse("FULL").transitive

@@ -28,7 +28,8 @@ ALL_METHODS = "GET POST PUT DELETE"
 NAMESPACE_POLICIES = {
     ALL_METHODS: ("messageTTL", "deduplication", "entryFilters", "maxProducersPerTopic", "maxConsumersPerTopic",
                   "maxConsumersPerSubscription", "maxUnackedMessagesPerConsumer", "subscriptionExpirationTime",
-                  "delayedDelivery", "schemaCompatibilityStrategy", "compactionThreshold"),
+                  "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
+                  "isAllowAutoUpdateSchema", "compactionThreshold"),
     "GET POST DELETE": ("retention",),
     "GET": ("backlogQuotaMap",),
     "POST DELETE": ("backlogQuota",),
@@ -36,7 +37,7 @@ NAMESPACE_POLICIES = {
 TOPIC_POLICIES = {
     ALL_METHODS: ("deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers",
                   "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "delayedDelivery",
-                  "schemaCompatibilityStrategy", "compactionThreshold"),
+                  "schemaCompatibilityStrategy", "schemaValidationEnforced", "compactionThreshold"),
     "GET POST DELETE": ("messageTTL", "retention"),
     "GET": ("backlogQuotaMap",),
     "POST DELETE": ("backlogQuota",),

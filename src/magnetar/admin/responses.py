@@ -15,7 +15,7 @@ from aiohttp.typedefs import Handler
 
 from magnetar.broker.entry_filters import EntryFilterProvider, parse_names
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.topics.topic_limits import SCHEMA_STRATEGIES
+from magnetar.broker.schema_registry import SCHEMA_STRATEGIES
 from magnetar.plugins import PluginError
 from magnetar.storage import StorageFullError
 from magnetar.wire.proto import pulsar_api_pb2 as pb

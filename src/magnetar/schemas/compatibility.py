@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-
-import avro.schema
-from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
+from typing import TYPE_CHECKING
 
 from magnetar.schemas.definitions import (
     is_legacy_json_schema,
@@ -25,6 +23,9 @@ from magnetar.schemas.definitions import (
 )
 from magnetar.schemas.errors import IncompatibleSchemaError, InvalidSchemaError
 from magnetar.schemas.model import CompatibilityStrategy, SchemaData, SchemaType
+
+if TYPE_CHECKING:
+    import avro.schema
 
 S = CompatibilityStrategy
 _BACKWARD = frozenset({S.BACKWARD, S.BACKWARD_TRANSITIVE, S.FULL, S.FULL_TRANSITIVE})
@@ -77,6 +78,11 @@ def _check_avro(existing: Sequence[SchemaData], new: SchemaData, strategy: Compa
 
 def _require_readable(reader: avro.schema.Schema, writer: avro.schema.Schema, strategy: CompatibilityStrategy,
                       what: str) -> None:
+    from avro.compatibility import (  # noqa: PLC0415 (loaded with the first Avro schema, as parse_avro loads avro)
+        ReaderWriterCompatibilityChecker,
+        SchemaCompatibilityType,
+    )
+
     result = ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
     if result.compatibility is not SchemaCompatibilityType.compatible:
         details = "; ".join(sorted(result.messages)) or "incompatible"

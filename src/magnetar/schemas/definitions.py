@@ -16,12 +16,7 @@ import json
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import avro.errors
-import avro.schema
-from google.protobuf import descriptor_pb2, descriptor_pool
-from google.protobuf.message import DecodeError
+from typing import TYPE_CHECKING, Any
 
 from magnetar.schemas.errors import InvalidSchemaError
 from magnetar.schemas.model import SchemaData, SchemaType
@@ -30,6 +25,9 @@ KEY_TYPE, KEY_NAME, KEY_PROPERTIES = "key.schema.type", "key.schema.name", "key.
 VALUE_TYPE, VALUE_NAME, VALUE_PROPERTIES = "value.schema.type", "value.schema.name", "value.schema.properties"
 KV_ENCODING = "kv.encoding.type"
 KV_ENCODINGS = ("INLINE", "SEPARATED")
+if TYPE_CHECKING:
+    import avro.schema
+
 _PYTHON_NONE = b"null"
 """What the Python client sends as a STRING schema's definition (json.dumps(None))."""
 _JSON_SCHEMA_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null", "any"})
@@ -62,7 +60,11 @@ def validate(schema: SchemaData) -> None:
 
 def parse_avro(data: bytes, kind: SchemaType = SchemaType.AVRO) -> avro.schema.Schema:
     """An Avro schema from its JSON text. Names are not held to Avro's strict rule, as
-    Pulsar's broker does not (Java clients name inner classes with '$')."""
+    Pulsar's broker does not (Java clients name inner classes with '$'). `avro` is imported
+    on first use: a broker whose topics have no schemas never loads it."""
+    import avro.errors  # noqa: PLC0415
+    import avro.schema  # noqa: PLC0415
+
     try:
         return avro.schema.parse(data.decode("utf-8"), validate_names=False)
     except UnicodeDecodeError as exc:
@@ -87,6 +89,9 @@ def protobuf_root_message(data: bytes) -> str:
     """The full name of a PROTOBUF_NATIVE schema's root message, after building its file
     descriptors: the definition is JSON with `fileDescriptorSet` (base64 of a serialized
     FileDescriptorSet), `rootMessageTypeName` and `rootFileDescriptorName`."""
+    from google.protobuf import descriptor_pb2, descriptor_pool  # noqa: PLC0415 (only PROTOBUF_NATIVE needs them)
+    from google.protobuf.message import DecodeError  # noqa: PLC0415
+
     try:
         document = json.loads(data)
         descriptors = base64.b64decode(document["fileDescriptorSet"], validate=True)
