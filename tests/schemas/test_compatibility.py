@@ -174,3 +174,20 @@ def test_protobuf_native_keeps_its_root_message() -> None:
         check_against_history([send], ack, S.BACKWARD)
     assert accepted([send], ack, S.ALWAYS_COMPATIBLE)
     assert not accepted([send], ack, S.ALWAYS_INCOMPATIBLE)
+
+
+def test_records_match_by_fields_and_enums_by_name() -> None:
+    """As Pulsar's Java validator resolves: a renamed record (a renamed Python Record class)
+    still evolves, nested ones too; a renamed enum does not."""
+    inner = {"type": "record", "name": "Inner", "fields": [{"name": "x", "type": "int"}]}
+    renamed_inner = {**inner, "name": "Other"}
+    v1 = {**record([{"name": "a", "type": "int"}, {"name": "i", "type": ["null", inner], "default": None}]),
+          "name": "User1"}
+    v2 = {**record([{"name": "a", "type": "int"}, {"name": "i", "type": ["null", renamed_inner], "default": None}]),
+          "name": "User2"}
+    assert accepted([avro(v1)], avro(v2), S.FULL_TRANSITIVE)
+    enum = {"type": "enum", "name": "Color", "symbols": ["RED"]}
+    e1 = record([{"name": "c", "type": enum}])
+    e2 = record([{"name": "c", "type": {**enum, "name": "Colour"}}])
+    with pytest.raises(IncompatibleSchemaError, match=r"expected: .*Colo"):
+        check_against_history([avro(e1)], avro(e2), S.BACKWARD)

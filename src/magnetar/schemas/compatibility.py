@@ -4,7 +4,8 @@ registry decides it.
 BACKWARD: the new schema reads what the old ones wrote. FORWARD: the old ones read what the
 new one writes. FULL: both. The plain ones look at the latest version, the TRANSITIVE ones at
 every version since the last delete. AVRO and JSON (an Avro schema too) are checked by Avro's
-schema resolution (the `avro` package's reader/writer checker); primitive types only need the
+schema resolution (the `avro` package's reader/writer checker, records matched by fields
+and not by name as Pulsar's Java validator matches them); primitive types only need the
 same type; KEY_VALUE checks its key and its value each by its own type; PROTOBUF_NATIVE keeps
 its root message; other types are refused only by ALWAYS_INCOMPATIBLE.
 """
@@ -78,12 +79,11 @@ def _check_avro(existing: Sequence[SchemaData], new: SchemaData, strategy: Compa
 
 def _require_readable(reader: avro.schema.Schema, writer: avro.schema.Schema, strategy: CompatibilityStrategy,
                       what: str) -> None:
-    from avro.compatibility import (  # noqa: PLC0415 (loaded with the first Avro schema, as parse_avro loads avro)
-        ReaderWriterCompatibilityChecker,
-        SchemaCompatibilityType,
-    )
+    from avro.compatibility import SchemaCompatibilityType  # noqa: PLC0415 (loaded with the first Avro schema)
 
-    result = ReaderWriterCompatibilityChecker().get_compatibility(reader, writer)
+    from magnetar.schemas.avro_resolution import PulsarCompatibilityChecker  # noqa: PLC0415
+
+    result = PulsarCompatibilityChecker().get_compatibility(reader, writer)
     if result.compatibility is not SchemaCompatibilityType.compatible:
         details = "; ".join(sorted(result.messages)) or "incompatible"
         where = ", ".join(sorted(result.locations))
