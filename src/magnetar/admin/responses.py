@@ -33,7 +33,8 @@ _NOT_FOUND = {pb.TopicNotFound, pb.SubscriptionNotFound, pb.ConsumerNotFound}
 _STATUS_CLASSES: dict[int, type[web.HTTPException]] = {
     400: web.HTTPBadRequest, 401: web.HTTPUnauthorized, 403: web.HTTPForbidden, 404: web.HTTPNotFound,
     405: web.HTTPMethodNotAllowed, 408: web.HTTPRequestTimeout,
-    409: web.HTTPConflict, 412: web.HTTPPreconditionFailed, 500: web.HTTPInternalServerError,
+    409: web.HTTPConflict, 412: web.HTTPPreconditionFailed, 422: web.HTTPUnprocessableEntity,
+    500: web.HTTPInternalServerError,
     503: web.HTTPServiceUnavailable,
 }
 
