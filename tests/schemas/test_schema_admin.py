@@ -4,8 +4,11 @@ the official client on the same topics: what one registers the other sees."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pulsar
 import pytest
@@ -129,3 +132,58 @@ def test_the_rest_api_and_the_binary_protocol_share_the_registry(broker: Standal
                 type("User", (Record,), {"name": Integer()})))
     finally:
         client.close()
+
+
+def magnetar_admin(broker: Standalone, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "magnetar", "admin", "--admin-url", broker.admin_url, *args],
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+RECORD_FILE = '''
+from pulsar.schema import Integer, Record, String
+
+class Order(Record):
+    id = String()
+    quantity = Integer()
+'''
+
+
+def test_the_cli_verbs(broker: Standalone, tmp_path: Path) -> None:
+    """`magnetar admin schemas` as an operator types pulsar-admin's."""
+    name = f"persistent://public/default/cli-{uuid.uuid4().hex[:8]}"
+    payload_file = tmp_path / "schema.json"
+    payload_file.write_text(json.dumps(payload(V1)))
+    upload = magnetar_admin(broker, "schemas", "upload", name, "-f", str(payload_file))
+    assert upload.returncode == 0 and "schema version 0" in upload.stdout, upload.stderr
+    payload_file.write_text(json.dumps(payload(V2)))
+    assert json.loads(magnetar_admin(broker, "--json", "schemas", "compatibility", name, "-f",
+                                     str(payload_file)).stdout)["isCompatibility"] is True
+    assert magnetar_admin(broker, "schemas", "upload", name, "--filename", str(payload_file)).returncode == 0
+    latest = json.loads(magnetar_admin(broker, "--json", "schemas", "get", name).stdout)
+    assert latest["version"] == 1 and json.loads(latest["data"]) == V2
+    assert json.loads(magnetar_admin(broker, "--json", "schemas", "get", name, "--version", "0").stdout)["version"] == 0
+    assert [s["version"] for s in json.loads(magnetar_admin(broker, "--json", "schemas", "get", name, "-a").stdout)] \
+        == [0, 1]
+    payload_file.write_text(json.dumps(payload(BAD)))
+    refused = magnetar_admin(broker, "schemas", "upload", name, "-f", str(payload_file))
+    assert refused.returncode == 1 and "FULL" in refused.stderr
+    assert "deleted at version 2" in magnetar_admin(broker, "schemas", "delete", name).stdout
+    # extract: the schema of a Python Record class, printed (--dry-run) or registered
+    (tmp_path / "orders.py").write_text(RECORD_FILE)
+    dry = magnetar_admin(broker, "--json", "schemas", "extract", name, "-j", str(tmp_path / "orders.py"),
+                         "-c", "Order", "-t", "avro", "--dry-run")
+    assert json.loads(json.loads(dry.stdout)["schema"])["name"] == "Order", dry.stderr
+    extracted = magnetar_admin(broker, "schemas", "extract", name, "-j", str(tmp_path / "orders.py"), "-c", "Order",
+                               "-t", "avro")
+    assert "schema version 3" in extracted.stdout, extracted.stderr
+    assert magnetar_admin(broker, "schemas", "delete", name, "--force").returncode == 0
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["upload", "t", "-f", "/nonexistent/schema.json"], "--filename /nonexistent/schema.json"),
+    (["extract", "t", "-j", "no_such_module_x", "-c", "C", "-t", "avro"], "--jar no_such_module_x"),
+    (["extract", "t", "-j", "json", "-c", "Nope", "-t", "avro"], "--classname Nope"),
+])
+def test_cli_mistakes_name_the_flag(broker: Standalone, args: list[str], says: str) -> None:
+    result = magnetar_admin(broker, "schemas", *args)
+    assert result.returncode == 2 and says in result.stderr, result.stderr

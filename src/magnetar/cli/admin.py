@@ -22,6 +22,7 @@ from typing import Any
 
 from magnetar.admin.client import AdminClient, AdminError, Message
 from magnetar.cli import options as cli_options
+from magnetar.cli import schema_verbs
 from magnetar.cli.parsing import UsageError, add_log_level, namespace_name, topic_name
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
@@ -313,6 +314,7 @@ RESOURCES: dict[str, list[Verb]] = {
              lambda a, n: a.terminate_partitioned_topic(n.topic), [TOPIC]),
         *[verb for policy in TOPIC_POLICIES for verb in policy.verbs(TOPIC, on_topic=True)],
     ],
+    "schemas": [Verb(name, help_, action, arguments) for name, help_, action, arguments in schema_verbs.VERBS],
     "brokers": [
         Verb("version", "show the broker's version", lambda a, _: a.version()),
         Verb("healthcheck", "check that the broker answers", lambda a, _: a.healthcheck() or "ok"),
