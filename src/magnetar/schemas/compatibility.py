@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from magnetar.schemas.definitions import (
     is_legacy_json_schema,
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import avro.schema
 
 S = CompatibilityStrategy
+_Parsed = TypeVar("_Parsed")
 _BACKWARD = frozenset({S.BACKWARD, S.BACKWARD_TRANSITIVE, S.FULL, S.FULL_TRANSITIVE})
 _FORWARD = frozenset({S.FORWARD, S.FORWARD_TRANSITIVE, S.FULL, S.FULL_TRANSITIVE})
 
@@ -60,21 +61,30 @@ def _check_default(existing: Sequence[SchemaData], new: SchemaData, strategy: Co
 
 
 def _check_avro(existing: Sequence[SchemaData], new: SchemaData, strategy: CompatibilityStrategy) -> None:
-    if strategy == S.ALWAYS_COMPATIBLE:
+    parsed = _parsed(existing, new, strategy, lambda schema: parse_avro(schema.data, schema.type))
+    if parsed is None:
         return
-    if strategy not in _BACKWARD | _FORWARD:
-        raise IncompatibleSchemaError(f"Schema compatibility strategy is {strategy.name}")
-    try:
-        new_schema = parse_avro(new.data, new.type)
-        olds = [parse_avro(old.data, old.type) for old in existing]
-    except InvalidSchemaError as exc:
-        raise IncompatibleSchemaError(str(exc)) from None
+    new_schema, olds = parsed
     for age, old_schema in enumerate(reversed(olds)):
         which = "the latest version" if age == 0 else f"the version {age} before the latest"
         if strategy in _BACKWARD:
             _require_readable(new_schema, old_schema, strategy, f"the new schema cannot read data written with {which}")
         if strategy in _FORWARD:
             _require_readable(old_schema, new_schema, strategy, f"{which} cannot read data written with the new schema")
+
+
+def _parsed(existing: Sequence[SchemaData], new: SchemaData, strategy: CompatibilityStrategy,
+            parse: Callable[[SchemaData], _Parsed]) -> tuple[_Parsed, list[_Parsed]] | None:
+    """The new and existing definitions parsed, for a strategy that compares them; None when
+    ALWAYS_COMPATIBLE needs no comparison. An unreadable stored definition refuses the new one."""
+    if strategy == S.ALWAYS_COMPATIBLE:
+        return None
+    if strategy not in _BACKWARD | _FORWARD:
+        raise IncompatibleSchemaError(f"Schema compatibility strategy is {strategy.name}")
+    try:
+        return parse(new), [parse(old) for old in existing]
+    except InvalidSchemaError as exc:
+        raise IncompatibleSchemaError(str(exc)) from None
 
 
 def _require_readable(reader: avro.schema.Schema, writer: avro.schema.Schema, strategy: CompatibilityStrategy,
@@ -109,15 +119,10 @@ def _check_legacy_json(existing: Sequence[SchemaData], new: SchemaData) -> None:
 
 
 def _check_protobuf_native(existing: Sequence[SchemaData], new: SchemaData, strategy: CompatibilityStrategy) -> None:
-    if strategy == S.ALWAYS_COMPATIBLE:
+    parsed = _parsed(existing, new, strategy, lambda schema: protobuf_root_message(schema.data))
+    if parsed is None:
         return
-    if strategy not in _BACKWARD | _FORWARD:
-        raise IncompatibleSchemaError(f"Schema compatibility strategy is {strategy.name}")
-    try:
-        root = protobuf_root_message(new.data)
-        old_roots = [protobuf_root_message(old.data) for old in existing]
-    except InvalidSchemaError as exc:
-        raise IncompatibleSchemaError(str(exc)) from None
+    root, old_roots = parsed
     for old_root in old_roots:
         if old_root != root:
             raise IncompatibleSchemaError(
