@@ -24,7 +24,7 @@ MAGNETAR = {
     "magnetar": ".",
     "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces operations permissions "
                       "responses "
-                      "retention security server subscriptions tenants topics",
+                      "retention schemas security server subscriptions tenants topics",
     "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
     "magnetar.broker.auth": ". authentication authorization operations",
     "magnetar.broker.compaction": ". manager options service",
