@@ -15,7 +15,17 @@ from pathlib import Path
 import pulsar
 import pytest
 from admin_http import http
-from pulsar.schema import AvroSchema, Double, Integer, JsonSchema, Long, Record, String, StringSchema
+from pulsar.schema import (
+    AvroSchema,
+    Double,
+    Integer,
+    JsonSchema,
+    Long,
+    ProtobufNativeSchema,
+    Record,
+    String,
+    StringSchema,
+)
 from rawclient import RawClient
 from standalone import Standalone
 
@@ -282,3 +292,37 @@ def test_primitive_schemas_keep_their_type(client: pulsar.Client) -> None:
 
     with pytest.raises(pulsar.IncompatibleSchema):
         client.create_producer(name, schema=JsonSchema(Counter))
+
+
+def test_json_schemas_evolve_and_readers_decode_every_version(client: pulsar.Client) -> None:
+    name = topic()
+    p1 = client.create_producer(name, schema=JsonSchema(User1))
+    p2 = client.create_producer(name, schema=JsonSchema(User2))
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(name, schema=JsonSchema(UserBad))
+    p1.send(User1(name="one", age=1))
+    p2.send(User2(name="two", age=2, score=2.5))
+    reader = client.create_reader(name, pulsar.MessageId.earliest, schema=JsonSchema(User1))
+    got = [reader.read_next(10_000) for _ in range(2)]
+    assert [(version(m), m.value().name) for m in got] == [(0, "one"), (1, "two")]
+
+
+def test_the_non_persistent_topic_of_a_name_shares_its_schema(client: pulsar.Client) -> None:
+    """Pulsar's schema id is tenant/namespace/topic, whatever the domain."""
+    name = topic()
+    client.create_producer(name, schema=AvroSchema(User1))
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(name.replace("persistent://", "non-persistent://"), schema=AvroSchema(UserBad))
+
+
+def test_protobuf_native_schemas_keep_their_root_message(client: pulsar.Client) -> None:
+    """The official client's ProtobufNativeSchema: its descriptor set parses, and another
+    root message is refused."""
+    name = topic()
+    producer = client.create_producer(name, schema=ProtobufNativeSchema(pb.MessageIdData))
+    consumer = client.subscribe(name, "s", schema=ProtobufNativeSchema(pb.MessageIdData))
+    producer.send(pb.MessageIdData(ledgerId=7, entryId=9))
+    value = consumer.receive(10_000).value()
+    assert (value.ledgerId, value.entryId) == (7, 9)
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(name, schema=ProtobufNativeSchema(pb.KeyValue))
