@@ -29,6 +29,9 @@ from pulsar.schema import (
 from rawclient import RawClient
 from standalone import Standalone
 
+from magnetar.schemas import SchemaData, SchemaType
+from magnetar.schemas.definitions import join_key_value
+from magnetar.schemas.protocol import to_wire
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 T = pb.BaseCommand
@@ -326,3 +329,28 @@ def test_protobuf_native_schemas_keep_their_root_message(client: pulsar.Client) 
     assert (value.ledgerId, value.entryId) == (7, 9)
     with pytest.raises(pulsar.IncompatibleSchema):
         client.create_producer(name, schema=ProtobufNativeSchema(pb.KeyValue))
+
+
+def test_key_value_schemas_over_the_wire(broker: Standalone) -> None:
+    """KEY_VALUE as Java clients send it (the Python client has none): registered, found
+    again, and refused when a side's type changes or its value stops being readable."""
+    record = json.dumps({"type": "record", "name": "V", "fields": [{"name": "a", "type": "int"}]}).encode()
+    string_key = SchemaData(SchemaType.STRING, b"")
+    first = join_key_value(string_key, SchemaData(SchemaType.AVRO, record))
+    name = topic()
+    raw = _raw(broker)
+    try:
+        def register(producer_id: int, schema: SchemaData) -> pb.BaseCommand:
+            raw.command(T(type=T.PRODUCER, producer=pb.CommandProducer(
+                topic=name, producer_id=producer_id, request_id=producer_id, schema=to_wire("kv", schema))))
+            return raw.expect(T.PRODUCER_SUCCESS if producer_id < 3 else T.ERROR)
+
+        assert register(1, first).producer_success.schema_version == (0).to_bytes(8, "big")
+        assert register(2, first).producer_success.schema_version == (0).to_bytes(8, "big")
+        int_key = join_key_value(SchemaData(SchemaType.INT64, b""), SchemaData(SchemaType.AVRO, record))
+        assert "key type changes from STRING to INT64" in register(3, int_key).error.message
+        unreadable = SchemaData(SchemaType.AVRO, record.replace(b'"int"', b'"string"'))
+        refused = register(4, join_key_value(string_key, unreadable)).error
+        assert refused.error == pb.IncompatibleSchema and "value" in refused.message
+    finally:
+        raw.close()
