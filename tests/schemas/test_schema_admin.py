@@ -187,3 +187,20 @@ def test_the_cli_verbs(broker: Standalone, tmp_path: Path) -> None:
 def test_cli_mistakes_name_the_flag(broker: Standalone, args: list[str], says: str) -> None:
     result = magnetar_admin(broker, "schemas", *args)
     assert result.returncode == 2 and says in result.stderr, result.stderr
+
+
+def test_the_cli_sets_the_schema_policies(broker: Standalone) -> None:
+    ns = f"public/cli-{uuid.uuid4().hex[:8]}"
+    assert http("PUT", f"{broker.admin_url}/admin/v2/namespaces/{ns}", b"{}")[0] == 204
+    for verb in ("schema-validation-enforce", "is-allow-auto-update-schema"):
+        assert magnetar_admin(broker, "namespaces", f"set-{verb}", ns, "--enable").returncode == 0
+        assert magnetar_admin(broker, "namespaces", f"get-{verb}", ns).stdout.strip() == "True"
+        assert magnetar_admin(broker, "namespaces", f"set-{verb}", ns, "-d").returncode == 0
+        assert magnetar_admin(broker, "namespaces", f"get-{verb}", ns).stdout.strip() == "False"
+        both = magnetar_admin(broker, "namespaces", f"set-{verb}", ns, "-e", "-d")
+        assert both.returncode == 2 and "--enable" in both.stderr
+    policies = json.loads(magnetar_admin(broker, "--json", "namespaces", "policies", ns).stdout)
+    assert (policies["schema_validation_enforced"], policies["is_allow_auto_update_schema"]) == (False, False)
+    topic_name = f"persistent://{ns}/t"
+    assert magnetar_admin(broker, "topics", "set-schema-validation-enforce", topic_name, "-e").returncode == 0
+    assert magnetar_admin(broker, "topics", "get-schema-validation-enforce", topic_name).stdout.strip() == "True"

@@ -105,9 +105,13 @@ def _start_position(text: str) -> str | tuple[int, int]:
 
 
 def _delayed_delivery(enable: bool, disable: bool, tick: str) -> dict[str, Any]:
+    return {"active": _switch(enable, disable), "tickTime": _tick_ms(tick)}
+
+
+def _switch(enable: bool, disable: bool) -> bool:
     if enable == disable:
         raise UsageError("give exactly one of --enable/-e and --disable/-d")
-    return {"active": enable, "tickTime": _tick_ms(tick)}
+    return enable
 
 
 def _tick_ms(text: str) -> int:
@@ -151,6 +155,11 @@ _DELAYED = PolicyVerbs(
            arg("-t", "--time", default="1s", help="tick time: 1s, 500ms (default 1s)")])
 _SCHEMA = PolicyVerbs("schema-compatibility-strategy", "schemaCompatibilityStrategy",
                       arg("-c", "--compatibility", help="FULL, BACKWARD, FORWARD, ALWAYS_COMPATIBLE, ..."))
+_ON_OFF = [arg("-e", "--enable", action="store_true"), arg("-d", "--disable", action="store_true")]
+_SCHEMA_VALIDATION = PolicyVerbs("schema-validation-enforce", "schemaValidationEnforced",
+                                 build=lambda n: _switch(n.enable, n.disable), extra=_ON_OFF)
+_SCHEMA_AUTO_UPDATE = PolicyVerbs("is-allow-auto-update-schema", "isAllowAutoUpdateSchema",
+                                  build=lambda n: _switch(n.enable, n.disable), extra=_ON_OFF)
 NAMESPACE_POLICIES = [
     PolicyVerbs("max-producers-per-topic", "maxProducersPerTopic", arg("-p", "--max-producers-per-topic", type=int)),
     PolicyVerbs("max-consumers-per-topic", "maxConsumersPerTopic", arg("-c", "--max-consumers-per-topic", type=int)),
@@ -160,7 +169,7 @@ NAMESPACE_POLICIES = [
                 arg("-c", "--max-unacked-messages-per-consumer", type=int)),
     PolicyVerbs("subscription-expiration-time", "subscriptionExpirationTime",
                 arg("-t", "--time", type=float, help="minutes")),
-    _DELAYED, _SCHEMA,
+    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION, _SCHEMA_AUTO_UPDATE,
 ]
 TOPIC_POLICIES = [
     PolicyVerbs("max-producers", "maxProducers", arg("-p", "--max-producers", type=int)),
@@ -169,7 +178,7 @@ TOPIC_POLICIES = [
                 arg("-c", "--max-consumers-per-subscription", type=int)),
     PolicyVerbs("max-unacked-messages-per-consumer", "maxUnackedMessagesOnConsumer",
                 arg("-m", "--maxNum", type=int)),
-    _DELAYED, _SCHEMA,
+    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION,
 ]
 
 def compact_and_wait(admin: AdminClient, args: argparse.Namespace) -> str | None:
