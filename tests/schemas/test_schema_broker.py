@@ -354,3 +354,13 @@ def test_key_value_schemas_over_the_wire(broker: Standalone) -> None:
         assert refused.error == pb.IncompatibleSchema and "value" in refused.message
     finally:
         raw.close()
+
+
+def test_deleting_one_partition_keeps_the_shared_schema(broker: Standalone, client: pulsar.Client) -> None:
+    name = topic()
+    path = name.replace("persistent://", "")
+    assert http("PUT", f"{broker.admin_url}/admin/v2/persistent/{path}/partitions", b"2")[0] == 204
+    client.create_producer(name, schema=AvroSchema(User1)).close()
+    assert http("DELETE", f"{broker.admin_url}/admin/v2/persistent/{path}-partition-0?force=true")[0] == 204
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.create_producer(f"{name}-partition-1", schema=AvroSchema(UserBad))

@@ -126,8 +126,10 @@ class SchemaRegistryService:
             raise BrokerServiceError(pb.TopicNotFound, f"Topic not found or no-schema {topic}: {exc}") from None
 
     def delete_topic(self, topic: TopicName) -> None:
-        """A deleted (non-partitioned or whole partitioned) topic's schema goes with it."""
-        self.registry.delete_all(schema_id(topic))
+        """A deleted non-partitioned or whole partitioned topic's schema goes with it; one
+        partition's deletion leaves the schema its siblings share (as Pulsar)."""
+        if topic.partition_index < 0:
+            self.registry.delete_all(schema_id(topic))
 
 
 def _incompatible(message: str) -> BrokerServiceError:
