@@ -47,7 +47,7 @@ PARAMS = {"domain": "persistent", "subscription": "sub", "role": "someone", "led
           "count": "1", "n": "1", "seconds": "1", "timestamp": "0", "cluster": "standalone", "version": "0"}
 BODIES = {"/admin/v2/tenants/{tenant}": {"adminRoles": ["scratch-admin"], "allowedClusters": ["standalone"]},
           "permissions/{role}": ["consume"],
-          **dict.fromkeys(("/schema", "/compatibility", "/version"), {"type": "STRING", "schema": ""})}
+          **{path: {"type": "STRING", "schema": ""} for path in ("/schema", "/compatibility", "/version")}}
 
 
 def test_every_route_and_command_has_an_operation(tmp_path):
