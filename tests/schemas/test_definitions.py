@@ -128,3 +128,10 @@ def test_key_value_sides_default_to_bytes_and_minus_one_is_absent() -> None:
 def test_bad_key_value_schemas(data: bytes, props: dict[str, str], says: str) -> None:
     with pytest.raises(InvalidSchemaError, match=says):
         validate(SchemaData(SchemaType.KEY_VALUE, data, props))
+
+
+@pytest.mark.parametrize("kind", [SchemaType.AVRO, SchemaType.JSON, SchemaType.PROTOBUF_NATIVE])
+def test_definitions_nested_beyond_the_stack_are_refused(kind: SchemaType) -> None:
+    deep = b'{"type": "array", "items": ' * 5000 + b'"int"' + b"}" * 5000
+    with pytest.raises(InvalidSchemaError, match="nested too deeply"):
+        validate(SchemaData(kind, deep))

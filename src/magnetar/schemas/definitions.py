@@ -73,6 +73,8 @@ def parse_avro(data: bytes, kind: SchemaType = SchemaType.AVRO) -> avro.schema.S
     except (avro.errors.AvroException, json.JSONDecodeError, TypeError, ValueError, AttributeError,
             KeyError) as exc:
         raise InvalidSchemaError(f"Invalid schema definition data for {kind.name} schema: {exc}") from None
+    except RecursionError:
+        raise InvalidSchemaError(_too_deep(kind)) from None
 
 
 def is_legacy_json_schema(data: bytes) -> bool:
@@ -80,7 +82,7 @@ def is_legacy_json_schema(data: bytes) -> bool:
     became Avro schemas): an object whose `type` is a JSON-Schema type."""
     try:
         document = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return False
     return isinstance(document, dict) and document.get("type") in _JSON_SCHEMA_TYPES
 
@@ -107,6 +109,8 @@ def protobuf_root_message(data: bytes) -> str:
     except (KeyError, TypeError) as exc:
         raise InvalidSchemaError("Invalid schema definition data for PROTOBUF_NATIVE schema: it needs "
                                  f"fileDescriptorSet, rootMessageTypeName and rootFileDescriptorName ({exc})") from None
+    except RecursionError:
+        raise InvalidSchemaError(_too_deep(SchemaType.PROTOBUF_NATIVE)) from None
     if message.file.name != root_file:
         raise InvalidSchemaError(f"Invalid schema definition data for PROTOBUF_NATIVE schema: message {root_name} "
                                  f"is in {message.file.name}, not {root_file}")
@@ -190,6 +194,12 @@ def _side_properties(raw: str | None, props_key: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise InvalidSchemaError(f"Invalid KEY_VALUE schema: {props_key} is not a JSON object")
     return {str(k): str(v) for k, v in value.items()}
+
+
+def _too_deep(kind: SchemaType) -> str:
+    """Parsers recurse per level of nesting: a definition beyond the interpreter's stack is
+    refused as malformed, not left to fail the request."""
+    return f"Invalid schema definition data for {kind.name} schema: nested too deeply"
 
 
 def _shown(data: bytes) -> str:
