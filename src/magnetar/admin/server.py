@@ -18,6 +18,7 @@ from magnetar.admin.brokers import BrokersApi
 from magnetar.admin.namespaces import NamespacesApi
 from magnetar.admin.permissions import PermissionsApi
 from magnetar.admin.responses import MAX_BODY_BYTES, TIME_BUDGET, errors_as_json, request_log
+from magnetar.admin.schemas import SchemasApi
 from magnetar.admin.security import security_middleware
 from magnetar.admin.subscriptions import SubscriptionsApi
 from magnetar.admin.tenants import TenantsApi
@@ -34,7 +35,8 @@ class AdminServer:
         self.app[TIME_BUDGET] = service.config.webServiceRequestTimeoutSeconds
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
-                    BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name)):
+                    BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name),
+                    SchemasApi(service)):
             self.app.add_routes(api.routes())
         self.app.add_routes([web.get("/metrics", self.metrics)])
         self.metrics_sources: list[Callable[[], str]] = []

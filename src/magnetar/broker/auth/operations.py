@@ -80,6 +80,8 @@ TOPIC_GRANT_PERMISSION = _topic("GRANT_PERMISSION", Need.TENANT_ADMIN)
 TOPIC_REVOKE_PERMISSION = _topic("REVOKE_PERMISSION", Need.TENANT_ADMIN)
 TOPIC_POLICY_READ = Operation("TopicPolicy READ", Need.TENANT_ADMIN)
 TOPIC_POLICY_WRITE = Operation("TopicPolicy WRITE", Need.TENANT_ADMIN)
+SCHEMA_WRITE = Operation("Schema WRITE", Need.TENANT_ADMIN)
+"""Registering, deleting or testing a schema through the admin API (Pulsar: tenant admin)."""
 # -- namespaces
 GET_TOPICS = Operation("NamespaceOperation.GET_TOPICS", Need.CONSUME)
 CREATE_TOPIC = Operation("NamespaceOperation.CREATE_TOPIC", Need.TENANT_ADMIN)
@@ -124,6 +126,7 @@ COMMANDS: dict[int, Operation] = {
     T.LOOKUP: LOOKUP,
     T.GET_TOPICS_OF_NAMESPACE: GET_TOPICS,
     T.GET_SCHEMA: LOOKUP,
+    T.GET_OR_CREATE_SCHEMA: PRODUCE,
     T.PRODUCER: PRODUCE,
     T.SUBSCRIBE: SUBSCRIBE,
     **dict.fromkeys((T.SEND, T.CLOSE_PRODUCER, T.FLOW, T.ACK, T.REDELIVER_UNACKNOWLEDGED_MESSAGES,
