@@ -8,6 +8,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from hypothesis import settings
+from seeds import draw_run_seed
 from standalone import Standalone
 
 # Hypothesis' default deadline (200 ms an example) fails a test whenever a loaded machine is
@@ -16,6 +17,10 @@ from standalone import Standalone
 settings.register_profile("magnetar", deadline=None)
 settings.register_profile("mutation", deadline=None, derandomize=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "magnetar"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    draw_run_seed()
 
 
 @pytest.fixture

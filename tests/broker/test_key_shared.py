@@ -32,6 +32,7 @@ from datetime import timedelta
 
 import pulsar
 import pytest
+from seeds import fresh_seed
 from standalone import Standalone
 
 KEY_SHARED = pulsar.ConsumerType.KeyShared
@@ -50,7 +51,7 @@ def _seeds() -> list[int]:
     chosen = os.environ.get("MAGNETAR_KEY_SHARED_SEEDS")
     if chosen:
         return [int(seed) for seed in chosen.split(",")]
-    return [*FIXED_SEEDS, random.SystemRandom().randrange(1_000_000)]
+    return [*FIXED_SEEDS, fresh_seed()]
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,8 @@ MAGNETAR = {
     "magnetar": ".",
     "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces operations permissions "
                       "responses "
-                      "retention security server subscriptions tenants topics",
-    "magnetar.broker": ". deduplication entry_metadata errors tls",
+                      "retention schemas security server subscriptions tenants topics",
+    "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
     "magnetar.broker.auth": ". authentication authorization operations",
     "magnetar.broker.compaction": ". manager options service",
     "magnetar.broker.config": ". loading properties service_configuration",
@@ -40,9 +40,15 @@ MAGNETAR = {
                                          "key_shared_dispatcher message_expiry persistent_subscription "
                                          "persistent_topic shared_dispatcher single_active_dispatcher",
     "magnetar.broker.transport": ". accept_errors advertised_listeners connection connection_controller "
-                                 "consumer_commands frame_writes lookup_commands publish_checks topic_list",
+                                 "consumer_commands frame_writes lookup_commands publish_checks schema_commands "
+                                 "topic_list",
     "magnetar.cli": ". parsing standalone",
+    # the functions worker, on in the standalone as in Pulsar's (its instances' runtime and the
+    # trigger's client load only when used)
+    "magnetar.functions": ". api config stats stats_view store supervisor worker",
     "magnetar.plugins": ".",
+    # the registry's model and rules; avro itself loads with the first Avro schema
+    "magnetar.schemas": ". compatibility definitions errors model protocol registry",
     "magnetar.storage": ". appends compacted_ledger config cursor entry_cache entry_reader errors faults file_pool "
                         "group_commit layout ledger ledger_files ledger_ids ledger_recovery ledger_slot "
                         "ledger_trimmer managed_ledger managed_ledger_factory message_finder metadata_store "

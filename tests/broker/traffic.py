@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pulsar
 from polling import wait_for
+from seeds import fresh_seed
 from standalone import Standalone
 
 Entry = tuple[int, int, int]
@@ -41,7 +42,7 @@ def seeds(fixed: list[int]) -> list[int]:
     chosen = os.environ.get("MAGNETAR_TRAFFIC_SEEDS")
     if chosen:
         return [int(seed) for seed in chosen.split(",")]
-    return [*fixed, random.SystemRandom().randrange(1_000_000)]
+    return [*fixed, fresh_seed()]
 
 
 @dataclass(frozen=True)

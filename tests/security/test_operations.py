@@ -44,9 +44,10 @@ ALLOWED = {
 #: Path parameters of the walk. Routes for admins act on scratch resources, so that what
 #: they change or delete never disturbs the routes walked after them.
 PARAMS = {"domain": "persistent", "subscription": "sub", "role": "someone", "ledger": "0", "entry": "0",
-          "count": "1", "n": "1", "seconds": "1", "timestamp": "0", "cluster": "standalone"}
+          "count": "1", "n": "1", "seconds": "1", "timestamp": "0", "cluster": "standalone", "version": "0"}
 BODIES = {"/admin/v2/tenants/{tenant}": {"adminRoles": ["scratch-admin"], "allowedClusters": ["standalone"]},
-          "permissions/{role}": ["consume"]}
+          "permissions/{role}": ["consume"],
+          **{path: {"type": "STRING", "schema": ""} for path in ("/schema", "/compatibility", "/version")}}
 
 
 def test_every_route_and_command_has_an_operation(tmp_path):

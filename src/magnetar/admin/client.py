@@ -64,12 +64,13 @@ class AdminClient:
 
     # -- transport
     def _request(self, method: str, path: str, body: Any = None, *, raw: bool = False,
-                 query: dict[str, Any] | None = None) -> tuple[bytes, dict[str, str]]:
+                 query: dict[str, Any] | None = None,
+                 content_type: str = "application/json") -> tuple[bytes, dict[str, str]]:
         url = self.url + path
         if query:
             url += "?" + urllib.parse.urlencode({k: _query_value(v) for k, v in query.items() if v is not None})
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        headers = {**({"Content-Type": "application/json"} if data is not None else {}),
+        headers = {**({"Content-Type": content_type} if data is not None else {}),
                    **self._authentication.http_headers()}
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
@@ -310,6 +311,24 @@ class AdminClient:
     def runtime_configuration(self) -> dict[str, str]:
         return self._json("GET", "/admin/v2/brokers/configuration/runtime")
 
+    # -- schemas (/admin/v2/schemas/...)
+    def get_schema(self, topic: str, version: int | None = None) -> dict[str, Any]:
+        """The latest schema, or `version`: {version, type, timestamp, data, properties}."""
+        return self._json("GET", _schemas(topic, "schema" if version is None else f"schema/{version}"))
+
+    def get_all_schemas(self, topic: str) -> list[dict[str, Any]]:
+        return self._json("GET", _schemas(topic, "schemas"))["getSchemaResponses"]
+
+    def upload_schema(self, topic: str, payload: dict[str, Any]) -> int:
+        """Register `payload` ({type, schema, properties}); its version."""
+        return self._json("POST", _schemas(topic, "schema"), payload)["version"]["version"]
+
+    def delete_schema(self, topic: str, *, force: bool = False) -> int:
+        return self._json("DELETE", _schemas(topic, "schema"), force=force)["version"]
+
+    def test_schema_compatibility(self, topic: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return self._json("POST", _schemas(topic, "compatibility"), payload)
+
 
 def _retention(minutes: float, size_mb: int) -> dict[str, float]:
     """Pulsar's RetentionPolicies JSON."""
@@ -325,6 +344,11 @@ def _ns(namespace: str) -> str:
     if not tenant or not local:
         raise ValueError(f"{namespace!r} is not a namespace (tenant/namespace)")
     return f"{_seg(tenant)}/{_seg(local)}"
+
+
+def _schemas(topic: str, suffix: str) -> str:
+    name = TopicName.parse(topic)
+    return f"/admin/v2/schemas/{_seg(name.tenant)}/{_seg(name.namespace)}/{_seg(name.local_name)}/{suffix}"
 
 
 def _topic(topic: str, suffix: str = "") -> str:

@@ -31,6 +31,7 @@ from magnetar.broker.errors import ResourceConflictError
 from magnetar.broker.policies.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.policies.retention import RETENTION
 from magnetar.broker.policies.topic_policies import MESSAGE_TTL, Policy
+from magnetar.broker.schema_registry import SCHEMA_AUTO_UPDATE, SCHEMA_COMPATIBILITY, SCHEMA_VALIDATION_ENFORCED
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.topic_limits import (
     DELAYED_DELIVERY,
@@ -38,7 +39,6 @@ from magnetar.broker.topics.topic_limits import (
     MAX_CONSUMERS_PER_SUBSCRIPTION,
     MAX_PRODUCERS,
     MAX_UNACKED_PER_CONSUMER,
-    SCHEMA_COMPATIBILITY,
     SUBSCRIPTION_EXPIRATION,
 )
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -78,6 +78,8 @@ class NamespacesApi:
             ("subscriptionExpirationTime", SUBSCRIPTION_EXPIRATION, non_negative_number),
             ("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
             ("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
+            ("schemaValidationEnforced", SCHEMA_VALIDATION_ENFORCED, boolean),
+            ("isAllowAutoUpdateSchema", SCHEMA_AUTO_UPDATE, boolean),
             ("compactionThreshold", COMPACTION_THRESHOLD, non_negative_int),
         ]
 

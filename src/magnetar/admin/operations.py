@@ -23,12 +23,14 @@ NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
 PERSISTENT = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 ANY_TOPIC = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
 SUBSCRIPTION = PERSISTENT + "/subscription/{subscription}"
+SCHEMAS = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
 ALL_METHODS = "GET POST PUT DELETE"
 #: Policies read and written at `{namespace}/{name}` and `{topic}/{name}`, by method.
 NAMESPACE_POLICIES = {
     ALL_METHODS: ("messageTTL", "deduplication", "entryFilters", "maxProducersPerTopic", "maxConsumersPerTopic",
                   "maxConsumersPerSubscription", "maxUnackedMessagesPerConsumer", "subscriptionExpirationTime",
-                  "delayedDelivery", "schemaCompatibilityStrategy", "compactionThreshold"),
+                  "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
+                  "isAllowAutoUpdateSchema", "compactionThreshold"),
     "GET POST DELETE": ("retention",),
     "GET": ("backlogQuotaMap",),
     "POST DELETE": ("backlogQuota",),
@@ -36,7 +38,7 @@ NAMESPACE_POLICIES = {
 TOPIC_POLICIES = {
     ALL_METHODS: ("deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers",
                   "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "delayedDelivery",
-                  "schemaCompatibilityStrategy", "compactionThreshold"),
+                  "schemaCompatibilityStrategy", "schemaValidationEnforced", "compactionThreshold"),
     "GET POST DELETE": ("messageTTL", "retention"),
     "GET": ("backlogQuotaMap",),
     "POST DELETE": ("backlogQuota",),
@@ -108,6 +110,11 @@ ROUTES: dict[Route, Operation] = {
     **_each("POST", [ANY_TOPIC + "/permissions/{role}"], op.TOPIC_GRANT_PERMISSION),
     **_each("DELETE", [ANY_TOPIC + "/permissions/{role}"], op.TOPIC_REVOKE_PERMISSION),
     **_policies(PERSISTENT, TOPIC_POLICIES, op.TOPIC_POLICY_READ, op.TOPIC_POLICY_WRITE),
+    # schemas
+    **_each("GET", [SCHEMAS + "/schema", SCHEMAS + "/schema/{version}", SCHEMAS + "/schemas"], op.GET_METADATA),
+    **_each("POST", [SCHEMAS + "/version"], op.GET_METADATA),
+    **_each("POST", [SCHEMAS + "/schema", SCHEMAS + "/compatibility"], op.SCHEMA_WRITE),
+    **_each("DELETE", [SCHEMAS + "/schema"], op.SCHEMA_WRITE),
 }
 
 
@@ -118,3 +125,21 @@ def route_of(request: web.Request) -> Route | None:
         return None
     method = "GET" if request.method == "HEAD" else request.method
     return method, info.route.resource.canonical  # type: ignore[union-attr]
+
+FUNCTION = "/admin/v3/functions/{tenant}/{namespace}/{name}"
+FUNCTIONS_ROUTES: dict[Route, Operation] = {
+    **_each("GET", ["/admin/v3/functions/{tenant}/{namespace}"], op.FUNCTIONS),
+    **_each(ALL_METHODS, [FUNCTION], op.FUNCTIONS),
+    **_each("GET", [FUNCTION + "/status", FUNCTION + "/{instance}/status", FUNCTION + "/stats",
+                    FUNCTION + "/{instance}/stats"], op.FUNCTIONS),
+    **_each("POST", [FUNCTION + f"{instance}/{verb}" for verb in ("start", "stop", "restart")
+                     for instance in ("", "/{instance}")], op.FUNCTIONS),
+    **_each("POST", [FUNCTION + "/trigger", FUNCTION + "/counter/{key}"], op.FUNCTIONS),
+    **_each("GET POST DELETE", [FUNCTION + "/state/{key}"], op.FUNCTIONS),
+}
+"""The functions worker's routes (magnetar.functions serves them when the standalone runs
+it): Pulsar lets super users, tenant admins and roles granted `functions` on the namespace
+manage functions."""
+RULES = {**ROUTES, **FUNCTIONS_ROUTES}
+"""What the security middleware checks with."""
+

@@ -15,7 +15,7 @@ from aiohttp.typedefs import Handler
 
 from magnetar.broker.entry_filters import EntryFilterProvider, parse_names
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.topics.topic_limits import SCHEMA_STRATEGIES
+from magnetar.broker.schema_registry import SCHEMA_STRATEGIES
 from magnetar.plugins import PluginError
 from magnetar.storage import StorageFullError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -33,7 +33,8 @@ _NOT_FOUND = {pb.TopicNotFound, pb.SubscriptionNotFound, pb.ConsumerNotFound}
 _STATUS_CLASSES: dict[int, type[web.HTTPException]] = {
     400: web.HTTPBadRequest, 401: web.HTTPUnauthorized, 403: web.HTTPForbidden, 404: web.HTTPNotFound,
     405: web.HTTPMethodNotAllowed, 408: web.HTTPRequestTimeout,
-    409: web.HTTPConflict, 412: web.HTTPPreconditionFailed, 500: web.HTTPInternalServerError,
+    409: web.HTTPConflict, 412: web.HTTPPreconditionFailed, 422: web.HTTPUnprocessableEntity,
+    500: web.HTTPInternalServerError,
     503: web.HTTPServiceUnavailable,
 }
 

@@ -16,7 +16,7 @@ import logging
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from magnetar.admin.operations import ROUTES, route_of
+from magnetar.admin.operations import RULES, route_of
 from magnetar.admin.responses import fail
 from magnetar.broker.auth.authentication import AuthenticationError, Principal
 from magnetar.broker.auth.authorization import Resource
@@ -32,7 +32,7 @@ def security_middleware(service: BrokerService) -> web.middleware:  # type: igno
     async def secure(request: web.Request, handler: Handler) -> web.StreamResponse:
         authentication = service.authentication
         route = route_of(request)
-        operation = ROUTES.get(route) if route is not None else None
+        operation = RULES.get(route) if route is not None else None
         if not authentication.enabled or (operation is not None and operation.need is Need.OPEN
                                           and not service.config.authenticateMetricsEndpoint):
             return await handler(request)

@@ -9,6 +9,7 @@ scripts (and `curl` habits) carry over.
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -17,6 +18,7 @@ from magnetar.admin.brokers import BrokersApi
 from magnetar.admin.namespaces import NamespacesApi
 from magnetar.admin.permissions import PermissionsApi
 from magnetar.admin.responses import MAX_BODY_BYTES, TIME_BUDGET, errors_as_json, request_log
+from magnetar.admin.schemas import SchemasApi
 from magnetar.admin.security import security_middleware
 from magnetar.admin.subscriptions import SubscriptionsApi
 from magnetar.admin.tenants import TenantsApi
@@ -33,9 +35,12 @@ class AdminServer:
         self.app[TIME_BUDGET] = service.config.webServiceRequestTimeoutSeconds
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
-                    BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name)):
+                    BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name),
+                    SchemasApi(service)):
             self.app.add_routes(api.routes())
         self.app.add_routes([web.get("/metrics", self.metrics)])
+        self.metrics_sources: list[Callable[[], str]] = []
+        """More of /metrics from above the admin API (the functions worker's)."""
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.tls_port: int | None = None
@@ -82,4 +87,6 @@ class AdminServer:
 
     async def metrics(self, _request: web.Request) -> web.Response:
         topics = [*self.service.topics.values(), *self.service.non_persistent_topics.values()]
-        return web.Response(text=metrics.render(topics, self.service.factory.entry_cache), content_type="text/plain")
+        text = metrics.render(topics, self.service.factory.entry_cache)
+        return web.Response(text="".join([text, *(source() for source in self.metrics_sources)]),
+                            content_type="text/plain")

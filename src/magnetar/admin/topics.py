@@ -32,6 +32,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.policies.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.policies.retention import RETENTION
 from magnetar.broker.policies.topic_policies import MESSAGE_TTL, Policy
+from magnetar.broker.schema_registry import SCHEMA_COMPATIBILITY, SCHEMA_VALIDATION_ENFORCED
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.persistent.internal_stats import internal_stats
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
@@ -41,7 +42,6 @@ from magnetar.broker.topics.topic_limits import (
     MAX_CONSUMERS_PER_SUBSCRIPTION,
     MAX_PRODUCERS,
     MAX_UNACKED_PER_CONSUMER,
-    SCHEMA_COMPATIBILITY,
 )
 from magnetar.storage import NoSuchEntryError, Position
 from magnetar.storage.message_finder import EntrySequence
@@ -95,6 +95,7 @@ class TopicsApi:
             *self._policy_routes("maxUnackedMessagesOnConsumer", MAX_UNACKED_PER_CONSUMER, non_negative_int),
             *self._policy_routes("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
             *self._policy_routes("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
+            *self._policy_routes("schemaValidationEnforced", SCHEMA_VALIDATION_ENFORCED, boolean),
             web.post(PERSISTENT + "/trim", self.trim),
             *retention_routes(
                 self.service, PERSISTENT,

@@ -22,25 +22,14 @@ from typing import Any
 
 from magnetar.admin.client import AdminClient, AdminError, Message
 from magnetar.cli import options as cli_options
+from magnetar.cli import schema_verbs
+from magnetar.cli.function_verbs import FUNCTION_VERBS
 from magnetar.cli.parsing import UsageError, add_log_level, namespace_name, topic_name
+from magnetar.cli.verbs import Verb, arg
 
 DEFAULT_ADMIN_URL = "http://127.0.0.1:8080"
 _DURATION = re.compile(r"(\d+)([smhdw]?)")
 _SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-Action = Callable[[AdminClient, argparse.Namespace], Any]
-
-
-@dataclass(frozen=True)
-class Verb:
-    name: str
-    help: str
-    action: Action
-    arguments: list[tuple[tuple[str, ...], dict[str, Any]]] = field(default_factory=list)
-
-
-def arg(*flags: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
-    return flags, options
 
 
 def duration_seconds(text: str) -> int:
@@ -104,9 +93,13 @@ def _start_position(text: str) -> str | tuple[int, int]:
 
 
 def _delayed_delivery(enable: bool, disable: bool, tick: str) -> dict[str, Any]:
+    return {"active": _switch(enable, disable), "tickTime": _tick_ms(tick)}
+
+
+def _switch(enable: bool, disable: bool) -> bool:
     if enable == disable:
         raise UsageError("give exactly one of --enable/-e and --disable/-d")
-    return {"active": enable, "tickTime": _tick_ms(tick)}
+    return enable
 
 
 def _tick_ms(text: str) -> int:
@@ -150,6 +143,11 @@ _DELAYED = PolicyVerbs(
            arg("-t", "--time", default="1s", help="tick time: 1s, 500ms (default 1s)")])
 _SCHEMA = PolicyVerbs("schema-compatibility-strategy", "schemaCompatibilityStrategy",
                       arg("-c", "--compatibility", help="FULL, BACKWARD, FORWARD, ALWAYS_COMPATIBLE, ..."))
+_ON_OFF = [arg("-e", "--enable", action="store_true"), arg("-d", "--disable", action="store_true")]
+_SCHEMA_VALIDATION = PolicyVerbs("schema-validation-enforce", "schemaValidationEnforced",
+                                 build=lambda n: _switch(n.enable, n.disable), extra=_ON_OFF)
+_SCHEMA_AUTO_UPDATE = PolicyVerbs("is-allow-auto-update-schema", "isAllowAutoUpdateSchema",
+                                  build=lambda n: _switch(n.enable, n.disable), extra=_ON_OFF)
 NAMESPACE_POLICIES = [
     PolicyVerbs("max-producers-per-topic", "maxProducersPerTopic", arg("-p", "--max-producers-per-topic", type=int)),
     PolicyVerbs("max-consumers-per-topic", "maxConsumersPerTopic", arg("-c", "--max-consumers-per-topic", type=int)),
@@ -159,7 +157,7 @@ NAMESPACE_POLICIES = [
                 arg("-c", "--max-unacked-messages-per-consumer", type=int)),
     PolicyVerbs("subscription-expiration-time", "subscriptionExpirationTime",
                 arg("-t", "--time", type=float, help="minutes")),
-    _DELAYED, _SCHEMA,
+    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION, _SCHEMA_AUTO_UPDATE,
 ]
 TOPIC_POLICIES = [
     PolicyVerbs("max-producers", "maxProducers", arg("-p", "--max-producers", type=int)),
@@ -168,7 +166,7 @@ TOPIC_POLICIES = [
                 arg("-c", "--max-consumers-per-subscription", type=int)),
     PolicyVerbs("max-unacked-messages-per-consumer", "maxUnackedMessagesOnConsumer",
                 arg("-m", "--maxNum", type=int)),
-    _DELAYED, _SCHEMA,
+    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION,
 ]
 
 def compact_and_wait(admin: AdminClient, args: argparse.Namespace) -> str | None:
@@ -313,11 +311,13 @@ RESOURCES: dict[str, list[Verb]] = {
              lambda a, n: a.terminate_partitioned_topic(n.topic), [TOPIC]),
         *[verb for policy in TOPIC_POLICIES for verb in policy.verbs(TOPIC, on_topic=True)],
     ],
+    "schemas": [Verb(name, help_, action, arguments) for name, help_, action, arguments in schema_verbs.VERBS],
     "brokers": [
         Verb("version", "show the broker's version", lambda a, _: a.version()),
         Verb("healthcheck", "check that the broker answers", lambda a, _: a.healthcheck() or "ok"),
         Verb("get-runtime-config", "show the configuration in effect", lambda a, _: a.runtime_configuration()),
     ],
+    "functions": FUNCTION_VERBS,
 }
 
 

@@ -22,6 +22,9 @@ from magnetar.broker.service.collector import settle_after_start
 from magnetar.broker.service.config_checks import check_features
 from magnetar.broker.transport.accept_errors import BrokerEventLoop
 from magnetar.cli.parsing import add_log_level
+from magnetar.functions.api import FunctionsApi
+from magnetar.functions.supervisor import Endpoints
+from magnetar.functions.worker import FunctionsWorker
 from magnetar.storage import DataDirLockedError
 
 log = logging.getLogger("magnetar")
@@ -34,13 +37,15 @@ STANDALONE_DEFAULTS = (
             f"{_PIP70}AppendBrokerTimestampMetadataInterceptor,{_PIP70}AppendIndexMetadataInterceptor",
             "standalone default"),
     Setting("exposingBrokerEntryMetadataToClientEnabled", "true", "standalone default"),
+    Setting("functionsWorkerEnabled", "true", "standalone default"),
 )
 """Where the standalone departs from broker.conf's defaults, as Pulsar's standalone.conf does
 for other keys (it leaves these two at broker.conf's: none, false): PIP-70 on, so that what
 magnetar builds on it (Spark streams and index offsets, `Message.index()`, seek by index)
 works on the broker a newcomer starts first. Any source of settings beats them;
 `-c brokerEntryMetadataInterceptors= -c exposingBrokerEntryMetadataToClientEnabled=false`
-gives Pulsar's behaviour back."""
+gives Pulsar's behaviour back. The functions worker is on, as Pulsar's standalone runs one
+(`--no-functions-worker` turns it off)."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -51,6 +56,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     standalone.add_argument("--port", type=int, help="broker port (brokerServicePort, default 6650; 0 = any free)")
     standalone.add_argument("--http-port", type=int, help="admin HTTP port (webServicePort, default 8080)")
     standalone.add_argument("--bind", help="address to listen on (bindAddress, default 127.0.0.1)")
+    standalone.add_argument("--no-functions-worker", action="store_true",
+                            help="run no functions worker (functionsWorkerEnabled=false)")
     standalone.add_argument("--config", type=Path, help="a Pulsar broker.conf or standalone.conf (Java properties)")
     standalone.add_argument("--kafka", type=int, nargs="?", const=9092, metavar="PORT",
                             help="also serve Kafka clients on PORT (default 9092; messagingProtocols=kafka, "
@@ -65,6 +72,7 @@ def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
     flags = [Setting(key, str(value), flag) for key, value, flag in (
         ("brokerServicePort", args.port, "--port"), ("webServicePort", args.http_port, "--http-port"),
         ("bindAddress", args.bind, "--bind"),
+        ("functionsWorkerEnabled", "false" if args.no_functions_worker else None, "--no-functions-worker"),
     ) if value is not None]
     if args.kafka is not None:
         flags += [Setting("messagingProtocols", "kafka", "--kafka"),
@@ -95,6 +103,7 @@ class Standalone:
         self.data_dir = data_dir
         self.service: BrokerService | None = None
         self.admin: AdminServer | None = None
+        self.functions: FunctionsWorker | None = None
 
     async def start(self) -> None:
         """Listen on both APIs; a failure half-way closes what had started (and the data
@@ -103,12 +112,28 @@ class Standalone:
             self.service = BrokerService(self.config, self.data_dir)
             await self.service.start()
             self.admin = AdminServer(self.service)
+            if self.config.functionsWorkerEnabled:
+                self.functions = FunctionsWorker(self.service, self.data_dir)
+                self.admin.app.add_routes(FunctionsApi(self.functions).routes())
+                self.admin.metrics_sources.append(self.functions.metrics)
             await self.admin.start(self.config.bindAddress, self.config.webServicePort, self.config.webServicePortTls)
+            if self.functions is not None:
+                await self.functions.start(self._endpoints())
         except BaseException:
             await self.stop()
             raise
 
+    def _endpoints(self) -> Endpoints:
+        """Where instances connect: the broker's and the admin API's advertised URLs."""
+        assert self.service is not None and self.admin is not None
+        advertised = self.service.listeners.resolve(None)
+        return Endpoints(advertised.broker_service_url or advertised.broker_service_url_tls, self.admin.http_url(),
+                         self.config.brokerClientAuthenticationPlugin, self.config.brokerClientAuthenticationParameters)
+
     async def stop(self) -> None:
+        if self.functions is not None:
+            await self.functions.stop()
+            self.functions = None
         if self.admin is not None:
             await self.admin.stop()
             self.admin = None

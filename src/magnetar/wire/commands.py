@@ -85,11 +85,16 @@ def lookup_error(request_id: int, code: int, message: str) -> bytes:
 
 
 def producer_success(
-    request_id: int, producer_name: str, last_sequence_id: int = -1, topic_epoch: int | None = None
+    request_id: int, producer_name: str, last_sequence_id: int = -1, topic_epoch: int | None = None,
+    schema_version: bytes = b"",
 ) -> bytes:
+    """`schema_version`: the registry's version of the producer's schema (8 bytes), which the
+    client stamps on every message; empty for a producer without a schema."""
     resp = pb.CommandProducerSuccess(
         request_id=request_id, producer_name=producer_name, last_sequence_id=last_sequence_id
     )
+    if schema_version:
+        resp.schema_version = schema_version
     if topic_epoch is not None:
         resp.topic_epoch = topic_epoch
     return encode_command(T(type=T.PRODUCER_SUCCESS, producer_success=resp))
@@ -212,6 +217,21 @@ def topics_of_namespace_response(
 def get_schema_error(request_id: int, code: int, message: str) -> bytes:
     resp = pb.CommandGetSchemaResponse(request_id=request_id, error_code=code, error_message=message)
     return encode_command(T(type=T.GET_SCHEMA_RESPONSE, getSchemaResponse=resp))
+
+
+def get_schema_response(request_id: int, schema: pb.Schema, schema_version: bytes) -> bytes:
+    resp = pb.CommandGetSchemaResponse(request_id=request_id, schema=schema, schema_version=schema_version)
+    return encode_command(T(type=T.GET_SCHEMA_RESPONSE, getSchemaResponse=resp))
+
+
+def get_or_create_schema_response(request_id: int, schema_version: bytes) -> bytes:
+    resp = pb.CommandGetOrCreateSchemaResponse(request_id=request_id, schema_version=schema_version)
+    return encode_command(T(type=T.GET_OR_CREATE_SCHEMA_RESPONSE, getOrCreateSchemaResponse=resp))
+
+
+def get_or_create_schema_error(request_id: int, code: int, message: str) -> bytes:
+    resp = pb.CommandGetOrCreateSchemaResponse(request_id=request_id, error_code=code, error_message=message)
+    return encode_command(T(type=T.GET_OR_CREATE_SCHEMA_RESPONSE, getOrCreateSchemaResponse=resp))
 
 
 def consumer_stats_response(request_id: int, **fields: object) -> bytes:

@@ -28,6 +28,7 @@ class Need(enum.Enum):
     LOOKUP = "produce or consume"
     PRODUCE = "produce"
     CONSUME = "consume"
+    FUNCTIONS = "functions"
     TENANT_ADMIN = "a tenant admin"
     SUPER_USER = "a super user"
 
@@ -37,6 +38,7 @@ GRANTS: dict[Need, frozenset[str]] = {
     Need.LOOKUP: frozenset({"produce", "consume"}),
     Need.PRODUCE: frozenset({"produce"}),
     Need.CONSUME: frozenset({"consume"}),
+    Need.FUNCTIONS: frozenset({"functions"}),
 }
 
 
@@ -78,6 +80,8 @@ TOPIC_GRANT_PERMISSION = _topic("GRANT_PERMISSION", Need.TENANT_ADMIN)
 TOPIC_REVOKE_PERMISSION = _topic("REVOKE_PERMISSION", Need.TENANT_ADMIN)
 TOPIC_POLICY_READ = Operation("TopicPolicy READ", Need.TENANT_ADMIN)
 TOPIC_POLICY_WRITE = Operation("TopicPolicy WRITE", Need.TENANT_ADMIN)
+SCHEMA_WRITE = Operation("Schema WRITE", Need.TENANT_ADMIN)
+"""Registering, deleting or testing a schema through the admin API (Pulsar: tenant admin)."""
 # -- namespaces
 GET_TOPICS = Operation("NamespaceOperation.GET_TOPICS", Need.CONSUME)
 CREATE_TOPIC = Operation("NamespaceOperation.CREATE_TOPIC", Need.TENANT_ADMIN)
@@ -87,6 +91,7 @@ GRANT_PERMISSION = Operation("NamespaceOperation.GRANT_PERMISSION", Need.TENANT_
 REVOKE_PERMISSION = Operation("NamespaceOperation.REVOKE_PERMISSION", Need.TENANT_ADMIN)
 NAMESPACE_POLICY_READ = Operation("NamespacePolicy READ", Need.TENANT_ADMIN)
 NAMESPACE_POLICY_WRITE = Operation("NamespacePolicy WRITE", Need.TENANT_ADMIN)
+FUNCTIONS = Operation("NamespaceOperation.FUNCTIONS", Need.FUNCTIONS)
 # -- tenants
 LIST_NAMESPACES = Operation("TenantOperation.LIST_NAMESPACES", Need.TENANT_ADMIN)
 CREATE_NAMESPACE = Operation("TenantOperation.CREATE_NAMESPACE", Need.TENANT_ADMIN)
@@ -121,6 +126,7 @@ COMMANDS: dict[int, Operation] = {
     T.LOOKUP: LOOKUP,
     T.GET_TOPICS_OF_NAMESPACE: GET_TOPICS,
     T.GET_SCHEMA: LOOKUP,
+    T.GET_OR_CREATE_SCHEMA: PRODUCE,
     T.PRODUCER: PRODUCE,
     T.SUBSCRIBE: SUBSCRIBE,
     **dict.fromkeys((T.SEND, T.CLOSE_PRODUCER, T.FLOW, T.ACK, T.REDELIVER_UNACKNOWLEDGED_MESSAGES,

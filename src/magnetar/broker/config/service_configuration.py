@@ -17,8 +17,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
 from magnetar.broker.config.properties import Setting
+from magnetar.schemas.model import CompatibilityStrategy
 
 #: Pulsar's modes of brokerDeleteInactiveTopicsMode (see broker.monitors.inactivity).
+_SCHEMA_STRATEGIES = tuple(strategy.value for strategy in CompatibilityStrategy)
 _INACTIVE_TOPIC_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
 #: Pulsar's backlog quota retention policies (see broker.policies.backlog_quota).
 _BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
@@ -106,8 +108,12 @@ class ServiceConfiguration:
     maxConsumersPerTopic: int = 0
     maxConsumersPerSubscription: int = 0
     maxUnackedMessagesPerConsumer: int = 50000
-    # stored and reported; no schema registry uses it yet
+    # schema registry (broker.schema_registry): the strategy when neither topic nor namespace
+    # sets one, whether new schemas may be added, whether a producer without a schema may use a
+    # topic that has one (Pulsar's keys and defaults)
     schemaCompatibilityStrategy: str = "FULL"
+    isAllowAutoUpdateSchemaEnabled: bool = True
+    isSchemaValidationEnforced: bool = False
     # dispatch
     dispatcherMaxReadBatchSize: int = 100
     # entry bytes one read may take (at least one entry is read): without it a consumer's
@@ -198,6 +204,11 @@ class ServiceConfiguration:
     brokerServiceCompactionThresholdInBytes: int = 0
     topicCompactionRetainNullKey: bool = False
     compactionServiceFactoryClassName: str = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
+    # Pulsar Functions (magnetar.functions): the worker runs inside the standalone, on by default there
+    functionsWorkerEnabled: bool = False
+    # the credentials the functions worker's instances (and its trigger) present to this broker
+    brokerClientAuthenticationPlugin: str = ""
+    brokerClientAuthenticationParameters: str = ""
     delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
     # protocol handlers (Pulsar's key): names in the magnetar.protocol_handlers entry-point group,
     # loaded beside the Pulsar protocol; protocolHandlerDirectory (NAR files) means nothing here
@@ -241,6 +252,9 @@ class ServiceConfiguration:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.schemaCompatibilityStrategy.upper() not in _SCHEMA_STRATEGIES:
+            raise ConfigError(f"schemaCompatibilityStrategy must be one of {', '.join(_SCHEMA_STRATEGIES)}, "
+                              f"not {self.schemaCompatibilityStrategy!r}")
         if self.brokerServiceCompactionThresholdInBytes < 0:
             raise ConfigError("brokerServiceCompactionThresholdInBytes must be 0 (never) or positive, "
                               f"not {self.brokerServiceCompactionThresholdInBytes}")

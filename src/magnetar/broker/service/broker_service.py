@@ -32,6 +32,7 @@ from magnetar.broker.monitors.retention import RetentionMonitor
 from magnetar.broker.monitors.revalidation import HandleRevalidator
 from magnetar.broker.policies.resources import NamespaceResources
 from magnetar.broker.policies.topic_policies import TopicPolicies
+from magnetar.broker.schema_registry import SchemaRegistryService
 from magnetar.broker.tls import CertificateReloader, server_context
 from magnetar.broker.topics.context import BrokerContext
 from magnetar.broker.topics.loop_bridge import LoopBridge
@@ -89,6 +90,7 @@ class BrokerService:
         self.resources = NamespaceResources(self.metadata)
         self.resources.bootstrap(self.stored_namespaces())
         self.policies = TopicPolicies(self.metadata, self.resources, config)
+        self.schemas = SchemaRegistryService(self.metadata, self.policies, config)
         self.entry_metadata = EntryMetadataStamper(
             config.brokerEntryMetadataInterceptors, config.brokerEntryMetadataIndexBase
         )
@@ -385,6 +387,7 @@ class BrokerService:
         if not force:
             self._check_idle([name])
         self._remove_topic(name)
+        self.schemas.delete_topic(name)
         log.info("[%s] deleted", name)
 
     def _remove_topic(self, name: TopicName) -> None:
@@ -414,6 +417,7 @@ class BrokerService:
             self._remove_topic(partition)
         self.metadata.delete(_PARTITIONED_PREFIX + name.storage_name)
         self.policies.delete_topic(name)
+        self.schemas.delete_topic(name)
 
     def topics_of_namespace(self, namespace: str, pattern: TopicsPattern | None = None, *,
                             mode: int = Mode.PERSISTENT) -> list[str]:

@@ -129,6 +129,12 @@ class AbstractTopic:
         if self.producers.get(producer.name) is producer:
             del self.producers[producer.name]
 
+    def idle_for_schema(self) -> bool:
+        """No producers, no consumers and nothing stored: only then may a consumer's schema
+        be the topic's first (Pulsar's addSchemaIfIdleOrCheckCompatible)."""
+        return not self.producers and not any(s.consumers for s in self.subscriptions.values()) \
+            and self.inbound.messages == 0 and self.storage_size() == 0
+
     # -- consumers
     def subscribe(self, cnx: TransportCnx, cmd: pb.CommandSubscribe) -> Consumer:
         self._check_subscribe(cmd)

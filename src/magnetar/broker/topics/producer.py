@@ -62,6 +62,8 @@ class Producer:
         self.name = name
         self.access_mode = access_mode
         self.topic_epoch = topic_epoch
+        self.schema_version = b""
+        """The registry's version of the producer's schema, told to the client on success."""
         self.closed = False
         self.inbound = MessageCounter()
         self._pending: deque[_PendingGroup] = deque()

@@ -1,6 +1,6 @@
 """Limits and settings that namespaces and topics may override: how many producers and
 consumers a topic takes, how many messages a consumer may hold unacknowledged, delayed
-delivery on or off, and the schema compatibility strategy (stored for when schemas come).
+delivery on or off.
 
 Each is a `Policy` of broker.policies, under Pulsar's three names (topic admin path,
 namespace `Policies` field, broker.conf key). A limit of 0 means none.
@@ -28,12 +28,6 @@ MAX_UNACKED_PER_CONSUMER = Policy(
 SUBSCRIPTION_EXPIRATION = Policy(
     "subscriptionExpirationTime", "subscription_expiration_time_minutes", "subscriptionExpirationTimeMinutes")
 DELAYED_DELIVERY = Policy("delayedDelivery", "delayed_delivery_policies", "delayedDeliveryEnabled")
-SCHEMA_COMPATIBILITY = Policy(
-    "schemaCompatibilityStrategy", "schema_compatibility_strategy", "schemaCompatibilityStrategy")
-
-#: Pulsar's SchemaCompatibilityStrategy names.
-SCHEMA_STRATEGIES = ("UNDEFINED", "ALWAYS_INCOMPATIBLE", "ALWAYS_COMPATIBLE", "BACKWARD", "FORWARD", "FULL",
-                     "BACKWARD_TRANSITIVE", "FORWARD_TRANSITIVE", "FULL_TRANSITIVE")
 
 
 def _limit(topic: AbstractTopic, policy: Policy) -> int:

@@ -21,7 +21,7 @@ from magnetar.broker.auth.operations import COMMANDS, Operation
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.producer import Producer, Send
-from magnetar.broker.transport import consumer_commands, lookup_commands
+from magnetar.broker.transport import consumer_commands, lookup_commands, schema_commands
 from magnetar.broker.transport.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
 from magnetar.broker.transport.publish_checks import check_send
 from magnetar.storage import StorageFullError
@@ -393,22 +393,27 @@ class ServerCnx(asyncio.Protocol):
         existing = self.producers.get(req.producer_id)
         if existing is not None:  # a retried request for a producer we already made
             self.send(commands.producer_success(req.request_id, existing.name, _last_sequence_id(existing),
-                                                topic_epoch=existing.topic_epoch))
+                                                topic_epoch=existing.topic_epoch,
+                                                schema_version=existing.schema_version))
             return
         try:
             self.authorize(COMMANDS[T.PRODUCER], req.topic)
             topic = self.service.get_topic(req.topic)
+            schema = schema_commands.schema_of(req.schema, self.role) if req.HasField("schema") else None
+            schema_version = self.service.schemas.add_schema(topic.name, schema)
             name = req.producer_name or self.service.generate_producer_name()
             epoch = req.topic_epoch if req.HasField("topic_epoch") else None
             producer = topic.add_producer(self, req.producer_id, name, req.producer_access_mode, epoch)
         except BrokerServiceError as exc:
+            log.info("%s [%s] producer refused: %s", self, req.topic, exc.message)
             self.send(commands.error(req.request_id, exc.code, exc.message))
             return
+        producer.schema_version = schema_version
         self.producers[req.producer_id] = producer
         log.info("%s [%s] created producer %r (%s)", self, topic.name, producer.name,
                  pb.ProducerAccessMode.Name(producer.access_mode))
         self.send(commands.producer_success(req.request_id, producer.name, _last_sequence_id(producer),
-                                            topic_epoch=producer.topic_epoch))
+                                            topic_epoch=producer.topic_epoch, schema_version=schema_version))
 
     def handle_send(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         send = cmd.send
@@ -454,7 +459,8 @@ _HANDLERS: dict[int, Handler] = {
     T.PARTITIONED_METADATA: lookup_commands.handle_partitioned_metadata,
     T.LOOKUP: lookup_commands.handle_lookup,
     T.GET_TOPICS_OF_NAMESPACE: lookup_commands.handle_get_topics_of_namespace,
-    T.GET_SCHEMA: lookup_commands.handle_get_schema,
+    T.GET_SCHEMA: schema_commands.handle_get_schema,
+    T.GET_OR_CREATE_SCHEMA: schema_commands.handle_get_or_create_schema,
     T.PRODUCER: ServerCnx.handle_producer,
     T.SEND: ServerCnx.handle_send,
     T.CLOSE_PRODUCER: ServerCnx.handle_close_producer,

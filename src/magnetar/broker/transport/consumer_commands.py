@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from magnetar.broker.auth.operations import COMMANDS
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.positions import position_of
+from magnetar.broker.transport.schema_commands import schema_of
 from magnetar.wire import commands
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -34,6 +35,9 @@ def handle_subscribe(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | No
     try:
         cnx.authorize(COMMANDS[T.SUBSCRIBE], req.topic)
         topic = cnx.service.get_topic(req.topic, create=req.force_topic_creation)
+        if req.HasField("schema"):
+            schema = schema_of(req.schema, cnx.role)
+            cnx.service.schemas.add_schema_if_idle_or_check(topic.name, schema, idle=topic.idle_for_schema())
         consumer = topic.subscribe(cnx, req)
     except BrokerServiceError as exc:
         log.info("%s [%s][%s] subscribe refused: %s", cnx, req.topic, req.subscription, exc.message)

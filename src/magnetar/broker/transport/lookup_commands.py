@@ -1,5 +1,5 @@
 """The commands that find topics rather than use them: PARTITIONED_METADATA, LOOKUP,
-GET_TOPICS_OF_NAMESPACE, GET_SCHEMA. Each is authorized by its operation
+GET_TOPICS_OF_NAMESPACE (the schema commands are in schema_commands). Each is authorized by its operation
 (broker.auth.operations.COMMANDS) before it answers.
 
 Functions of the connection they came on (a CommandHost), in the connection's table of
@@ -79,12 +79,3 @@ def handle_get_topics_of_namespace(cnx: CommandHost, cmd: pb.BaseCommand, _paylo
         req.request_id, [] if unchanged else topics, topics_hash=digest, filtered=pattern is not None,
         changed=not unchanged))
 
-
-def handle_get_schema(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
-    req = cmd.getSchema
-    try:
-        cnx.authorize(COMMANDS[T.GET_SCHEMA], req.topic)
-    except BrokerServiceError as exc:
-        cnx.send(commands.get_schema_error(req.request_id, exc.code, exc.message))
-        return
-    cnx.send(commands.get_schema_error(req.request_id, pb.TopicNotFound, "magnetar stores no schemas"))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from magnetar.broker.auth.authorization import AuthorizationService
     from magnetar.broker.auth.operations import Operation
     from magnetar.broker.config import ServiceConfiguration
+    from magnetar.broker.schema_registry import SchemaRegistryService
     from magnetar.broker.topics.consumer import Consumer
     from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
     from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
@@ -37,6 +38,7 @@ class Broker(Protocol):
     connections: set[object]
     """The open connections, which the broker closes when it stops."""
     listeners: AdvertisedListeners
+    schemas: SchemaRegistryService
 
     def generate_producer_name(self) -> str: ...
 

@@ -1,0 +1,275 @@
+"""`/admin/v3/functions`: Pulsar's REST paths for functions (multipart uploads of the code,
+FunctionConfig JSON, status and stats as pulsar-admin prints them, state), served by the
+admin server with the routes the standalone hands it."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from aiohttp import web
+
+from magnetar.admin.responses import fail, no_content
+from magnetar.functions.config import ConfigError, FunctionConfig
+from magnetar.functions.stats_view import function_stats, instance_stats
+from magnetar.functions.worker import FunctionNotFound, FunctionsWorker
+
+log = logging.getLogger("magnetar.functions")
+BASE = "/admin/v3/functions/{tenant}/{namespace}"
+FN = BASE + "/{name}"
+TRIGGER_TIMEOUT_MS = 10_000
+MAX_CODE_BYTES = 64 * 1024 * 1024
+
+
+class FunctionsApi:
+    def __init__(self, worker: FunctionsWorker) -> None:
+        self.worker = worker
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get(BASE, self.list), web.post(FN, self.create), web.put(FN, self.update),
+            web.delete(FN, self.delete), web.get(FN, self.get),
+            web.get(FN + "/status", self.status), web.get(FN + "/{instance:[0-9]+}/status", self.status),
+            web.get(FN + "/stats", self.stats), web.get(FN + "/{instance:[0-9]+}/stats", self.stats),
+            *(web.post(FN + suffix + f"/{verb}", handler) for verb, handler in
+              (("start", self.start), ("stop", self.stop), ("restart", self.restart))
+              for suffix in ("", "/{instance:[0-9]+}")),
+            web.post(FN + "/trigger", self.trigger),
+            web.get(FN + "/state/{key}", self.get_state), web.post(FN + "/state/{key}", self.put_state),
+            web.delete(FN + "/state/{key}", self.delete_state), web.post(FN + "/counter/{key}", self.incr),
+        ]
+
+    # -- deployments
+    async def list(self, request: web.Request) -> web.Response:
+        info = request.match_info
+        return web.json_response(self.worker.store.names(info["tenant"], info["namespace"]))
+
+    async def create(self, request: web.Request) -> web.Response:
+        parts = await _multipart(request)
+        config = _config(request, parts)
+        code = parts.get("data")
+        if not code:
+            raise fail(400, "Function package is not provided (multipart part `data`)")
+        if self.worker.store.get(config.fqfn) is not None:
+            raise fail(400, f"Function {config.name} already exists")
+        config.py = config.py or parts.get("data.filename") or f"{config.name}.py"
+        with _refusals():
+            await self.worker.create(_check_config(config), code)
+        return no_content()
+
+    async def update(self, request: web.Request) -> web.Response:
+        parts = await _multipart(request)
+        changes = _json_part(parts, "functionConfig")
+        fqfn = _fqfn(request)
+        code = parts.get("data") or None
+        if code is not None and parts.get("data.filename"):
+            changes["py"] = parts["data.filename"]
+        with _refusals():
+            await self.worker.update(fqfn, {**changes, **_names(request)}, code)
+        return no_content()
+
+    async def delete(self, request: web.Request) -> web.Response:
+        with _refusals():
+            await self.worker.delete(_fqfn(request))
+        return no_content()
+
+    async def get(self, request: web.Request) -> web.Response:
+        with _refusals():
+            return web.json_response(self.worker.deployment(_fqfn(request)).config.to_json())
+
+    # -- running instances
+    async def status(self, request: web.Request) -> web.Response:
+        with _refusals():
+            runtime = self.worker.runtime(_fqfn(request))
+            if "instance" in request.match_info:
+                return web.json_response(self.worker.instances(runtime, _instance(request))[0].status())
+            return web.json_response(runtime.status())
+
+    async def stats(self, request: web.Request) -> web.Response:
+        with _refusals():
+            runtime = self.worker.runtime(_fqfn(request))
+            if "instance" in request.match_info:
+                instance = self.worker.instances(runtime, _instance(request))[0]
+                return web.json_response(instance_stats(instance.metrics()))
+            return web.json_response(function_stats(runtime))
+
+    async def start(self, request: web.Request) -> web.Response:
+        with _refusals():
+            await self.worker.set_running(_fqfn(request), _instance(request), True)
+        return no_content()
+
+    async def stop(self, request: web.Request) -> web.Response:
+        with _refusals():
+            await self.worker.set_running(_fqfn(request), _instance(request), False)
+        return no_content()
+
+    async def restart(self, request: web.Request) -> web.Response:
+        with _refusals():
+            await self.worker.restart(_fqfn(request), _instance(request))
+        return no_content()
+
+    async def trigger(self, request: web.Request) -> web.Response:
+        """Send a value to an input and answer with what the function wrote to its output
+        (read from the output's end, opened before the value is sent)."""
+        parts = await _multipart(request)
+        with _refusals():
+            config = self.worker.deployment(_fqfn(request)).config
+        value = parts.get("dataStream") or parts.get("data")
+        if value is None:
+            raise fail(400, "Trigger data is not provided (`data` or `dataStream`)")
+        topic = (parts.get("topic") or b"").decode() or (config.input_topics or [""])[0]
+        if topic not in config.input_topics:
+            raise fail(400, f"Function {config.name} has no input topic {topic}")
+        assert self.worker.endpoints is not None
+        from magnetar.client import errors  # noqa: PLC0415 (a client only when a trigger comes, not at start-up)
+        from magnetar.client.aio import Client  # noqa: PLC0415
+        from magnetar.client.message_id import MessageId  # noqa: PLC0415
+        from magnetar.credentials.authentication import authentication_from_plugin  # noqa: PLC0415
+
+        endpoints = self.worker.endpoints
+        authentication = authentication_from_plugin(endpoints.auth_plugin, endpoints.auth_params) \
+            if endpoints.auth_plugin else None
+        async with Client(endpoints.service_url, authentication) as client:
+            reader = await client.create_reader(config.output, MessageId.latest) if config.output else None
+            producer = await client.create_producer(topic)
+            await producer.send(value)
+            if reader is None:
+                return web.Response(text="")
+            try:
+                message = await reader.read_next(TRIGGER_TIMEOUT_MS)
+            except errors.Timeout:
+                raise fail(408, "Request Timed Out") from None
+        return web.Response(text=message.data().decode(errors="replace"))
+
+    # -- state
+    async def get_state(self, request: web.Request) -> web.Response:
+        fqfn, key = _fqfn(request), request.match_info["key"]
+        with _refusals():
+            self.worker.deployment(fqfn)
+        state = self.worker.store.state(fqfn, key)
+        if state is None:
+            raise fail(404, f"key '{key}' doesn't exist.")
+        return web.json_response(state)
+
+    async def put_state(self, request: web.Request) -> web.Response:
+        fqfn, key = _fqfn(request), request.match_info["key"]
+        if request.content_type.startswith("multipart/"):
+            state = _parse_json("state", (await _multipart(request)).get("state", b"").decode(errors="replace"))
+        elif request.content_type.endswith("form-urlencoded"):
+            state = _parse_json("state", str((await request.post()).get("state", "")))
+        else:
+            state = await request.json()
+        with _refusals():
+            self.worker.deployment(fqfn)
+            if not isinstance(state, dict):
+                raise ConfigError("state must be a FunctionState JSON object")
+            if state.get("key", key) != key:
+                raise ConfigError(f"the state's key {state['key']!r} is not the path's {key!r}")
+            try:
+                self.worker.store.put_state(fqfn, key, state)
+            except (ValueError, TypeError) as error:
+                raise ConfigError(f"bad state: {error}") from None
+        return no_content()
+
+    async def delete_state(self, request: web.Request) -> web.Response:
+        fqfn, key = _fqfn(request), request.match_info["key"]
+        with _refusals():
+            self.worker.deployment(fqfn)
+        if not self.worker.store.delete_state(fqfn, key):
+            raise fail(404, f"key '{key}' doesn't exist.")
+        return no_content()
+
+    async def incr(self, request: web.Request) -> web.Response:
+        """magnetar's: an atomic counter increment for `context.incr_counter`."""
+        fqfn, key = _fqfn(request), request.match_info["key"]
+        body = await request.json()
+        amount = body.get("amount") if isinstance(body, dict) else None
+        if not isinstance(amount, int) or isinstance(amount, bool):
+            raise fail(400, "amount must be an integer")
+        with _refusals():
+            self.worker.deployment(fqfn)
+        return web.json_response(self.worker.store.incr(fqfn, key, amount))
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """The worker's refusals as Pulsar's statuses: 404 for a missing function, 400 for a bad
+    config or code."""
+    try:
+        yield
+    except FunctionNotFound as error:
+        raise fail(404, str(error)) from None
+    except ConfigError as error:
+        raise fail(400, str(error)) from None
+
+
+def _names(request: web.Request) -> dict[str, str]:
+    info = request.match_info
+    return {"tenant": info["tenant"], "namespace": info["namespace"], "name": info["name"]}
+
+
+def _fqfn(request: web.Request) -> str:
+    info = request.match_info
+    return f"{info['tenant']}/{info['namespace']}/{info['name']}"
+
+
+def _instance(request: web.Request) -> int | None:
+    text = request.match_info.get("instance")
+    return None if text is None else int(text)
+
+
+async def _multipart(request: web.Request) -> dict[str, Any]:
+    """The parts of a multipart body by name (bytes), and each file part's name as
+    `<part>.filename`: the code may be larger than the admin API's JSON body limit."""
+    if not request.content_type.startswith("multipart/"):
+        raise fail(400, "expected a multipart/form-data body (functionConfig, data)")
+    parts: dict[str, Any] = {}
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        if part.name is None or not hasattr(part, "read_chunk"):
+            continue
+        data = bytearray()
+        while chunk := await part.read_chunk():
+            data += chunk
+            if len(data) > MAX_CODE_BYTES:
+                raise fail(413, f"part {part.name} is over {MAX_CODE_BYTES} bytes")
+        parts[part.name] = bytes(data)
+        if part.filename:
+            parts[f"{part.name}.filename"] = part.filename.rsplit("/", 1)[-1]
+    return parts
+
+
+def _json_part(parts: dict[str, Any], name: str) -> dict[str, Any]:
+    raw = parts.get(name)
+    if raw is None:
+        return {}
+    value = _parse_json(name, raw.decode(errors="replace"))
+    if not isinstance(value, dict):
+        raise fail(400, f"{name} must be a JSON object")
+    return value
+
+
+def _parse_json(name: str, text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise fail(400, f"{name} is not valid JSON: {error}") from None
+
+
+def _config(request: web.Request, parts: dict[str, Any]) -> FunctionConfig:
+    data = {**_json_part(parts, "functionConfig"), **_names(request)}
+    try:
+        return FunctionConfig.from_json(data)
+    except (ConfigError, TypeError) as error:
+        raise fail(400, str(error)) from None
+
+
+def _check_config(config: FunctionConfig) -> FunctionConfig:
+    try:
+        config.check()
+    except ConfigError as error:
+        raise fail(400, str(error)) from None
+    return config

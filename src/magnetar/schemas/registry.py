@@ -1,0 +1,199 @@
+"""The schema registry: per topic (every partition shares it), an ordered list of schema
+versions in the metadata store, as Pulsar's SchemaRegistryService keeps it.
+
+Versions are numbered from 0 and never reused while the topic lives: deleting a topic's
+schema appends a tombstone, which takes a number, and only the versions after the last
+tombstone count. Deleting the topic forgets the whole list. Each version is one key
+(`/schemas/{tenant}/{ns}/{topic}/{version as 16 hex digits}`), so appending is one write,
+and a read-only process (a Spark reader) sees what the broker wrote.
+
+Plain, blocking calls: the metadata store is local and schema registrations are rare (a
+producer's or consumer's creation, an admin request).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from magnetar.schemas.compatibility import check_against_history
+from magnetar.schemas.definitions import parse_avro, validate
+from magnetar.schemas.errors import IncompatibleSchemaError, InvalidSchemaError, SchemaNotFoundError
+from magnetar.schemas.model import CompatibilityStrategy, SchemaData, SchemaType
+from magnetar.storage import MetadataStore
+from magnetar.wire.topic_name import TopicName
+
+_PREFIX = "/schemas/"
+_CACHE_LIMIT = 10_000
+_AVRO_PARSED = frozenset({SchemaType.AVRO, SchemaType.JSON, SchemaType.PROTOBUF})
+
+
+def schema_id(topic: TopicName) -> str:
+    """The registry's name for a topic's schema: `tenant/namespace/topic` of the partitioned
+    topic, so every partition (and the persistent and non-persistent topic of one name, as in
+    Pulsar) shares it."""
+    base = topic.partitioned_topic_name
+    return f"{base.tenant}/{base.namespace}/{base.local_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaVersion:
+    version: int
+    schema: SchemaData
+
+
+class SchemaRegistry:
+    """The versions of every topic's schema; the only writer of `/schemas/` keys, so it
+    caches what it read."""
+
+    def __init__(self, store: MetadataStore, *, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._clock = clock
+        self._cache: dict[str, list[SchemaVersion]] = {}
+
+    # -- reads
+    def history(self, sid: str) -> list[SchemaVersion]:
+        """Every stored version, tombstones included, oldest first."""
+        cached = self._cache.get(sid)
+        if cached is None:
+            prefix = f"{_PREFIX}{sid}/"
+            cached = []
+            for key in self._store.list(prefix):
+                raw = self._store.get(key)
+                if raw is not None:
+                    cached.append(SchemaVersion(int(key[len(prefix):], 16), _decode(raw)))
+            if len(self._cache) >= _CACHE_LIMIT:
+                self._cache.clear()
+            self._cache[sid] = cached
+        return list(cached)
+
+    def live(self, sid: str) -> list[SchemaVersion]:
+        """The versions after the last tombstone: what compatibility and lookups consider."""
+        versions = self.history(sid)
+        for index in range(len(versions) - 1, -1, -1):
+            if versions[index].schema.deleted:
+                return versions[index + 1:]
+        return versions
+
+    def latest(self, sid: str) -> SchemaVersion | None:
+        """The newest version, None when there is none or it is a tombstone."""
+        versions = self.history(sid)
+        if not versions or versions[-1].schema.deleted:
+            return None
+        return versions[-1]
+
+    def get(self, sid: str, version: int | None = None) -> SchemaVersion:
+        """A version (the latest when None) that has not been deleted."""
+        found = self.latest(sid) if version is None else next((v for v in self.live(sid) if v.version == version), None)
+        if found is None:
+            what = "schema" if version is None else f"schema version {version}"
+            raise SchemaNotFoundError(f"Topic {sid} has no {what}")
+        return found
+
+    def has_schema(self, sid: str) -> bool:
+        return self.latest(sid) is not None
+
+    def find_version(self, sid: str, schema: SchemaData) -> int | None:
+        """The live version equal to `schema`: same type and, for Avro-based types, the same
+        parsed schema (whitespace aside), else the same definition bytes."""
+        wanted = _identity(schema)
+        for candidate in self.live(sid):
+            if candidate.schema.type == schema.type and _identity(candidate.schema) == wanted:
+                return candidate.version
+        return None
+
+    # -- checks
+    def check_compatible(self, sid: str, schema: SchemaData, strategy: CompatibilityStrategy) -> None:
+        """Raise unless `schema` is well formed and would be accepted now (nothing is written)."""
+        validate(schema)
+        check_against_history([v.schema for v in self.live(sid)], schema, _effective(strategy))
+
+    def check_consumer(self, sid: str, schema: SchemaData, strategy: CompatibilityStrategy) -> None:
+        """A consumer's schema on a topic that is in use: it must be able to read what the
+        topic holds (BACKWARD against the latest for the plain strategies and
+        FORWARD_TRANSITIVE, the strategy itself against all versions for the others)."""
+        strategy = _effective(strategy)
+        if strategy == CompatibilityStrategy.ALWAYS_COMPATIBLE:
+            return
+        validate(schema)
+        live = [v.schema for v in self.live(sid)]
+        if self.latest(sid) is None:
+            raise SchemaNotFoundError(f"Topic {sid} does not have schema to check")
+        if strategy in (CompatibilityStrategy.BACKWARD, CompatibilityStrategy.FORWARD,
+                        CompatibilityStrategy.FORWARD_TRANSITIVE, CompatibilityStrategy.FULL):
+            check_against_history(live, schema, CompatibilityStrategy.BACKWARD)
+        else:
+            check_against_history(live, schema, strategy)
+
+    # -- writes
+    def put_if_absent(self, sid: str, schema: SchemaData, strategy: CompatibilityStrategy, *,
+                      allow_auto_update: bool = True) -> int:
+        """The version of `schema`: an existing equal one, else a new one appended once the
+        strategy accepts it. Raises InvalidSchemaError for a malformed definition and
+        IncompatibleSchemaError for a refusal."""
+        validate(schema)
+        existing = self.find_version(sid, schema)
+        if existing is not None:
+            return existing
+        if not allow_auto_update:
+            raise IncompatibleSchemaError("Schema not found and schema auto updating is disabled.")
+        check_against_history([v.schema for v in self.live(sid)], schema, _effective(strategy))
+        stamped = SchemaData(schema.type, schema.data, dict(schema.properties), schema.user, self._now(), False)
+        return self._append(sid, stamped)
+
+    def delete(self, sid: str, user: str = "") -> int:
+        """Append a tombstone (Pulsar's delete without `force`); its version is returned."""
+        return self._append(sid, SchemaData(SchemaType.NONE, b"", {}, user, self._now(), True))
+
+    def delete_all(self, sid: str) -> None:
+        """Forget every version (a deleted topic; a forced delete)."""
+        keys = self._store.list(f"{_PREFIX}{sid}/")
+        self._cache.pop(sid, None)
+        if keys:
+            with self._store.transaction() as txn:
+                for key in keys:
+                    txn.delete(key)
+
+    def _append(self, sid: str, schema: SchemaData) -> int:
+        versions = self.history(sid)
+        version = versions[-1].version + 1 if versions else 0
+        self._store.put(f"{_PREFIX}{sid}/{version:016x}", _encode(schema))
+        self._cache[sid] = [*versions, SchemaVersion(version, schema)]
+        return version
+
+    def _now(self) -> int:
+        return int(self._clock() * 1000)
+
+
+def _effective(strategy: CompatibilityStrategy) -> CompatibilityStrategy:
+    """UNDEFINED reaching the registry means nothing was set anywhere: Pulsar's default, FULL."""
+    return CompatibilityStrategy.FULL if strategy == CompatibilityStrategy.UNDEFINED else strategy
+
+
+def _identity(schema: SchemaData) -> object:
+    if schema.type in _AVRO_PARSED:
+        try:
+            return parse_avro(schema.data, schema.type)
+        except InvalidSchemaError:
+            pass
+    return schema.identity
+
+
+def _encode(schema: SchemaData) -> bytes:
+    return json.dumps({
+        "type": schema.type.name,
+        "data": base64.b64encode(schema.data).decode("ascii"),
+        "properties": dict(schema.properties),
+        "user": schema.user,
+        "timestamp": schema.timestamp,
+        "deleted": schema.deleted,
+    }, sort_keys=True).encode()
+
+
+def _decode(raw: bytes) -> SchemaData:
+    record = json.loads(raw)
+    return SchemaData(SchemaType[record["type"]], base64.b64decode(record["data"]), record["properties"],
+                      record["user"], record["timestamp"], record["deleted"])

@@ -1,0 +1,182 @@
+"""The functions runtime's parts in process: config rules, code loading, serdes, sequence ids."""
+
+from __future__ import annotations
+
+import sys
+import uuid
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pulsar.functions.serde import IdentitySerDe, PickleSerDe
+
+from magnetar.functions import loader
+from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
+from magnetar.functions.instance import full_topic, sequence_id
+
+
+def config(**fields: object) -> FunctionConfig:
+    return FunctionConfig.from_json({"name": "f", "className": "m.F", "inputs": ["in"], **fields})
+
+
+def test_pulsars_defaults() -> None:
+    made = config()
+    assert (made.tenant, made.namespace, made.parallelism) == ("public", "default", 1)
+    assert made.processingGuarantees == "ATLEAST_ONCE" and made.output is None and made.autoAck
+    assert made.subscription == "public/default/f" and made.subscriptionPosition == "Latest"
+    assert not made.failover
+    assert config(retainOrdering=True).failover and config(processingGuarantees="EFFECTIVELY_ONCE").failover
+    assert config(subName="mine").subscription == "mine"
+    assert config(customSerdeInputs={"other": "s.S"}).input_topics == ["in", "other"]
+    assert config(jar="ignored.jar", resources={"cpu": 1}).name == "f"  # Pulsar fields without meaning here
+
+
+@pytest.mark.parametrize(("fields", "named"), [
+    ({"inputs": []}, "input topics"),
+    ({"className": "not a class"}, "className"),
+    ({"parallelism": 0}, "parallelism"),
+    ({"parallelism": True}, "parallelism"),
+    ({"processingGuarantees": "MAYBE"}, "processingGuarantees"),
+    ({"subscriptionPosition": "Middle"}, "subscriptionPosition"),
+    ({"timeoutMs": -1}, "timeoutMs"),
+    ({"maxMessageRetries": "3"}, "maxMessageRetries"),
+    ({"deadLetterTopic": "dlq"}, "maxMessageRetries"),
+    ({"topicsPattern": "(", "inputs": []}, "topicsPattern"),
+    ({"processingGuarantees": "EFFECTIVELY_ONCE", "topicsPattern": "in.*"}, "EFFECTIVELY_ONCE"),
+    ({"processingGuarantees": "EFFECTIVELY_ONCE", "maxMessageRetries": 3}, "no dead letters"),
+    ({"userConfig": "[]"}, "userConfig"),
+    ({"py": "code.jar"}, ".py, .zip or .whl"),
+    ({"runtime": "JAVA"}, "PYTHON"),
+    ({"inptus": ["x"]}, "inptus"),
+])
+def test_refusals_name_the_field(fields: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        config(**fields)
+
+
+def test_json_flags() -> None:
+    assert parse_json_flag("--user-config", '{"a": 1}') == {"a": 1}
+    with pytest.raises(ConfigError, match="--user-config is not valid JSON"):
+        parse_json_flag("--user-config", "{a")
+    with pytest.raises(ConfigError, match="--secrets must be a JSON object"):
+        parse_json_flag("--secrets", "[1]")
+
+
+@pytest.fixture
+def module_name(monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh module name (imports are cached per process) and sys.path restored afterwards."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    return f"fn_{uuid.uuid4().hex}"
+
+
+SOURCE = """
+from pulsar import Function
+
+class Upper(Function):
+    def process(self, input, context):
+        return input.upper() + context
+
+def process(input):
+    return input * 2
+
+class Serde:
+    def serialize(self, value): return b"s"
+    def deserialize(self, data): return "d"
+
+not_callable = 3
+"""
+
+
+def test_a_py_file_its_class_function_and_module(tmp_path: Path, module_name: str) -> None:
+    code = tmp_path / f"{module_name}.py"
+    code.write_text(SOURCE)
+    loader.add_code_to_path(code, tmp_path / "work")
+    assert loader.UserFunction.load(f"{module_name}.Upper").call("a", "!") == "A!"
+    assert loader.UserFunction.load(f"{module_name}.process").call("a", None) == "aa"
+    assert loader.UserFunction.load(module_name).call("b", None) == "bb"  # a module's process(input)
+    with pytest.raises(loader.CodeError, match="has no Missing"):
+        loader.UserFunction.load(f"{module_name}.Missing")
+    with pytest.raises(loader.CodeError, match="neither a class nor a function"):
+        loader.UserFunction.load(f"{module_name}.not_callable")
+    assert loader.serde(f"{module_name}.Serde").deserialize(b"") == "d"
+
+
+def test_a_zip_in_pulsars_layout_with_a_dependency_wheel(tmp_path: Path, module_name: str) -> None:
+    wheel = tmp_path / f"{module_name}_dep-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"{module_name}_dep.py", "SUFFIX = '?'\n")
+    package = tmp_path / "fn.zip"
+    with zipfile.ZipFile(package, "w") as archive:
+        archive.writestr(f"fn/src/{module_name}.py",
+                         f"from {module_name}_dep import SUFFIX\ndef process(input):\n    return input + SUFFIX\n")
+        archive.write(wheel, f"fn/deps/{wheel.name}")
+    loader.add_code_to_path(package, tmp_path / "work")
+    assert loader.UserFunction.load(f"{module_name}.process").call("x", None) == "x?"
+
+
+def test_a_wheel(tmp_path: Path, module_name: str) -> None:
+    wheel = tmp_path / f"{module_name}-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr(f"{module_name}/__init__.py", "def process(input):\n    return -input\n")
+    loader.add_code_to_path(wheel, tmp_path / "work")
+    assert loader.UserFunction.load(f"{module_name}.process").call(4, None) == -4
+
+
+def test_code_errors(tmp_path: Path, module_name: str) -> None:
+    code = tmp_path / f"{module_name}.py"
+    code.write_text("import not_there_at_all\n")
+    loader.add_code_to_path(code, tmp_path / "work")
+    with pytest.raises(loader.CodeError, match=r"importing .* raised ModuleNotFoundError.*not_there_at_all"):
+        loader.UserFunction.load(f"{module_name}.F")
+    with pytest.raises(loader.CodeError, match="no module named 'nowhere'"):
+        loader.UserFunction.load("nowhere.F")
+    not_zip = tmp_path / "f.zip"
+    not_zip.write_text("plain text")
+    with pytest.raises(loader.CodeError, match="not a zip archive"):
+        loader.add_code_to_path(not_zip, tmp_path / "work")
+
+
+def test_serde_names() -> None:
+    for name in (None, "", "serde.IdentitySerDe", "IdentitySerDe", "pulsar.functions.serde.IdentitySerDe"):
+        assert type(loader.serde(name)) is IdentitySerDe, name
+    assert type(loader.serde("serde.PickleSerDe")) is PickleSerDe
+
+
+def test_full_topic_names() -> None:
+    assert full_topic("in") == "persistent://public/default/in"
+    assert full_topic("t/n/in") == "persistent://t/n/in"
+    assert full_topic("non-persistent://t/n/in") == "non-persistent://t/n/in"
+
+
+class Position:
+    def __init__(self, ledger: int, entry: int, batch: int) -> None:
+        self.position = (ledger, entry, batch)
+
+    def ledger_id(self) -> int:
+        return self.position[0]
+
+    def entry_id(self) -> int:
+        return self.position[1]
+
+    def batch_index(self) -> int:
+        return self.position[2]
+
+
+def _edges(low: int, high: int) -> st.SearchStrategy[int]:
+    """Values at both ends of a field, where fields would overlap if a shift were short."""
+    return st.one_of(st.integers(low, low + 3), st.integers(high - 3, high))
+
+
+POSITIONS = st.tuples(_edges(0, 2**23 - 1), _edges(0, 2**26 - 1), _edges(-1, 2**14 - 1))
+
+
+@given(POSITIONS, POSITIONS)
+def test_sequence_ids_increase_with_input_positions(a: tuple[int, int, int], b: tuple[int, int, int]) -> None:
+    """EFFECTIVELY_ONCE's deduplication drops an output whose sequence id is not above the
+    last: a later input must map to a larger id, a repeated one to the same."""
+    first, second = sequence_id(Position(*a)), sequence_id(Position(*b))
+    normal = (a[0], a[1], max(a[2], 0)), (b[0], b[1], max(b[2], 0))
+    assert (first < second) == (normal[0] < normal[1]) and (first == second) == (normal[0] == normal[1])
+    assert 0 <= first < 2**63

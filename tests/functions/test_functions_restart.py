@@ -1,0 +1,144 @@
+"""Functions across broker restarts: deployments, code and state come back from the
+metadata store after SIGTERM and SIGKILL, instances never outlive their broker, and no input
+is lost (EFFECTIVELY_ONCE: none is duplicated either)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+from fn_helpers import deploy, functions_admin, make_client, status, wait_consumers
+from polling import wait_for
+from standalone import Standalone
+
+from magnetar.admin.client import AdminError
+from magnetar.storage.metadata_store import SqliteMetadataStore
+
+
+@pytest.fixture
+def brokers() -> Iterator[list[Standalone]]:
+    started: list[Standalone] = []
+    yield started
+    for broker in started:
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.stop()
+
+
+def start(brokers: list[Standalone], data_dir: Path) -> Standalone:
+    broker = Standalone(data_dir).start()
+    brokers.append(broker)
+    return broker
+
+
+def instance_pids(data_dir: Path, name: str) -> list[int]:
+    home = data_dir / "functions" / "public" / "default" / name
+    return [json.loads(path.read_text())["pid"] for path in home.glob("stats-*.json")]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:  # a zombie has exited
+        return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_word_count_state_and_deployment_survive_a_restart(brokers: list[Standalone], tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    broker = start(brokers, data_dir)
+    config = deploy(functions_admin(broker.admin_url), "wordcount", "word_count.py", "word_count.WordCountFunction",
+                    inputs=["sentences"])
+    rng = random.Random()
+    vocabulary = [f"w{i}" for i in range(15)]
+    expected: Counter[str] = Counter()
+
+    def send(url: str, count: int) -> None:
+        client = make_client(url)
+        producer = client.create_producer("sentences")
+        for _ in range(count):
+            sentence = rng.choices(vocabulary, k=rng.randint(1, 6))
+            expected.update(sentence)
+            producer.send_async(" ".join(sentence).encode(), None)
+        producer.flush()
+        client.close()
+
+    def counted(url: str) -> bool:
+        admin = functions_admin(url)
+        try:
+            return all(admin.query_state("public", "default", "wordcount", word)["numberValue"] == count
+                       for word, count in expected.items())
+        except AdminError as error:  # 404: a word not counted yet
+            assert error.status == 404, error
+            return False
+
+    send(broker.url, 40)
+    assert wait_for(lambda: counted(broker.admin_url), timeout=30)
+    pids = instance_pids(data_dir, "wordcount")
+    assert broker.stop() == 0
+    assert not any(alive(pid) for pid in pids), "a stopped broker stops its instances"
+    assert "function public/default/wordcount:0 stopped (exit code 0)" in broker.log(), "and they end cleanly"
+
+    broker = start(brokers, data_dir)
+    admin = functions_admin(broker.admin_url)
+    assert admin.list("public", "default") == ["wordcount"]
+    assert counted(broker.admin_url)
+    wait_consumers(admin.admin, config, 1)
+    send(broker.url, 40)
+    assert wait_for(lambda: counted(broker.admin_url), timeout=30)
+
+
+def test_sigkill_of_the_broker_loses_and_duplicates_nothing_effectively_once(
+        brokers: list[Standalone], tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    broker = start(brokers, data_dir)
+    admin = functions_admin(broker.admin_url)
+    admin.admin.create_partitioned_topic("eo-in", 2)  # one output producer a partition, each deduplicated
+    config = deploy(admin, "eo", "slow_identity.py", "slow_identity", inputs=["eo-in"], output="eo-out",
+                    processingGuarantees="EFFECTIVELY_ONCE")
+    client = make_client(broker.url)
+    producer = client.create_producer("eo-in")
+    values = [f"m-{i}-{random.randrange(10**9)}" for i in range(400)]
+    for i, value in enumerate(values):
+        producer.send_async(value.encode(), None, partition_key=f"k{i % 7}")
+    producer.flush()
+    client.close()
+    assert wait_for(lambda: status(admin, "eo")["instances"][0]["status"]["numSuccessfullyProcessed"] >= 50)
+    pids = instance_pids(data_dir, "eo")
+    broker.stop(signal.SIGKILL)
+    assert wait_for(lambda: not any(alive(pid) for pid in pids), timeout=10), "instances end with their broker"
+
+    broker = start(brokers, data_dir)
+    admin = functions_admin(broker.admin_url)
+    wait_consumers(admin.admin, config, 1)
+    assert wait_for(lambda: all(admin.admin.stats(f"eo-in-partition-{i}")["subscriptions"]["public/default/eo"]
+                                ["msgBacklog"] == 0 for i in range(2)), timeout=60)
+    client = make_client(broker.url)
+    reader = client.create_reader("eo-out", pulsar.MessageId.earliest)
+    got = []
+    while reader.has_message_available():
+        got.append(reader.read_next(10000).data().decode())
+    client.close()
+    assert Counter(got) == Counter(values)
+
+
+def test_a_stored_function_that_no_longer_loads_neither_stops_the_broker_nor_stays(
+        brokers: list[Standalone], tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    store = SqliteMetadataStore(data_dir / "metadata.db")
+    store.put("/functions/meta/public/default/old", json.dumps({"config": {"name": "old", "planet": "x"}}).encode())
+    store.close()
+    broker = start(brokers, data_dir)
+    assert "function public/default/old not started: its stored config no longer loads" in broker.log()
+    admin = functions_admin(broker.admin_url)
+    assert admin.list("public", "default") == ["old"]
+    admin.delete("public", "default", "old")
+    assert admin.list("public", "default") == []
