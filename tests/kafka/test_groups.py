@@ -42,6 +42,16 @@ def _member(broker, group: str) -> Consumer:
                      "enable.auto.commit": False, "heartbeat.interval.ms": 300, "session.timeout.ms": 6000})
 
 
+def _consume_and_commit(member: Consumer, seen: set[tuple[int, int]], timeout: float) -> None:
+    """What a member's poll returns, noted as (partition, offset), then committed."""
+    messages = member.consume(100, timeout=timeout)
+    for message in messages:
+        assert message.error() is None, message.error()
+        seen.add((message.partition(), message.offset()))
+    if messages:
+        member.commit(asynchronous=False)
+
+
 def test_members_rebalance_and_commits_survive_as_subscription_cursors(broker) -> None:
     topic, group = _create(broker, 3), f"group-{uuid.uuid4().hex[:6]}"
     _produce(broker, topic, 300)
@@ -49,12 +59,7 @@ def test_members_rebalance_and_commits_survive_as_subscription_cursors(broker) -
     seen: set[tuple[int, int]] = set()
 
     def consume(member: Consumer) -> None:
-        messages = member.consume(50, timeout=0.2)
-        for message in messages:
-            assert message.error() is None, message.error()
-            seen.add((message.partition(), message.offset()))
-        if messages:
-            member.commit(asynchronous=False)
+        _consume_and_commit(member, seen, timeout=0.2)
 
     first.subscribe([topic])
     assert wait_for(lambda: consume(first) or len(seen) >= 60, timeout=30)
@@ -132,12 +137,7 @@ def test_random_churn_settles_on_a_disjoint_covering_assignment_and_loses_nothin
 
     def consume_all() -> None:
         for member in members:
-            messages = member.consume(100, timeout=0.05)
-            for message in messages:
-                assert message.error() is None, message.error()
-                seen.add((message.partition(), message.offset()))
-            if messages:
-                member.commit(asynchronous=False)
+            _consume_and_commit(member, seen, timeout=0.05)
 
     for _ in range(rng.randint(4, 7)):
         if members and (len(members) >= 3 or rng.random() < 0.35):
