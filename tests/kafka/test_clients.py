@@ -184,3 +184,15 @@ def test_kafka_producers_records_reach_pulsar_consumers(kafka_broker, client_fac
         consumer.acknowledge(message)
     client.close()
     assert got == [(k, v, [("h", "x")]) for k, v, _ in records]
+
+
+def test_unbatched_compressed_pulsar_messages_reach_kafka_consumers(kafka_broker, client_factory) -> None:
+    topic = _topic()
+    client = client_factory(kafka_broker.url)
+    producer = client.create_producer(f"persistent://public/default/{topic}", batching_enabled=False,
+                                      compression_type=pulsar.CompressionType.LZ4)
+    for i in range(10):
+        producer.send(b"v" * i * 50, partition_key=f"k{i}")
+    got = _consume(kafka_broker.bootstrap, topic, 10)
+    assert [(m.offset(), m.key(), m.value()) for m in got] == [(i, f"k{i}".encode(), b"v" * i * 50)
+                                                                for i in range(10)]
