@@ -54,11 +54,12 @@ def _entry_count(entry: bytes) -> int:
 class PartitionLog:
     """One persistent topic partition as an offset-addressed log (offsets = PIP-70 indexes)."""
 
-    def __init__(self, topic: PersistentTopic, read_hints: dict[str, tuple[int, Position]]) -> None:
+    def __init__(self, topic: PersistentTopic, hints: dict[object, tuple[int, Position]]) -> None:
         self._topic = topic
-        # offset -> position where the last read of this partition ended: a consumer reading on
-        # from there skips the binary search (a ledger read per step) of find_by_index
-        self._hints = read_hints
+        # per partition name: (offset, position) where the last read ended, so a consumer reading
+        # on skips find_by_index's binary search (a ledger read a step); under ("start", name)
+        # the first entry's position and first offset, so no fetch reads the first entry again
+        self._hints = hints
 
     @property
     def name(self) -> str:
@@ -87,8 +88,13 @@ class PartitionLog:
         first = ledger.first_position
         if first is None or not ledger.has_entry(first):
             return self.end_offset()
+        known = self._hints.get(("start", self.name))
+        if known is not None and known[1] == first:
+            return known[0]
         entry = ledger.read_entry(first)
-        return entry_last_index(entry) - _entry_count(entry) + 1
+        start = entry_last_index(entry) - _entry_count(entry) + 1
+        self._hints[("start", self.name)] = (start, first)  # the first entry changes only when trimmed
+        return start
 
     def read(self, offset: int, max_bytes: int, max_entries: int = 500) -> list[bytes]:
         """Stored entries from the one holding `offset` on, at most `max_bytes` (but at least one)."""
@@ -157,7 +163,7 @@ class HandlerBroker:
 
     def __init__(self, service: BrokerService) -> None:
         self._service = service
-        self._read_hints: dict[str, tuple[int, Position]] = {}
+        self._read_hints: dict[object, tuple[int, Position]] = {}
 
     @property
     def config(self) -> ServiceConfiguration:
