@@ -43,6 +43,7 @@ NOT_RUN = re.compile(r"^<!--\s*not-run\b")
 CLUSTER_HOST = "pulsar.example.com"
 STANDALONE = re.compile(r"^\s*(?:\S*magnetar|python3? -m magnetar) standalone\b(.*)$", re.DOTALL)
 _PORT_FLAGS = {"--port", "--http-port", "--data-dir"}
+KAFKA_LISTENER = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+)")
 
 
 @dataclass(frozen=True)
@@ -95,9 +96,12 @@ class Page:
         """The example as it must read to reach this page's broker."""
         pulsar_port = self.broker.url.rsplit(":", 1)[1]
         admin_port = self.broker.admin_url.rsplit(":", 1)[1]
+        kafka = KAFKA_LISTENER.findall(self.broker.log())
         for host in ("127.0.0.1", "localhost"):
             code = code.replace(f"{host}:6650", f"127.0.0.1:{pulsar_port}")
             code = code.replace(f"{host}:8080", f"127.0.0.1:{admin_port}")
+            if kafka:
+                code = code.replace(f"{host}:9092", f"127.0.0.1:{kafka[-1]}")
         if self.cluster is not None:
             code = code.replace(f"pulsar://{CLUSTER_HOST}:6650", self.cluster.url)
             code = code.replace(f"http://{CLUSTER_HOST}:8080", self.cluster.admin_url)
@@ -116,12 +120,15 @@ class Page:
 
     def restart(self, args: list[str]) -> None:
         """The page starts a standalone with flags of its own: this one, on free ports, same data."""
-        kept, skip = [], False
-        for arg in args:
-            if skip:
-                skip = False
-            elif arg in _PORT_FLAGS:
-                skip = True
+        kept: list[str] = []
+        remaining = iter(args)
+        for arg in remaining:
+            if arg in _PORT_FLAGS:
+                next(remaining, None)  # its value: ports and the data dir are the runner's
+            elif arg == "--kafka":
+                kept += ["--kafka", "0"]  # Kafka's port too; local() puts it in place of 9092
+            elif arg.isdigit() and kept[-2:] == ["--kafka", "0"]:
+                continue  # the port the page gave --kafka
             elif arg.split("=", 1)[0] not in _PORT_FLAGS:
                 kept.append(arg)
         self.broker.stop()

@@ -59,6 +59,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     standalone.add_argument("--no-functions-worker", action="store_true",
                             help="run no functions worker (functionsWorkerEnabled=false)")
     standalone.add_argument("--config", type=Path, help="a Pulsar broker.conf or standalone.conf (Java properties)")
+    standalone.add_argument("--kafka", type=int, nargs="?", const=9092, metavar="PORT",
+                            help="also serve Kafka clients on PORT (default 9092; messagingProtocols=kafka, "
+                                 "kafkaListeners=PLAINTEXT://<bind>:PORT)")
     standalone.add_argument(
         "-c", dest="overrides", action="append", default=[], metavar="KEY=VALUE", help="set one configuration key"
     )
@@ -71,6 +74,9 @@ def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
         ("bindAddress", args.bind, "--bind"),
         ("functionsWorkerEnabled", "false" if args.no_functions_worker else None, "--no-functions-worker"),
     ) if value is not None]
+    if args.kafka is not None:
+        flags += [Setting("messagingProtocols", "kafka", "--kafka"),
+                  Setting("kafkaListeners", f"PLAINTEXT://{args.bind or '127.0.0.1'}:{args.kafka}", "--kafka")]
     return standalone_configuration(args.config, args.overrides, environ=os.environ, flags=flags)
 
 

@@ -235,7 +235,8 @@ def decode_record_batch(data: bytes | memoryview) -> tuple[KafkaBatchHeader, lis
     return header, _read_records(records, header)
 
 
-def _single_metadata(record: KafkaRecord) -> pb.SingleMessageMetadata:
+def single_message_metadata(record: KafkaRecord) -> pb.SingleMessageMetadata:
+    """The Pulsar view of one record: what a consumer sees and what a Kafka handler stores."""
     single = pb.SingleMessageMetadata(payload_size=len(record.value or b""), event_time=max(record.timestamp, 0))
     if record.key is not None:
         try:
@@ -262,7 +263,7 @@ class KafkaProcessor(PayloadProcessor):
             raise CorruptPayloadError(KAFKA_FORMAT, f"{len(records)} records, MessageMetadata says "
                                                     f"num_messages_in_batch={context.num_messages}")
         new = tuple.__new__
-        return [new(BatchMessage, (_single_metadata(r), memoryview(r.value or b""), i))
+        return [new(BatchMessage, (single_message_metadata(r), memoryview(r.value or b""), i))
                 for i, r in enumerate(records)]
 
     def count(self, payload: memoryview) -> int | None:

@@ -672,6 +672,28 @@ PULSAR_BROKER_KEYS: frozenset[str] = frozenset({
 # END GENERATED
 
 
+#: Kafka-on-Pulsar's keys that mean nothing to magnetar's Kafka handler (a single broker, no
+#: system topics, no NAR), so a KoP user's broker.conf starts; the ones it implements are
+#: ServiceConfiguration's fields.
+KOP_KEYS: frozenset[str] = frozenset({
+    "listeners", "kafkaMetadataTenant", "kafkaMetadataNamespace", "kafkaManageSystemNamespaces",
+    "kafkaEnableMultiTenantMetadata", "kopAllowedNamespaces", "kafkaProtocolMap", "enableGroupCoordinator",
+    "groupMinSessionTimeoutMs", "groupMaxSessionTimeoutMs", "groupInitialRebalanceDelayMs",
+    "offsetsTopicCompressionCodec", "offsetsTopicNumPartitions", "offsetMetadataMaxSize", "offsetsRetentionMinutes",
+    "offsetsRetentionCheckIntervalMs", "offsetCommitTimeoutMs", "groupIdZooKeeperPath", "kopSslProtocol",
+    "kopSslProvider", "kopSslCipherSuites", "kopSslEnabledProtocols", "kopSslKeystoreType", "kopSslKeystoreLocation",
+    "kopSslKeystorePassword", "kopSslKeyPassword", "kopSslTruststoreType", "kopSslTruststoreLocation",
+    "kopSslTruststorePassword", "kopSslKeymanagerAlgorithm", "kopSslTrustmanagerAlgorithm",
+    "kopSslSecureRandomImplementation", "kopSslClientAuth", "saslAllowedMechanisms", "maxReadEntriesNum",
+    "enableTransactionCoordinator", "kafkaTransactionCoordinatorEnabled", "kafkaTxnLogTopicNumPartitions",
+    "kafkaTxnProducerStateTopicNumPartitions", "kafkaTransactionProducerIdsNamespace", "brokerId",
+    "kopSchemaRegistryEnable", "kopSchemaRegistryPort", "kopSchemaRegistryNamespace", "kopSchemaRegistryTopicName",
+    "kafkaRequestTimeoutMs", "kafkaHeartbeatIntervalMs", "requestTimeoutMs", "connectionMaxIdleMs",
+    "failedAuthenticationDelayMs", "skipMessagesWithoutIndex", "kopPrometheusStatsLatencyRolloverSeconds",
+    "kopEnableGroupLevelConsumerMetrics", "kafkaAdvertisedListenersName",
+})
+
+
 def is_pulsar_key(key: str) -> bool:
-    """Whether a Pulsar broker would accept `key` from its broker.conf or standalone.conf."""
-    return key in PULSAR_BROKER_KEYS or key.startswith(PASSTHROUGH_PREFIXES)
+    """Whether a Pulsar broker (with KoP's handler, for its keys) would accept `key` from its config files."""
+    return key in PULSAR_BROKER_KEYS or key in KOP_KEYS or key.startswith(PASSTHROUGH_PREFIXES)

@@ -210,6 +210,15 @@ class ServiceConfiguration:
     brokerClientAuthenticationPlugin: str = ""
     brokerClientAuthenticationParameters: str = ""
     delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
+    # protocol handlers (Pulsar's key): names in the magnetar.protocol_handlers entry-point group,
+    # loaded beside the Pulsar protocol; protocolHandlerDirectory (NAR files) means nothing here
+    messagingProtocols: list[str] = field(default_factory=list)
+    # Kafka-on-Pulsar's keys, read by the `kafka` protocol handler (docs/kafka.md)
+    kafkaListeners: str = ""
+    kafkaAdvertisedListeners: str = ""
+    kafkaTenant: str = "public"
+    kafkaNamespace: str = "default"
+    entryFormat: str = "pulsar"
 
     @property
     def tls_enabled(self) -> bool:
@@ -255,6 +264,8 @@ class ServiceConfiguration:
         if self.backlogQuotaDefaultRetentionPolicy not in _BACKLOG_POLICIES:
             raise ConfigError(f"backlogQuotaDefaultRetentionPolicy must be one of {', '.join(_BACKLOG_POLICIES)}, "
                               f"not {self.backlogQuotaDefaultRetentionPolicy!r}")
+        if self.entryFormat not in ("pulsar", "kafka"):
+            raise ConfigError(f"entryFormat must be 'pulsar' or 'kafka', not {self.entryFormat!r}")
         if 0 < self.maxNumPartitionsPerPartitionedTopic < self.defaultNumPartitions:
             raise ConfigError(f"defaultNumPartitions ({self.defaultNumPartitions}) exceeds "
                               f"maxNumPartitionsPerPartitionedTopic ({self.maxNumPartitionsPerPartitionedTopic})")

@@ -53,6 +53,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 if TYPE_CHECKING:
+    from magnetar.broker.service.protocol_handlers import ProtocolHandler
     from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,11 @@ class BrokerService:
         self.compaction_monitor = CompactionMonitor(self, self.compaction)
         self.context = BrokerContext(config, self.metadata, self.policies, self.entry_metadata,
                                      self.entry_filter_provider, self.new_compaction_service)
+        self.protocol_handlers: list[ProtocolHandler] = []
+        if config.messagingProtocols:
+            from magnetar.broker.service.protocol_handlers import load_protocol_handlers  # noqa: PLC0415 (only then)
+
+            self.protocol_handlers = load_protocol_handlers(self)
         self.cache_evictor = PeriodicTask("entry cache eviction", config.managedLedgerCacheEvictionIntervalMs / 1000,
                                           self.factory.entry_cache.evict_expired)
 
@@ -164,6 +170,8 @@ class BrokerService:
         self.inactivity_monitor.start()
         self.compaction_monitor.start()
         self.cache_evictor.start()
+        for handler in self.protocol_handlers:
+            await handler.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
         loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
 
@@ -211,6 +219,8 @@ class BrokerService:
         return AdvertisedListeners(listeners, internal_listener_name(listeners, config.internalListenerName), default)
 
     async def stop(self) -> None:
+        for handler in self.protocol_handlers:
+            await handler.stop()
         self.expiry_monitor.stop()
         self.retention_monitor.stop()
         self.backlog_quota_checker.stop()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from magnetar.broker.compaction.manager import COMPACTION_CURSOR
@@ -65,6 +66,8 @@ class PersistentTopic(AbstractTopic):
         self._filters: EntryFilterChain | None = None
         self._filters_policy_version = -1
         self.compaction_service = context.new_compaction_service(ledger)
+        # called after each durable append (a protocol handler's long-polling fetches wait on it)
+        self.append_listeners: list[Callable[[], None]] = []
 
     # -- publishing
     def publish_many(self, entries: list[bytes], counts: list[int], batch_size: int,
@@ -94,6 +97,8 @@ class PersistentTopic(AbstractTopic):
             for subscription in self.subscriptions.values():
                 if subscription.dispatcher is not None and subscription.dispatcher.consumers:
                     subscription.dispatcher.schedule()
+            for listener in list(self.append_listeners):
+                listener()
         callback(None if exc is not None else positions, exc)
 
     def _last_entry(self) -> bytes | None:

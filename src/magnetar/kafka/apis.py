@@ -1,0 +1,145 @@
+"""The Kafka APIs the handler implements, at the versions it implements them, and the dispatch.
+
+ApiVersions lists exactly this table. Versions stop where a newer one would change what
+the broker must do (Fetch v13 names topics by id, Produce v10 brings KIP-890's checks);
+clients negotiate down to them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from magnetar.broker.config import ServiceConfiguration
+from magnetar.kafka.admin_apis import AdminApis
+from magnetar.kafka.fetch import FetchApis
+from magnetar.kafka.group_apis import GroupApis
+from magnetar.kafka.idempotence import ProducerIds
+from magnetar.kafka.produce import ProduceApi
+from magnetar.kafka.protocol.layouts import build, response_module
+from magnetar.kafka.protocol.messages import Request
+from magnetar.kafka.topics import KafkaTopics
+
+#: api key -> (lowest, highest) version implemented
+VERSIONS: dict[int, tuple[int, int]] = {
+    0: (3, 9),  # Produce
+    1: (4, 12),  # Fetch
+    2: (1, 7),  # ListOffsets
+    3: (1, 12),  # Metadata
+    8: (2, 8),  # OffsetCommit
+    9: (1, 7),  # OffsetFetch
+    10: (0, 4),  # FindCoordinator
+    11: (0, 7),  # JoinGroup
+    12: (0, 4),  # Heartbeat
+    13: (0, 5),  # LeaveGroup
+    14: (0, 5),  # SyncGroup
+    15: (0, 5),  # DescribeGroups
+    16: (0, 4),  # ListGroups
+    18: (0, 3),  # ApiVersions
+    19: (2, 7),  # CreateTopics
+    20: (1, 6),  # DeleteTopics
+    22: (0, 4),  # InitProducerId
+    32: (1, 4),  # DescribeConfigs
+}
+NO_RESPONSE = object()
+"""What a handler returns for a request Kafka answers with nothing (a produce with acks=0)."""
+NODE_ID = 0
+_NO_WAIT = datetime.timedelta(0)
+_CLUSTER_ID = "magnetar"
+_NO_AUTHORIZED_OPERATIONS = -2147483648
+
+Handler = Callable[[Request], Any]
+
+
+class KafkaApis:
+    def __init__(self, topics: KafkaTopics, config: ServiceConfiguration) -> None:
+        self.topics = topics
+        self.config = config
+        self.versions = VERSIONS
+        self.connections: set[Any] = set()
+        self._host, self._port = "127.0.0.1", 0
+        self._produce = ProduceApi(topics, config, NO_RESPONSE)
+        self._fetch = FetchApis(topics)
+        self.admin = AdminApis(topics, config)
+        self.groups = GroupApis(topics, lambda: (NODE_ID, self._host, self._port))
+        self._handlers: dict[int, Handler] = {
+            0: self._produce.produce,
+            1: self._fetch.fetch,
+            2: self._fetch.list_offsets,
+            3: self.metadata,
+            8: self.groups.offset_commit,
+            9: self.groups.offset_fetch,
+            10: self.groups.find_coordinator,
+            11: self.groups.join_group,
+            12: self.groups.heartbeat,
+            13: self.groups.leave_group,
+            14: self.groups.sync_group,
+            15: self.groups.describe_groups,
+            16: self.groups.list_groups,
+            18: self.api_versions,
+            19: self.admin.create_topics,
+            20: self.admin.delete_topics,
+            22: self.init_producer_id,
+            32: self.admin.describe_configs,
+        }
+        self._producer_ids = ProducerIds()
+
+    def advertise(self, host: str, port: int) -> None:
+        self._host, self._port = host, port
+
+    def handle(self, request: Request) -> Any | Awaitable[Any]:
+        return self._handlers[request.api_key](request)
+
+    def _api_keys(self, module: Any) -> tuple[Any, ...]:
+        return tuple(build(module, "ApiVersion", api_key=key, min_version=low, max_version=high)
+                     for key, (low, high) in sorted(self.versions.items()))
+
+    def api_versions(self, request: Request) -> Any:
+        module = response_module(18, request.api_version)
+        return build(module, "ApiVersionsResponse", error_code=ErrorCode.none, api_keys=self._api_keys(module),
+                     throttle_time=_NO_WAIT)
+
+    def unsupported_api_versions(self) -> Any:
+        """ApiVersions v0 with UNSUPPORTED_VERSION: how a broker answers a newer client's ApiVersions."""
+        module = response_module(18, 0)
+        return build(module, "ApiVersionsResponse", error_code=ErrorCode.unsupported_version,
+                     api_keys=self._api_keys(module), throttle_time=_NO_WAIT)
+
+    def metadata(self, request: Request) -> Any:
+        module = response_module(3, request.api_version)
+        body = request.body
+        names = self.topics.names() if body.topics is None else [t.name for t in body.topics if t.name is not None]
+        create = bool(getattr(body, "allow_auto_topic_creation", True))
+        topics = tuple(self._topic_metadata(module, name, create) for name in names)
+        broker = build(module, "MetadataResponseBroker", node_id=NODE_ID, host=self._host, port=self._port, rack=None)
+        return build(module, "MetadataResponse", throttle_time=_NO_WAIT, brokers=(broker,), cluster_id=_CLUSTER_ID,
+                     controller_id=NODE_ID, topics=topics, cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS)
+
+    def _topic_metadata(self, module: Any, name: str, create: bool) -> Any:
+        count = self.topics.partitions(name, create=create)
+        error = ErrorCode.none if count is not None else ErrorCode.unknown_topic_or_partition
+        partitions = tuple(build(module, "MetadataResponsePartition", error_code=ErrorCode.none, partition_index=i,
+                                 leader_id=NODE_ID, leader_epoch=0, replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,),
+                                 offline_replicas=()) for i in range(count or 0))
+        return build(module, "MetadataResponseTopic", error_code=error, name=name, topic_id=uuid.UUID(int=0),
+                     is_internal=False, partitions=partitions, topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS)
+
+    def init_producer_id(self, request: Request) -> Any:
+        """A producer id for idempotence; a producer that names its id and epoch gets the next epoch.
+        Transactions are not implemented: a transactional id is refused."""
+        module = response_module(22, request.api_version)
+        body = request.body
+        if body.transactional_id is not None:
+            return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, producer_id=-1, producer_epoch=-1,
+                         error_code=ErrorCode.transactional_id_authorization_failed)
+        known = getattr(body, "producer_id", -1)
+        if known >= 0:
+            producer_id, epoch = known, body.producer_epoch + 1
+        else:
+            producer_id, epoch = self._producer_ids.allocate(), 0
+        return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none,
+                     producer_id=producer_id, producer_epoch=epoch)

@@ -1,0 +1,123 @@
+"""One Kafka client connection: frames in, requests dispatched, responses out in request order.
+
+Kafka clients pipeline requests and match responses by order as well as correlation id, so
+a produce waiting for its entries to be durable holds back the responses after it. A
+request that does not parse closes this connection (as a Kafka broker does) and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable
+from typing import Any
+
+from magnetar.kafka.apis import NO_RESPONSE, KafkaApis
+from magnetar.kafka.protocol.framing import FrameDecoder, FrameTooLarge
+from magnetar.kafka.protocol.messages import (
+    API_VERSIONS,
+    MalformedRequest,
+    Request,
+    UnsupportedVersion,
+    decode_request,
+    encode_response,
+)
+
+log = logging.getLogger(__name__)
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, apis: KafkaApis, max_frame_size: int) -> None:
+        self._apis = apis
+        self._decoder = FrameDecoder(max_frame_size)
+        self._transport: asyncio.Transport | None = None
+        self._slots: deque[asyncio.Future[bytes | None]] = deque()
+        self._peer = "?"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._peer = "{}:{}".format(*(transport.get_extra_info("peername") or ("?", "?"))[:2])
+        self._apis.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._apis.connections.discard(self)
+        for slot in self._slots:
+            slot.cancel()
+        self._slots.clear()
+        self._transport = None
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except FrameTooLarge as exc:
+            self._refuse(f"{exc} (maxMessageSize bounds a Kafka request)")
+            return
+        for frame in frames:
+            if self._transport is None:
+                return
+            self._dispatch(frame)
+
+    def _refuse(self, reason: str) -> None:
+        log.warning("Kafka client %s: %s; closing its connection", self._peer, reason)
+        self.close()
+
+    def _dispatch(self, frame: bytes) -> None:
+        try:
+            request = decode_request(frame, self._apis.versions)
+        except UnsupportedVersion as exc:
+            if exc.api_key == API_VERSIONS:
+                self._queue_ready(encode_response(API_VERSIONS, 0, exc.correlation_id,
+                                                  self._apis.unsupported_api_versions()))
+            else:
+                self._refuse(str(exc))
+            return
+        except MalformedRequest as exc:
+            self._refuse(f"malformed request: {exc}")
+            return
+        try:
+            result = self._apis.handle(request)
+        except Exception:
+            log.exception("Kafka client %s: API key %d v%d failed", self._peer, request.api_key, request.api_version)
+            self.close()
+            return
+        if isinstance(result, Awaitable):
+            slot = asyncio.ensure_future(self._respond_later(request, result))
+            self._slots.append(slot)
+            slot.add_done_callback(lambda _f: self._flush())
+        elif result is not NO_RESPONSE:
+            self._queue_ready(encode_response(request.api_key, request.api_version, request.correlation_id, result))
+
+    async def _respond_later(self, request: Request, pending: Awaitable[Any]) -> bytes | None:
+        body = await pending
+        if body is NO_RESPONSE:
+            return None
+        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
+
+    def _queue_ready(self, response: bytes) -> None:
+        if not self._slots and self._transport is not None:
+            self._transport.write(response)
+            return
+        done: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        done.set_result(response)
+        self._slots.append(done)
+        self._flush()
+
+    def _flush(self) -> None:
+        slots = self._slots
+        while slots and slots[0].done():
+            slot = slots.popleft()
+            if self._transport is None or slot.cancelled():
+                continue
+            if slot.exception() is not None:
+                log.error("Kafka client %s: a request failed", self._peer, exc_info=slot.exception())
+                self.close()
+                return
+            response = slot.result()
+            if response is not None:
+                self._transport.write(response)

@@ -1,0 +1,137 @@
+"""Fetch and ListOffsets: stored entries served as record batches, offsets from PIP-70 indexes.
+
+A Kafka-format entry is served as stored with only its baseOffset rewritten; a Pulsar
+entry becomes one uncompressed batch of its messages. A fetch that finds fewer than
+min_bytes waits for appends to the partitions it asked for, up to max_wait (long
+polling), whoever publishes them: Kafka and Pulsar producers alike wake it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from magnetar.kafka.protocol.layouts import build, response_module
+from magnetar.kafka.protocol.messages import Request
+from magnetar.kafka.protocol.records import from_pulsar_messages, with_base_offset
+from magnetar.kafka.topics import KafkaTopics, UnknownPartition
+from magnetar.wire.batch import decode_messages
+from magnetar.wire.entry import entry_format, parse_entry
+
+_NO_WAIT = datetime.timedelta(0)
+_EARLIEST, _LATEST = -2, -1
+_MAX_DECOMPRESSED = 64 * 1024 * 1024
+
+
+def entry_as_batch(entry: bytes) -> list[bytes | memoryview]:
+    """A stored entry as Kafka record-batch bytes (pieces to join), at its PIP-70 offsets."""
+    parsed = parse_entry(entry)
+    metadata = parsed.metadata
+    count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+    last = parsed.broker_entry_metadata.index if parsed.broker_entry_metadata is not None else -1
+    base = last - count + 1
+    if entry_format(metadata) == "kafka":
+        return with_base_offset(parsed.payload, base)
+    messages = decode_messages(metadata, parsed.payload, max_size=_MAX_DECOMPRESSED)
+    return [from_pulsar_messages(messages, base, metadata.publish_time)]
+
+
+class FetchApis:
+    def __init__(self, topics: KafkaTopics) -> None:
+        self._topics = topics
+
+    async def fetch(self, request: Request) -> Any:
+        body = request.body
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(body.max_wait.total_seconds(), 0)
+        while True:
+            results = [(topic.topic, [self._read(topic.topic, part) for part in topic.partitions])
+                       for topic in body.topics]
+            size = sum(len(records) for _, parts in results for *_, records in parts)
+            errors = any(error != ErrorCode.none for _, parts in results for _, error, *_ in parts)
+            remaining = deadline - loop.time()
+            if size >= body.min_bytes or errors or remaining <= 0 or not body.topics:
+                break
+            await self._wait_for_append(body.topics, remaining)
+        return self._response(request.api_version, results, body.max_bytes)
+
+    async def _wait_for_append(self, topics: Any, timeout: float) -> None:
+        appended = asyncio.Event()
+        stops = []
+        for topic in topics:
+            for part in topic.partitions:
+                try:
+                    stops.append(self._topics.log(topic.topic, part.partition).on_append(appended.set))
+                except UnknownPartition:
+                    continue
+        try:
+            await asyncio.wait_for(appended.wait(), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for stop in stops:
+                stop()
+
+    def _read(self, topic: str, part: Any) -> tuple[int, ErrorCode, int, int, bytes]:
+        """(partition, error, high watermark, log start, records) of one partition."""
+        try:
+            log = self._topics.log(topic, part.partition)
+        except UnknownPartition:
+            return part.partition, ErrorCode.unknown_topic_or_partition, -1, -1, b""
+        end, start = log.end_offset(), log.start_offset()
+        offset = part.fetch_offset
+        if not start <= offset <= end:
+            return part.partition, ErrorCode.offset_out_of_range, end, start, b""
+        if offset == end:
+            return part.partition, ErrorCode.none, end, start, b""
+        pieces: list[bytes | memoryview] = []
+        for entry in log.read(offset, max(part.partition_max_bytes, 1)):
+            pieces += entry_as_batch(entry)
+        return part.partition, ErrorCode.none, end, start, b"".join(pieces)
+
+    def _response(self, version: int, results: list[tuple[str, list[Any]]], max_bytes: int) -> Any:
+        module = response_module(1, version)
+        budget = max_bytes if max_bytes > 0 else 1 << 31
+        topics = []
+        for name, parts in results:
+            partitions = []
+            for index, error, end, start, read in parts:
+                # over the response's max_bytes (past its first partition): the client asks again from here
+                records = b"" if len(read) > budget and budget < max_bytes else read
+                budget -= len(records)
+                partitions.append(build(module, "PartitionData", partition_index=index, error_code=error,
+                                        high_watermark=end, last_stable_offset=end, log_start_offset=start,
+                                        aborted_transactions=None, preferred_read_replica=-1, records=records))
+            topics.append(build(module, "FetchableTopicResponse", topic=name, partitions=tuple(partitions)))
+        return build(module, "FetchResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none, session_id=0,
+                     responses=tuple(topics))
+
+    def list_offsets(self, request: Request) -> Any:
+        module = response_module(2, request.api_version)
+        topics = []
+        for topic in request.body.topics:
+            partitions = tuple(self._offset(module, topic.name, part) for part in topic.partitions)
+            topics.append(build(module, "ListOffsetsTopicResponse", name=topic.name, partitions=partitions))
+        return build(module, "ListOffsetsResponse", throttle_time=_NO_WAIT, topics=tuple(topics))
+
+    def _offset(self, module: Any, topic: str, part: Any) -> Any:
+        def answer(error: ErrorCode, offset: int = -1, timestamp: int = -1) -> Any:
+            return build(module, "ListOffsetsPartitionResponse", partition_index=part.partition_index,
+                         error_code=error, timestamp=timestamp, offset=offset, leader_epoch=0)
+
+        try:
+            log = self._topics.log(topic, part.partition_index)
+        except UnknownPartition:
+            return answer(ErrorCode.unknown_topic_or_partition)
+        if part.timestamp == _EARLIEST:
+            return answer(ErrorCode.none, log.start_offset())
+        if part.timestamp == _LATEST:
+            return answer(ErrorCode.none, log.end_offset())
+        if part.timestamp < 0:
+            return answer(ErrorCode.unsupported_version)
+        found = log.offset_for_time(part.timestamp)
+        return answer(ErrorCode.none, log.end_offset() if found is None else found,
+                      -1 if found is None else part.timestamp)

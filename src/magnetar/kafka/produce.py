@@ -1,0 +1,137 @@
+"""Produce: record batches checked, stored as one group per partition, answered once durable.
+
+With entryFormat=kafka a batch is stored as the client sent it (PIP-96's Kafka format, one
+batch an entry); with entryFormat=pulsar it becomes a Pulsar batch every Pulsar client
+reads. Either way the offsets are the PIP-70 indexes the broker stamps, so the response's
+base offset is the first index of the partition's group. acks=0 gets no response (Kafka's
+rule), acks=1 and acks=all the same one: a single broker's durable write is all of both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from magnetar.broker.config import ServiceConfiguration
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.formats.kafka_records import kafka_entry_properties
+from magnetar.kafka.idempotence import ProducerStates
+from magnetar.kafka.protocol.layouts import build, response_module
+from magnetar.kafka.protocol.messages import Request
+from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches, to_pulsar_batch
+from magnetar.kafka.topics import KafkaTopics, UnknownPartition
+from magnetar.wire.entry import build_entry
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+log = logging.getLogger(__name__)
+_NO_WAIT = datetime.timedelta(0)
+_Result = tuple[ErrorCode, int, str | None]
+
+
+class ProduceApi:
+    def __init__(self, topics: KafkaTopics, config: ServiceConfiguration, no_response: object) -> None:
+        self._topics = topics
+        self._config = config
+        self._no_response = no_response
+        self._kafka_format = config.entryFormat == "kafka"
+        self._sequence = 0
+        self.states = ProducerStates()
+
+    def produce(self, request: Request) -> Any:
+        body = request.body
+        producer = f"kafka-{request.client_id or 'client'}"
+        results = [(topic.name, part.index, self._append(producer, topic.name, part.index, part.records))
+                   for topic in body.topic_data for part in topic.partition_data]
+        if body.acks == 0:
+            return self._no_response
+        return self._respond(request.api_version, results)
+
+    async def _respond(self, version: int, results: list[tuple[str, int, asyncio.Future[_Result]]]) -> Any:
+        module = response_module(0, version)
+        by_topic: dict[str, list[Any]] = {}
+        for topic, index, pending in results:
+            error, base_offset, message = await pending
+            by_topic.setdefault(topic, []).append(build(
+                module, "PartitionProduceResponse", index=index, error_code=error, base_offset=base_offset,
+                log_append_time=None, log_start_offset=-1, record_errors=(), error_message=message))
+        responses = tuple(build(module, "TopicProduceResponse", name=name, partition_responses=tuple(parts))
+                          for name, parts in by_topic.items())
+        return build(module, "ProduceResponse", responses=responses, throttle_time=_NO_WAIT)
+
+    def _append(self, producer: str, topic: str, partition: int, records: bytes | None) -> asyncio.Future[_Result]:
+        done: asyncio.Future[_Result] = asyncio.get_running_loop().create_future()
+        try:
+            log_ = self._topics.log(topic, partition)
+            batches = self._checked(records)
+        except InvalidRecords as exc:
+            code = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
+            done.set_result((code, -1, str(exc)))
+            return done
+        except UnknownPartition:
+            done.set_result((ErrorCode.unknown_topic_or_partition, -1, None))
+            return done
+        except _TooLarge as exc:
+            done.set_result((ErrorCode.message_too_large, -1, str(exc)))
+            return done
+        verdicts = [self.states.check(log_.name, batch) for batch in batches]
+        refused = next((v.error for v in verdicts if v.error != ErrorCode.none), None)
+        fresh = [batch for batch, verdict in zip(batches, verdicts, strict=True) if verdict.duplicate_of is None]
+        if refused is not None or not fresh:
+            duplicate = verdicts[0].duplicate_of
+            done.set_result((refused or ErrorCode.none, -1 if duplicate is None else duplicate, None))
+            return done
+
+        def stored(base_offset: int | None, exc: BaseException | None) -> None:
+            if exc is not None or base_offset is None:
+                log.warning("Kafka produce to %s-%d failed: %s", topic, partition, exc)
+                for batch in fresh:
+                    self.states.forget(log_.name, batch)
+                done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
+                return
+            offset = base_offset
+            for batch in fresh:
+                self.states.stored(log_.name, batch, offset)
+                offset += batch.count
+            done.set_result((ErrorCode.none, base_offset, None))
+
+        try:
+            now = int(time.time() * 1000)
+            log_.append([self._entry(producer, batch, now) for batch in fresh], [b.count for b in fresh], stored)
+        except (BrokerServiceError, InvalidRecords) as exc:
+            for batch in fresh:
+                self.states.forget(log_.name, batch)
+            done.set_result((ErrorCode.unknown_server_error, -1, str(exc)))
+        return done
+
+    def _checked(self, records: bytes | None) -> list[ProducedBatch]:
+        if not records:
+            raise InvalidRecords("no records", corrupt=False)
+        limit = self._config.maxMessageSize
+        batches = split_batches(records)
+        for batch in batches:
+            if len(batch.data) > limit:
+                raise _TooLarge(f"a record batch of {len(batch.data)} bytes is over maxMessageSize={limit}")
+        return batches
+
+    def _entry(self, producer: str, batch: ProducedBatch, now: int) -> bytes:
+        self._sequence += batch.count
+        metadata = pb.MessageMetadata(producer_name=producer, sequence_id=self._sequence - batch.count,
+                                      publish_time=now, num_messages_in_batch=batch.count)
+        if self._kafka_format:
+            for key, value in kafka_entry_properties().items():
+                metadata.properties.add(key=key, value=value)
+            return build_entry(metadata, batch.data)
+        converted = to_pulsar_batch(batch)
+        if converted.compression != pb.NONE:
+            metadata.compression = converted.compression  # type: ignore[assignment]
+            metadata.uncompressed_size = converted.uncompressed_size
+        return build_entry(metadata, converted.payload)
+
+
+class _TooLarge(ValueError):
+    """A batch over maxMessageSize (Kafka's MESSAGE_TOO_LARGE)."""

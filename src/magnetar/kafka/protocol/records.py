@@ -1,0 +1,156 @@
+"""Record batches (magic 2) between Kafka clients and Pulsar entries.
+
+A produce request's records for a partition are one or more RecordBatches back to back.
+Each is checked before anything is stored: whole, magic 2, CRC32C over its bytes, a record
+count that matches its last offset delta. Its bytes then go to storage as sent
+(entryFormat=kafka, PIP-96's layout: one batch an entry, read by the Kafka payload
+processor) or become one Pulsar batch (entryFormat=pulsar, readable by every Pulsar
+client). A fetch serves a stored Kafka batch with only its baseOffset rewritten (outside
+the CRC, so nothing else changes) and builds a batch from a Pulsar entry's messages.
+
+The byte layout is formats.kafka_records'; this module adds what a broker needs on top.
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from magnetar.formats.kafka_records import (
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_NONE,
+    CODEC_SNAPPY,
+    CODEC_ZSTD,
+    HEADER_SIZE,
+    KafkaBatchHeader,
+    decode_record_batch,
+    encode_record_batch,
+    read_header,
+    single_message_metadata,
+)
+from magnetar.formats.payload import CorruptPayloadError
+from magnetar.wire.batch import BatchMessage, encode_batch
+from magnetar.wire.compression import compress
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_BASE_OFFSET = struct.Struct(">q")
+_MAGIC_AT = 16
+_CONTROL = 0x20
+_TRANSACTIONAL = 0x10
+
+# Kafka's codec -> the Pulsar codec an entry converted from it keeps (gzip's nearest is zlib).
+_PULSAR_CODEC = {CODEC_NONE: pb.NONE, CODEC_GZIP: pb.ZLIB, CODEC_SNAPPY: pb.SNAPPY, CODEC_LZ4: pb.LZ4,
+                 CODEC_ZSTD: pb.ZSTD}
+
+
+class InvalidRecords(ValueError):
+    """Records a produce request cannot store; `corrupt` = Kafka's CORRUPT_MESSAGE, else INVALID_RECORD."""
+
+    def __init__(self, message: str, *, corrupt: bool = True) -> None:
+        super().__init__(message)
+        self.corrupt = corrupt
+
+
+class ProducedBatch(NamedTuple):
+    """One checked batch of a produce request: its bytes and the header fields a broker acts on."""
+
+    data: memoryview
+    header: KafkaBatchHeader
+
+    @property
+    def count(self) -> int:
+        return self.header.count
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.header.attributes & _CONTROL)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.header.attributes & _TRANSACTIONAL)
+
+
+def split_batches(records: bytes | memoryview) -> list[ProducedBatch]:
+    """The batches of a partition's records, each checked whole; InvalidRecords on the first bad one."""
+    view = memoryview(records)
+    batches = []
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < HEADER_SIZE:
+            raise InvalidRecords(f"{len(view) - pos} bytes at offset {pos} cannot hold a record batch")
+        _, length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
+        end = pos + 12 + length
+        if length < HEADER_SIZE - 12 or end > len(view):
+            raise InvalidRecords(f"a record batch of {length} bytes at offset {pos} runs past the records")
+        if view[pos + _MAGIC_AT] != 2:
+            raise InvalidRecords(f"record batch magic {view[pos + _MAGIC_AT]}: only magic 2 is supported",
+                                 corrupt=False)
+        batch = view[pos:end]
+        try:
+            header = read_header(batch)
+        except CorruptPayloadError as exc:
+            raise InvalidRecords(str(exc)) from None
+        if header.count < 1 or header.last_offset_delta != header.count - 1:
+            raise InvalidRecords(f"record count {header.count} with last offset delta {header.last_offset_delta}",
+                                 corrupt=False)
+        batches.append(ProducedBatch(batch, header))
+        pos = end
+    if not batches:
+        raise InvalidRecords("no record batch", corrupt=False)
+    return batches
+
+
+def with_base_offset(batch: bytes | memoryview, base_offset: int) -> list[bytes | memoryview]:
+    """The batch as pieces to join or write, its first offset `base_offset` (the CRC stays valid)."""
+    return [_BASE_OFFSET.pack(base_offset), memoryview(batch)[8:]]
+
+
+class PulsarBatch(NamedTuple):
+    """A Kafka batch as a Pulsar batch: MessageMetadata's count and codec fields and the payload."""
+
+    num_messages: int
+    compression: int
+    uncompressed_size: int
+    payload: bytes
+    max_timestamp: int
+
+
+def to_pulsar_batch(batch: ProducedBatch) -> PulsarBatch:
+    """Every record as a message of one Pulsar batch, compressed with the batch's own codec
+    (gzip becomes zlib): key -> partition key, headers -> properties, timestamp -> event time."""
+    try:
+        header, records = decode_record_batch(batch.data)
+    except CorruptPayloadError as exc:
+        raise InvalidRecords(str(exc)) from None
+    if not records:
+        raise InvalidRecords("a control batch has no records to store", corrupt=False)
+    plain = encode_batch([(single_message_metadata(r), r.value or b"") for r in records])
+    codec = _PULSAR_CODEC.get(header.attributes & 0x07, pb.NONE)
+    payload = plain if codec == pb.NONE else compress(codec, plain)
+    return PulsarBatch(len(records), codec, len(plain), payload, header.max_timestamp)
+
+
+def _key_bytes(metadata: pb.SingleMessageMetadata) -> bytes | None:
+    if not metadata.HasField("partition_key"):
+        return None
+    if metadata.partition_key_b64_encoded:
+        return base64.b64decode(metadata.partition_key)
+    return metadata.partition_key.encode()
+
+
+def from_pulsar_messages(messages: Sequence[BatchMessage], base_offset: int, publish_time: int) -> bytes:
+    """One uncompressed Kafka batch of a Pulsar entry's messages, starting at `base_offset`.
+
+    Timestamps are the messages' event times, or the entry's publish time where a message
+    has none; properties become headers (UTF-8 values)."""
+    records = []
+    for message in messages:
+        meta = message.metadata
+        value = None if meta.null_value else bytes(message.value)
+        headers = [(p.key, p.value.encode()) for p in meta.properties]
+        records.append((_key_bytes(meta), value, headers, meta.event_time or publish_time))
+    return encode_record_batch(records, base_offset=base_offset)

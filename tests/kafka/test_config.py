@@ -1,0 +1,36 @@
+"""KoP's configuration keys: a broker that cannot serve Kafka as configured says which key to fix."""
+
+from __future__ import annotations
+
+import pytest
+from standalone import run_standalone
+
+from magnetar.broker.config.loading import load_configuration
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["-c", "messagingProtocols=nope"], "messagingProtocols: no protocol handler 'nope' (installed: kafka"),
+    (["-c", "messagingProtocols=kafka"], "kafkaListeners is empty"),
+    (["-c", "messagingProtocols=kafka", "-c", "kafkaListeners=SSL://127.0.0.1:9093"],
+     "kafkaListeners: 'SSL://127.0.0.1:9093' is not"),
+    (["--kafka", "0", "-c", "brokerEntryMetadataInterceptors="], "add AppendIndexMetadataInterceptor to "
+                                                                  "brokerEntryMetadataInterceptors"),
+    (["-c", "entryFormat=avro"], "entryFormat must be 'pulsar' or 'kafka'"),
+    (["--kafka", "0", "-c", "authenticationEnabled=true"], "the Kafka listener has no authentication yet"),
+])
+def test_a_kafka_setting_the_broker_cannot_serve_is_named(args, message, tmp_path) -> None:
+    done = run_standalone("--data-dir", str(tmp_path / "data"), *args)
+    assert done.returncode != 0 and message in done.stderr, done.stderr
+
+
+def test_a_kop_brokers_conf_loads_with_its_keys_kept_or_ignored(tmp_path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("messagingProtocols=kafka\nprotocolHandlerDirectory=./protocols\n"
+                    "kafkaListeners=PLAINTEXT://127.0.0.1:9092\nkafkaTenant=kafka\nentryFormat=kafka\n"
+                    "kopSslProtocol=TLS\ngroupInitialRebalanceDelayMs=0\nkafkaTypo=1\n")
+    loaded = load_configuration(conf, [])
+    config = loaded.config
+    assert (config.messagingProtocols, config.kafkaListeners, config.kafkaTenant, config.kafkaNamespace,
+            config.entryFormat) == (["kafka"], "PLAINTEXT://127.0.0.1:9092", "kafka", "default", "kafka")
+    assert {"protocolHandlerDirectory", "kopSslProtocol", "groupInitialRebalanceDelayMs"} <= set(loaded.ignored)
+    assert [setting.key for setting in loaded.unknown] == ["kafkaTypo"]
