@@ -24,6 +24,7 @@ from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.pool import ConnectionPool, PoolConfig
 from magnetar.client.aio.producer import Producer, ProducerConfig
 from magnetar.client.aio.reader import Reader
+from magnetar.client.aio.writer_schemas import WriterSchemas
 from magnetar.client.enums import (
     BatchingType,
     CompressionType,
@@ -33,6 +34,7 @@ from magnetar.client.enums import (
     ProducerAccessMode,
 )
 from magnetar.client.message_id import MessageId, as_message_id
+from magnetar.client.schema import BytesSchema, Schema
 from magnetar.client.topic_name import full_topic_name, partition_name
 from magnetar.client.url import parse_service_url
 from magnetar.credentials.authentication import Authentication
@@ -66,7 +68,8 @@ class Client:
                                               keep_alive_interval_seconds, security))
         self.lookup = LookupService(self.pool, self.service_url, listener_name or "")
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
-        self.context = ClientContext(self.pool, self.lookup, self.operation_timeout, self.max_message_size)
+        self.context = ClientContext(self.pool, self.lookup, self.operation_timeout, self.max_message_size,
+                                     WriterSchemas(self.pool, self.lookup, self.operation_timeout))
         """What the producers, consumers and readers this client creates see of it."""
         self._handles: set[Any] = set()
         self.closed = False
@@ -118,7 +121,7 @@ class Client:
                 batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
                 batching_max_publish_delay_ms=batching_max_publish_delay_ms, batching_type=int(batching_type),
                 chunking_enabled=chunking_enabled, access_mode=int(access_mode), properties=dict(properties or {}),
-                batched_filter_properties=tuple(batched_filter_properties),
+                batched_filter_properties=tuple(batched_filter_properties), schema=_schema(schema),
             )
         topic = full_topic_name(topic)
         partitions = await self._partitions(topic)
@@ -166,7 +169,7 @@ class Client:
             replicate_subscription_state_enabled=replicate_subscription_state_enabled,
             max_pending_chunked_message=max_pending_chunked_message,
             dead_letter_policy=_dead_letter_policy(dead_letter_policy),
-            payload_processors=_processors(payload_processor),
+            payload_processors=_processors(payload_processor), schema=_schema(schema),
         )
         if key_shared_policy is not None:
             _apply_key_shared_policy(config, key_shared_policy)
@@ -214,7 +217,7 @@ class Client:
                         receiver_queue_size=receiver_queue_size, reader_name=reader_name,
                         subscription_role_prefix=subscription_role_prefix, is_read_compacted=is_read_compacted,
                         start_message_id_inclusive=start_message_id_inclusive, queue=queue,
-                        payload_processors=_processors(payload_processor))
+                        payload_processors=_processors(payload_processor), schema=_schema(schema))
         await reader.start()
         self._handles.add(reader)
         return reader
@@ -242,6 +245,16 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _schema(schema: Any) -> Schema | None:
+    """`schema=`: one of magnetar.client.schema's; BytesSchema (the default) changes nothing."""
+    if schema is None or isinstance(schema, BytesSchema):
+        return None
+    if not isinstance(schema, Schema):
+        raise errors.InvalidConfiguration(f"schema must be one of magnetar.client.schema's schemas (AvroSchema, "
+                                          f"JsonSchema, StringSchema, ...), not {type(schema).__name__}")
+    return schema
 
 
 def _processors(spec: Any) -> ProcessorSet | None:

@@ -14,6 +14,7 @@ from magnetar.client.aio.letters import DeadLetterPolicy
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue, ThreadReceiveQueue
 from magnetar.client.enums import ConsumerType, InitialPosition
 from magnetar.client.message_id import MessageId
+from magnetar.client.schema import Schema
 from magnetar.formats.processor import ProcessorSet
 
 ReceiveQueue = AsyncReceiveQueue | ThreadReceiveQueue
@@ -43,5 +44,7 @@ class ConsumerConfig:
     """Readers: where to start (earliest, latest or an id)."""
     payload_processors: ProcessorSet | None = None
     """PIP-96: how entries are read; None = Pulsar's format only, exactly as without processors."""
+    schema: Schema | None = None
+    """Decodes `Message.value()` and is registered or checked on subscribing; None: bytes."""
     columnar: bool = False
     """Set by the first receive_arrow(): entries are queued raw, for columns."""

@@ -226,13 +226,14 @@ class _RecordMeta(type):
 
 def _fields_of(namespace: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
-    for name, value in namespace.items():
-        if isinstance(value, type) and issubclass(value, enum.Enum):
-            value = CustomEnum(value)
-        elif isinstance(value, _RecordMeta):
-            value = value()  # a record class as a field means a sub-record of that class
-        if isinstance(value, (Field, Record)):
-            fields[name] = value
+    for name, declared in namespace.items():
+        field = declared
+        if isinstance(declared, type) and issubclass(declared, enum.Enum):
+            field = CustomEnum(declared)
+        elif isinstance(declared, _RecordMeta):
+            field = declared()  # a record class as a field means a sub-record of that class
+        if isinstance(field, (Field, Record)):
+            fields[name] = field
     return fields
 
 
@@ -298,7 +299,8 @@ class Record(metaclass=_RecordMeta):
     __hash__ = None  # type: ignore[assignment]
 
     def __str__(self) -> str:
-        return str(self.__dict__)
+        shown = ", ".join(f"{name}={value!r}" for name, value in self.fields().items())
+        return f"{type(self).__name__}({shown})"
 
     __repr__ = __str__
 

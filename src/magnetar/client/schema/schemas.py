@@ -24,6 +24,8 @@ import fastavro
 from magnetar.client.schema.definition import Record
 from magnetar.schemas.definitions import join_key_value, key_value_parts
 from magnetar.schemas.model import SchemaData, SchemaType
+from magnetar.schemas.protocol import to_wire
+from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 
 class Schema:
@@ -40,6 +42,12 @@ class Schema:
     def schema_info(self) -> SchemaData:
         """What this schema registers: type, definition and properties."""
         return self._info
+
+    def wire(self) -> pb.Schema | None:
+        """The `Schema` of CommandProducer and CommandSubscribe; None for bytes, which registers nothing."""
+        if self._info.type == SchemaType.BYTES:
+            return None
+        return to_wire(self._name, self._info)
 
     def encode(self, obj: Any) -> bytes:
         raise NotImplementedError
@@ -232,8 +240,9 @@ class AvroSchema(_Struct):
 
     def encode(self, obj: Any) -> bytes:
         buffer = io.BytesIO()
+        plain = self._plain(obj)
         try:
-            fastavro.schemaless_writer(buffer, self._parsed, self._plain(obj))
+            fastavro.schemaless_writer(buffer, self._parsed, plain)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise TypeError(f"{self} cannot encode {obj!r:.80}: {exc}") from None
         return buffer.getvalue()
