@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.client import errors
 from magnetar.client.aio.consumer import Consumer
@@ -34,13 +34,15 @@ from magnetar.client.enums import (
     ProducerAccessMode,
 )
 from magnetar.client.message_id import MessageId, as_message_id
-from magnetar.client.schema import BytesSchema, Schema
 from magnetar.client.topic_name import full_topic_name, partition_name
 from magnetar.client.url import parse_service_url
 from magnetar.credentials.authentication import Authentication
 from magnetar.credentials.security import ClientSecurity
 from magnetar.formats.processor import ProcessorSet, resolve_processors
 from magnetar.wire.frames import DEFAULT_MAX_MESSAGE_SIZE
+
+if TYPE_CHECKING:
+    from magnetar.client.schema import Schema
 
 AnyProducer = Producer | PartitionedProducer
 AnyConsumer = Consumer | MultiTopicsConsumer
@@ -248,8 +250,13 @@ class Client:
 
 
 def _schema(schema: Any) -> Schema | None:
-    """`schema=`: one of magnetar.client.schema's; BytesSchema (the default) changes nothing."""
-    if schema is None or isinstance(schema, BytesSchema):
+    """`schema=`: one of magnetar.client.schema's; BytesSchema (the default) changes nothing.
+    The schema package (and fastavro, the schema registry's model) loads with the first schema."""
+    if schema is None:
+        return None
+    from magnetar.client.schema import BytesSchema, Schema  # noqa: PLC0415 (loaded when schemas are used)
+
+    if isinstance(schema, BytesSchema):
         return None
     if not isinstance(schema, Schema):
         raise errors.InvalidConfiguration(f"schema must be one of magnetar.client.schema's schemas (AvroSchema, "

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from magnetar.client.aio.letters import DeadLetterPolicy
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue, ThreadReceiveQueue
 from magnetar.client.enums import ConsumerType, InitialPosition
 from magnetar.client.message_id import MessageId
-from magnetar.client.schema import Schema
 from magnetar.formats.processor import ProcessorSet
+
+if TYPE_CHECKING:
+    from magnetar.client.schema import Schema
 
 ReceiveQueue = AsyncReceiveQueue | ThreadReceiveQueue
 

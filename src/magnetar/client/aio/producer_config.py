@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from magnetar.client.enums import BatchingType, CompressionType, ProducerAccessMode
-from magnetar.client.schema import Schema
+
+if TYPE_CHECKING:
+    from magnetar.client.schema import Schema
 
 
 @dataclass(slots=True)

@@ -15,11 +15,11 @@ from magnetar.client.aio.consumer_config import ConsumerConfig, ReceiveQueue
 from magnetar.client.enums import ConsumerType
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
-from magnetar.client.schema import Schema
 from magnetar.formats.processor import ProcessorSet
 
 if TYPE_CHECKING:
     from magnetar.client.aio.context import ClientContext
+    from magnetar.client.schema import Schema
 
 
 class Reader:

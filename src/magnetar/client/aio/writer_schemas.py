@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import TYPE_CHECKING
 
 from magnetar.client import errors
 from magnetar.client.aio.lookup import LookupService
 from magnetar.client.aio.pool import ConnectionPool
 from magnetar.client.topic_name import base_topic_name
-from magnetar.schemas.model import SchemaData
-from magnetar.schemas.protocol import from_wire
 from magnetar.wire import client_commands as cc
+
+if TYPE_CHECKING:
+    from magnetar.schemas.model import SchemaData
 
 _Key = tuple[str, bytes]
 
@@ -68,6 +70,8 @@ class WriterSchemas:
                 answer = await conn.request(lambda rid: cc.get_schema(rid, topic, key[1]))
         except TimeoutError:
             raise errors.Timeout(f"GET_SCHEMA of {topic} timed out") from None
+        from magnetar.schemas.protocol import from_wire  # noqa: PLC0415 (loaded when schemas are used)
+
         schema = from_wire(answer.getSchemaResponse.schema)
         if schema is None:
             raise errors.UnknownError(
