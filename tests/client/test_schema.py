@@ -15,6 +15,7 @@ import uuid
 import pulsar as official
 import pulsar.schema as official_schema
 import pytest
+from admin_http import http
 
 import magnetar.client as pulsar
 from magnetar.client import aio
@@ -263,6 +264,30 @@ def test_values_cross_between_the_official_client_and_magnetar_both_ways(client,
                                                       (0, User(name="from-magnetar", age=2))]
     theirs_got = [their_consumer.receive(10_000).value() for _ in range(2)]
     assert [(v.name, v.age) for v in theirs_got] == [("from-official", 1), ("from-magnetar", 2)]
+
+
+def test_partitions_share_versions_fetched_once_per_client(client, shared_broker) -> None:
+    """A 3-partition topic written with v0 and v1 (keys spread the messages): an old consumer
+    decodes every message, and the client fetched each version once for all partitions."""
+    name = topic()
+    status, _, body = http("PUT", f"{shared_broker.admin_url}/admin/v2/persistent/public/default/"
+                                  f"{name.rsplit('/', 1)[1]}/partitions", b"3")
+    assert status in (200, 204), body
+    consumer = client.subscribe(name, "s", schema=AvroSchema(User))
+    p1 = client.create_producer(name, schema=AvroSchema(User), batching_enabled=True)
+    p2 = client.create_producer(name, schema=AvroSchema(UserV2), batching_enabled=True)
+    count = 30
+    for i in range(count):
+        (p1 if i % 2 else p2).send_async(UserV2(name=f"u{i}", age=i, score=0.5) if i % 2 == 0 else
+                                         User(name=f"u{i}", age=i), None, partition_key=f"key-{i}")
+    p1.flush()
+    p2.flush()
+    got = [consumer.receive(10_000) for _ in range(count)]
+    assert sorted(m.value().age for m in got) == list(range(count))
+    assert len({m.topic_name() for m in got}) > 1
+    fetched = client._core.context.writer_schemas._known
+    assert sorted((topic_name, int.from_bytes(v, "big")) for topic_name, v in fetched if topic_name == name) == \
+        [(name, 0), (name, 1)]
 
 
 def test_values_survive_a_broker_restart_between_versions(broker_factory) -> None:
