@@ -16,6 +16,7 @@ import pulsar as official
 import pulsar.schema as official_schema
 import pytest
 from admin_http import http
+from schema_records import user_records
 
 import magnetar.client as pulsar
 from magnetar.client import aio
@@ -59,22 +60,7 @@ class Point(Record):
     y = Integer(required=True)
 
 
-class User(Record):
-    name = String()
-    age = Integer()
-
-
-class UserV2(Record):
-    """User plus an optional field with a default: compatible both ways."""
-    name = String()
-    age = Integer()
-    score = Double(required_default=True)
-
-
-class UserBad(Record):
-    """`age` turned into a required string: refused under the default strategy (FULL)."""
-    name = String()
-    age = String(required=True)
+User, UserV2, UserBad = user_records(pulsar.schema)
 
 
 class Everything(Record):
@@ -316,8 +302,8 @@ def test_values_survive_a_broker_restart_between_versions(broker_factory) -> Non
         while "v1" not in got:  # "before" may come again: its ack may not have reached the broker
             message = consumer.receive(10_000)  # v1 is fetched from the restarted broker
             got[message.value().name] = (version(message), message.value().score)
-        assert got == {"before": (0, None), "after-restart": (0, None), "v1": (1, 1.0)} or \
-            got == {"after-restart": (0, None), "v1": (1, 1.0)}
+        assert got.pop("before", (0, None)) == (0, None)
+        assert got == {"after-restart": (0, None), "v1": (1, 1.0)}
     finally:
         writer.close()
     reader_client = pulsar.Client(broker.url, operation_timeout_seconds=10)

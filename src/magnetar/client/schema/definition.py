@@ -98,22 +98,26 @@ class Double(Field):
     python_types = (float, int)
 
 
-class Bytes(Field):
+class _Text(Field):
+    """Bytes and String take either form (UTF-8) and hold the first of their `python_types`."""
+
+    def validate_type(self, name: str, val: Any) -> Any:
+        val = super().validate_type(name, val)
+        if isinstance(val, str) and self.python_types[0] is bytes:
+            return val.encode()
+        if isinstance(val, bytes) and self.python_types[0] is str:
+            return val.decode()
+        return val
+
+
+class Bytes(_Text):
     avro_type = "bytes"
     python_types = (bytes, str)
 
-    def validate_type(self, name: str, val: Any) -> Any:
-        val = super().validate_type(name, val)
-        return val.encode() if isinstance(val, str) else val
 
-
-class String(Field):
+class String(_Text):
     avro_type = "string"
     python_types = (str, bytes)
-
-    def validate_type(self, name: str, val: Any) -> Any:
-        val = super().validate_type(name, val)
-        return val.decode() if isinstance(val, bytes) else val
 
 
 class CustomEnum(Field):
@@ -153,6 +157,9 @@ class CustomEnum(Field):
 class _Container(Field):
     """Array and Map: a field holding items of another field's or record's type."""
 
+    item_key: ClassVar[str]
+    """The key naming the item type in the Avro definition."""
+
     def __init__(self, item_type: Any, default: Any = None, required: bool = False,
                  required_default: bool = False) -> None:
         if not isinstance(item_type, (Field, Record)):
@@ -160,58 +167,53 @@ class _Container(Field):
         self._item = item_type
         super().__init__(default=default, required=required, required_default=required_default)
 
-    def _item_schema(self, defined_names: set[str]) -> Any:
-        if isinstance(self._item, (Array, Map, Record)):
-            return self._item.schema_info(defined_names)
-        return self._item.type()
+    def _items(self, name: str, val: Any) -> Any:
+        raise NotImplementedError
 
-    def _check_item(self, name: str, item: Any) -> None:
+    def validate_type(self, name: str, val: Any) -> Any:
+        if val is None:
+            return None
+        super().validate_type(name, val)
         expected = self._item.python_type()
-        if not isinstance(item, expected):
-            raise TypeError(f"{self.avro_type.capitalize()} field '{name}' holds a {type(item).__name__}, "
-                            f"expected {self._item.type()}")
+        for item in self._items(name, val):
+            if not isinstance(item, expected):
+                raise TypeError(f"{self.avro_type.capitalize()} field '{name}' holds a {type(item).__name__}, "
+                                f"expected {self._item.type()}")
+        return val
+
+    def schema_info(self, defined_names: set[str]) -> Any:
+        item = self._item.schema_info(defined_names) if isinstance(self._item, (Array, Map, Record)) \
+            else self._item.type()
+        return {"type": self.avro_type, self.item_key: item}
 
 
 class Array(_Container):
     avro_type = "array"
     python_types = (list,)
+    item_key = "items"
 
     @property
     def array_type(self) -> Any:
         return self._item
 
-    def validate_type(self, name: str, val: Any) -> Any:
-        if val is None:
-            return None
-        super().validate_type(name, val)
-        for item in val:
-            self._check_item(name, item)
+    def _items(self, name: str, val: Any) -> Any:
         return val
-
-    def schema_info(self, defined_names: set[str]) -> Any:
-        return {"type": "array", "items": self._item_schema(defined_names)}
 
 
 class Map(_Container):
     avro_type = "map"
     python_types = (dict,)
+    item_key = "values"
 
     @property
     def value_type(self) -> Any:
         return self._item
 
-    def validate_type(self, name: str, val: Any) -> Any:
-        if val is None:
-            return None
-        super().validate_type(name, val)
-        for key, item in val.items():
+    def _items(self, name: str, val: Any) -> Any:
+        for key in val:
             if not isinstance(key, str):
                 raise TypeError(f"Map field '{name}' has a key of type {type(key).__name__}: keys are strings")
-            self._check_item(name, item)
-        return val
-
-    def schema_info(self, defined_names: set[str]) -> Any:
-        return {"type": "map", "values": self._item_schema(defined_names)}
+        return val.values()
 
 
 class _RecordMeta(type):

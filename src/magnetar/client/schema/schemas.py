@@ -96,11 +96,15 @@ class StringSchema(Schema):
 
 
 class _Packed(Schema):
-    """A primitive of fixed width, big-endian, as Pulsar's Java client writes it."""
+    """A primitive of fixed width, big-endian, as Pulsar's Java client writes it; subclasses
+    name their type, `struct` layout and accepted Python types in the class statement."""
 
     kind: ClassVar[SchemaType]
     layout: ClassVar[struct.Struct]
-    python_types: ClassVar[tuple[type, ...]] = (int,)
+    python_types: ClassVar[tuple[type, ...]]
+
+    def __init_subclass__(cls, kind: SchemaType, layout: str, python_types: tuple[type, ...] = (int,)) -> None:
+        cls.kind, cls.layout, cls.python_types = kind, struct.Struct(layout), python_types
 
     def __init__(self) -> None:
         super().__init__(self.python_types, self.kind, b"", self.kind.name)
@@ -116,50 +120,32 @@ class _Packed(Schema):
         return self.layout.unpack(data)[0]
 
 
-class BooleanSchema(_Packed):
-    kind = SchemaType.BOOLEAN
-    layout = struct.Struct(">?")
-    python_types = (bool,)
+class BooleanSchema(_Packed, kind=SchemaType.BOOLEAN, layout=">?", python_types=(bool,)):
+    pass
 
 
-class ByteSchema(_Packed):
+class ByteSchema(_Packed, kind=SchemaType.INT8, layout=">b"):
     """INT8."""
 
-    kind = SchemaType.INT8
-    layout = struct.Struct(">b")
 
-
-class ShortSchema(_Packed):
+class ShortSchema(_Packed, kind=SchemaType.INT16, layout=">h"):
     """INT16."""
 
-    kind = SchemaType.INT16
-    layout = struct.Struct(">h")
 
-
-class IntSchema(_Packed):
+class IntSchema(_Packed, kind=SchemaType.INT32, layout=">i"):
     """INT32."""
 
-    kind = SchemaType.INT32
-    layout = struct.Struct(">i")
 
-
-class LongSchema(_Packed):
+class LongSchema(_Packed, kind=SchemaType.INT64, layout=">q"):
     """INT64."""
 
-    kind = SchemaType.INT64
-    layout = struct.Struct(">q")
+
+class FloatSchema(_Packed, kind=SchemaType.FLOAT, layout=">f", python_types=(float, int)):
+    pass
 
 
-class FloatSchema(_Packed):
-    kind = SchemaType.FLOAT
-    layout = struct.Struct(">f")
-    python_types = (float, int)
-
-
-class DoubleSchema(_Packed):
-    kind = SchemaType.DOUBLE
-    layout = struct.Struct(">d")
-    python_types = (float, int)
+class DoubleSchema(_Packed, kind=SchemaType.DOUBLE, layout=">d", python_types=(float, int)):
+    pass
 
 
 def _definition_bytes(definition: Any) -> bytes:
