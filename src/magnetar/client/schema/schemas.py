@@ -61,7 +61,8 @@ class Schema:
 
     def _validate_object_type(self, obj: Any) -> None:
         if not isinstance(obj, self._record_cls):
-            expected = getattr(self._record_cls, "__name__", self._record_cls)
+            kinds = self._record_cls if isinstance(self._record_cls, tuple) else (self._record_cls,)
+            expected = " or ".join(kind.__name__ for kind in kinds)
             raise TypeError(f"{self} cannot encode a {type(obj).__name__} ({obj!r:.60}): expected {expected}")
 
     def __str__(self) -> str:
