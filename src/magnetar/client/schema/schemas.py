@@ -246,7 +246,7 @@ class AvroSchema(_Struct):
         return self._value(fastavro.schemaless_reader(io.BytesIO(data), parsed, self._parsed))
 
     def _writer_schema(self, writer: SchemaData) -> Any:
-        if writer.type not in (SchemaType.AVRO, SchemaType.JSON):
+        if writer.type != SchemaType.AVRO:
             raise TypeError(f"a message written with a {writer.type.name} schema cannot be read as {self}")
         definition = json.loads(writer.data)
         if isinstance(definition, dict) and isinstance(self._definition, dict) and "name" in self._definition:
