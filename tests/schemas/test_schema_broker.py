@@ -17,16 +17,14 @@ import pytest
 from admin_http import http
 from pulsar.schema import (
     AvroSchema,
-    Double,
-    Integer,
     JsonSchema,
     Long,
     ProtobufNativeSchema,
     Record,
-    String,
     StringSchema,
 )
 from rawclient import RawClient
+from schema_records import user_records
 from standalone import Standalone
 
 from magnetar.schemas import SchemaData, SchemaType
@@ -38,22 +36,7 @@ T = pb.BaseCommand
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
 
-class User1(Record):
-    name = String()
-    age = Integer()
-
-
-class User2(Record):
-    """User1 plus an optional field: BACKWARD, FORWARD and FULL compatible with it."""
-    name = String()
-    age = Integer()
-    score = Double(required_default=True)
-
-
-class UserBad(Record):
-    """`age` turned from int into a required string: no strategy but ALWAYS_COMPATIBLE takes it."""
-    name = String()
-    age = String(required=True)
+User1, User2, UserBad = user_records(pulsar.schema)
 
 
 @pytest.fixture(scope="module")

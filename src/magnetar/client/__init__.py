@@ -9,14 +9,19 @@ Apache Pulsar as well as magnetar. Extras: `Message.index()` / `broker_publish_t
 Spark source uses.
 
 Layering: magnetar.client imports only what lies below it, `magnetar.wire`,
-`magnetar.formats` and `magnetar.credentials` (and `magnetar.__version__`); never the
+`magnetar.formats`, `magnetar.credentials` and `magnetar.schemas` (the registry's model, for
+`magnetar.client.schema`) (and `magnetar.__version__`); never the
 broker, storage, admin, spark or cli, so it runs against any Pulsar broker. Inside, highest
 first: the blocking facade (`blocking`); the asyncio core (`aio`) and the single-connection
 tools, which do not import each other; then what both share (receive_arrow's rows in
 `columnar`, whole entries, batching, decoding and encoding entries, `Message`, `MessageId`,
-errors, enums). The contract `client-layers` in pyproject.toml enforces it, annotation-only
+errors, enums; `schema`, the official `pulsar.schema` API, beside the message ids).
+The contract `client-layers` in pyproject.toml enforces it, annotation-only
 imports included.
 """
+
+import importlib
+from typing import Any
 
 from magnetar.client.aio.letters import DeadLetterPolicy as ConsumerDeadLetterPolicy
 from magnetar.client.blocking import Client, Consumer, Producer, Reader
@@ -35,6 +40,15 @@ from magnetar.client.errors import *  # noqa: F403 (the official client exports 
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 from magnetar.credentials.authentication import AuthenticationBasic, AuthenticationTLS, AuthenticationToken
+
+
+def __getattr__(name: str) -> Any:
+    """`pulsar.schema.AvroSchema(...)` after `import magnetar.client as pulsar`, as the official
+    package allows; the schema package loads on that first use."""
+    if name == "schema":
+        return importlib.import_module("magnetar.client.schema")
+    raise AttributeError(f"module 'magnetar.client' has no attribute {name!r}")
+
 
 __all__ = [
     "AuthenticationBasic",

@@ -161,9 +161,11 @@ class Producer:
     def is_connected(self) -> bool:
         return self._core.is_connected()
 
-    def send_async(self, content: bytes | None, callback: Callable[[Result, MessageId | None], None] | None,
+    def send_async(self, content: Any, callback: Callable[[Result, MessageId | None], None] | None,
                    **kwargs: Any) -> None:
-        """Queue a message; `callback(result, message_id)` runs on the client's I/O thread."""
+        """Queue a message; `callback(result, message_id)` runs on the client's I/O thread. The
+        producer's schema encodes `content` here, so a value it refuses raises in the caller."""
+        content = self._core.encode(content)
         slots = self._slots
         if slots is not None and not slots.acquire(blocking=self._block):
             if callback is not None:
@@ -177,12 +179,12 @@ class Producer:
     def _drain(self) -> None:
         self._drain_scheduled = False
         inbox = self._inbox
-        send = self._core.send_async
+        send = self._core.send_encoded_async
         while inbox:
             content, callback, kwargs = inbox.popleft()
             send(content, callback, **kwargs)
 
-    def send(self, content: bytes | None, **kwargs: Any) -> MessageId:
+    def send(self, content: Any, **kwargs: Any) -> MessageId:
         """Send and wait for the receipt; raises the error the official client raises."""
         done = concurrent.futures.Future()
 

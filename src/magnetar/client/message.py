@@ -70,8 +70,10 @@ class Message(tuple):
         return data if type(data) is bytes else bytes(data)
 
     def value(self) -> Any:
-        """The payload decoded by the consumer's schema; the bytes schema is the only one so far."""
-        return self.data()
+        """The payload decoded by the consumer's schema (the bytes without one), read from the
+        schema version that wrote it."""
+        decode = getattr(self[1].owner, "decode_value", None)
+        return self.data() if decode is None else decode(self)
 
     def properties(self) -> dict[str, str]:
         return {kv.key: kv.value for kv in self._fields().properties}

@@ -89,6 +89,7 @@ def producer(
     properties: Mapping[str, str] | None = None,
     topic_epoch: int | None = None,
     initial_subscription_name: str | None = None,
+    schema: pb.Schema | None = None,
 ) -> bytes:
     body = pb.CommandProducer(
         topic=topic,
@@ -106,6 +107,8 @@ def producer(
         body.topic_epoch = topic_epoch
     if initial_subscription_name is not None:
         body.initial_subscription_name = initial_subscription_name
+    if schema is not None:
+        body.schema.CopyFrom(schema)
     return encode_command(T(type=T.PRODUCER, producer=body))
 
 
@@ -147,6 +150,7 @@ def subscribe(
     force_topic_creation: bool = True,
     replicate_subscription_state: bool = False,
     priority_level: int = 0,
+    schema: pb.Schema | None = None,
 ) -> bytes:
     body = pb.CommandSubscribe(
         topic=topic,
@@ -173,7 +177,17 @@ def subscribe(
         meta.allowOutOfOrderDelivery = allow_out_of_order
         for start, end in sticky_ranges:
             meta.hashRanges.add(start=start, end=end)
+    if schema is not None:
+        body.schema.CopyFrom(schema)
     return encode_command(T(type=T.SUBSCRIBE, subscribe=body))
+
+
+def get_schema(request_id: int, topic: str, version: bytes | None = None) -> bytes:
+    """GET_SCHEMA: the topic's schema of `version` (8 bytes), the latest when None."""
+    body = pb.CommandGetSchema(request_id=request_id, topic=topic)
+    if version is not None:
+        body.schema_version = version
+    return encode_command(T(type=T.GET_SCHEMA, getSchema=body))
 
 
 def flow(consumer_id: int, permits: int) -> bytes:

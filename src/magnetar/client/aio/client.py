@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from magnetar.client import errors
 from magnetar.client.aio.consumer import Consumer
@@ -24,6 +24,7 @@ from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.pool import ConnectionPool, PoolConfig
 from magnetar.client.aio.producer import Producer, ProducerConfig
 from magnetar.client.aio.reader import Reader
+from magnetar.client.aio.writer_schemas import WriterSchemas
 from magnetar.client.enums import (
     BatchingType,
     CompressionType,
@@ -39,6 +40,9 @@ from magnetar.credentials.authentication import Authentication
 from magnetar.credentials.security import ClientSecurity
 from magnetar.formats.processor import ProcessorSet, resolve_processors
 from magnetar.wire.frames import DEFAULT_MAX_MESSAGE_SIZE
+
+if TYPE_CHECKING:
+    from magnetar.client.schema import Schema
 
 AnyProducer = Producer | PartitionedProducer
 AnyConsumer = Consumer | MultiTopicsConsumer
@@ -66,7 +70,8 @@ class Client:
                                               keep_alive_interval_seconds, security))
         self.lookup = LookupService(self.pool, self.service_url, listener_name or "")
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
-        self.context = ClientContext(self.pool, self.lookup, self.operation_timeout, self.max_message_size)
+        self.context = ClientContext(self.pool, self.lookup, self.operation_timeout, self.max_message_size,
+                                     WriterSchemas(self.pool, self.lookup, self.operation_timeout))
         """What the producers, consumers and readers this client creates see of it."""
         self._handles: set[Any] = set()
         self.closed = False
@@ -118,7 +123,7 @@ class Client:
                 batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
                 batching_max_publish_delay_ms=batching_max_publish_delay_ms, batching_type=int(batching_type),
                 chunking_enabled=chunking_enabled, access_mode=int(access_mode), properties=dict(properties or {}),
-                batched_filter_properties=tuple(batched_filter_properties),
+                batched_filter_properties=tuple(batched_filter_properties), schema=_schema(schema),
             )
         topic = full_topic_name(topic)
         partitions = await self._partitions(topic)
@@ -166,7 +171,7 @@ class Client:
             replicate_subscription_state_enabled=replicate_subscription_state_enabled,
             max_pending_chunked_message=max_pending_chunked_message,
             dead_letter_policy=_dead_letter_policy(dead_letter_policy),
-            payload_processors=_processors(payload_processor),
+            payload_processors=_processors(payload_processor), schema=_schema(schema),
         )
         if key_shared_policy is not None:
             _apply_key_shared_policy(config, key_shared_policy)
@@ -214,7 +219,7 @@ class Client:
                         receiver_queue_size=receiver_queue_size, reader_name=reader_name,
                         subscription_role_prefix=subscription_role_prefix, is_read_compacted=is_read_compacted,
                         start_message_id_inclusive=start_message_id_inclusive, queue=queue,
-                        payload_processors=_processors(payload_processor))
+                        payload_processors=_processors(payload_processor), schema=_schema(schema))
         await reader.start()
         self._handles.add(reader)
         return reader
@@ -242,6 +247,21 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _schema(schema: Any) -> Schema | None:
+    """`schema=`: one of magnetar.client.schema's; BytesSchema (the default) changes nothing.
+    The schema package (and fastavro, the schema registry's model) loads with the first schema."""
+    if schema is None:
+        return None
+    from magnetar.client.schema import BytesSchema, Schema  # noqa: PLC0415 (loaded when schemas are used)
+
+    if isinstance(schema, BytesSchema):
+        return None
+    if not isinstance(schema, Schema):
+        raise errors.InvalidConfiguration(f"schema must be one of magnetar.client.schema's schemas (AvroSchema, "
+                                          f"JsonSchema, StringSchema, ...), not {type(schema).__name__}")
+    return schema
 
 
 def _processors(spec: Any) -> ProcessorSet | None:

@@ -137,10 +137,33 @@ class Consumer(Handler, Receiving):
                 key_shared_mode=self.config.key_shared_mode if key_shared else None,
                 sticky_ranges=self.config.sticky_ranges, allow_out_of_order=self.config.allow_out_of_order_delivery,
                 replicate_subscription_state=self.config.replicate_subscription_state_enabled,
+                schema=None if self.config.schema is None else self.config.schema.wire(),
             ))
         except BaseException:
             conn.consumers.pop(self.consumer_id, None)
             raise
+
+    # -- values
+    def decode_value(self, message: Message) -> Any:
+        """`Message.value()`: the payload read by this consumer's schema, from the version that
+        wrote it (fetched once per client; the blocking facade waits for it here)."""
+        schema = self.config.schema
+        if schema is None:
+            return message.data()
+        if message.has_null_value():
+            return None
+        writer = None
+        version = message.schema_version()
+        if schema.resolves_writer and version:
+            writer = self.context.writer_schemas.get(message.topic_name(), version)
+        return schema.decode_with(message.data(), writer)
+
+    async def load_writer_schema(self, message: Message) -> None:
+        """Fetch the schema `message` was written with, if decoding it will need that."""
+        schema = self.config.schema
+        version = message.schema_version()
+        if schema is not None and schema.resolves_writer and version:
+            await self.context.writer_schemas.fetch(message.topic_name(), version)
 
     def _on_ready(self) -> None:
         conn = self.conn

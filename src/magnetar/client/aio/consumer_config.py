@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from magnetar.client.aio.letters import DeadLetterPolicy
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue, ThreadReceiveQueue
 from magnetar.client.enums import ConsumerType, InitialPosition
 from magnetar.client.message_id import MessageId
 from magnetar.formats.processor import ProcessorSet
+
+if TYPE_CHECKING:
+    from magnetar.client.schema import Schema
 
 ReceiveQueue = AsyncReceiveQueue | ThreadReceiveQueue
 
@@ -43,5 +47,7 @@ class ConsumerConfig:
     """Readers: where to start (earliest, latest or an id)."""
     payload_processors: ProcessorSet | None = None
     """PIP-96: how entries are read; None = Pulsar's format only, exactly as without processors."""
+    schema: Schema | None = None
+    """Decodes `Message.value()` and is registered or checked on subscribing; None: bytes."""
     columnar: bool = False
     """Set by the first receive_arrow(): entries are queued raw, for columns."""

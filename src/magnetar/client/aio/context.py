@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from magnetar.client.aio.lookup import LookupService
 from magnetar.client.aio.pool import ConnectionPool
+from magnetar.client.aio.writer_schemas import WriterSchemas
 
 
 @dataclass(slots=True)
@@ -24,6 +25,8 @@ class ClientContext:
     operation_timeout: float
     max_message_size: int
     """Entries larger than this are refused before a connection told the broker's limit."""
+    writer_schemas: WriterSchemas
+    """The schema versions messages were written with, fetched once per client."""
     _producer_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _consumer_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 

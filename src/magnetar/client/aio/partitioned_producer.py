@@ -35,10 +35,16 @@ class PartitionedProducer:
         routed = _RoutedMessage(content, key, kwargs.get("properties")) if self.router.custom else None
         return self.producers[self.router.choose(key, routed)]
 
-    def send_async(self, content: bytes | None, callback: Any, **kwargs: Any) -> None:
-        self._pick(kwargs, content).send_async(content, callback, **kwargs)
+    def encode(self, value: Any) -> bytes | None:
+        return self.producers[0].encode(value)
 
-    async def send(self, content: bytes | None, **kwargs: Any) -> MessageId:
+    def send_async(self, content: Any, callback: Any, **kwargs: Any) -> None:
+        self.send_encoded_async(self.encode(content), callback, **kwargs)
+
+    def send_encoded_async(self, content: bytes | None, callback: Any, **kwargs: Any) -> None:
+        self._pick(kwargs, content).send_encoded_async(content, callback, **kwargs)
+
+    async def send(self, content: Any, **kwargs: Any) -> MessageId:
         return await self._pick(kwargs, content).send(content, **kwargs)
 
     async def send_entry(self, payload: bytes, metadata_fields: Any = None, num_messages: int = 1) -> MessageId:

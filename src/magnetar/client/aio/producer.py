@@ -84,6 +84,7 @@ class Producer(Handler):
         self._compression = int(config.compression_type)
         self._send_timeout = config.send_timeout_millis / 1000
         self._timeout_timer: asyncio.TimerHandle | None = None
+        self._schema = config.schema
         self.on_completed: Callable[[int], None] | None = None
         """Told how many messages completed (sent or failed); the blocking facade counts with it."""
 
@@ -106,6 +107,7 @@ class Producer(Handler):
                 rid, self.producer_id, self.topic, producer_name=self._name, user_provided_name=self._user_named,
                 epoch=self._epoch, access_mode=int(self.config.access_mode), properties=self.config.properties,
                 topic_epoch=self._topic_epoch, initial_subscription_name=self.config.initial_subscription_name,
+                schema=None if self._schema is None else self._schema.wire(),
             ))
         except BaseException:
             conn.producers.pop(self.producer_id, None)
@@ -136,7 +138,18 @@ class Producer(Handler):
         super()._lost()
 
     # -- sending
-    def send_async(self, content: bytes | None, callback: SendCallback | None,
+    def encode(self, value: Any) -> bytes | None:
+        """A value as the producer's schema writes it (None stays a null value); TypeError or
+        ValueError when the schema cannot encode it."""
+        if self._schema is None or value is None:
+            return value
+        return self._schema.encode(value)
+
+    def send_async(self, content: Any, callback: SendCallback | None, **kwargs: Any) -> None:
+        """Encode (raising here if the schema refuses the value), then queue as `send_encoded_async`."""
+        self.send_encoded_async(self.encode(content), callback, **kwargs)
+
+    def send_encoded_async(self, content: bytes | None, callback: SendCallback | None,
                    properties: Mapping[str, str] | None = None,
                    partition_key: str | None = None, ordering_key: str | bytes | None = None,
                    sequence_id: int | None = None, replication_clusters: Sequence[str] | None = None,
@@ -153,7 +166,7 @@ class Producer(Handler):
                                     replication_clusters, disable_replication, event_timestamp, deliver_at,
                                     deliver_after))
 
-    async def send(self, content: bytes | None, properties: Mapping[str, str] | None = None,
+    async def send(self, content: Any, properties: Mapping[str, str] | None = None,
                    partition_key: str | None = None, ordering_key: str | bytes | None = None,
                    sequence_id: int | None = None, replication_clusters: Sequence[str] | None = None,
                    disable_replication: bool = False, event_timestamp: int | None = None,
@@ -165,6 +178,7 @@ class Producer(Handler):
         """
         if self.closed:
             raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
+        content = self.encode(content)
         while self._pending_messages >= self.config.max_pending_messages > 0:
             if not self.config.block_if_queue_full:
                 raise errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}")

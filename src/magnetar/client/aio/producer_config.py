@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from magnetar.client.enums import BatchingType, CompressionType, ProducerAccessMode
+
+if TYPE_CHECKING:
+    from magnetar.client.schema import Schema
 
 
 @dataclass(slots=True)
@@ -29,3 +33,5 @@ class ProducerConfig:
     properties: Mapping[str, str] = field(default_factory=dict)
     batched_filter_properties: Sequence[str] = ()
     initial_subscription_name: str | None = None
+    schema: Schema | None = None
+    """Encodes what is sent and is registered with the broker; None sends bytes as they are."""

@@ -19,6 +19,7 @@ from magnetar.formats.processor import ProcessorSet
 
 if TYPE_CHECKING:
     from magnetar.client.aio.context import ClientContext
+    from magnetar.client.schema import Schema
 
 
 class Reader:
@@ -26,13 +27,14 @@ class Reader:
                  receiver_queue_size: int = 1000, reader_name: str | None = None,
                  subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
                  start_message_id_inclusive: bool = False,
-                 queue: ReceiveQueue | None = None, payload_processors: ProcessorSet | None = None) -> None:
+                 queue: ReceiveQueue | None = None, payload_processors: ProcessorSet | None = None,
+                 schema: Schema | None = None) -> None:
         prefix = subscription_role_prefix or "reader"
         subscription = reader_name or f"{prefix}-{uuid.uuid4().hex[:10]}"
         config = ConsumerConfig(
             consumer_type=ConsumerType.Exclusive, receiver_queue_size=receiver_queue_size, consumer_name="",
             is_read_compacted=is_read_compacted, start_message_id_inclusive=start_message_id_inclusive,
-            durable=False, start_message_id=start_message_id, payload_processors=payload_processors,
+            durable=False, start_message_id=start_message_id, payload_processors=payload_processors, schema=schema,
         )
         self.consumer = Consumer(context, topic, subscription, config, queue)
 

@@ -64,6 +64,12 @@ class Receiver:
                 raise
         if type(message) is not Message:
             raise not_a_message(message)
+        if self._config.schema is not None:
+            try:
+                await message._ctx.owner.load_writer_schema(message)  # so that value() need not wait
+            except BaseException:
+                queue.requeue_front(message)
+                raise
         message._ctx.owner.taken(message)
         return message
 
