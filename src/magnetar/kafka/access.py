@@ -38,12 +38,15 @@ class Unauthorized(Exception):
 
 
 class Access:
-    """One connection's role (None on a listener without authentication) and its checks."""
+    """One connection's role (None on a listener without authentication) and its checks, and
+    the address of the listener it came in on as its clients reach it (advertised in
+    Metadata and FindCoordinator, so a client stays on the listener it chose)."""
 
-    def __init__(self, broker: HandlerBroker, namespace: str, role: str | None) -> None:
+    def __init__(self, broker: HandlerBroker, namespace: str, role: str | None, address: tuple[str, int]) -> None:
         self._broker = broker
         self._namespace = namespace
         self.role = role
+        self.address = address
 
     def topic(self, operation: Operation, topic: str) -> None:
         """Unauthorized unless the role may perform `operation` on Kafka topic `topic`;

@@ -69,11 +69,10 @@ class KafkaApis:
         self.config = config
         self.versions = VERSIONS
         self.connections: set[Any] = set()
-        self._host, self._port = "127.0.0.1", 0
         self._produce = ProduceApi(topics, config, NO_RESPONSE)
         self._fetch = FetchApis(topics)
         self.admin = AdminApis(topics, config)
-        self.groups = GroupApis(topics, lambda: (NODE_ID, self._host, self._port))
+        self.groups = GroupApis(topics, NODE_ID)
         self._handlers: dict[int, Handler] = {
             0: self._produce.produce,
             1: self._fetch.fetch,
@@ -96,11 +95,8 @@ class KafkaApis:
         }
         self._producer_ids = ProducerIds()
 
-    def advertise(self, host: str, port: int) -> None:
-        self._host, self._port = host, port
-
-    def access(self, role: str | None) -> Access:
-        return Access(self.topics.broker, self.topics.namespace, role)
+    def access(self, role: str | None, address: tuple[str, int]) -> Access:
+        return Access(self.topics.broker, self.topics.namespace, role, address)
 
     def handle(self, request: Request, access: Access) -> Any | Awaitable[Any]:
         return self._handlers[request.api_key](request, access)
@@ -131,7 +127,8 @@ class KafkaApis:
             names = [t.name for t in body.topics if t.name is not None]
         create = bool(getattr(body, "allow_auto_topic_creation", True))
         topics = tuple(self._topic_metadata(module, name, create, access) for name in names)
-        broker = build(module, "MetadataResponseBroker", node_id=NODE_ID, host=self._host, port=self._port, rack=None)
+        broker = build(module, "MetadataResponseBroker", node_id=NODE_ID, host=access.address[0],
+                       port=access.address[1], rack=None)
         return build(module, "MetadataResponse", throttle_time=_NO_WAIT, brokers=(broker,), cluster_id=_CLUSTER_ID,
                      controller_id=NODE_ID, topics=topics, cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS)
 

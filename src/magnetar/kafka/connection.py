@@ -38,7 +38,7 @@ class _Refused(Exception):
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, apis: KafkaApis, max_frame_size: int, *, sasl: bool = False) -> None:
+    def __init__(self, apis: KafkaApis, max_frame_size: int, *, sasl: bool, address: tuple[str, int]) -> None:
         self._apis = apis
         self._decoder = FrameDecoder(max_frame_size)
         self._transport: asyncio.Transport | None = None
@@ -46,7 +46,8 @@ class KafkaConnection(asyncio.Protocol):
         self._peer = "?"
         self._uses_sasl = sasl
         self._sasl: SaslSession | None = None
-        self._access: Access = apis.access(None)  # a SASL connection's, once it authenticates
+        self._address = address
+        self._access: Access = apis.access(None, address)  # a SASL connection's, once it authenticates
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -129,7 +130,7 @@ class KafkaConnection(asyncio.Protocol):
             if sasl.expired():
                 raise _Refused(f"the credentials of role {sasl.principal.role!r} expired")  # type: ignore[union-attr]
             if self._access.role is None and sasl.principal is not None:
-                self._access = self._apis.access(sasl.principal.role)
+                self._access = self._apis.access(sasl.principal.role, self._address)
         return self._apis.handle(request, self._access)
 
     async def _respond_later(self, request: Request, pending: Awaitable[Any]) -> bytes | None:

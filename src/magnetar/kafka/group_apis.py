@@ -27,15 +27,15 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 1
 
 
 class GroupApis:
-    def __init__(self, topics: KafkaTopics, node: Any) -> None:
+    def __init__(self, topics: KafkaTopics, node_id: int) -> None:
         self._topics = topics
-        self._node = node  # () -> (node id, host, port) of this broker as clients reach it
+        self._node_id = node_id
         self.coordinator = GroupCoordinator()
 
     # -- finding the coordinator: always this broker
     def find_coordinator(self, request: Request, access: Access) -> Any:
         module = response_module(FIND_COORDINATOR, request.api_version)
-        node_id, host, port = self._node()
+        (host, port), node_id = access.address, self._node_id
         is_group = getattr(request.body, "key_type", _GROUP_KEY) == _GROUP_KEY
         error = ErrorCode.group_authorization_failed if is_group and not access.namespace(GROUP) else ErrorCode.none
         found = {"node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": None}

@@ -74,23 +74,30 @@ class KafkaProtocolHandler:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
-        bound = []
-        for scheme, host, port in self._listeners:
+        for index, (scheme, host, port) in enumerate(self._listeners):
             sasl = scheme.startswith("SASL_")
             tls: dict[str, ssl.SSLContext | float] = {} if not scheme.endswith("SSL") else {
                 "ssl": self._ssl, "ssl_handshake_timeout": self.apis.config.tlsHandshakeTimeoutSeconds}
-            server = await loop.create_server(lambda sasl=sasl: KafkaConnection(self.apis, self._max_frame, sasl=sasl),
-                                              host, port, reuse_address=True, **tls)  # type: ignore[arg-type]
+            advertised: list[tuple[str, int]] = []  # known once bound, before the first connection is accepted
+            server = await loop.create_server(
+                lambda sasl=sasl, advertised=advertised: KafkaConnection(self.apis, self._max_frame, sasl=sasl,
+                                                                         address=advertised[0]),
+                host, port, reuse_address=True, **tls)  # type: ignore[arg-type]
             self._servers.append(server)
-            bound.append((host, server.sockets[0].getsockname()[1]))
-            log.info("Kafka listener on %s:%d (%s)", *bound[-1], scheme)
+            bound = server.sockets[0].getsockname()[1]
+            advertised.append(self._advertised_address(index, scheme, host, bound))
+            log.info("Kafka listener on %s:%d (%s)", host, bound, scheme)
+
+    def _advertised_address(self, index: int, scheme: str, host: str, port: int) -> tuple[str, int]:
+        """Where clients of one listener are sent (Metadata, FindCoordinator): the advertised
+        listener of its protocol, else the advertised one in its place, else its own address."""
         if self._advertised:
-            host, port = self._advertised[0][1:]
-        else:
-            host, port = bound[0]
-            if host in ("0.0.0.0", "::", ""):
-                host = self.apis.config.advertisedAddress or "127.0.0.1"
-        self.apis.advertise(host, port)
+            same = [item for item in self._advertised if item[0] == scheme]
+            _, host, port = same[0] if same else self._advertised[min(index, len(self._advertised) - 1)]
+            return host, port
+        if host in ("0.0.0.0", "::", ""):
+            host = self.apis.config.advertisedAddress or "127.0.0.1"
+        return host, port
 
     async def stop(self) -> None:
         self.apis.groups.coordinator.stop()
