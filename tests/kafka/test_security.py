@@ -21,11 +21,14 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from conftest import RawKafka
 from kafka import KafkaConsumer, KafkaProducer
+from kio.schema.fetch.v12 import request as fetch
 from kio.schema.metadata.v12 import request as metadata
 from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate
 from kio.schema.sasl_handshake.v1 import request as sasl_handshake
 from polling import wait_for
 from standalone import Standalone
+
+from magnetar.kafka.protocol.messages import encode_request
 
 NAMESPACE = "kt/ns"
 GRANTS = {"app": ["produce", "consume"], "ingest": ["produce"], "reader": ["consume"]}
@@ -207,8 +210,6 @@ def test_nothing_but_api_versions_is_read_before_authentication(secure) -> None:
 
 
 def encode_metadata() -> bytes:
-    from magnetar.kafka.protocol.messages import encode_request  # noqa: PLC0415
-
     return encode_request(3, 12, 1, "raw", metadata.MetadataRequest(
         topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False))
 
@@ -236,11 +237,9 @@ def test_fetch_and_topic_listing_follow_consume(secure) -> None:
     produce(secure.librdkafka("app"), topic, 5)
     raw, _ = authenticate(secure, NAMESPACE, f"token:{secure.token('ingest')}")
     try:
-        from kio.schema.fetch.v12 import request as fetch  # noqa: PLC0415
-
         answer = raw.call(1, 12, fetch.FetchRequest(
-            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
-            session_epoch=-1, topics=(fetch.FetchTopic(topic=topic, partitions=(fetch.FetchPartition(
+            replica_id=-1, max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=(fetch.FetchTopic(topic=topic, partitions=(fetch.FetchPartition(
                 partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
                 partition_max_bytes=1 << 20),)),), forgotten_topics_data=(), rack_id=""))
         assert answer.responses[0].partitions[0].error_code == TOPIC_DENIED  # type: ignore[attr-defined]
@@ -299,3 +298,18 @@ def test_an_ssl_listener_serves_with_the_brokers_certificate(tmp_path) -> None:
         assert len(group_consume(config, topic, 20, "tls-group")) == 20
     finally:
         broker.stop()
+
+
+def test_a_connection_whose_token_expired_is_closed_at_its_next_request(secure) -> None:
+    raw, answer = authenticate(secure, NAMESPACE, f"token:{secure.token('app', expires_in=2)}")
+    try:
+        assert answer.error_code == 0  # type: ignore[attr-defined]
+
+        def closed() -> bool:
+            raw.send_raw(encode_metadata())
+            return raw.receive_frame() is None
+
+        assert wait_for(closed, timeout=15)
+        assert "the credentials of role 'app' expired" in secure.broker.log()
+    finally:
+        raw.close()

@@ -184,9 +184,12 @@ class HandlerBroker:
         namespace `tenant/ns`), decided by the broker's AuthorizationService as for Pulsar
         clients; nothing when authorization is off. ResourceNotFoundError for a topic of a
         tenant that does not exist."""
+        authorization = self._service.authorization
+        if not authorization.enabled:  # what check() answers first, without parsing the name per request
+            return
         resource = (Resource.of_topic(self._service.parse_topic(scope)) if "://" in scope
                     else Resource.of_namespace(scope))
-        self._service.authorization.check(operation, role, resource)
+        authorization.check(operation, role, resource)
 
     def ssl_context(self) -> ssl.SSLContext:
         """The broker's TLS server context (reloaded with its certificates) when it has a TLS
