@@ -25,6 +25,8 @@ from kio.schema.fetch.v12 import request as fetch
 from kio.schema.metadata.v12 import request as metadata
 from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate
 from kio.schema.sasl_handshake.v1 import request as sasl_handshake
+from passlib.apache import HtpasswdFile
+from passlib.hash import bcrypt
 from polling import wait_for
 from standalone import Standalone
 
@@ -44,9 +46,13 @@ class SecureKafka:
         self.key = secrets.token_bytes(32)
         (directory / "secret.key").write_bytes(self.key)
         self.ca = CertificateAuthority(directory)
+        htpasswd = HtpasswdFile(str(directory / "htpasswd"), new=True)
+        htpasswd.set_hash("carol", bcrypt.using(rounds=5).hash("carol-pw"))  # checked on a worker thread
+        htpasswd.save()
         server = self.ca.issue("broker", "127.0.0.1", server=True)
         self.broker = Standalone(directory / "data", [
-            "authenticationEnabled=true", "authenticationProviders=token", "authorizationEnabled=true",
+            "authenticationEnabled=true", "authenticationProviders=token,basic", "authorizationEnabled=true",
+            f"basicAuthConf={directory / 'htpasswd'}", "anonymousUserRole=anonymous",  # never a SASL role
             "superUserRoles=admin", f"tokenSecretKey=file://{directory / 'secret.key'}",
             "messagingProtocols=kafka", "kafkaListeners=SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
             "kafkaTenant=kt", "kafkaNamespace=ns", f"tlsCertificateFilePath={server.cert}",
@@ -167,7 +173,8 @@ def authenticate(secure: SecureKafka, user: str, password: str) -> tuple[RawKafk
     (NAMESPACE, "token:not-a-jwt", "invalid token"),
     (NAMESPACE, "expired", "the password must be <method>:<credentials>"),
     ("other/ns", "good", "names no namespace of this listener"),
-    (NAMESPACE, "basic:alice:secret", "no authentication provider for method 'basic'"),
+    (NAMESPACE, "tls:whatever", "no authentication provider for method 'tls'"),
+    (NAMESPACE, "basic:carol:wrong", "unknown user 'carol' or wrong password"),
     (NAMESPACE, "forged", "Signature verification failed"),
     (NAMESPACE, "old", "the token has expired"),
 ])
@@ -182,6 +189,13 @@ def test_bad_credentials_get_sasl_authentication_failed_and_the_connection_close
         assert raw.receive_frame() is None  # closed after the answer
     finally:
         raw.close()
+
+
+def test_any_configured_provider_can_be_named_in_the_password(secure) -> None:
+    raw, answer = authenticate(secure, "kt", "basic:carol:carol-pw")  # the tenant alone names it too
+    raw.close()
+    assert answer.error_code == 0, answer  # type: ignore[attr-defined]
+    assert "authenticated as role 'carol' (basic)" in secure.broker.log()
 
 
 def test_librdkafka_reports_a_refused_token(secure) -> None:
