@@ -128,9 +128,9 @@ class KafkaConnection(asyncio.Protocol):
             if not sasl.complete:
                 raise _Refused(f"API key {request.api_key} before SASL authentication (illegal SASL state)")
             if sasl.expired():
-                raise _Refused(f"the credentials of role {sasl.principal.role!r} expired")  # type: ignore[union-attr]
-            if self._access.role is None and sasl.principal is not None:
-                self._access = self._apis.access(sasl.principal.role, self._address)
+                raise _Refused(f"the credentials of role {sasl.role!r} expired")
+            if self._access.role != sasl.role:
+                self._access = self._apis.access(sasl.role, self._address)
         return self._apis.handle(request, self._access)
 
     async def _respond_later(self, request: Request, pending: Awaitable[Any]) -> bytes | None:

@@ -89,6 +89,10 @@ class SaslSession:
     def complete(self) -> bool:
         return self._state is _State.COMPLETE
 
+    @property
+    def role(self) -> str | None:
+        return self.principal.role if self.principal is not None else None
+
     def expired(self) -> bool:
         expires_at = self.principal.expires_at if self.principal is not None else None
         return expires_at is not None and time.time() >= expires_at
