@@ -11,12 +11,18 @@ from magnetar.broker.config.loading import load_configuration
 @pytest.mark.parametrize(("args", "message"), [
     (["-c", "messagingProtocols=nope"], "messagingProtocols: no protocol handler 'nope' (installed: kafka"),
     (["-c", "messagingProtocols=kafka"], "kafkaListeners is empty"),
-    (["-c", "messagingProtocols=kafka", "-c", "kafkaListeners=SSL://127.0.0.1:9093"],
-     "kafkaListeners: 'SSL://127.0.0.1:9093' is not"),
+    (["-c", "messagingProtocols=kafka", "-c", "kafkaListeners=SASL_SCRAM://127.0.0.1:9093"],
+     "kafkaListeners: 'SASL_SCRAM://127.0.0.1:9093' is not"),
+    (["-c", "messagingProtocols=kafka", "-c", "kafkaListeners=SSL://127.0.0.1:0"],
+     "needs tlsCertificateFilePath and tlsKeyFilePath"),
+    (["-c", "messagingProtocols=kafka", "-c", "kafkaListeners=SASL_PLAINTEXT://127.0.0.1:0"],
+     "SASL_PLAINTEXT checks passwords with the broker's authentication providers"),
     (["--kafka", "0", "-c", "brokerEntryMetadataInterceptors="], "add AppendIndexMetadataInterceptor to "
                                                                   "brokerEntryMetadataInterceptors"),
     (["-c", "entryFormat=avro"], "entryFormat must be 'pulsar' or 'kafka'"),
-    (["--kafka", "0", "-c", "authenticationEnabled=true"], "the Kafka listener has no authentication yet"),
+    (["--kafka", "0", "-c", "authenticationEnabled=true", "-c", "authenticationProviders=token", "-c",
+      "tokenSecretKey=data:;base64,c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA=="],
+     "a PLAINTEXT listener would let Kafka clients past authenticationEnabled/authorizationEnabled"),
 ])
 def test_a_kafka_setting_the_broker_cannot_serve_is_named(args, message, tmp_path) -> None:
     done = run_standalone("--data-dir", str(tmp_path / "data"), *args)

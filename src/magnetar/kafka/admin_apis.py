@@ -15,9 +15,10 @@ from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError
+from magnetar.kafka.access import CREATE_TOPIC, DELETE_TOPIC, LOOKUP, Access, Unauthorized
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
-from magnetar.kafka.topics import KafkaTopics
+from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 
 _NO_WAIT = datetime.timedelta(0)
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS = 19, 20, 32
@@ -30,13 +31,14 @@ class AdminApis:
         self._topics = topics
         self._config = config
 
-    def create_topics(self, request: Request) -> Any:
+    def create_topics(self, request: Request, access: Access) -> Any:
         module = response_module(CREATE_TOPICS, request.api_version)
         body = request.body
         results = []
         for topic in body.topics:
             partitions = topic.num_partitions if topic.num_partitions > 0 else self._config.defaultNumPartitions
-            error, message = self._create(topic.name, partitions, body.validate_only)
+            error, message = _refusal(access, CREATE_TOPIC, topic.name) or self._create(
+                topic.name, partitions, body.validate_only)
             results.append(build(module, "CreatableTopicResult", name=topic.name, topic_id=uuid.UUID(int=0),
                                  error_code=error, error_message=message, topic_config_error_code=0,
                                  num_partitions=partitions, replication_factor=1, configs=None))
@@ -57,14 +59,16 @@ class AdminApis:
             return ErrorCode.invalid_request, exc.message
         return ErrorCode.none, None
 
-    def delete_topics(self, request: Request) -> Any:
+    def delete_topics(self, request: Request, access: Access) -> Any:
         module = response_module(DELETE_TOPICS, request.api_version)
         body = request.body
         names = getattr(body, "topic_names", None)
         if names is None:
             names = tuple(t.name for t in body.topics)
         results = tuple(build(module, "DeletableTopicResult", name=name, topic_id=uuid.UUID(int=0),
-                              **dict(zip(("error_code", "error_message"), self._delete(name), strict=True)))
+                              **dict(zip(("error_code", "error_message"),
+                                         _refusal(access, DELETE_TOPIC, name or "") or self._delete(name),
+                                         strict=True)))
                         for name in names)
         return build(module, "DeleteTopicsResponse", throttle_time=_NO_WAIT, responses=results)
 
@@ -77,12 +81,16 @@ class AdminApis:
             return ErrorCode.unknown_server_error, exc.message
         return ErrorCode.none, None
 
-    def describe_configs(self, request: Request) -> Any:
+    def describe_configs(self, request: Request, access: Access) -> Any:
         module = response_module(DESCRIBE_CONFIGS, request.api_version)
         results = []
         for resource in request.body.resources:
             error, configs = ErrorCode.none, self._settings()
-            if resource.resource_type == _TOPIC_RESOURCE and self._topics.partitions(resource.resource_name) is None:
+            refused = _refusal(access, LOOKUP, resource.resource_name) if resource.resource_type == _TOPIC_RESOURCE \
+                else None
+            if refused is not None:
+                error, configs = refused[0], {}
+            elif resource.resource_type == _TOPIC_RESOURCE and self._topics.partitions(resource.resource_name) is None:
                 error, configs = ErrorCode.unknown_topic_or_partition, {}
             elif resource.resource_type not in (_TOPIC_RESOURCE, _BROKER_RESOURCE):
                 error, configs = ErrorCode.invalid_request, {}
@@ -110,3 +118,14 @@ class AdminApis:
             "retention.bytes": str(config.defaultRetentionSizeInMB * 1024 * 1024
                                    if config.defaultRetentionSizeInMB >= 0 else -1),
         }
+
+
+def _refusal(access: Access, operation: Any, topic: str) -> tuple[ErrorCode, str | None] | None:
+    """The error a topic's entry carries when the role may not perform `operation` on it."""
+    try:
+        access.topic(operation, topic)
+    except Unauthorized as exc:
+        return ErrorCode.topic_authorization_failed, str(exc)
+    except UnknownPartition:
+        return ErrorCode.unknown_topic_or_partition, None
+    return None

@@ -15,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
+from magnetar.kafka.access import LIST_TOPICS, LOOKUP, Access, Unauthorized
 from magnetar.kafka.admin_apis import AdminApis
 from magnetar.kafka.fetch import FetchApis
 from magnetar.kafka.group_apis import GroupApis
@@ -22,7 +23,7 @@ from magnetar.kafka.idempotence import ProducerIds
 from magnetar.kafka.produce import ProduceApi
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
-from magnetar.kafka.topics import KafkaTopics
+from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 
 #: api key -> (lowest, highest) version implemented
 VERSIONS: dict[int, tuple[int, int]] = {
@@ -39,11 +40,13 @@ VERSIONS: dict[int, tuple[int, int]] = {
     14: (0, 5),  # SyncGroup
     15: (0, 5),  # DescribeGroups
     16: (0, 4),  # ListGroups
+    17: (1, 1),  # SaslHandshake (v0 would send the SASL bytes unframed)
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
     22: (0, 4),  # InitProducerId
     32: (1, 4),  # DescribeConfigs
+    36: (0, 2),  # SaslAuthenticate
 }
 NO_RESPONSE = object()
 """What a handler returns for a request Kafka answers with nothing (a produce with acks=0)."""
@@ -52,7 +55,12 @@ _NO_WAIT = datetime.timedelta(0)
 _CLUSTER_ID = "magnetar"
 _NO_AUTHORIZED_OPERATIONS = -2147483648
 
-Handler = Callable[[Request], Any]
+Handler = Callable[[Request, Access], Any]
+
+
+def _open(handler: Callable[[Request], Any]) -> Handler:
+    """A handler whose request touches nothing a role could be refused (ApiVersions, InitProducerId)."""
+    return lambda request, _access: handler(request)
 
 
 class KafkaApis:
@@ -61,11 +69,10 @@ class KafkaApis:
         self.config = config
         self.versions = VERSIONS
         self.connections: set[Any] = set()
-        self._host, self._port = "127.0.0.1", 0
         self._produce = ProduceApi(topics, config, NO_RESPONSE)
         self._fetch = FetchApis(topics)
         self.admin = AdminApis(topics, config)
-        self.groups = GroupApis(topics, lambda: (NODE_ID, self._host, self._port))
+        self.groups = GroupApis(topics, NODE_ID)
         self._handlers: dict[int, Handler] = {
             0: self._produce.produce,
             1: self._fetch.fetch,
@@ -80,19 +87,19 @@ class KafkaApis:
             14: self.groups.sync_group,
             15: self.groups.describe_groups,
             16: self.groups.list_groups,
-            18: self.api_versions,
+            18: _open(self.api_versions),
             19: self.admin.create_topics,
             20: self.admin.delete_topics,
-            22: self.init_producer_id,
+            22: _open(self.init_producer_id),
             32: self.admin.describe_configs,
         }
         self._producer_ids = ProducerIds()
 
-    def advertise(self, host: str, port: int) -> None:
-        self._host, self._port = host, port
+    def access(self, role: str | None, address: tuple[str, int]) -> Access:
+        return Access(self.topics.broker, self.topics.namespace, role, address)
 
-    def handle(self, request: Request) -> Any | Awaitable[Any]:
-        return self._handlers[request.api_key](request)
+    def handle(self, request: Request, access: Access) -> Any | Awaitable[Any]:
+        return self._handlers[request.api_key](request, access)
 
     def _api_keys(self, module: Any) -> tuple[Any, ...]:
         return tuple(build(module, "ApiVersion", api_key=key, min_version=low, max_version=high)
@@ -109,19 +116,32 @@ class KafkaApis:
         return build(module, "ApiVersionsResponse", error_code=ErrorCode.unsupported_version,
                      api_keys=self._api_keys(module), throttle_time=_NO_WAIT)
 
-    def metadata(self, request: Request) -> Any:
+    def metadata(self, request: Request, access: Access) -> Any:
+        """Topics named are looked up (and created) only for a role that may look them up; the
+        listing of all topics is the namespace's topic list, for a role that may read it."""
         module = response_module(3, request.api_version)
         body = request.body
-        names = self.topics.names() if body.topics is None else [t.name for t in body.topics if t.name is not None]
+        if body.topics is None:
+            names = self.topics.names() if access.namespace(LIST_TOPICS) else []
+        else:
+            names = [t.name for t in body.topics if t.name is not None]
         create = bool(getattr(body, "allow_auto_topic_creation", True))
-        topics = tuple(self._topic_metadata(module, name, create) for name in names)
-        broker = build(module, "MetadataResponseBroker", node_id=NODE_ID, host=self._host, port=self._port, rack=None)
+        topics = tuple(self._topic_metadata(module, name, create, access) for name in names)
+        broker = build(module, "MetadataResponseBroker", node_id=NODE_ID, host=access.address[0],
+                       port=access.address[1], rack=None)
         return build(module, "MetadataResponse", throttle_time=_NO_WAIT, brokers=(broker,), cluster_id=_CLUSTER_ID,
                      controller_id=NODE_ID, topics=topics, cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS)
 
-    def _topic_metadata(self, module: Any, name: str, create: bool) -> Any:
-        count = self.topics.partitions(name, create=create)
-        error = ErrorCode.none if count is not None else ErrorCode.unknown_topic_or_partition
+    def _topic_metadata(self, module: Any, name: str, create: bool, access: Access) -> Any:
+        try:
+            access.topic(LOOKUP, name)
+        except Unauthorized:
+            count, error = None, ErrorCode.topic_authorization_failed
+        except UnknownPartition:
+            count, error = None, ErrorCode.unknown_topic_or_partition
+        else:
+            count = self.topics.partitions(name, create=create)
+            error = ErrorCode.none if count is not None else ErrorCode.unknown_topic_or_partition
         partitions = tuple(build(module, "MetadataResponsePartition", error_code=ErrorCode.none, partition_index=i,
                                  leader_id=NODE_ID, leader_epoch=0, replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,),
                                  offline_replicas=()) for i in range(count or 0))

@@ -1,6 +1,8 @@
 """One Kafka client connection: frames in, requests dispatched, responses out in request order.
 
-Kafka clients pipeline requests and match responses by order as well as correlation id, so
+On a SASL listener the connection holds a SaslSession: until it completes only ApiVersions
+and the SASL requests are read, and the role it names is what every request is authorized
+as (see access and sasl). Kafka clients pipeline requests and match responses by order as well as correlation id, so
 a produce waiting for its entries to be durable holds back the responses after it. A
 request that does not parse closes this connection (as a Kafka broker does) and nothing else.
 """
@@ -13,6 +15,9 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
+from magnetar.kafka.access import Access
 from magnetar.kafka.apis import NO_RESPONSE, KafkaApis
 from magnetar.kafka.protocol.framing import FrameDecoder, FrameTooLarge
 from magnetar.kafka.protocol.messages import (
@@ -23,22 +28,36 @@ from magnetar.kafka.protocol.messages import (
     decode_request,
     encode_response,
 )
+from magnetar.kafka.sasl import SASL_APIS, SaslSession, sasl_response
 
 log = logging.getLogger(__name__)
 
 
+class _Refused(Exception):
+    """A request Kafka answers by closing the connection; the message says why."""
+
+
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, apis: KafkaApis, max_frame_size: int) -> None:
+    def __init__(self, apis: KafkaApis, max_frame_size: int, *, sasl: bool, address: tuple[str, int]) -> None:
         self._apis = apis
         self._decoder = FrameDecoder(max_frame_size)
         self._transport: asyncio.Transport | None = None
         self._slots: deque[asyncio.Future[bytes | None]] = deque()
         self._peer = "?"
+        self._uses_sasl = sasl
+        self._sasl: SaslSession | None = None
+        self._address = address
+        self._access: Access = apis.access(None, address)  # a SASL connection's, once it authenticates
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
         self._peer = "{}:{}".format(*(transport.get_extra_info("peername") or ("?", "?"))[:2])
+        if self._uses_sasl:
+            ssl_object = transport.get_extra_info("ssl_object")
+            certificate = ssl_object.getpeercert() if ssl_object is not None else None
+            self._sasl = SaslSession(self._apis.topics.broker.authentication, self._apis.topics.namespace, certificate,
+                                     self._peer)
         self._apis.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -81,7 +100,10 @@ class KafkaConnection(asyncio.Protocol):
             self._refuse(f"malformed request: {exc}")
             return
         try:
-            result = self._apis.handle(request)
+            result = self._handle(request)
+        except _Refused as exc:
+            self._refuse(str(exc))
+            return
         except Exception:
             log.exception("Kafka client %s: API key %d v%d failed", self._peer, request.api_key, request.api_version)
             self.close()
@@ -93,6 +115,24 @@ class KafkaConnection(asyncio.Protocol):
         elif result is not NO_RESPONSE:
             self._queue_ready(encode_response(request.api_key, request.api_version, request.correlation_id, result))
 
+    def _handle(self, request: Request) -> Any:
+        """Kafka's SASL rules around the dispatch: SASL requests to the session (refused with
+        ILLEGAL_SASL_STATE on a listener without SASL, as Kafka's PLAINTEXT listeners do), nothing
+        but ApiVersions before the session completes, and nothing once its credentials expired."""
+        sasl = self._sasl
+        if request.api_key in SASL_APIS:
+            if sasl is None:
+                return sasl_response(request, ErrorCode.illegal_sasl_state, "this listener has no SASL")
+            return sasl.handle(request)
+        if sasl is not None and request.api_key != API_VERSIONS:
+            if not sasl.complete:
+                raise _Refused(f"API key {request.api_key} before SASL authentication (illegal SASL state)")
+            if sasl.expired():
+                raise _Refused(f"the credentials of role {sasl.role!r} expired")
+            if self._access.role != sasl.role:
+                self._access = self._apis.access(sasl.role, self._address)
+        return self._apis.handle(request, self._access)
+
     async def _respond_later(self, request: Request, pending: Awaitable[Any]) -> bytes | None:
         body = await pending
         if body is NO_RESPONSE:
@@ -102,6 +142,7 @@ class KafkaConnection(asyncio.Protocol):
     def _queue_ready(self, response: bytes) -> None:
         if not self._slots and self._transport is not None:
             self._transport.write(response)
+            self._close_if_refused()
             return
         done: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
         done.set_result(response)
@@ -121,3 +162,9 @@ class KafkaConnection(asyncio.Protocol):
             response = slot.result()
             if response is not None:
                 self._transport.write(response)
+        self._close_if_refused()
+
+    def _close_if_refused(self) -> None:
+        """After a refused SASL exchange's answer is written (asyncio sends it before closing)."""
+        if self._sasl is not None and self._sasl.closing and not self._slots:
+            self.close()

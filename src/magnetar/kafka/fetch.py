@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from magnetar.kafka.access import CONSUME, LOOKUP, Access, Unauthorized
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import from_pulsar_messages, with_base_offset
@@ -43,12 +44,12 @@ class FetchApis:
     def __init__(self, topics: KafkaTopics) -> None:
         self._topics = topics
 
-    async def fetch(self, request: Request) -> Any:
+    async def fetch(self, request: Request, access: Access) -> Any:
         body = request.body
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(body.max_wait.total_seconds(), 0)
         while True:
-            results = [(topic.topic, [self._read(topic.topic, part) for part in topic.partitions])
+            results = [(topic.topic, [self._read(topic.topic, part, access) for part in topic.partitions])
                        for topic in body.topics]
             size = sum(len(records) for _, parts in results for *_, records in parts)
             errors = any(error != ErrorCode.none for _, parts in results for _, error, *_ in parts)
@@ -75,12 +76,15 @@ class FetchApis:
             for stop in stops:
                 stop()
 
-    def _read(self, topic: str, part: Any) -> tuple[int, ErrorCode, int, int, bytes]:
+    def _read(self, topic: str, part: Any, access: Access) -> tuple[int, ErrorCode, int, int, bytes]:
         """(partition, error, high watermark, log start, records) of one partition."""
         try:
+            access.topic(CONSUME, topic)
             log = self._topics.log(topic, part.partition)
         except UnknownPartition:
             return part.partition, ErrorCode.unknown_topic_or_partition, -1, -1, b""
+        except Unauthorized:
+            return part.partition, ErrorCode.topic_authorization_failed, -1, -1, b""
         end, start = log.end_offset(), log.start_offset()
         offset = part.fetch_offset
         if not start <= offset <= end:
@@ -109,23 +113,26 @@ class FetchApis:
         return build(module, "FetchResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none, session_id=0,
                      responses=tuple(topics))
 
-    def list_offsets(self, request: Request) -> Any:
+    def list_offsets(self, request: Request, access: Access) -> Any:
         module = response_module(2, request.api_version)
         topics = []
         for topic in request.body.topics:
-            partitions = tuple(self._offset(module, topic.name, part) for part in topic.partitions)
+            partitions = tuple(self._offset(module, topic.name, part, access) for part in topic.partitions)
             topics.append(build(module, "ListOffsetsTopicResponse", name=topic.name, partitions=partitions))
         return build(module, "ListOffsetsResponse", throttle_time=_NO_WAIT, topics=tuple(topics))
 
-    def _offset(self, module: Any, topic: str, part: Any) -> Any:
+    def _offset(self, module: Any, topic: str, part: Any, access: Access) -> Any:
         def answer(error: ErrorCode, offset: int = -1, timestamp: int = -1) -> Any:
             return build(module, "ListOffsetsPartitionResponse", partition_index=part.partition_index,
                          error_code=error, timestamp=timestamp, offset=offset, leader_epoch=0)
 
         try:
+            access.topic(LOOKUP, topic)
             log = self._topics.log(topic, part.partition_index)
         except UnknownPartition:
             return answer(ErrorCode.unknown_topic_or_partition)
+        except Unauthorized:
+            return answer(ErrorCode.topic_authorization_failed)
         if part.timestamp == _EARLIEST:
             return answer(ErrorCode.none, log.start_offset())
         if part.timestamp == _LATEST:

@@ -13,6 +13,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.kafka.access import CONSUME, GROUP, Access, Unauthorized
 from magnetar.kafka.groups import GroupCoordinator, GroupError, Joiner
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
@@ -20,31 +21,35 @@ from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 
 _NO_WAIT = datetime.timedelta(0)
 _NO_AUTHORIZED_OPERATIONS = -2147483648
+_GROUP_KEY = 0  # FindCoordinator's key_type of a consumer group (1: a transactional id)
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
 
 
 class GroupApis:
-    def __init__(self, topics: KafkaTopics, node: Any) -> None:
+    def __init__(self, topics: KafkaTopics, node_id: int) -> None:
         self._topics = topics
-        self._node = node  # () -> (node id, host, port) of this broker as clients reach it
+        self._node_id = node_id
         self.coordinator = GroupCoordinator()
 
     # -- finding the coordinator: always this broker
-    def find_coordinator(self, request: Request) -> Any:
+    def find_coordinator(self, request: Request, access: Access) -> Any:
         module = response_module(FIND_COORDINATOR, request.api_version)
-        node_id, host, port = self._node()
-        found = {"node_id": node_id, "host": host, "port": port, "error_code": ErrorCode.none, "error_message": None}
+        (host, port), node_id = access.address, self._node_id
+        is_group = getattr(request.body, "key_type", _GROUP_KEY) == _GROUP_KEY
+        error = ErrorCode.group_authorization_failed if is_group and not access.namespace(GROUP) else ErrorCode.none
+        found = {"node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": None}
         keys = getattr(request.body, "coordinator_keys", None)
         coordinators = tuple(build(module, "Coordinator", key=key, **found) for key in keys or ())
         return build(module, "FindCoordinatorResponse", throttle_time=_NO_WAIT, coordinators=coordinators, **found)
 
     # -- membership
-    async def join_group(self, request: Request) -> Any:
+    async def join_group(self, request: Request, access: Access) -> Any:
         module = response_module(JOIN_GROUP, request.api_version)
         body = request.body
         rebalance = getattr(body, "rebalance_timeout", body.session_timeout)
         try:
+            access.group()
             joiner = Joiner(request.client_id or "", "", body.session_timeout.total_seconds(),
                             rebalance.total_seconds())
             pending = self.coordinator.group(body.group_id).join(
@@ -60,11 +65,12 @@ class GroupApis:
                      protocol_name=result.protocol or "", leader=result.leader, member_id=result.member_id,
                      members=members)
 
-    async def sync_group(self, request: Request) -> Any:
+    async def sync_group(self, request: Request, access: Access) -> Any:
         module = response_module(SYNC_GROUP, request.api_version)
         body = request.body
         group = self.coordinator.group(body.group_id)
         try:
+            access.group()
             error, assignment = await group.sync(body.member_id, body.generation_id,
                                                  {a.member_id: a.assignment for a in body.assignments})
         except GroupError as exc:
@@ -72,20 +78,25 @@ class GroupApis:
         return build(module, "SyncGroupResponse", throttle_time=_NO_WAIT, error_code=error,
                      protocol_type=group.protocol_type, protocol_name=group.protocol, assignment=assignment)
 
-    def heartbeat(self, request: Request) -> Any:
+    def heartbeat(self, request: Request, access: Access) -> Any:
         body = request.body
         try:
+            access.group()
             error = self.coordinator.group(body.group_id).heartbeat(body.member_id, body.generation_id)
         except GroupError as exc:
             error = exc.code
         return build(response_module(HEARTBEAT, request.api_version), "HeartbeatResponse", throttle_time=_NO_WAIT,
                      error_code=error)
 
-    def leave_group(self, request: Request) -> Any:
+    def leave_group(self, request: Request, access: Access) -> Any:
         module = response_module(LEAVE_GROUP, request.api_version)
         body = request.body
         group = self.coordinator.group(body.group_id)
         identities = getattr(body, "members", None)
+        try:
+            access.group()
+        except GroupError as exc:
+            return build(module, "LeaveGroupResponse", throttle_time=_NO_WAIT, error_code=exc.code, members=())
         if identities is None:
             return build(module, "LeaveGroupResponse", throttle_time=_NO_WAIT, error_code=group.leave(body.member_id))
         members = tuple(build(module, "MemberResponse", member_id=m.member_id, group_instance_id=m.group_instance_id,
@@ -93,11 +104,12 @@ class GroupApis:
         return build(module, "LeaveGroupResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none, members=members)
 
     # -- offsets
-    def offset_commit(self, request: Request) -> Any:
+    def offset_commit(self, request: Request, access: Access) -> Any:
         module = response_module(OFFSET_COMMIT, request.api_version)
         body = request.body
         error = ErrorCode.none
         try:
+            access.group()
             self.coordinator.group(body.group_id).check_commit(body.member_id, body.generation_id_or_member_epoch)
         except GroupError as exc:
             error = exc.code
@@ -106,29 +118,36 @@ class GroupApis:
             partitions = tuple(build(module, "OffsetCommitResponsePartition", partition_index=p.partition_index,
                                      error_code=error if error != ErrorCode.none else self._commit(
                                          body.group_id, topic.name, p.partition_index, p.committed_offset,
-                                         p.committed_metadata)) for p in topic.partitions)
+                                         p.committed_metadata, access)) for p in topic.partitions)
             topics.append(build(module, "OffsetCommitResponseTopic", name=topic.name, partitions=partitions))
         return build(module, "OffsetCommitResponse", throttle_time=_NO_WAIT, topics=tuple(topics))
 
-    def _commit(self, group: str, topic: str, partition: int, offset: int, metadata: str | None) -> ErrorCode:
+    def _commit(self, group: str, topic: str, partition: int, offset: int, metadata: str | None,
+                access: Access) -> ErrorCode:
         try:
+            access.topic(CONSUME, topic)
             self._topics.log(topic, partition).commit_offset(group, offset, metadata)
         except UnknownPartition:
             return ErrorCode.unknown_topic_or_partition
+        except Unauthorized:
+            return ErrorCode.topic_authorization_failed
         except BrokerServiceError:
             return ErrorCode.unknown_server_error
         return ErrorCode.none
 
-    def offset_fetch(self, request: Request) -> Any:
+    def offset_fetch(self, request: Request, access: Access) -> Any:
         module = response_module(OFFSET_FETCH, request.api_version)
         body = request.body
+        if not access.namespace(GROUP):
+            return build(module, "OffsetFetchResponse", throttle_time=_NO_WAIT, topics=(),
+                         error_code=ErrorCode.group_authorization_failed)
         if body.topics is None:
             wanted = [(name, range(self._topics.partitions(name) or 0)) for name in self._topics.names()]
         else:
             wanted = [(t.name, t.partition_indexes) for t in body.topics]
         topics = []
         for name, indexes in wanted:
-            partitions = [self._fetched(module, body.group_id, name, index) for index in indexes]
+            partitions = [self._fetched(module, body.group_id, name, index, access) for index in indexes]
             if body.topics is None:
                 partitions = [p for p in partitions if p.committed_offset >= 0]
             if partitions:
@@ -136,36 +155,43 @@ class GroupApis:
         return build(module, "OffsetFetchResponse", throttle_time=_NO_WAIT, topics=tuple(topics),
                      error_code=ErrorCode.none)
 
-    def _fetched(self, module: Any, group: str, topic: str, partition: int) -> Any:
+    def _fetched(self, module: Any, group: str, topic: str, partition: int, access: Access) -> Any:
         error, committed = ErrorCode.none, None
         try:
+            access.topic(CONSUME, topic)
             committed = self._topics.log(topic, partition).committed_offset(group)
         except UnknownPartition:
             error = ErrorCode.unknown_topic_or_partition
+        except Unauthorized:
+            error = ErrorCode.topic_authorization_failed
         offset, metadata = committed if committed is not None else (-1, "")
         return build(module, "OffsetFetchResponsePartition", partition_index=partition, committed_offset=offset,
                      committed_leader_epoch=-1, metadata=metadata, error_code=error)
 
     # -- describing
-    def describe_groups(self, request: Request) -> Any:
+    def describe_groups(self, request: Request, access: Access) -> Any:
         module = response_module(DESCRIBE_GROUPS, request.api_version)
+        error = ErrorCode.none if access.namespace(GROUP) else ErrorCode.group_authorization_failed
         described = []
         for group_id in request.body.groups:
-            group = self.coordinator.groups.get(group_id)
+            group = self.coordinator.groups.get(group_id) if error == ErrorCode.none else None
             members = () if group is None else tuple(build(
                 module, "DescribedGroupMember", member_id=m.member_id, group_instance_id=None, client_id=m.client_id,
                 client_host=m.client_host, member_metadata=dict(m.protocols).get(group.protocol or "", b""),
                 member_assignment=m.assignment) for m in group.members.values())
             described.append(build(
-                module, "DescribedGroup", error_code=ErrorCode.none, group_id=group_id,
+                module, "DescribedGroup", error_code=error, group_id=group_id,
                 group_state="Dead" if group is None else group.state.value,
                 protocol_type="" if group is None else group.protocol_type or "",
                 protocol_data="" if group is None else group.protocol or "", members=members,
                 authorized_operations=_NO_AUTHORIZED_OPERATIONS))
         return build(module, "DescribeGroupsResponse", throttle_time=_NO_WAIT, groups=tuple(described))
 
-    def list_groups(self, request: Request) -> Any:
+    def list_groups(self, request: Request, access: Access) -> Any:
+        """The groups, for a role that may use them (Kafka lists those a role may describe)."""
         module = response_module(LIST_GROUPS, request.api_version)
+        if not access.namespace(GROUP):
+            return build(module, "ListGroupsResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none, groups=())
         wanted = set(getattr(request.body, "states_filter", ()) or ())
         groups = tuple(build(module, "ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type or "",
                              group_state=g.state.value) for g in self.coordinator.groups.values()

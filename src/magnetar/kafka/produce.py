@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.formats.kafka_records import kafka_entry_properties
+from magnetar.kafka.access import PRODUCE, Access, Unauthorized
 from magnetar.kafka.idempotence import ProducerStates
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
@@ -42,10 +43,10 @@ class ProduceApi:
         self._sequence = 0
         self.states = ProducerStates()
 
-    def produce(self, request: Request) -> Any:
+    def produce(self, request: Request, access: Access) -> Any:
         body = request.body
         producer = f"kafka-{request.client_id or 'client'}"
-        results = [(topic.name, part.index, self._append(producer, topic.name, part.index, part.records))
+        results = [(topic.name, part.index, self._append(producer, topic.name, part.index, part.records, access))
                    for topic in body.topic_data for part in topic.partition_data]
         if body.acks == 0:
             return self._no_response
@@ -63,9 +64,11 @@ class ProduceApi:
                           for name, parts in by_topic.items())
         return build(module, "ProduceResponse", responses=responses, throttle_time=_NO_WAIT)
 
-    def _append(self, producer: str, topic: str, partition: int, records: bytes | None) -> asyncio.Future[_Result]:
+    def _append(self, producer: str, topic: str, partition: int, records: bytes | None,
+                access: Access) -> asyncio.Future[_Result]:
         done: asyncio.Future[_Result] = asyncio.get_running_loop().create_future()
         try:
+            access.topic(PRODUCE, topic)
             log_ = self._topics.log(topic, partition)
             batches = self._checked(records)
         except InvalidRecords as exc:
@@ -74,6 +77,9 @@ class ProduceApi:
             return done
         except UnknownPartition:
             done.set_result((ErrorCode.unknown_topic_or_partition, -1, None))
+            return done
+        except Unauthorized as exc:
+            done.set_result((ErrorCode.topic_authorization_failed, -1, str(exc)))
             return done
         except _TooLarge as exc:
             done.set_result((ErrorCode.message_too_large, -1, str(exc)))

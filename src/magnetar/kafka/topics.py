@@ -27,6 +27,10 @@ class KafkaTopics:
         # Kafka partition -> Pulsar topic: a partition count is a metadata-store read, and partitions only grow
         self._names: dict[tuple[str, int], str] = {}
 
+    @property
+    def broker(self) -> HandlerBroker:
+        return self._broker
+
     def pulsar_name(self, topic: str) -> str:
         return f"persistent://{self.namespace}/{topic}"
 

@@ -11,12 +11,17 @@ keeps BrokerService's internals free to change under it.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol
 
+from magnetar.broker.auth.authentication import AuthenticationService
+from magnetar.broker.auth.authorization import Resource
+from magnetar.broker.auth.operations import Operation
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.storage import Position
 from magnetar.storage.message_finder import entry_last_index, find_by_index, find_first_at_or_after
@@ -168,6 +173,33 @@ class HandlerBroker:
     @property
     def config(self) -> ServiceConfiguration:
         return self._service.config
+
+    @property
+    def authentication(self) -> AuthenticationService:
+        """The providers the binary protocol authenticates with (authenticationProviders)."""
+        return self._service.authentication
+
+    def authorize(self, operation: Operation, role: str | None, scope: str) -> None:
+        """AuthorizationError unless `role` may perform `operation` on `scope` (a topic, or a
+        namespace `tenant/ns`), decided by the broker's AuthorizationService as for Pulsar
+        clients; nothing when authorization is off. ResourceNotFoundError for a topic of a
+        tenant that does not exist."""
+        authorization = self._service.authorization
+        if not authorization.enabled:  # what check() answers first, without parsing the name per request
+            return
+        resource = (Resource.of_topic(self._service.parse_topic(scope)) if "://" in scope
+                    else Resource.of_namespace(scope))
+        authorization.check(operation, role, resource)
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """The broker's TLS server context (reloaded with its certificates) when it has a TLS
+        port, else one built from the same tls* keys; ConfigError names a bad key."""
+        if self._service.ssl_context is not None:
+            return self._service.ssl_context
+        try:
+            return server_context(self.config)
+        except TlsConfigError as exc:
+            raise ConfigError(str(exc)) from None
 
     def partitions(self, topic: str) -> int | None:
         """The partition count, 0 for an existing non-partitioned topic, None for no topic."""
