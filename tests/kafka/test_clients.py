@@ -12,10 +12,10 @@ import uuid
 import pulsar
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import RawKafka
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.record.default_records import DefaultRecordBatch
+from kafka_brokers import RawKafka
 from kio.schema.fetch.v12 import request as fetch
 from polling import wait_for
 

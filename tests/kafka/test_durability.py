@@ -6,7 +6,7 @@ import signal
 import threading
 
 from confluent_kafka import Consumer, Producer, TopicPartition
-from conftest import start_kafka_broker
+from kafka_brokers import start_kafka_broker
 from polling import wait_for
 
 

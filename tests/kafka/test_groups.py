@@ -11,8 +11,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from conftest import start_kafka_broker
 from kafka import KafkaConsumer
+from kafka_brokers import start_kafka_broker
 from polling import wait_for
 
 

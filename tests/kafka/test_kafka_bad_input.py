@@ -8,8 +8,8 @@ import struct
 import uuid
 
 import pytest
-from conftest import RawKafka, start_kafka_broker
 from kafka.record.default_records import DefaultRecordBatchBuilder
+from kafka_brokers import RawKafka, start_kafka_broker
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.errors import ErrorCode
 from kio.schema.init_producer_id.v4 import request as init_producer_id

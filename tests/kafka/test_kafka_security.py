@@ -19,8 +19,8 @@ from admin_http import http
 from certs import CertificateAuthority
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
-from conftest import RawKafka
 from kafka import KafkaConsumer, KafkaProducer
+from kafka_brokers import RawKafka
 from kio.schema.fetch.v12 import request as fetch
 from kio.schema.metadata.v12 import request as metadata
 from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate
