@@ -38,6 +38,7 @@ KNOWN = {
     "propertiesfilter": 'JSON {"key": "value"}: keep messages with these properties, skip entries ruled out',
     "splitsizebytes": "bytes of entries per Spark partition",
     "operationtimeoutseconds": "service.url only: seconds to wait for the broker",
+    "valueformat": "typed (a typed value column when the topic has a schema) or bytes (the payload as it is)",
 }
 #: The pulsar-spark connector passes client settings under `pulsar.client.`; reads and
 #: writes both take them.
@@ -106,6 +107,8 @@ class SourceOptions:
     """Processor names (payloadProcessor) read before the built-ins; resolved on each executor."""
     security: ClientSecurity = field(default_factory=ClientSecurity)
     """TLS and credentials for service.url (the pulsar.client.* options)."""
+    typed_values: bool = True
+    """valueFormat=typed: a topic's schema types the `value` column."""
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
@@ -302,4 +305,12 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         properties_filter=_properties(lowered),
         payload_processors=_payload_processors(lowered),
         security=security_options(lowered),
+        typed_values=_value_format(lowered),
     )
+
+
+def _value_format(options: Mapping[str, str]) -> bool:
+    raw = options.get("valueformat", "typed").strip().lower()
+    if raw not in ("typed", "bytes"):
+        raise MagnetarOptionError(f"option 'valueFormat' must be typed or bytes, got {options['valueformat']!r}")
+    return raw == "typed"
