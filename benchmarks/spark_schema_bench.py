@@ -80,8 +80,8 @@ def main() -> None:
             timed_read(spark, data_dir, "typed")  # warm-up: JVM, workers, imports
             times: dict[str, list[float]] = {"typed": [], "bytes": []}
             for _ in range(args.runs):
-                for kind in times:
-                    times[kind].append(timed_read(spark, data_dir, kind))
+                for kind, taken in times.items():
+                    taken.append(timed_read(spark, data_dir, kind))
             spark.stop()
         finally:
             broker.stop()

@@ -73,7 +73,8 @@ def served(tmp_path_factory):
             for text in ("a", "bé"):
                 producer.send(text)
         with contextlib.closing(client.create_producer("json-users", schema=JsonSchema(UserV2))) as producer:
-            producer.send(UserV2(name="j", age=7, email="j@x"))
+            for i in range(3):
+                producer.send(UserV2(name=f"j{i}é", age=7 + i, email=None if i == 1 else f"j{i}@x"))
         _write_primitive_and_key_value(client, broker.admin_url)
         recursive = AvroSchema(None, schema_definition=RECURSIVE)
         with contextlib.closing(client.create_producer("recursive", schema=recursive)) as producer:
@@ -178,8 +179,9 @@ def test_primitive_json_and_key_value_schemas(spark, served):
     assert [r.value for r in strings.collect()] == ["a", "bé"]
     longs = _read(spark, broker.url, "longs").orderBy("index")
     assert [r.value for r in longs.collect()] == [-1, 2**40]
-    users = _read(spark, str(data_dir), "json-users")
-    assert users.first().value.asDict() == {"name": "j", "age": 7, "email": "j@x"}
+    users = _read(spark, str(data_dir), "json-users").orderBy("index")
+    assert [r.value.asDict() for r in users.collect()] == [
+        {"name": f"j{i}é", "age": 7 + i, "email": None if i == 1 else f"j{i}@x"} for i in range(3)]
     kv = _read(spark, str(data_dir), "kv")
     assert kv.schema["value"].dataType.simpleString() == "struct<key:string,value:struct<name:string,age:int>>"
     assert kv.first().value.asDict(recursive=True) == {"key": "k", "value": {"name": "v", "age": 3}}
