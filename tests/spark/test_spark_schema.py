@@ -194,7 +194,33 @@ def test_recursive_record_refused(spark, served):
     assert _read(spark, str(data_dir), "recursive", valueFormat="bytes").count() == 1
 
 
-def test_bad_value_format_names_the_option(spark, served):
+def test_pulsar_spark_row_format(spark, served):
+    broker, _data_dir = served
+    df = _read(spark, broker.url, "users", rowFormat="pulsar-spark", **{
+        "admin.url": broker.admin_url, "pulsar.client.operationTimeoutMs": "30000",
+        "pulsar.reader.receiverQueueSize": "100"})
+    assert df.columns == ["name", "age", "email", "__key", "__topic", "__messageId", "__publishTime", "__eventTime",
+                          "__messageProperties"]
+    rows = df.orderBy("__publishTime", "name").collect()
+    assert [(r.name, r.age, r.email) for r in rows][-1] == ("new-1", 11, "n1@x")
+    assert {r["__topic"] for r in rows} == {"persistent://public/default/users"}
+    assert {r["__key"] for r in rows} == {None}
+    got = [pulsar.MessageId.deserialize(bytes(r["__messageId"])) for r in rows]
+    client = pulsar.Client(broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        reader = client.create_reader("users", pulsar.MessageId.earliest)
+        expected = [reader.read_next(timeout_millis=10_000).message_id() for _ in rows]
+    finally:
+        client.close()
+    assert sorted((i.ledger_id(), i.entry_id(), i.batch_index()) for i in got) == sorted(
+        (i.ledger_id(), i.entry_id(), i.batch_index()) for i in expected)
+
+
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("rowFormat", "kafka", "option 'rowFormat' must be magnetar or pulsar-spark"),
+    ("valueFormat", "avro", "option 'valueFormat' must be typed or bytes"),
+])
+def test_bad_format_options_name_the_option(spark, served, option, value, message):
     _broker, data_dir = served
-    with pytest.raises(PySparkException, match="option 'valueFormat' must be typed or bytes"):
-        _read(spark, str(data_dir), "users", valueFormat="avro").schema  # noqa: B018
+    with pytest.raises(PySparkException, match=message):
+        _read(spark, str(data_dir), "users", **{option: value}).schema  # noqa: B018 (planning is the check)

@@ -31,6 +31,7 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
+from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import TimestampType
 
@@ -47,6 +48,7 @@ from magnetar.spark.offsets import (
 )
 from magnetar.spark.options import MagnetarOptionError, SourceOptions, parse_options
 from magnetar.spark.protocol_reader import MessageRange, ProtocolTopics, read_messages
+from magnetar.spark.pulsar_spark_rows import pulsar_spark_fields, pulsar_spark_rows
 from magnetar.spark.rows import SCHEMA_VERSION, spark_schema, with_timestamps
 from magnetar.spark.storage_reader import (
     Bounds,
@@ -171,8 +173,15 @@ class MagnetarDataSource(DataSource):
     def schema(self) -> object:
         # Called when the DataFrame is defined: check options (and, for a data dir, that the
         # topics exist) here, so mistakes surface at load() and not inside a task.
-        value_schema = value_schema_of(parse_options(self.options, streaming=None))
-        return spark_schema(None if value_schema is None else value_type(value_schema))
+        options = parse_options(self.options, streaming=None)
+        value_schema = value_schema_of(options)
+        kind = None if value_schema is None else value_type(value_schema)
+        if options.pulsar_spark_rows:
+            try:
+                return from_arrow_type(pa.struct(pulsar_spark_fields(kind or pa.binary())))
+            except ValueError as exc:
+                raise MagnetarOptionError(str(exc)) from exc
+        return spark_schema(kind)
 
     def reader(self, schema: object) -> DataSourceReader:
         options = parse_options(self.options, streaming=False)
@@ -262,9 +271,12 @@ def _read(options: SourceOptions, partition: InputPartition, value_schema: Schem
     if work is None:
         return
     freeze_long_lived()
-    if value_schema is None:
-        yield from _read_rows(options, work)
-        return
+    batches = _read_rows(options, work) if value_schema is None else _typed_rows(options, work, value_schema)
+    yield from (map(pulsar_spark_rows, batches) if options.pulsar_spark_rows else batches)
+
+
+def _typed_rows(options: SourceOptions, work: EntryRange | MessageRange, value_schema: SchemaData) \
+        -> Iterator[pa.RecordBatch]:
     topic = work.tp.topic
     decoder = ValueDecoder(value_schema, lambda version: writer_schema(options, topic, version))
     work = replace(work, row_filter=replace(work.row_filter, schema_versions=True))
