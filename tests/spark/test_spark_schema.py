@@ -88,12 +88,14 @@ def served(tmp_path_factory):
 def _write_evolved(client: pulsar.Client) -> None:
     """Three messages in version 0, then two in version 1 (an optional field added)."""
     with contextlib.closing(client.create_producer("users", schema=AvroSchema(UserV1))) as producer:
-        for i in range(3):
-            producer.send(UserV1(name=f"old-{i}", age=i))
+        for i in range(3):  # batched, as default producers send
+            producer.send_async(UserV1(name=f"old-{i}", age=i), None, partition_key=f"k{i}")
+        producer.flush()
     with contextlib.closing(client.create_producer("users", schema=AvroSchema(None, schema_definition=USER_V2))) \
             as producer:
         for i in range(2):
-            producer.send({"name": f"new-{i}", "age": 10 + i, "email": f"n{i}@x"})
+            producer.send_async({"name": f"new-{i}", "age": 10 + i, "email": f"n{i}@x"}, None, partition_key=f"n{i}")
+        producer.flush()
 
 
 def _write_all_types(client: pulsar.Client) -> None:
@@ -204,7 +206,8 @@ def test_pulsar_spark_row_format(spark, served):
     rows = df.orderBy("__publishTime", "name").collect()
     assert [(r.name, r.age, r.email) for r in rows][-1] == ("new-1", 11, "n1@x")
     assert {r["__topic"] for r in rows} == {"persistent://public/default/users"}
-    assert {r["__key"] for r in rows} == {None}
+    assert {(r.name, bytes(r["__key"])) for r in rows} == {
+        *((f"old-{i}", f"k{i}".encode()) for i in range(3)), *((f"new-{i}", f"n{i}".encode()) for i in range(2))}
     got = [pulsar.MessageId.deserialize(bytes(r["__messageId"])) for r in rows]
     client = pulsar.Client(broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     try:
