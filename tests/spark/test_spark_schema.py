@@ -87,13 +87,13 @@ def served(tmp_path_factory):
 
 def _write_evolved(client: pulsar.Client) -> None:
     """Three messages in version 0, then two in version 1 (an optional field added)."""
-    with contextlib.closing(client.create_producer("users", schema=AvroSchema(UserV1), batching_enabled=True)) as producer:
+    v1 = AvroSchema(UserV1)
+    with contextlib.closing(client.create_producer("users", schema=v1, batching_enabled=True)) as producer:
         for i in range(3):  # batched, as default producers send
             producer.send_async(UserV1(name=f"old-{i}", age=i), None, partition_key=f"k{i}")
         producer.flush()
-    with contextlib.closing(client.create_producer("users", schema=AvroSchema(None, schema_definition=USER_V2),
-                                                batching_enabled=True)) \
-            as producer:
+    v2 = AvroSchema(None, schema_definition=USER_V2)
+    with contextlib.closing(client.create_producer("users", schema=v2, batching_enabled=True)) as producer:
         for i in range(2):
             producer.send_async({"name": f"new-{i}", "age": 10 + i, "email": f"n{i}@x"}, None, partition_key=f"n{i}")
         producer.flush()
