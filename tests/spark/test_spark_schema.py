@@ -228,3 +228,15 @@ def test_bad_format_options_name_the_option(spark, served, option, value, messag
     _broker, data_dir = served
     with pytest.raises(PySparkException, match=message):
         _read(spark, str(data_dir), "users", **{option: value}).schema  # noqa: B018 (planning is the check)
+
+
+def test_stream_reads_typed_values(spark, served, tmp_path):
+    broker, _data_dir = served
+    stream = (spark.readStream.format("magnetar").option("service.url", broker.url).option("topic", "users")
+              .option("startingOffsets", "earliest").load())
+    query = (stream.select("index", "value").writeStream.format("memory").queryName("typed_users")
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    rows = spark.sql("select value from typed_users order by index").collect()
+    assert [(r.value.name, r.value.email) for r in rows] == [
+        *((f"old-{i}", None) for i in range(3)), *((f"new-{i}", f"n{i}@x") for i in range(2))]
