@@ -1,9 +1,9 @@
 """Typed reads of a schema'd topic vs raw bytes: rows/s on local[2] for a 6-field Avro record.
 
-The official client writes --messages records with `AvroSchema` (batched, default options)
-through a real broker; Spark then reads the broker's data dir with the typed `value` column
-and with `valueFormat=bytes`, --runs times each alternately in one session (the first runs
-warm the JVM; medians are reported). Prints one JSON object, with the load average.
+The official client writes --messages records with `AvroSchema` through a real broker
+(batching on, the Java client's default; the Python client's is off); Spark then reads the
+broker's data dir with the typed `value` column and with `valueFormat=bytes`, --runs times
+each alternately in one session (after a warm-up read; medians are reported). Prints one JSON object, with the load average.
 
 Usage: python benchmarks/spark_schema_bench.py [--messages 300000] [--runs 3]
 """
@@ -44,7 +44,8 @@ class Event(Record):
 def write(url: str, messages: int) -> None:
     client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     with contextlib.closing(client):
-        producer = client.create_producer("events", schema=AvroSchema(Event), block_if_queue_full=True)
+        producer = client.create_producer("events", schema=AvroSchema(Event), block_if_queue_full=True,
+                                          batching_enabled=True)
         for i in range(messages):
             producer.send_async(Event(name=f"user-{i % 1000}", id=i, score=i / 7, active=i % 2 == 0, count=i % 100,
                                       tag=None if i % 3 else "t"), None)
