@@ -3,7 +3,8 @@
 The official client writes --messages records with `AvroSchema` through a real broker
 (batching on, the Java client's default; the Python client's is off); Spark then reads the
 broker's data dir with the typed `value` column and with `valueFormat=bytes`, --runs times
-each alternately in one session (after a warm-up read; medians are reported). Prints one JSON object, with the load average.
+each alternately in one session (after a warm-up read; medians are reported). Prints one
+JSON object, with the load average.
 
 Usage: python benchmarks/spark_schema_bench.py [--messages 300000] [--runs 3]
 """
