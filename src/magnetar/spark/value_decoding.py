@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import decimal
 import io
+import itertools
 import json
 import struct
 from collections.abc import Callable
@@ -24,6 +25,7 @@ import pyarrow.compute as pc
 
 from magnetar.schemas import SchemaData, SchemaType
 from magnetar.schemas.definitions import key_value_parts
+from magnetar.spark.avro_columns import decode_flat, flat_fields
 from magnetar.spark.value_types import (
     PRIMITIVE_TYPES,
     UnsupportedSchemaError,
@@ -108,6 +110,8 @@ class _RecordDecoder:
         self.shape = _shaper(parsed, self.json) or (lambda v: v)
         self.reader_avro = fastavro.parse_schema(json.loads(reader.data))
         self._writer_avro: dict[int, Any] = {}
+        self._reader_fields = {f.name: f for f in parsed.fields} if flat_fields(parsed) is not None else None
+        self._flat: dict[int, Any] = {}
 
     def _writer(self, version: int) -> Any:
         found = self._writer_avro.get(version)
@@ -120,6 +124,43 @@ class _RecordDecoder:
 
     def column(self, values: pa.Array, versions: pa.Array, keys: pa.Array) -> pa.Array:
         return pa.array(self.records(values.to_pylist(), versions.to_pylist()), self.type)
+
+    def _flat_columns(self, values: pa.Array, versions: pa.Array) -> pa.Array | None:
+        """Records decoded column by column (`avro_columns`), a run of one writer version at a
+        time; None sends the batch down the row path."""
+        numbers = versions.to_numpy(zero_copy_only=False)
+        starts = np.flatnonzero(np.diff(numbers)) + 1
+        bounds = [0, *starts.tolist(), len(numbers)]
+        runs = []
+        for begin, end in itertools.pairwise(bounds):
+            run = self._flat_run(values.slice(begin, end - begin), int(numbers[begin]))
+            if run is None:
+                return None
+            runs.append(run)
+        return runs[0] if len(runs) == 1 else pa.concat_arrays(runs)
+
+    def _flat_run(self, values: pa.Array, version: int) -> pa.Array | None:
+        """One writer version's records, resolved to the reader's fields: a field the writer
+        lacks reads null when its default is null; anything else takes the row path."""
+        fields = self._flat.get(version)
+        if fields is None:
+            writer = self.writers(version) if version != NO_VERSION else None
+            fields = self._flat[version] = flat_fields(record_schema(writer if writer is not None else self.reader))
+        if not fields:
+            return None
+        decoded = decode_flat(values, fields)
+        if decoded is None:
+            return None
+        columns = []
+        for field in self.type:
+            column = decoded.get(field.name)
+            if column is None:
+                declared = self._reader_fields[field.name]  # type: ignore[index]
+                if not (declared.has_default and declared.default is None):
+                    return None
+                column = pa.nulls(len(values), field.type)
+            columns.append(column if column.type == field.type else column.cast(field.type))
+        return pa.StructArray.from_arrays(columns, fields=list(self.type))
 
     def records(self, payloads: list[bytes | None], versions: list[int | None]) -> list[Any]:
         shape = self.shape
