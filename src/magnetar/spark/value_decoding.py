@@ -22,6 +22,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pa_json
 
 from magnetar.schemas import SchemaData, SchemaType
 from magnetar.schemas.definitions import key_value_parts
@@ -123,6 +124,14 @@ class _RecordDecoder:
         return found
 
     def column(self, values: pa.Array, versions: pa.Array, keys: pa.Array) -> pa.Array:
+        if self.json and _json_columnar(self.type):
+            parsed = _parsed_json(values, self.type)
+            if parsed is not None:
+                return parsed
+        if not self.json and self._reader_fields is not None and not values.null_count and len(values):
+            columns = self._flat_columns(values, versions)
+            if columns is not None:
+                return columns
         return pa.array(self.records(values.to_pylist(), versions.to_pylist()), self.type)
 
     def _flat_columns(self, values: pa.Array, versions: pa.Array) -> pa.Array | None:
@@ -175,6 +184,35 @@ class _RecordDecoder:
             writer = self._writer(NO_VERSION if version is None else version)
             out.append(shape(fastavro.schemaless_reader(io.BytesIO(payload), writer, reader)))
         return out
+
+
+def _json_columnar(kind: pa.DataType) -> bool:
+    """Whether Arrow's JSON reader gives this type from JSON text as the Python client writes
+    it (maps, unions of members, logical types and bytes need the row path)."""
+    if pa.types.is_struct(kind):
+        return all(_json_columnar(f.type) for f in kind)
+    if pa.types.is_list(kind):
+        return _json_columnar(kind.value_type)
+    return pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind) or (
+        pa.types.is_string(kind))
+
+
+def _parsed_json(values: pa.Array, kind: pa.StructType) -> pa.Array | None:
+    """JSON payloads parsed by Arrow's reader in one call, one line each; None when they do not
+    come out one record a line (a payload with a raw newline, say), for the row path."""
+    valid = pc.is_valid(values)
+    lines = pc.binary_join_element_wise(pc.fill_null(values, pa.scalar(b"{}", pa.binary())), b"", b"\n")
+    offsets = np.frombuffer(lines.buffers()[1], dtype=np.int32, count=len(lines) + 1, offset=lines.offset * 4)
+    text = lines.buffers()[2][int(offsets[0]):int(offsets[-1])]
+    try:
+        table = pa_json.read_json(pa.BufferReader(text), parse_options=pa_json.ParseOptions(
+            explicit_schema=pa.schema(list(kind)), unexpected_field_behavior="ignore", newlines_in_values=False))
+    except pa.ArrowInvalid:
+        return None
+    if table.num_rows != len(values):
+        return None
+    columns = [table.column(f.name).combine_chunks().cast(f.type) for f in kind]
+    return pa.StructArray.from_arrays(columns, fields=list(kind), mask=pc.invert(valid))
 
 
 def _shaper(schema: Any, from_json: bool) -> Callable[[Any], Any] | None:
