@@ -38,6 +38,10 @@ KNOWN = {
     "propertiesfilter": 'JSON {"key": "value"}: keep messages with these properties, skip entries ruled out',
     "splitsizebytes": "bytes of entries per Spark partition",
     "operationtimeoutseconds": "service.url only: seconds to wait for the broker",
+    "rowformat": "magnetar (this source's columns) or pulsar-spark (the pulsar-spark connector's layout)",
+    "admin.url": "pulsar-spark's admin URL: accepted, not needed (schemas come from where the topic is read)",
+    "maxentriespertrigger": "pulsar-spark's name for maxMessagesPerTrigger",
+    "valueformat": "typed (a typed value column when the topic has a schema) or bytes (the payload as it is)",
 }
 #: The pulsar-spark connector passes client settings under `pulsar.client.`; reads and
 #: writes both take them.
@@ -106,6 +110,10 @@ class SourceOptions:
     """Processor names (payloadProcessor) read before the built-ins; resolved on each executor."""
     security: ClientSecurity = field(default_factory=ClientSecurity)
     """TLS and credentials for service.url (the pulsar.client.* options)."""
+    typed_values: bool = True
+    """valueFormat=typed: a topic's schema types the `value` column."""
+    pulsar_spark_rows: bool = False
+    """rowFormat=pulsar-spark: the pulsar-spark connector's row layout."""
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
@@ -247,7 +255,11 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     `streaming=None` (from DataSource.schema(), which does not know yet) skips the checks
     that depend on batch vs stream.
     """
-    lowered = known_options(options, KNOWN, "option")
+    lowered = known_options({k: v for k, v in options.items() if not _passed_through(k)}, KNOWN, "option")
+    if "maxentriespertrigger" in lowered:
+        if "maxmessagespertrigger" in lowered:
+            raise MagnetarOptionError("give 'maxMessagesPerTrigger' or 'maxEntriesPerTrigger', not both")
+        lowered["maxmessagespertrigger"] = lowered.pop("maxentriespertrigger")
     path = lowered.get("path") or None
     service_url = lowered.get("service.url") or None
     if path and service_url:
@@ -302,4 +314,27 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         properties_filter=_properties(lowered),
         payload_processors=_payload_processors(lowered),
         security=security_options(lowered),
+        typed_values=_value_format(lowered),
+        pulsar_spark_rows=_row_format(lowered),
     )
+
+
+def _passed_through(name: str) -> bool:
+    """pulsar-spark's client and reader settings (`pulsar.client.*`, `pulsar.reader.*`) other
+    than the TLS and credential ones this source uses: accepted so its jobs run unchanged."""
+    lowered = name.lower()
+    return lowered.startswith("pulsar.reader.") or (lowered.startswith("pulsar.client.") and lowered not in KNOWN)
+
+
+def _row_format(options: Mapping[str, str]) -> bool:
+    raw = options.get("rowformat", "magnetar").strip().lower()
+    if raw not in ("magnetar", "pulsar-spark"):
+        raise MagnetarOptionError(f"option 'rowFormat' must be magnetar or pulsar-spark, got {options['rowformat']!r}")
+    return raw == "pulsar-spark"
+
+
+def _value_format(options: Mapping[str, str]) -> bool:
+    raw = options.get("valueformat", "typed").strip().lower()
+    if raw not in ("typed", "bytes"):
+        raise MagnetarOptionError(f"option 'valueFormat' must be typed or bytes, got {options['valueformat']!r}")
+    return raw == "typed"

@@ -9,7 +9,8 @@ filters Spark pushes down.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from array import array
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ import pyarrow.compute as pc
 from magnetar.formats.columns import ARROW_SCHEMA, COLUMNS
 from magnetar.formats.processor import ProcessorSet
 from magnetar.formats.table import MAX_BATCH_BYTES, MAX_UNCOMPRESSED_BYTES, TableBuilder
+from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 __all__ = ["ARROW_SCHEMA", "COLUMNS", "MAX_BATCH_BYTES", "MAX_UNCOMPRESSED_BYTES", "TIME_COLUMNS",
@@ -29,8 +31,14 @@ Spark, as in Spark's Kafka source and the pulsar-spark connector."""
 SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 
-def spark_schema() -> object:
-    """The Spark StructType of the rows (imported lazily: workers building rows need no JVM types)."""
+SCHEMA_VERSION = "schema_version"
+"""A column only typed reads add (and drop after decoding): each row's writer schema version."""
+
+
+def spark_schema(value_type: pa.DataType | None = None) -> object:
+    """The Spark StructType of the rows, `value` typed as `value_type` (default binary).
+    Imported lazily: workers building rows need no JVM types."""
+    from pyspark.sql.pandas.types import from_arrow_type  # noqa: PLC0415
     from pyspark.sql.types import (  # noqa: PLC0415
         BinaryType,
         IntegerType,
@@ -50,6 +58,8 @@ def spark_schema() -> object:
     }
 
     def spark_type(name: str, kind: pa.DataType) -> object:
+        if name == "value" and value_type is not None:
+            return from_arrow_type(value_type)
         if name == "properties":
             return MapType(StringType(), StringType())
         return TimestampType() if name in TIME_COLUMNS else spark_types[kind]
@@ -76,6 +86,8 @@ class RowFilter:
     time_min: int | None = None
     time_max: int | None = None
     properties: tuple[tuple[str, str], ...] = ()
+    schema_versions: bool = False
+    """Not a bound: add the SCHEMA_VERSION column, which typed reads decode values with."""
 
     @property
     def active(self) -> bool:
@@ -115,10 +127,22 @@ class RowBuilder(TableBuilder):
         wanted = self.filter.properties
         super().__init__(topic, partition, processors,
                          (lambda metadata: _entry_rules_out(metadata, wanted)) if wanted else None)
+        self._versions = array("q")
+
+    def add(self, ledger_id: int, entry_id: int, entry: bytes | memoryview,
+            keep: Collection[int] | None = None) -> int:
+        count = super().add(ledger_id, entry_id, entry, keep)
+        if count and self.filter.schema_versions:
+            raw = parse_message_metadata(entry).schema_version
+            self._versions.extend([int.from_bytes(raw, "big", signed=True) if len(raw) == 8 else -1] * count)
+        return count
 
     def flush(self) -> pa.RecordBatch | None:
         """The rows added since the last flush (filtered), or None if there are none."""
         batch = super().flush()
+        if batch is not None and self.filter.schema_versions:
+            batch = batch.append_column(SCHEMA_VERSION, pa.array(self._versions, pa.int64()))
+            self._versions = array("q")
         return None if batch is None else apply_row_filter(batch, self.filter)
 
 

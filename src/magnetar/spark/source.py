@@ -31,10 +31,12 @@ from pyspark.sql.datasource import (
     LessThan,
     LessThanOrEqual,
 )
+from pyspark.sql.pandas.types import from_arrow_type
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import TimestampType
 
 from magnetar.client.connection import PulsarClientError
+from magnetar.schemas import SchemaData
 from magnetar.spark.offsets import (
     EARLIEST_INDEX,
     LATEST_INDEX,
@@ -46,7 +48,8 @@ from magnetar.spark.offsets import (
 )
 from magnetar.spark.options import MagnetarOptionError, SourceOptions, parse_options
 from magnetar.spark.protocol_reader import MessageRange, ProtocolTopics, read_messages
-from magnetar.spark.rows import spark_schema, with_timestamps
+from magnetar.spark.pulsar_spark_rows import pulsar_spark_fields, pulsar_spark_rows
+from magnetar.spark.rows import SCHEMA_VERSION, spark_schema, with_timestamps
 from magnetar.spark.storage_reader import (
     Bounds,
     EntryRange,
@@ -59,6 +62,9 @@ from magnetar.spark.storage_reader import (
     tighter,
     with_index_bounds,
 )
+from magnetar.spark.topic_schemas import latest_schema, writer_schema
+from magnetar.spark.value_decoding import ValueDecoder
+from magnetar.spark.value_types import UnsupportedSchemaError, value_type
 from magnetar.spark.worker_heap import freeze_long_lived
 from magnetar.spark.write_options import parse_write_options
 from magnetar.spark.writer import MagnetarBatchWriter, MagnetarStreamWriter
@@ -168,18 +174,22 @@ class MagnetarDataSource(DataSource):
         # Called when the DataFrame is defined: check options (and, for a data dir, that the
         # topics exist) here, so mistakes surface at load() and not inside a task.
         options = parse_options(self.options, streaming=None)
-        try:
-            with contextlib.closing(topics_of(options)) as topics:
-                topics.resolve(options)
-        except PulsarClientError as exc:
-            raise MagnetarOptionError(f"option 'service.url': {exc}") from exc
-        return spark_schema()
+        value_schema = value_schema_of(options)
+        kind = None if value_schema is None else value_type(value_schema)
+        if options.pulsar_spark_rows:
+            try:
+                return from_arrow_type(pa.struct(pulsar_spark_fields(kind or pa.binary())))
+            except ValueError as exc:
+                raise MagnetarOptionError(str(exc)) from exc
+        return spark_schema(kind)
 
     def reader(self, schema: object) -> DataSourceReader:
-        return MagnetarBatchReader(parse_options(self.options, streaming=False))
+        options = parse_options(self.options, streaming=False)
+        return MagnetarBatchReader(options, value_schema_of(options))
 
     def streamReader(self, schema: object) -> DataSourceStreamReader:
-        return MagnetarStreamReader(parse_options(self.options, streaming=True))
+        options = parse_options(self.options, streaming=True)
+        return MagnetarStreamReader(options, value_schema_of(options))
 
     def writer(self, schema: object, overwrite: bool) -> DataSourceWriter:
         _append_only(overwrite)
@@ -198,12 +208,31 @@ class AutoRegisteredDataSource(MagnetarDataSource):
     the pushdown reader and enables pushdown."""
 
     def reader(self, schema: object) -> DataSourceReader:
-        return PlainBatchReader(parse_options(self.options, streaming=False))
+        options = parse_options(self.options, streaming=False)
+        return PlainBatchReader(options, value_schema_of(options))
 
 
 def _append_only(overwrite: bool) -> None:
     if overwrite:
         raise MagnetarOptionError("a topic can only be appended to: use mode('append') (or outputMode('append'))")
+
+
+def value_schema_of(options: SourceOptions) -> SchemaData | None:
+    """The schema that types the `value` column (None: binary), checking that the topics exist.
+    Called when the DataFrame is defined, so mistakes surface at load() and not in a task."""
+    try:
+        with contextlib.closing(topics_of(options)) as topics:
+            tps = topics.resolve(options)
+        if not options.typed_values:
+            return None
+        schema = latest_schema(options, list(dict.fromkeys(tp.topic for tp in tps)))
+        if schema is not None:
+            value_type(schema)  # refuse what has no Spark type (recursive records, ...) now
+        return schema
+    except PulsarClientError as exc:
+        raise MagnetarOptionError(f"option 'service.url': {exc}") from exc
+    except UnsupportedSchemaError as exc:
+        raise MagnetarOptionError(f"the topic's schema: {exc}") from exc
 
 
 def topics_of(options: SourceOptions) -> Topics:
@@ -235,12 +264,35 @@ def said_missing_entry_metadata(topics: Topics, tps: Iterable[TopicPartition], o
     return False
 
 
-def _read(options: SourceOptions, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+def _read(options: SourceOptions, partition: InputPartition, value_schema: SchemaData | None) \
+        -> Iterator[pa.RecordBatch]:
     # Spark reads one partition of None when partitions() planned nothing (nothing matched).
     work = getattr(partition, "value", None)
     if work is None:
         return
     freeze_long_lived()
+    batches = _read_rows(options, work) if value_schema is None else _typed_rows(options, work, value_schema)
+    yield from (map(pulsar_spark_rows, batches) if options.pulsar_spark_rows else batches)
+
+
+def _typed_rows(options: SourceOptions, work: EntryRange | MessageRange, value_schema: SchemaData) \
+        -> Iterator[pa.RecordBatch]:
+    topic = work.tp.topic
+    decoder = ValueDecoder(value_schema, lambda version: writer_schema(options, topic, version))
+    work = replace(work, row_filter=replace(work.row_filter, schema_versions=True))
+    for batch in _read_rows(options, work):
+        yield typed_values(batch, decoder)
+
+
+def typed_values(batch: pa.RecordBatch, decoder: ValueDecoder) -> pa.RecordBatch:
+    """The batch with its `value` column decoded, without the schema version column."""
+    at = batch.schema.get_field_index("value")
+    value = decoder.column(batch.column(at), batch.column(SCHEMA_VERSION), batch.column("key"))
+    batch = batch.drop_columns([SCHEMA_VERSION])
+    return batch.set_column(at, pa.field("value", decoder.type), value)
+
+
+def _read_rows(options: SourceOptions, work: EntryRange | MessageRange) -> Iterator[pa.RecordBatch]:
     if isinstance(work, EntryRange):
         assert options.path is not None
         batches = read_range(options.path, work, options.fail_on_data_loss, options.payload_processors)
@@ -273,8 +325,9 @@ class PlainBatchReader(DataSourceReader):
     """A batch read that receives no filters: Spark refuses to plan a reader implementing
     pushFilters while spark.sql.python.filterPushdown.enabled is off, its default."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, value_schema: SchemaData | None = None) -> None:
         self.options = options
+        self.value_schema = value_schema
         self.pushed = PushedFilters()
 
     def plan(self) -> list[Plan]:
@@ -293,7 +346,7 @@ class PlainBatchReader(DataSourceReader):
         return [MagnetarPartition(r) for plan in self.plan() for r in plan.ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition)
+        return _read(self.options, partition, self.value_schema)
 
 
 class MagnetarBatchReader(PlainBatchReader):
@@ -330,8 +383,9 @@ def _reconnecting(method: Callable[..., _R]) -> Callable[..., _R]:
 class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches between offsets that are each topic partition's next PIP-70 index."""
 
-    def __init__(self, options: SourceOptions) -> None:
+    def __init__(self, options: SourceOptions, value_schema: SchemaData | None = None) -> None:
         self.options = options
+        self.value_schema = value_schema
         self._topics: Topics | None = None
         self._target: dict[TopicPartition, int] | None = None
         self._checked_entry_metadata = False
@@ -343,7 +397,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __getstate__(self) -> dict[str, object]:
         # Executors get a copy of the reader: open files and sockets stay with the driver.
-        return {"options": self.options, "_topics": None, "_target": self._target,
+        return {"options": self.options, "value_schema": self.value_schema, "_topics": None, "_target": self._target,
                 "_checked_entry_metadata": self._checked_entry_metadata}
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -435,7 +489,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition)
+        return _read(self.options, partition, self.value_schema)
 
 
 __all__ = ["AutoRegisteredDataSource", "MagnetarDataLossError", "MagnetarDataSource"]
