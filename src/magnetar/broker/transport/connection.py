@@ -213,6 +213,9 @@ class ServerCnx(asyncio.Protocol):
     def _run_handler(self, handler: Handler, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         try:
             handler(self, cmd, payload)
+        except BrokerServiceError as exc:  # a refusal: answered in the response type the client awaits
+            log.info("%s %s refused: %s", self, T.Type.Name(cmd.type), exc.message)
+            self._reply_error(cmd, exc.code, exc.message)
         except StorageFullError as exc:  # expected on a full disk: one line, a clear answer
             log.warning("%s cannot %s: %s", self, T.Type.Name(cmd.type), exc)
             code = pb.PersistenceError if cmd.type == T.SEND else pb.ServiceNotReady
@@ -316,6 +319,8 @@ class ServerCnx(asyncio.Protocol):
             self.send(commands.lookup_error(request_id, code, message))
         elif cmd.type == T.GET_SCHEMA:
             self.send(commands.get_schema_error(request_id, code, message))
+        elif cmd.type == T.GET_OR_CREATE_SCHEMA:
+            self.send(commands.get_or_create_schema_error(request_id, code, message))
         elif cmd.type == T.SEND:
             producer = self.producers.get(cmd.send.producer_id)
             if producer is not None:

@@ -1,6 +1,7 @@
 """The schema commands: GET_SCHEMA (a version, the latest when none is named) and
 GET_OR_CREATE_SCHEMA (a producer-to-be's schema registered as CommandProducer would), each
-authorized by its operation and answered in its own response type, errors included.
+authorized by its operation. A refusal raises BrokerServiceError, which the connection answers in
+the command's own error response type.
 
 Functions of the connection they came on (a CommandHost), in its table of handlers, like
 lookup_commands; the producer's and subscriber's registrations are in the connection and
@@ -9,7 +10,6 @@ consumer_commands, through the broker's SchemaRegistryService.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.auth.operations import COMMANDS
@@ -22,36 +22,26 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 if TYPE_CHECKING:
     from magnetar.broker.transport.seams import CommandHost
 
-log = logging.getLogger("magnetar.broker.transport.connection")
 T = pb.BaseCommand
 
 
 def handle_get_schema(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     req = cmd.getSchema
-    try:
-        cnx.authorize(COMMANDS[T.GET_SCHEMA], req.topic)
-        topic = cnx.service.parse_topic(req.topic)
-        version = req.schema_version if req.HasField("schema_version") and req.schema_version else None
-        found = cnx.service.schemas.get(topic, version)
-    except BrokerServiceError as exc:
-        cnx.send(commands.get_schema_error(req.request_id, exc.code, exc.message))
-        return
+    cnx.authorize(COMMANDS[T.GET_SCHEMA], req.topic)
+    topic = cnx.service.parse_topic(req.topic)
+    version = req.schema_version if req.HasField("schema_version") and req.schema_version else None
+    found = cnx.service.schemas.get(topic, version)
     schema = to_wire(schema_id(topic), found.schema)
     cnx.send(commands.get_schema_response(req.request_id, schema, version_bytes(found.version)))
 
 
 def handle_get_or_create_schema(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     req = cmd.getOrCreateSchema
-    try:
-        cnx.authorize(COMMANDS[T.GET_OR_CREATE_SCHEMA], req.topic)
-        topic = cnx.service.parse_topic(req.topic)
-        if not cnx.service.topic_exists(topic):
-            raise BrokerServiceError(pb.TopicNotFound, f"Topic not found {req.topic}")
-        version = cnx.service.schemas.add_schema(topic, schema_of(req.schema, cnx.role))
-    except BrokerServiceError as exc:
-        log.info("%s [%s] schema refused: %s", cnx, req.topic, exc.message)
-        cnx.send(commands.get_or_create_schema_error(req.request_id, exc.code, exc.message))
-        return
+    cnx.authorize(COMMANDS[T.GET_OR_CREATE_SCHEMA], req.topic)
+    topic = cnx.service.parse_topic(req.topic)
+    if not cnx.service.topic_exists(topic):
+        raise BrokerServiceError(pb.TopicNotFound, f"Topic not found {req.topic}")
+    version = cnx.service.schemas.add_schema(topic, schema_of(req.schema, cnx.role))
     cnx.send(commands.get_or_create_schema_response(req.request_id, version))
 
 
