@@ -91,25 +91,15 @@ def handle_close_consumer(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes
 
 def handle_unsubscribe(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     req = cmd.unsubscribe
-    consumer = cnx.consumers.get(req.consumer_id)
-    if consumer is None:
-        cnx.send(commands.error(req.request_id, pb.ConsumerNotFound, "Consumer not found"))
-        return
-    try:
-        consumer.subscription.topic.unsubscribe(consumer)
-    except BrokerServiceError as exc:
-        cnx.send(commands.error(req.request_id, exc.code, exc.message))
-        return
+    consumer = _held_consumer(cnx, req.consumer_id, pb.ConsumerNotFound)
+    consumer.subscription.topic.unsubscribe(consumer)
     del cnx.consumers[req.consumer_id]
     cnx.send(commands.success(req.request_id))
 
 
 def handle_seek(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     req = cmd.seek
-    consumer = cnx.consumers.get(req.consumer_id)
-    if consumer is None:
-        cnx.send(commands.error(req.request_id, pb.MetadataError, "Consumer not found"))
-        return
+    consumer = _held_consumer(cnx, req.consumer_id, pb.MetadataError)  # Pulsar's code for a seek
     subscription = consumer.subscription
     topic = subscription.topic
     if not topic.name.persistent and (req.HasField("message_id") or req.HasField("message_publish_time")):
@@ -132,10 +122,7 @@ def handle_seek(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -
 
 def handle_get_last_message_id(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     req = cmd.getLastMessageId
-    consumer = cnx.consumers.get(req.consumer_id)
-    if consumer is None:
-        cnx.send(commands.error(req.request_id, pb.ConsumerNotFound, "Consumer not found"))
-        return
+    consumer = _held_consumer(cnx, req.consumer_id, pb.ConsumerNotFound)
     subscription = consumer.subscription
     if not subscription.topic.name.persistent:  # Pulsar fails it the same way: there is no last message
         cnx.send(commands.error(req.request_id, pb.UnknownError,
@@ -167,3 +154,11 @@ def handle_consumer_stats(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes
             address=cnx.remote,
         )
     )
+
+
+def _held_consumer(cnx: CommandHost, consumer_id: int, code: int) -> Consumer:
+    """The connection's consumer of that id; refused with `code` (the connection answers it)."""
+    consumer = cnx.consumers.get(consumer_id)
+    if consumer is None:
+        raise BrokerServiceError(code, "Consumer not found")
+    return consumer
