@@ -219,9 +219,11 @@ def _read_records(records: bytes, header: KafkaBatchHeader) -> list[KafkaRecord]
     return out
 
 
-def decode_record_batch(data: bytes | memoryview) -> tuple[KafkaBatchHeader, list[KafkaRecord]]:
-    """Header and records of one RecordBatch (control batches yield no records)."""
-    header = read_header(data)
+def decode_record_batch(data: bytes | memoryview, check_crc: bool = True,
+                        ) -> tuple[KafkaBatchHeader, list[KafkaRecord]]:
+    """Header and records of one RecordBatch (control batches yield no records); `check_crc=False`
+    for a batch whose CRC its caller has checked already."""
+    header = read_header(data, check_crc=check_crc)
     if header.attributes & _CONTROL:
         return header, []
     body = bytes(memoryview(data)[HEADER_SIZE:])

@@ -28,7 +28,6 @@ _RECENT_BATCHES = 5  # a producer has at most five requests in flight (max.in.fl
 
 class Stored(NamedTuple):
     first_sequence: int
-    last_sequence: int
     base_offset: int
 
 
@@ -97,8 +96,7 @@ class ProducerStates:
         header = batch.header
         state = self._states.get((partition, header.producer_id))
         if header.producer_id >= 0 and state is not None:
-            last = _next(header.base_sequence, batch.count - 1)
-            state.recent.append(Stored(header.base_sequence, last, base_offset))
+            state.recent.append(Stored(header.base_sequence, base_offset))
 
     def forget(self, partition: str, batch: ProducedBatch) -> None:
         """A batch that failed to store: its sequence may come again."""

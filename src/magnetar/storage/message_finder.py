@@ -72,6 +72,13 @@ def entry_last_index(entry: bytes) -> int:
     return bem.index if bem is not None and bem.HasField("index") else -1
 
 
+def entry_first_index(entry: bytes) -> int:
+    """The PIP-70 index of the entry's first message: its last, less the batch's other messages."""
+    metadata = parse_message_metadata(entry)
+    count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+    return entry_last_index(entry) - count + 1
+
+
 def _first_at_or_above(ledger: ManagedLedger, key: Callable[[bytes], int], target: int) -> SearchResult:
     """Binary search for the first entry whose key is >= target (keys never decrease)."""
     entries = EntrySequence(ledger)

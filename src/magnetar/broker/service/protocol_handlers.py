@@ -24,8 +24,12 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.storage import Position
-from magnetar.storage.message_finder import entry_last_index, find_by_index, find_first_at_or_after
-from magnetar.wire.entry import parse_message_metadata
+from magnetar.storage.message_finder import (
+    entry_first_index,
+    entry_last_index,
+    find_by_index,
+    find_first_at_or_after,
+)
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
 
@@ -51,11 +55,6 @@ class ProtocolHandler(Protocol):
     async def stop(self) -> None: ...
 
 
-def _entry_count(entry: bytes) -> int:
-    metadata = parse_message_metadata(entry)
-    return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-
-
 class PartitionLog:
     """One persistent topic partition as an offset-addressed log (offsets = PIP-70 indexes)."""
 
@@ -63,7 +62,8 @@ class PartitionLog:
         self._topic = topic
         # per partition name: (offset, position) where the last read ended, so a consumer reading
         # on skips find_by_index's binary search (a ledger read a step); under ("start", name)
-        # the first entry's position and first offset, so no fetch reads the first entry again
+        # and ("end", name) the first and last entries' positions with the offsets they give, so
+        # no fetch reads either entry again until it changes
         self._hints = hints
 
     @property
@@ -85,7 +85,12 @@ class PartitionLog:
         last = ledger.last_confirmed_position
         if last is None:
             return self._topic.entry_metadata_state.index + 1
-        return entry_last_index(ledger.read_entry(last)) + 1
+        known = self._hints.get(("end", self.name))
+        if known is not None and known[1] == last:
+            return known[0]
+        end = entry_last_index(ledger.read_entry(last)) + 1
+        self._hints[("end", self.name)] = (end, last)  # an idle partition's long polls read nothing
+        return end
 
     def start_offset(self) -> int:
         """The offset of the first message still stored."""
@@ -96,8 +101,7 @@ class PartitionLog:
         known = self._hints.get(("start", self.name))
         if known is not None and known[1] == first:
             return known[0]
-        entry = ledger.read_entry(first)
-        start = entry_last_index(entry) - _entry_count(entry) + 1
+        start = entry_first_index(ledger.read_entry(first))
         self._hints[("start", self.name)] = (start, first)  # the first entry changes only when trimmed
         return start
 
@@ -123,8 +127,7 @@ class PartitionLog:
         position = find_first_at_or_after(ledger, timestamp).position
         if position is None:
             return None
-        entry = ledger.read_entry(position)
-        return entry_last_index(entry) - _entry_count(entry) + 1
+        return entry_first_index(ledger.read_entry(position))
 
     def commit_offset(self, subscription: str, offset: int, metadata: str | None) -> None:
         """Durably record `offset` (the next to read) as `subscription`'s position, created if need be.

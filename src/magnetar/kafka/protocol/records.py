@@ -39,8 +39,6 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _MAGIC_AT = 16
-_CONTROL = 0x20
-_TRANSACTIONAL = 0x10
 
 # Kafka's codec -> the Pulsar codec an entry converted from it keeps (gzip's nearest is zlib).
 _PULSAR_CODEC = {CODEC_NONE: pb.NONE, CODEC_GZIP: pb.ZLIB, CODEC_SNAPPY: pb.SNAPPY, CODEC_LZ4: pb.LZ4,
@@ -64,14 +62,6 @@ class ProducedBatch(NamedTuple):
     @property
     def count(self) -> int:
         return self.header.count
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.header.attributes & _CONTROL)
-
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.header.attributes & _TRANSACTIONAL)
 
 
 def split_batches(records: bytes | memoryview) -> list[ProducedBatch]:
@@ -116,14 +106,13 @@ class PulsarBatch(NamedTuple):
     compression: int
     uncompressed_size: int
     payload: bytes
-    max_timestamp: int
 
 
 def to_pulsar_batch(batch: ProducedBatch) -> PulsarBatch:
     """Every record as a message of one Pulsar batch, compressed with the batch's own codec
     (gzip becomes zlib): key -> partition key, headers -> properties, timestamp -> event time."""
     try:
-        header, records = decode_record_batch(batch.data)
+        header, records = decode_record_batch(batch.data, check_crc=False)  # split_batches checked it
     except CorruptPayloadError as exc:
         raise InvalidRecords(str(exc)) from None
     if not records:
@@ -131,7 +120,7 @@ def to_pulsar_batch(batch: ProducedBatch) -> PulsarBatch:
     plain = encode_batch([(single_message_metadata(r), r.value or b"") for r in records])
     codec = _PULSAR_CODEC.get(header.attributes & 0x07, pb.NONE)
     payload = plain if codec == pb.NONE else compress(codec, plain)
-    return PulsarBatch(len(records), codec, len(plain), payload, header.max_timestamp)
+    return PulsarBatch(len(records), codec, len(plain), payload)
 
 
 def _key_bytes(metadata: pb.SingleMessageMetadata) -> bytes | None:

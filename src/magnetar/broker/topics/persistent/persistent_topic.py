@@ -97,8 +97,9 @@ class PersistentTopic(AbstractTopic):
             for subscription in self.subscriptions.values():
                 if subscription.dispatcher is not None and subscription.dispatcher.consumers:
                     subscription.dispatcher.schedule()
-            for listener in list(self.append_listeners):
-                listener()
+            if self.append_listeners:  # protocol handlers only: nothing to copy on a plain broker
+                for listener in tuple(self.append_listeners):
+                    listener()
         callback(None if exc is not None else positions, exc)
 
     def _last_entry(self) -> bytes | None:
