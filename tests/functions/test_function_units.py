@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import uuid
 import zipfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import given
@@ -15,6 +17,7 @@ from pulsar.functions.serde import IdentitySerDe, PickleSerDe
 from magnetar.functions import loader
 from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
 from magnetar.functions.instance import full_topic, sequence_id
+from magnetar.functions.stats_view import prometheus
 
 
 def config(**fields: object) -> FunctionConfig:
@@ -180,3 +183,19 @@ def test_sequence_ids_increase_with_input_positions(a: tuple[int, int, int], b: 
     normal = (a[0], a[1], max(a[2], 0)), (b[0], b[1], max(b[2], 0))
     assert (first < second) == (normal[0] < normal[1]) and (first == second) == (normal[0] == normal[1])
     assert 0 <= first < 2**63
+
+
+def test_user_metric_names_become_valid_prometheus_names() -> None:
+    """A `record_metric` name with a space or a dash must not break /metrics' exposition format."""
+    config = SimpleNamespace(tenant="t", namespace="n", name='fn"x', fqfn='t/n/fn"x')
+    instance = SimpleNamespace(instance_id=0, metrics=lambda: {
+        "numReceived": 3, "lastInvocationTime": None,
+        "userMetrics": {"latency ms": {"sum": 1.5, "count": 2}, "hits-total": {"sum": 4, "count": 4}}})
+    runtime = SimpleNamespace(deployment=SimpleNamespace(config=config), instances=[instance])
+    text = prometheus([runtime], "standalone")  # type: ignore[list-item]
+    sample = re.compile(r'^[a-zA-Z_:][a-zA-Z0-9_:]*\{([a-z_]+="(?:[^"\\]|\\.)*",?)*\} -?[0-9.e+]+$')
+    samples = [line for line in text.splitlines() if not line.startswith("#")]
+    assert samples and all(sample.match(line) for line in samples), text
+    assert any(line.startswith("pulsar_function_user_metric_latency_ms_sum{") and line.endswith(" 1.5")
+               for line in samples)
+    assert any(line.startswith("pulsar_function_last_invocation{") and line.endswith(" 0") for line in samples)

@@ -35,10 +35,6 @@ class FunctionsAdmin:
     def __init__(self, admin: AdminClient) -> None:
         self.admin = admin
 
-    def _call(self, method: str, path: str, body: Any = None, **query: Any) -> Any:
-        content, _ = self.admin._request(method, path, body, query=query or None)
-        return json.loads(content) if content else None
-
     def _upload(self, method: str, config: dict[str, Any], code: Path | None) -> None:
         """`config` is FunctionConfig JSON; tenant and namespace default to Pulsar's
         (`public`, `default`)."""
@@ -58,23 +54,23 @@ class FunctionsAdmin:
         self._upload("PUT", config, code)
 
     def delete(self, tenant: str, namespace: str, name: str) -> None:
-        self._call("DELETE", _path(tenant, namespace, name))
+        self.admin._json("DELETE", _path(tenant, namespace, name))
 
     def get(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
-        return self._call("GET", _path(tenant, namespace, name))
+        return self.admin._json("GET", _path(tenant, namespace, name))
 
     def list(self, tenant: str, namespace: str) -> list[str]:
-        return self._call("GET", _path(tenant, namespace))
+        return self.admin._json("GET", _path(tenant, namespace))
 
     def status(self, tenant: str, namespace: str, name: str, instance_id: int | None = None) -> dict[str, Any]:
-        return self._call("GET", _path(tenant, namespace, name) + _instance(instance_id) + "/status")
+        return self.admin._json("GET", _path(tenant, namespace, name) + _instance(instance_id) + "/status")
 
     def stats(self, tenant: str, namespace: str, name: str, instance_id: int | None = None) -> dict[str, Any]:
-        return self._call("GET", _path(tenant, namespace, name) + _instance(instance_id) + "/stats")
+        return self.admin._json("GET", _path(tenant, namespace, name) + _instance(instance_id) + "/stats")
 
     def control(self, verb: str, tenant: str, namespace: str, name: str, instance_id: int | None = None) -> None:
         """`start`, `stop` or `restart` every instance, or the one given."""
-        self._call("POST", _path(tenant, namespace, name) + _instance(instance_id) + f"/{verb}")
+        self.admin._json("POST", _path(tenant, namespace, name) + _instance(instance_id) + f"/{verb}")
 
     def trigger(self, tenant: str, namespace: str, name: str, value: bytes, topic: str | None = None) -> str:
         fields: dict[str, tuple[str | None, str, bytes]] = {"data": (None, "text/plain", value)}
@@ -86,7 +82,7 @@ class FunctionsAdmin:
         return content.decode(errors="replace")
 
     def query_state(self, tenant: str, namespace: str, name: str, key: str) -> dict[str, Any]:
-        return self._call("GET", _path(tenant, namespace, name) + "/state/" + urllib.parse.quote(key, safe=""))
+        return self.admin._json("GET", _path(tenant, namespace, name) + "/state/" + urllib.parse.quote(key, safe=""))
 
     def put_state(self, tenant: str, namespace: str, name: str, state: dict[str, Any]) -> None:
         body, content_type = multipart({"state": (None, "application/json", json.dumps(state).encode())})

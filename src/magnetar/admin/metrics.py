@@ -71,11 +71,12 @@ def _escape(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _labels(pairs: Iterable[tuple[str, str]]) -> str:
+def label_text(pairs: Iterable[tuple[str, str]]) -> str:
+    """Label pairs as exposition text, values escaped (shared with the functions worker's metrics)."""
     return ",".join(f'{key}="{_escape(value)}"' for key, value in pairs)
 
 
-def _number(value: float) -> str:
+def number_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
@@ -87,15 +88,15 @@ def render(topics: Iterable[AbstractTopic], cache: EntryCache) -> str:
         "# HELP pulsar_ml_cache_used_size Bytes the entry cache holds, overhead included "
         "(bounded by managedLedgerCacheSizeMB).",
         "# TYPE pulsar_ml_cache_used_size gauge",
-        f"pulsar_ml_cache_used_size{{{_labels([('cluster', CLUSTER)])}}} {cache.size_bytes}",
+        f"pulsar_ml_cache_used_size{{{label_text([('cluster', CLUSTER)])}}} {cache.size_bytes}",
     ]
     for family in TOPIC_FAMILIES:
         lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
-        lines += [f"{family.name}{{{_labels(_topic_labels(t))}}} {_number(family.value(t))}" for t in topics]
+        lines += [f"{family.name}{{{label_text(_topic_labels(t))}}} {number_text(family.value(t))}" for t in topics]
     subscriptions = [(t, s) for t in topics for _, s in sorted(t.subscriptions.items())]
     for family in SUBSCRIPTION_FAMILIES:
         lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
-        lines += [f"{family.name}{{{_labels(_subscription_labels(t, s))}}} {_number(family.value(s))}"
+        lines += [f"{family.name}{{{label_text(_subscription_labels(t, s))}}} {number_text(family.value(s))}"
                   for t, s in subscriptions]
     return "\n".join(lines) + "\n"
 

@@ -3,8 +3,10 @@ instance's), and the function metrics of /metrics with Pulsar's names."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from magnetar.admin.metrics import label_text, number_text
 from magnetar.functions.supervisor import FunctionRuntime
 
 _COUNTERS = (("receivedTotal", "numReceived"), ("processedSuccessfullyTotal", "numSuccessfullyProcessed"),
@@ -43,15 +45,22 @@ def prometheus(runtimes: list[FunctionRuntime], cluster: str) -> str:
     lines: list[str] = []
     for metric, key in _METRICS:
         lines.append(f"# TYPE {metric} {'gauge' if key == 'lastInvocationTime' else 'counter'}")
-        lines.extend(f"{metric}{{{labels}}} {counted.get(key, 0)}" for labels, counted in samples)
+        lines.extend(f"{metric}{{{labels}}} {number_text(counted.get(key) or 0)}" for labels, counted in samples)
     for labels, counted in samples:
         for name, metric in counted.get("userMetrics", {}).items():
-            lines.append(f"pulsar_function_user_metric_{name}_sum{{{labels}}} {metric['sum']}")
-            lines.append(f"pulsar_function_user_metric_{name}_count{{{labels}}} {metric['count']}")
+            family = "pulsar_function_user_metric_" + _NOT_IN_A_NAME.sub("_", name)
+            lines.append(f"{family}_sum{{{labels}}} {number_text(metric['sum'])}")
+            lines.append(f"{family}_count{{{labels}}} {number_text(metric['count'])}")
     return "\n".join(lines) + "\n"
+
+
+#: what a metric name may not hold: a user's `record_metric("latency ms", ...)` must not make the
+#: whole /metrics page (the broker's metrics with it) unreadable to Prometheus
+_NOT_IN_A_NAME = re.compile(r"[^a-zA-Z0-9_]")
 
 
 def _labels(runtime: FunctionRuntime, instance_id: int, cluster: str) -> str:
     config = runtime.deployment.config
-    return (f'cluster="{cluster}",tenant="{config.tenant}",namespace="{config.tenant}/{config.namespace}",'
-            f'name="{config.name}",instance_id="{instance_id}",fqfn="{config.fqfn}"')
+    return label_text((("cluster", cluster), ("tenant", config.tenant),
+                       ("namespace", f"{config.tenant}/{config.namespace}"), ("name", config.name),
+                       ("instance_id", str(instance_id)), ("fqfn", config.fqfn)))

@@ -77,19 +77,21 @@ class FunctionStore:
         return None if raw is None else json.loads(raw)
 
     def put_state(self, fqfn: str, key: str, value: dict[str, Any]) -> dict[str, Any]:
-        before = self.state(fqfn, key)
-        stored = {"key": key, **_value_of(value), "version": (before or {}).get("version", -1) + 1}
-        self.metadata.put(f"{_STATE}{fqfn}/{key}", json.dumps(stored).encode())
-        return stored
+        return self._put_state(fqfn, key, value, self.state(fqfn, key) or {})
 
     def incr(self, fqfn: str, key: str, amount: int) -> dict[str, Any]:
         """Counters are read-modify-write under the worker's single event loop thread, so
         instances incrementing at once never lose an update."""
         before = self.state(fqfn, key) or {}
-        return self.put_state(fqfn, key, {"numberValue": int(before.get("numberValue") or 0) + amount})
+        return self._put_state(fqfn, key, {"numberValue": int(before.get("numberValue") or 0) + amount}, before)
+
+    def _put_state(self, fqfn: str, key: str, value: dict[str, Any], before: dict[str, Any]) -> dict[str, Any]:
+        stored = {"key": key, **_value_of(value), "version": before.get("version", -1) + 1}
+        self.metadata.put(f"{_STATE}{fqfn}/{key}", json.dumps(stored).encode())
+        return stored
 
     def delete_state(self, fqfn: str, key: str) -> bool:
-        if self.state(fqfn, key) is None:
+        if self.metadata.get(f"{_STATE}{fqfn}/{key}") is None:
             return False
         self.metadata.delete(f"{_STATE}{fqfn}/{key}")
         return True

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from magnetar.client.backoff import Backoff
 from magnetar.functions import stats
 from magnetar.functions.config import AUTH_PARAMS_VARIABLE, AUTH_PLUGIN_VARIABLE
 from magnetar.functions.store import Deployment
@@ -75,7 +76,7 @@ class InstanceProcess:
         return f"{self.deployment.config.fqfn}:{self.instance_id}"
 
     async def _supervise(self) -> None:
-        backoff = BACKOFF_FIRST
+        backoff = Backoff(BACKOFF_FIRST, BACKOFF_MAX)
         while not self._stopping:
             started = time.monotonic()
             code = await self._run_once()
@@ -83,10 +84,11 @@ class InstanceProcess:
                 return
             self.restarts += 1
             self.last_exit = f"instance exited with code {code}"
-            backoff = BACKOFF_FIRST if time.monotonic() - started > STABLE_SECONDS else backoff
-            log.warning("function %s %s; restarting in %.0f s", self.label, self.last_exit, backoff)
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, BACKOFF_MAX)
+            if time.monotonic() - started > STABLE_SECONDS:
+                backoff.reset()
+            delay = backoff.next()
+            log.warning("function %s %s; restarting in %.0f s", self.label, self.last_exit, delay)
+            await asyncio.sleep(delay)
 
     async def _run_once(self) -> int:
         config = self.deployment.config
