@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import io
 import json
 import struct
 
+import fastavro
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from protobuf_defs import definition
 
 from magnetar.schemas import InvalidSchemaError, SchemaData, SchemaType
-from magnetar.schemas.definitions import join_key_value, key_value_parts, protobuf_root_message, validate
+from magnetar.schemas.definitions import (
+    join_key_value,
+    key_value_parts,
+    pack_pair,
+    protobuf_root_message,
+    unpack_pair,
+    validate,
+    writer_definition_for,
+)
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 RECORD = json.dumps({"type": "record", "name": "User", "namespace": "app",
@@ -135,3 +145,27 @@ def test_definitions_nested_beyond_the_stack_are_refused(kind: SchemaType) -> No
     deep = b'{"type": "array", "items": ' * 5000 + b'"int"' + b"}" * 5000
     with pytest.raises(InvalidSchemaError, match="nested too deeply"):
         validate(SchemaData(kind, deep))
+
+
+def test_a_renamed_record_resolves_by_its_fields() -> None:
+    """The registry accepts a record renamed between versions (fields match, as in Pulsar), so
+    every reader resolves the writer's definition under the reader's name."""
+    writer = {"type": "record", "name": "UserV1", "fields": [{"name": "id", "type": "long"}]}
+    tag = {"name": "tag", "type": ["null", "string"], "default": None}
+    reader = {"type": "record", "name": "User", "fields": [{"name": "id", "type": "long"}, tag]}
+    data = io.BytesIO()
+    fastavro.schemaless_writer(data, fastavro.parse_schema(writer), {"id": 7})
+    resolved = fastavro.parse_schema(writer_definition_for(json.dumps(writer).encode(), reader))
+    decoded = fastavro.schemaless_reader(io.BytesIO(data.getvalue()), resolved, fastavro.parse_schema(reader))
+    assert decoded == {"id": 7, "tag": None}
+
+
+@pytest.mark.parametrize("key, value", [(b"k", b"v"), (None, b"v"), (b"", None), (None, None)])
+def test_pairs_round_trip(key: bytes | None, value: bytes | None) -> None:
+    assert unpack_pair(pack_pair(key, value)) == (key, value)
+
+
+@pytest.mark.parametrize("data", [b"", b"\x00\x00\x00\x05ab", struct.pack(">ii", 0, 0) + b"x"])
+def test_pairs_that_do_not_fit_are_refused(data: bytes) -> None:
+    with pytest.raises(InvalidSchemaError, match="Invalid KEY_VALUE value"):
+        unpack_pair(data)

@@ -87,7 +87,7 @@ class SchemaRegistryService:
         allowed; without one, empty, unless the topic has a schema and enforces it."""
         sid = schema_id(topic)
         if schema is None:
-            if self.validation_enforced(topic) and self.registry.has_schema(sid):
+            if self.registry.has_schema(sid) and self.validation_enforced(topic):  # the cached check first
                 raise _incompatible("Producers cannot connect or send message without a schema to topics with a "
                                     "schema if SchemaValidationEnforced is enabled")
             return b""

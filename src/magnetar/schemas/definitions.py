@@ -143,7 +143,7 @@ def key_value_parts(schema: SchemaData) -> KeyValueParts:
 def join_key_value(key: SchemaData, value: SchemaData, *, key_name: str = "", value_name: str = "",
                    encoding: str = "INLINE") -> SchemaData:
     """The KEY_VALUE schema of two sides, laid out as Pulsar's clients lay it out."""
-    data = b"".join((struct.pack(">i", len(key.data)), key.data, struct.pack(">i", len(value.data)), value.data))
+    data = pack_pair(key.data, value.data)
     properties = {
         KEY_NAME: key_name, KEY_TYPE: key.type.name, KEY_PROPERTIES: json.dumps(dict(key.properties)),
         VALUE_NAME: value_name, VALUE_TYPE: value.type.name, VALUE_PROPERTIES: json.dumps(dict(value.properties)),
@@ -153,25 +153,51 @@ def join_key_value(key: SchemaData, value: SchemaData, *, key_name: str = "", va
 
 
 def _split(data: bytes) -> tuple[bytes, bytes]:
-    sides: list[bytes] = []
+    key, value = unpack_pair(data, "KEY_VALUE schema", "schema")
+    return key or b"", value or b""
+
+
+_LENGTH = struct.Struct(">i")
+
+
+def pack_pair(key: bytes | None, value: bytes | None) -> bytes:
+    """Pulsar's INLINE layout of two sides, for KEY_VALUE schemas and their values alike: each
+    side's length (4 bytes, big-endian; -1 for none), then its bytes."""
+    return b"".join(_LENGTH.pack(-1) if side is None else _LENGTH.pack(len(side)) + side for side in (key, value))
+
+
+def unpack_pair(data: bytes, what: str = "KEY_VALUE value", part: str = "side") -> tuple[bytes | None, bytes | None]:
+    """The two sides `pack_pair` laid out (None for -1); InvalidSchemaError naming `what` when
+    the lengths do not fit the data."""
+    sides: list[bytes | None] = []
     offset = 0
     for side in ("key", "value"):
         if len(data) < offset + 4:
-            raise InvalidSchemaError(f"Invalid KEY_VALUE schema: the data ends before the {side} schema's length "
+            raise InvalidSchemaError(f"Invalid {what}: the data ends before the {side} {part}'s length "
                                      f"({len(data)} bytes)")
-        (length,) = struct.unpack_from(">i", data, offset)
+        (length,) = _LENGTH.unpack_from(data, offset)
         offset += 4
         if length == -1:
-            sides.append(b"")
+            sides.append(None)
             continue
         if length < 0 or len(data) < offset + length:
-            raise InvalidSchemaError(f"Invalid KEY_VALUE schema: the {side} schema's length {length} does not fit "
+            raise InvalidSchemaError(f"Invalid {what}: the {side} {part}'s length {length} does not fit "
                                      f"the {len(data)} bytes of data")
         sides.append(data[offset:offset + length])
         offset += length
     if offset != len(data):
-        raise InvalidSchemaError(f"Invalid KEY_VALUE schema: {len(data) - offset} bytes after the value schema")
+        raise InvalidSchemaError(f"Invalid {what}: {len(data) - offset} bytes after the value {part}")
     return sides[0], sides[1]
+
+
+def writer_definition_for(writer: bytes, reader_definition: Any) -> Any:
+    """The writer's Avro definition as a resolver must read it against the reader's: records
+    match by their fields, not their names (as Pulsar's registry accepts them), so a top-level
+    record takes the reader's name. One rule for every reader (client, Spark)."""
+    definition = json.loads(writer)
+    if isinstance(definition, dict) and isinstance(reader_definition, dict) and "name" in reader_definition:
+        definition["name"] = reader_definition["name"]
+    return definition
 
 
 def _side(props: Mapping[str, str], type_key: str, props_key: str, data: bytes) -> SchemaData:

@@ -14,7 +14,6 @@ import decimal
 import io
 import itertools
 import json
-import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +24,8 @@ import pyarrow.compute as pc
 import pyarrow.json as pa_json
 
 from magnetar.schemas import SchemaData, SchemaType
-from magnetar.schemas.definitions import key_value_parts
+from magnetar.schemas.definitions import key_value_parts, unpack_pair, writer_definition_for
+from magnetar.schemas.errors import InvalidSchemaError
 from magnetar.spark.avro_columns import decode_flat, flat_fields
 from magnetar.spark.value_types import (
     PRIMITIVE_TYPES,
@@ -109,7 +109,8 @@ class _RecordDecoder:
         parsed = record_schema(reader)
         self.json = reader.type == SchemaType.JSON
         self.shape = _shaper(parsed, self.json) or (lambda v: v)
-        self.reader_avro = fastavro.parse_schema(json.loads(reader.data))
+        self.reader_definition = json.loads(reader.data)
+        self.reader_avro = fastavro.parse_schema(self.reader_definition)
         self._writer_avro: dict[int, Any] = {}
         self._reader_fields = {f.name: f for f in parsed.fields} if flat_fields(parsed) is not None else None
         self._flat: dict[int, Any] = {}
@@ -120,7 +121,7 @@ class _RecordDecoder:
             schema = self.writers(version) if version != NO_VERSION else None
             found = self._writer_avro[version] = (
                 self.reader_avro if schema is None or schema.data == self.reader.data
-                else fastavro.parse_schema(json.loads(schema.data)))
+                else fastavro.parse_schema(writer_definition_for(schema.data, self.reader_definition)))
         return found
 
     def column(self, values: pa.Array, versions: pa.Array, keys: pa.Array) -> pa.Array:
@@ -323,11 +324,10 @@ def _side(writers: WriterLookup, side: str) -> WriterLookup:
 
 
 def _split_inline(payload: bytes | None) -> tuple[bytes | None, bytes | None]:
-    if payload is None or len(payload) < 8:
+    """The two sides of an INLINE payload; a payload that is not one reads as null, null."""
+    if payload is None:
         return None, None
-    (key_size,) = struct.unpack_from(">i", payload, 0)
-    key = payload[4:4 + key_size] if key_size >= 0 else None
-    at = 4 + max(key_size, 0)
-    (value_size,) = struct.unpack_from(">i", payload, at)
-    value = payload[at + 4:at + 4 + value_size] if value_size >= 0 else None
-    return key, value
+    try:
+        return unpack_pair(payload)
+    except InvalidSchemaError:
+        return None, None

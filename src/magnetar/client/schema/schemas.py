@@ -22,7 +22,13 @@ from typing import Any, ClassVar, NamedTuple
 import fastavro
 
 from magnetar.client.schema.definition import Record
-from magnetar.schemas.definitions import join_key_value, key_value_parts
+from magnetar.schemas.definitions import (
+    join_key_value,
+    key_value_parts,
+    pack_pair,
+    unpack_pair,
+    writer_definition_for,
+)
 from magnetar.schemas.model import SchemaData, SchemaType
 from magnetar.schemas.protocol import to_wire
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -248,11 +254,7 @@ class AvroSchema(_Struct):
     def _writer_schema(self, writer: SchemaData) -> Any:
         if writer.type != SchemaType.AVRO:
             raise TypeError(f"a message written with a {writer.type.name} schema cannot be read as {self}")
-        definition = json.loads(writer.data)
-        if isinstance(definition, dict) and isinstance(self._definition, dict) and "name" in self._definition:
-            # records are matched by their fields, not their names, as Pulsar's registry matches them
-            definition["name"] = self._definition["name"]
-        return fastavro.parse_schema(definition)
+        return fastavro.parse_schema(writer_definition_for(writer.data, self._definition))
 
     def __str__(self) -> str:
         name = getattr(self._record_cls, "__name__", None)
@@ -270,9 +272,6 @@ class KeyValueEncodingType(enum.IntEnum):
 class KeyValue(NamedTuple):
     key: Any
     value: Any
-
-
-_LENGTH = struct.Struct(">i")
 
 
 class KeyValueSchema(Schema):
@@ -299,7 +298,8 @@ class KeyValueSchema(Schema):
         if len(obj) != 2:
             raise TypeError(f"{self} encodes (key, value) pairs, not a tuple of {len(obj)}")
         key, value = obj
-        return _framed(self.key_schema, key) + _framed(self.value_schema, value)
+        return pack_pair(None if key is None else self.key_schema.encode(key),
+                         None if value is None else self.value_schema.encode(value))
 
     def decode(self, data: bytes) -> KeyValue:
         return self.decode_with(data, None)
@@ -309,8 +309,7 @@ class KeyValueSchema(Schema):
         if writer is not None and writer.type == SchemaType.KEY_VALUE:
             parts = key_value_parts(writer)
             key_writer, value_writer = parts.key, parts.value
-        key_data, offset = _unframe(data, 0)
-        value_data, _ = _unframe(data, offset)
+        key_data, value_data = unpack_pair(data)
         return KeyValue(None if key_data is None else self.key_schema.decode_with(key_data, key_writer),
                         None if value_data is None else self.value_schema.decode_with(value_data, value_writer))
 
@@ -318,16 +317,3 @@ class KeyValueSchema(Schema):
         return f"KeyValueSchema({self.key_schema}, {self.value_schema})"
 
 
-def _framed(schema: Schema, value: Any) -> bytes:
-    if value is None:
-        return _LENGTH.pack(-1)
-    data = schema.encode(value)
-    return _LENGTH.pack(len(data)) + data
-
-
-def _unframe(data: bytes, offset: int) -> tuple[bytes | None, int]:
-    (length,) = _LENGTH.unpack_from(data, offset)
-    offset += _LENGTH.size
-    if length < 0:
-        return None, offset
-    return data[offset:offset + length], offset + length
