@@ -314,8 +314,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         properties_filter=_properties(lowered),
         payload_processors=_payload_processors(lowered),
         security=security_options(lowered),
-        typed_values=_value_format(lowered),
-        pulsar_spark_rows=_row_format(lowered),
+        typed_values=_choice(lowered, "valueFormat", ("typed", "bytes")) == "typed",
+        pulsar_spark_rows=_choice(lowered, "rowFormat", ("magnetar", "pulsar-spark")) == "pulsar-spark",
     )
 
 
@@ -326,15 +326,10 @@ def _passed_through(name: str) -> bool:
     return lowered.startswith("pulsar.reader.") or (lowered.startswith("pulsar.client.") and lowered not in KNOWN)
 
 
-def _row_format(options: Mapping[str, str]) -> bool:
-    raw = options.get("rowformat", "magnetar").strip().lower()
-    if raw not in ("magnetar", "pulsar-spark"):
-        raise MagnetarOptionError(f"option 'rowFormat' must be magnetar or pulsar-spark, got {options['rowformat']!r}")
-    return raw == "pulsar-spark"
-
-
-def _value_format(options: Mapping[str, str]) -> bool:
-    raw = options.get("valueformat", "typed").strip().lower()
-    if raw not in ("typed", "bytes"):
-        raise MagnetarOptionError(f"option 'valueFormat' must be typed or bytes, got {options['valueformat']!r}")
-    return raw == "typed"
+def _choice(options: Mapping[str, str], name: str, choices: tuple[str, str]) -> str:
+    """One of an option's two values (the first is its default), named in the refusal."""
+    raw = options.get(name.lower(), choices[0]).strip().lower()
+    if raw not in choices:
+        raise MagnetarOptionError(f"option '{name}' must be {choices[0]} or {choices[1]}, "
+                                  f"got {options[name.lower()]!r}")
+    return raw
