@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from magnetar.client.backoff import Backoff
 from magnetar.functions import stats
 from magnetar.functions.config import AUTH_PARAMS_VARIABLE, AUTH_PLUGIN_VARIABLE
 from magnetar.functions.store import Deployment
@@ -26,6 +25,8 @@ log = logging.getLogger("magnetar.functions")
 STOP_GRACE_SECONDS = 5.0
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 60.0
 STABLE_SECONDS = 60.0
+# (client.backoff.Backoff does the same doubling, but importing it loads the whole magnetar.client
+# package into the broker at start-up, which tests/broker/test_startup_imports.py refuses)
 """An instance that ran this long before dying restarts after the first backoff again."""
 
 
@@ -76,7 +77,7 @@ class InstanceProcess:
         return f"{self.deployment.config.fqfn}:{self.instance_id}"
 
     async def _supervise(self) -> None:
-        backoff = Backoff(BACKOFF_FIRST, BACKOFF_MAX)
+        backoff = BACKOFF_FIRST
         while not self._stopping:
             started = time.monotonic()
             code = await self._run_once()
@@ -84,11 +85,10 @@ class InstanceProcess:
                 return
             self.restarts += 1
             self.last_exit = f"instance exited with code {code}"
-            if time.monotonic() - started > STABLE_SECONDS:
-                backoff.reset()
-            delay = backoff.next()
-            log.warning("function %s %s; restarting in %.0f s", self.label, self.last_exit, delay)
-            await asyncio.sleep(delay)
+            backoff = BACKOFF_FIRST if time.monotonic() - started > STABLE_SECONDS else backoff
+            log.warning("function %s %s; restarting in %.0f s", self.label, self.last_exit, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, BACKOFF_MAX)
 
     async def _run_once(self) -> int:
         config = self.deployment.config
