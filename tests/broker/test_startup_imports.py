@@ -59,12 +59,13 @@ ALLOWED_MAGNETAR = frozenset(package if name == "." else f"{package}.{name}"
                              for package, names in MAGNETAR.items() for name in names.split())
 
 #: Third-party top-level packages: the admin API's HTTP server (aiohttp and what it
-#: imports), the wire codec (protobuf), storage (crc32c, sortedcontainers), the optional
-#: event loop (uvloop), and what the interpreter itself loads (setuptools' path hook,
-#: Cython's runtime modules of compiled extensions).
+#: imports), the wire codec (protobuf), storage (crc32c, sortedcontainers), Key_Shared's
+#: sticky key hash (mmh3, one compiled module), the optional event loop (uvloop), and what
+#: the interpreter itself loads (setuptools' path hook, Cython's runtime modules of compiled
+#: extensions).
 ALLOWED_THIRD_PARTY = frozenset({
     "aiohttp", "aiohappyeyeballs", "aiosignal", "attr", "frozenlist", "idna", "multidict", "propcache", "yarl",
-    "typing_extensions", "google", "crc32c", "sortedcontainers", "uvloop",
+    "typing_extensions", "google", "crc32c", "mmh3", "sortedcontainers", "uvloop",
     "__main__", "_distutils_hack", "cython_runtime",
 })
 
