@@ -12,7 +12,6 @@ import random
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -23,22 +22,6 @@ from standalone import Standalone
 
 BASE = "/admin/v2/persistent/public/default"
 EARLIEST = {"ledgerId": -1, "entryId": -1}
-
-
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    """One broker for the module: each case has its own topic."""
-    started = Standalone(tmp_path_factory.mktemp("partitioned-subscriptions") / "data").start()
-    yield started
-    started.stop()
-
-
-@pytest.fixture(scope="module")
-def client(broker: Standalone) -> Iterator[pulsar.Client]:
-    made = pulsar.Client(broker.url, operation_timeout_seconds=10,
-                         logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    yield made
-    made.close()
 
 
 def call(broker: Standalone, method: str, path: str, body: object = None) -> tuple[int, object]:
@@ -70,7 +53,8 @@ def backlogs(broker: Standalone, topic: str, sub: str, partitions: int) -> list[
     return found
 
 
-def test_subscription_lifecycle_on_every_partition(broker, client):
+def test_subscription_lifecycle_on_every_partition(module_broker, module_client):
+    broker, client = module_broker, module_client
     rng = random.Random(fresh_seed())
     partitions = rng.randrange(2, 6)
     topic = f"lifecycle-{partitions}"
@@ -104,7 +88,8 @@ def test_subscription_lifecycle_on_every_partition(broker, client):
     assert call(broker, "POST", f"{topic}/subscription/ops/skip_all")[0] == 404
 
 
-def test_reset_to_a_time_redelivers_every_partition_to_a_consumer(broker, client):
+def test_reset_to_a_time_redelivers_every_partition_to_a_consumer(module_broker, module_client):
+    broker, client = module_broker, module_client
     topic = "reset-consumer"
     held = partitioned(broker, client, topic, 3, 12)
     consumer = client.subscribe(f"persistent://public/default/{topic}", "sub",
@@ -133,7 +118,8 @@ def test_reset_to_a_time_redelivers_every_partition_to_a_consumer(broker, client
     ("GET", "examinemessage?initialPosition=earliest&messagePosition=1", None,
      "Examine messages on a partitioned topic is not allowed, please try examine message on specific topic partition"),
 ])
-def test_one_partition_operations_are_refused_with_405(broker, client, method, path, body, reason):
+def test_one_partition_operations_are_refused_with_405(module_broker, module_client, method, path, body, reason):
+    broker, client = module_broker, module_client
     topic = f"refused-{path.split('/')[-2] if '/' in path else 'examine'}"
     partitioned(broker, client, topic, 2, 4)
     assert call(broker, "PUT", f"{topic}/subscription/sub", EARLIEST)[0] == 204
@@ -146,7 +132,8 @@ def magnetar_admin(broker: Standalone, *args: str) -> subprocess.CompletedProces
                           capture_output=True, text=True, timeout=60, check=False)
 
 
-def test_admin_cli_on_a_partitioned_topic(broker, client):
+def test_admin_cli_on_a_partitioned_topic(module_broker, module_client):
+    broker, client = module_broker, module_client
     topic, partitions = "cli-parted", 3
     held = partitioned(broker, client, topic, partitions, 9)
     name = f"persistent://public/default/{topic}"

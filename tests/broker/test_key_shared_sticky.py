@@ -14,14 +14,12 @@ from __future__ import annotations
 import random
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
 
 import pulsar
 import pytest
 from polling import wait_for
 from pulsar_murmur import RANGE_SIZE, pulsar_sticky_hash
 from seeds import fresh_seed
-from standalone import Standalone
 
 KEY_SHARED = pulsar.ConsumerType.KeyShared
 MESSAGES = 300
@@ -32,17 +30,6 @@ BATCHING = {
     "default": {"batching_enabled": True, "batching_type": pulsar.BatchingType.Default},
 }
 NONE_KEY = b"NONE_KEY"
-
-
-@pytest.fixture(scope="module")
-def sticky_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pulsar.Client]:
-    """One broker for the module: each case has its own topic."""
-    broker = Standalone(tmp_path_factory.mktemp("key-shared-sticky") / "data").start()
-    client = pulsar.Client(broker.url, operation_timeout_seconds=10,
-                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    yield client
-    client.close()
-    broker.stop()
 
 
 def split_ranges(rng: random.Random, parts: int) -> list[tuple[int, int]]:
@@ -112,21 +99,21 @@ CASES = [(kind, batching) for kind in ("persistent", "non-persistent") for batch
 
 
 @pytest.mark.parametrize(("topic_kind", "batching"), CASES)
-def test_keys_reach_the_consumer_whose_sticky_range_holds_pulsars_hash(sticky_client, topic_kind, batching):
+def test_keys_reach_the_consumer_whose_sticky_range_holds_pulsars_hash(module_client, topic_kind, batching):
     seed = fresh_seed()
     rng = random.Random(f"{seed}/{topic_kind}/{batching}")
     ranges = split_ranges(rng, 3)
     topic = f"{topic_kind}://public/default/ks-sticky-{batching}-{seed}"
     received = Received()
     consumers = {
-        f"c{number}": sticky_client.subscribe(
+        f"c{number}": module_client.subscribe(
             topic, "sub", consumer_type=KEY_SHARED, consumer_name=f"c{number}",
             message_listener=received.listener(f"c{number}"),
             key_shared_policy=pulsar.ConsumerKeySharedPolicy(
                 key_shared_mode=pulsar.KeySharedMode.Sticky, sticky_ranges=[hash_range]))
         for number, hash_range in enumerate(ranges)
     }
-    producer = sticky_client.create_producer(topic, block_if_queue_full=True, **BATCHING[batching])
+    producer = module_client.create_producer(topic, block_if_queue_full=True, **BATCHING[batching])
     sticky_keys: dict[int, bytes] = {}
     for index in range(MESSAGES):
         keys, sticky_keys[index] = message_keys(rng, index)
