@@ -7,6 +7,7 @@ import json
 import uuid
 from pathlib import Path
 
+import avro.schema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -177,8 +178,6 @@ def test_each_definition_is_parsed_once_however_many_producers_come(registry: Sc
     """A producer's schema is compared with every live version: the comparisons reuse what was
     parsed (by definition and type), so producers of known versions parse nothing and a new
     version parses only itself, whatever the number of live versions."""
-    import avro.schema
-
     parses: list[str] = []
     real_parse = avro.schema.parse
     monkeypatch.setattr(avro.schema, "parse", lambda text, **kw: parses.append(text) or real_parse(text, **kw))
