@@ -18,7 +18,7 @@ import enum
 import io
 import json
 import struct
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import fastavro
 
@@ -34,8 +34,15 @@ from magnetar.schemas.model import SchemaData, SchemaType
 from magnetar.schemas.protocol import to_wire
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
-if TYPE_CHECKING:
-    from magnetar.client.message import Message
+
+class Message(Protocol):
+    """What decoding a received message reads (magnetar.client.Message has it)."""
+
+    def data(self) -> bytes: ...
+
+    def has_null_value(self) -> bool: ...
+
+    def key_bytes(self) -> bytes | None: ...
 
 
 class Schema:
@@ -168,7 +175,7 @@ class DoubleSchema(_Packed, kind=SchemaType.DOUBLE, layout=">d", python_types=(f
     pass
 
 
-def _definition_bytes(definition: Any) -> bytes:
+def definition_bytes(definition: Any) -> bytes:
     """The definition's JSON as the official client writes it (one-space indent): a Pulsar
     broker finds a schema's version by a hash of these bytes."""
     return json.dumps(definition, indent=True).encode()
@@ -179,7 +186,7 @@ class _Struct(Schema):
 
     def __init__(self, record_cls: Any, kind: SchemaType, definition: Any) -> None:
         self._definition = definition
-        super().__init__(record_cls, kind, _definition_bytes(definition), kind.name)
+        super().__init__(record_cls, kind, definition_bytes(definition), kind.name)
 
     def _plain(self, obj: Any) -> Any:
         """A record as the encoder's dicts and lists."""
