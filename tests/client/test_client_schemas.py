@@ -451,3 +451,5 @@ def test_protobuf_native_values_cross_between_the_clients_both_ways(client, offi
     assert [theirs.receive(10_000).value() for _ in sent] == sent
     with pytest.raises(TypeError, match="expected Root"):
         producer.send(Point(x=1, y=2))
+    with pytest.raises(pulsar.IncompatibleSchema):  # another root message (another package)
+        client.create_producer(name, schema=ProtobufNativeSchema(message_class(rng)))
