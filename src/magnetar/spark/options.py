@@ -314,8 +314,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         properties_filter=_properties(lowered),
         payload_processors=_payload_processors(lowered),
         security=security_options(lowered),
-        typed_values=_choice(lowered, "valueFormat", ("typed", "bytes")) == "typed",
-        pulsar_spark_rows=_choice(lowered, "rowFormat", ("magnetar", "pulsar-spark")) == "pulsar-spark",
+        typed_values=choice_option(lowered, "valueFormat", ("typed", "bytes")) == "typed",
+        pulsar_spark_rows=choice_option(lowered, "rowFormat", ("magnetar", "pulsar-spark")) == "pulsar-spark",
     )
 
 
@@ -326,7 +326,7 @@ def _passed_through(name: str) -> bool:
     return lowered.startswith("pulsar.reader.") or (lowered.startswith("pulsar.client.") and lowered not in KNOWN)
 
 
-def _choice(options: Mapping[str, str], name: str, choices: tuple[str, str]) -> str:
+def choice_option(options: Mapping[str, str], name: str, choices: tuple[str, str]) -> str:
     """One of an option's two values (the first is its default), named in the refusal."""
     raw = options.get(name.lower(), choices[0]).strip().lower()
     if raw not in choices:
