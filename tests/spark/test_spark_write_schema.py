@@ -170,7 +170,8 @@ def test_schema_evolves_and_an_incompatible_change_fails_the_query(spark, broker
     assert [_version(m) for m in _consume(official, "evolving", 3)] == [0, 1, 0]
     incompatible = T.StructType([T.StructField("name", T.LongType()), T.StructField("age", T.IntegerType())])
     with pytest.raises(PySparkException, match="IncompatibleSchema"):
-        _write(spark, broker, "evolving", [({"name": 5, "age": 4},)], T.StructType([T.StructField("value", incompatible)]))
+        _write(spark, broker, "evolving", [({"name": 5, "age": 4},)],
+               T.StructType([T.StructField("value", incompatible)]))
     assert _schema_info(broker, "evolving")["version"] == 1
     assert len(_read_values(spark, broker, "evolving")) == 3
 

@@ -38,6 +38,7 @@ from pyspark.sql.types import TimestampType
 
 from magnetar.client.connection import PulsarClientError
 from magnetar.schemas import SchemaData, SchemaType
+from magnetar.spark.message_id_lookup import requested_index
 from magnetar.spark.offsets import (
     EARLIEST_INDEX,
     LATEST_INDEX,
@@ -317,12 +318,12 @@ def _batch_bounds(options: SourceOptions, tp: TopicPartition, pushed: Bounds, to
     """Pushed filters narrowed by startingOffsets/endingOffsets and startingTime/endingTime."""
     bounds = replace(
         pushed,
-        entry_time_min=options.starting_time,
-        entry_time_end=options.ending_time,
+        entry_time_min=options.starting_time.time_for(tp),
+        entry_time_end=options.ending_time.time_for(tp),
         properties=options.properties_filter,
     )
-    start = options.starting.index_for(tp)
-    end = options.ending.index_for(tp)
+    start = requested_index(options.starting, tp, topics, ending=False)
+    end = requested_index(options.ending, tp, topics, ending=True)
     low = None if start in (EARLIEST_INDEX, LATEST_INDEX) else start
     high = None if end in (EARLIEST_INDEX, LATEST_INDEX) else end - 1
     if start == LATEST_INDEX:
@@ -446,11 +447,12 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         topics = self.topics
         out: dict[TopicPartition, int] = {}
         for tp, latest in self._next_indexes().items():
-            if options.starting_time is not None:
-                index = topics.index_at_time(tp, options.starting_time)
+            starting_time = options.starting_time.time_for(tp)
+            if starting_time is not None:
+                index = topics.index_at_time(tp, starting_time)
                 out[tp] = latest if index is None else index
                 continue
-            wanted = options.starting.index_for(tp)
+            wanted = requested_index(options.starting, tp, topics, ending=False)
             resolved = resolve_index(topics, tp, wanted)
             out[tp] = EARLIEST_INDEX if resolved is None else resolved
         return to_stream_offset(out)

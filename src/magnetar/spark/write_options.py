@@ -22,8 +22,10 @@ from magnetar.spark.options import (
     fail,
     integer_option,
     known_options,
+    operation_timeout,
     security_options,
     topic_option,
+    without_passed_through,
 )
 from magnetar.spark.value_schemas import value_schema_for
 
@@ -106,7 +108,8 @@ def check_columns(schema: Any, topic_option: str | None, entry_format: str) -> t
 
 def parse_write_options(options: Mapping[str, str], schema: Any) -> WriteOptions:
     """Every write option and input column checked; MagnetarOptionError names the first bad one."""
-    lowered = known_options(options, WRITE_KNOWN, "write option")
+    passed = without_passed_through(options, WRITE_KNOWN, ("pulsar.client.", "pulsar.producer."))
+    lowered = known_options(passed, WRITE_KNOWN, "write option")
     service_url = (lowered.get("service.url") or "").rstrip("/")
     if not service_url:
         fail("give 'service.url': writes go through a broker")
@@ -136,7 +139,7 @@ def parse_write_options(options: Mapping[str, str], schema: Any) -> WriteOptions
         entry_format=entry_format,
         batching_max_messages=integer_option(lowered, "batchingmaxmessages", 1, WRITE_KNOWN) or default_rows,
         batching_max_bytes=integer_option(lowered, "batchingmaxbytes", 1, WRITE_KNOWN) or 128 * 1024,
-        operation_timeout_seconds=float(integer_option(lowered, "operationtimeoutseconds", 1, WRITE_KNOWN) or 30),
+        operation_timeout_seconds=operation_timeout(lowered, WRITE_KNOWN),
         security=security_options(lowered),
     )
 
