@@ -1,9 +1,11 @@
-"""Writing typed `value` columns: a struct registers an AVRO schema the official client decodes
-with an equivalent Record, primitives register their primitive schema, the broker's
-compatibility checks apply, and the Spark source reads the rows back as they were written."""
+"""pulsar-spark's jobs on magnetar. Writing typed `value` columns: a struct registers an AVRO
+schema the official client decodes with an equivalent Record, primitives register their
+primitive schema, the broker's compatibility checks apply, and the Spark source reads the rows
+back as they were written. Reading from pulsar-spark's offsets: message ids and times per topic."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime as dt
 import decimal
@@ -19,6 +21,8 @@ from pyspark.errors import PySparkException
 from pyspark.sql import types as T
 from spark_helpers import INTERCEPTORS
 from standalone import Standalone
+
+from magnetar.admin.client import AdminClient
 
 pytestmark = pytest.mark.spark
 
@@ -237,3 +241,92 @@ def test_binary_and_value_format_bytes_register_nothing(spark, broker, official)
 def test_values_without_a_schema_fail_at_planning(spark, broker, value_type, options, message):
     with pytest.raises(PySparkException, match=message.replace("[", r"\[")):
         _write(spark, broker, "never", [], T.StructType([T.StructField("value", value_type)]), **options)
+
+
+# -- pulsar-spark's offsets: message ids per topic partition, times per topic
+
+
+@pytest.fixture(scope="module")
+def offsets_topic(broker: Standalone, official: pulsar.Client) -> dict[tuple[int, int, int, int], pulsar.MessageId]:
+    """60 keyed messages in batches over two partitions; the official client's id of each,
+    by (partition, ledger, entry, batch index)."""
+    AdminClient(broker.admin_url).create_partitioned_topic("persistent://public/default/offsets", 2)
+    producer = official.create_producer("offsets", batching_enabled=True, batching_max_messages=7,
+                                        batching_max_publish_delay_ms=1000)
+    with contextlib.closing(producer):
+        for i in range(60):
+            producer.send_async(f"m{i}".encode(), None, partition_key=f"k{i % 11}")
+        producer.flush()
+    ids = {}
+    for message in _consume(official, "offsets", 60):
+        mid = message.message_id()
+        ids[(mid.partition(), mid.ledger_id(), mid.entry_id(), mid.batch_index())] = mid
+    return ids
+
+
+def _pulsar_spark_json(ids: dict[str, bytes]) -> str:
+    """Offsets as pulsar-spark's JsonUtils writes them: each id's bytes as signed byte values."""
+    return json.dumps({topic: [b - 256 if b > 127 else b for b in data] for topic, data in ids.items()})
+
+
+def _positions(spark, source: str, **options) -> list[tuple[int, int, int, int]]:
+    reader = spark.read.format("magnetar").option("topic", "offsets")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    df = reader.option("service.url", source).load() if source.startswith("pulsar") else reader.load(source)
+    return sorted((r.partition, r.ledger_id, r.entry_id, r.batch_index) for r in df.collect())
+
+
+@pytest.mark.parametrize("via", ["path", "service.url"])
+def test_pulsar_spark_message_id_offsets(spark, broker, offsets_topic, via):
+    source = broker.url if via == "service.url" else str(broker.data_dir)
+    every = sorted(offsets_topic)
+    part = max((0, 1), key=lambda n: sum(p[0] == n for p in every))
+    mine = [p for p in every if p[0] == part]
+    start = next(p for p in mine[3:] if p[3] > 0)  # inside a batch
+    end = mine[-4]
+    topic = f"persistent://public/default/offsets-partition-{part}"
+    starting = _pulsar_spark_json({topic: offsets_topic[start].serialize()})
+    assert _positions(spark, source, startingOffsets=starting) == [p for p in every if p[0] != part or p >= start]
+    ending = _pulsar_spark_json({topic: offsets_topic[end].serialize()})
+    assert _positions(spark, source, startingOffsets=starting, endingOffsets=ending) == [
+        p for p in every if p[0] != part or (start <= p and p[1:3] <= end[1:3])], "the ending id's whole entry is read"
+    in_base64 = json.dumps({topic: base64.b64encode(offsets_topic[start].serialize()).decode()})
+    assert _positions(spark, source, startingOffsets=in_base64) == _positions(spark, source, startingOffsets=starting)
+
+
+def test_message_ids_of_pulsar_spark_rows_start_a_read(spark, broker, offsets_topic):
+    rows = (spark.read.format("magnetar").option("topic", "offsets").option("rowFormat", "pulsar-spark")
+            .load(str(broker.data_dir)).collect())
+    chosen = sorted(rows, key=lambda r: (r["__topic"], bytes(r["__messageId"])))[len(rows) // 3]
+    starting = _pulsar_spark_json({chosen["__topic"]: bytes(chosen["__messageId"])})
+    mid = pulsar.MessageId.deserialize(bytes(chosen["__messageId"]))
+    first = (mid.partition(), mid.ledger_id(), mid.entry_id(), mid.batch_index())
+    got = _positions(spark, str(broker.data_dir), startingOffsets=starting)
+    assert next(p for p in got if p[0] == first[0]) == first
+
+
+def test_pulsar_spark_times_per_topic(spark, broker, offsets_topic):
+    df = spark.read.format("magnetar").option("topic", "offsets").load(str(broker.data_dir))
+    times = sorted((r.partition, r.broker_time) for r in df.collect())
+    cut = [t for p, t in times if p == 1][len(times) // 4]
+    millis = int(cut.replace(tzinfo=dt.UTC).timestamp() * 1000) if cut.tzinfo is None else int(cut.timestamp() * 1000)
+    starting = json.dumps({"persistent://public/default/offsets-partition-1": millis})
+    got = spark.read.format("magnetar").option("topic", "offsets").option("startingTime", starting).load(
+        str(broker.data_dir)).collect()
+    assert sorted((r.partition, r.broker_time) for r in got) == [(p, t) for p, t in times if p == 0 or t >= cut]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"startingOffsets": '{"offsets-partition-0": [8, 1]}'}, "option 'startingOffsets': the message id of"),
+    ({"endingOffsets": '{"offsets": "not base64!"}'}, "option 'endingOffsets': the message id of offsets"),
+    ({"endingOffsets": _pulsar_spark_json({"offsets-partition-0": pulsar.MessageId.earliest.serialize()})},
+     "cannot end at MessageId.earliest"),
+    ({"startingTime": '{"offsets": "noon"}'}, "option 'startingTime' must be a time in ms or JSON"),
+])
+def test_bad_pulsar_spark_offsets_name_the_option(spark, broker, options, message):
+    reader = spark.read.format("magnetar").option("topic", "offsets")
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    with pytest.raises(PySparkException, match=message):
+        reader.load(str(broker.data_dir))
