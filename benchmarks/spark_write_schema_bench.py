@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from spark_write_bench import stored
+from spark_write_bench import stored_counts
 from standalone import Standalone
 
 from magnetar.admin.client import AdminClient
@@ -95,12 +95,9 @@ def main() -> None:
             encoding = encoder_rates(spark, args.encode_rows)
             loads["after_encoders"] = round(os.getloadavg()[0], 2)
             spark.stop()
-            admin = AdminClient(broker.admin_url)
-            counts = {topic: stored(admin, topic) for topic in ("typed", "binary")}
+            stored_counts(AdminClient(broker.admin_url), ("typed", "binary"), args.rows)
         finally:
             broker.stop()
-    if any(count != args.rows for count in counts.values()):
-        raise RuntimeError(f"stored counts {counts} differ from {args.rows} rows")
     print(json.dumps({
         "rows": args.rows,
         "spark_local2_struct_avro_rows_per_s": round(args.rows / typed),

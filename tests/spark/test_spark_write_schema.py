@@ -19,7 +19,7 @@ import pytest
 from pulsar.schema import Array, AvroSchema, Boolean, Double, Long, Map, Record, String, StringSchema
 from pyspark.errors import PySparkException
 from pyspark.sql import types as T
-from spark_helpers import INTERCEPTORS
+from spark_helpers import INTERCEPTORS, official_client
 from standalone import Standalone
 
 from magnetar.admin.client import AdminClient
@@ -78,10 +78,8 @@ def broker(tmp_path_factory) -> Iterator[Standalone]:
 
 @pytest.fixture(scope="module")
 def official(broker: Standalone) -> Iterator[pulsar.Client]:
-    client = pulsar.Client(broker.url, operation_timeout_seconds=10,
-                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    yield client
-    client.close()
+    with official_client(broker) as client:
+        yield client
 
 
 def _reading(i: int) -> dict:
