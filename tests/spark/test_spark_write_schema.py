@@ -305,14 +305,16 @@ def test_message_ids_of_pulsar_spark_rows_start_a_read(spark, broker, offsets_to
 
 
 def test_pulsar_spark_times_per_topic(spark, broker, offsets_topic):
+    """A time for one partition (by its own name) bounds that partition alone."""
     df = spark.read.format("magnetar").option("topic", "offsets").load(str(broker.data_dir))
-    times = sorted((r.partition, r.broker_time) for r in df.collect())
-    cut = [t for p, t in times if p == 1][len(times) // 4]
-    millis = int(cut.replace(tzinfo=dt.UTC).timestamp() * 1000) if cut.tzinfo is None else int(cut.timestamp() * 1000)
-    starting = json.dumps({"persistent://public/default/offsets-partition-1": millis})
-    got = spark.read.format("magnetar").option("topic", "offsets").option("startingTime", starting).load(
-        str(broker.data_dir)).collect()
-    assert sorted((r.partition, r.broker_time) for r in got) == [(p, t) for p, t in times if p == 0 or t >= cut]
+    times = df.selectExpr("partition", "unix_millis(broker_time) as t").collect()
+    partition_one = sorted(r.partition for r in times if r.partition == 1)
+    after_all = max(r.t for r in times) + 1
+    for name, bound in (("startingTime", after_all), ("endingTime", 0)):
+        per_topic = json.dumps({"persistent://public/default/offsets-partition-0": bound})
+        got = spark.read.format("magnetar").option("topic", "offsets").option(name, per_topic).load(
+            str(broker.data_dir)).collect()
+        assert sorted(r.partition for r in got) == partition_one, name
 
 
 @pytest.mark.parametrize(("options", "message"), [
