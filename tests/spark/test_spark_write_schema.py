@@ -181,13 +181,9 @@ def test_schema_evolves_and_an_incompatible_change_fails_the_query(spark, broker
 PRIMITIVES = [
     (T.StringType(), "STRING", ["a", "bé", None], None),
     (T.LongType(), "INT64", [-1, 2**40, None], ">q"),
-    (T.IntegerType(), "INT32", [-5, 2**30], ">i"),
-    (T.ShortType(), "INT16", [-5, 300], ">h"),
     (T.ByteType(), "INT8", [-5, 100], ">b"),
-    (T.DoubleType(), "DOUBLE", [0.25, -1e300], ">d"),
     (T.FloatType(), "FLOAT", [0.25, -2.5], ">f"),
     (T.BooleanType(), "BOOLEAN", [True, False], ">?"),
-    (T.DateType(), "DATE", [dt.date(2026, 11, 26), dt.date(1960, 1, 1)], None),
     (T.TimestampType(), "TIMESTAMP", [WHEN.replace(microsecond=456000), dt.datetime(1969, 1, 1, tzinfo=dt.UTC)],
      None),
 ]
@@ -227,18 +223,12 @@ def test_binary_and_value_format_bytes_register_nothing(spark, broker, official)
     assert [m.data() for m in _consume(official, "untyped", 2)] == [b"plain", b"raw"]
 
 
-@pytest.mark.parametrize(("value_type", "options", "message"), [
-    (T.StructType([T.StructField("a b", T.LongType())]), {}, "field 'value.a b': Avro field names"),
-    (T.StructType([T.StructField("m", T.MapType(T.LongType(), T.LongType()))]), {}, "Avro maps have string keys"),
-    (T.ArrayType(T.LongType()), {}, "column 'value' of type array<bigint> has no Pulsar schema"),
-    (T.StructType([T.StructField("at", T.TimestampNTZType())]), {}, "field 'value.at' of type timestamp_ntz"),
-    (T.StructType([T.StructField("a", T.LongType())]), {"valueFormat": "bytes"}, "binary or string with valueFormat"),
-    (T.StructType([T.StructField("a", T.LongType())]), {"entryFormat": "arrow"}, "binary or string with entryFormat"),
-    (T.StringType(), {"valueFormat": "avro"}, "option 'valueFormat' must be typed or bytes"),
-])
-def test_values_without_a_schema_fail_at_planning(spark, broker, value_type, options, message):
-    with pytest.raises(PySparkException, match=message.replace("[", r"\[")):
-        _write(spark, broker, "never", [], T.StructType([T.StructField("value", value_type)]), **options)
+def test_a_value_without_a_schema_fails_at_planning(spark, broker):
+    """The message leads the exception (the cases are in test_value_encoding.py)."""
+    with pytest.raises(PySparkException) as info:
+        _write(spark, broker, "never", [], T.StructType([T.StructField("value", T.StructType([
+            T.StructField("a b", T.LongType())]))]))
+    assert "MagnetarOptionError: field 'value.a b': Avro field names" in str(info.value).splitlines()[0]
 
 
 # -- pulsar-spark's offsets: message ids per topic partition, times per topic

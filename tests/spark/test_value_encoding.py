@@ -20,8 +20,10 @@ from pyspark.sql import types as T  # noqa: E402 (after the check above)
 
 from magnetar.schemas import SchemaData, SchemaType  # noqa: E402
 from magnetar.spark import value_encoding  # noqa: E402
+from magnetar.spark.options import MagnetarOptionError  # noqa: E402
 from magnetar.spark.value_encoding import ValueEncoder, encode_rows, varints  # noqa: E402
 from magnetar.spark.value_schemas import value_schema_for  # noqa: E402
+from magnetar.spark.write_options import parse_write_options  # noqa: E402
 
 INNER = T.StructType([T.StructField("x", T.IntegerType()), T.StructField("ys", T.ArrayType(
     T.StructType([T.StructField("z", T.LongType(), False)])))])
@@ -116,3 +118,28 @@ def test_primitives_are_pulsars_big_endian_numbers(arrow_type, kind, values, lay
     epoch = dt.date(1970, 1, 1)
     numbers = [(v - epoch).days * 86_400_000 if isinstance(v, dt.date) else v for v in values]
     assert encoded == [None if n is None else struct.pack(layout, n) for n in numbers]
+
+
+@pytest.mark.parametrize(("value_type", "options", "message"), [
+    (T.StructType([T.StructField("a b", T.LongType())]), {}, "field 'value.a b': Avro field names"),
+    (T.StructType([T.StructField("m", T.MapType(T.LongType(), T.LongType()))]), {}, "Avro maps have string keys"),
+    (T.ArrayType(T.LongType()), {}, "column 'value' of type array<bigint> has no Pulsar schema"),
+    (T.StructType([T.StructField("at", T.TimestampNTZType())]), {}, "field 'value.at' of type timestamp_ntz"),
+    (T.StructType([T.StructField("a", T.LongType())]), {"valueFormat": "bytes"}, "binary or string with valueFormat"),
+    (T.StructType([T.StructField("a", T.LongType())]), {"entryFormat": "arrow"}, "binary or string with entryFormat"),
+    (T.StringType(), {"valueFormat": "avro"}, "option 'valueFormat' must be typed or bytes"),
+])
+def test_values_without_a_schema_are_refused_naming_the_field(value_type, options, message):
+    with pytest.raises(MagnetarOptionError, match=message.replace("[", r"\[")):
+        parse_write_options({"service.url": "pulsar://127.0.0.1:6650", "topic": "t", **options},
+                            T.StructType([T.StructField("value", value_type)]))
+
+
+def test_value_types_register_their_schema():
+    assert value_schema_for(T.BinaryType()) is None
+    assert value_schema_for(T.LongType()) == SchemaData(SchemaType.INT64, b"")
+    nested = json.loads(value_schema_for(T.StructType([T.StructField("p", T.StructType([
+        T.StructField("x", T.DoubleType(), False)]))])).data)
+    assert nested == {"type": "record", "name": "topLevelRecord", "fields": [{
+        "name": "p", "default": None, "type": ["null", {"type": "record", "name": "p", "namespace": "topLevelRecord",
+                                                       "fields": [{"name": "x", "type": "double"}]}]}]}
