@@ -67,19 +67,31 @@ ALLOWED_THIRD_PARTY = frozenset({
     "typing_extensions", "google", "crc32c", "sortedcontainers", "uvloop",
     "__main__", "_distutils_hack", "cython_runtime",
 })
+#: Of those, what the binary listener needs before it serves (the rest is the admin API's).
+BINARY_SIDE_THIRD_PARTY = frozenset({
+    "typing_extensions", "google", "crc32c", "sortedcontainers", "uvloop",
+    "__main__", "_distutils_hack", "cython_runtime",
+})
 
-# Runs the real command line in a child process: on "accepting connections" it writes the
-# sorted module names to the file named first, then stops the broker as SIGTERM would.
-PROBE = """
+ACCEPTING = "accepting connections"
+BINARY_READY = "binary protocol listener ready"
+
+# Runs the real command line in a child process: on the log line named second it writes
+# the sorted module names to the file named first, then stops the broker (as SIGTERM would
+# once it accepts connections; at once before that, when SIGTERM is not handled yet).
+PROBE = f"""
 import logging, os, signal, sys
-out = sys.argv.pop(1)
+out, line = sys.argv.pop(1), sys.argv.pop(1)
 
 class Probe(logging.Handler):
     def emit(self, record):
-        if "accepting connections" in record.getMessage():
+        if line in record.getMessage():
             with open(out, "w") as file:
                 file.write("\\n".join(sorted(sys.modules)))
-            os.kill(os.getpid(), signal.SIGTERM)
+            if line == "{ACCEPTING}":
+                os.kill(os.getpid(), signal.SIGTERM)
+            else:
+                os._exit(0)
 
 logging.getLogger("magnetar").addHandler(Probe())
 from magnetar.cli import main
@@ -87,9 +99,9 @@ sys.exit(main(["standalone", *sys.argv[1:]]))
 """
 
 
-def modules_at_start(tmp_path: Path, *args: str) -> list[str]:
+def modules_at_start(tmp_path: Path, *args: str, line: str = ACCEPTING) -> list[str]:
     out = tmp_path / "modules.txt"
-    done = subprocess.run([sys.executable, "-c", PROBE, str(out), "--data-dir", str(tmp_path / "data"),
+    done = subprocess.run([sys.executable, "-c", PROBE, str(out), line, "--data-dir", str(tmp_path / "data"),
                            "--port", "0", "--http-port", "0", *args],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and out.exists(), done.stderr
@@ -139,3 +151,13 @@ def test_a_pulsar_conf_file_loads_its_parser_and_pulsars_keys_and_nothing_else(t
     assert "javaproperties" in modules and "magnetar.broker.config.pulsar_keys" in modules
     assert [name for name in unexpected(modules)
             if not name.startswith("javaproperties") and name != "magnetar.broker.config.pulsar_keys"] == []
+
+
+def test_the_binary_listener_does_not_wait_for_the_admin_apis_code(tmp_path):
+    """The admin API (aiohttp, magnetar.admin) and the functions worker load in a thread once
+    the binary listener serves (test_startup_order.py shows clients served meanwhile)."""
+    modules = modules_at_start(tmp_path, line=BINARY_READY)
+    assert "magnetar.broker.service.broker_service" in modules
+    admin_side = [name for name in modules if name.split(".")[0] in ALLOWED_THIRD_PARTY - BINARY_SIDE_THIRD_PARTY
+                  or name.startswith(("magnetar.admin", "magnetar.functions"))]
+    assert admin_side == []
