@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from magnetar.broker.auth.operations import FUNCTIONS
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.config.loading import LoadedConfiguration, load_configuration
 from magnetar.broker.config.properties import Setting
@@ -137,7 +138,9 @@ class Standalone:
             from magnetar.functions.worker import FunctionsWorker  # noqa: PLC0415
 
             self.functions = FunctionsWorker(self.service, self.data_dir)
-            self.admin.app.add_routes(FunctionsApi(self.functions).routes())
+            # Pulsar lets super users, tenant admins and roles granted `functions` on the namespace
+            # manage functions
+            self.admin.add_routes(FunctionsApi(self.functions).routes(), FUNCTIONS)
             self.admin.metrics_sources.append(self.functions.metrics)
         await self.admin.start(self.config.bindAddress, self.config.webServicePort, self.config.webServicePortTls)
         if self.functions is not None:

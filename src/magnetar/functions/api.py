@@ -5,7 +5,6 @@ admin server with the routes the standalone hands it."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin.responses import fail, no_content
-from magnetar.functions.config import ConfigError, FunctionConfig
+from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
 from magnetar.functions.stats_view import function_stats, instance_stats
 from magnetar.functions.worker import FunctionNotFound, FunctionsWorker
 
@@ -157,9 +156,9 @@ class FunctionsApi:
     async def put_state(self, request: web.Request) -> web.Response:
         fqfn, key = _fqfn(request), request.match_info["key"]
         if request.content_type.startswith("multipart/"):
-            state = _parse_json("state", (await _multipart(request)).get("state", b"").decode(errors="replace"))
+            state: Any = _json_object("state", (await _multipart(request)).get("state", b"").decode(errors="replace"))
         elif request.content_type.endswith("form-urlencoded"):
-            state = _parse_json("state", str((await request.post()).get("state", "")))
+            state = _json_object("state", str((await request.post()).get("state", "")))
         else:
             state = await request.json()
         with _refusals():
@@ -244,19 +243,16 @@ async def _multipart(request: web.Request) -> dict[str, Any]:
 
 def _json_part(parts: dict[str, Any], name: str) -> dict[str, Any]:
     raw = parts.get(name)
-    if raw is None:
-        return {}
-    value = _parse_json(name, raw.decode(errors="replace"))
-    if not isinstance(value, dict):
-        raise fail(400, f"{name} must be a JSON object")
-    return value
+    return {} if raw is None else _json_object(name, raw.decode(errors="replace"))
 
 
-def _parse_json(name: str, text: str) -> Any:
+def _json_object(name: str, text: str) -> dict[str, Any]:
+    """A JSON object a request carries as text (a multipart part, a form field): 400 naming it
+    when it is not one."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise fail(400, f"{name} is not valid JSON: {error}") from None
+        return parse_json_flag(name, text)
+    except ConfigError as error:
+        raise fail(400, str(error)) from None
 
 
 def _config(request: web.Request, parts: dict[str, Any]) -> FunctionConfig:
