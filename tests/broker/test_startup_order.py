@@ -1,7 +1,7 @@
 """The binary port serves Pulsar clients while the admin API's code is still loading.
 
-A standalone loads the admin API (aiohttp and magnetar.admin: about 40% of a start) in a
-thread once its binary listener is up, and logs "binary protocol listener ready" then. The
+A standalone loads the admin API (aiohttp and magnetar.admin: nearly half of a start's CPU)
+in a thread once its binary listener is up, and logs "binary protocol listener ready" then. The
 line must not be a promise: here the child process holds the import of
 magnetar.admin.server until the test says so (on its stdin), and a real client produces
 and consumes in that window. A broker that imported the admin API before listening would

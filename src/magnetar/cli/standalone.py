@@ -124,8 +124,9 @@ class Standalone:
             raise
 
     async def _start_admin(self) -> None:
-        """The admin API's code loads in a thread (aiohttp and what it imports are ~40% of a
-        start), so the event loop serves Pulsar clients on the binary port meanwhile."""
+        """The admin API's code loads in a thread (aiohttp, magnetar.admin and the functions
+        worker: nearly half of a start's CPU), so the event loop serves Pulsar clients on the
+        binary port meanwhile."""
         modules = ["magnetar.admin.server", *(["magnetar.functions.api"] if self.config.functionsWorkerEnabled else [])]
         with ThreadPoolExecutor(1, thread_name_prefix="magnetar-admin-import") as loader:  # gone when loaded
             await asyncio.get_running_loop().run_in_executor(loader, _import_all, modules)
