@@ -43,9 +43,9 @@ MAGNETAR = {
                                  "consumer_commands frame_writes lookup_commands publish_checks schema_commands "
                                  "topic_list",
     "magnetar.cli": ". parsing standalone",
-    # the functions worker, on in the standalone as in Pulsar's (its instances' runtime and the
-    # trigger's client load only when used)
-    "magnetar.functions": ". api config stats stats_view store supervisor worker",
+    # the functions worker's routes, on in the standalone as in Pulsar's; the worker itself, its
+    # REST handlers and supervisor load with the first request (or a stored function)
+    "magnetar.functions": ". config on_demand routes store",
     "magnetar.plugins": ".",
     # the registry's model and rules; avro itself loads with the first Avro schema
     "magnetar.schemas": ". compatibility definitions errors model protocol registry",
@@ -137,6 +137,8 @@ def test_a_default_broker_imports_only_what_it_needs(default_start):
     "magnetar.broker.config.pulsar_keys",  # a key that is not magnetar's
     "magnetar.broker.auth.session",  # authentication: off by default
     "magnetar.broker.topics.nonpersistent.non_persistent_topic",  # made by the first non-persistent topic
+    "magnetar.functions.worker", "magnetar.functions.api", "magnetar.functions.supervisor",  # no function deployed
+    "magnetar.functions.instance", "magnetar.functions.stats_view",
     "magnetar.broker.compaction.compactor", "magnetar.wire.batch", "magnetar.formats",
     "magnetar.broker.auth.providers", "magnetar.spark", "magnetar.client", "magnetar.cli.admin",
 ])

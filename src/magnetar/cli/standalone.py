@@ -29,8 +29,8 @@ from magnetar.storage import DataDirLockedError
 
 if TYPE_CHECKING:
     from magnetar.admin.server import AdminServer
+    from magnetar.functions.on_demand import FunctionsOnDemand
     from magnetar.functions.supervisor import Endpoints
-    from magnetar.functions.worker import FunctionsWorker
 
 log = logging.getLogger("magnetar")
 _NO_HARD_LIMIT_TARGET = 1 << 20
@@ -108,7 +108,7 @@ class Standalone:
         self.data_dir = data_dir
         self.service: BrokerService | None = None
         self.admin: AdminServer | None = None
-        self.functions: FunctionsWorker | None = None
+        self.functions: FunctionsOnDemand | None = None
 
     async def start(self) -> None:
         """Listen on both APIs; a failure half-way closes what had started (and the data
@@ -124,10 +124,10 @@ class Standalone:
             raise
 
     async def _start_admin(self) -> None:
-        """The admin API's code loads in a thread (aiohttp, magnetar.admin and the functions
-        worker: nearly half of a start's CPU), so the event loop serves Pulsar clients on the
-        binary port meanwhile."""
-        modules = ["magnetar.admin.server", *(["magnetar.functions.api"] if self.config.functionsWorkerEnabled else [])]
+        """The admin API's code loads in a thread (aiohttp and magnetar.admin: nearly half of
+        a start's CPU), so the event loop serves Pulsar clients on the binary port meanwhile."""
+        modules = ["magnetar.admin.server", *(["magnetar.functions.on_demand"] if self.config.functionsWorkerEnabled
+                                              else [])]
         with ThreadPoolExecutor(1, thread_name_prefix="magnetar-admin-import") as loader:  # gone when loaded
             await asyncio.get_running_loop().run_in_executor(loader, _import_all, modules)
         from magnetar.admin.server import AdminServer  # noqa: PLC0415  (loaded just above)
@@ -135,17 +135,16 @@ class Standalone:
         assert self.service is not None
         self.admin = AdminServer(self.service)
         if self.config.functionsWorkerEnabled:
-            from magnetar.functions.api import FunctionsApi  # noqa: PLC0415  (loaded just above)
-            from magnetar.functions.worker import FunctionsWorker  # noqa: PLC0415
+            from magnetar.functions.on_demand import FunctionsOnDemand  # noqa: PLC0415  (loaded just above)
 
-            self.functions = FunctionsWorker(self.service, self.data_dir)
+            self.functions = FunctionsOnDemand(self.service, self.data_dir, self._endpoints)
             # Pulsar lets super users, tenant admins and roles granted `functions` on the namespace
             # manage functions
-            self.admin.add_routes(FunctionsApi(self.functions).routes(), FUNCTIONS)
+            self.admin.add_routes(self.functions.routes(), FUNCTIONS)
             self.admin.metrics_sources.append(self.functions.metrics)
         await self.admin.start(self.config.bindAddress, self.config.webServicePort, self.config.webServicePortTls)
         if self.functions is not None:
-            await self.functions.start(self._endpoints())
+            await self.functions.start()
 
     def _endpoints(self) -> Endpoints:
         """Where instances connect: the broker's and the admin API's advertised URLs."""

@@ -13,12 +13,11 @@ from aiohttp import web
 
 from magnetar.admin.responses import fail, no_content
 from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
+from magnetar.functions.routes import ROUTES
 from magnetar.functions.stats_view import function_stats, instance_stats
 from magnetar.functions.worker import FunctionNotFound, FunctionsWorker
 
 log = logging.getLogger("magnetar.functions")
-BASE = "/admin/v3/functions/{tenant}/{namespace}"
-FN = BASE + "/{name}"
 TRIGGER_TIMEOUT_MS = 10_000
 MAX_CODE_BYTES = 64 * 1024 * 1024
 
@@ -28,18 +27,7 @@ class FunctionsApi:
         self.worker = worker
 
     def routes(self) -> list[web.RouteDef]:
-        return [
-            web.get(BASE, self.list), web.post(FN, self.create), web.put(FN, self.update),
-            web.delete(FN, self.delete), web.get(FN, self.get),
-            web.get(FN + "/status", self.status), web.get(FN + "/{instance:[0-9]+}/status", self.status),
-            web.get(FN + "/stats", self.stats), web.get(FN + "/{instance:[0-9]+}/stats", self.stats),
-            *(web.post(FN + suffix + f"/{verb}", handler) for verb, handler in
-              (("start", self.start), ("stop", self.stop), ("restart", self.restart))
-              for suffix in ("", "/{instance:[0-9]+}")),
-            web.post(FN + "/trigger", self.trigger),
-            web.get(FN + "/state/{key}", self.get_state), web.post(FN + "/state/{key}", self.put_state),
-            web.delete(FN + "/state/{key}", self.delete_state), web.post(FN + "/counter/{key}", self.incr),
-        ]
+        return [web.route(method, path, getattr(self, handler)) for method, path, handler in ROUTES]
 
     # -- deployments
     async def list(self, request: web.Request) -> web.Response:
