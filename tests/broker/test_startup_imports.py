@@ -59,19 +59,17 @@ ALLOWED_MAGNETAR = frozenset(package if name == "." else f"{package}.{name}"
                              for package, names in MAGNETAR.items() for name in names.split())
 
 #: Third-party top-level packages: the admin API's HTTP server (aiohttp and what it
-#: imports), the wire codec (protobuf), storage (crc32c, sortedcontainers), the optional
-#: event loop (uvloop), and what the interpreter itself loads (setuptools' path hook,
-#: Cython's runtime modules of compiled extensions).
-ALLOWED_THIRD_PARTY = frozenset({
+#: imports), loaded once the binary listener serves; before that the wire codec (protobuf),
+#: storage (crc32c, sortedcontainers), the optional event loop (uvloop), and what the
+#: interpreter itself loads (setuptools' path hook, Cython's runtime modules of compiled
+#: extensions).
+ADMIN_THIRD_PARTY = frozenset({
     "aiohttp", "aiohappyeyeballs", "aiosignal", "attr", "frozenlist", "idna", "multidict", "propcache", "yarl",
+})
+ALLOWED_THIRD_PARTY = ADMIN_THIRD_PARTY | {
     "typing_extensions", "google", "crc32c", "sortedcontainers", "uvloop",
     "__main__", "_distutils_hack", "cython_runtime",
-})
-#: Of those, what the binary listener needs before it serves (the rest is the admin API's).
-BINARY_SIDE_THIRD_PARTY = frozenset({
-    "typing_extensions", "google", "crc32c", "sortedcontainers", "uvloop",
-    "__main__", "_distutils_hack", "cython_runtime",
-})
+}
 
 ACCEPTING = "accepting connections"
 BINARY_READY = "binary protocol listener ready"
@@ -160,6 +158,6 @@ def test_the_binary_listener_does_not_wait_for_the_admin_apis_code(tmp_path):
     the binary listener serves (test_startup_order.py shows clients served meanwhile)."""
     modules = modules_at_start(tmp_path, line=BINARY_READY)
     assert "magnetar.broker.service.broker_service" in modules
-    admin_side = [name for name in modules if name.split(".")[0] in ALLOWED_THIRD_PARTY - BINARY_SIDE_THIRD_PARTY
+    admin_side = [name for name in modules if name.split(".")[0] in ADMIN_THIRD_PARTY
                   or name.startswith(("magnetar.admin", "magnetar.functions"))]
     assert admin_side == []
