@@ -251,7 +251,8 @@ def said_missing_entry_metadata(topics: Topics, tps: Iterable[TopicPartition], o
     """Say in the job's log, once, when a partition's first or last entry lacks PIP-70's
     prefix (or a field of it): its rows read `index`/`broker_time` as null, so a filter or
     offset on them finds nothing, and nothing else would tell the user why. Two entry reads
-    a partition until one lacks it; True when said."""
+    a partition until one lacks it, so callers pass only the partitions read by index or
+    broker time (every one for streams, whose offsets are indexes); True when said."""
     for tp in tps:
         missing = sorted({column for entry in topics.edge_entries(tp) for column in missing_entry_metadata(entry)})
         if missing:
@@ -334,11 +335,13 @@ class PlainBatchReader(DataSourceReader):
         options = self.options
         plans = []
         with contextlib.closing(topics_of(options)) as topics:
-            kept = [tp for tp in topics.resolve(options) if self.pushed.keeps(tp)]
-            for tp in kept:
+            bounded = []  # the partitions read by broker index or time: only they need the prefix
+            for tp in (tp for tp in topics.resolve(options) if self.pushed.keeps(tp)):
                 bounds = _batch_bounds(options, tp, self.pushed.bounds, topics)
                 plans.append(topics.plan(tp, bounds, options.split_size_bytes, options.fail_on_data_loss))
-            said_missing_entry_metadata(topics, kept, options)
+                if bounds.on_entry_metadata:
+                    bounded.append(tp)
+            said_missing_entry_metadata(topics, bounded, options)
         return plans
 
     def partitions(self) -> Sequence[InputPartition]:
