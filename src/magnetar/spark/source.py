@@ -276,8 +276,9 @@ def _read(options: SourceOptions, partition: InputPartition, schemas: ValueSchem
     if work is None:
         return
     freeze_long_lived()
-    extra = (SCHEMA_VERSION,) * (schemas is not None) + (BATCH_SIZE,) * options.pulsar_spark_rows
-    batches = _read_rows(options, replace(work, row_filter=replace(work.row_filter, extra_columns=extra)))
+    extra = [name for name, wanted in ((SCHEMA_VERSION, schemas is not None), (BATCH_SIZE, options.pulsar_spark_rows))
+             if wanted]  # what decoding values and building message ids read
+    batches = _read_rows(options, replace(work, row_filter=replace(work.row_filter, extra_columns=tuple(extra))))
     if schemas is not None:
         decoder = ValueDecoder(schemas.latest, schemas.writers(options, work.tp.topic))
         batches = (typed_values(batch, decoder) for batch in batches)
