@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from magnetar.spark.value_types import avro_arrow_type, union_shape
+from magnetar.spark.value_types import UnsupportedSchemaError, avro_arrow_type, union_shape
 
 Reader = Callable[[np.ndarray, np.ndarray], tuple[pa.Array, np.ndarray]]
 """(buffer, each record's read position) -> the column for those records, and the positions after."""
@@ -46,7 +46,7 @@ def compile_records(writer: Any, reader: Any) -> Reader | None:
     schemas), or None when the pair needs the row path."""
     try:
         return _compile(writer, reader, 0)
-    except NotColumnar:
+    except (NotColumnar, UnsupportedSchemaError):  # UnsupportedSchemaError: a writer-only recursive field
         return None
 
 
