@@ -88,16 +88,15 @@ def _record(rnd: random.Random) -> dict:
 
 
 def _payloads(schema: dict, records: list[dict | None]) -> pa.Array:
+    """fastavro's encoding of each record (None: a null payload)."""
     parsed = fastavro.parse_schema(schema)
-    out = []
-    for record in records:
-        if record is None:
-            out.append(None)
-            continue
+
+    def encoded(record: dict) -> bytes:
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, parsed, record)
-        out.append(buffer.getvalue())
-    return pa.array(out, pa.binary())
+        return buffer.getvalue()
+
+    return pa.array([None if r is None else encoded(r) for r in records], pa.binary())
 
 
 def _row_path(writer: dict, reader: dict, payloads: pa.Array) -> pa.Array:
