@@ -5,8 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 from magnetar.formats.arrow_ipc import encode_arrow_batches
-from magnetar.formats.columns import int_range
+from magnetar.formats.columns import ARROW_SCHEMA, int_range
 from magnetar.formats.kafka_records import encode_record_batch
+from magnetar.formats.table import BATCH_SIZE, SCHEMA_VERSION, TableBuilder
 from magnetar.spark.rows import rows_of_entries
 from magnetar.wire.batch import encode_batch
 from magnetar.wire.entry import FORMAT_PROPERTY, build_entry
@@ -103,3 +104,32 @@ def test_an_arrow_entry_in_other_types_and_column_order_gives_the_same_rows() ->
         pa.array([m[1] for m in MESSAGES], pa.large_binary()),
     ], names=["event_time", "properties", "key", "value"])
     assert _rows(_arrow_ipc(batch)) == _rows(_pulsar())
+
+
+def _versioned_entry(version: int | None, size: int | None) -> bytes:
+    """A batch of `size` messages (None: one message, not batched) stamped with `version`."""
+    metadata = pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=5)
+    if version is not None:
+        metadata.schema_version = version.to_bytes(8, "big")
+    if size is None:
+        return build_entry(metadata, b"v")
+    metadata.num_messages_in_batch = size
+    return build_entry(metadata, encode_batch([(pb.SingleMessageMetadata(), b"v%d" % i) for i in range(size)]))
+
+
+def test_entry_columns_on_request_follow_each_row() -> None:
+    """schema_version and batch_size come from the entry's metadata, parsed once with the rest;
+    they hold per row when only some of a batch's messages are kept."""
+    builder = TableBuilder("persistent://public/default/t", -1, extra_columns=(SCHEMA_VERSION, BATCH_SIZE))
+    specs = [(3, 4, None), (None, 5, [1, 3]), (7, None, None), (2**40, 1, None)]
+    for entry_id, (version, size, keep) in enumerate(specs):
+        builder.add(1, entry_id, _versioned_entry(version, size), keep)
+    batch = builder.flush()
+    assert batch is not None
+    assert batch.schema.names[-2:] == [SCHEMA_VERSION, BATCH_SIZE]
+    assert batch.column(SCHEMA_VERSION).to_pylist() == [3] * 4 + [-1] * 2 + [7] + [2**40]
+    assert batch.column(BATCH_SIZE).to_pylist() == [4] * 4 + [5] * 2 + [0] + [1]
+    assert batch.column("batch_index").to_pylist() == [0, 1, 2, 3, 1, 3, -1, 0]
+    plain = TableBuilder("persistent://public/default/t", -1)
+    plain.add(1, 0, _versioned_entry(3, 2))
+    assert plain.flush().schema == ARROW_SCHEMA  # nothing added unless asked

@@ -1,6 +1,7 @@
 """A newcomer's first Spark job, run as their script runs: its own process, with no
 PYSPARK_PYTHON and the virtual environment's bin/ off PATH (so PATH's `python3` has no
-magnetar), reading a topic whose entries were stored without PIP-70's prefix."""
+magnetar), reading topics whose entries were stored without PIP-70's prefix: first all of one,
+then another up to a broker index (which finds nothing there)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ spark.sparkContext.setLogLevel("ERROR")
 rows = spark.read.format("magnetar").option("topic", "orders").load(sys.argv[1]).collect()
 print("rows", len(rows))
 print("with broker_time", sum(row.broker_time is not None for row in rows))
+ending = '{"persistent://public/default/refunds": {"-1": 5}}'
+refunds = spark.read.format("magnetar").option("topic", "refunds").option("endingOffsets", ending).load(sys.argv[1])
+print("refunds", refunds.count())
 spark.stop()
 """
 PARTITIONS = 3
@@ -54,6 +58,9 @@ def first_job(tmp_path_factory) -> subprocess.CompletedProcess[str]:
         producer = client.create_producer("orders")
         for i in range(MESSAGES):
             producer.send(f"order-{i}".encode(), partition_key=f"customer-{i % 7}")
+        refunds = client.create_producer("refunds")
+        for i in range(MESSAGES):
+            refunds.send(f"refund-{i}".encode())
         client.close()
     finally:
         broker.stop()
@@ -68,9 +75,11 @@ def test_workers_run_the_drivers_python_without_pyspark_python(first_job):
     assert f"rows {MESSAGES}" in first_job.stdout
 
 
-def test_a_query_meeting_entries_without_the_prefix_says_so_once(first_job):
+def test_a_query_by_index_meeting_entries_without_the_prefix_says_so_once(first_job):
     assert first_job.returncode == 0, first_job.stderr[-3000:]
-    assert "with broker_time 0" in first_job.stdout  # what the newcomer saw, now with a reason beside it
+    assert "with broker_time 0" in first_job.stdout
+    assert "refunds 0" in first_job.stdout  # what the newcomer saw, now with a reason beside it
     warnings = [line for line in first_job.stderr.splitlines() if "without PIP-70 broker entry metadata" in line]
-    assert len(warnings) == 1, first_job.stderr[-3000:]  # once, though the topic has three partitions
+    assert len(warnings) == 1, first_job.stderr[-3000:]
+    assert "refunds" in warnings[0], warnings  # the read of every partition of orders probed nothing
     assert "brokerEntryMetadataInterceptors=" in warnings[0] and "broker_time and index" in warnings[0]

@@ -6,15 +6,25 @@ import contextlib
 import datetime
 import decimal
 import json
+import pickle
+import random
 import struct
 import urllib.request
 
 import pulsar
 import pytest
+from admin_http import http
 from pulsar.schema import AvroSchema, Integer, JsonSchema, Record, String, StringSchema
 from pyspark.errors import PySparkException
+from seeds import fresh_seed
 from spark_helpers import INTERCEPTORS
 from standalone import Standalone
+
+from magnetar.client.connection import ClientConnection
+from magnetar.schemas import version_from_bytes
+from magnetar.spark import topic_schemas
+from magnetar.spark.source import MagnetarDataSource
+from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 pytestmark = pytest.mark.spark
 
@@ -76,6 +86,7 @@ def served(tmp_path_factory):
             for i in range(3):
                 producer.send(UserV2(name=f"j{i}é", age=7 + i, email=None if i == 1 else f"j{i}@x"))
         _write_primitive_and_key_value(client, broker.admin_url)
+        _write_random_batches(client, broker.admin_url, random.Random(fresh_seed()))
         _write_separated_key_values(broker.url)
         recursive = AvroSchema(None, schema_definition=RECURSIVE)
         with contextlib.closing(client.create_producer("recursive", schema=recursive)) as producer:
@@ -108,6 +119,23 @@ def _write_all_types(client: pulsar.Client) -> None:
             "price": decimal.Decimal("12.34"), "day": datetime.date(2026, 11, 25), "at_ms": WHEN, "at_us": WHEN,
             "either": 42, "tags": ["a", "b"], "counts": {"k": 3}, "inner": {"x": 0.25}, "raw": b"\x00\x01\x02\x03",
         })
+
+
+def _write_random_batches(client: pulsar.Client, admin_url: str, rnd: random.Random) -> None:
+    """A partitioned topic of batches of random sizes (1 included) and messages sent alone."""
+    status, _, body = http("PUT", f"{admin_url}/admin/v2/persistent/public/default/ids/partitions", b"3")
+    assert status == 204, body
+    batching = client.create_producer("ids", batching_enabled=True, batching_max_messages=1000,
+                                      batching_max_publish_delay_ms=60_000)
+    alone = client.create_producer("ids", batching_enabled=False)
+    for round_ in range(rnd.randrange(5, 15)):
+        for i in range(rnd.choice([1, rnd.randrange(1, 200)])):
+            batching.send_async(b"%d-%d" % (round_, i), None, partition_key=str(rnd.randrange(10)))
+        batching.flush()
+        for _ in range(rnd.randrange(3)):
+            alone.send(b"alone", partition_key=str(rnd.randrange(10)))
+    batching.close()
+    alone.close()
 
 
 def _upload(admin_url: str, topic: str, payload: dict) -> None:
@@ -275,3 +303,49 @@ def test_stream_reads_typed_values(spark, served, tmp_path):
     rows = spark.sql("select value from typed_users order by index").collect()
     assert [(r.value.name, r.value.email) for r in rows] == [
         *((f"old-{i}", None) for i in range(3)), *((f"new-{i}", f"n{i}@x") for i in range(2))]
+
+
+def test_pulsar_spark_message_ids_are_the_official_clients_bytes(spark, served):
+    broker, data_dir = served
+    client = pulsar.Client(broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        consumer = client.subscribe("ids", "check", initial_position=pulsar.InitialPosition.Earliest)
+        rows = _read(spark, str(data_dir), "ids", rowFormat="pulsar-spark").select("__messageId").collect()
+        expected = sorted(consumer.receive(10_000).message_id().serialize() for _ in rows)
+    finally:
+        client.close()
+    assert sorted(bytes(r["__messageId"]) for r in rows) == expected
+
+
+def _names(reader) -> list[str]:
+    """Every row's value's name, read where Spark's executors read, from a pickled reader."""
+    reader = pickle.loads(pickle.dumps(reader))
+    batches = [batch for part in reader.partitions() for batch in reader.read(part)]
+    return sorted(row["name"] for batch in batches for row in batch.column("value").to_pylist())
+
+
+def test_schema_versions_found_once_and_carried_to_executors(served, monkeypatch):
+    broker, data_dir = served
+    asked: list[int | None] = []
+    request = ClientConnection.request
+
+    def counting(conn: ClientConnection, cmd: pb.BaseCommand) -> pb.BaseCommand:
+        if cmd.type == pb.BaseCommand.GET_SCHEMA:
+            wanted = cmd.getSchema
+            asked.append(version_from_bytes(wanted.schema_version) if wanted.HasField("schema_version") else None)
+        return request(conn, cmd)
+
+    monkeypatch.setattr(ClientConnection, "request", counting)
+    monkeypatch.setattr(topic_schemas, "_fetched", {})  # this process's executor cache, empty
+    expected = sorted([f"old-{i}" for i in range(3)] + [f"new-{i}" for i in range(2)])
+    source = MagnetarDataSource({"service.url": broker.url, "topic": "users"})
+    source.schema()
+    reader = pickle.loads(pickle.dumps(source)).reader(None)  # as Spark plans: schema(), then reader() on a copy
+    assert asked == [None]  # the latest, once, with no version named
+    assert _names(reader) == expected
+    assert asked == [None, 0]  # the older version the data named, when met; the latest was carried
+    assert _names(reader) == expected
+    assert asked == [None, 0]  # once per process
+    by_path = MagnetarDataSource({"path": str(data_dir), "topic": "users"})
+    monkeypatch.setattr(topic_schemas, "_fetch_version", None)  # executors must find every version carried
+    assert _names(by_path.reader(None)) == expected

@@ -11,7 +11,7 @@ gathered into flat buffers (`PendingColumns`) that become a run when sealed.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -39,6 +39,15 @@ MAX_BATCH_BYTES = 64 * 1024 * 1024
 1 MB messages would otherwise be 64 GB in one batch (and overflow Arrow's 32-bit offsets)."""
 
 
+SCHEMA_VERSION = "schema_version"
+"""An entry column added on request: the writer's schema version (`MessageMetadata.schema_version`
+as a number, -1 when absent), which typed reads decode values with."""
+BATCH_SIZE = "batch_size"
+"""An entry column added on request: the messages in the row's batch (0 when not batched), which
+a serialized message id carries."""
+EXTRA_COLUMNS = {SCHEMA_VERSION: pa.int64(), BATCH_SIZE: pa.int32()}
+
+
 class EntryColumnsOfRows(NamedTuple):
     """The columns whose value is the entry's, repeated for each of its rows."""
 
@@ -57,7 +66,9 @@ _ZERO = pa.scalar(0, pa.int32())
 class _EntryColumns:
     """One value per entry, repeated per row only at the end, in C (run-end decoding)."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra: Collection[str]) -> None:
+        self.schema_versions = SCHEMA_VERSION in extra
+        """Kept only when asked: reading the field costs a protobuf access per entry."""
         self.row_ends = array("i")
         self.ledger_id = array("q")
         self.entry_id = array("q")
@@ -68,6 +79,8 @@ class _EntryColumns:
         self.broker_time: list[int | None] = []
         self.deliver_at: list[int | None] = []
         """PIP-26's deliver_at_time of the entry (a delayed message is never batched with others)."""
+        self.batch_size = array("i")
+        self.schema_version = array("q")
 
     def add(
         self,
@@ -78,6 +91,7 @@ class _EntryColumns:
         first_row: int,
         count: int,
         size: int,
+        batched: bool,
     ) -> None:
         """`count` rows of an entry of `size` messages (fewer rows when some were left out)."""
         self.row_ends.append(first_row + count)
@@ -89,13 +103,22 @@ class _EntryColumns:
         self.index_shift.append(bem.index - size + 1 if has_index else None)
         self.broker_time.append(bem.broker_timestamp if bem is not None and bem.HasField("broker_timestamp") else None)
         self.deliver_at.append(metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None)
+        self.batch_size.append(size if batched else 0)
+        if self.schema_versions:
+            raw = metadata.schema_version
+            self.schema_version.append(int.from_bytes(raw, "big", signed=True) if len(raw) == 8 else -1)
+
+    def _per_row(self, values: pa.Array) -> pa.Array:
+        ends = int_column(self.row_ends, pa.int32())
+        return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, values))
+
+    def extra(self, name: str) -> pa.Array:
+        """One of EXTRA_COLUMNS, per row."""
+        values = self.schema_version if name == SCHEMA_VERSION else self.batch_size
+        return self._per_row(int_column(values, EXTRA_COLUMNS[name]))
 
     def columns(self, rows: int, batch_index: pa.Array) -> EntryColumnsOfRows:
-        ends = int_column(self.row_ends, pa.int32())
-
-        def per_row(values: pa.Array) -> pa.Array:
-            return pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, values))
-
+        per_row = self._per_row
         index = per_row(pa.array(self.index_shift, pa.int64()))
         if index.null_count < rows:
             index = pc.add(index, pc.max_element_wise(batch_index, _ZERO))
@@ -114,7 +137,14 @@ class TableBuilder:
     """Accumulates the messages of entries of one topic partition, then emits a RecordBatch."""
 
     def __init__(self, topic: str, partition: int, processors: ProcessorSet | None = None,
-                 skip_entry: Callable[[pb.MessageMetadata], bool] | None = None) -> None:
+                 skip_entry: Callable[[pb.MessageMetadata], bool] | None = None,
+                 extra_columns: Sequence[str] = ()) -> None:
+        unknown = set(extra_columns) - set(EXTRA_COLUMNS)
+        if unknown:
+            raise ValueError(f"no such entry column: {', '.join(sorted(unknown))}")
+        self.extra_columns = tuple(extra_columns)
+        """EXTRA_COLUMNS to add after ARROW_SCHEMA's, in this order."""
+        self._schema = pa.schema([*ARROW_SCHEMA, *(pa.field(n, EXTRA_COLUMNS[n]) for n in self.extra_columns)])
         self.topic = topic
         self.partition = partition
         self.processors = processors if processors is not None else all_builtins()
@@ -127,7 +157,7 @@ class TableBuilder:
     def _reset(self) -> None:
         self.rows = 0
         self.bytes = 0
-        self._entries = _EntryColumns()
+        self._entries = _EntryColumns(self.extra_columns)
         self._runs: list[MessageColumns] = []
         self._pending = PendingColumns()
 
@@ -149,7 +179,7 @@ class TableBuilder:
             return 0
         batched = metadata.HasField("num_messages_in_batch") and not metadata.encryption_keys
         size = metadata.num_messages_in_batch if batched else 1
-        self._entries.add(ledger_id, entry_id, metadata, parsed.broker_entry_metadata, self.rows, count, size)
+        self._entries.add(ledger_id, entry_id, metadata, parsed.broker_entry_metadata, self.rows, count, size, batched)
         self.rows += count
         self.bytes += max(len(entry), metadata.uncompressed_size)
         return count
@@ -208,6 +238,7 @@ class TableBuilder:
             entries.producer_name,
             messages.sequence_id,
             entries.deliver_at,
+            *(self._entries.extra(name) for name in self.extra_columns),
         ]
         self._reset()
-        return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+        return pa.RecordBatch.from_arrays(columns, schema=self._schema)

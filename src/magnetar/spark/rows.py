@@ -9,8 +9,7 @@ filters Spark pushes down.
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -18,21 +17,17 @@ import pyarrow.compute as pc
 
 from magnetar.formats.columns import ARROW_SCHEMA, COLUMNS
 from magnetar.formats.processor import ProcessorSet
-from magnetar.formats.table import MAX_BATCH_BYTES, MAX_UNCOMPRESSED_BYTES, TableBuilder
-from magnetar.wire.entry import parse_message_metadata
+from magnetar.formats.table import BATCH_SIZE, MAX_BATCH_BYTES, MAX_UNCOMPRESSED_BYTES, SCHEMA_VERSION, TableBuilder
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
-__all__ = ["ARROW_SCHEMA", "COLUMNS", "MAX_BATCH_BYTES", "MAX_UNCOMPRESSED_BYTES", "TIME_COLUMNS",
-           "RowBuilder", "RowFilter", "apply_row_filter", "rows_of_entries", "spark_schema", "with_timestamps"]
+__all__ = ["ARROW_SCHEMA", "BATCH_SIZE", "COLUMNS", "MAX_BATCH_BYTES", "MAX_UNCOMPRESSED_BYTES", "SCHEMA_VERSION",
+           "TIME_COLUMNS", "RowBuilder", "RowFilter", "apply_row_filter", "rows_of_entries", "spark_schema",
+           "with_timestamps"]
 
 TIME_COLUMNS = ("broker_time", "publish_time", "event_time", "deliver_at")
 """Epoch milliseconds in the decoded columns (as `receive_arrow` gives them); TimestampType in
 Spark, as in Spark's Kafka source and the pulsar-spark connector."""
 SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
-
-
-SCHEMA_VERSION = "schema_version"
-"""A column only typed reads add (and drop after decoding): each row's writer schema version."""
 
 
 def spark_schema(value_type: pa.DataType | None = None) -> object:
@@ -86,8 +81,8 @@ class RowFilter:
     time_min: int | None = None
     time_max: int | None = None
     properties: tuple[tuple[str, str], ...] = ()
-    schema_versions: bool = False
-    """Not a bound: add the SCHEMA_VERSION column, which typed reads decode values with."""
+    extra_columns: tuple[str, ...] = ()
+    """Not a bound: entry columns to add (SCHEMA_VERSION, BATCH_SIZE), which readers drop once used."""
 
     @property
     def active(self) -> bool:
@@ -126,23 +121,12 @@ class RowBuilder(TableBuilder):
         self.filter = row_filter or RowFilter()
         wanted = self.filter.properties
         super().__init__(topic, partition, processors,
-                         (lambda metadata: _entry_rules_out(metadata, wanted)) if wanted else None)
-        self._versions = array("q")
-
-    def add(self, ledger_id: int, entry_id: int, entry: bytes | memoryview,
-            keep: Collection[int] | None = None) -> int:
-        count = super().add(ledger_id, entry_id, entry, keep)
-        if count and self.filter.schema_versions:
-            raw = parse_message_metadata(entry).schema_version
-            self._versions.extend([int.from_bytes(raw, "big", signed=True) if len(raw) == 8 else -1] * count)
-        return count
+                         (lambda metadata: _entry_rules_out(metadata, wanted)) if wanted else None,
+                         self.filter.extra_columns)
 
     def flush(self) -> pa.RecordBatch | None:
         """The rows added since the last flush (filtered), or None if there are none."""
         batch = super().flush()
-        if batch is not None and self.filter.schema_versions:
-            batch = batch.append_column(SCHEMA_VERSION, pa.array(self._versions, pa.int64()))
-            self._versions = array("q")
         return None if batch is None else apply_row_filter(batch, self.filter)
 
 

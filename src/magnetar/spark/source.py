@@ -37,7 +37,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import TimestampType
 
 from magnetar.client.connection import PulsarClientError
-from magnetar.schemas import SchemaData, SchemaType
+from magnetar.schemas import SchemaType
 from magnetar.spark.message_id_lookup import requested_index
 from magnetar.spark.offsets import (
     EARLIEST_INDEX,
@@ -51,7 +51,7 @@ from magnetar.spark.offsets import (
 from magnetar.spark.options import MagnetarOptionError, SourceOptions, parse_options
 from magnetar.spark.protocol_reader import MessageRange, ProtocolTopics, read_messages
 from magnetar.spark.pulsar_spark_rows import pulsar_spark_fields, pulsar_spark_rows
-from magnetar.spark.rows import SCHEMA_VERSION, spark_schema, with_timestamps
+from magnetar.spark.rows import BATCH_SIZE, SCHEMA_VERSION, spark_schema, with_timestamps
 from magnetar.spark.storage_reader import (
     Bounds,
     EntryRange,
@@ -64,7 +64,7 @@ from magnetar.spark.storage_reader import (
     tighter,
     with_index_bounds,
 )
-from magnetar.spark.topic_schemas import latest_schema, writer_schema
+from magnetar.spark.topic_schemas import ValueSchemas, value_schemas
 from magnetar.spark.value_decoding import ValueDecoder
 from magnetar.spark.value_types import UnsupportedSchemaError, value_type
 from magnetar.spark.worker_heap import freeze_long_lived
@@ -175,9 +175,9 @@ class MagnetarDataSource(DataSource):
     def schema(self) -> object:
         # Called when the DataFrame is defined: check options (and, for a data dir, that the
         # topics exist) here, so mistakes surface at load() and not inside a task.
+        schemas = self._value_schemas()
+        kind = None if schemas is None else value_type(schemas.latest)
         options = parse_options(self.options, streaming=None)
-        value_schema = value_schema_of(options)
-        kind = None if value_schema is None else value_type(value_schema)
         if options.pulsar_spark_rows:
             try:
                 return from_arrow_type(pa.struct(pulsar_spark_fields(kind or pa.binary())))
@@ -186,12 +186,18 @@ class MagnetarDataSource(DataSource):
         return spark_schema(kind)
 
     def reader(self, schema: object) -> DataSourceReader:
-        options = parse_options(self.options, streaming=False)
-        return MagnetarBatchReader(options, value_schema_of(options))
+        return MagnetarBatchReader(parse_options(self.options, streaming=False), self._value_schemas())
 
     def streamReader(self, schema: object) -> DataSourceStreamReader:
-        options = parse_options(self.options, streaming=True)
-        return MagnetarStreamReader(options, value_schema_of(options))
+        return MagnetarStreamReader(parse_options(self.options, streaming=True), self._value_schemas())
+
+    def _value_schemas(self) -> ValueSchemas | None:
+        """Found once per query: Spark pickles this object after schema() and calls reader()
+        on the copy, so what schema() found comes along (reader() alone finds it when the
+        user gave the schema)."""
+        if "_found" not in self.__dict__:
+            self._found = value_schemas_of(parse_options(self.options, streaming=None))
+        return self._found
 
     def writer(self, schema: object, overwrite: bool) -> DataSourceWriter:
         _append_only(overwrite)
@@ -210,8 +216,7 @@ class AutoRegisteredDataSource(MagnetarDataSource):
     the pushdown reader and enables pushdown."""
 
     def reader(self, schema: object) -> DataSourceReader:
-        options = parse_options(self.options, streaming=False)
-        return PlainBatchReader(options, value_schema_of(options))
+        return PlainBatchReader(parse_options(self.options, streaming=False), self._value_schemas())
 
 
 def _append_only(overwrite: bool) -> None:
@@ -219,18 +224,18 @@ def _append_only(overwrite: bool) -> None:
         raise MagnetarOptionError("a topic can only be appended to: use mode('append') (or outputMode('append'))")
 
 
-def value_schema_of(options: SourceOptions) -> SchemaData | None:
-    """The schema that types the `value` column (None: binary), checking that the topics exist.
-    Called when the DataFrame is defined, so mistakes surface at load() and not in a task."""
+def value_schemas_of(options: SourceOptions) -> ValueSchemas | None:
+    """The schemas that type and decode the `value` column (None: binary), checking that the
+    topics exist. Called when the DataFrame is defined, so mistakes surface at load()."""
     try:
         with contextlib.closing(topics_of(options)) as topics:
             tps = topics.resolve(options)
         if not options.typed_values:
             return None
-        schema = latest_schema(options, list(dict.fromkeys(tp.topic for tp in tps)))
-        if schema is not None:
-            value_type(schema)  # refuse what has no Spark type (recursive records, ...) now
-        return schema
+        schemas = value_schemas(options, list(dict.fromkeys(tp.topic for tp in tps)))
+        if schemas is not None:
+            value_type(schemas.latest)  # refuse what has no Spark type (recursive records, ...) now
+        return schemas
     except PulsarClientError as exc:
         raise MagnetarOptionError(f"option 'service.url': {exc}") from exc
     except UnsupportedSchemaError as exc:
@@ -249,7 +254,8 @@ def said_missing_entry_metadata(topics: Topics, tps: Iterable[TopicPartition], o
     """Say in the job's log, once, when a partition's first or last entry lacks PIP-70's
     prefix (or a field of it): its rows read `index`/`broker_time` as null, so a filter or
     offset on them finds nothing, and nothing else would tell the user why. Two entry reads
-    a partition until one lacks it; True when said."""
+    a partition until one lacks it, so callers pass only the partitions read by index or
+    broker time (every one for streams, whose offsets are indexes); True when said."""
     for tp in tps:
         missing = sorted({column for entry in topics.edge_entries(tp) for column in missing_entry_metadata(entry)})
         if missing:
@@ -266,24 +272,20 @@ def said_missing_entry_metadata(topics: Topics, tps: Iterable[TopicPartition], o
     return False
 
 
-def _read(options: SourceOptions, partition: InputPartition, value_schema: SchemaData | None) \
+def _read(options: SourceOptions, partition: InputPartition, schemas: ValueSchemas | None) \
         -> Iterator[pa.RecordBatch]:
     # Spark reads one partition of None when partitions() planned nothing (nothing matched).
     work = getattr(partition, "value", None)
     if work is None:
         return
     freeze_long_lived()
-    batches = _read_rows(options, work) if value_schema is None else _typed_rows(options, work, value_schema)
+    extra = [name for name, wanted in ((SCHEMA_VERSION, schemas is not None), (BATCH_SIZE, options.pulsar_spark_rows))
+             if wanted]  # what decoding values and building message ids read
+    batches = _read_rows(options, replace(work, row_filter=replace(work.row_filter, extra_columns=tuple(extra))))
+    if schemas is not None:
+        decoder = ValueDecoder(schemas.latest, schemas.writers(options, work.tp.topic))
+        batches = (typed_values(batch, decoder) for batch in batches)
     yield from (map(pulsar_spark_rows, batches) if options.pulsar_spark_rows else batches)
-
-
-def _typed_rows(options: SourceOptions, work: EntryRange | MessageRange, value_schema: SchemaData) \
-        -> Iterator[pa.RecordBatch]:
-    topic = work.tp.topic
-    decoder = ValueDecoder(value_schema, lambda version: writer_schema(options, topic, version))
-    work = replace(work, row_filter=replace(work.row_filter, schema_versions=True))
-    for batch in _read_rows(options, work):
-        yield typed_values(batch, decoder)
 
 
 def typed_values(batch: pa.RecordBatch, decoder: ValueDecoder) -> pa.RecordBatch:
@@ -337,9 +339,9 @@ class PlainBatchReader(DataSourceReader):
     """A batch read that receives no filters: Spark refuses to plan a reader implementing
     pushFilters while spark.sql.python.filterPushdown.enabled is off, its default."""
 
-    def __init__(self, options: SourceOptions, value_schema: SchemaData | None = None) -> None:
+    def __init__(self, options: SourceOptions, schemas: ValueSchemas | None = None) -> None:
         self.options = options
-        self.value_schema = value_schema
+        self.schemas = schemas
         self.pushed = PushedFilters()
 
     def plan(self) -> list[Plan]:
@@ -347,18 +349,20 @@ class PlainBatchReader(DataSourceReader):
         options = self.options
         plans = []
         with contextlib.closing(topics_of(options)) as topics:
-            kept = [tp for tp in topics.resolve(options) if self.pushed.keeps(tp)]
-            for tp in kept:
+            bounded = []  # the partitions read by broker index or time: only they need the prefix
+            for tp in (tp for tp in topics.resolve(options) if self.pushed.keeps(tp)):
                 bounds = _batch_bounds(options, tp, self.pushed.bounds, topics)
                 plans.append(topics.plan(tp, bounds, options.split_size_bytes, options.fail_on_data_loss))
-            said_missing_entry_metadata(topics, kept, options)
+                if bounds.on_entry_metadata:
+                    bounded.append(tp)
+            said_missing_entry_metadata(topics, bounded, options)
         return plans
 
     def partitions(self) -> Sequence[InputPartition]:
         return [MagnetarPartition(r) for plan in self.plan() for r in plan.ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition, self.value_schema)
+        return _read(self.options, partition, self.schemas)
 
 
 class MagnetarBatchReader(PlainBatchReader):
@@ -395,9 +399,9 @@ def _reconnecting(method: Callable[..., _R]) -> Callable[..., _R]:
 class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches between offsets that are each topic partition's next PIP-70 index."""
 
-    def __init__(self, options: SourceOptions, value_schema: SchemaData | None = None) -> None:
+    def __init__(self, options: SourceOptions, schemas: ValueSchemas | None = None) -> None:
         self.options = options
-        self.value_schema = value_schema
+        self.schemas = schemas
         self._topics: Topics | None = None
         self._target: dict[TopicPartition, int] | None = None
         self._checked_entry_metadata = False
@@ -409,7 +413,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __getstate__(self) -> dict[str, object]:
         # Executors get a copy of the reader: open files and sockets stay with the driver.
-        return {"options": self.options, "value_schema": self.value_schema, "_topics": None, "_target": self._target,
+        return {"options": self.options, "schemas": self.schemas, "_topics": None, "_target": self._target,
                 "_checked_entry_metadata": self._checked_entry_metadata}
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -502,7 +506,7 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        return _read(self.options, partition, self.value_schema)
+        return _read(self.options, partition, self.schemas)
 
 
 __all__ = ["AutoRegisteredDataSource", "MagnetarDataLossError", "MagnetarDataSource"]

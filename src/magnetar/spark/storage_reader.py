@@ -76,6 +76,12 @@ class Bounds:
     def row_filter(self) -> RowFilter:
         return RowFilter(self.index_min, self.index_max, self.time_min, self.time_max, self.properties)
 
+    @property
+    def on_entry_metadata(self) -> bool:
+        """Whether these bounds are on PIP-70's index or broker time, which entries without the
+        prefix lack (their rows never match)."""
+        return any(v is not None for v in (self.index_min, self.index_max, self.time_min, self.time_max))
+
 
 @dataclass(frozen=True, slots=True)
 class EntryRange:

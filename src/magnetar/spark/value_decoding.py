@@ -1,10 +1,11 @@
 """Payloads -> the typed `value` column, for a topic with a schema.
 
 Fixed-width primitives are cut out of the payload column's buffer in one go (no Python
-object per row). AVRO records are read with fastavro, each message with the schema version
-it was written with (`MessageMetadata.schema_version`) resolved to the topic's latest, so a
-field added since reads its default (null for an optional one); JSON records are parsed and
-take the latest version's fields. Both then go to Arrow through one conversion per batch.
+object per row). AVRO records are read column by column (`avro_columns`), each run of
+messages with the schema version it was written with (`MessageMetadata.schema_version`)
+resolved to the topic's latest, so a field added since reads null; what that path does not
+cover is read with fastavro, message by message. JSON records go through Arrow's JSON reader
+when their types allow, else are parsed one by one and take the latest version's fields.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import pyarrow.json as pa_json
 from magnetar.schemas import SchemaData, SchemaType
 from magnetar.schemas.definitions import key_value_parts, unpack_pair, writer_definition_for
 from magnetar.schemas.errors import InvalidSchemaError
-from magnetar.spark.avro_columns import decode_flat, flat_fields
+from magnetar.spark.avro_columns import Reader, compile_records, decode_records
 from magnetar.spark.value_types import (
     PRIMITIVE_TYPES,
     UnsupportedSchemaError,
@@ -71,7 +72,7 @@ def _decoder(reader: SchemaData, writers: WriterLookup) -> Decode:
     if kind in _FIXED_WIDTH:
         return lambda values, versions, keys: _fixed_width(values, kind)
     if kind in (SchemaType.AVRO, SchemaType.JSON):
-        return _RecordDecoder(reader, writers).column
+        return RecordDecoder(reader, writers).column
     if kind == SchemaType.KEY_VALUE:
         return _key_value_decoder(reader, writers)
     raise UnsupportedSchemaError(f"{kind.name} schemas have no typed value column: use option valueFormat=bytes")
@@ -99,21 +100,20 @@ def _fixed_width(values: pa.Array, kind: SchemaType) -> pa.Array:
     return pa.array(numbers, PRIMITIVE_TYPES[kind], mask=mask)
 
 
-class _RecordDecoder:
+class RecordDecoder:
     """AVRO or JSON records, each message read with its writer's version."""
 
     def __init__(self, reader: SchemaData, writers: WriterLookup) -> None:
         self.reader = reader
         self.writers = writers
         self.type = value_type(reader)
-        parsed = record_schema(reader)
+        self.parsed = record_schema(reader)
         self.json = reader.type == SchemaType.JSON
-        self.shape = _shaper(parsed, self.json) or (lambda v: v)
+        self.shape = _shaper(self.parsed, self.json) or (lambda v: v)
         self.reader_definition = json.loads(reader.data)
         self.reader_avro = fastavro.parse_schema(self.reader_definition)
         self._writer_avro: dict[int, Any] = {}
-        self._reader_fields = {f.name: f for f in parsed.fields} if flat_fields(parsed) is not None else None
-        self._flat: dict[int, Any] = {}
+        self._columnar: dict[int, Reader | None] = {}
 
     def _writer(self, version: int) -> Any:
         found = self._writer_avro.get(version)
@@ -129,13 +129,13 @@ class _RecordDecoder:
             parsed = _parsed_json(values, self.type)
             if parsed is not None:
                 return parsed
-        if not self.json and self._reader_fields is not None and not values.null_count and len(values):
-            columns = self._flat_columns(values, versions)
+        if not self.json and len(values):
+            columns = self._columnar_runs(values, versions)
             if columns is not None:
                 return columns
         return pa.array(self.records(values.to_pylist(), versions.to_pylist()), self.type)
 
-    def _flat_columns(self, values: pa.Array, versions: pa.Array) -> pa.Array | None:
+    def _columnar_runs(self, values: pa.Array, versions: pa.Array) -> pa.Array | None:
         """Records decoded column by column (`avro_columns`), a run of one writer version at a
         time; None sends the batch down the row path."""
         numbers = versions.to_numpy(zero_copy_only=False)
@@ -143,34 +143,21 @@ class _RecordDecoder:
         bounds = [0, *starts.tolist(), len(numbers)]
         runs = []
         for begin, end in itertools.pairwise(bounds):
-            run = self._flat_run(values.slice(begin, end - begin), int(numbers[begin]))
+            read = self._columnar_reader(int(numbers[begin]))
+            run = None if read is None else decode_records(values.slice(begin, end - begin), read)
             if run is None:
                 return None
-            runs.append(run)
+            runs.append(run if run.type == self.type else run.cast(self.type))
         return runs[0] if len(runs) == 1 else pa.concat_arrays(runs)
 
-    def _flat_run(self, values: pa.Array, version: int) -> pa.Array | None:
-        """One writer version's records, resolved to the reader's fields: a field the writer
-        lacks reads null when its default is null; anything else takes the row path."""
-        fields = self._flat.get(version)
-        if fields is None:
+    def _columnar_reader(self, version: int) -> Reader | None:
+        """The columnar reader of one writer version resolved to the reader's schema (None:
+        that version takes the row path)."""
+        if version not in self._columnar:
             writer = self.writers(version) if version != NO_VERSION else None
-            fields = self._flat[version] = flat_fields(record_schema(writer if writer is not None else self.reader))
-        if not fields:
-            return None
-        decoded = decode_flat(values, fields)
-        if decoded is None:
-            return None
-        columns = []
-        for field in self.type:
-            column = decoded.get(field.name)
-            if column is None:
-                declared = self._reader_fields[field.name]  # type: ignore[index]
-                if not (declared.has_default and declared.default is None):
-                    return None
-                column = pa.nulls(len(values), field.type)
-            columns.append(column if column.type == field.type else column.cast(field.type))
-        return pa.StructArray.from_arrays(columns, fields=list(self.type))
+            self._columnar[version] = compile_records(
+                self.parsed if writer is None else record_schema(writer), self.parsed)
+        return self._columnar[version]
 
     def records(self, payloads: list[bytes | None], versions: list[int | None]) -> list[Any]:
         shape = self.shape
