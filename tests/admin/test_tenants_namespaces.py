@@ -53,6 +53,8 @@ def test_tenant_and_namespace_lifecycle(broker, client_factory):
     assert call(broker, "DELETE", "/admin/v2/tenants/acme") == (
         409, {"reason": "The tenant still has active namespaces"})
     assert call(broker, "PUT", "/admin/v2/namespaces/acme/empty")[0] == 204
+    assert call(broker, "DELETE", "/admin/v2/namespaces/acme/empty?force=true") == (
+        405, {"reason": "Broker doesn't allow forced deletion of namespaces"})
     assert call(broker, "DELETE", "/admin/v2/namespaces/acme/empty")[0] == 204
     assert call(broker, "GET", "/admin/v2/namespaces/acme/empty")[0] == 404
 

@@ -9,6 +9,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import pytest
+from pulsar_murmur import murmur3_32, pulsar_sticky_hash
+from seeds import fresh_seed
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.consumer_selectors import (
@@ -56,6 +58,33 @@ def auto_split(*names: str) -> tuple[StickyKeyConsumerSelector, list[Member]]:
 
 def owners(selector: StickyKeyConsumerSelector) -> list[Member | None]:
     return [selector.owner(h) for h in ALL_HASHES]
+
+
+#: Published MurmurHash3 x86 32-bit values (seed 0), and where Pulsar puts each key.
+KNOWN_VECTORS = [
+    (b"", 0x00000000, 1),  # 0 is Pulsar 4's "no hash": moved to 1
+    (b"\0\0\0\0", 0x2362F9DE, 63966),
+    (b"a", 0x3C2569B2, 27058),
+    (b"abc", 0xB3DD93FA, 37882),
+    (b"Hello, world!", 0xC0363E43, 15939),
+    (b"The quick brown fox jumps over the lazy dog", 0x2E4FF723, 63267),
+    (b"NONE_KEY", 0x9E15BEA3, 48803),  # every keyless message
+]
+
+
+@pytest.mark.parametrize(("key", "murmur", "slot"), KNOWN_VECTORS)
+def test_key_hashes_are_pulsars_murmur3(key, murmur, slot):
+    assert murmur3_32(key) == murmur
+    assert pulsar_sticky_hash(key) == slot
+    assert sticky_key_hash(key) == slot
+
+
+def test_random_keys_hash_where_pulsar_puts_them():
+    """Every length class of the tail (0-3 bytes), any bytes, long keys."""
+    rng = random.Random(fresh_seed())
+    for _ in range(2000):
+        key = rng.randbytes(rng.randrange(0, 70))
+        assert sticky_key_hash(key) == pulsar_sticky_hash(key), key
 
 
 def test_key_hashes_fall_in_the_hash_range_and_are_stable():

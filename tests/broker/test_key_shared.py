@@ -26,7 +26,6 @@ import threading
 import time
 import urllib.request
 from collections import defaultdict
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -52,22 +51,6 @@ def _seeds() -> list[int]:
     if chosen:
         return [int(seed) for seed in chosen.split(",")]
     return [*FIXED_SEEDS, fresh_seed()]
-
-
-@pytest.fixture(scope="module")
-def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    """One broker for the module: each case uses its own topic, and starting one costs ~1 s."""
-    broker = Standalone(tmp_path_factory.mktemp("key-shared") / "data").start()
-    yield broker
-    broker.stop()
-
-
-@pytest.fixture(scope="module")
-def shared_client(shared_broker: Standalone) -> Iterator[pulsar.Client]:
-    client = pulsar.Client(shared_broker.url, operation_timeout_seconds=10,
-                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    yield client
-    client.close()
 
 
 @dataclass(frozen=True)
@@ -258,13 +241,13 @@ def producer_options(batching: str, max_batch: int = 1000) -> dict[str, object]:
 
 # -- the two reported symptoms, deterministic ------------------------------------------------
 
-def test_default_batching_delivers_everything_each_batch_to_one_consumer(shared_client):
+def test_default_batching_delivers_everything_each_batch_to_one_consumer(module_client):
     """2,000 messages of 20 keys in Default batches (many keys each), two consumers made
     before producing: all arrive, and each batch goes whole to one consumer."""
-    run = Run(shared_client, "ks-default-batching")
+    run = Run(module_client, "ks-default-batching")
     for name in ("a", "b"):
         run.add_consumer(name)
-    producer = shared_client.create_producer(run.topic, **producer_options("default"))
+    producer = module_client.create_producer(run.topic, **producer_options("default"))
     send(producer, range(2000), lambda i: ("partition_key", f"key-{i % 20}"))
     run.deliveries.wait_for(2000)
     run.stop()
@@ -282,12 +265,12 @@ def test_default_batching_delivers_everything_each_batch_to_one_consumer(shared_
 
 
 @pytest.mark.parametrize("attempt", range(3))
-def test_key_based_batching_delivers_every_key_to_the_end(shared_client, attempt):
+def test_key_based_batching_delivers_every_key_to_the_end(module_client, attempt):
     """The same with KeyBased batches: every message, each key at one consumer, in order."""
-    run = Run(shared_client, f"ks-key-based-{attempt}")
+    run = Run(module_client, f"ks-key-based-{attempt}")
     for name in ("a", "b"):
         run.add_consumer(name)
-    producer = shared_client.create_producer(run.topic, **producer_options("key_based"))
+    producer = module_client.create_producer(run.topic, **producer_options("key_based"))
     send(producer, range(2000), lambda i: ("partition_key", f"key-{i % 20}"))
     run.deliveries.wait_for(2000)
     run.stop()
@@ -326,36 +309,36 @@ def subscribe_batch_index(client: pulsar.Client, topic: str, name: str) -> pulsa
                             batch_index_ack_enabled=True, negative_ack_redelivery_delay_ms=100)
 
 
-def test_batch_index_acks_from_two_deliveries_complete_the_entry(shared_broker, shared_client):
+def test_batch_index_acks_from_two_deliveries_complete_the_entry(module_broker, module_client):
     """The client starts a fresh batch acker for a redelivered batch, so its ack set marks
     the indexes acknowledged before as still unacked; Pulsar's cursor ANDs ack sets, so
     the entry is done once every index was acknowledged in one delivery or another."""
     topic = "ks-batch-index-two-deliveries"
-    first = subscribe_batch_index(shared_client, topic, "first")
-    send_one_batch(shared_client, topic, 10, "x")
+    first = subscribe_batch_index(module_client, topic, "first")
+    send_one_batch(module_client, topic, 10, "x")
     msgs = [first.receive(timeout_millis=10000) for _ in range(10)]
     for msg in msgs[:5]:
         first.acknowledge(msg)
     first.close()  # flushes the batch-index acks of 0..4
-    second = subscribe_batch_index(shared_client, topic, "second")
+    second = subscribe_batch_index(module_client, topic, "second")
     again = [second.receive(timeout_millis=10000) for _ in range(5)]
     assert [int(m.data().decode().rpartition(":")[2]) for m in again] == [5, 6, 7, 8, 9]
     for msg in again:
         second.acknowledge(msg)
     second.close()  # flushes an ack set with 5..9 cleared and 0..4 set
-    assert wait_for_backlog(shared_broker, topic, 0) == 0
-    third = subscribe_batch_index(shared_client, topic, "third")
+    assert wait_for_backlog(module_broker, topic, 0) == 0
+    third = subscribe_batch_index(module_client, topic, "third")
     with pytest.raises(pulsar.Timeout):
         third.receive(timeout_millis=300)
 
 
-def test_consumer_joining_behind_a_batch_acked_index_by_index_is_released(shared_client):
+def test_consumer_joining_behind_a_batch_acked_index_by_index_is_released(module_client):
     """A consumer that joins while a batch is out waits for that batch's acks, and no
     longer: here the batch is finished by acks from two deliveries (ack half, nack half)."""
     topic = "ks-batch-index-joiner"
-    run = Run(shared_client, topic, batch_index_ack=True)
-    early = subscribe_batch_index(shared_client, topic, "early")
-    send_one_batch(shared_client, topic, 10, "x")
+    run = Run(module_client, topic, batch_index_ack=True)
+    early = subscribe_batch_index(module_client, topic, "early")
+    send_one_batch(module_client, topic, 10, "x")
     msgs = [early.receive(timeout_millis=10000) for _ in range(10)]
     run.add_consumer("joiner")  # the batch is out: the joiner waits for it to be acknowledged
     for msg in msgs[:5]:
@@ -365,7 +348,7 @@ def test_consumer_joining_behind_a_batch_acked_index_by_index_is_released(shared
     early_worker = Worker("early", early, run.deliveries, seed="early")
     run.workers.append(early_worker)
     early_worker.start()
-    producer = shared_client.create_producer(topic, batching_enabled=False)
+    producer = module_client.create_producer(topic, batching_enabled=False)
     send(producer, range(10, 50), lambda i: ("partition_key", f"key-{i % 20}"))
     run.deliveries.wait_for(45)
     run.stop()
@@ -382,16 +365,16 @@ def receive_values(consumer: pulsar.Consumer, count: int, timeout_ms: int = 5000
     return [int(consumer.receive(timeout_millis=timeout_ms).data().decode().rpartition(":")[2]) for _ in range(count)]
 
 
-def test_consumer_left_alone_is_not_held_back(shared_client):
+def test_consumer_left_alone_is_not_held_back(module_client):
     """A consumer that joined while another held messages waits for their acks, to keep
     order per key across the two; once it is alone it gets the released messages first
     and then new ones, acked or not (Pulsar clears recentlyJoinedConsumers then)."""
     topic = "ks-left-alone"
-    first = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first")
-    producer = shared_client.create_producer(topic, batching_enabled=False)
+    first = module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first")
+    producer = module_client.create_producer(topic, batching_enabled=False)
     send(producer, range(10), lambda i: ("partition_key", f"key-{i}"))
     assert receive_values(first, 10) == list(range(10))  # held, not acknowledged
-    second = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="second")
+    second = module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="second")
     first.close()
     assert sorted(receive_values(second, 10)) == list(range(10))  # redelivered, not acknowledged
     send(producer, range(10, 20), lambda i: ("partition_key", f"key-{i % 10}"))
@@ -411,16 +394,16 @@ def drain(consumer: pulsar.Consumer, quiet_ms: int = 1000) -> list[pulsar.Messag
         got.append(msg)
 
 
-def test_held_back_joiner_does_not_starve_the_others(shared_client):
+def test_held_back_joiner_does_not_starve_the_others(module_client):
     """While a joiner waits for an old message's ack, the consumer holding it still gets
     every new message of its own keys (Pulsar filters the joiner's parked entries out of
     replay reads): an application that acks the old message only later must not stall."""
     topic = "ks-joiner-starves"
-    old = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="old")
-    producer = shared_client.create_producer(topic, batching_enabled=False)
+    old = module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="old")
+    producer = module_client.create_producer(topic, batching_enabled=False)
     send(producer, range(1), lambda _i: ("partition_key", "key-0"))
     first = old.receive(timeout_millis=5000)  # held unacknowledged: the joiner must wait for it
-    joiner = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner")
+    joiner = module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner")
     send(producer, range(1, 401), lambda i: ("partition_key", f"key-{i % 20}"))
     before = drain(old)
     old.acknowledge(first)
@@ -434,15 +417,15 @@ def test_held_back_joiner_does_not_starve_the_others(shared_client):
 
 @pytest.mark.parametrize("topic_kind", ["persistent", "non-persistent"])
 @pytest.mark.parametrize("batching", ["off", "key_based"])
-def test_ordering_key_wins_over_partition_key(shared_client, topic_kind, batching):
+def test_ordering_key_wins_over_partition_key(module_client, topic_kind, batching):
     """A message with both keys goes by its ordering key (Pulsar's peekStickyKey; the client's
     KeyBased batches are grouped the same way): a hundred messages of one ordering key and a
     hundred partition keys reach one consumer, in order; a hundred ordering keys under one
     partition key spread over both consumers."""
     topic = f"{topic_kind}://public/default/ks-dual-key-{batching}"
-    consumers = {name: shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name=name)
+    consumers = {name: module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name=name)
                  for name in ("a", "b")}
-    producer = shared_client.create_producer(topic, **producer_options(batching))
+    producer = module_client.create_producer(topic, **producer_options(batching))
     for i in range(200):
         keys = {"ordering_key": "same", "partition_key": f"p{i}"} if i < 100 else {
             "ordering_key": f"o{i}", "partition_key": "same"}
@@ -464,22 +447,22 @@ def receive_all(consumer: pulsar.Consumer, quiet_ms: int = 1000) -> list[pulsar.
     return drain(consumer, quiet_ms)
 
 
-def test_joiner_waits_only_for_the_keys_held_elsewhere(shared_client):
+def test_joiner_waits_only_for_the_keys_held_elsewhere(module_client):
     """The first consumer holds one message unacknowledged; a second joins and takes over
     about half the keys. New messages of every key but the held one's reach their owner at
     once; those of the held key wait, wherever it now belongs, until the holder acknowledges
     it, and then come in order. (A joiner used to get nothing until everything older than
     its arrival was acknowledged, whatever the key.)"""
     topic = "ks-joiner-waits-per-key"
-    first = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first")
-    producer = shared_client.create_producer(topic, batching_enabled=False)
+    first = module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first")
+    producer = module_client.create_producer(topic, batching_enabled=False)
     send(producer, range(20), lambda i: ("partition_key", f"key-{i}"))
     old = [first.receive(timeout_millis=5000) for _ in range(20)]
     held = next(m for m in old if m.partition_key() == "key-7")
     for msg in old:
         if msg is not held:
             first.acknowledge(msg)
-    joiner = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner")
+    joiner = module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner")
     send(producer, range(20, 420), lambda i: ("partition_key", f"key-{i % 20}"))
     before = {"first": receive_all(first), "joiner": receive_all(joiner)}
     keys_before = {name: {m.partition_key() for m in msgs} for name, msgs in before.items()}
@@ -498,17 +481,17 @@ def test_joiner_waits_only_for_the_keys_held_elsewhere(shared_client):
     assert keys_before["first"].isdisjoint(keys_before["joiner"])
 
 
-def test_joiner_is_not_held_back_by_a_delayed_message(shared_client):
+def test_joiner_is_not_held_back_by_a_delayed_message(module_client):
     """A message delivered in an hour keeps the subscription's mark-delete position behind
     it for that hour. That must not stall a consumer that joined meanwhile: the keys it
     takes over are held by nobody."""
     topic = "ks-joiner-delayed"
-    first = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first")
-    producer = shared_client.create_producer(topic, batching_enabled=False)
+    first = module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first")
+    producer = module_client.create_producer(topic, batching_enabled=False)
     producer.send(b"later:0", partition_key="later", deliver_after=timedelta(hours=1))
     producer.send(b"key-0:1", partition_key="key-0")
     held = first.receive(timeout_millis=5000)
-    joiner = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner")
+    joiner = module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner")
     first.acknowledge(held)  # only the delayed message is left unacknowledged before the join
     send(producer, range(2, 202), lambda i: ("partition_key", f"key-{i % 20}"))
     got = {"first": receive_all(first), "joiner": receive_all(joiner)}
@@ -518,18 +501,18 @@ def test_joiner_is_not_held_back_by_a_delayed_message(shared_client):
 
 
 @pytest.mark.parametrize("out_of_order", [False, True])
-def test_allow_out_of_order_delivery_skips_the_wait(shared_client, out_of_order):
+def test_allow_out_of_order_delivery_skips_the_wait(module_client, out_of_order):
     """allowOutOfOrderDelivery (the client's ConsumerKeySharedPolicy) gives up order across a
     change of consumers: a joiner gets the keys it takes over at once, though the first
     consumer still holds their earlier messages. Without it, it gets none of them until then."""
     topic = f"ks-out-of-order-{out_of_order}"
     policy = pulsar.ConsumerKeySharedPolicy(allow_out_of_order_delivery=out_of_order)
-    first = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first",
+    first = module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="first",
                                     key_shared_policy=policy)
-    producer = shared_client.create_producer(topic, batching_enabled=False)
+    producer = module_client.create_producer(topic, batching_enabled=False)
     send(producer, range(20), lambda i: ("partition_key", f"key-{i}"))
     held = [first.receive(timeout_millis=5000) for _ in range(20)]  # one of every key, unacknowledged
-    joiner = shared_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner",
+    joiner = module_client.subscribe(topic, "sub", consumer_type=KEY_SHARED, consumer_name="joiner",
                                      key_shared_policy=policy)
     send(producer, range(20, 220), lambda i: ("partition_key", f"key-{i % 20}"))
     early = receive_all(joiner)
@@ -600,5 +583,5 @@ def run_scenario(client: pulsar.Client, sc: Scenario) -> None:
 
 
 @pytest.mark.parametrize("seed", _seeds())
-def test_randomized_delivery_and_order(shared_client, seed):
-    run_scenario(shared_client, Scenario.draw(seed))
+def test_randomized_delivery_and_order(module_client, seed):
+    run_scenario(module_client, Scenario.draw(seed))

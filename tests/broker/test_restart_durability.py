@@ -7,6 +7,8 @@ import time
 
 import pulsar
 import pytest
+from admin_http import get_json
+from polling import wait_for
 from standalone import Standalone, run_standalone
 
 EARLIEST = pulsar.InitialPosition.Earliest
@@ -29,6 +31,28 @@ def test_restart_between_produce_and_consume(broker, client_factory):
     assert got == [f"{i}".encode() for i in range(20, 50)]
     with pytest.raises(pulsar.Timeout):
         consumer.receive(timeout_millis=500)
+
+
+def test_stopping_answers_the_sends_being_stored(broker_factory, client_factory):
+    """A graceful stop while messages are being stored (a 1 s group commit keeps them there)
+    sends their receipts before closing: otherwise the client sends them again after the
+    restart and, without deduplication, they are stored twice."""
+    broker = broker_factory("journalMaxGroupWaitMSec=1000")
+    client = client_factory(broker.url, operation_timeout_seconds=30)
+    producer = client.create_producer("in-flight", batching_enabled=False, send_timeout_millis=60_000)
+    results: list[pulsar.Result] = []
+    for i in range(20):
+        producer.send_async(f"{i}".encode(), lambda result, _id: results.append(result))
+    stats_url = f"{broker.admin_url}/admin/v2/persistent/public/default/in-flight/stats"
+    assert wait_for(lambda: get_json(stats_url)["msgInCounter"] == 20)  # read by the broker, not yet stored
+    broker.restart()
+    producer.flush()
+    assert results == [pulsar.Result.Ok] * 20
+    reader = client.create_reader("in-flight", pulsar.MessageId.earliest)
+    stored = []
+    while reader.has_message_available():
+        stored.append(int(reader.read_next(10_000).data()))
+    assert stored == list(range(20))
 
 
 def test_second_broker_on_same_data_dir_is_refused(broker):

@@ -60,14 +60,14 @@ ALLOWED_MAGNETAR = frozenset(package if name == "." else f"{package}.{name}"
 
 #: Third-party top-level packages: the admin API's HTTP server (aiohttp and what it
 #: imports), loaded once the binary listener serves; before that the wire codec (protobuf),
-#: storage (crc32c, sortedcontainers), the optional event loop (uvloop), and what the
-#: interpreter itself loads (setuptools' path hook, Cython's runtime modules of compiled
-#: extensions).
+#: storage (crc32c, sortedcontainers), Key_Shared's sticky key hash (mmh3, one compiled
+#: module), the optional event loop (uvloop), and what the interpreter itself loads
+#: (setuptools' path hook, Cython's runtime modules of compiled extensions).
 ADMIN_THIRD_PARTY = frozenset({
     "aiohttp", "aiohappyeyeballs", "aiosignal", "attr", "frozenlist", "idna", "multidict", "propcache", "yarl",
 })
 ALLOWED_THIRD_PARTY = ADMIN_THIRD_PARTY | {
-    "typing_extensions", "google", "crc32c", "sortedcontainers", "uvloop",
+    "typing_extensions", "google", "crc32c", "mmh3", "sortedcontainers", "uvloop",
     "__main__", "_distutils_hack", "cython_runtime",
 }
 

@@ -30,9 +30,19 @@ MAX_BODY_BYTES = 1024 * 1024
 #: webServiceRequestTimeoutSeconds: every admin request, its body included, ends within it.
 TIME_BUDGET = web.AppKey("time_budget", float)
 _NOT_FOUND = {pb.TopicNotFound, pb.SubscriptionNotFound, pb.ConsumerNotFound}
+
+
+class _NotAllowed(web.HTTPClientError):
+    """Pulsar's 405 for an operation the resource does not support (a partitioned topic's
+    peek): aiohttp's HTTPMethodNotAllowed wants the request's method and an Allow list,
+    which say something else."""
+
+    status_code = 405
+
+
 _STATUS_CLASSES: dict[int, type[web.HTTPException]] = {
     400: web.HTTPBadRequest, 401: web.HTTPUnauthorized, 403: web.HTTPForbidden, 404: web.HTTPNotFound,
-    405: web.HTTPMethodNotAllowed, 408: web.HTTPRequestTimeout,
+    405: _NotAllowed, 408: web.HTTPRequestTimeout,
     409: web.HTTPConflict, 412: web.HTTPPreconditionFailed, 422: web.HTTPUnprocessableEntity,
     500: web.HTTPInternalServerError,
     503: web.HTTPServiceUnavailable,

@@ -10,7 +10,6 @@ authenticateMetricsEndpoint=true, which asks for credentials (any role), as in P
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 
@@ -58,9 +57,7 @@ async def _authenticate(service: BrokerService, request: web.Request) -> Princip
     certificate = transport.get_extra_info("peercert") if transport is not None else None
     try:
         credentials = authentication.http_credentials(request.headers.get("Authorization"), certificate)
-        if authentication.is_slow(credentials.method):  # password hashing: off the event loop
-            return await asyncio.get_running_loop().run_in_executor(None, authentication.authenticate, credentials)
-        return authentication.authenticate(credentials)
+        return await authentication.authenticate_async(credentials)
     except AuthenticationError as exc:
         raise fail(401, f"Unable to authenticate: {exc}") from None
 

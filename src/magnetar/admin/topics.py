@@ -137,6 +137,21 @@ class TopicsApi:
         assert isinstance(topic, PersistentTopic)  # the route names the persistent domain
         return topic
 
+    def persistent_topics(self, request: web.Request) -> list[PersistentTopic]:
+        """The topic a request names, or every partition when it names a partitioned topic:
+        Pulsar applies subscription operations, trim and the like to each partition."""
+        name = self.topic_name(request)
+        partitions = self.service.partitions_of(name)
+        if partitions is None:
+            return [self.persistent_topic(request)]
+        topics = [self.service.get_topic(str(name.partition(i)), create=False) for i in range(partitions)]
+        return [topic for topic in topics if isinstance(topic, PersistentTopic)]
+
+    def refuse_partitioned(self, request: web.Request, reason: str) -> None:
+        """Pulsar's 405 for what it does on one partition only (peek, skip, examine)."""
+        if self.service.partitions_of(self.topic_name(request)) is not None:
+            raise fail(405, reason)
+
     # -- handlers
     async def list_topics(self, request: web.Request) -> web.Response:
         info = request.match_info
@@ -236,6 +251,8 @@ class TopicsApi:
 
     async def examine_message(self, request: web.Request) -> web.Response:
         """The Nth entry from the start (earliest) or from the end (latest), 1-based."""
+        self.refuse_partitioned(request, "Examine messages on a partitioned topic is not allowed, please try examine "
+                                         "message on specific topic partition")
         topic = self.persistent_topic(request)
         initial = request.query.get("initialPosition", "latest")
         if initial not in ("earliest", "latest"):
@@ -262,11 +279,7 @@ class TopicsApi:
 
     async def trim(self, request: web.Request) -> web.Response:
         """Pulsar's trimTopic; on a partitioned topic, every partition."""
-        name = self.topic_name(request)
-        partitions = self.service.partitions_of(name)
-        names = [name] if partitions is None else [name.partition(i) for i in range(partitions)]
-        topics = [self.service.get_topic(str(each), create=False) for each in names]
-        await trim_topics(self.service, [topic for topic in topics if isinstance(topic, PersistentTopic)])
+        await trim_topics(self.service, self.persistent_topics(request))
         return no_content()
 
     async def get_ttl(self, request: web.Request) -> web.Response:

@@ -117,9 +117,8 @@ class SaslSession:
             credentials = self._credentials(request.body.auth_bytes)
         except AuthenticationError as exc:
             return self._refuse(request, ErrorCode.sasl_authentication_failed, str(exc))
-        if self._service.is_slow(credentials.method):
-            return self._settle_later(request, credentials)
-        return self._settle(request, credentials)
+        pending = self._service.authenticate_async(credentials)
+        return self._settle(request, pending) if pending.done() else self._settle_later(request, pending)
 
     def _credentials(self, message: bytes) -> Credentials:
         user, method, data = parse_plain(message)
@@ -131,21 +130,16 @@ class SaslSession:
                                       f"{', '.join(sorted(self._service.providers)) or 'none'})")
         return Credentials(method, data.encode(), self._certificate)
 
-    async def _settle_later(self, request: Request, credentials: Credentials) -> Any:
-        """Providers that hash passwords run on a worker thread, as for Pulsar's CONNECT."""
-        try:
-            principal = await asyncio.get_running_loop().run_in_executor(None, self._service.authenticate,
-                                                                         credentials)
-        except AuthenticationError as exc:
-            return self._refuse(request, ErrorCode.sasl_authentication_failed, str(exc))
-        return self._accept(request, principal)
+    async def _settle_later(self, request: Request, pending: asyncio.Future[Principal]) -> Any:
+        """A slow provider answers from its worker thread, as for Pulsar's CONNECT."""
+        await asyncio.wait([pending])
+        return self._settle(request, pending)
 
-    def _settle(self, request: Request, credentials: Credentials) -> Any:
-        try:
-            principal = self._service.authenticate(credentials)
-        except AuthenticationError as exc:
-            return self._refuse(request, ErrorCode.sasl_authentication_failed, str(exc))
-        return self._accept(request, principal)
+    def _settle(self, request: Request, pending: asyncio.Future[Principal]) -> Any:
+        error = pending.exception()
+        if error is not None:
+            return self._refuse(request, ErrorCode.sasl_authentication_failed, str(error))
+        return self._accept(request, pending.result())
 
     def _accept(self, request: Request, principal: Principal) -> Any:
         self.principal = principal

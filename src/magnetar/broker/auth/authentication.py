@@ -11,6 +11,7 @@ authentication, never the broker.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import logging
@@ -122,10 +123,21 @@ class AuthenticationService:
             raise AuthenticationError(f"authentication provider {credentials.method!r} failed: "
                                       f"{type(exc).__name__}") from None
 
-    def is_slow(self, method: str) -> bool:
-        """Whether the provider of `method` says its checks take long (password hashing):
-        those run off the event loop."""
-        return bool(getattr(self.providers.get(method), "slow", False))
+    def authenticate_async(self, credentials: Credentials) -> asyncio.Future[Principal]:
+        """`authenticate` as a future of the running loop, for the binary protocol, the admin
+        API and Kafka's SASL alike: settled on return for quick providers, so a caller may
+        go on at once when it is done(); run on a worker thread for providers that say their
+        checks take long (`slow`: password hashing, milliseconds each), so a flood of them
+        does not stall the other connections of the loop. Refusals are AuthenticationError."""
+        loop = asyncio.get_running_loop()
+        if getattr(self.providers.get(credentials.method), "slow", False):
+            return loop.run_in_executor(None, self.authenticate, credentials)
+        settled: asyncio.Future[Principal] = loop.create_future()
+        try:
+            settled.set_result(self.authenticate(credentials))
+        except AuthenticationError as exc:
+            settled.set_exception(exc)
+        return settled
 
     def http_credentials(self, authorization: str | None, peer_certificate: Mapping | None) -> Credentials:
         """What an admin request presents, read as Pulsar's HTTP authentication reads it:

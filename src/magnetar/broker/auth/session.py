@@ -93,26 +93,21 @@ class ConnectionAuth:
 
     def _check_credentials(self, method: str, data: bytes, refusal: str,
                            then: Callable[[Principal], None]) -> None:
-        """Authenticate, then `then(principal)`; refused, the client is told and dropped.
-        Providers that hash passwords (milliseconds each) run on a worker thread, so a flood
-        of them does not stall the other connections of the loop."""
+        """Authenticate, then `then(principal)`; refused, the client is told and dropped. A
+        quick provider has answered on return and the command is settled now; a slow one
+        answers from its worker thread."""
         credentials = Credentials(method, data, self._cnx.peer_certificate)
-        if self._service.is_slow(method):
-            pending = asyncio.get_running_loop().run_in_executor(None, self._service.authenticate, credentials)
+        pending = self._service.authenticate_async(credentials)
+        if pending.done():
+            self._settle(pending, method, refusal, then)
+        else:
             pending.add_done_callback(lambda done: self._settle(done, method, refusal, then))
-            return
-        try:
-            principal = self._service.authenticate(credentials)
-        except AuthenticationError as exc:
-            self._refuse(f"{refusal}: {exc}", method)
-            return
-        then(principal)
 
     def _settle(self, done: asyncio.Future[Principal], method: str, refusal: str,
                 then: Callable[[Principal], None]) -> None:
+        error = done.exception()  # read even when the connection went: asyncio logs unread errors
         if self._cnx.closed:  # gone while its credentials were checked
             return
-        error = done.exception()
         if error is not None:
             reason = str(error) if isinstance(error, AuthenticationError) else "internal error"
             self._refuse(f"{refusal}: {reason}", method)

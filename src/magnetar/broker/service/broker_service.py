@@ -64,6 +64,10 @@ _BOOT_COUNTER_KEY = "/broker/boot-counter"
 MAX_PARTITIONS_CEILING = 65536
 #: Stored topics loaded per event-loop iteration at start-up.
 TOPICS_LOADED_PER_SLICE = 20
+#: Stopping waits this long at most for the receipts of SENDs being stored (a group commit and
+#: an fsync: milliseconds, unless the disk hangs), checking this often.
+STOP_RECEIPTS_TIMEOUT_SECONDS = 10.0
+STOP_RECEIPTS_POLL_SECONDS = 0.005
 Mode = pb.CommandGetTopicsOfNamespace
 
 
@@ -97,7 +101,7 @@ class BrokerService:
         self.topics: dict[str, PersistentTopic] = {}
         # Apart, so that what walks stored topics (TTL, metrics, shutdown) never meets one without a ledger.
         self.non_persistent_topics: dict[str, NonPersistentTopic] = {}
-        self.connections: set[object] = set()
+        self.connections: set[ServerCnx] = set()
         self._servers: list[asyncio.Server] = []
         self.authentication = AuthenticationService(config)
         self.authorization = AuthorizationService(config, self.resources)
@@ -234,13 +238,27 @@ class BrokerService:
             self.cert_reloader.stop()
         for server in self._servers:
             server.close()
+        await self._answer_publishes_in_flight()
         for cnx in list(self.connections):
-            cnx.close()  # type: ignore[attr-defined]
+            cnx.close()
         for server in self._servers:
             await server.wait_closed()
         for topic in self.topics.values():
             topic.save_state()
         self.factory.close()
+
+    async def _answer_publishes_in_flight(self) -> None:
+        """Stopping: no SEND is read any more, and those already being stored get their
+        receipts before the connections close. Closing first would leave them stored without
+        a receipt (the ledger makes accepted appends durable as it closes): the client sends
+        them again after the restart and, without deduplication, they are stored twice. A
+        SEND left unread in the socket has no receipt and is sent again, stored once."""
+        connections = list(self.connections)
+        for cnx in connections:
+            cnx.pause_reading()
+        deadline = time.monotonic() + STOP_RECEIPTS_TIMEOUT_SECONDS
+        while any(cnx.awaiting_receipts() for cnx in connections) and time.monotonic() < deadline:
+            await asyncio.sleep(STOP_RECEIPTS_POLL_SECONDS)  # receipts arrive from the storage thread
 
     def generate_producer_name(self) -> str:
         self._producer_counter += 1

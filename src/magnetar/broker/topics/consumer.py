@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from magnetar.broker.topics.cnx import TransportCnx
 
 
+#: The sticky key of a message without ordering or partition key (Pulsar's).
+NONE_KEY = b"NONE_KEY"
+
+
 @dataclass(slots=True)
 class DispatchEntry:
     """One stored entry on its way to a consumer, with what dispatch needs to know."""
@@ -27,13 +31,16 @@ class DispatchEntry:
 
     @property
     def sticky_key(self) -> bytes:
-        """The key Key_Shared orders by: ordering_key, else partition_key."""
+        """The key Key_Shared orders by, as Pulsar's broker takes it: ordering_key, else
+        partition_key, else one fixed key for every keyless message (Pulsar's NONE_KEY), so
+        STICKY ranges place keyless messages where Pulsar does."""
         md = self.metadata
-        if md is None:
-            return b""
-        if md.HasField("ordering_key"):
-            return md.ordering_key
-        return md.partition_key.encode()
+        if md is not None:
+            if md.HasField("ordering_key"):
+                return md.ordering_key
+            if md.HasField("partition_key"):
+                return md.partition_key.encode()
+        return NONE_KEY
 
 
 class UnackedMessages(dict[Position, int]):

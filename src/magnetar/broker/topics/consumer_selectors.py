@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import crc32c
+import mmh3
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -25,8 +25,11 @@ HASH_RANGE_SIZE = 65536
 
 
 def sticky_key_hash(key: bytes) -> int:
-    """Hash of a message key into Pulsar's 0..65535 Key_Shared hash space."""
-    return crc32c.crc32c(key) % HASH_RANGE_SIZE
+    """Where Pulsar's broker puts a key in the 0..65535 Key_Shared hash space, exactly: users
+    who subscribe with STICKY ranges compute that place themselves (Pulsar's
+    Murmur3_32Hash: MurmurHash3 x86 32-bit, seed 0, sign bit cleared, then modulo the
+    range). Pulsar 4 keeps hash 0 to mean "not computed" and moves it to 1."""
+    return (mmh3.hash(key, 0, signed=False) & 0x7FFFFFFF) % HASH_RANGE_SIZE or 1
 
 
 # -- Exclusive and Failover

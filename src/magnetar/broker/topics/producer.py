@@ -127,6 +127,11 @@ class Producer:
             log.exception("%s failed to store on %s", self.cnx, self.topic)
             self._stored(group, dedup, None, exc)
 
+    @property
+    def awaiting_receipts(self) -> bool:
+        """SENDs handed to the topic whose answer has not gone out yet."""
+        return bool(self._pending)
+
     def _answer(self, answer: bytes) -> None:
         self._pending.append(_PendingGroup([], answer))
         self._flush()

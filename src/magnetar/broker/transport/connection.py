@@ -150,6 +150,9 @@ class ServerCnx(asyncio.Protocol):
         if self.transport is not None:
             self.transport.pause_reading()
 
+    def awaiting_receipts(self) -> bool:
+        return any(producer.awaiting_receipts for producer in self.producers.values())
+
     def resume_reading(self) -> None:
         if self.transport is not None:
             self.transport.resume_reading()

@@ -61,8 +61,10 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         owner = self.owner(key_hash)
         return owner is not None and owner.can_receive and not self._draining_elsewhere(key_hash, owner)
 
-    def _assign(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
-        parked: list[DispatchEntry] = []
+    def _assign(self, entries: list[DispatchEntry]) -> int:
+        """Each entry's key is hashed once here: a parked entry keeps its hash in the
+        replay set."""
+        parked = 0
         # A key waits behind its rescheduled entry, and behind any entry parked this pass.
         blocked: set[int] = {key_hash for _, key_hash in self._rescheduled.values()}
         for entry in entries:
@@ -71,7 +73,8 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
             if (key_hash in blocked or consumer is None or not consumer.can_receive
                     or self._draining_elsewhere(key_hash, consumer)):
                 blocked.add(key_hash)
-                parked.append(entry)
+                self.replay[entry.position] = key_hash
+                parked += 1
             elif self._deliver(consumer, entry):
                 self._count_out(consumer, entry.position, key_hash)
             elif entry.position in self._rescheduled:

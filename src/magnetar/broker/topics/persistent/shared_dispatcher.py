@@ -98,9 +98,7 @@ class MultipleConsumersDispatcher(Dispatcher):
                 self._notify_end_of_topic()
                 return
             parked = self._assign(entries)
-            for entry in parked:
-                self.replay[entry.position] = self._hash(entry)
-            if len(parked) == len(entries) and not fresh:
+            if parked == len(entries) and not fresh:
                 return
 
     def _read_replay(self, budget: int) -> list[DispatchEntry]:
@@ -233,12 +231,15 @@ class MultipleConsumersDispatcher(Dispatcher):
     def _hash(entry: DispatchEntry) -> int:
         return -1
 
-    def _assign(self, entries: list[DispatchEntry]) -> list[DispatchEntry]:
-        parked: list[DispatchEntry] = []
+    def _assign(self, entries: list[DispatchEntry]) -> int:
+        """Hands each entry to a consumer or parks it in the replay set; returns how many
+        were parked."""
+        parked = 0
         for entry in entries:
             consumer = self._round_robin.select(self.consumers)
             if consumer is None:
-                parked.append(entry)
+                self.replay[entry.position] = -1
+                parked += 1
             else:
                 self._deliver(consumer, entry)
         return parked
