@@ -161,13 +161,13 @@ def _write_primitive_and_key_value(client: pulsar.Client, admin_url: str) -> Non
         producer.send(struct.pack(">i", 1) + b"k" + struct.pack(">i", len(value)) + value)
 
 
-SEPARATED = [("k1", ("a", 1)), (None, ("b", 2)), ("kë3", ("c", 3))]
+SEPARATED = [("k1", ("a", 1)), (None, ("b", 2)), ("k2", None), ("kë3", ("c", 3))]
 
 
 def _write_separated_key_values(url: str) -> None:
     """KEY_VALUE SEPARATED as magnetar.client writes it (Java's layout: the key's encoding as
-    the base64 message key), batched; a None key among them. (A None value, a null-value
-    message, is left out: the typed read does not take one yet, docs/schemas.md.)"""
+    the base64 message key), batched; a None key and a None value (a null-value message)
+    among them."""
     import magnetar.client as magnetar  # noqa: PLC0415 (only this topic needs magnetar's own client)
     from magnetar.client import schema  # noqa: PLC0415
 

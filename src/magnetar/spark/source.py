@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -37,7 +36,6 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import TimestampType
 
 from magnetar.client.connection import PulsarClientError
-from magnetar.schemas import SchemaType
 from magnetar.spark.message_id_lookup import requested_index
 from magnetar.spark.offsets import (
     EARLIEST_INDEX,
@@ -291,19 +289,9 @@ def _read(options: SourceOptions, partition: InputPartition, schemas: ValueSchem
 def typed_values(batch: pa.RecordBatch, decoder: ValueDecoder) -> pa.RecordBatch:
     """The batch with its `value` column decoded, without the schema version column."""
     at = batch.schema.get_field_index("value")
-    payloads = batch.column(at)
-    if decoder.reader.type in (SchemaType.AVRO, SchemaType.JSON):
-        payloads = _empty_as_null(payloads)
-    value = decoder.column(payloads, batch.column(SCHEMA_VERSION), batch.column("key"))
+    value = decoder.column(batch.column(at), batch.column(SCHEMA_VERSION), batch.column("key"))
     batch = batch.drop_columns([SCHEMA_VERSION])
     return batch.set_column(at, pa.field("value", decoder.type), value)
-
-
-def _empty_as_null(payloads: pa.Array) -> pa.Array:
-    """A message without a value (Pulsar's null_value, read as an empty payload) is a null
-    record: no record encodes to nothing, except one without fields."""
-    empty = pc.equal(pc.binary_length(payloads), 0)
-    return pc.if_else(empty, pa.scalar(None, payloads.type), payloads) if pc.any(empty).as_py() else payloads
 
 
 def _read_rows(options: SourceOptions, work: EntryRange | MessageRange) -> Iterator[pa.RecordBatch]:

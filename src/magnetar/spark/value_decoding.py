@@ -72,10 +72,19 @@ def _decoder(reader: SchemaData, writers: WriterLookup) -> Decode:
     if kind in _FIXED_WIDTH:
         return lambda values, versions, keys: _fixed_width(values, kind)
     if kind in (SchemaType.AVRO, SchemaType.JSON):
-        return RecordDecoder(reader, writers).column
+        records = RecordDecoder(reader, writers).column
+        return lambda values, versions, keys: records(_empty_as_null(values), versions, keys)
     if kind == SchemaType.KEY_VALUE:
         return _key_value_decoder(reader, writers)
     raise UnsupportedSchemaError(f"{kind.name} schemas have no typed value column: use option valueFormat=bytes")
+
+
+def _empty_as_null(payloads: pa.Array) -> pa.Array:
+    """A message without a value (Pulsar's null_value, read as an empty payload) is a null
+    record: no record encodes to nothing, except one without fields. Records only: an empty
+    payload is a valid STRING or BYTES value."""
+    empty = pc.equal(pc.binary_length(payloads), 0)
+    return pc.if_else(empty, pa.scalar(None, payloads.type), payloads) if pc.any(empty).as_py() else payloads
 
 
 def _fixed_width(values: pa.Array, kind: SchemaType) -> pa.Array:
