@@ -27,7 +27,6 @@ import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from importlib.metadata import entry_points
 from typing import Any
 
 
@@ -49,7 +48,7 @@ class PluginGroup:
         the known names when nothing answers to it."""
         target = self.builtins.get(name)
         if target is None:
-            for plugin in entry_points(group=self.group):
+            for plugin in installed_entry_points(self.group):
                 if plugin.name == name:
                     return plugin.load()
             if ":" not in name:
@@ -64,7 +63,7 @@ class PluginGroup:
 
     def installed(self) -> frozenset[str]:
         """The built-ins and the entry points of the group: what an operator installed."""
-        return frozenset({*self.builtins, *(plugin.name for plugin in entry_points(group=self.group))} - {""})
+        return frozenset({*self.builtins, *(plugin.name for plugin in installed_entry_points(self.group))} - {""})
 
     def allow_list(self, configured: Iterable[str] = (), hint: str = "") -> AllowList:
         """What names from outside the operator's hands may load: see the module docstring.
@@ -101,3 +100,11 @@ class AllowList:
                               f"be a built-in or an entry point of {group.group!r}{self._hint}; nothing else is "
                               f"imported")
         return self.group.load(name)
+
+
+def installed_entry_points(group: str) -> Iterable[Any]:
+    """Installed plugins of a group. importlib.metadata (~3 MB, it scans every installed
+    distribution) loads only when a plugin is looked up, not with every module naming a group."""
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    return entry_points(group=group)

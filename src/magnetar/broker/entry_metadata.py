@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Protocol
 
 from magnetar.broker.config import ConfigError
+from magnetar.plugins import installed_entry_points
 from magnetar.storage import ManagedLedger
 from magnetar.wire.entry import add_broker_entry_metadata, peek_broker_entry_metadata
 from magnetar.wire.errors import WireError
@@ -72,7 +72,7 @@ def load_interceptor(name: str) -> BrokerEntryMetadataInterceptor:
     short = name.removeprefix(_PULSAR_PACKAGE)
     if short in _BUILTIN:
         return _BUILTIN[short]()
-    for plugin in entry_points(group=ENTRY_POINT_GROUP):
+    for plugin in installed_entry_points(ENTRY_POINT_GROUP):
         if plugin.name == name:
             return plugin.load()()  # type: ignore[no-any-return]
     known = ", ".join(sorted(_BUILTIN))
