@@ -53,7 +53,7 @@ MAGNETAR = {
                         "group_commit layout ledger ledger_files ledger_ids ledger_recovery ledger_slot "
                         "ledger_trimmer managed_ledger managed_ledger_factory message_finder metadata_store "
                         "position range_set rollover space_reserve",
-    "magnetar.wire": ". commands entry errors frames message_id proto proto.pulsar_api_pb2 topic_name",
+    "magnetar.wire": ". checksum commands entry errors frames message_id proto proto.pulsar_api_pb2 topic_name",
 }
 ALLOWED_MAGNETAR = frozenset(package if name == "." else f"{package}.{name}"
                              for package, names in MAGNETAR.items() for name in names.split())
@@ -132,6 +132,7 @@ def test_a_default_broker_imports_only_what_it_needs(default_start):
     "lz4", "zstandard", "cramjam",  # payload codecs: the broker never opens a payload
     "pyroaring",  # delayed-delivery trackers, made by the first subscription that needs one
     "javaproperties", "xml", "difflib",  # a --config file, a mistyped key
+    "importlib.metadata", "crc32c._cli",  # crc32c's package init (~3.4 MB): wire/checksum.py loads its extension
     "magnetar.broker.config.pulsar_keys",  # a key that is not magnetar's
     "magnetar.broker.auth.session",  # authentication: off by default
     "magnetar.broker.topics.nonpersistent.non_persistent_topic",  # made by the first non-persistent topic

@@ -29,10 +29,9 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-import crc32c
-
 from magnetar.formats.payload import CorruptPayloadError, EntryPayload, PayloadContext, PayloadProcessor
 from magnetar.wire.batch import BatchMessage, encode_varint
+from magnetar.wire.checksum import crc32c
 from magnetar.wire.entry import FORMAT_PROPERTY
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -84,7 +83,7 @@ def read_header(data: bytes | memoryview, check_crc: bool = True) -> KafkaBatchH
         raise CorruptPayloadError(KAFKA_FORMAT, f"record batch magic {header.magic}, only magic 2 is supported")
     if header.length != len(data) - 12:
         raise CorruptPayloadError(KAFKA_FORMAT, f"batchLength {header.length} but {len(data) - 12} bytes follow it")
-    actual = crc32c.crc32c(memoryview(data)[_CRC_START:]) if check_crc else header.crc
+    actual = crc32c(memoryview(data)[_CRC_START:]) if check_crc else header.crc
     if actual != header.crc:
         raise CorruptPayloadError(KAFKA_FORMAT, f"CRC32C mismatch: batch says {header.crc:#010x}, "
                                                 f"bytes give {actual:#010x}")
@@ -303,7 +302,7 @@ def encode_record_batch(records: Sequence[tuple[bytes | None, bytes | None, Sequ
     payload = _compress(codec, b"".join(body))
     after_crc = struct.pack(">hiqqqhii", codec, len(records) - 1, base_ts, max(r[3] for r in records), -1, -1, -1,
                             len(records)) + payload
-    crc = crc32c.crc32c(after_crc)
+    crc = crc32c(after_crc)
     return struct.pack(">qiibI", base_offset, 4 + 1 + 4 + len(after_crc), 0, 2, crc) + after_crc
 
 

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, overload
 
-import crc32c
-
 from magnetar.storage import faults
 from magnetar.storage.errors import CorruptEntryError, ReadOnlyError, StorageClosedError, is_space_error
 from magnetar.storage.file_pool import UNBOUNDED, FilePool
@@ -42,6 +40,7 @@ from magnetar.storage.ledger_files import (
     trusted_index,
     unpack_offsets,
 )
+from magnetar.wire.checksum import crc32c
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +336,7 @@ class Ledger:
         sync thread's hot loop, and it competes with the appending thread for the GIL.
         """
         lengths = list(map(len, entries))
-        headers = map(HEADER.pack, lengths, map(crc32c.crc32c, entries))
+        headers = map(HEADER.pack, lengths, map(crc32c, entries))
         buffers = [part for record in zip(headers, entries, strict=True) for part in record]
         offsets = list(itertools.accumulate((HEADER.size + length for length in lengths), initial=self._end))
         end = offsets.pop()
@@ -466,13 +465,13 @@ class Ledger:
             data = view[pos + HEADER.size : pos + HEADER.size + length]
             if not views:
                 data = bytes(data)
-            if crc32c.crc32c(data) != crc:  # not _check(): a call per small entry shows
+            if crc32c(data) != crc:  # not _check(): a call per small entry shows
                 self._corrupt(entry_id)
             out.append(data)
             pos += HEADER.size + length
 
     def _check(self, entry_id: int, data: bytes, crc: int) -> None:
-        if crc32c.crc32c(data) != crc:
+        if crc32c(data) != crc:
             self._corrupt(entry_id)
 
     def _corrupt(self, entry_id: int) -> None:

@@ -17,7 +17,7 @@ from array import array
 from collections.abc import Sequence
 from pathlib import Path
 
-import crc32c
+from magnetar.wire.checksum import crc32c
 
 HEADER = struct.Struct(">II")
 INDEX_SLOT_BYTES = 8
@@ -104,7 +104,7 @@ def _record_end(fd: int, offset: int, file_size: int) -> int | None:
     end = offset + HEADER.size + length
     if end > file_size:
         return None
-    return end if crc32c.crc32c(os.pread(fd, length, offset + HEADER.size)) == crc else None
+    return end if crc32c(os.pread(fd, length, offset + HEADER.size)) == crc else None
 
 
 def trusted_index(fd: int, indexed: array, first_offset: int, file_size: int) -> tuple[int, int]:
@@ -141,7 +141,7 @@ def scan_records(fd: int, start: int, file_size: int, max_records: int | None) -
         if end > buf_start + len(buf):
             buf, buf_start = os.pread(fd, max(_SCAN_CHUNK_BYTES, end - pos), pos), pos
         body = memoryview(buf)[pos - buf_start + HEADER.size : end - buf_start]
-        if crc32c.crc32c(body) != crc:
+        if crc32c(body) != crc:
             break
         offsets.append(pos)
         pos = end

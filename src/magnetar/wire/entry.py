@@ -15,9 +15,9 @@ import struct
 from dataclasses import dataclass
 from typing import TypeVar
 
-import crc32c
 from google.protobuf.message import DecodeError, Message
 
+from magnetar.wire.checksum import crc32c
 from magnetar.wire.errors import ChecksumError, WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -232,7 +232,7 @@ def _check_crc(entry: Buffer, checksum: int | None, size_offset: int) -> None:
         return
     # A small entry is cheaper to slice (a copy) than to view; a large one is not copied.
     covered = entry[size_offset:] if len(entry) <= _COPY_BELOW else memoryview(entry)[size_offset:]
-    actual = crc32c.crc32c(covered)
+    actual = crc32c(covered)
     if actual != checksum:
         raise ChecksumError(f"checksum mismatch: entry says {checksum:#010x}, bytes give {actual:#010x}")
 
@@ -248,7 +248,7 @@ def build_entry(metadata: pb.MessageMetadata, payload: Buffer, *, checksum: bool
     covered = b"".join((_U32.pack(len(body)), body, payload))
     if not checksum:
         return covered
-    return _MAGIC_AND_SIZE.pack(MAGIC_CRC32C, crc32c.crc32c(covered)) + covered
+    return _MAGIC_AND_SIZE.pack(MAGIC_CRC32C, crc32c(covered)) + covered
 
 
 FORMAT_PROPERTY = "entry.format"

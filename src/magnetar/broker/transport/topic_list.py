@@ -25,8 +25,7 @@ import logging
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
-import crc32c
-
+from magnetar.wire.checksum import crc32c
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 if TYPE_CHECKING:
@@ -81,5 +80,5 @@ def filter_topics(names: Iterable[str], regex: TopicsPattern) -> list[str]:
 
 
 def topics_hash(names: Iterable[str]) -> str:
-    digest = crc32c.crc32c(",".join(sorted(names)).encode())
+    digest = crc32c(",".join(sorted(names)).encode())
     return digest.to_bytes(4, "little").hex()
