@@ -22,6 +22,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.formats.kafka_records import kafka_entry_properties
 from magnetar.kafka.access import PRODUCE, Access, Unauthorized
 from magnetar.kafka.idempotence import ProducerStates
+from magnetar.kafka.producer_snapshots import producer_name
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches, to_pulsar_batch
@@ -41,7 +42,7 @@ class ProduceApi:
         self._no_response = no_response
         self._kafka_format = config.entryFormat == "kafka"
         self._sequence = 0
-        self.states = ProducerStates()
+        self.states = ProducerStates(config.brokerDeduplicationEntriesInterval)
 
     def produce(self, request: Request, access: Access) -> Any:
         body = request.body
@@ -84,7 +85,7 @@ class ProduceApi:
         except _TooLarge as exc:
             done.set_result((ErrorCode.message_too_large, -1, str(exc)))
             return done
-        verdicts = [self.states.check(log_.name, batch) for batch in batches]
+        verdicts = [self.states.check(log_, batch) for batch in batches]
         refused = next((v.error for v in verdicts if v.error != ErrorCode.none), None)
         fresh = [batch for batch, verdict in zip(batches, verdicts, strict=True) if verdict.duplicate_of is None]
         if refused is not None or not fresh:
@@ -96,12 +97,12 @@ class ProduceApi:
             if exc is not None or base_offset is None:
                 log.warning("Kafka produce to %s-%d failed: %s", topic, partition, exc)
                 for batch in fresh:
-                    self.states.forget(log_.name, batch)
+                    self.states.forget(log_, batch)
                 done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
                 return
             offset = base_offset
             for batch in fresh:
-                self.states.stored(log_.name, batch, offset)
+                self.states.stored(log_, batch, offset)
                 offset += batch.count
             done.set_result((ErrorCode.none, base_offset, None))
 
@@ -110,7 +111,7 @@ class ProduceApi:
             log_.append([self._entry(producer, batch, now) for batch in fresh], [b.count for b in fresh], stored)
         except (BrokerServiceError, InvalidRecords) as exc:
             for batch in fresh:
-                self.states.forget(log_.name, batch)
+                self.states.forget(log_, batch)
             done.set_result((ErrorCode.unknown_server_error, -1, str(exc)))
         return done
 
@@ -125,8 +126,13 @@ class ProduceApi:
         return batches
 
     def _entry(self, producer: str, batch: ProducedBatch, now: int) -> bytes:
-        self._sequence += batch.count
-        metadata = pb.MessageMetadata(producer_name=producer, sequence_id=self._sequence - batch.count,
+        header = batch.header
+        if header.producer_id >= 0:  # what recovery reads back (producer_snapshots)
+            producer, sequence = producer_name(header.producer_id, header.producer_epoch), header.base_sequence
+        else:
+            sequence = self._sequence
+            self._sequence += batch.count
+        metadata = pb.MessageMetadata(producer_name=producer, sequence_id=sequence,
                                       publish_time=now, num_messages_in_batch=batch.count)
         if self._kafka_format:
             for key, value in kafka_entry_properties().items():
