@@ -98,9 +98,9 @@ def test_a_batch_retried_across_a_restart_is_stored_once(tmp_path, entry_format)
 
         broker.stop()  # a clean stop snapshots every partition: nothing to replay
         broker.start()
-        assert "past its snapshot" not in broker.log()
         raw = RawKafka(broker.bootstrap)
         assert partition_result(raw.call(0, 9, produce_request("retried", follows))) == (ErrorCode.none, end)
+        assert "past its snapshot" not in broker.log()
         raw.close()
         values = _values(broker, "retried")
         assert values[-1] == b"next" and len(values) == end + 1
