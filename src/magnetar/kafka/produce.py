@@ -5,6 +5,8 @@ batch an entry); with entryFormat=pulsar it becomes a Pulsar batch every Pulsar 
 reads. Either way the offsets are the PIP-70 indexes the broker stamps, so the response's
 base offset is the first index of the partition's group. acks=0 gets no response (Kafka's
 rule), acks=1 and acks=all the same one: a single broker's durable write is all of both.
+Entries carry no Pulsar checksum (KoP writes none either): the batch's own CRC-32C was
+checked on arrival, and storage keeps a CRC of every entry it writes.
 """
 
 from __future__ import annotations
@@ -45,19 +47,34 @@ class ProduceApi:
         self.states = ProducerStates(config.brokerDeduplicationEntriesInterval)
 
     def produce(self, request: Request, access: Access) -> Any:
+        """The response as a future settled by the partitions' store callbacks (no task per request)."""
         body = request.body
         producer = f"kafka-{request.client_id or 'client'}"
         results = [(topic.name, part.index, self._append(producer, topic.name, part.index, part.records, access))
                    for topic in body.topic_data for part in topic.partition_data]
         if body.acks == 0:
             return self._no_response
-        return self._respond(request.api_version, results)
+        response: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        waiting = [pending for *_, pending in results if not pending.done()]
+        remaining = len(waiting)
 
-    async def _respond(self, version: int, results: list[tuple[str, int, asyncio.Future[_Result]]]) -> Any:
+        def settled(_stored: asyncio.Future[_Result]) -> None:
+            nonlocal remaining
+            remaining -= 1
+            if not remaining:
+                response.set_result(self._response(request.api_version, results))
+
+        if not waiting:
+            response.set_result(self._response(request.api_version, results))
+        for pending in waiting:
+            pending.add_done_callback(settled)
+        return response
+
+    def _response(self, version: int, results: list[tuple[str, int, asyncio.Future[_Result]]]) -> Any:
         module = response_module(0, version)
         by_topic: dict[str, list[Any]] = {}
         for topic, index, pending in results:
-            error, base_offset, message = await pending
+            error, base_offset, message = pending.result()
             by_topic.setdefault(topic, []).append(build(
                 module, "PartitionProduceResponse", index=index, error_code=error, base_offset=base_offset,
                 log_append_time=None, log_start_offset=-1, record_errors=(), error_message=message))
@@ -137,12 +154,12 @@ class ProduceApi:
         if self._kafka_format:
             for key, value in kafka_entry_properties().items():
                 metadata.properties.add(key=key, value=value)
-            return build_entry(metadata, batch.data)
+            return build_entry(metadata, batch.data, checksum=False)
         converted = to_pulsar_batch(batch)
         if converted.compression != pb.NONE:
             metadata.compression = converted.compression  # type: ignore[assignment]
             metadata.uncompressed_size = converted.uncompressed_size
-        return build_entry(metadata, converted.payload)
+        return build_entry(metadata, converted.payload, checksum=False)
 
 
 class _TooLarge(ValueError):
