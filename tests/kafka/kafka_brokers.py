@@ -83,6 +83,34 @@ class RawKafka:
         assert correlation == self._correlation
         return response
 
+    def produce(self, topic: str, records: bytes) -> tuple[ErrorCode, int]:
+        """(error, base offset) of a Produce (acks=all) of `records` to partition 0 of `topic`."""
+        (answer,) = self.call(0, 9, produce_request(topic, records)).responses
+        (partition,) = answer.partition_responses
+        return partition.error_code, partition.base_offset
+
+    def latest(self, topic: str) -> int:
+        """Partition 0's end offset (ListOffsets, latest)."""
+        request = list_offsets.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+            list_offsets.ListOffsetsTopic(name=topic, partitions=(
+                list_offsets.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+        ((partition,),) = (t.partitions for t in self.call(2, 7, request).topics)
+        return partition.offset
+
+    def init_producer(self) -> tuple[int, int]:
+        """(producer id, epoch) from InitProducerId, as an idempotent producer starts."""
+        ids = self.call(22, 4, init_producer_id.InitProducerIdRequest(
+            transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+            producer_epoch=-1))
+        return ids.producer_id, ids.producer_epoch
+
+    def create_topic(self, name: str) -> None:
+        """`name` with one partition, created by a Metadata request (auto-creation)."""
+        request = metadata.MetadataRequest(topics=(metadata.MetadataRequestTopic(name=name, topic_id=None),),
+                                           allow_auto_topic_creation=True, include_topic_authorized_operations=False)
+        (topic,) = self.call(3, 12, request).topics
+        assert topic.error_code == ErrorCode.none and len(topic.partitions) == 1
+
     def close(self) -> None:
         self.sock.close()
 
@@ -100,33 +128,3 @@ def produce_request(topic: str, records: bytes, acks: int = -1) -> produce.Produ
     return produce.ProduceRequest(acks=acks, timeout=datetime.timedelta(seconds=10), topic_data=(
         produce.TopicProduceData(name=topic, partition_data=(
             produce.PartitionProduceData(index=0, records=records),)),))
-
-
-def partition_result(response) -> tuple[object, int]:
-    """(error, base offset) of a produce response to one partition."""
-    (topic,) = response.responses
-    (partition,) = topic.partition_responses
-    return partition.error_code, partition.base_offset
-
-
-def latest_offset(connection: RawKafka, topic: str) -> int:
-    request = list_offsets.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
-        list_offsets.ListOffsetsTopic(name=topic, partitions=(
-            list_offsets.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
-    ((partition,),) = (t.partitions for t in connection.call(2, 7, request).topics)
-    return partition.offset
-
-
-def init_producer(connection: RawKafka) -> tuple[int, int]:
-    """(producer id, epoch) from InitProducerId, as an idempotent producer starts."""
-    ids = connection.call(22, 4, init_producer_id.InitProducerIdRequest(
-        transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1, producer_epoch=-1))
-    return ids.producer_id, ids.producer_epoch
-
-
-def create_topic(connection: RawKafka, name: str) -> None:
-    """`name` with one partition, created by a Metadata request (auto-creation)."""
-    request = metadata.MetadataRequest(topics=(metadata.MetadataRequestTopic(name=name, topic_id=None),),
-                                       allow_auto_topic_creation=True, include_topic_authorized_operations=False)
-    (topic,) = connection.call(3, 12, request).topics
-    assert topic.error_code == ErrorCode.none and len(topic.partitions) == 1

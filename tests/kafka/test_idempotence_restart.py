@@ -12,11 +12,6 @@ from kafka_brokers import (
     KafkaStandalone,
     RawKafka,
     batch,
-    create_topic,
-    init_producer,
-    latest_offset,
-    partition_result,
-    produce_request,
     start_kafka_broker,
 )
 from kio.schema.errors import ErrorCode
@@ -62,14 +57,14 @@ def test_a_batch_retried_across_a_restart_is_stored_once(tmp_path, entry_format)
                              "acks": "all"})
         _librdkafka_produce(producer, "rdkafka", [b"before-%d" % i for i in range(rng.randint(1, 50))])
         raw = RawKafka(broker.bootstrap)
-        create_topic(raw, "retried")
-        producer_id, epoch = init_producer(raw)
+        raw.create_topic("retried")
+        producer_id, epoch = raw.init_producer()
         batches, offsets, sequence = [], [], 0
         for number in range(BATCHES):
             values = [b"raw-%d-%d" % (number, i) for i in range(rng.randint(1, 4))]
             batches.append(batch(values, (producer_id, epoch, sequence)))
             sequence += len(values)
-            error, offset = partition_result(raw.call(0, 9, produce_request("retried", batches[-1])))
+            error, offset = raw.produce("retried", batches[-1])
             assert error == ErrorCode.none
             offsets.append(offset)
         broker.stop(signal.SIGKILL)  # right after the last acknowledgement
@@ -77,29 +72,26 @@ def test_a_batch_retried_across_a_restart_is_stored_once(tmp_path, entry_format)
 
         broker.start()
         raw = RawKafka(broker.bootstrap)
-        end = latest_offset(raw, "retried")
+        end = raw.latest("retried")
         last = BATCHES - 1
         recent = rng.randrange(BATCHES - 5, BATCHES - 1)  # one of the five a producer may have in flight
         for index in (last, recent):  # retries whose answers the SIGKILL took: answered with their offsets
-            assert partition_result(raw.call(0, 9, produce_request("retried", batches[index]))) == \
-                (ErrorCode.none, offsets[index])
+            assert raw.produce("retried", batches[index]) == (ErrorCode.none, offsets[index])
         assert f"rebuilt with {BATCHES % INTERVAL} batches past its snapshot" in broker.log()
-        error, _ = partition_result(raw.call(0, 9, produce_request("retried", batches[0])))
-        assert error == ErrorCode.duplicate_sequence_number
+        assert raw.produce("retried", batches[0])[0] == ErrorCode.duplicate_sequence_number
         gap = batch([b"gap"], (producer_id, epoch, sequence + 1))
-        error, _ = partition_result(raw.call(0, 9, produce_request("retried", gap)))
-        assert error == ErrorCode.out_of_order_sequence_number
-        assert latest_offset(raw, "retried") == end
+        assert raw.produce("retried", gap)[0] == ErrorCode.out_of_order_sequence_number
+        assert raw.latest("retried") == end
         follows = batch([b"next"], (producer_id, epoch, sequence))
-        assert partition_result(raw.call(0, 9, produce_request("retried", follows))) == (ErrorCode.none, end)
-        assert init_producer(raw)[0] > producer_id  # never an id handed out before the restart
+        assert raw.produce("retried", follows) == (ErrorCode.none, end)
+        assert raw.init_producer()[0] > producer_id  # never an id handed out before the restart
         _librdkafka_produce(producer, "rdkafka", [b"after"])  # its next sequence follows what was stored
         raw.close()
 
         broker.stop()  # a clean stop snapshots every partition: nothing to replay
         broker.start()
         raw = RawKafka(broker.bootstrap)
-        assert partition_result(raw.call(0, 9, produce_request("retried", follows))) == (ErrorCode.none, end)
+        assert raw.produce("retried", follows) == (ErrorCode.none, end)
         assert "past its snapshot" not in broker.log()
         raw.close()
         values = _values(broker, "retried")

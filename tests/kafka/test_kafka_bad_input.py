@@ -10,10 +10,6 @@ import pytest
 from kafka_brokers import (
     RawKafka,
     batch,
-    create_topic,
-    init_producer,
-    latest_offset,
-    partition_result,
     produce_request,
     start_kafka_broker,
 )
@@ -45,7 +41,7 @@ def raw(broker):
 
 def _topic(raw) -> str:
     name = f"bad-{uuid.uuid4().hex[:8]}"
-    create_topic(raw(), name)
+    raw().create_topic(name)
     return name
 
 
@@ -79,7 +75,7 @@ def test_a_malformed_request_closes_its_connection_and_stores_nothing(raw) -> No
     cut = random.randrange(20, len(framed) - 4)
     connection.send_raw(struct.pack(">i", cut) + framed[4 : 4 + cut])
     assert connection.receive_frame() is None
-    assert latest_offset(raw(), topic) == 0
+    assert raw().latest(topic) == 0
 
 
 def test_a_frame_over_the_limit_closes_the_connection_before_its_bytes_arrive(raw) -> None:
@@ -94,38 +90,38 @@ def test_a_bad_crc_is_corrupt_message_and_nothing_is_stored(raw) -> None:
     corrupt = bytearray(batch([b"one", b"two"]))
     corrupt[-1] ^= 0x01
     connection = raw()
-    error, _ = partition_result(connection.call(0, 9, produce_request(topic, bytes(corrupt))))
+    error, _ = connection.produce(topic, bytes(corrupt))
     assert error == ErrorCode.corrupt_message
-    assert latest_offset(connection, topic) == 0
-    assert partition_result(connection.call(0, 9, produce_request(topic, batch([b"ok"])))) == (ErrorCode.none, 0)
+    assert connection.latest(topic) == 0
+    assert connection.produce(topic, batch([b"ok"])) == (ErrorCode.none, 0)
 
 
 def test_a_batch_over_max_message_size_is_message_too_large(raw) -> None:
     topic = _topic(raw)
     connection = raw()
-    response = connection.call(0, 9, produce_request(topic, batch([random.randbytes(105_000)] * 2)))
-    assert partition_result(response)[0] == ErrorCode.message_too_large
-    assert latest_offset(connection, topic) == 0
+    error, _ = connection.produce(topic, batch([random.randbytes(105_000)] * 2))
+    assert error == ErrorCode.message_too_large
+    assert connection.latest(topic) == 0
 
 
 def test_acks_zero_gets_no_response_and_later_responses_keep_their_order(raw) -> None:
     topic = _topic(raw)
     connection = raw()
     connection.send_raw(encode_request(0, 9, 100, "c", produce_request(topic, batch([b"fire", b"forget"]), acks=0)))
-    assert partition_result(connection.call(0, 9, produce_request(topic, batch([b"third"])))) == (ErrorCode.none, 2)
+    assert connection.produce(topic, batch([b"third"])) == (ErrorCode.none, 2)
 
 
 def test_a_retried_batch_is_stored_once_and_answered_with_its_first_offset(raw) -> None:
     topic = _topic(raw)
     connection = raw()
-    producer = init_producer(connection)
+    producer = connection.init_producer()
     first = batch([b"a", b"b", b"c"], (*producer, 0))
-    assert partition_result(connection.call(0, 9, produce_request(topic, first))) == (ErrorCode.none, 0)
-    assert partition_result(connection.call(0, 9, produce_request(topic, first))) == (ErrorCode.none, 0)
-    assert latest_offset(connection, topic) == 3
+    assert connection.produce(topic, first) == (ErrorCode.none, 0)
+    assert connection.produce(topic, first) == (ErrorCode.none, 0)
+    assert connection.latest(topic) == 3
     gap = batch([b"e"], (*producer, 5))
-    error, _ = partition_result(connection.call(0, 9, produce_request(topic, gap)))
+    error, _ = connection.produce(topic, gap)
     assert error == ErrorCode.out_of_order_sequence_number
     follows = batch([b"d"], (*producer, 3))
-    assert partition_result(connection.call(0, 9, produce_request(topic, follows))) == (ErrorCode.none, 3)
-    assert latest_offset(connection, topic) == 4
+    assert connection.produce(topic, follows) == (ErrorCode.none, 3)
+    assert connection.latest(topic) == 4
