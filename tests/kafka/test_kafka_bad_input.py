@@ -125,3 +125,13 @@ def test_a_retried_batch_is_stored_once_and_answered_with_its_first_offset(raw) 
     follows = batch([b"d"], (*producer, 3))
     assert connection.produce(topic, follows) == (ErrorCode.none, 3)
     assert connection.latest(topic) == 4
+
+
+def test_a_request_refused_for_one_batch_leaves_the_others_sequences_free(raw) -> None:
+    topic = _topic(raw)
+    connection = raw()
+    producer = connection.init_producer()
+    first, gap = batch([b"a", b"b"], (*producer, 0)), batch([b"z"], (*producer, 7))
+    assert connection.produce(topic, first + gap)[0] == ErrorCode.out_of_order_sequence_number
+    assert connection.latest(topic) == 0
+    assert connection.produce(topic, first) == (ErrorCode.none, 0)  # sent again alone, it is the next one

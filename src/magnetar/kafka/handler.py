@@ -101,7 +101,7 @@ class KafkaProtocolHandler:
 
     async def stop(self) -> None:
         self.apis.groups.coordinator.stop()
-        self.apis.produce.states.snapshot_all(self.apis.topics.broker.partition_log)
+        self.apis.produce.states.snapshot_all()
         for server in self._servers:
             server.close()
         for connection in list(self.apis.connections):

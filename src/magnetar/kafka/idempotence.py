@@ -29,11 +29,14 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.service.protocol_handlers import PartitionLog
 from magnetar.kafka.producer_snapshots import Stored, load_snapshot, save_snapshot, stored_batches
 from magnetar.kafka.protocol.records import ProducedBatch
+from magnetar.storage import StorageError
 
 log = logging.getLogger(__name__)
 _INT32 = 1 << 31
 _RECENT_BATCHES = 5  # a producer has at most five requests in flight (max.in.flight with idempotence)
 _ID_BLOCK = 1000  # ids reserved at a time (Kafka's controller hands brokers blocks of 1000 too)
+#: a snapshot also after this many bytes of idempotent batches, so recovery reads little of large batches
+_SNAPSHOT_BYTES = 64 << 20
 #: Kafka's producer.id.expiration.ms default: a producer silent this long is forgotten at the next snapshot.
 EXPIRATION_MS = 24 * 3600 * 1000
 
@@ -54,9 +57,12 @@ class ProducerState:
 class PartitionProducers:
     """One partition's producers and how far its durable batches are known (the snapshot's offset)."""
 
+    log: PartitionLog  # the latest the handler used: a snapshot at stop writes through it
     producers: dict[int, ProducerState] = field(default_factory=dict)
-    known_to: int = 0  # offset after the last durable idempotent batch recorded
+    known_to: int = 0  # offset below which every durable idempotent batch is recorded
+    pending: int = 0  # idempotent batches accepted and not yet stored or failed
     since_snapshot: int = 0
+    bytes_since_snapshot: int = 0
 
     def record(self, producer_id: int, epoch: int, stored: Stored, at: int) -> None:
         """A durable batch, live or replayed (a batch already recorded is not recorded twice)."""
@@ -112,16 +118,19 @@ class ProducerStates:
         header = batch.header
         if header.producer_id < 0:
             return ACCEPT
-        producers = self._loaded(partition).producers
+        loaded = self._loaded(partition)
+        producers = loaded.producers
         state = producers.get(header.producer_id)
         if state is None or header.producer_epoch > state.epoch:
             producers[header.producer_id] = ProducerState(header.producer_epoch,
                                                           _next(header.base_sequence, batch.count))
+            loaded.pending += 1
             return ACCEPT
         if header.producer_epoch < state.epoch:
             return SequenceCheck(ErrorCode.invalid_producer_epoch)
         if header.base_sequence == state.next_sequence:
             state.next_sequence = _next(header.base_sequence, batch.count)
+            loaded.pending += 1
             return ACCEPT
         for stored in state.recent:
             if stored.first_sequence == header.base_sequence:
@@ -137,57 +146,75 @@ class ProducerStates:
         producers = self._partitions.get(partition.name)
         if header.producer_id < 0 or producers is None:
             return
+        producers.pending -= 1
+        producers.known_to = base_offset + batch.count
         state = producers.producers.get(header.producer_id)
         if state is None or state.epoch != header.producer_epoch:
             return  # a newer epoch took over while this batch was being written
         state.record(Stored(header.base_sequence, base_offset, batch.count), int(time.time() * 1000))
-        producers.known_to = base_offset + batch.count
         producers.since_snapshot += 1
-        if producers.since_snapshot >= self._interval:
-            self._snapshot(partition, producers)
+        producers.bytes_since_snapshot += len(batch.data)
+        if producers.since_snapshot >= self._interval or producers.bytes_since_snapshot >= _SNAPSHOT_BYTES:
+            self._snapshot(producers)
 
-    def forget(self, partition: PartitionLog, batch: ProducedBatch) -> None:
-        """A batch that failed to store: its sequence may come again."""
+    def forget(self, partition: PartitionLog, batches: list[ProducedBatch]) -> None:
+        """Accepted batches that will not be stored (refused with the request, or failed): their
+        sequences may come again."""
         producers = self._partitions.get(partition.name)
-        state = None if producers is None else producers.producers.get(batch.header.producer_id)
-        if state is not None and batch.header.producer_id >= 0:
-            state.next_sequence = batch.header.base_sequence
+        if producers is None:
+            return
+        for batch in reversed(batches):  # the first one's sequence is what comes next
+            header = batch.header
+            if header.producer_id < 0:
+                continue
+            producers.pending -= 1
+            state = producers.producers.get(header.producer_id)
+            if state is not None and state.epoch == header.producer_epoch:
+                state.next_sequence = header.base_sequence
 
-    def snapshot_all(self, resolve: Callable[[str], PartitionLog]) -> None:
-        """At a clean stop: every partition written since its snapshot, so a restart replays nothing."""
-        for name, producers in self._partitions.items():
-            if producers.since_snapshot:
-                try:
-                    self._snapshot(resolve(name), producers)
-                except BrokerServiceError as exc:
-                    log.info("%s: producer state not snapshotted at stop: %s", name, exc)
+    def snapshot_all(self) -> None:
+        """At a clean stop: every partition written since its snapshot (or with Pulsar producers'
+        entries after it), so a restart replays nothing."""
+        for producers in self._partitions.values():
+            self._snapshot(producers, unless_current=True)
 
-    def _snapshot(self, partition: PartitionLog, producers: PartitionProducers) -> None:
-        expired = int(time.time() * 1000) - EXPIRATION_MS
-        for producer_id in [pid for pid, state in producers.producers.items() if state.last_time < expired]:
-            del producers.producers[producer_id]
-        save_snapshot(partition, producers.known_to, {
-            pid: (state.epoch, state.last_time, list(state.recent))
-            for pid, state in producers.producers.items() if state.recent})
-        producers.since_snapshot = 0
+    def _snapshot(self, producers: PartitionProducers, *, unless_current: bool = False) -> None:
+        """With no idempotent batch in flight every one below the log's end is recorded, so the
+        snapshot covers the log to its end (what Pulsar producers wrote after is not read again)."""
+        partition = producers.log
+        try:
+            end = producers.known_to if producers.pending else max(producers.known_to, partition.end_offset())
+            if unless_current and not producers.since_snapshot and end == producers.known_to:
+                return
+            producers.known_to = end
+            expired = int(time.time() * 1000) - EXPIRATION_MS
+            for producer_id in [pid for pid, state in producers.producers.items() if state.last_time < expired]:
+                del producers.producers[producer_id]
+            save_snapshot(partition, end, {pid: (state.epoch, state.last_time, list(state.recent))
+                                           for pid, state in producers.producers.items() if state.recent})
+        except (BrokerServiceError, StorageError) as exc:  # deleted or unloaded: the next load rebuilds it
+            log.info("%s: Kafka producer state not snapshotted: %s", partition.name, exc)
+            return
+        producers.since_snapshot = producers.bytes_since_snapshot = 0
 
     def _loaded(self, partition: PartitionLog) -> PartitionProducers:
         """The partition's producers, rebuilt from its snapshot and the entries after it on first use."""
         producers = self._partitions.get(partition.name)
         if producers is not None:
+            producers.log = partition
             return producers
-        producers = PartitionProducers()
+        producers = PartitionProducers(partition)
         known_to, saved = load_snapshot(partition)
         producers.known_to = known_to
         for producer_id, (epoch, last_time, recent) in saved.items():
             for stored in recent:
                 producers.record(producer_id, epoch, stored, last_time)
-        replayed = 0
         for producer_id, epoch, stored, at in stored_batches(partition, known_to):
             producers.record(producer_id, epoch, stored, at)
-            replayed += 1
+            producers.since_snapshot += 1
         self._partitions[partition.name] = producers
-        if replayed:
-            log.info("%s: Kafka producer state rebuilt with %d batches past its snapshot", partition.name, replayed)
-            self._snapshot(partition, producers)
+        if producers.since_snapshot:
+            log.info("%s: Kafka producer state rebuilt with %d batches past its snapshot", partition.name,
+                     producers.since_snapshot)
+        self._snapshot(producers, unless_current=True)  # what was read is not read again
         return producers

@@ -23,7 +23,7 @@ from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.formats.kafka_records import kafka_entry_properties
 from magnetar.kafka.access import PRODUCE, Access, Unauthorized
-from magnetar.kafka.idempotence import ProducerStates
+from magnetar.kafka.idempotence import ACCEPT, ProducerStates
 from magnetar.kafka.producer_snapshots import producer_name
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
@@ -104,8 +104,9 @@ class ProduceApi:
             return done
         verdicts = [self.states.check(log_, batch) for batch in batches]
         refused = next((v.error for v in verdicts if v.error != ErrorCode.none), None)
-        fresh = [batch for batch, verdict in zip(batches, verdicts, strict=True) if verdict.duplicate_of is None]
+        fresh = [batch for batch, verdict in zip(batches, verdicts, strict=True) if verdict is ACCEPT]
         if refused is not None or not fresh:
+            self.states.forget(log_, fresh)  # accepted beside a refused one: the request stores nothing
             duplicate = verdicts[0].duplicate_of
             done.set_result((refused or ErrorCode.none, -1 if duplicate is None else duplicate, None))
             return done
@@ -113,8 +114,7 @@ class ProduceApi:
         def stored(base_offset: int | None, exc: BaseException | None) -> None:
             if exc is not None or base_offset is None:
                 log.warning("Kafka produce to %s-%d failed: %s", topic, partition, exc)
-                for batch in fresh:
-                    self.states.forget(log_, batch)
+                self.states.forget(log_, fresh)
                 done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
                 return
             offset = base_offset
@@ -127,8 +127,7 @@ class ProduceApi:
             now = int(time.time() * 1000)
             log_.append([self._entry(producer, batch, now) for batch in fresh], [b.count for b in fresh], stored)
         except (BrokerServiceError, InvalidRecords) as exc:
-            for batch in fresh:
-                self.states.forget(log_, batch)
+            self.states.forget(log_, fresh)
             done.set_result((ErrorCode.unknown_server_error, -1, str(exc)))
         return done
 
