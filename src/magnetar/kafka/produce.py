@@ -15,6 +15,7 @@ import asyncio
 import datetime
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -28,12 +29,14 @@ from magnetar.kafka.producer_snapshots import producer_name
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches, to_pulsar_batch
+from magnetar.kafka.protocol.templates import Int64Templates
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
 _NO_WAIT = datetime.timedelta(0)
+PRODUCE_KEY = 0
 _Result = tuple[ErrorCode, int, str | None]
 
 
@@ -45,6 +48,7 @@ class ProduceApi:
         self._kafka_format = config.entryFormat == "kafka"
         self._sequence = 0
         self.states = ProducerStates(config.brokerDeduplicationEntriesInterval)
+        self._templates = Int64Templates(PRODUCE_KEY)
 
     def produce(self, request: Request, access: Access) -> Any:
         """The response as a future settled by the partitions' store callbacks (no task per request)."""
@@ -71,10 +75,26 @@ class ProduceApi:
         return response
 
     def _response(self, version: int, results: list[tuple[str, int, asyncio.Future[_Result]]]) -> Any:
+        """Every partition stored: the shape's encoded template with the base offsets in it."""
+        answers = [(topic, index, *pending.result()) for topic, index, pending in results]
+        if all(error == ErrorCode.none and message is None for _, _, error, _, message in answers):
+            offsets = [base_offset for *_, base_offset, _ in answers]
+            shape = tuple((topic, index) for topic, index, *_ in answers)
+
+            def stored_at(values: Sequence[int]) -> Any:
+                return self._body(version, [(topic, index, ErrorCode.none, value, None)
+                                            for (topic, index), value in zip(shape, values, strict=True)])
+
+            filled = self._templates.fill(version, shape, offsets, stored_at)
+            if filled is not None:
+                return filled
+        return self._body(version, answers)
+
+    @staticmethod
+    def _body(version: int, answers: list[tuple[str, int, ErrorCode, int, str | None]]) -> Any:
         module = response_module(0, version)
         by_topic: dict[str, list[Any]] = {}
-        for topic, index, pending in results:
-            error, base_offset, message = pending.result()
+        for topic, index, error, base_offset, message in answers:
             by_topic.setdefault(topic, []).append(build(
                 module, "PartitionProduceResponse", index=index, error_code=error, base_offset=base_offset,
                 log_append_time=None, log_start_offset=-1, record_errors=(), error_message=message))
