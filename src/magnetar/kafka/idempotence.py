@@ -9,9 +9,10 @@ a producer's repeated sequence id.
 
 The state outlives the broker as Pulsar's deduplication state does (see producer_snapshots):
 a partition's state is snapshotted into its ledger's properties every
-`brokerDeduplicationEntriesInterval` idempotent batches, and rebuilt before its first
-idempotent batch after a restart from the snapshot and the entries stored after it. Producer
-ids come in blocks reserved in the metadata store, so none is handed out twice.
+`brokerDeduplicationEntriesInterval` idempotent batches (or 64 MB of them) and at a clean
+stop, and rebuilt before its first idempotent batch after a start from the snapshot and the
+entries stored after it: after a crash only those are read. Producer ids come in blocks
+reserved in the metadata store, so none is handed out twice.
 """
 
 from __future__ import annotations

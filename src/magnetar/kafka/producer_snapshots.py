@@ -12,6 +12,7 @@ path parses nothing.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -21,6 +22,7 @@ from magnetar.formats.payload import CorruptPayloadError
 from magnetar.wire.entry import entry_format, parse_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
+log = logging.getLogger(__name__)
 SNAPSHOT_PROPERTY = "#kafka.producers"
 _NAME_PREFIX = "kafka:"
 _REPLAY_BYTES = 8 << 20
@@ -55,12 +57,16 @@ def save_snapshot(partition: PartitionLog, known_to: int, producers: Producers) 
 def load_snapshot(partition: PartitionLog) -> tuple[int, Producers]:
     """(offset to replay from, producers) of the last snapshot; the log's start and none without one."""
     raw = partition.property(SNAPSHOT_PROPERTY)
-    if not raw:
-        return partition.start_offset(), {}
-    state = json.loads(raw)
-    producers = {int(pid): (int(epoch), int(at), [Stored(*map(int, s)) for s in recent])
-                 for pid, (epoch, at, recent) in state["producers"].items()}
-    return int(state["offset"]), producers
+    if raw:
+        try:
+            state = json.loads(raw)
+            producers = {int(pid): (int(epoch), int(at), [Stored(*map(int, s)) for s in recent])
+                         for pid, (epoch, at, recent) in state["producers"].items()}
+            return int(state["offset"]), producers
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("%s: unreadable %s (%s): producer state rebuilt from the whole log", partition.name,
+                        SNAPSHOT_PROPERTY, exc)
+    return partition.start_offset(), {}
 
 
 def stored_batches(partition: PartitionLog, offset: int) -> Iterator[tuple[int, int, Stored, int]]:
