@@ -69,6 +69,14 @@ def stored(admin: AdminClient, topic: str) -> int:
     return int(admin.stats(f"persistent://public/default/{topic}")["msgInCounter"])
 
 
+def stored_counts(admin: AdminClient, topics: tuple[str, ...], rows: int) -> dict[str, int]:
+    """Each topic's stored message count, checked against the rows sent to it."""
+    counts = {topic: stored(admin, topic) for topic in topics}
+    if any(count != rows for count in counts.values()):
+        raise RuntimeError(f"stored counts {counts} differ from {rows} rows")
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rows", type=int, default=10_000_000)
@@ -99,11 +107,9 @@ def run(rows: int, root: Path) -> None:
         spark.stop()
         official = official_rate(broker.url, "official", rows)
         loads["after_official"] = round(os.getloadavg()[0], 2)
-        counts = {topic: stored(admin, topic) for topic in ("spark-pulsar", "spark-arrow", "official")}
+        counts = stored_counts(admin, ("spark-pulsar", "spark-arrow", "official"), rows)
     finally:
         broker.stop()
-    if any(count != rows for count in counts.values()):
-        raise RuntimeError(f"stored counts {counts} differ from {rows} rows")
     print(json.dumps({
         "rows": rows,
         "row_bytes": 100,

@@ -4,8 +4,10 @@ auto-update, consumers' checks, a reopened store, a read-only reader."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
+import avro.schema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -169,3 +171,32 @@ def test_version_numbers_only_grow(tmp_path_factory: pytest.TempPathFactory, ste
     assert [v.version for v in reread.history(SID)] == issued
     assert reread.live(SID) == registry.live(SID)
     store.close()
+
+
+def test_each_definition_is_parsed_once_however_many_producers_come(registry: SchemaRegistry,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A producer's schema is compared with every live version: the comparisons reuse what was
+    parsed (by definition and type), so producers of known versions parse nothing and a new
+    version parses only itself, whatever the number of live versions."""
+    parses: list[str] = []
+    real_parse = avro.schema.parse
+    monkeypatch.setattr(avro.schema, "parse", lambda text, **kw: parses.append(text) or real_parse(text, **kw))
+    namespace = f"n{uuid.uuid4().hex}"  # definitions no earlier test parsed
+
+    def version(fields: int) -> SchemaData:
+        extra = [{"name": f"f{i}", "type": ["null", "int"], "default": None} for i in range(fields)]
+        definition = {"type": "record", "name": "E", "namespace": namespace, "fields": extra}
+        return SchemaData(SchemaType.AVRO, json.dumps(definition).encode())
+
+    for fields in range(12):
+        registry.put_if_absent(SID, version(fields), S.FULL_TRANSITIVE)
+    assert len(parses) == 12
+    parses.clear()
+    for _ in range(5):
+        for fields in range(12):  # fresh bytes, as each CommandProducer brings them
+            again = version(fields)
+            assert registry.put_if_absent(SID, SchemaData(again.type, bytes(bytearray(again.data))),
+                                          S.FULL_TRANSITIVE) == fields
+    assert parses == []
+    registry.put_if_absent(SID, version(12), S.FULL_TRANSITIVE)
+    assert len(parses) == 1

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import _pulsar
 import pulsar
 import pytest
 from admin_http import http
@@ -160,6 +161,50 @@ def test_a_consumer_registers_only_on_an_idle_topic(client: pulsar.Client) -> No
         client.create_producer(idle, schema=AvroSchema(UserBad))
     busy = topic()
     client.create_producer(busy).send(b"schemaless data")
+    with pytest.raises(pulsar.IncompatibleSchema):
+        client.subscribe(busy, "typed", schema=AvroSchema(User1))
+
+
+class AutoConsume(pulsar.schema.Schema):
+    """An AUTO_CONSUME SchemaInfo, as Java's Schema.AUTO_CONSUME() has it. The Python client
+    has no such class, and the C++ client under it leaves such a schema out of its
+    CommandSubscribe: to the broker it is a consumer without a schema."""
+
+    def __init__(self) -> None:
+        super().__init__(bytes, _pulsar.SchemaType.AUTO_CONSUME, None, "AUTO_CONSUME")
+
+    def encode(self, obj: bytes) -> bytes:
+        return obj
+
+    def decode(self, data: bytes) -> bytes:
+        return data
+
+
+def _auto_consume(raw: RawClient, name: str) -> None:
+    raw.command(T(type=T.SUBSCRIBE, subscribe=pb.CommandSubscribe(
+        topic=name, subscription="auto", subType=pb.CommandSubscribe.Shared, consumer_id=1, request_id=1,
+        schema=pb.Schema(name="auto", schema_data=b"", type=pb.Schema.AutoConsume))))
+    raw.expect(T.SUCCESS)
+
+
+def test_auto_consume_consumers_leave_a_topic_idle(broker: Standalone, client: pulsar.Client) -> None:
+    """As in Pulsar, a consumer subscribed with Schema.Type AutoConsume (as Java's clients send
+    it) registers nothing and leaves the topic idle: a typed consumer after it still gives the
+    topic its first schema, and producers are held to it. A consumer without a schema (what
+    the official client's AUTO_CONSUME SchemaInfo sends) does make the topic busy."""
+    name = topic()
+    raw = _raw(broker)
+    try:
+        _auto_consume(raw, name)
+        typed = client.subscribe(name, "typed", schema=AvroSchema(User1))
+        with pytest.raises(pulsar.IncompatibleSchema):  # the typed consumer's schema is the topic's
+            client.create_producer(name, schema=AvroSchema(UserBad))
+        client.create_producer(name, schema=AvroSchema(User1)).send(User1(name="a", age=1))
+        assert typed.receive(10_000).value().name == "a"
+    finally:
+        raw.close()
+    busy = topic()
+    client.subscribe(busy, "auto", schema=AutoConsume())
     with pytest.raises(pulsar.IncompatibleSchema):
         client.subscribe(busy, "typed", schema=AvroSchema(User1))
 

@@ -27,6 +27,17 @@ INTERCEPTORS = (
 )
 
 
+@contextlib.contextmanager
+def official_client(broker: Standalone) -> Iterator[pulsar.Client]:
+    """The official client on `broker`, quiet but for errors, closed after use."""
+    client = pulsar.Client(broker.url, operation_timeout_seconds=10,
+                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 def millis(when: object) -> int | None:
     """A timestamp column's value as the epoch milliseconds written (the inverse of PySpark's
     conversion, whatever the local time zone)."""

@@ -114,9 +114,9 @@ def test_entries_without_prefix_read_with_null_index(spark, broker_factory, clie
     ("options", "message"),
     [
         ({"topic": "nope"}, "unknown topic"),
-        ({"topic": "t-b-none", "startingTime": "yesterday"}, "startingtime"),
+        ({"topic": "t-b-none", "startingTime": "yesterday"}, "option 'startingTime'"),
         ({"topic": "t-b-none", "service.url": "pulsar://127.0.0.1:6650"}, "not both"),
-        ({"topic": "t-b-none", "startingOffsets": "{bad"}, "startingoffsets"),
+        ({"topic": "t-b-none", "startingOffsets": "{bad"}, "option 'startingOffsets'"),
         ({"topic": "t-b-none", "colour": "red"}, "unknown option"),
         ({"topic": "t-b-none", "topics": "a,b"}, "exactly one"),
     ],

@@ -19,7 +19,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType, TimestampType
 from pyspark.sql.utils import AnalysisException
-from spark_helpers import INTERCEPTORS, millis
+from spark_helpers import INTERCEPTORS, millis, official_client
 from standalone import Standalone
 
 from magnetar.admin.client import AdminClient
@@ -52,10 +52,8 @@ def admin(broker: Standalone) -> AdminClient:
 
 @pytest.fixture(scope="module")
 def official(broker: Standalone) -> Iterator[pulsar.Client]:
-    client = pulsar.Client(broker.url, operation_timeout_seconds=10,
-                           logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    yield client
-    client.close()
+    with official_client(broker) as client:
+        yield client
 
 
 def _rows(n: int, tag: str) -> list[tuple]:

@@ -24,9 +24,11 @@ text = st.text(max_size=20)
     ordering_key=st.none() | st.binary(max_size=10),
     event_time=st.none() | st.integers(1, 2**64 - 1),
     null_value=st.booleans(),
+    key_b64=st.booleans(),
+    null_key=st.booleans(),
 )
 def test_encode_single_message_equals_protobuf(value, sequence_id, properties, partition_key, ordering_key,
-                                               event_time, null_value):
+                                               event_time, null_value, key_b64, null_key):
     expected = pb.SingleMessageMetadata(payload_size=len(value))
     for key, val in (properties or {}).items():
         expected.properties.add(key=key, value=val)
@@ -40,9 +42,13 @@ def test_encode_single_message_equals_protobuf(value, sequence_id, properties, p
         expected.sequence_id = sequence_id
     if null_value:
         expected.null_value = True
+    if key_b64:
+        expected.partition_key_b64_encoded = True
+    if null_key:
+        expected.null_partition_key = True
     body = expected.SerializeToString()
     encoded = encode_single_message(value, sequence_id, properties, partition_key, ordering_key, event_time,
-                                    null_value)
+                                    null_value, key_b64, null_key)
     assert encoded == struct.pack(">I", len(body)) + body + value
     [decoded] = decode_batch(encoded, 1)
     assert bytes(decoded.value) == value

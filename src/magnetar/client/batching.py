@@ -42,7 +42,7 @@ class Batch:
         self.size += len(message.value)
         self.parts.append(encode_single_message(
             message.value, message.sequence_id, message.properties, message.partition_key,
-            message.ordering_key, message.event_time, message.null_value,
+            message.ordering_key, message.event_time, message.null_value, message.key_b64, message.null_key,
         ))
 
     def payload(self) -> bytes:

@@ -165,7 +165,7 @@ class Producer:
                    **kwargs: Any) -> None:
         """Queue a message; `callback(result, message_id)` runs on the client's I/O thread. The
         producer's schema encodes `content` here, so a value it refuses raises in the caller."""
-        content = self._core.encode(content)
+        content, kwargs = self._core.encode(content, kwargs)
         slots = self._slots
         if slots is not None and not slots.acquire(blocking=self._block):
             if callback is not None:

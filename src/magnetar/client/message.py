@@ -10,6 +10,7 @@ by `messages_of`. Accessors read lazily; the MessageId is made when asked for.
 
 from __future__ import annotations
 
+import base64
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -80,6 +81,17 @@ class Message(tuple):
 
     def partition_key(self) -> str:
         return self._fields().partition_key
+
+    def key_bytes(self) -> bytes | None:
+        """The key's bytes, as Java's getKeyBytes gives them: base64-decoded when the producer
+        set bytes (`partition_key_b64_encoded`, as a SEPARATED KeyValueSchema does), else the
+        key's UTF-8; None when the message has no key or a null one."""
+        fields = self._fields()
+        if fields.null_partition_key or not fields.HasField("partition_key"):
+            return None
+        if fields.partition_key_b64_encoded:
+            return base64.b64decode(fields.partition_key)
+        return fields.partition_key.encode()
 
     def ordering_key(self) -> bytes:
         return self._fields().ordering_key

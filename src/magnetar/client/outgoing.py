@@ -21,13 +21,13 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 class PendingMessage:
     """One message the application handed to a producer, with its sequence id."""
 
-    __slots__ = ("completion", "deliver_at", "event_time", "null_value", "ordering_key", "partition_key",
-                 "properties", "replicate_to", "sequence_id", "value")
+    __slots__ = ("completion", "deliver_at", "event_time", "key_b64", "null_key", "null_value", "ordering_key",
+                 "partition_key", "properties", "replicate_to", "sequence_id", "value")
 
     def __init__(self, value: bytes, sequence_id: int, completion: Any, properties: dict[str, str] | None = None,
                  partition_key: str | None = None, ordering_key: bytes | None = None, event_time: int | None = None,
                  deliver_at: int | None = None, null_value: bool = False,
-                 replicate_to: Sequence[str] | None = None) -> None:
+                 replicate_to: Sequence[str] | None = None, key_b64: bool = False, null_key: bool = False) -> None:
         self.value = value
         self.sequence_id = sequence_id
         self.completion = completion
@@ -39,6 +39,10 @@ class PendingMessage:
         self.deliver_at = deliver_at
         self.null_value = null_value
         self.replicate_to = replicate_to
+        self.key_b64 = key_b64
+        """`partition_key` is the base64 of the key's bytes (Java's keyBytes; a SEPARATED KeyValueSchema)."""
+        self.null_key = null_key
+        """The key is null (a SEPARATED KeyValueSchema's None key): MessageMetadata.null_partition_key."""
 
 
 def _entry_metadata(producer_name: str, first: PendingMessage, publish_time: int,
@@ -47,6 +51,8 @@ def _entry_metadata(producer_name: str, first: PendingMessage, publish_time: int
                                   publish_time=publish_time)
     if first.partition_key is not None:
         metadata.partition_key = first.partition_key
+        if first.key_b64:
+            metadata.partition_key_b64_encoded = True
     if first.ordering_key is not None:
         metadata.ordering_key = first.ordering_key
     if first.replicate_to:
@@ -94,6 +100,8 @@ def single_metadata(message: PendingMessage, *, producer_name: str, publish_time
         metadata.deliver_at_time = message.deliver_at
     if message.null_value:
         metadata.null_value = True
+    if message.null_key:
+        metadata.null_partition_key = True
     return metadata, compressed(metadata, message.value, compression)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import struct
 from collections.abc import Mapping
@@ -58,10 +59,21 @@ def validate(schema: SchemaData) -> None:
                                  f"no definition, but {len(schema.data)} bytes were given")
 
 
+PARSED_LIMIT = 512
+"""Definitions kept parsed: the registry compares every producer's schema with each live
+version of its topic, and parsing is what that costs (a producer per version per parse)."""
+
+
 def parse_avro(data: bytes, kind: SchemaType = SchemaType.AVRO) -> avro.schema.Schema:
     """An Avro schema from its JSON text. Names are not held to Avro's strict rule, as
     Pulsar's broker does not (Java clients name inner classes with '$'). `avro` is imported
-    on first use: a broker whose topics have no schemas never loads it."""
+    on first use: a broker whose topics have no schemas never loads it. The result is
+    shared by every caller of the same (definition, type): treat it as read-only."""
+    return _parse_avro(bytes(data), kind)
+
+
+@functools.lru_cache(maxsize=PARSED_LIMIT)
+def _parse_avro(data: bytes, kind: SchemaType) -> avro.schema.Schema:
     import avro.errors  # noqa: PLC0415
     import avro.schema  # noqa: PLC0415
 

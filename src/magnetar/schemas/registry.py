@@ -14,13 +14,14 @@ producer's or consumer's creation, an admin request).
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from magnetar.schemas.compatibility import check_against_history
-from magnetar.schemas.definitions import parse_avro, validate
+from magnetar.schemas.definitions import PARSED_LIMIT, parse_avro, validate
 from magnetar.schemas.errors import IncompatibleSchemaError, InvalidSchemaError, SchemaNotFoundError
 from magnetar.schemas.model import CompatibilityStrategy, SchemaData, SchemaType
 from magnetar.storage import MetadataStore
@@ -175,11 +176,21 @@ def _effective(strategy: CompatibilityStrategy) -> CompatibilityStrategy:
 
 def _identity(schema: SchemaData) -> object:
     if schema.type in _AVRO_PARSED:
-        try:
-            return parse_avro(schema.data, schema.type)
-        except InvalidSchemaError:
-            pass
+        canonical = _avro_identity(schema.data, schema.type)
+        if canonical is not None:
+            return canonical
     return schema.identity
+
+
+@functools.lru_cache(maxsize=PARSED_LIMIT)
+def _avro_identity(data: bytes, kind: SchemaType) -> str | None:
+    """An Avro-based definition as one string, the same whatever its whitespace or key order
+    (what comparing the parsed schemas compares), computed once per definition: a producer's
+    schema is compared with every live version."""
+    try:
+        return json.dumps(parse_avro(data, kind).to_json(), sort_keys=True)
+    except InvalidSchemaError:
+        return None
 
 
 def _encode(schema: SchemaData) -> bytes:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from magnetar.wire.message_id import MessageId
+
 EARLIEST_INDEX = -2
 LATEST_INDEX = -1
 
@@ -33,18 +35,44 @@ class TopicPartition:
 
 @dataclass(frozen=True, slots=True)
 class OffsetSpec:
-    """`earliest`, `latest`, or an index per topic partition (-2 earliest, -1 latest)."""
+    """`earliest`, `latest`, or an index per topic partition (-2 earliest, -1 latest), or
+    (pulsar-spark's form) a message id per topic partition, found in the topic when planning."""
 
     kind: str = "indexes"
     per_partition: dict[tuple[str, int], int] = field(default_factory=dict)
+    message_ids: dict[tuple[str, int], MessageId] = field(default_factory=dict)
 
     def index_for(self, tp: TopicPartition) -> int:
-        """The requested index of `tp`; partitions the JSON leaves out start at the earliest."""
+        """The requested index of `tp`; partitions the JSON leaves out start at the earliest.
+        A partition given by message id has none until the id is looked up (`message_id`)."""
         if self.kind == "earliest":
             return EARLIEST_INDEX
         if self.kind == "latest":
             return LATEST_INDEX
         return self.per_partition.get((tp.topic, tp.partition), EARLIEST_INDEX)
+
+    def message_id(self, tp: TopicPartition) -> MessageId | None:
+        return self.message_ids.get((tp.topic, tp.partition))
+
+
+@dataclass(frozen=True, slots=True)
+class TimeSpec:
+    """startingTime/endingTime: one time for every partition, or (pulsar-spark's JSON form)
+    one per topic or topic partition."""
+
+    every: int | None = None
+    per_topic: tuple[tuple[str, int, int], ...] = ()
+    """(topic, partition or -1 for all of the topic's, time in ms)."""
+
+    def time_for(self, tp: TopicPartition) -> int | None:
+        for topic, partition, when in self.per_topic:
+            if topic == tp.topic and partition in (-1, tp.partition):
+                return when
+        return self.every
+
+    @property
+    def given(self) -> bool:
+        return self.every is not None or bool(self.per_topic)
 
 
 EARLIEST = OffsetSpec("earliest")

@@ -8,6 +8,7 @@ at `load()` time rather than deep inside a task.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import sys
@@ -18,7 +19,8 @@ from typing import NoReturn
 from magnetar.credentials.authentication import Authentication, authentication_from_plugin
 from magnetar.credentials.security import ClientSecurity
 from magnetar.formats.processor import load_processor
-from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec
+from magnetar.spark.message_ids import is_message_id_json, message_id_offsets, time_spec
+from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec, TimeSpec
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
@@ -29,10 +31,12 @@ KNOWN = {
     "topic": "one topic",
     "topics": "comma-separated topics",
     "topicspattern": "a regular expression over full topic names",
-    "startingoffsets": "earliest, latest or JSON {topic: {partition: index}}",
-    "endingoffsets": "latest or JSON {topic: {partition: index}} (exclusive)",
-    "startingtime": "broker time in ms (inclusive)",
-    "endingtime": "broker time in ms (exclusive)",
+    "startingoffsets": "earliest, latest, JSON {topic: {partition: index}} or pulsar-spark's JSON {topic: "
+                       "[message id bytes]}",
+    "endingoffsets": "latest, JSON {topic: {partition: index}} (exclusive) or pulsar-spark's JSON {topic: "
+                     "[message id bytes]} (the entry of the id included)",
+    "startingtime": "broker time in ms (inclusive), or JSON {topic: ms}",
+    "endingtime": "broker time in ms (exclusive), or JSON {topic: ms}",
     "failondataloss": "true or false",
     "maxmessagespertrigger": "a positive message count per micro-batch",
     "propertiesfilter": 'JSON {"key": "value"}: keep messages with these properties, skip entries ruled out',
@@ -54,7 +58,11 @@ SECURITY_KNOWN = {
     "pulsar.client.tlsallowinsecureconnection": "true: do not check the broker's certificate",
     "pulsar.client.tlshostnameverificationenable": "true: check the broker's host name against its certificate",
 }
+SECURITY_KNOWN["pulsar.client.operationtimeoutms"] = "pulsar-spark's operation timeout, in ms " \
+                                                    "(operationTimeoutSeconds wins when both are given)"
 KNOWN.update(SECURITY_KNOWN)
+log = logging.getLogger(__name__)
+_said_ignored: set[str] = set()
 
 
 _PLANNER = os.path.join("pyspark", "sql", "worker", "utils.py")
@@ -99,8 +107,8 @@ class SourceOptions:
     topics_pattern: str | None = None
     starting: OffsetSpec = field(default_factory=lambda: EARLIEST)
     ending: OffsetSpec = field(default_factory=lambda: LATEST)
-    starting_time: int | None = None
-    ending_time: int | None = None
+    starting_time: TimeSpec = field(default_factory=TimeSpec)
+    ending_time: TimeSpec = field(default_factory=TimeSpec)
     fail_on_data_loss: bool = True
     max_messages_per_trigger: int | None = None
     split_size_bytes: int = DEFAULT_SPLIT_BYTES
@@ -167,23 +175,30 @@ def check_service_url(service_url: str) -> None:
                                   f"got {service_url!r}")
 
 
-def _offsets(options: Mapping[str, str], name: str, default: OffsetSpec, allow_earliest: bool) -> OffsetSpec:
+def _offsets(options: Mapping[str, str], label: str, default: OffsetSpec, allow_earliest: bool) -> OffsetSpec:
+    name = label.lower()
     raw = options.get(name)
     if raw is None:
         return default
     text = str(raw).strip()
     if text.lower() == "earliest":
         if not allow_earliest:
-            raise MagnetarOptionError(f"option {name!r} cannot be 'earliest'")
+            raise MagnetarOptionError(f"option {label!r} cannot be 'earliest'")
         return EARLIEST
     if text.lower() == "latest":
         return LATEST
     parsed = _json_or_none(text)
+    if isinstance(parsed, dict) and is_message_id_json(parsed):
+        try:
+            return message_id_offsets(label, parsed, allow_earliest)
+        except ValueError as exc:
+            raise MagnetarOptionError(str(exc)) from None
     if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
         raise MagnetarOptionError(
-            f"option {name!r} must be earliest, latest or JSON like "
+            f"option {label!r} must be earliest, latest or JSON like "
             f'{{"persistent://public/default/t": {{"0": 42, "1": -2}}}} (index per partition, -1 for a '
-            f"non-partitioned topic's partition key; -2 = earliest, -1 = latest), got {text!r}"
+            f"non-partitioned topic's partition key; -2 = earliest, -1 = latest) or pulsar-spark's "
+            f'{{"persistent://public/default/t-partition-0": [8, 11, 16, 4]}} (message id bytes), got {text!r}'
         )
     per_partition: dict[tuple[str, int], int] = {}
     for topic, partitions in parsed.items():
@@ -193,11 +208,11 @@ def _offsets(options: Mapping[str, str], name: str, default: OffsetSpec, allow_e
                 number = int(partition)
             except ValueError:
                 raise MagnetarOptionError(
-                    f"option {name!r}: partition {partition!r} of {topic} is not a number"
+                    f"option {label!r}: partition {partition!r} of {topic} is not a number"
                 ) from None
             if not isinstance(index, int) or isinstance(index, bool) or index < -2:
                 raise MagnetarOptionError(
-                    f"option {name!r}: index for {topic} partition {partition} must be an integer >= -2, got {index!r}"
+                    f"option {label!r}: index for {topic} partition {partition} must be an integer >= -2, got {index!r}"
                 )
             per_partition[(full, number)] = index
     return OffsetSpec(per_partition=per_partition)
@@ -255,7 +270,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     `streaming=None` (from DataSource.schema(), which does not know yet) skips the checks
     that depend on batch vs stream.
     """
-    lowered = known_options({k: v for k, v in options.items() if not _passed_through(k)}, KNOWN, "option")
+    lowered = known_options(without_passed_through(options, KNOWN, ("pulsar.client.", "pulsar.reader.")), KNOWN,
+                            "option")
     if "maxentriespertrigger" in lowered:
         if "maxmessagespertrigger" in lowered:
             raise MagnetarOptionError("give 'maxMessagesPerTrigger' or 'maxEntriesPerTrigger', not both")
@@ -287,13 +303,16 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
             re.compile(pattern)
         except re.error as exc:
             raise MagnetarOptionError(f"option 'topicsPattern' is not a regular expression: {exc}") from None
-    starting_time = integer_option(lowered, "startingtime", 0)
-    ending_time = integer_option(lowered, "endingtime", 0)
-    if "startingoffsets" in lowered and starting_time is not None:
+    try:
+        starting_time = time_spec("startingTime", lowered.get("startingtime"))
+        ending_time = time_spec("endingTime", lowered.get("endingtime"))
+    except ValueError as exc:
+        raise MagnetarOptionError(str(exc)) from None
+    if "startingoffsets" in lowered and starting_time.given:
         raise MagnetarOptionError("give 'startingOffsets' or 'startingTime', not both")
-    if "endingoffsets" in lowered and ending_time is not None:
+    if "endingoffsets" in lowered and ending_time.given:
         raise MagnetarOptionError("give 'endingOffsets' or 'endingTime', not both")
-    if streaming is True and ("endingoffsets" in lowered or ending_time is not None):
+    if streaming is True and ("endingoffsets" in lowered or ending_time.given):
         raise MagnetarOptionError("'endingOffsets' and 'endingTime' are for batch queries; a stream has no end")
     max_per_trigger = integer_option(lowered, "maxmessagespertrigger", 1)
     if max_per_trigger is not None and streaming is False:
@@ -303,30 +322,45 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         service_url=service_url.rstrip("/") if service_url else None,
         topics=topics,
         topics_pattern=pattern,
-        starting=_offsets(lowered, "startingoffsets", EARLIEST if not streaming else LATEST, allow_earliest=True),
-        ending=_offsets(lowered, "endingoffsets", LATEST, allow_earliest=False),
+        starting=_offsets(lowered, "startingOffsets", EARLIEST if not streaming else LATEST, allow_earliest=True),
+        ending=_offsets(lowered, "endingOffsets", LATEST, allow_earliest=False),
         starting_time=starting_time,
         ending_time=ending_time,
         fail_on_data_loss=_bool(lowered, "failondataloss", True),
         max_messages_per_trigger=max_per_trigger,
         split_size_bytes=integer_option(lowered, "splitsizebytes", 1) or DEFAULT_SPLIT_BYTES,
-        operation_timeout_seconds=float(integer_option(lowered, "operationtimeoutseconds", 1) or 30),
+        operation_timeout_seconds=operation_timeout(lowered, KNOWN),
         properties_filter=_properties(lowered),
         payload_processors=_payload_processors(lowered),
         security=security_options(lowered),
-        typed_values=_choice(lowered, "valueFormat", ("typed", "bytes")) == "typed",
-        pulsar_spark_rows=_choice(lowered, "rowFormat", ("magnetar", "pulsar-spark")) == "pulsar-spark",
+        typed_values=choice_option(lowered, "valueFormat", ("typed", "bytes")) == "typed",
+        pulsar_spark_rows=choice_option(lowered, "rowFormat", ("magnetar", "pulsar-spark")) == "pulsar-spark",
     )
 
 
-def _passed_through(name: str) -> bool:
-    """pulsar-spark's client and reader settings (`pulsar.client.*`, `pulsar.reader.*`) other
-    than the TLS and credential ones this source uses: accepted so its jobs run unchanged."""
-    lowered = name.lower()
-    return lowered.startswith("pulsar.reader.") or (lowered.startswith("pulsar.client.") and lowered not in KNOWN)
+def without_passed_through(options: Mapping[str, str], known: Mapping[str, str],
+                           prefixes: tuple[str, ...]) -> dict[str, str]:
+    """The options other than pulsar-spark's client settings (`prefixes`) that have no meaning
+    here, which are named in the log once per process (not per query or batch)."""
+    ignored = sorted(k for k in options if k.lower().startswith(prefixes) and k.lower() not in known)
+    unsaid = [k for k in ignored if k.lower() not in _said_ignored]
+    if unsaid:
+        _said_ignored.update(k.lower() for k in unsaid)
+        log.warning("magnetar: ignoring pulsar-spark client setting(s) %s: this source's readers and producers are "
+                    "its own (the settings it honours are listed in docs/spark.md)", ", ".join(unsaid))
+    return {k: v for k, v in options.items() if k not in ignored}
 
 
-def _choice(options: Mapping[str, str], name: str, choices: tuple[str, str]) -> str:
+def operation_timeout(options: Mapping[str, str], known: Mapping[str, str]) -> float:
+    """operationTimeoutSeconds, else pulsar-spark's pulsar.client.operationTimeoutMs, else 30 s."""
+    seconds = integer_option(options, "operationtimeoutseconds", 1, known)
+    if seconds is not None:
+        return float(seconds)
+    millis = integer_option(options, "pulsar.client.operationtimeoutms", 1, known)
+    return 30.0 if millis is None else millis / 1000
+
+
+def choice_option(options: Mapping[str, str], name: str, choices: tuple[str, str]) -> str:
     """One of an option's two values (the first is its default), named in the refusal."""
     raw = options.get(name.lower(), choices[0]).strip().lower()
     if raw not in choices:

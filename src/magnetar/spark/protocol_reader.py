@@ -219,6 +219,11 @@ class ProtocolTopics:
         self._remember(tp, index, StartAt.of(found[0]))
         return index
 
+    def entry_at(self, tp: TopicPartition, ledger_id: int, entry_id: int) -> tuple[tuple[int, int], bytes] | None:
+        """The entry at (ledger, entry), or the first after it, with its position (None: past the end)."""
+        found = self._probe(tp, message_id=MessageId(ledger_id, entry_id))
+        return None if found is None else ((found[0].ledger_id, found[0].entry_id), found[1])
+
     def start_of_index(self, tp: TopicPartition, index: int) -> StartAt | None:
         """An entry at or before the one holding `index`, close to it (None: past the end).
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -36,7 +37,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import TimestampType
 
 from magnetar.client.connection import PulsarClientError
-from magnetar.schemas import SchemaData
+from magnetar.schemas import SchemaData, SchemaType
+from magnetar.spark.message_id_lookup import requested_index
 from magnetar.spark.offsets import (
     EARLIEST_INDEX,
     LATEST_INDEX,
@@ -287,9 +289,19 @@ def _typed_rows(options: SourceOptions, work: EntryRange | MessageRange, value_s
 def typed_values(batch: pa.RecordBatch, decoder: ValueDecoder) -> pa.RecordBatch:
     """The batch with its `value` column decoded, without the schema version column."""
     at = batch.schema.get_field_index("value")
-    value = decoder.column(batch.column(at), batch.column(SCHEMA_VERSION), batch.column("key"))
+    payloads = batch.column(at)
+    if decoder.reader.type in (SchemaType.AVRO, SchemaType.JSON):
+        payloads = _empty_as_null(payloads)
+    value = decoder.column(payloads, batch.column(SCHEMA_VERSION), batch.column("key"))
     batch = batch.drop_columns([SCHEMA_VERSION])
     return batch.set_column(at, pa.field("value", decoder.type), value)
+
+
+def _empty_as_null(payloads: pa.Array) -> pa.Array:
+    """A message without a value (Pulsar's null_value, read as an empty payload) is a null
+    record: no record encodes to nothing, except one without fields."""
+    empty = pc.equal(pc.binary_length(payloads), 0)
+    return pc.if_else(empty, pa.scalar(None, payloads.type), payloads) if pc.any(empty).as_py() else payloads
 
 
 def _read_rows(options: SourceOptions, work: EntryRange | MessageRange) -> Iterator[pa.RecordBatch]:
@@ -306,12 +318,12 @@ def _batch_bounds(options: SourceOptions, tp: TopicPartition, pushed: Bounds, to
     """Pushed filters narrowed by startingOffsets/endingOffsets and startingTime/endingTime."""
     bounds = replace(
         pushed,
-        entry_time_min=options.starting_time,
-        entry_time_end=options.ending_time,
+        entry_time_min=options.starting_time.time_for(tp),
+        entry_time_end=options.ending_time.time_for(tp),
         properties=options.properties_filter,
     )
-    start = options.starting.index_for(tp)
-    end = options.ending.index_for(tp)
+    start = requested_index(options.starting, tp, topics, ending=False)
+    end = requested_index(options.ending, tp, topics, ending=True)
     low = None if start in (EARLIEST_INDEX, LATEST_INDEX) else start
     high = None if end in (EARLIEST_INDEX, LATEST_INDEX) else end - 1
     if start == LATEST_INDEX:
@@ -435,11 +447,12 @@ class MagnetarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         topics = self.topics
         out: dict[TopicPartition, int] = {}
         for tp, latest in self._next_indexes().items():
-            if options.starting_time is not None:
-                index = topics.index_at_time(tp, options.starting_time)
+            starting_time = options.starting_time.time_for(tp)
+            if starting_time is not None:
+                index = topics.index_at_time(tp, starting_time)
                 out[tp] = latest if index is None else index
                 continue
-            wanted = options.starting.index_for(tp)
+            wanted = requested_index(options.starting, tp, topics, ending=False)
             resolved = resolve_index(topics, tp, wanted)
             out[tp] = EARLIEST_INDEX if resolved is None else resolved
         return to_stream_offset(out)

@@ -220,6 +220,17 @@ class StorageTopics:
         last = None if entry is None else last_index(entry)
         return None if last is None else last + 1
 
+    def entry_at(self, tp: TopicPartition, ledger_id: int, entry_id: int) -> tuple[tuple[int, int], bytes] | None:
+        """The entry at (ledger, entry), or the first after it, with its position (None: past the end)."""
+        ml = self.ledger(tp)
+        last = None if ml is None else ml.last_confirmed_position
+        if ml is None or last is None:
+            return None
+        position = max(ml.position_at_or_after(Position(ledger_id, entry_id)), ml.first_position or last)
+        if position > last:
+            return None
+        return (position.ledger_id, position.entry_id), ml.read_entry(position)
+
     def index_at_time(self, tp: TopicPartition, timestamp: int) -> int | None:
         """The index of the first message at or after `timestamp` (None: none yet)."""
         ml = self.ledger(tp)

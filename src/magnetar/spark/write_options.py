@@ -14,15 +14,20 @@ from typing import Any
 
 from magnetar.client.enums import CompressionType
 from magnetar.credentials.security import ClientSecurity
+from magnetar.schemas import SchemaData
 from magnetar.spark.options import (
     SECURITY_KNOWN,
     check_service_url,
+    choice_option,
     fail,
     integer_option,
     known_options,
+    operation_timeout,
     security_options,
     topic_option,
+    without_passed_through,
 )
+from magnetar.spark.value_schemas import value_schema_for
 
 WRITE_KNOWN = {
     "service.url": "pulsar://host:port (or pulsar+ssl://) of the broker to publish to",
@@ -35,6 +40,8 @@ WRITE_KNOWN = {
     "batchingmaxbytes": "bytes per Pulsar batch",
     "operationtimeoutseconds": "seconds to wait for the broker",
     "checkpointlocation": "Spark's own (streams): where the query keeps its progress",
+    "valueformat": "typed (register the schema of the value column's type) or bytes (a binary or string value, "
+                   "registering nothing)",
     **SECURITY_KNOWN,
 }
 
@@ -46,8 +53,9 @@ COMPRESSIONS = {
     "snappy": CompressionType.SNAPPY,
 }
 
-COLUMN_TYPES = {
-    "value": ("binary", "string"),
+ANY_TYPE = ()
+COLUMN_TYPES: dict[str, tuple[str, ...]] = {
+    "value": ANY_TYPE,
     "key": ("string",),
     "topic": ("string",),
     "properties": ("map<string,string>",),
@@ -62,7 +70,8 @@ class WriteOptions:
     topic: str | None
     columns: tuple[str, ...]
     """The input's column names, in order (a subset of COLUMN_TYPES)."""
-    value_is_string: bool = False
+    value_schema: SchemaData | None = None
+    """What the value column registers and is encoded with (None: its bytes as they are)."""
     compression: int = CompressionType.NONE
     batched_filter_properties: tuple[str, ...] = ()
     entry_format: str = "pulsar"
@@ -86,10 +95,10 @@ def check_columns(schema: Any, topic_option: str | None, entry_format: str) -> t
         if accepted is None:
             fail(f"column {name!r} is not one the magnetar sink writes; it takes "
                  f"{', '.join(COLUMN_TYPES)} (select or rename the columns first)")
-        if _type_name(column.dataType) not in accepted:
+        if accepted and _type_name(column.dataType) not in accepted:
             fail(f"column {name!r} must be {' or '.join(accepted)}, got {_type_name(column.dataType)}")
     if "value" not in names:
-        fail(f"the magnetar sink needs a 'value' column (binary or string); the input has {', '.join(names)}")
+        fail(f"the magnetar sink needs a 'value' column; the input has {', '.join(names)}")
     if topic_option is None and "topic" not in names:
         fail("give the 'topic' option or a 'topic' column")
     if entry_format == "arrow" and "deliver_at" in names:
@@ -99,7 +108,8 @@ def check_columns(schema: Any, topic_option: str | None, entry_format: str) -> t
 
 def parse_write_options(options: Mapping[str, str], schema: Any) -> WriteOptions:
     """Every write option and input column checked; MagnetarOptionError names the first bad one."""
-    lowered = known_options(options, WRITE_KNOWN, "write option")
+    passed = without_passed_through(options, WRITE_KNOWN, ("pulsar.client.", "pulsar.producer."))
+    lowered = known_options(passed, WRITE_KNOWN, "write option")
     service_url = (lowered.get("service.url") or "").rstrip("/")
     if not service_url:
         fail("give 'service.url': writes go through a broker")
@@ -112,19 +122,24 @@ def parse_write_options(options: Mapping[str, str], schema: Any) -> WriteOptions
     if entry_format not in ("pulsar", "arrow"):
         fail(f"option 'entryFormat' must be pulsar or arrow, got {entry_format!r}")
     columns = check_columns(schema, topic, entry_format)
-    value_type = next(_type_name(f.dataType) for f in schema.fields if f.name == "value")
+    value_type = next(f.dataType for f in schema.fields if f.name == "value")
+    typed = choice_option(lowered, "valueFormat", ("typed", "bytes")) == "typed"
+    if (entry_format == "arrow" or not typed) and _type_name(value_type) not in ("binary", "string"):
+        fail(f"column 'value' must be binary or string with {'entryFormat=arrow' if typed else 'valueFormat=bytes'}, "
+             f"got {_type_name(value_type)}")
     filter_names = tuple(n.strip() for n in str(lowered.get("batchedfilterproperties", "")).split(",") if n.strip())
     default_rows = 10_000 if entry_format == "arrow" else 1000
     return WriteOptions(
         service_url=service_url,
         topic=topic,
         columns=columns,
-        value_is_string=value_type == "string",
+        value_schema=value_schema_for(value_type) if typed and entry_format == "pulsar" else None,
         compression=int(COMPRESSIONS[compression]),
         batched_filter_properties=filter_names,
         entry_format=entry_format,
         batching_max_messages=integer_option(lowered, "batchingmaxmessages", 1, WRITE_KNOWN) or default_rows,
         batching_max_bytes=integer_option(lowered, "batchingmaxbytes", 1, WRITE_KNOWN) or 128 * 1024,
-        operation_timeout_seconds=float(integer_option(lowered, "operationtimeoutseconds", 1, WRITE_KNOWN) or 30),
+        operation_timeout_seconds=operation_timeout(lowered, WRITE_KNOWN),
         security=security_options(lowered),
     )
+

@@ -33,8 +33,11 @@ import pyarrow.compute as pc
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from magnetar.client import Client, Producer, Result
+from magnetar.client import Client, Producer, Result, errors
 from magnetar.client.aio.routing import boost_string_hash
+from magnetar.client.schema import Schema
+from magnetar.schemas import SchemaData
+from magnetar.spark.value_encoding import ValueEncoder
 from magnetar.spark.write_options import WriteOptions
 
 ROW_SEQUENCE_BITS = 32
@@ -85,6 +88,17 @@ class _Outcome:
                                "so that Spark retries it")
 
 
+class EncodedValues(Schema):
+    """The producer's schema for payloads the sink encoded itself (a column at a time): it
+    registers `schema` and passes the bytes through."""
+
+    def __init__(self, schema: SchemaData) -> None:
+        super().__init__(bytes, schema.type, schema.data, schema.type.name)
+
+    def encode(self, obj: Any) -> bytes:
+        return obj  # type: ignore[no-any-return]
+
+
 class Destinations:
     """A task's producers, one per topic partition, created on first use."""
 
@@ -120,8 +134,17 @@ class Destinations:
 
     def _create(self, partition: str) -> Producer:
         o = self.options
+        try:
+            return self._producer(partition, o)
+        except errors.IncompatibleSchema as exc:
+            kind = o.value_schema.type.name if o.value_schema is not None else "no"
+            raise RuntimeError(f"magnetar sink: {partition} refused the {kind} schema of the 'value' column: "
+                               f"IncompatibleSchema: {exc}") from None
+
+    def _producer(self, partition: str, o: WriteOptions) -> Producer:
         return self.client.create_producer(
             partition,
+            schema=None if o.value_schema is None else EncodedValues(o.value_schema),
             producer_name=self.identity.producer_name if self.identity else None,
             batching_enabled=True,
             batching_max_messages=o.batching_max_messages,
@@ -149,11 +172,6 @@ def _millis(column: pa.Array) -> list[int | None]:
     return pc.divide(micros, 1000).to_pylist()
 
 
-def _value_column(batch: pa.RecordBatch) -> pa.Array:
-    value = batch.column("value")
-    return value if pa.types.is_binary(value.type) else pc.cast(value, pa.binary())
-
-
 def _topics(batch: pa.RecordBatch, options: WriteOptions) -> list[str | None] | None:
     """Each row's topic from the column, where the option does not name one for all."""
     if options.topic is not None or "topic" not in batch.schema.names:
@@ -177,9 +195,10 @@ def write_messages(batches: Iterable[pa.RecordBatch], dest: Destinations) -> int
     outcome = _Outcome()
     base = dest.identity.first_sequence_id if dest.identity else None
     position = 0
+    encoder = ValueEncoder(options.value_schema)
     for batch in batches:
         names = batch.schema.names
-        values = _value_column(batch).to_pylist()
+        values = encoder.column(batch.column("value")).to_pylist()
         keys = batch.column("key").to_pylist() if "key" in names else None
         properties = batch.column("properties").to_pylist() if "properties" in names else None
         event_times = _millis(batch.column("event_time")) if "event_time" in names else None

@@ -98,6 +98,8 @@ def encode_single_message(
     ordering_key: bytes | None = None,
     event_time: int | None = None,
     null_value: bool = False,
+    key_b64: bool = False,
+    null_key: bool = False,
 ) -> bytes:
     """One message of a batch, ``[u32 size][SingleMessageMetadata][value]``, without protobuf.
 
@@ -116,12 +118,16 @@ def encode_single_message(
     parts.append(b"\x18" + encode_varint(len(value)))
     if event_time:
         parts.append(b"\x28" + encode_varint(event_time))
+    if key_b64:
+        parts.append(b"\x30\x01")
     if ordering_key is not None:
         parts.append(_length_delimited(b"\x3a", ordering_key))
     if sequence_id is not None:
         parts.append(b"\x40" + encode_varint(sequence_id))
     if null_value:
         parts.append(b"\x48\x01")
+    if null_key:
+        parts.append(b"\x50\x01")
     metadata = b"".join(parts)
     return b"".join((_U32.pack(len(metadata)), metadata, value))
 

@@ -131,9 +131,10 @@ class AbstractTopic:
 
     def idle_for_schema(self) -> bool:
         """No producers, no consumers and nothing stored: only then may a consumer's schema
-        be the topic's first (Pulsar's addSchemaIfIdleOrCheckCompatible)."""
-        return not self.producers and not any(s.consumers for s in self.subscriptions.values()) \
-            and self.inbound.messages == 0 and self.storage_size() == 0
+        be the topic's first (Pulsar's addSchemaIfIdleOrCheckCompatible). AUTO_CONSUME
+        consumers do not count: they take whatever schema the topic gets, as in Pulsar."""
+        return not self.producers and self.inbound.messages == 0 and self.storage_size() == 0 \
+            and not any(not c.auto_consume for s in self.subscriptions.values() for c in s.consumers)
 
     # -- consumers
     def subscribe(self, cnx: TransportCnx, cmd: pb.CommandSubscribe) -> Consumer:

@@ -89,6 +89,9 @@ class Consumer:
         self.permits = 0
         self.read_compacted = False
         """Reads the compacted view (CommandSubscribe.read_compacted)."""
+        self.auto_consume = False
+        """Subscribed with an AUTO_CONSUME schema: left out when the topic's idleness for a
+        consumer's schema is decided."""
         self.told_end_of_topic = False
         self.pending = UnackedMessages()
         self.max_unacked = 0

@@ -14,6 +14,7 @@ from magnetar.broker.auth.operations import COMMANDS
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.positions import position_of
 from magnetar.broker.transport.schema_commands import schema_of
+from magnetar.schemas import SchemaType
 from magnetar.wire import commands
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -35,10 +36,11 @@ def handle_subscribe(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | No
     try:
         cnx.authorize(COMMANDS[T.SUBSCRIBE], req.topic)
         topic = cnx.service.get_topic(req.topic, create=req.force_topic_creation)
-        if req.HasField("schema"):
-            schema = schema_of(req.schema, cnx.role)
+        schema = schema_of(req.schema, cnx.role) if req.HasField("schema") else None
+        if schema is not None:
             cnx.service.schemas.add_schema_if_idle_or_check(topic.name, schema, idle=topic.idle_for_schema())
         consumer = topic.subscribe(cnx, req)
+        consumer.auto_consume = schema is not None and schema.type == SchemaType.AUTO_CONSUME
     except BrokerServiceError as exc:
         log.info("%s [%s][%s] subscribe refused: %s", cnx, req.topic, req.subscription, exc.message)
         cnx.send(commands.error(req.request_id, exc.code, exc.message))

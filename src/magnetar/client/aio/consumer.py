@@ -150,13 +150,11 @@ class Consumer(Handler, Receiving):
         schema = self.config.schema
         if schema is None:
             return message.data()
-        if message.has_null_value():
-            return None
         writer = None
         version = message.schema_version()
         if schema.resolves_writer and version:
             writer = self.context.writer_schemas.get(message.topic_name(), version)
-        return schema.decode_with(message.data(), writer)
+        return schema.decode_message(message, writer)
 
     async def load_writer_schema(self, message: Message) -> None:
         """Fetch the schema `message` was written with, if decoding it will need that."""

@@ -35,17 +35,20 @@ class PartitionedProducer:
         routed = _RoutedMessage(content, key, kwargs.get("properties")) if self.router.custom else None
         return self.producers[self.router.choose(key, routed)]
 
-    def encode(self, value: Any) -> bytes | None:
-        return self.producers[0].encode(value)
+    def encode(self, value: Any, options: dict[str, Any]) -> tuple[bytes | None, dict[str, Any]]:
+        return self.producers[0].encode(value, options)
 
     def send_async(self, content: Any, callback: Any, **kwargs: Any) -> None:
-        self.send_encoded_async(self.encode(content), callback, **kwargs)
+        content, kwargs = self.encode(content, kwargs)
+        self.send_encoded_async(content, callback, **kwargs)
 
     def send_encoded_async(self, content: bytes | None, callback: Any, **kwargs: Any) -> None:
         self._pick(kwargs, content).send_encoded_async(content, callback, **kwargs)
 
     async def send(self, content: Any, **kwargs: Any) -> MessageId:
-        return await self._pick(kwargs, content).send(content, **kwargs)
+        """Encoded first, so a key the schema writes (a SEPARATED KeyValueSchema's) routes the message."""
+        content, kwargs = self.encode(content, kwargs)
+        return await self._pick(kwargs, content).send_encoded(content, **kwargs)
 
     async def send_entry(self, payload: bytes, metadata_fields: Any = None, num_messages: int = 1) -> MessageId:
         """One entry to the partition its `partition_key` field (or the router) picks."""

@@ -138,24 +138,35 @@ class Producer(Handler):
         super()._lost()
 
     # -- sending
-    def encode(self, value: Any) -> bytes | None:
-        """A value as the producer's schema writes it (None stays a null value); TypeError or
-        ValueError when the schema cannot encode it."""
+    def encode(self, value: Any, options: dict[str, Any]) -> tuple[bytes | None, dict[str, Any]]:
+        """A value as the producer's schema writes it (None stays a null value), with the send
+        `options` it implies: a SEPARATED KeyValueSchema writes the key as the message key.
+        TypeError or ValueError when the schema cannot encode it."""
         if self._schema is None or value is None:
-            return value
-        return self._schema.encode(value)
+            return value, options
+        content, key = self._schema.encode_message(value)
+        if not key:
+            return content, options
+        if options.get("partition_key") is not None:
+            raise ValueError(f"{self._schema} writes each value's key as the message key: "
+                             "partition_key cannot be given too")
+        return content, {**options, **key}
 
     def send_async(self, content: Any, callback: SendCallback | None, **kwargs: Any) -> None:
         """Encode (raising here if the schema refuses the value), then queue as `send_encoded_async`."""
-        self.send_encoded_async(self.encode(content), callback, **kwargs)
+        content, kwargs = self.encode(content, kwargs)
+        self.send_encoded_async(content, callback, **kwargs)
 
     def send_encoded_async(self, content: bytes | None, callback: SendCallback | None,
                    properties: Mapping[str, str] | None = None,
                    partition_key: str | None = None, ordering_key: str | bytes | None = None,
                    sequence_id: int | None = None, replication_clusters: Sequence[str] | None = None,
                    disable_replication: bool = False, event_timestamp: int | None = None,
-                   deliver_at: int | None = None, deliver_after: timedelta | int | None = None) -> None:
-        """Queue a message; `callback(result, message_id)` runs once the broker has stored it."""
+                   deliver_at: int | None = None, deliver_after: timedelta | int | None = None,
+                   partition_key_b64_encoded: bool = False, null_partition_key: bool = False) -> None:
+        """Queue a message; `callback(result, message_id)` runs once the broker has stored it.
+        `partition_key_b64_encoded`: the key is the base64 of bytes (Java's keyBytes);
+        `null_partition_key`: the key is null (both set by a SEPARATED KeyValueSchema)."""
         if self.closed:
             fail(callback, errors.AlreadyClosed(f"producer on {self.topic} is closed"))
             return
@@ -164,21 +175,28 @@ class Producer(Handler):
             return
         self._enqueue(self._message(content, callback, properties, partition_key, ordering_key, sequence_id,
                                     replication_clusters, disable_replication, event_timestamp, deliver_at,
-                                    deliver_after))
+                                    deliver_after, partition_key_b64_encoded, null_partition_key))
 
-    async def send(self, content: Any, properties: Mapping[str, str] | None = None,
-                   partition_key: str | None = None, ordering_key: str | bytes | None = None,
-                   sequence_id: int | None = None, replication_clusters: Sequence[str] | None = None,
-                   disable_replication: bool = False, event_timestamp: int | None = None,
-                   deliver_at: int | None = None, deliver_after: timedelta | int | None = None) -> MessageId:
-        """Send and wait for the broker's receipt.
+    async def send(self, content: Any, **options: Any) -> MessageId:
+        """Send and wait for the broker's receipt; `options` as `send_encoded` takes them.
 
         Cancelling the wait does not unsend: a message handed over is published (or fails)
         like any other; its outcome is then dropped, and nothing is left behind.
         """
         if self.closed:
             raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
-        content = self.encode(content)
+        content, options = self.encode(content, options)
+        return await self.send_encoded(content, **options)
+
+    async def send_encoded(self, content: bytes | None, properties: Mapping[str, str] | None = None,
+                           partition_key: str | None = None, ordering_key: str | bytes | None = None,
+                           sequence_id: int | None = None, replication_clusters: Sequence[str] | None = None,
+                           disable_replication: bool = False, event_timestamp: int | None = None,
+                           deliver_at: int | None = None, deliver_after: timedelta | int | None = None,
+                           partition_key_b64_encoded: bool = False, null_partition_key: bool = False) -> MessageId:
+        """`send` of a value already encoded (see `send_encoded_async` for the key options)."""
+        if self.closed:
+            raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
         while self._pending_messages >= self.config.max_pending_messages > 0:
             if not self.config.block_if_queue_full:
                 raise errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}")
@@ -187,14 +205,14 @@ class Producer(Handler):
         future: asyncio.Future[MessageId] = self._loop.create_future()
         self._enqueue(self._message(content, future, properties, partition_key, ordering_key, sequence_id,
                                     replication_clusters, disable_replication, event_timestamp, deliver_at,
-                                    deliver_after))
+                                    deliver_after, partition_key_b64_encoded, null_partition_key))
         return await future
 
     def _message(self, content: bytes | None, completion: Completion, properties: Mapping[str, str] | None,
                  partition_key: str | None, ordering_key: str | bytes | None, sequence_id: int | None,
                  replication_clusters: Sequence[str] | None, disable_replication: bool,
                  event_timestamp: int | None, deliver_at: int | None,
-                 deliver_after: timedelta | int | None) -> PendingMessage:
+                 deliver_after: timedelta | int | None, key_b64: bool, null_key: bool) -> PendingMessage:
         if sequence_id is None:
             sequence_id = self._next_seq
             self._next_seq += 1
@@ -206,7 +224,7 @@ class Producer(Handler):
         null_value = content is None
         return PendingMessage(b"" if content is None else bytes(content), sequence_id, completion,
                               dict(properties) if properties else None, partition_key, ordering_key,
-                              event_timestamp, deliver_at, null_value, replicate_to)
+                              event_timestamp, deliver_at, null_value, replicate_to, key_b64, null_key)
 
     def _enqueue(self, message: PendingMessage) -> None:
         self._pending_messages += 1

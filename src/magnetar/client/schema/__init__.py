@@ -5,7 +5,7 @@ create_reader takes any of them (docs/client.md).
 
 Beyond the official Python client: the primitive schemas (BooleanSchema, ByteSchema,
 ShortSchema, IntSchema, LongSchema, FloatSchema, DoubleSchema, named and encoded as in
-Pulsar's Java client) and KeyValueSchema.
+Pulsar's Java client) and KeyValueSchema (INLINE and SEPARATED).
 """
 
 from magnetar.client.schema.definition import (
@@ -23,6 +23,7 @@ from magnetar.client.schema.definition import (
     Record,
     String,
 )
+from magnetar.client.schema.protobuf_native import ProtobufNativeSchema
 from magnetar.client.schema.schemas import (
     AvroSchema,
     BooleanSchema,
@@ -44,6 +45,6 @@ from magnetar.client.schema.schemas import (
 __all__ = [
     "Array", "AvroSchema", "Boolean", "BooleanSchema", "ByteSchema", "Bytes", "BytesSchema", "CustomEnum",
     "Double", "DoubleSchema", "Field", "Float", "FloatSchema", "IntSchema", "Integer", "JsonSchema", "KeyValue",
-    "KeyValueEncodingType", "KeyValueSchema", "Long", "LongSchema", "Map", "Null", "Record", "Schema",
-    "ShortSchema", "String", "StringSchema",
+    "KeyValueEncodingType", "KeyValueSchema", "Long", "LongSchema", "Map", "Null", "ProtobufNativeSchema", "Record",
+    "Schema", "ShortSchema", "String", "StringSchema",
 ]

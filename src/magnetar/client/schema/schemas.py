@@ -13,11 +13,12 @@ removed ones are skipped), which is how a consumer reads messages of another ver
 
 from __future__ import annotations
 
+import base64
 import enum
 import io
 import json
 import struct
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, Protocol
 
 import fastavro
 
@@ -32,6 +33,16 @@ from magnetar.schemas.definitions import (
 from magnetar.schemas.model import SchemaData, SchemaType
 from magnetar.schemas.protocol import to_wire
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+
+class Message(Protocol):
+    """What decoding a received message reads (magnetar.client.Message has it)."""
+
+    def data(self) -> bytes: ...
+
+    def has_null_value(self) -> bool: ...
+
+    def key_bytes(self) -> bytes | None: ...
 
 
 class Schema:
@@ -58,12 +69,21 @@ class Schema:
     def encode(self, obj: Any) -> bytes:
         raise NotImplementedError
 
+    def encode_message(self, obj: Any) -> tuple[bytes | None, dict[str, Any]]:
+        """The payload of a message holding `obj` (None: a null value), and the send options
+        the value sets besides (its key, for a SEPARATED KeyValueSchema)."""
+        return self.encode(obj), {}
+
     def decode(self, data: bytes) -> Any:
         raise NotImplementedError
 
     def decode_with(self, data: bytes, writer: SchemaData | None) -> Any:
         """`data` as written with `writer` (None: with this schema), read as this schema's values."""
         return self.decode(data)
+
+    def decode_message(self, message: Message, writer: SchemaData | None) -> Any:
+        """A received message's value (None for a null value), written with `writer`."""
+        return None if message.has_null_value() else self.decode_with(message.data(), writer)
 
     def _validate_object_type(self, obj: Any) -> None:
         if not isinstance(obj, self._record_cls):
@@ -155,7 +175,7 @@ class DoubleSchema(_Packed, kind=SchemaType.DOUBLE, layout=">d", python_types=(f
     pass
 
 
-def _definition_bytes(definition: Any) -> bytes:
+def definition_bytes(definition: Any) -> bytes:
     """The definition's JSON as the official client writes it (one-space indent): a Pulsar
     broker finds a schema's version by a hash of these bytes."""
     return json.dumps(definition, indent=True).encode()
@@ -166,7 +186,7 @@ class _Struct(Schema):
 
     def __init__(self, record_cls: Any, kind: SchemaType, definition: Any) -> None:
         self._definition = definition
-        super().__init__(record_cls, kind, _definition_bytes(definition), kind.name)
+        super().__init__(record_cls, kind, definition_bytes(definition), kind.name)
 
     def _plain(self, obj: Any) -> Any:
         """A record as the encoder's dicts and lists."""
@@ -262,8 +282,8 @@ class AvroSchema(_Struct):
 
 
 class KeyValueEncodingType(enum.IntEnum):
-    """Where a KEY_VALUE message's key goes: inline in the payload (both sides) or separated
-    into the message key (not supported by magnetar.client yet)."""
+    """Where a KEY_VALUE message's key goes: inline in the payload (both sides), or separated
+    into the message key (the payload holds the value alone)."""
 
     INLINE = 0
     SEPARATED = 1
@@ -274,44 +294,86 @@ class KeyValue(NamedTuple):
     value: Any
 
 
+_WRITERS_KEPT = 64
+"""Writer versions a KeyValueSchema keeps split into their sides (a topic has a few)."""
+
+
 class KeyValueSchema(Schema):
     """A (key, value) pair, each side with its own schema; values are `KeyValue` tuples (or pairs).
 
-    INLINE layout, as Pulsar's clients write it: the key's length (4 bytes, big-endian; -1
-    for None), its bytes, then the value's the same way."""
+    INLINE, as Pulsar's clients write it: the payload is the key's length (4 bytes,
+    big-endian; -1 for None), its bytes, then the value's the same way. SEPARATED, as
+    Pulsar's Java client writes it: the payload is the value's encoding (a None value is a
+    null value), and the key's encoding travels base64-encoded as the message key
+    (`partition_key_b64_encoded`; a None key is `null_partition_key`), so Key_Shared
+    consumers, compaction and partition routing see the record's key."""
 
     resolves_writer = True
 
     def __init__(self, key_schema: Schema, value_schema: Schema,
                  encoding_type: KeyValueEncodingType = KeyValueEncodingType.INLINE) -> None:
-        if KeyValueEncodingType(encoding_type) != KeyValueEncodingType.INLINE:
-            raise ValueError("KeyValueSchema: only the INLINE encoding is supported by magnetar.client")
         self.key_schema = key_schema
         self.value_schema = value_schema
         self.encoding_type = KeyValueEncodingType(encoding_type)
         super().__init__(tuple, SchemaType.KEY_VALUE, b"", "KeyValue")
         self._info = join_key_value(key_schema.schema_info(), value_schema.schema_info(),
                                     encoding=self.encoding_type.name)
+        self._separated = self.encoding_type == KeyValueEncodingType.SEPARATED
+        self._writer_sides: dict[int, tuple[SchemaData, SchemaData | None, SchemaData | None]] = {}
+        """Each writer's (key, value) definitions, by the id of the writer's SchemaData (kept in
+        the entry, so the id is not reused): consumers hand over one object per version."""
 
-    def encode(self, obj: Any) -> bytes:
+    def _pair(self, obj: Any) -> tuple[Any, Any]:
         self._validate_object_type(obj)
         if len(obj) != 2:
             raise TypeError(f"{self} encodes (key, value) pairs, not a tuple of {len(obj)}")
-        key, value = obj
+        return obj[0], obj[1]
+
+    def encode(self, obj: Any) -> bytes:
+        """The INLINE payload of a pair (what a SEPARATED schema's payload would not hold)."""
+        key, value = self._pair(obj)
         return pack_pair(None if key is None else self.key_schema.encode(key),
                          None if value is None else self.value_schema.encode(value))
+
+    def encode_message(self, obj: Any) -> tuple[bytes | None, dict[str, Any]]:
+        if not self._separated:
+            return self.encode(obj), {}
+        key, value = self._pair(obj)
+        options: dict[str, Any] = {"null_partition_key": True} if key is None else {
+            "partition_key": base64.b64encode(self.key_schema.encode(key)).decode("ascii"),
+            "partition_key_b64_encoded": True}
+        return None if value is None else self.value_schema.encode(value), options
 
     def decode(self, data: bytes) -> KeyValue:
         return self.decode_with(data, None)
 
     def decode_with(self, data: bytes, writer: SchemaData | None) -> KeyValue:
-        key_writer = value_writer = None
-        if writer is not None and writer.type == SchemaType.KEY_VALUE:
-            parts = key_value_parts(writer)
-            key_writer, value_writer = parts.key, parts.value
+        """An INLINE payload."""
+        key_writer, value_writer = self._sides(writer)
         key_data, value_data = unpack_pair(data)
         return KeyValue(None if key_data is None else self.key_schema.decode_with(key_data, key_writer),
                         None if value_data is None else self.value_schema.decode_with(value_data, value_writer))
+
+    def decode_message(self, message: Message, writer: SchemaData | None) -> KeyValue | None:
+        if not self._separated:
+            return super().decode_message(message, writer)
+        key_writer, value_writer = self._sides(writer)
+        key_data = message.key_bytes()
+        return KeyValue(None if key_data is None else self.key_schema.decode_with(key_data, key_writer),
+                        None if message.has_null_value() else
+                        self.value_schema.decode_with(message.data(), value_writer))
+
+    def _sides(self, writer: SchemaData | None) -> tuple[SchemaData | None, SchemaData | None]:
+        """The writer's key and value definitions, split once per writer version."""
+        if writer is None or writer.type != SchemaType.KEY_VALUE:
+            return None, None
+        known = self._writer_sides.get(id(writer))
+        if known is None or known[0] is not writer:
+            if len(self._writer_sides) >= _WRITERS_KEPT:
+                self._writer_sides.clear()
+            parts = key_value_parts(writer)
+            known = self._writer_sides[id(writer)] = (writer, parts.key, parts.value)
+        return known[1], known[2]
 
     def __str__(self) -> str:
         return f"KeyValueSchema({self.key_schema}, {self.value_schema})"

@@ -127,6 +127,7 @@ class Schema(_message.Message):
         LocalTime: _ClassVar[Schema.Type]
         LocalDateTime: _ClassVar[Schema.Type]
         ProtobufNative: _ClassVar[Schema.Type]
+        AutoConsume: _ClassVar[Schema.Type]
     None: Schema.Type
     String: Schema.Type
     Json: Schema.Type
@@ -148,6 +149,7 @@ class Schema(_message.Message):
     LocalTime: Schema.Type
     LocalDateTime: Schema.Type
     ProtobufNative: Schema.Type
+    AutoConsume: Schema.Type
     NAME_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_DATA_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
