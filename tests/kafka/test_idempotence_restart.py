@@ -48,7 +48,7 @@ def _values(broker: KafkaStandalone, topic: str) -> list[bytes]:
 
 
 @pytest.mark.parametrize("entry_format", ["pulsar", "kafka"])
-def test_a_batch_retried_across_a_restart_is_stored_once(tmp_path, entry_format) -> None:
+def test_a_batch_retried_across_a_restart_is_stored_once(tmp_path, entry_format, client_factory) -> None:
     rng = random.Random()
     broker = start_kafka_broker(tmp_path / "data", f"entryFormat={entry_format}",
                                 f"brokerDeduplicationEntriesInterval={INTERVAL}")
@@ -77,7 +77,8 @@ def test_a_batch_retried_across_a_restart_is_stored_once(tmp_path, entry_format)
         recent = rng.randrange(BATCHES - 5, BATCHES - 1)  # one of the five a producer may have in flight
         for index in (last, recent):  # retries whose answers the SIGKILL took: answered with their offsets
             assert raw.produce("retried", batches[index]) == (ErrorCode.none, offsets[index])
-        assert f"rebuilt with {BATCHES % INTERVAL} batches past its snapshot" in broker.log()
+        tail = BATCHES % INTERVAL
+        assert f"rebuilt from {tail} entries past its snapshot ({tail} batches)" in broker.log()
         assert raw.produce("retried", batches[0])[0] == ErrorCode.duplicate_sequence_number
         gap = batch([b"gap"], (producer_id, epoch, sequence + 1))
         assert raw.produce("retried", gap)[0] == ErrorCode.out_of_order_sequence_number
@@ -87,15 +88,20 @@ def test_a_batch_retried_across_a_restart_is_stored_once(tmp_path, entry_format)
         assert raw.init_producer()[0] > producer_id  # never an id handed out before the restart
         _librdkafka_produce(producer, "rdkafka", [b"after"])  # its next sequence follows what was stored
         raw.close()
+        pulsar = client_factory(broker.url).create_producer("retried")  # entries after the last Kafka batch
+        sent = [b"pulsar-%d" % i for i in range(rng.randint(1, 20))]
+        for value in sent:
+            pulsar.send_async(value, None)
+        pulsar.flush()
 
-        broker.stop()  # a clean stop snapshots every partition: nothing to replay
+        broker.stop()  # a clean stop snapshots every partition to its end: nothing to replay
         broker.start()
         raw = RawKafka(broker.bootstrap)
         assert raw.produce("retried", follows) == (ErrorCode.none, end)
         assert "past its snapshot" not in broker.log()
         raw.close()
         values = _values(broker, "retried")
-        assert values[-1] == b"next" and len(values) == end + 1
+        assert values[end:] == [b"next", *sent]
         assert not [v for v, n in collections.Counter(values).items() if n > 1]
         producer.flush(5)
     finally:

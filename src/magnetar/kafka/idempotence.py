@@ -210,12 +210,15 @@ class ProducerStates:
         for producer_id, (epoch, last_time, recent) in saved.items():
             for stored in recent:
                 producers.record(producer_id, epoch, stored, last_time)
-        for producer_id, epoch, stored, at in stored_batches(partition, known_to):
-            producers.record(producer_id, epoch, stored, at)
-            producers.since_snapshot += 1
+        entries = 0
+        for found in stored_batches(partition, known_to):
+            entries += 1
+            if found is not None:
+                producers.record(*found)
+                producers.since_snapshot += 1
         self._partitions[partition.name] = producers
-        if producers.since_snapshot:
-            log.info("%s: Kafka producer state rebuilt with %d batches past its snapshot", partition.name,
-                     producers.since_snapshot)
+        if entries:
+            log.info("%s: Kafka producer state rebuilt from %d entries past its snapshot (%d batches)",
+                     partition.name, entries, producers.since_snapshot)
         self._snapshot(producers, unless_current=True)  # what was read is not read again
         return producers

@@ -69,8 +69,9 @@ def load_snapshot(partition: PartitionLog) -> tuple[int, Producers]:
     return partition.start_offset(), {}
 
 
-def stored_batches(partition: PartitionLog, offset: int) -> Iterator[tuple[int, int, Stored, int]]:
-    """(producer id, epoch, batch, broker time) of every idempotent Kafka batch from `offset` on."""
+def stored_batches(partition: PartitionLog, offset: int) -> Iterator[tuple[int, int, Stored, int] | None]:
+    """For every entry from `offset` on, (producer id, epoch, batch, broker time) of its idempotent
+    Kafka batch, or None for an entry of another producer."""
     end = partition.end_offset()
     while offset < end:
         entries = partition.read(offset, _REPLAY_BYTES, max_entries=1000)
@@ -83,7 +84,9 @@ def stored_batches(partition: PartitionLog, offset: int) -> Iterator[tuple[int, 
             last = parsed.broker_entry_metadata.index if parsed.broker_entry_metadata is not None else offset
             offset = max(offset, last + 1)
             producer = _producer_of(metadata, parsed.payload)
-            if producer is not None:
+            if producer is None:
+                yield None
+            else:
                 producer_id, epoch, sequence = producer
                 yield producer_id, epoch, Stored(sequence, last - count + 1, count), metadata.publish_time
 
