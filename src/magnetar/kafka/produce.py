@@ -62,14 +62,20 @@ class ProduceApi:
         waiting = [pending for *_, pending in results if not pending.done()]
         remaining = len(waiting)
 
+        def answer() -> None:
+            try:
+                response.set_result(self._response(request.api_version, results))
+            except Exception as exc:  # the connection logs it and closes, rather than wait forever
+                response.set_exception(exc)
+
         def settled(_stored: asyncio.Future[_Result]) -> None:
             nonlocal remaining
             remaining -= 1
             if not remaining:
-                response.set_result(self._response(request.api_version, results))
+                answer()
 
         if not waiting:
-            response.set_result(self._response(request.api_version, results))
+            answer()
         for pending in waiting:
             pending.add_done_callback(settled)
         return response
