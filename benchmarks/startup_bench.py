@@ -1,11 +1,15 @@
 """Start-up time and idle memory of `magnetar standalone`, side by side for several installs.
 
 Each run starts `PYTHON -m magnetar standalone` on free ports in a fresh data directory
-and times process start to the "accepting connections" log line (read from a pipe as it
-is written, so no polling delay is counted), reading then the CPU time the broker had
-used (steadier than wall time on a shared machine, in 10 ms clock ticks); one second
-later it reads the broker's resident memory (VmRSS), then stops it. With several `--python` (say main's venv and a
-branch's) the runs alternate A B A B ..., so drift in the machine's speed falls on both,
+and times process start to two log lines (read from a pipe as they are written, so no
+polling delay is counted): "binary protocol listener ready" (`binary_ready_s`: Pulsar
+clients are served from then on, while the admin API's code loads in a thread) and
+"accepting connections" (`startup_s`: both the binary port and the admin HTTP API serve).
+An install that logs no earlier line serves both at once, and its two times are equal.
+At the second it reads the CPU time the broker had used (steadier than wall time on a
+shared machine, in 10 ms clock ticks); one second later the broker's resident memory
+(VmRSS), then stops it. With several `--python` (say main's venv and a branch's) the
+runs alternate A B A B ..., so drift in the machine's speed falls on both,
 and the ratios to the first are taken run by run. Prints one JSON object, with the load
 average before and after.
 
@@ -37,11 +41,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from procfs import cpu_seconds, rss_kb
 
 READY = "accepting connections on "
+BINARY_READY = "binary protocol listener ready on "
 SETTLE_SECONDS = 1.0  # start-up garbage is collected and frozen (broker/collector.py) by then
 
 
-def one_run(python: str, data_dir: Path, config: list[str], bytecode: Path | None) -> tuple[float, float, float]:
-    """(seconds to accepting connections, CPU seconds by then, idle RSS in MB) of one broker."""
+def one_run(python: str, data_dir: Path, config: list[str],
+            bytecode: Path | None) -> tuple[float, float, float, float]:
+    """(seconds to the binary port serving, seconds to both APIs serving, CPU seconds by then,
+    idle RSS in MB) of one broker."""
     args = [python, "-m", "magnetar", "standalone", "--data-dir", str(data_dir), "--port", "0", "--http-port", "0"]
     for item in config:
         args += ["-c", item]
@@ -52,14 +59,17 @@ def one_run(python: str, data_dir: Path, config: list[str], bytecode: Path | Non
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         assert proc.stdout is not None
+        binary = None
         for line in proc.stdout:
+            if BINARY_READY in line:
+                binary = time.perf_counter() - started
             if READY in line:
                 seconds, cpu = time.perf_counter() - started, cpu_seconds(proc.pid)
                 break
         else:
             raise SystemExit(f"{python}: the broker exited with {proc.wait()} before accepting connections")
         time.sleep(SETTLE_SECONDS)  # a measuring pause, not synchronisation
-        return seconds, cpu, rss_kb(proc.pid) / 1024
+        return seconds if binary is None else binary, seconds, cpu, rss_kb(proc.pid) / 1024
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
@@ -83,8 +93,8 @@ def main() -> None:
     if args.runs < 1:
         parser.error(f"--runs must be at least 1, not {args.runs}")
     pythons = args.python or [sys.executable]
-    figures: dict[str, dict[str, list[float]]] = {python: {"startup_s": [], "startup_cpu_s": [], "idle_rss_mb": []}
-                                                  for python in pythons}
+    figures: dict[str, dict[str, list[float]]] = {
+        python: {"binary_ready_s": [], "startup_s": [], "startup_cpu_s": [], "idle_rss_mb": []} for python in pythons}
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="magnetar-startup-") as tmp:
         for run in range(args.runs + 1):

@@ -43,9 +43,9 @@ MAGNETAR = {
                                  "consumer_commands frame_writes lookup_commands publish_checks schema_commands "
                                  "topic_list",
     "magnetar.cli": ". parsing standalone",
-    # the functions worker, on in the standalone as in Pulsar's (its instances' runtime and the
-    # trigger's client load only when used)
-    "magnetar.functions": ". api config stats stats_view store supervisor worker",
+    # the functions worker's routes, on in the standalone as in Pulsar's; the worker itself, its
+    # REST handlers and supervisor load with the first request (or a stored function)
+    "magnetar.functions": ". config on_demand routes store",
     "magnetar.plugins": ".",
     # the registry's model and rules; avro itself loads with the first Avro schema
     "magnetar.schemas": ". compatibility definitions errors model protocol registry",
@@ -59,27 +59,37 @@ ALLOWED_MAGNETAR = frozenset(package if name == "." else f"{package}.{name}"
                              for package, names in MAGNETAR.items() for name in names.split())
 
 #: Third-party top-level packages: the admin API's HTTP server (aiohttp and what it
-#: imports), the wire codec (protobuf), storage (crc32c, sortedcontainers), the optional
-#: event loop (uvloop), and what the interpreter itself loads (setuptools' path hook,
-#: Cython's runtime modules of compiled extensions).
-ALLOWED_THIRD_PARTY = frozenset({
+#: imports), loaded once the binary listener serves; before that the wire codec (protobuf),
+#: storage (crc32c, sortedcontainers), the optional event loop (uvloop), and what the
+#: interpreter itself loads (setuptools' path hook, Cython's runtime modules of compiled
+#: extensions).
+ADMIN_THIRD_PARTY = frozenset({
     "aiohttp", "aiohappyeyeballs", "aiosignal", "attr", "frozenlist", "idna", "multidict", "propcache", "yarl",
+})
+ALLOWED_THIRD_PARTY = ADMIN_THIRD_PARTY | {
     "typing_extensions", "google", "crc32c", "sortedcontainers", "uvloop",
     "__main__", "_distutils_hack", "cython_runtime",
-})
+}
 
-# Runs the real command line in a child process: on "accepting connections" it writes the
-# sorted module names to the file named first, then stops the broker as SIGTERM would.
-PROBE = """
+ACCEPTING = "accepting connections"
+BINARY_READY = "binary protocol listener ready"
+
+# Runs the real command line in a child process: on the log line named second it writes
+# the sorted module names to the file named first, then stops the broker (as SIGTERM would
+# once it accepts connections; at once before that, when SIGTERM is not handled yet).
+PROBE = f"""
 import logging, os, signal, sys
-out = sys.argv.pop(1)
+out, line = sys.argv.pop(1), sys.argv.pop(1)
 
 class Probe(logging.Handler):
     def emit(self, record):
-        if "accepting connections" in record.getMessage():
+        if line in record.getMessage():
             with open(out, "w") as file:
                 file.write("\\n".join(sorted(sys.modules)))
-            os.kill(os.getpid(), signal.SIGTERM)
+            if line == "{ACCEPTING}":
+                os.kill(os.getpid(), signal.SIGTERM)
+            else:
+                os._exit(0)
 
 logging.getLogger("magnetar").addHandler(Probe())
 from magnetar.cli import main
@@ -87,9 +97,9 @@ sys.exit(main(["standalone", *sys.argv[1:]]))
 """
 
 
-def modules_at_start(tmp_path: Path, *args: str) -> list[str]:
+def modules_at_start(tmp_path: Path, *args: str, line: str = ACCEPTING) -> list[str]:
     out = tmp_path / "modules.txt"
-    done = subprocess.run([sys.executable, "-c", PROBE, str(out), "--data-dir", str(tmp_path / "data"),
+    done = subprocess.run([sys.executable, "-c", PROBE, str(out), line, "--data-dir", str(tmp_path / "data"),
                            "--port", "0", "--http-port", "0", *args],
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0 and out.exists(), done.stderr
@@ -125,6 +135,8 @@ def test_a_default_broker_imports_only_what_it_needs(default_start):
     "magnetar.broker.config.pulsar_keys",  # a key that is not magnetar's
     "magnetar.broker.auth.session",  # authentication: off by default
     "magnetar.broker.topics.nonpersistent.non_persistent_topic",  # made by the first non-persistent topic
+    "magnetar.functions.worker", "magnetar.functions.api", "magnetar.functions.supervisor",  # no function deployed
+    "magnetar.functions.instance", "magnetar.functions.stats_view",
     "magnetar.broker.compaction.compactor", "magnetar.wire.batch", "magnetar.formats",
     "magnetar.broker.auth.providers", "magnetar.spark", "magnetar.client", "magnetar.cli.admin",
 ])
@@ -139,3 +151,13 @@ def test_a_pulsar_conf_file_loads_its_parser_and_pulsars_keys_and_nothing_else(t
     assert "javaproperties" in modules and "magnetar.broker.config.pulsar_keys" in modules
     assert [name for name in unexpected(modules)
             if not name.startswith("javaproperties") and name != "magnetar.broker.config.pulsar_keys"] == []
+
+
+def test_the_binary_listener_does_not_wait_for_the_admin_apis_code(tmp_path):
+    """The admin API (aiohttp, magnetar.admin) and the functions worker load in a thread once
+    the binary listener serves (test_startup_order.py shows clients served meanwhile)."""
+    modules = modules_at_start(tmp_path, line=BINARY_READY)
+    assert "magnetar.broker.service.broker_service" in modules
+    admin_side = [name for name in modules if name.split(".")[0] in ADMIN_THIRD_PARTY
+                  or name.startswith(("magnetar.admin", "magnetar.functions"))]
+    assert admin_side == []

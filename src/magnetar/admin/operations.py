@@ -3,7 +3,9 @@ broker.auth.operations for what each operation needs).
 
 The security middleware looks each request's route up here, and docs/security.md's table
 of who may do what is generated from this table (scripts/security_table.py): a route
-missing from it is refused with 403, and a test walks the router so that none is.
+missing from it is refused with 403, and a test walks the router so that none is. Routes
+added from above the admin API (the functions worker's) bring their operation along
+(AdminServer.add_routes).
 """
 
 from __future__ import annotations
@@ -125,21 +127,3 @@ def route_of(request: web.Request) -> Route | None:
         return None
     method = "GET" if request.method == "HEAD" else request.method
     return method, info.route.resource.canonical  # type: ignore[union-attr]
-
-FUNCTION = "/admin/v3/functions/{tenant}/{namespace}/{name}"
-FUNCTIONS_ROUTES: dict[Route, Operation] = {
-    **_each("GET", ["/admin/v3/functions/{tenant}/{namespace}"], op.FUNCTIONS),
-    **_each(ALL_METHODS, [FUNCTION], op.FUNCTIONS),
-    **_each("GET", [FUNCTION + "/status", FUNCTION + "/{instance}/status", FUNCTION + "/stats",
-                    FUNCTION + "/{instance}/stats"], op.FUNCTIONS),
-    **_each("POST", [FUNCTION + f"{instance}/{verb}" for verb in ("start", "stop", "restart")
-                     for instance in ("", "/{instance}")], op.FUNCTIONS),
-    **_each("POST", [FUNCTION + "/trigger", FUNCTION + "/counter/{key}"], op.FUNCTIONS),
-    **_each("GET POST DELETE", [FUNCTION + "/state/{key}"], op.FUNCTIONS),
-}
-"""The functions worker's routes (magnetar.functions serves them when the standalone runs
-it): Pulsar lets super users, tenant admins and roles granted `functions` on the namespace
-manage functions."""
-RULES = {**ROUTES, **FUNCTIONS_ROUTES}
-"""What the security middleware checks with."""
-

@@ -12,27 +12,32 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from magnetar.admin.operations import RULES, route_of
+from magnetar.admin.operations import Route, route_of
 from magnetar.admin.responses import fail
 from magnetar.broker.auth.authentication import AuthenticationError, Principal
 from magnetar.broker.auth.authorization import Resource
-from magnetar.broker.auth.operations import Need
+from magnetar.broker.auth.operations import Need, Operation
 from magnetar.broker.service.broker_service import BrokerService
 
 log = logging.getLogger(__name__)
 PRINCIPAL = web.RequestKey("principal", Principal)
 
 
-def security_middleware(service: BrokerService) -> web.middleware:  # type: ignore[valid-type]
+def security_middleware(service: BrokerService,
+                        rules: Mapping[Route, Operation]) -> web.middleware:  # type: ignore[valid-type]
+    """Checks each request against `rules` as they are when it comes (routes may be added
+    after the app is built)."""
+
     @web.middleware
     async def secure(request: web.Request, handler: Handler) -> web.StreamResponse:
         authentication = service.authentication
         route = route_of(request)
-        operation = RULES.get(route) if route is not None else None
+        operation = rules.get(route) if route is not None else None
         if not authentication.enabled or (operation is not None and operation.need is Need.OPEN
                                           and not service.config.authenticateMetricsEndpoint):
             return await handler(request)

@@ -9,13 +9,14 @@ scripts (and `curl` habits) carry over.
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from aiohttp import web
 
 from magnetar.admin import metrics
 from magnetar.admin.brokers import BrokersApi
 from magnetar.admin.namespaces import NamespacesApi
+from magnetar.admin.operations import ROUTES, Route
 from magnetar.admin.permissions import PermissionsApi
 from magnetar.admin.responses import MAX_BODY_BYTES, TIME_BUDGET, errors_as_json, request_log
 from magnetar.admin.schemas import SchemasApi
@@ -23,6 +24,7 @@ from magnetar.admin.security import security_middleware
 from magnetar.admin.subscriptions import SubscriptionsApi
 from magnetar.admin.tenants import TenantsApi
 from magnetar.admin.topics import TopicsApi
+from magnetar.broker.auth.operations import Operation
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.transport.advertised_listeners import default_advertised_address
 
@@ -30,7 +32,10 @@ from magnetar.broker.transport.advertised_listeners import default_advertised_ad
 class AdminServer:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
-        self.app = web.Application(middlewares=[request_log, errors_as_json, security_middleware(service)],
+        self.rules: dict[Route, Operation] = dict(ROUTES)
+        """What each route does, for the security middleware: admin.operations' table, and the
+        operation of each route added with `add_routes`."""
+        self.app = web.Application(middlewares=[request_log, errors_as_json, security_middleware(service, self.rules)],
                                    client_max_size=MAX_BODY_BYTES)
         self.app[TIME_BUDGET] = service.config.webServiceRequestTimeoutSeconds
         topics = TopicsApi(service)
@@ -44,6 +49,12 @@ class AdminServer:
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.tls_port: int | None = None
+
+    def add_routes(self, routes: Iterable[web.RouteDef], operation: Operation) -> None:
+        """Routes from above the admin API (the functions worker's), all performing `operation`."""
+        for route in self.app.router.add_routes(routes):
+            if route.method != "HEAD":  # aiohttp's twin of a GET, checked as the GET (operations.route_of)
+                self.rules[(route.method, route.resource.canonical)] = operation  # type: ignore[union-attr]
 
     def http_url(self) -> str:
         """The admin URL clients are told, on the advertised address (never a wildcard):

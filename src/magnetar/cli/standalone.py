@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import logging
 import os
 import resource
 import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from magnetar.admin.server import AdminServer
+from magnetar.broker.auth.operations import FUNCTIONS
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.config.loading import LoadedConfiguration, load_configuration
 from magnetar.broker.config.properties import Setting
@@ -22,10 +25,12 @@ from magnetar.broker.service.collector import settle_after_start
 from magnetar.broker.service.config_checks import check_features
 from magnetar.broker.transport.accept_errors import BrokerEventLoop
 from magnetar.cli.parsing import add_log_level
-from magnetar.functions.api import FunctionsApi
-from magnetar.functions.supervisor import Endpoints
-from magnetar.functions.worker import FunctionsWorker
 from magnetar.storage import DataDirLockedError
+
+if TYPE_CHECKING:
+    from magnetar.admin.server import AdminServer
+    from magnetar.functions.on_demand import FunctionsOnDemand
+    from magnetar.functions.supervisor import Endpoints
 
 log = logging.getLogger("magnetar")
 _NO_HARD_LIMIT_TARGET = 1 << 20
@@ -103,7 +108,7 @@ class Standalone:
         self.data_dir = data_dir
         self.service: BrokerService | None = None
         self.admin: AdminServer | None = None
-        self.functions: FunctionsWorker | None = None
+        self.functions: FunctionsOnDemand | None = None
 
     async def start(self) -> None:
         """Listen on both APIs; a failure half-way closes what had started (and the data
@@ -111,20 +116,40 @@ class Standalone:
         try:
             self.service = BrokerService(self.config, self.data_dir)
             await self.service.start()
-            self.admin = AdminServer(self.service)
-            if self.config.functionsWorkerEnabled:
-                self.functions = FunctionsWorker(self.service, self.data_dir)
-                self.admin.app.add_routes(FunctionsApi(self.functions).routes())
-                self.admin.metrics_sources.append(self.functions.metrics)
-            await self.admin.start(self.config.bindAddress, self.config.webServicePort, self.config.webServicePortTls)
-            if self.functions is not None:
-                await self.functions.start(self._endpoints())
+            log.info("binary protocol listener ready on %s (admin API starting)",
+                     " and ".join(self.service.service_urls))
+            await self._start_admin()
         except BaseException:
             await self.stop()
             raise
 
+    async def _start_admin(self) -> None:
+        """The admin API's code loads in a thread (aiohttp and magnetar.admin: nearly half of
+        a start's CPU), so the event loop serves Pulsar clients on the binary port meanwhile."""
+        modules = ["magnetar.admin.server", *(["magnetar.functions.on_demand"] if self.config.functionsWorkerEnabled
+                                              else [])]
+        with ThreadPoolExecutor(1, thread_name_prefix="magnetar-admin-import") as loader:  # gone when loaded
+            await asyncio.get_running_loop().run_in_executor(loader, _import_all, modules)
+        from magnetar.admin.server import AdminServer  # noqa: PLC0415  (loaded just above)
+
+        assert self.service is not None
+        self.admin = AdminServer(self.service)
+        if self.config.functionsWorkerEnabled:
+            from magnetar.functions.on_demand import FunctionsOnDemand  # noqa: PLC0415  (loaded just above)
+
+            self.functions = FunctionsOnDemand(self.service, self.data_dir, self._endpoints)
+            # Pulsar lets super users, tenant admins and roles granted `functions` on the namespace
+            # manage functions
+            self.admin.add_routes(self.functions.routes(), FUNCTIONS)
+            self.admin.metrics_sources.append(self.functions.metrics)
+        await self.admin.start(self.config.bindAddress, self.config.webServicePort, self.config.webServicePortTls)
+        if self.functions is not None:
+            await self.functions.start()
+
     def _endpoints(self) -> Endpoints:
         """Where instances connect: the broker's and the admin API's advertised URLs."""
+        from magnetar.functions.supervisor import Endpoints  # noqa: PLC0415  (with the worker)
+
         assert self.service is not None and self.admin is not None
         advertised = self.service.listeners.resolve(None)
         return Endpoints(advertised.broker_service_url or advertised.broker_service_url_tls, self.admin.http_url(),
@@ -140,6 +165,11 @@ class Standalone:
         if self.service is not None:
             service, self.service = self.service, None
             await service.stop()
+
+
+def _import_all(modules: list[str]) -> None:
+    for name in modules:
+        importlib.import_module(name)
 
 
 async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:

@@ -5,7 +5,6 @@ admin server with the routes the standalone hands it."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -13,13 +12,12 @@ from typing import Any
 from aiohttp import web
 
 from magnetar.admin.responses import fail, no_content
-from magnetar.functions.config import ConfigError, FunctionConfig
+from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
+from magnetar.functions.routes import ROUTES
 from magnetar.functions.stats_view import function_stats, instance_stats
 from magnetar.functions.worker import FunctionNotFound, FunctionsWorker
 
 log = logging.getLogger("magnetar.functions")
-BASE = "/admin/v3/functions/{tenant}/{namespace}"
-FN = BASE + "/{name}"
 TRIGGER_TIMEOUT_MS = 10_000
 MAX_CODE_BYTES = 64 * 1024 * 1024
 
@@ -29,18 +27,7 @@ class FunctionsApi:
         self.worker = worker
 
     def routes(self) -> list[web.RouteDef]:
-        return [
-            web.get(BASE, self.list), web.post(FN, self.create), web.put(FN, self.update),
-            web.delete(FN, self.delete), web.get(FN, self.get),
-            web.get(FN + "/status", self.status), web.get(FN + "/{instance:[0-9]+}/status", self.status),
-            web.get(FN + "/stats", self.stats), web.get(FN + "/{instance:[0-9]+}/stats", self.stats),
-            *(web.post(FN + suffix + f"/{verb}", handler) for verb, handler in
-              (("start", self.start), ("stop", self.stop), ("restart", self.restart))
-              for suffix in ("", "/{instance:[0-9]+}")),
-            web.post(FN + "/trigger", self.trigger),
-            web.get(FN + "/state/{key}", self.get_state), web.post(FN + "/state/{key}", self.put_state),
-            web.delete(FN + "/state/{key}", self.delete_state), web.post(FN + "/counter/{key}", self.incr),
-        ]
+        return [web.route(method, path, getattr(self, handler)) for method, path, handler in ROUTES]
 
     # -- deployments
     async def list(self, request: web.Request) -> web.Response:
@@ -157,9 +144,9 @@ class FunctionsApi:
     async def put_state(self, request: web.Request) -> web.Response:
         fqfn, key = _fqfn(request), request.match_info["key"]
         if request.content_type.startswith("multipart/"):
-            state = _parse_json("state", (await _multipart(request)).get("state", b"").decode(errors="replace"))
+            state: Any = _json_object("state", (await _multipart(request)).get("state", b"").decode(errors="replace"))
         elif request.content_type.endswith("form-urlencoded"):
-            state = _parse_json("state", str((await request.post()).get("state", "")))
+            state = _json_object("state", str((await request.post()).get("state", "")))
         else:
             state = await request.json()
         with _refusals():
@@ -244,19 +231,16 @@ async def _multipart(request: web.Request) -> dict[str, Any]:
 
 def _json_part(parts: dict[str, Any], name: str) -> dict[str, Any]:
     raw = parts.get(name)
-    if raw is None:
-        return {}
-    value = _parse_json(name, raw.decode(errors="replace"))
-    if not isinstance(value, dict):
-        raise fail(400, f"{name} must be a JSON object")
-    return value
+    return {} if raw is None else _json_object(name, raw.decode(errors="replace"))
 
 
-def _parse_json(name: str, text: str) -> Any:
+def _json_object(name: str, text: str) -> dict[str, Any]:
+    """A JSON object a request carries as text (a multipart part, a form field): 400 naming it
+    when it is not one."""
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise fail(400, f"{name} is not valid JSON: {error}") from None
+        return parse_json_flag(name, text)
+    except ConfigError as error:
+        raise fail(400, str(error)) from None
 
 
 def _config(request: web.Request, parts: dict[str, Any]) -> FunctionConfig:

@@ -161,8 +161,8 @@ def _check_types(config: FunctionConfig) -> None:
 
 
 def parse_json_flag(flag: str, text: str) -> dict[str, Any]:
-    """A JSON-object flag (`--user-config`, `--secrets`, `--custom-serde-inputs`), refused by
-    name when it is not one."""
+    """A JSON object given as text (the CLI's `--user-config`, `--secrets`, `--custom-serde-inputs`,
+    the REST API's `functionConfig` and `state` parts), refused by name when it is not one."""
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:

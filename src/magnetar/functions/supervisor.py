@@ -1,6 +1,7 @@
 """Instances as child processes (Pulsar's process runtime): started with the instance
 runtime's main, their output read into the broker's log, restarted with backoff when they
-die, stopped with SIGTERM then SIGKILL."""
+die, stopped with SIGTERM then SIGKILL. The check of a function's code at create and
+update runs the same main, from the same files, with `--check`."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ import os
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from magnetar.functions import stats
-from magnetar.functions.config import AUTH_PARAMS_VARIABLE, AUTH_PLUGIN_VARIABLE
+from magnetar.functions.config import AUTH_PARAMS_VARIABLE, AUTH_PLUGIN_VARIABLE, ConfigError, FunctionConfig
 from magnetar.functions.store import Deployment
 
 log = logging.getLogger("magnetar.functions")
@@ -93,14 +95,11 @@ class InstanceProcess:
     async def _run_once(self) -> int:
         config = self.deployment.config
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "magnetar.functions.instance", "--config", str(self.config_file),
-            "--code", str(self.code), "--workdir", str(self.workdir), "--instance-id", str(self.instance_id),
+        self.process = await _start_instance_main(
+            self.config_file, self.code, self.workdir, "--instance-id", str(self.instance_id),
             "--function-id", self.deployment.function_id, "--function-version", str(self.deployment.version),
             "--service-url", self.endpoints.service_url, "--state-url", self.endpoints.admin_url,
-            "--stats-file", str(self.stats_file),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True, env=self.endpoints.environment())
+            "--stats-file", str(self.stats_file), env=self.endpoints.environment())
         log.info("function %s started (pid %d, %s)", self.label, self.process.pid, config.processingGuarantees)
         assert self.process.stdout is not None
         await _forward(self.process.stdout, logging.getLogger(f"magnetar.functions.{config.fqfn}"), self.instance_id)
@@ -162,9 +161,7 @@ class FunctionRuntime:
         config = deployment.config
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir(parents=True)
-        code_path = home / (config.py or "function.py")
-        code_path.write_bytes(code)
-        (home / "config.json").write_text(json.dumps(config.to_json()))
+        code_path, _ = _write_files(home, config, code)
         self.instances = [InstanceProcess(deployment, i, home, code_path, endpoints)
                           for i in range(config.parallelism)]
 
@@ -180,3 +177,44 @@ class FunctionRuntime:
         instances = [{"instanceId": i.instance_id, "status": i.status()} for i in self.instances]
         return {"numInstances": len(instances), "numRunning": sum(i.running for i in self.instances),
                 "instances": instances}
+
+
+def _write_files(home: Path, config: FunctionConfig, code: bytes) -> tuple[Path, Path]:
+    """The code and the config.json the instance runtime's main reads, written into `home`."""
+    code_path, config_path = home / (config.py or "function.py"), home / "config.json"
+    code_path.write_bytes(code)
+    config_path.write_text(json.dumps(config.to_json()))
+    return code_path, config_path
+
+
+async def _start_instance_main(config: Path, code: Path, workdir: Path, *options: str,
+                               env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
+    """The instance runtime's main in a session of its own (a signal to the broker's process
+    group does not reach it), its output on one pipe."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "magnetar.functions.instance", "--config", str(config), "--code", str(code),
+        "--workdir", str(workdir), *options,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        start_new_session=True, env=env)
+
+
+async def check_code(config: FunctionConfig, code: bytes, timeout: float) -> None:
+    """Load the code, its class and its serdes in a child process (user code never runs in
+    the broker's): what fails here is refused at create time with the loader's message."""
+    with tempfile.TemporaryDirectory(prefix="magnetar-fn-check-") as scratch:
+        home = Path(scratch)
+        code_path, config_path = _write_files(home, config, code)
+        process = await _start_instance_main(config_path, code_path, home / "work", "--check")
+        try:
+            output, _ = await asyncio.wait_for(process.communicate(), timeout)
+        except TimeoutError:
+            raise ConfigError(f"loading {config.className} took over {timeout:.0f} s") from None
+        finally:  # timed out, or the request was (its time budget): no check outlives it
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    if process.returncode != 0:
+        lines = [line for line in output.decode(errors="replace").splitlines() if line.strip()]
+        reason = next((line for line in reversed(lines) if line.startswith("function code error:")),
+                      lines[-1] if lines else f"exit code {process.returncode}")
+        raise ConfigError(reason.removeprefix("function code error: "))

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,7 @@ from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.functions.config import ConfigError, FunctionConfig
 from magnetar.functions.stats_view import prometheus
 from magnetar.functions.store import Deployment, FunctionStore
-from magnetar.functions.supervisor import Endpoints, FunctionRuntime
+from magnetar.functions.supervisor import Endpoints, FunctionRuntime, check_code
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 log = logging.getLogger("magnetar.functions")
@@ -187,30 +184,3 @@ class FunctionsWorker:
             if self.service.policies.effective(topic, DEDUPLICATION) is not True:
                 self.service.policies.set_topic_value(topic, DEDUPLICATION, True)
 
-
-async def check_code(config: FunctionConfig, code: bytes, timeout: float) -> None:
-    """Load the code, its class and its serdes in a child process (user code never runs in
-    the broker's): what fails here is refused at create time with the loader's message."""
-    with tempfile.TemporaryDirectory(prefix="magnetar-fn-check-") as scratch:
-        home = Path(scratch)
-        code_path = home / (config.py or "function.py")
-        code_path.write_bytes(code)
-        (home / "config.json").write_text(json.dumps(config.to_json()))
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "magnetar.functions.instance", "--check", "--config", str(home / "config.json"),
-            "--code", str(code_path), "--workdir", str(home / "work"),
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True)
-        try:
-            output, _ = await asyncio.wait_for(process.communicate(), timeout)
-        except TimeoutError:
-            raise ConfigError(f"loading {config.className} took over {timeout:.0f} s") from None
-        finally:  # timed out, or the request was (its time budget): no check outlives it
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-    if process.returncode != 0:
-        lines = [line for line in output.decode(errors="replace").splitlines() if line.strip()]
-        reason = next((line for line in reversed(lines) if line.startswith("function code error:")),
-                      lines[-1] if lines else f"exit code {process.returncode}")
-        raise ConfigError(reason.removeprefix("function code error: "))
