@@ -21,12 +21,14 @@ from kio.schema.metadata.v9 import response as md_resp
 from kio.schema.produce.v7 import request as produce7
 from kio.static.primitive import i16, i32, i64
 
+from magnetar.kafka.produce import ProduceApi
 from magnetar.kafka.protocol.framing import FrameDecoder, FrameTooLarge
 from magnetar.kafka.protocol.messages import (
     MalformedRequest,
     UnsupportedVersion,
     decode_request,
     decode_response,
+    encode_body,
     encode_request,
     encode_response,
 )
@@ -37,6 +39,7 @@ from magnetar.kafka.protocol.records import (
     to_pulsar_batch,
     with_base_offset,
 )
+from magnetar.kafka.protocol.templates import Int64Templates
 from magnetar.wire.batch import decode_messages
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -246,3 +249,18 @@ def test_api_versions_request_v3_body_round_trips() -> None:
     assert decoded.body == body
     assert decoded.body.client_software_name == "magnetar-test"
     assert i64(0) == 0
+
+
+def test_a_filled_produce_response_template_is_what_kio_encodes() -> None:
+    rng = random.Random()
+    templates = Int64Templates(0)
+    for _ in range(200):
+        version = rng.randint(3, 9)
+        shape = tuple((rng.choice(["t", "orders", "ünï"]), rng.randrange(8)) for _ in range(rng.randint(1, 4)))
+        offsets = [rng.choice([0, 1, -1, rng.randrange(1 << 62)]) for _ in shape]
+
+        def body(values, shape=shape, version=version):
+            answers = [(t, i, ErrorCode.none, v, None) for (t, i), v in zip(shape, values, strict=True)]
+            return ProduceApi._body(version, answers)
+
+        assert templates.fill(version, shape, offsets, body) == encode_body(0, version, body(offsets))

@@ -69,12 +69,12 @@ class KafkaApis:
         self.config = config
         self.versions = VERSIONS
         self.connections: set[Any] = set()
-        self._produce = ProduceApi(topics, config, NO_RESPONSE)
+        self.produce = ProduceApi(topics, config, NO_RESPONSE)
         self._fetch = FetchApis(topics)
         self.admin = AdminApis(topics, config)
         self.groups = GroupApis(topics, NODE_ID)
         self._handlers: dict[int, Handler] = {
-            0: self._produce.produce,
+            0: self.produce.produce,
             1: self._fetch.fetch,
             2: self._fetch.list_offsets,
             3: self.metadata,
@@ -93,7 +93,7 @@ class KafkaApis:
             22: _open(self.init_producer_id),
             32: self.admin.describe_configs,
         }
-        self._producer_ids = ProducerIds()
+        self._producer_ids = ProducerIds(lambda count: topics.broker.reserve_ids("kafka-producer-ids", count))
 
     def access(self, role: str | None, address: tuple[str, int]) -> Access:
         return Access(self.topics.broker, self.topics.namespace, role, address)

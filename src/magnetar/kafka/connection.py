@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Awaitable
+from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -109,9 +110,10 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
             return
         if isinstance(result, Awaitable):
-            slot = asyncio.ensure_future(self._respond_later(request, result))
+            # a future (a produce's) is answered from its callback: no task, one loop turn
+            slot: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+            asyncio.ensure_future(result).add_done_callback(partial(self._settle, request, slot))
             self._slots.append(slot)
-            slot.add_done_callback(lambda _f: self._flush())
         elif result is not NO_RESPONSE:
             self._queue_ready(encode_response(request.api_key, request.api_version, request.correlation_id, result))
 
@@ -133,11 +135,19 @@ class KafkaConnection(asyncio.Protocol):
                 self._access = self._apis.access(sasl.role, self._address)
         return self._apis.handle(request, self._access)
 
-    async def _respond_later(self, request: Request, pending: Awaitable[Any]) -> bytes | None:
-        body = await pending
-        if body is NO_RESPONSE:
-            return None
-        return encode_response(request.api_key, request.api_version, request.correlation_id, body)
+    def _settle(self, request: Request, slot: asyncio.Future[bytes | None], pending: asyncio.Future[Any]) -> None:
+        """A deferred response encoded into its slot, and what is ready written."""
+        if slot.done():  # cancelled: the connection is gone
+            return
+        if pending.cancelled():
+            slot.cancel()
+        elif (exc := pending.exception()) is not None:
+            slot.set_exception(exc)
+        else:
+            body = pending.result()
+            slot.set_result(None if body is NO_RESPONSE else
+                            encode_response(request.api_key, request.api_version, request.correlation_id, body))
+        self._flush()
 
     def _queue_ready(self, response: bytes) -> None:
         if not self._slots and self._transport is not None:

@@ -14,11 +14,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from magnetar.broker.service.protocol_handlers import PartitionLog
 from magnetar.kafka.access import CONSUME, LOOKUP, Access, Unauthorized
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import from_pulsar_messages, with_base_offset
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
+from magnetar.storage import StorageClosedError
 from magnetar.wire.batch import decode_messages
 from magnetar.wire.entry import entry_format, parse_entry
 
@@ -40,60 +42,67 @@ def entry_as_batch(entry: bytes) -> list[bytes | memoryview]:
     return [from_pulsar_messages(messages, base, metadata.publish_time)]
 
 
+async def _wait_for_append(logs: list[PartitionLog], timeout: float) -> None:
+    """Until any of `logs` gets a durable append, or `timeout` seconds."""
+    appended = asyncio.Event()
+    stops = [log.on_append(appended.set) for log in logs]
+    try:
+        await asyncio.wait_for(appended.wait(), timeout)
+    except TimeoutError:
+        pass
+    finally:
+        for stop in stops:
+            stop()
+
+
 class FetchApis:
     def __init__(self, topics: KafkaTopics) -> None:
         self._topics = topics
 
     async def fetch(self, request: Request, access: Access) -> Any:
+        """Each partition's log is resolved (and access checked) once; each pass of the long poll reads them."""
         body = request.body
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(body.max_wait.total_seconds(), 0)
+        wanted = [(topic.topic, [(part, self._resolve(topic.topic, part.partition, access))
+                                 for part in topic.partitions]) for topic in body.topics]
+        logs = [log for _, parts in wanted for _, log in parts if isinstance(log, PartitionLog)]
         while True:
-            results = [(topic.topic, [self._read(topic.topic, part, access) for part in topic.partitions])
-                       for topic in body.topics]
+            results = [(topic, [self._read(part, log) for part, log in parts]) for topic, parts in wanted]
             size = sum(len(records) for _, parts in results for *_, records in parts)
             errors = any(error != ErrorCode.none for _, parts in results for _, error, *_ in parts)
             remaining = deadline - loop.time()
-            if size >= body.min_bytes or errors or remaining <= 0 or not body.topics:
+            if size >= body.min_bytes or errors or remaining <= 0 or not logs:
                 break
-            await self._wait_for_append(body.topics, remaining)
+            await _wait_for_append(logs, remaining)
         return self._response(request.api_version, results, body.max_bytes)
 
-    async def _wait_for_append(self, topics: Any, timeout: float) -> None:
-        appended = asyncio.Event()
-        stops = []
-        for topic in topics:
-            for part in topic.partitions:
-                try:
-                    stops.append(self._topics.log(topic.topic, part.partition).on_append(appended.set))
-                except UnknownPartition:
-                    continue
-        try:
-            await asyncio.wait_for(appended.wait(), timeout)
-        except TimeoutError:
-            pass
-        finally:
-            for stop in stops:
-                stop()
-
-    def _read(self, topic: str, part: Any, access: Access) -> tuple[int, ErrorCode, int, int, bytes]:
-        """(partition, error, high watermark, log start, records) of one partition."""
+    def _resolve(self, topic: str, partition: int, access: Access) -> PartitionLog | ErrorCode:
         try:
             access.topic(CONSUME, topic)
-            log = self._topics.log(topic, part.partition)
+            return self._topics.log(topic, partition)
         except UnknownPartition:
-            return part.partition, ErrorCode.unknown_topic_or_partition, -1, -1, b""
+            return ErrorCode.unknown_topic_or_partition
         except Unauthorized:
-            return part.partition, ErrorCode.topic_authorization_failed, -1, -1, b""
-        end, start = log.end_offset(), log.start_offset()
-        offset = part.fetch_offset
-        if not start <= offset <= end:
-            return part.partition, ErrorCode.offset_out_of_range, end, start, b""
-        if offset == end:
-            return part.partition, ErrorCode.none, end, start, b""
-        pieces: list[bytes | memoryview] = []
-        for entry in log.read(offset, max(part.partition_max_bytes, 1)):
-            pieces += entry_as_batch(entry)
+            return ErrorCode.topic_authorization_failed
+
+    @staticmethod
+    def _read(part: Any, log: PartitionLog | ErrorCode) -> tuple[int, ErrorCode, int, int, bytes]:
+        """(partition, error, high watermark, log start, records) of one partition."""
+        if not isinstance(log, PartitionLog):
+            return part.partition, log, -1, -1, b""
+        try:
+            end, start = log.end_offset(), log.start_offset()
+            offset = part.fetch_offset
+            if not start <= offset <= end:
+                return part.partition, ErrorCode.offset_out_of_range, end, start, b""
+            if offset == end:
+                return part.partition, ErrorCode.none, end, start, b""
+            pieces: list[bytes | memoryview] = []
+            for entry in log.read(offset, max(part.partition_max_bytes, 1)):
+                pieces += entry_as_batch(entry)
+        except StorageClosedError:  # deleted or unloaded during the long poll: the client looks it up again
+            return part.partition, ErrorCode.unknown_topic_or_partition, -1, -1, b""
         return part.partition, ErrorCode.none, end, start, b"".join(pieces)
 
     def _response(self, version: int, results: list[tuple[str, list[Any]]], max_bytes: int) -> Any:

@@ -101,6 +101,7 @@ class KafkaProtocolHandler:
 
     async def stop(self) -> None:
         self.apis.groups.coordinator.stop()
+        self.apis.produce.states.snapshot_all()
         for server in self._servers:
             server.close()
         for connection in list(self.apis.connections):

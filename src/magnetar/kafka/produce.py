@@ -5,6 +5,8 @@ batch an entry); with entryFormat=pulsar it becomes a Pulsar batch every Pulsar 
 reads. Either way the offsets are the PIP-70 indexes the broker stamps, so the response's
 base offset is the first index of the partition's group. acks=0 gets no response (Kafka's
 rule), acks=1 and acks=all the same one: a single broker's durable write is all of both.
+Entries carry no Pulsar checksum (KoP writes none either): the batch's own CRC-32C was
+checked on arrival, and storage keeps a CRC of every entry it writes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import asyncio
 import datetime
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -21,16 +24,19 @@ from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.formats.kafka_records import kafka_entry_properties
 from magnetar.kafka.access import PRODUCE, Access, Unauthorized
-from magnetar.kafka.idempotence import ProducerStates
+from magnetar.kafka.idempotence import ACCEPT, ProducerStates
+from magnetar.kafka.producer_snapshots import producer_name
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches, to_pulsar_batch
+from magnetar.kafka.protocol.templates import Int64Templates
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
 _NO_WAIT = datetime.timedelta(0)
+PRODUCE_KEY = 0
 _Result = tuple[ErrorCode, int, str | None]
 
 
@@ -41,22 +47,60 @@ class ProduceApi:
         self._no_response = no_response
         self._kafka_format = config.entryFormat == "kafka"
         self._sequence = 0
-        self.states = ProducerStates()
+        self.states = ProducerStates(config.brokerDeduplicationEntriesInterval)
+        self._templates = Int64Templates(PRODUCE_KEY)
 
     def produce(self, request: Request, access: Access) -> Any:
+        """The response as a future settled by the partitions' store callbacks (no task per request)."""
         body = request.body
         producer = f"kafka-{request.client_id or 'client'}"
         results = [(topic.name, part.index, self._append(producer, topic.name, part.index, part.records, access))
                    for topic in body.topic_data for part in topic.partition_data]
         if body.acks == 0:
             return self._no_response
-        return self._respond(request.api_version, results)
+        response: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        waiting = [pending for *_, pending in results if not pending.done()]
+        remaining = len(waiting)
 
-    async def _respond(self, version: int, results: list[tuple[str, int, asyncio.Future[_Result]]]) -> Any:
+        def answer() -> None:
+            try:
+                response.set_result(self._response(request.api_version, results))
+            except Exception as exc:  # the connection logs it and closes, rather than wait forever
+                response.set_exception(exc)
+
+        def settled(_stored: asyncio.Future[_Result]) -> None:
+            nonlocal remaining
+            remaining -= 1
+            if not remaining:
+                answer()
+
+        if not waiting:
+            answer()
+        for pending in waiting:
+            pending.add_done_callback(settled)
+        return response
+
+    def _response(self, version: int, results: list[tuple[str, int, asyncio.Future[_Result]]]) -> Any:
+        """Every partition stored: the shape's encoded template with the base offsets in it."""
+        answers = [(topic, index, *pending.result()) for topic, index, pending in results]
+        if all(error == ErrorCode.none and message is None for _, _, error, _, message in answers):
+            offsets = [base_offset for *_, base_offset, _ in answers]
+            shape = tuple((topic, index) for topic, index, *_ in answers)
+
+            def stored_at(values: Sequence[int]) -> Any:
+                return self._body(version, [(topic, index, ErrorCode.none, value, None)
+                                            for (topic, index), value in zip(shape, values, strict=True)])
+
+            filled = self._templates.fill(version, shape, offsets, stored_at)
+            if filled is not None:
+                return filled
+        return self._body(version, answers)
+
+    @staticmethod
+    def _body(version: int, answers: list[tuple[str, int, ErrorCode, int, str | None]]) -> Any:
         module = response_module(0, version)
         by_topic: dict[str, list[Any]] = {}
-        for topic, index, pending in results:
-            error, base_offset, message = await pending
+        for topic, index, error, base_offset, message in answers:
             by_topic.setdefault(topic, []).append(build(
                 module, "PartitionProduceResponse", index=index, error_code=error, base_offset=base_offset,
                 log_append_time=None, log_start_offset=-1, record_errors=(), error_message=message))
@@ -84,10 +128,11 @@ class ProduceApi:
         except _TooLarge as exc:
             done.set_result((ErrorCode.message_too_large, -1, str(exc)))
             return done
-        verdicts = [self.states.check(log_.name, batch) for batch in batches]
+        verdicts = [self.states.check(log_, batch) for batch in batches]
         refused = next((v.error for v in verdicts if v.error != ErrorCode.none), None)
-        fresh = [batch for batch, verdict in zip(batches, verdicts, strict=True) if verdict.duplicate_of is None]
+        fresh = [batch for batch, verdict in zip(batches, verdicts, strict=True) if verdict is ACCEPT]
         if refused is not None or not fresh:
+            self.states.forget(log_, fresh)  # accepted beside a refused one: the request stores nothing
             duplicate = verdicts[0].duplicate_of
             done.set_result((refused or ErrorCode.none, -1 if duplicate is None else duplicate, None))
             return done
@@ -95,13 +140,12 @@ class ProduceApi:
         def stored(base_offset: int | None, exc: BaseException | None) -> None:
             if exc is not None or base_offset is None:
                 log.warning("Kafka produce to %s-%d failed: %s", topic, partition, exc)
-                for batch in fresh:
-                    self.states.forget(log_.name, batch)
+                self.states.forget(log_, fresh)
                 done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
                 return
             offset = base_offset
             for batch in fresh:
-                self.states.stored(log_.name, batch, offset)
+                self.states.stored(log_, batch, offset)
                 offset += batch.count
             done.set_result((ErrorCode.none, base_offset, None))
 
@@ -109,8 +153,7 @@ class ProduceApi:
             now = int(time.time() * 1000)
             log_.append([self._entry(producer, batch, now) for batch in fresh], [b.count for b in fresh], stored)
         except (BrokerServiceError, InvalidRecords) as exc:
-            for batch in fresh:
-                self.states.forget(log_.name, batch)
+            self.states.forget(log_, fresh)
             done.set_result((ErrorCode.unknown_server_error, -1, str(exc)))
         return done
 
@@ -125,18 +168,23 @@ class ProduceApi:
         return batches
 
     def _entry(self, producer: str, batch: ProducedBatch, now: int) -> bytes:
-        self._sequence += batch.count
-        metadata = pb.MessageMetadata(producer_name=producer, sequence_id=self._sequence - batch.count,
+        header = batch.header
+        if header.producer_id >= 0:  # what recovery reads back (producer_snapshots)
+            producer, sequence = producer_name(header.producer_id, header.producer_epoch), header.base_sequence
+        else:
+            sequence = self._sequence
+            self._sequence += batch.count
+        metadata = pb.MessageMetadata(producer_name=producer, sequence_id=sequence,
                                       publish_time=now, num_messages_in_batch=batch.count)
         if self._kafka_format:
             for key, value in kafka_entry_properties().items():
                 metadata.properties.add(key=key, value=value)
-            return build_entry(metadata, batch.data)
+            return build_entry(metadata, batch.data, checksum=False)
         converted = to_pulsar_batch(batch)
         if converted.compression != pb.NONE:
             metadata.compression = converted.compression  # type: ignore[assignment]
             metadata.uncompressed_size = converted.uncompressed_size
-        return build_entry(metadata, converted.payload)
+        return build_entry(metadata, converted.payload, checksum=False)
 
 
 class _TooLarge(ValueError):

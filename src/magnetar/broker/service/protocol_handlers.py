@@ -42,6 +42,7 @@ _INDEX_INTERCEPTOR = "AppendIndexMetadataInterceptor"
 # cursor properties ('#': magnetar's own, not the subscription's) of a handler's committed offset
 _OFFSET_PROPERTY = "#committed.offset"
 _OFFSET_METADATA_PROPERTY = "#committed.metadata"
+_ID_COUNTER_PREFIX = "/protocol-handlers/id-counters/"
 
 AppendCallback = Callable[[int | None, BaseException | None], None]
 """Gets the offset of the first message appended once every entry is durable, or None and the error."""
@@ -159,6 +160,14 @@ class PartitionLog:
             return None
         return int(properties[_OFFSET_PROPERTY]), properties.get(_OFFSET_METADATA_PROPERTY, "")
 
+    def property(self, key: str) -> str | None:
+        """A property the handler set on this partition's ledger (its own state, e.g. a snapshot)."""
+        return self._topic.ledger.get_property(key)
+
+    def set_property(self, key: str, value: str) -> None:
+        """Durable at once (a metadata-store write): for state saved now and then, not per append."""
+        self._topic.ledger.set_property(key, value)
+
     def on_append(self, listener: Callable[[], None]) -> Callable[[], None]:
         """Call `listener` after each durable append, whoever published; returns the way to stop."""
         listeners = self._topic.append_listeners
@@ -204,6 +213,15 @@ class HandlerBroker:
         except TlsConfigError as exc:
             raise ConfigError(str(exc)) from None
 
+    def reserve_ids(self, name: str, count: int) -> range:
+        """`count` ids of the sequence `name` that no start of this broker's data handed out
+        before: a counter in the metadata store moved past them before they are used."""
+        key = _ID_COUNTER_PREFIX + name
+        raw = self._service.metadata.get(key)
+        start = int(raw) if raw else 0
+        self._service.metadata.put(key, str(start + count).encode())
+        return range(start, start + count)
+
     def partitions(self, topic: str) -> int | None:
         """The partition count, 0 for an existing non-partitioned topic, None for no topic."""
         name = self._service.parse_topic(topic)
@@ -228,7 +246,9 @@ class HandlerBroker:
         return sorted(names)
 
     def partition_log(self, topic: str) -> PartitionLog:
-        loaded = self._service.get_topic(topic)
+        """The log of `topic` (a full name), loaded if need be; a loaded topic is found by its name alone
+        (a handler asks per request: parsing the name each time was most of the look-up)."""
+        loaded = self._service.topics.get(topic) or self._service.get_topic(topic)
         if not isinstance(loaded, PersistentTopic):
             raise BrokerServiceError(pb.NotAllowedError, f"{topic} is not persistent")
         return PartitionLog(loaded, self._read_hints)

@@ -137,15 +137,26 @@ def decode_request(frame: bytes, versions: dict[int, tuple[int, int]]) -> Reques
     return Request(api_key, version, correlation_id, client_id, body)
 
 
+def encode_body(api_key: int, version: int, body: Any) -> bytes:
+    """A response body alone, as encode_response writes it behind the header."""
+    out = io.BytesIO()
+    _writer(response_schema(api_key, version))(out, body)
+    return out.getvalue()
+
+
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
-    """A framed response: size, header (v0, or v1 for a flexible version but ApiVersions'), body."""
+    """A framed response: size, header (v0, or v1 for a flexible version but ApiVersions'), body
+    (a kio value, or bytes encode_body made)."""
     schema = response_schema(api_key, version)
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     out.write(_SIZE.pack(correlation_id))
     if schema.__flexible__ and api_key != API_VERSIONS:
         out.write(b"\0")  # no tagged fields
-    _writer(schema)(out, body)
+    if isinstance(body, bytes):
+        out.write(body)
+    else:
+        _writer(schema)(out, body)
     frame = out.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - 4)
     del frame
