@@ -181,12 +181,12 @@ def test_adoption_refuses_what_does_not_fit(spark, brokers):
         store.close()
     stats = json.loads(http("GET", topic_path(a.admin_url, TOPIC) + "/internalStats")[2])
     last = [int(part) for part in stats["lastConfirmedEntry"].split(":")]
-    assert last > base  # the previous test wrote after the compaction
+    assert last > base  # test_a_broker_holding_the_data_dir_is_not_bypassed wrote after the compaction
     for staging, reason in (("../../x", "invalid staging name"), ("staging-none", "nothing staged")):
         body = json.dumps({"staging": staging, "horizon": last, "base": base, "entries": 0}).encode()
         code, _, answer = http("POST", url, body)
         assert code == 412 and reason in json.loads(answer)["reason"], answer
-    code, _, answer = http("POST", url, json.dumps({"staging": "staging-x", "horizon": [base[0], base[1] + 10**6],
+    code, _, answer = http("POST", url, json.dumps({"staging": "staging-x", "horizon": [last[0], last[1] + 10**6],
                                                    "base": base, "entries": 0}).encode())
     assert code == 412 and "beyond the topic's last entry" in json.loads(answer)["reason"]
 
