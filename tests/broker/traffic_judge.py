@@ -13,6 +13,12 @@
     acknowledged may come again (at least once); only these must come before newer ones.
     A negatively acknowledged entry comes again when the broker gets to it (Pulsar gives
     it no place in the order), so it is never owed;
+  * the client asks for a nacked entry again once per nack delay in which messages of it
+    were nacked, and the broker takes back whatever copy the consumer then holds (Pulsar
+    does too: a request names ledger and entry, not which copy): a copy that came again
+    to the consumer that nacked the entry at several times may be taken back by a later
+    request before the application sees it. Such a copy is not held, and may reach the
+    application while another consumer holds the key;
   * no entry of a key reaches a consumer while another consumer holds one of that key
     unacknowledged: a key moves to a consumer that joins only once its previous holder
     acknowledged what it had of it.
@@ -94,7 +100,7 @@ class Holdings:
     acknowledged; an entry one of whose deliveries was acknowledged so (by anyone, since
     the broker started: it may have lost older acknowledgements) is done. An application
     holds an entry from its latest delivery of it until that delivery is acknowledged or
-    negatively acknowledged, or the entry is done.
+    negatively acknowledged, or the entry is done, unless that delivery may have been taken back.
     """
 
     def __init__(self, layout: Layout) -> None:
@@ -102,12 +108,15 @@ class Holdings:
         self.latest: dict[str, dict[Entry, tuple[int, int]]] = defaultdict(dict)
         self.acked: dict[tuple[str, Entry, tuple[int, int]], set[int]] = defaultdict(set)
         self.nacked: set[tuple[str, Entry, tuple[int, int]]] = set()
+        self.requests: dict[tuple[str, Entry], int] = defaultdict(int)  # nacks beyond a delivery's first
+        self.taken_back: set[tuple[str, Entry, tuple[int, int]]] = set()
         self.done: set[Entry] = set()
         self.holders: dict[Unit, dict[Entry, set[str]]] = defaultdict(lambda: defaultdict(set))
 
     def held(self, consumer: str, entry: Entry) -> bool:
         delivery = self.latest[consumer].get(entry)
-        return delivery is not None and entry not in self.done and (consumer, entry, delivery) not in self.nacked
+        return (delivery is not None and entry not in self.done and (consumer, entry, delivery) not in self.nacked
+                and (consumer, entry, delivery) not in self.taken_back)
 
     def _update(self, consumer: str, entry: Entry) -> None:
         holders = self.holders[self.layout.unit(entry)]
@@ -119,6 +128,12 @@ class Holdings:
                 del holders[entry]
 
     def received(self, event: Event) -> None:
+        """A later copy of an entry its consumer nacked more than once may be taken back by a
+        redelivery request still to come (each request takes back one copy)."""
+        delivery = (event.consumer, event.entry, event.delivery)
+        if self.latest[event.consumer].get(event.entry) != event.delivery and self.requests[delivery[:2]] > 0:
+            self.requests[delivery[:2]] -= 1
+            self.taken_back.add(delivery)
         self.latest[event.consumer][event.entry] = event.delivery
         self._update(event.consumer, event.entry)
 
@@ -131,7 +146,12 @@ class Holdings:
                 self._update(consumer, event.entry)
 
     def nack(self, event: Event) -> None:
-        self.nacked.add((event.consumer, event.entry, event.delivery))
+        """Each nack after a delivery's first may bring one more redelivery request (the client
+        groups nacks by when they are due, not by entry)."""
+        delivery = (event.consumer, event.entry, event.delivery)
+        if delivery in self.nacked:
+            self.requests[delivery[:2]] += 1
+        self.nacked.add(delivery)
         self._update(event.consumer, event.entry)
 
     def restarted(self) -> list[Entry]:
@@ -246,11 +266,11 @@ class Judge:
 
     def on_delivered(self, event: Event) -> None:
         entry, consumer = event.entry, event.consumer
+        self.holdings.received(event)  # first: it tells whether this copy may be taken back
         if self.ordered and entry in self.layout.sticky:
             self._check_order(event)
         self.first_seen.add(entry)
         self.owed.discard(entry)
-        self.holdings.received(event)
         self.waiting.delivered(event.value, consumer)
         self._refresh(entry)
 
@@ -315,7 +335,8 @@ class Judge:
             if owed:
                 self.verdict.problems.append(f"{where} before earlier ones that had to come again: {owed[:3]}")
         others = self.holdings.other_holders(consumer, unit)
-        if others and entry not in self.holdings.done:  # a done entry: a copy the client still had
+        maybe_taken_back = (consumer, entry, event.delivery) in self.holdings.taken_back
+        if others and entry not in self.holdings.done and not maybe_taken_back:  # done: a copy the client still had
             self.verdict.problems.append(f"{where} while {sorted(others)} held entries of that key unacknowledged")
 
     # -- stalls
