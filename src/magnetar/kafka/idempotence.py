@@ -189,7 +189,8 @@ class ProducerStates:
                 return
             producers.known_to = end
             expired = int(time.time() * 1000) - EXPIRATION_MS
-            for producer_id in [pid for pid, state in producers.producers.items() if state.last_time < expired]:
+            for producer_id in [pid for pid, state in producers.producers.items()
+                                if state.recent and state.last_time < expired]:
                 del producers.producers[producer_id]
             save_snapshot(partition, end, {pid: (state.epoch, state.last_time, list(state.recent))
                                            for pid, state in producers.producers.items() if state.recent})
