@@ -66,11 +66,7 @@ def _log_refused_lookup(cnx: CommandHost, topic: str, exc: BrokerServiceError) -
 
 def handle_get_topics_of_namespace(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     req = cmd.getTopicsOfNamespace
-    try:
-        cnx.authorize(COMMANDS[T.GET_TOPICS_OF_NAMESPACE], namespace=req.namespace)
-    except BrokerServiceError as exc:
-        cnx.send(commands.error(req.request_id, exc.code, exc.message))
-        return
+    cnx.authorize(COMMANDS[T.GET_TOPICS_OF_NAMESPACE], namespace=req.namespace)  # a refusal: the connection answers
     pattern = broker_side_pattern(req.topics_pattern, cnx.service.config)
     topics = cnx.service.topics_of_namespace(req.namespace, pattern, mode=req.mode)
     digest = topics_hash(topics)
