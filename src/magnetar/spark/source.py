@@ -286,9 +286,7 @@ def _read(options: SourceOptions, partition: InputPartition, schemas: ValueSchem
     if work is None:
         return
     freeze_long_lived()
-    extra = [name for name, wanted in ((SCHEMA_VERSION, schemas is not None), (BATCH_SIZE, options.pulsar_spark_rows))
-             if wanted]  # what decoding values and building message ids read
-    batches = _read_rows(options, replace(work, row_filter=replace(work.row_filter, extra_columns=tuple(extra))))
+    batches = _read_rows(options, work, _extra_columns(options, schemas))
     if schemas is not None:
         decoder = ValueDecoder(schemas.latest, schemas.writers(options, work.tp.topic))
         batches = (typed_values(batch, decoder) for batch in batches)
@@ -303,12 +301,20 @@ def typed_values(batch: pa.RecordBatch, decoder: ValueDecoder) -> pa.RecordBatch
     return batch.set_column(at, pa.field("value", decoder.type), value)
 
 
-def _read_rows(options: SourceOptions, work: EntryRange | MessageRange) -> Iterator[pa.RecordBatch]:
+def _extra_columns(options: SourceOptions, schemas: ValueSchemas | None) -> tuple[str, ...]:
+    """The entry columns the rows need beyond the row schema's, dropped once used: the writer's
+    schema version to decode typed values, the batch size for pulsar-spark's `__messageId`."""
+    wanted = ((SCHEMA_VERSION, schemas is not None), (BATCH_SIZE, options.pulsar_spark_rows))
+    return tuple(name for name, needed in wanted if needed)
+
+
+def _read_rows(options: SourceOptions, work: EntryRange | MessageRange, extra_columns: tuple[str, ...]) \
+        -> Iterator[pa.RecordBatch]:
     if isinstance(work, EntryRange):
         assert options.path is not None
-        batches = read_range(options.path, work, options.fail_on_data_loss, options.payload_processors)
+        batches = read_range(options.path, work, options.fail_on_data_loss, options.payload_processors, extra_columns)
     else:
-        batches = read_messages(options, work)
+        batches = read_messages(options, work, extra_columns)
     for batch in batches:
         yield with_timestamps(batch)
 
