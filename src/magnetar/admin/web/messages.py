@@ -180,14 +180,15 @@ class Request:
         """The whole body; 413 past the route's limit. A client that asked to be told before
         it sends (`Expect: 100-continue`) is told here, so a request refused before its body is
         read (401, 404) never uploads it."""
-        if self._expects_continue is not None and not self._body.too_large:
-            self._expects_continue()
-            self._expects_continue = None
-        await self._body.complete
-        if self._body.aborted:
-            raise fail(400, "the connection closed before the request body ended")
+        if not self._body.too_large:
+            if self._expects_continue is not None:
+                self._expects_continue()
+                self._expects_continue = None
+            await self._body.complete
         if self._body.too_large:
             raise fail(413, f"the request body is over {self._body.limit} bytes")
+        if self._body.aborted:
+            raise fail(400, "the request body could not be read to its end")
         return bytes(self._body.data)
 
     async def text(self) -> str:
@@ -211,20 +212,36 @@ class Request:
         return fields
 
     async def form_parts(self) -> list[FormPart]:
-        """The parts of a multipart/form-data body, read by the standard library's MIME parser."""
-        from email.parser import BytesParser  # noqa: PLC0415  (only function uploads need it)
+        """The parts of a multipart/form-data body. Part headers (quoted parameters, encoded
+        file names) are read by the standard library's MIME parser; the part contents are
+        cut at the boundary without it, as function code may be tens of megabytes."""
+        from email.parser import HeaderParser  # noqa: PLC0415  (only function uploads need it)
         from email.policy import HTTP  # noqa: PLC0415
 
-        content_type = self.headers.get("Content-Type", "")
-        message = BytesParser(policy=HTTP).parsebytes(
-            b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + await self.read())
-        if not message.is_multipart():
-            raise fail(400, "the body is not multipart/form-data")
-        parts = []
-        for part in message.iter_parts():
-            name = part.get_param("name", header="content-disposition")
+        parser = HeaderParser(policy=HTTP)
+        boundary = parser.parsestr(f"Content-Type: {self.headers.get('Content-Type', '')}\r\n\r\n").get_param(
+            "boundary")
+        if self.content_type != "multipart/form-data" or not isinstance(boundary, str) or not boundary:
+            raise fail(400, "the body is not multipart/form-data with a boundary")
+        data, delimiter = await self.read(), b"\r\n--" + boundary.encode("latin-1")
+        parts, position = [], _after_line(data, data.find(delimiter[2:]))
+        while True:
+            head_end = data.find(b"\r\n\r\n", position)
+            end = data.find(delimiter, position)
+            if position < 0 or head_end < 0 or end < 0 or head_end > end:
+                raise fail(400, "the multipart/form-data body is cut short")
+            head = parser.parsestr(data[position:head_end].decode("latin-1") + "\r\n\r\n")
+            name = head.get_param("name", header="content-disposition")
             if isinstance(name, str):
-                filename = part.get_filename()
-                parts.append(FormPart(name, filename, part.get_payload(decode=True) or b""))
-        return parts
+                parts.append(FormPart(name, head.get_filename(), data[head_end + 4:end]))
+            if data.startswith(b"--", end + len(delimiter)):
+                return parts
+            position = _after_line(data, end + len(delimiter))
 
+
+def _after_line(data: bytes, position: int) -> int:
+    """Where the line after the one at `position` starts (-1: there is none)."""
+    if position < 0:
+        return -1
+    end = data.find(b"\r\n", position)
+    return -1 if end < 0 else end + 2

@@ -35,6 +35,7 @@ MAX_HEAD_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 75.0
 MAX_PIPELINED = 8
 SHUTDOWN_GRACE_SECONDS = 10.0
+LINGER_SECONDS = 2.0
 _DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
 _MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 _FORBIDDEN_IN_HEADERS = str.maketrans("", "", "\r\n\0")
@@ -225,7 +226,7 @@ class _Connection(asyncio.Protocol):
                 self.queue.popleft()
                 if not exchange.keep_alive or not exchange.incoming.complete:
                     self._write(exchange.request.method, response, close=True)
-                    self.abort()
+                    self._close()
                     return
                 self._write(exchange.request.method, response,
                             close=self.last_request and not self.queue and self.refusal is None)
@@ -259,6 +260,8 @@ class _Connection(asyncio.Protocol):
         self.last_request = True
         self.refusal = error
         self._disarm()
+        if self.incoming is not None and self.incoming.body is not None:  # its handler awaits the rest
+            self.incoming.body.abort()
         if self.serving is None:
             self._finish()
         elif self.transport is not None:
@@ -267,7 +270,25 @@ class _Connection(asyncio.Protocol):
     def _finish(self) -> None:
         if self.refusal is not None:
             self._write("", self.refusal.response, close=True)
-        self.abort()
+        self._close()
+
+    def _close(self) -> None:
+        """Closes after the last response: the sending side at once, the receiving side when
+        the client stops sending or after LINGER_SECONDS. Closing both while a body the
+        server did not read still arrives would reset the connection, and the client could
+        lose the answer."""
+        self.last_request = True
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        if not self.reading:
+            self.reading = True
+            transport.resume_reading()
+        self._arm(LINGER_SECONDS, self.abort)
 
     def _head_too_slow(self) -> None:
         self._refuse(fail(408, f"request headers not received within {self.server.head_seconds} s"))
