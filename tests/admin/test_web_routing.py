@@ -66,7 +66,7 @@ def test_a_route_takes_only_the_methods_the_api_has():
     (b"*", "*", {}),
 ])
 def test_a_target_s_path_and_query(target, path, query):
-    parsed = Target.parse(target)
+    parsed = Target(target)
     assert (parsed.path, parsed.query) == (path, query)
 
 
@@ -75,7 +75,7 @@ def _request(body: bytes, content_type: str) -> Request:
     incoming.receive(body)
     incoming.end()
     headers = Headers([(b"content-type", content_type.encode())])
-    return Request("POST", Target.parse(b"/"), headers, None, None, incoming, None)  # type: ignore[arg-type]
+    return Request("POST", Target(b"/"), headers, None, None, incoming, None)  # type: ignore[arg-type]
 
 
 def test_form_parts_read_what_the_admin_client_uploads():

@@ -12,7 +12,6 @@ import asyncio
 import json
 import urllib.parse
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -76,13 +75,13 @@ class Headers(Mapping[str, str]):
         return len(self._values)
 
 
-@dataclass(frozen=True)
 class FormPart:
     """One part of a multipart/form-data body."""
 
-    name: str
-    filename: str | None
-    data: bytes
+    __slots__ = ("data", "filename", "name")
+
+    def __init__(self, name: str, filename: str | None, data: bytes) -> None:
+        self.name, self.filename, self.data = name, filename, data
 
 
 class Body:
@@ -113,24 +112,20 @@ class Body:
             self.complete.set_result(None)
 
 
-@dataclass(frozen=True)
 class Target:
     """A request target's parts: as sent (`raw_path`, `path_qs`), decoded (`path`), the query."""
 
-    path_qs: str
-    raw_path: str
-    path: str
-    query: dict[str, str]
+    __slots__ = ("path", "path_qs", "query", "raw_path")
 
-    @classmethod
-    def parse(cls, target: bytes) -> Target:
+    def __init__(self, target: bytes) -> None:
         """Also of the absolute form (`GET http://host/...`); of a repeated query parameter, the first."""
-        text = target.decode("latin-1")
-        url = urllib.parse.urlsplit(text)
-        query: dict[str, str] = {}
+        self.path_qs = target.decode("latin-1")
+        url = urllib.parse.urlsplit(self.path_qs)
+        self.raw_path = url.path or "/"
+        self.path = urllib.parse.unquote(self.raw_path)
+        self.query: dict[str, str] = {}
         for key, value in urllib.parse.parse_qsl(url.query, keep_blank_values=True):
-            query.setdefault(key, value)
-        return cls(text, url.path or "/", urllib.parse.unquote(url.path or "/"), query)
+            self.query.setdefault(key, value)
 
 
 class Request:

@@ -23,7 +23,6 @@ import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 import httptools
 
@@ -101,22 +100,26 @@ def _wrapped(middleware: Middleware, inner: Handler) -> Handler:
     return handle
 
 
-@dataclass
 class _Incoming:
-    """A request while its line and headers are being read."""
+    """A request while it is being read: its line and headers, then its body."""
 
-    target: bytearray = field(default_factory=bytearray)
-    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
-    size: int = 0
-    body: Body | None = None
-    complete: bool = False
+    __slots__ = ("body", "complete", "headers", "size", "target")
+
+    def __init__(self) -> None:
+        self.target = bytearray()
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.size = 0
+        self.body: Body | None = None
+        self.complete = False
 
 
-@dataclass
 class _Exchange:
-    request: Request
-    incoming: _Incoming
-    keep_alive: bool
+    """A request read and waiting for (or being given) its answer."""
+
+    __slots__ = ("incoming", "keep_alive", "request")
+
+    def __init__(self, request: Request, incoming: _Incoming, keep_alive: bool) -> None:
+        self.request, self.incoming, self.keep_alive = request, incoming, keep_alive
 
 
 class _Connection(asyncio.Protocol):
@@ -193,7 +196,7 @@ class _Connection(asyncio.Protocol):
         assert self.incoming is not None and self.transport is not None
         self._disarm()
         incoming, method = self.incoming, self.parser.get_method().decode("ascii")
-        headers, target = Headers(incoming.headers), Target.parse(bytes(incoming.target))
+        headers, target = Headers(incoming.headers), Target(bytes(incoming.target))
         route = self.server.router.resolve(method, target.raw_path)
         declared = headers.get("Content-Length", "")
         incoming.body = Body(route[0].max_body if route is not None else MAX_BODY_BYTES,
