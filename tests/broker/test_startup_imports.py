@@ -154,7 +154,7 @@ def test_a_pulsar_conf_file_loads_its_parser_and_pulsars_keys_and_nothing_else(t
 
 
 def test_the_binary_listener_does_not_wait_for_the_admin_apis_code(tmp_path):
-    """The admin API (aiohttp, magnetar.admin) and the functions worker load in a thread once
+    """The admin API (magnetar.admin, httptools) and the functions worker load in a thread once
     the binary listener serves (test_startup_order.py shows clients served meanwhile)."""
     modules = modules_at_start(tmp_path, line=BINARY_READY)
     assert "magnetar.broker.service.broker_service" in modules
