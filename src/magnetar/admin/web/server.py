@@ -259,7 +259,10 @@ class _Connection(asyncio.Protocol):
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def _refuse(self, error: HttpError) -> None:
-        """Answers a request that could not be read, after those before it, and closes."""
+        """Answers a request that could not be read, after those before it, and closes
+        (logged at DEBUG only: a scanner's garbage would flood INFO)."""
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        log.debug("admin connection from %s refused: %s", peer, error)
         self.last_request = True
         self.refusal = error
         self._disarm()
