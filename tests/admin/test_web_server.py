@@ -209,3 +209,25 @@ def test_an_encoded_slash_stays_inside_its_path_part(broker):
                                   f"/stats")
     assert status in (404, 412), (status, body)
     assert "no admin API path" not in json.loads(body)["reason"]
+
+
+def test_a_client_that_does_not_read_its_answers_is_not_read_either(broker):
+    """Pipelined requests whose answers pile up unread: once the kernel's buffers and the
+    transport's are full the server stops answering and reading, so the client's sending
+    blocks (a server that kept answering would hold every answer in memory)."""
+    request = b"GET /admin/v2/brokers/configuration/runtime HTTP/1.1\r\nHost: x\r\n\r\n" * 100
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        parts = urlsplit(broker.admin_url)
+        sock.connect((parts.hostname, parts.port))
+        sock.settimeout(3)
+        sent, blocked = 0, False
+        while sent < 64 * 1024 * 1024:  # far more answers than any buffer holds
+            try:
+                sock.sendall(request)
+            except TimeoutError:
+                blocked = True
+                break
+            sent += len(request)
+    assert blocked, f"the server read {sent} bytes of requests whose answers were never read"
+    assert get_json(f"{broker.admin_url}/admin/v2/clusters") == ["standalone"]

@@ -139,6 +139,10 @@ class _Connection(asyncio.Protocol):
         self.refusal: HttpError | None = None
         """The answer to a request that could not be read, sent after those queued before it."""
         self.timer: asyncio.TimerHandle | None = None
+        self.drained = asyncio.Event()
+        """Clear while the client does not read what was written: no more is answered (and so,
+        past MAX_PIPELINED, no more is read) until it does."""
+        self.drained.set()
 
     # -- the transport's side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -151,9 +155,16 @@ class _Connection(asyncio.Protocol):
         self.server.connections.discard(self)
         self._disarm()
         self.last_request = True
+        self.drained.set()
         for body in (self.incoming.body if self.incoming else None, *(e.incoming.body for e in self.queue)):
             if body is not None:
                 body.abort()
+
+    def pause_writing(self) -> None:
+        self.drained.clear()
+
+    def resume_writing(self) -> None:
+        self.drained.set()
 
     def data_received(self, data: bytes) -> None:
         if self.last_request:
@@ -226,6 +237,7 @@ class _Connection(asyncio.Protocol):
             while self.queue:
                 exchange = self.queue[0]
                 response = await self.server.respond(exchange.request)
+                await self.drained.wait()
                 self.queue.popleft()
                 if not exchange.keep_alive or not exchange.incoming.complete:
                     self._write(exchange.request.method, response, close=True)
