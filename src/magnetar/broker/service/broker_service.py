@@ -360,9 +360,15 @@ class BrokerService:
         return parent is not None and 0 <= topic.partition_index < parent
 
     def get_topic(self, name: str, *, create: bool = True) -> PersistentTopic | NonPersistentTopic:
+        """The topic `name` names, loaded (or created) if need be. A loaded topic is found by a
+        full name alone (the keys are full names): handlers ask per request, and parsing the
+        name each time was most of the look-up."""
+        topic = self._loaded(name)
+        if topic is not None:
+            return topic
         topic_name = self.parse_topic(name)
         key = str(topic_name)
-        topic = self.topics.get(key) or self.non_persistent_topics.get(key)
+        topic = self._loaded(key)
         if topic is not None:
             return topic
         if not topic_name.persistent and not self.config.enableNonPersistentTopics:
@@ -384,6 +390,9 @@ class BrokerService:
         log.info("[%s] loaded (%d entries, %d subscriptions)", key, persistent.ledger.number_of_entries(),
                  len(persistent.subscriptions))
         return persistent
+
+    def _loaded(self, key: str) -> PersistentTopic | NonPersistentTopic | None:
+        return self.topics.get(key) or self.non_persistent_topics.get(key)
 
     # -- admin operations
     def unload_topic(self, name: TopicName) -> None:

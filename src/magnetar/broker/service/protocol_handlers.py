@@ -246,9 +246,8 @@ class HandlerBroker:
         return sorted(names)
 
     def partition_log(self, topic: str) -> PartitionLog:
-        """The log of `topic` (a full name), loaded if need be; a loaded topic is found by its name alone
-        (a handler asks per request: parsing the name each time was most of the look-up)."""
-        loaded = self._service.topics.get(topic) or self._service.get_topic(topic)
+        """The log of `topic` (a full name), loaded if need be."""
+        loaded = self._service.get_topic(topic)
         if not isinstance(loaded, PersistentTopic):
             raise BrokerServiceError(pb.NotAllowedError, f"{topic} is not persistent")
         return PartitionLog(loaded, self._read_hints)
