@@ -48,7 +48,7 @@ from magnetar.broker.transport.advertised_listeners import (
 from magnetar.broker.transport.connection import ServerCnx
 from magnetar.broker.transport.connection_controller import ConnectionController, PartialFrameBudget
 from magnetar.broker.transport.topic_list import TopicsPattern, filter_topics
-from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory
+from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory, bump_counter
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
@@ -144,10 +144,7 @@ class BrokerService:
 
     def _next_boot_id(self) -> int:
         """Distinguishes generated producer names across restarts of the same data."""
-        raw = self.metadata.get(_BOOT_COUNTER_KEY)
-        boot = int(raw) + 1 if raw else 0
-        self.metadata.put(_BOOT_COUNTER_KEY, str(boot).encode())
-        return boot
+        return bump_counter(self.metadata, _BOOT_COUNTER_KEY, 1, initial=-1)  # the first boot is 0
 
     @property
     def service_urls(self) -> list[str]:

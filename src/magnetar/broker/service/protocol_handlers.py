@@ -23,7 +23,7 @@ from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
-from magnetar.storage import Position
+from magnetar.storage import Position, bump_counter
 from magnetar.storage.message_finder import (
     entry_first_index,
     entry_last_index,
@@ -216,11 +216,8 @@ class HandlerBroker:
     def reserve_ids(self, name: str, count: int) -> range:
         """`count` ids of the sequence `name` that no start of this broker's data handed out
         before: a counter in the metadata store moved past them before they are used."""
-        key = _ID_COUNTER_PREFIX + name
-        raw = self._service.metadata.get(key)
-        start = int(raw) if raw else 0
-        self._service.metadata.put(key, str(start + count).encode())
-        return range(start, start + count)
+        end = bump_counter(self._service.metadata, _ID_COUNTER_PREFIX + name, count)
+        return range(end - count, end)
 
     def partitions(self, topic: str) -> int | None:
         """The partition count, 0 for an existing non-partitioned topic, None for no topic."""
