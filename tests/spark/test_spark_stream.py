@@ -249,12 +249,13 @@ def _stored(broker: Standalone, topic: str) -> int:
     return len(_values(broker, topic))
 
 
-def _write_stream(spark, broker: Standalone, checkpoint: Path):
-    """A stream copying `w-in` (read from the data directory) to `w-out` through the broker."""
+def _write_stream(spark, broker: Standalone, checkpoint: Path, wait_seconds: int = 3):
+    """A stream copying `w-in` (read from the data directory) to `w-out` through the broker,
+    which the sink waits `wait_seconds` for when it refuses connections."""
     df = (spark.readStream.format("magnetar").option("topic", "w-in").option("startingOffsets", "earliest")
           .load(str(broker.data_dir)).select("value", "key"))
     return (df.writeStream.format("magnetar").option("service.url", broker.url).option("topic", "w-out")
-            .option("operationTimeoutSeconds", 3).option("checkpointLocation", str(checkpoint))
+            .option("operationTimeoutSeconds", wait_seconds).option("checkpointLocation", str(checkpoint))
             .trigger(availableNow=True).start())
 
 
@@ -270,10 +271,11 @@ def _send_stored(broker: Standalone, client, start: int, count: int) -> None:
 
 def test_stream_write_resumes_from_its_checkpoint_after_a_broker_restart(spark, broker_factory, client_factory,
                                                                          tmp_path):
-    """A micro-batch planned while the sink's broker is down fails the query; restarted from its
-    checkpoint once the broker is back, the query writes that micro-batch again. Without
-    deduplication (Pulsar's default) that is at least once: nothing is lost, and rows a failed
-    attempt stored before failing would be stored again; committed micro-batches are not replayed."""
+    """A micro-batch planned while the sink's broker is down waits for it for the operation
+    timeout, then fails the query; restarted from its checkpoint once the broker is back, the
+    query writes that micro-batch again. Without deduplication (Pulsar's default) that is at
+    least once: nothing is lost, and rows a failed attempt stored before failing would be stored
+    again; committed micro-batches are not replayed."""
     broker = broker_factory(INTERCEPTORS)
     client = client_factory(broker.url)
     checkpoint = tmp_path / "ck"
@@ -292,6 +294,18 @@ def test_stream_write_resumes_from_its_checkpoint_after_a_broker_restart(spark, 
     assert sorted(written) == list(range(1000))  # none lost
     assert written == Counter(range(1000))  # nor doubled: the failed attempt stored nothing
 
-    _send_stored(broker, client_factory(broker.url), 1000, 100)
+    client = client_factory(broker.url)
+    _send_stored(broker, client, 1000, 100)
     _write_stream(spark, broker, checkpoint).awaitTermination(120)
-    assert _written(broker) == written + Counter(range(1000, 1100))  # the next micro-batch, once
+    written = _written(broker)
+    assert written == Counter(range(1100))  # the next micro-batch, once
+
+    _send_stored(broker, client, 1100, 100)
+    client.close()
+    broker.stop()
+    query = _write_stream(spark, broker, checkpoint, wait_seconds=120)
+    tracker = spark.sparkContext.statusTracker()
+    assert wait_for(lambda: tracker.getActiveStageIds() or not query.isActive, timeout=60)
+    broker.start()  # while the micro-batch's task waits for it
+    query.awaitTermination(120)
+    assert _written(broker) == written + Counter(range(1100, 1200))
