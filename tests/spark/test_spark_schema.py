@@ -10,6 +10,7 @@ import pickle
 import random
 import struct
 import urllib.request
+from collections.abc import Callable
 
 import pulsar
 import pytest
@@ -22,6 +23,7 @@ from standalone import Standalone
 
 from magnetar.client.connection import ClientConnection
 from magnetar.schemas import version_from_bytes
+from magnetar.spark import source as source_module
 from magnetar.spark import topic_schemas
 from magnetar.spark.source import MagnetarDataSource
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -324,6 +326,13 @@ def _names(reader) -> list[str]:
     return sorted(row["name"] for batch in batches for row in batch.column("value").to_pylist())
 
 
+def _counted(calls: list[str], name: str, function: Callable[..., object]) -> Callable[..., object]:
+    def counting(*args: object, **kwargs: object) -> object:
+        calls.append(name)
+        return function(*args, **kwargs)
+    return counting
+
+
 def test_schema_versions_found_once_and_carried_to_executors(served, monkeypatch):
     broker, data_dir = served
     asked: list[int | None] = []
@@ -339,7 +348,11 @@ def test_schema_versions_found_once_and_carried_to_executors(served, monkeypatch
     monkeypatch.setattr(topic_schemas, "_fetched", {})  # this process's executor cache, empty
     expected = sorted([f"old-{i}" for i in range(3)] + [f"new-{i}" for i in range(2)])
     source = MagnetarDataSource({"service.url": broker.url, "topic": "users"})
+    calls: list[str] = []
+    for name in ("parse_options", "value_type"):
+        monkeypatch.setattr(source_module, name, _counted(calls, name, getattr(source_module, name)))
     source.schema()
+    assert sorted(calls) == ["parse_options", "value_type"]  # the options and the value's type, once each
     reader = pickle.loads(pickle.dumps(source)).reader(None)  # as Spark plans: schema(), then reader() on a copy
     assert asked == [None]  # the latest, once, with no version named
     assert _names(reader) == expected

@@ -69,6 +69,8 @@ class _EntryColumns:
     def __init__(self, extra: Collection[str]) -> None:
         self.schema_versions = SCHEMA_VERSION in extra
         """Kept only when asked: reading the field costs a protobuf access per entry."""
+        self.batch_sizes = BATCH_SIZE in extra
+        """Kept only when asked (pulsar-spark's message ids), as receive_arrow never asks."""
         self.row_ends = array("i")
         self.ledger_id = array("q")
         self.entry_id = array("q")
@@ -103,7 +105,8 @@ class _EntryColumns:
         self.index_shift.append(bem.index - size + 1 if has_index else None)
         self.broker_time.append(bem.broker_timestamp if bem is not None and bem.HasField("broker_timestamp") else None)
         self.deliver_at.append(metadata.deliver_at_time if metadata.HasField("deliver_at_time") else None)
-        self.batch_size.append(size if batched else 0)
+        if self.batch_sizes:
+            self.batch_size.append(size if batched else 0)
         if self.schema_versions:
             raw = metadata.schema_version
             self.schema_version.append(int.from_bytes(raw, "big", signed=True) if len(raw) == 8 else -1)

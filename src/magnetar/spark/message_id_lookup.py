@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from magnetar.spark.offsets import LATEST_INDEX, OffsetSpec, TopicPartition
-from magnetar.spark.options import fail
+from magnetar.spark.option_errors import fail
 from magnetar.spark.storage_reader import first_index, last_index
 
 

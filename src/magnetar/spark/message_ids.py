@@ -19,22 +19,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from typing import NoReturn
 
 from magnetar.spark.offsets import EARLIEST_INDEX, LATEST_INDEX, OffsetSpec, TimeSpec
+from magnetar.spark.option_errors import fail, topic_name_option
 from magnetar.wire.message_id import EARLIEST, LATEST, MessageId
-from magnetar.wire.topic_name import TopicName
-
-
-def _fail(message: str) -> NoReturn:
-    raise ValueError(message)  # the options module words it as a MagnetarOptionError
-
-
-def _topic(name: str, topic: str) -> TopicName:
-    try:
-        return TopicName.parse(topic.strip())
-    except ValueError as exc:
-        _fail(f"option {name!r}: {exc}")
 
 
 def is_message_id_json(parsed: dict[str, object]) -> bool:
@@ -49,14 +37,14 @@ def message_id_offsets(name: str, parsed: dict[str, object], allow_earliest: boo
     ids: dict[tuple[str, int], MessageId] = {}
     for topic, raw in parsed.items():
         message_id = _message_id(name, topic, raw)
-        parsed_topic = _topic(name, topic)
+        parsed_topic = topic_name_option(topic, name)
         if parsed_topic.partition_index >= 0:
             key = (str(parsed_topic.partitioned_topic_name), parsed_topic.partition_index)
         else:
             key = (str(parsed_topic), max(message_id.partition, -1))
         if message_id.position[:2] == EARLIEST.position[:2]:
             if not allow_earliest:
-                _fail(f"option {name!r}: {topic} cannot end at MessageId.earliest")
+                fail(f"option {name!r}: {topic} cannot end at MessageId.earliest")
             indexes[key] = EARLIEST_INDEX
         elif message_id.position[:2] == LATEST.position[:2]:
             indexes[key] = LATEST_INDEX
@@ -75,7 +63,7 @@ def _message_id(name: str, topic: str, raw: object) -> MessageId:
             data = bytes(b & 0xFF for b in raw)  # type: ignore[union-attr]
         return MessageId.deserialize(data)
     except (ValueError, binascii.Error) as exc:
-        _fail(f"option {name!r}: the message id of {topic} is not a serialized MessageIdData (a JSON array of "
+        fail(f"option {name!r}: the message id of {topic} is not a serialized MessageIdData (a JSON array of "
              f"its bytes, as pulsar-spark writes it, or their base64): {exc}")
 
 
@@ -88,9 +76,9 @@ def time_spec(name: str, raw: str | None) -> TimeSpec:
         try:
             every = int(text)
         except ValueError:
-            _fail(f"option {name!r} must be a time in ms or JSON {{\"topic\": ms}}, got {raw!r}")
+            fail(f"option {name!r} must be a time in ms or JSON {{\"topic\": ms}}, got {raw!r}")
         if every < 0:
-            _fail(f"option {name!r} must be >= 0, got {every}")
+            fail(f"option {name!r} must be >= 0, got {every}")
         return TimeSpec(every=every)
     try:
         parsed = json.loads(text)
@@ -98,10 +86,10 @@ def time_spec(name: str, raw: str | None) -> TimeSpec:
         parsed = None
     if not isinstance(parsed, dict) or not all(
             isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in parsed.values()):
-        _fail(f"option {name!r} must be a time in ms or JSON {{\"topic\": ms}} (ms >= 0), got {raw!r}")
+        fail(f"option {name!r} must be a time in ms or JSON {{\"topic\": ms}} (ms >= 0), got {raw!r}")
     per_topic = []
     for topic, when in parsed.items():
-        parsed_topic = _topic(name, topic)
+        parsed_topic = topic_name_option(topic, name)
         if parsed_topic.partition_index >= 0:
             per_topic.append((str(parsed_topic.partitioned_topic_name), parsed_topic.partition_index, when))
         else:

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import NoReturn
 
 from magnetar.credentials.authentication import Authentication, authentication_from_plugin
 from magnetar.credentials.security import ClientSecurity
 from magnetar.formats.processor import load_processor
 from magnetar.spark.message_ids import is_message_id_json, message_id_offsets, time_spec
 from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec, TimeSpec
-from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
+from magnetar.spark.option_errors import MagnetarOptionError, topic_option
 
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
 KNOWN = {
@@ -63,39 +60,6 @@ SECURITY_KNOWN["pulsar.client.operationtimeoutms"] = "pulsar-spark's operation t
 KNOWN.update(SECURITY_KNOWN)
 log = logging.getLogger(__name__)
 _said_ignored: set[str] = set()
-
-
-_PLANNER = os.path.join("pyspark", "sql", "worker", "utils.py")
-
-
-def _in_spark_planner() -> bool:
-    """Whether this runs in a PySpark planning worker (`worker_run` on the stack): a process
-    that reports one error to the JVM and exits."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "worker_run" and frame.f_code.co_filename.endswith(_PLANNER):
-            return True
-        frame = frame.f_back
-    return False
-
-
-class MagnetarOptionError(ValueError):
-    """A bad option or input column; the message names it and what it accepts.
-
-    Spark reports a planning worker's error as PYTHON_DATA_SOURCE_ERROR followed by the
-    worker's formatted traceback, which puts the one useful line last. Raised in such a worker
-    (which exits right after reporting), the traceback is left out (`sys.tracebacklimit = 0`),
-    so the message follows `PYTHON_DATA_SOURCE_ERROR ...:` on the exception's first line.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        if _in_spark_planner():
-            sys.tracebacklimit = 0
-
-
-def fail(message: str) -> NoReturn:
-    raise MagnetarOptionError(message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,13 +117,6 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     return text == "true"
 
 
-def topic_option(name: str, option: str) -> str:
-    try:
-        return str(TopicName.parse(name.strip()))
-    except InvalidTopicNameError as exc:
-        raise MagnetarOptionError(f"option {option!r}: {exc}") from None
-
-
 def known_options(options: Mapping[str, str], known: Mapping[str, str], what: str) -> dict[str, str]:
     """The options lower-cased (Spark's options are case-insensitive), refused when one is unknown."""
     lowered = {str(k).lower(): v for k, v in options.items()}
@@ -189,10 +146,7 @@ def _offsets(options: Mapping[str, str], label: str, default: OffsetSpec, allow_
         return LATEST
     parsed = _json_or_none(text)
     if isinstance(parsed, dict) and is_message_id_json(parsed):
-        try:
-            return message_id_offsets(label, parsed, allow_earliest)
-        except ValueError as exc:
-            raise MagnetarOptionError(str(exc)) from None
+        return message_id_offsets(label, parsed, allow_earliest)
     if not isinstance(parsed, dict) or not all(isinstance(v, dict) for v in parsed.values()):
         raise MagnetarOptionError(
             f"option {label!r} must be earliest, latest or JSON like "
@@ -303,11 +257,8 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
             re.compile(pattern)
         except re.error as exc:
             raise MagnetarOptionError(f"option 'topicsPattern' is not a regular expression: {exc}") from None
-    try:
-        starting_time = time_spec("startingTime", lowered.get("startingtime"))
-        ending_time = time_spec("endingTime", lowered.get("endingtime"))
-    except ValueError as exc:
-        raise MagnetarOptionError(str(exc)) from None
+    starting_time = time_spec("startingTime", lowered.get("startingtime"))
+    ending_time = time_spec("endingTime", lowered.get("endingtime"))
     if "startingoffsets" in lowered and starting_time.given:
         raise MagnetarOptionError("give 'startingOffsets' or 'startingTime', not both")
     if "endingoffsets" in lowered and ending_time.given:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -293,8 +293,10 @@ class ProtocolTopics:
             )
 
 
-def read_messages(options: SourceOptions, work: MessageRange) -> Iterator[pa.RecordBatch]:
-    """Executor side: the rows of one message range, as Arrow batches."""
+def read_messages(options: SourceOptions, work: MessageRange, extra_columns: Sequence[str] = ()) \
+        -> Iterator[pa.RecordBatch]:
+    """Executor side: the rows of one message range, as Arrow batches (with `extra_columns`,
+    see rows_of_entries)."""
     assert options.service_url is not None
     with contextlib.ExitStack() as stack:
         conn = stack.enter_context(ClientConnection(options.service_url, security=options.security))
@@ -306,7 +308,7 @@ def read_messages(options: SourceOptions, work: MessageRange) -> Iterator[pa.Rec
         with gc_paused():
             yield from rows_of_entries(
                 _entries_in_range(reader, work), work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH,
-                all_builtins(options.payload_processors),
+                all_builtins(options.payload_processors), extra_columns,
             )
 
 

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from magnetar.formats.table import BATCH_SIZE
 from magnetar.spark.value_types import SPARK_TIMESTAMP
+from magnetar.spark.varint_widths import varint_widths
 
 PROPERTIES = pa.map_(pa.string(), pa.string())
 META_FIELDS = [
@@ -86,7 +87,7 @@ def varint_messages(fields: list[tuple[int, np.ndarray, np.ndarray | None]]) -> 
     rows = len(fields[0][1])
     present = [np.ones(rows, bool) if has is None else has for _number, _values, has in fields]
     values = [v.astype(np.uint64) for _number, v, _has in fields]
-    widths = [_varint_width(v) for v in values]
+    widths = [varint_widths(v) for v in values]
     sizes = [np.where(has, 1 + width, 0) for has, width in zip(present, widths, strict=True)]
     offsets = np.zeros(rows + 1, np.int64)
     np.cumsum(np.sum(sizes, axis=0), out=offsets[1:])
@@ -101,10 +102,3 @@ def varint_messages(fields: list[tuple[int, np.ndarray, np.ndarray | None]]) -> 
         at += size
     return pa.Array.from_buffers(pa.binary(), rows, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(out)])
 
-
-def _varint_width(values: np.ndarray) -> np.ndarray:
-    """Bytes of each value's varint: one per started group of seven bits."""
-    width = np.ones(len(values), np.int64)
-    for k in range(1, 10):
-        width += values >= np.uint64(1 << (7 * k))
-    return width

@@ -9,7 +9,7 @@ filters Spark pushes down.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -81,8 +81,6 @@ class RowFilter:
     time_min: int | None = None
     time_max: int | None = None
     properties: tuple[tuple[str, str], ...] = ()
-    extra_columns: tuple[str, ...] = ()
-    """Not a bound: entry columns to add (SCHEMA_VERSION, BATCH_SIZE), which readers drop once used."""
 
     @property
     def active(self) -> bool:
@@ -117,12 +115,12 @@ class RowBuilder(TableBuilder):
     """A TableBuilder that skips entries and rows the pushed-down filters rule out."""
 
     def __init__(self, topic: str, partition: int, row_filter: RowFilter | None = None,
-                 processors: ProcessorSet | None = None) -> None:
+                 processors: ProcessorSet | None = None, extra_columns: Sequence[str] = ()) -> None:
         self.filter = row_filter or RowFilter()
         wanted = self.filter.properties
         super().__init__(topic, partition, processors,
                          (lambda metadata: _entry_rules_out(metadata, wanted)) if wanted else None,
-                         self.filter.extra_columns)
+                         extra_columns)
 
     def flush(self) -> pa.RecordBatch | None:
         """The rows added since the last flush (filtered), or None if there are none."""
@@ -164,10 +162,12 @@ def rows_of_entries(
     row_filter: RowFilter | None = None,
     rows_per_batch: int = 65536,
     processors: ProcessorSet | None = None,
+    extra_columns: Sequence[str] = (),
 ) -> Iterable[pa.RecordBatch]:
     """Record batches of about `rows_per_batch` rows (or MAX_BATCH_BYTES of entries) from
-    (ledger_id, entry_id, entry) triples, in any format `processors` read (default: the built-ins)."""
-    builder = RowBuilder(topic, partition, row_filter, processors)
+    (ledger_id, entry_id, entry) triples, in any format `processors` read (default: the built-ins),
+    with the entry columns `extra_columns` (SCHEMA_VERSION, BATCH_SIZE) after the row schema's."""
+    builder = RowBuilder(topic, partition, row_filter, processors, extra_columns)
     for ledger_id, entry_id, data in entries:
         builder.add(ledger_id, entry_id, data)
         if builder.rows >= rows_per_batch or builder.bytes >= MAX_BATCH_BYTES:

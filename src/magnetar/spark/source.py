@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -173,9 +173,8 @@ class MagnetarDataSource(DataSource):
     def schema(self) -> object:
         # Called when the DataFrame is defined: check options (and, for a data dir, that the
         # topics exist) here, so mistakes surface at load() and not inside a task.
-        schemas = self._value_schemas()
-        kind = None if schemas is None else value_type(schemas.latest)
         options = parse_options(self.options, streaming=None)
+        kind = self._found_values(options).kind
         if options.pulsar_spark_rows:
             try:
                 return from_arrow_type(pa.struct(pulsar_spark_fields(kind or pa.binary())))
@@ -184,17 +183,19 @@ class MagnetarDataSource(DataSource):
         return spark_schema(kind)
 
     def reader(self, schema: object) -> DataSourceReader:
-        return MagnetarBatchReader(parse_options(self.options, streaming=False), self._value_schemas())
+        options = parse_options(self.options, streaming=False)
+        return MagnetarBatchReader(options, self._found_values(options).schemas)
 
     def streamReader(self, schema: object) -> DataSourceStreamReader:
-        return MagnetarStreamReader(parse_options(self.options, streaming=True), self._value_schemas())
+        options = parse_options(self.options, streaming=True)
+        return MagnetarStreamReader(options, self._found_values(options).schemas)
 
-    def _value_schemas(self) -> ValueSchemas | None:
+    def _found_values(self, options: SourceOptions) -> FoundValues:
         """Found once per query: Spark pickles this object after schema() and calls reader()
         on the copy, so what schema() found comes along (reader() alone finds it when the
         user gave the schema)."""
         if "_found" not in self.__dict__:
-            self._found = value_schemas_of(parse_options(self.options, streaming=None))
+            self._found = value_schemas_of(options)
         return self._found
 
     def writer(self, schema: object, overwrite: bool) -> DataSourceWriter:
@@ -214,7 +215,8 @@ class AutoRegisteredDataSource(MagnetarDataSource):
     the pushdown reader and enables pushdown."""
 
     def reader(self, schema: object) -> DataSourceReader:
-        return PlainBatchReader(parse_options(self.options, streaming=False), self._value_schemas())
+        options = parse_options(self.options, streaming=False)
+        return PlainBatchReader(options, self._found_values(options).schemas)
 
 
 def _append_only(overwrite: bool) -> None:
@@ -222,18 +224,25 @@ def _append_only(overwrite: bool) -> None:
         raise MagnetarOptionError("a topic can only be appended to: use mode('append') (or outputMode('append'))")
 
 
-def value_schemas_of(options: SourceOptions) -> ValueSchemas | None:
-    """The schemas that type and decode the `value` column (None: binary), checking that the
-    topics exist. Called when the DataFrame is defined, so mistakes surface at load()."""
+class FoundValues(NamedTuple):
+    """What types and decodes the `value` column: the topics' schemas and their Spark type
+    (both None: binary)."""
+
+    schemas: ValueSchemas | None
+    kind: pa.DataType | None
+
+
+def value_schemas_of(options: SourceOptions) -> FoundValues:
+    """The schemas that type and decode the `value` column, checking that the topics exist.
+    Called when the DataFrame is defined, so mistakes (a schema without a Spark type, such as
+    a recursive record) surface at load()."""
     try:
         with contextlib.closing(topics_of(options)) as topics:
             tps = topics.resolve(options)
         if not options.typed_values:
-            return None
+            return FoundValues(None, None)
         schemas = value_schemas(options, list(dict.fromkeys(tp.topic for tp in tps)))
-        if schemas is not None:
-            value_type(schemas.latest)  # refuse what has no Spark type (recursive records, ...) now
-        return schemas
+        return FoundValues(schemas, None if schemas is None else value_type(schemas.latest))
     except PulsarClientError as exc:
         raise MagnetarOptionError(f"option 'service.url': {exc}") from exc
     except UnsupportedSchemaError as exc:
@@ -277,9 +286,7 @@ def _read(options: SourceOptions, partition: InputPartition, schemas: ValueSchem
     if work is None:
         return
     freeze_long_lived()
-    extra = [name for name, wanted in ((SCHEMA_VERSION, schemas is not None), (BATCH_SIZE, options.pulsar_spark_rows))
-             if wanted]  # what decoding values and building message ids read
-    batches = _read_rows(options, replace(work, row_filter=replace(work.row_filter, extra_columns=tuple(extra))))
+    batches = _read_rows(options, work, _extra_columns(options, schemas))
     if schemas is not None:
         decoder = ValueDecoder(schemas.latest, schemas.writers(options, work.tp.topic))
         batches = (typed_values(batch, decoder) for batch in batches)
@@ -294,12 +301,20 @@ def typed_values(batch: pa.RecordBatch, decoder: ValueDecoder) -> pa.RecordBatch
     return batch.set_column(at, pa.field("value", decoder.type), value)
 
 
-def _read_rows(options: SourceOptions, work: EntryRange | MessageRange) -> Iterator[pa.RecordBatch]:
+def _extra_columns(options: SourceOptions, schemas: ValueSchemas | None) -> tuple[str, ...]:
+    """The entry columns the rows need beyond the row schema's, dropped once used: the writer's
+    schema version to decode typed values, the batch size for pulsar-spark's `__messageId`."""
+    wanted = ((SCHEMA_VERSION, schemas is not None), (BATCH_SIZE, options.pulsar_spark_rows))
+    return tuple(name for name, needed in wanted if needed)
+
+
+def _read_rows(options: SourceOptions, work: EntryRange | MessageRange, extra_columns: tuple[str, ...]) \
+        -> Iterator[pa.RecordBatch]:
     if isinstance(work, EntryRange):
         assert options.path is not None
-        batches = read_range(options.path, work, options.fail_on_data_loss, options.payload_processors)
+        batches = read_range(options.path, work, options.fail_on_data_loss, options.payload_processors, extra_columns)
     else:
-        batches = read_messages(options, work)
+        batches = read_messages(options, work, extra_columns)
     for batch in batches:
         yield with_timestamps(batch)
 

@@ -300,12 +300,14 @@ def resolve_index(topics: StorageTopics, tp: TopicPartition, index: int) -> int 
 
 
 def read_range(path: str, work: EntryRange, fail_on_data_loss: bool = True,
-               payload_processors: Sequence[str] = ()) -> Iterator[pa.RecordBatch]:
-    """Executor side: the rows of one entry range, as Arrow batches of ~ROWS_PER_BATCH rows."""
+               payload_processors: Sequence[str] = (), extra_columns: Sequence[str] = ()) \
+        -> Iterator[pa.RecordBatch]:
+    """Executor side: the rows of one entry range, as Arrow batches of ~ROWS_PER_BATCH rows
+    (with `extra_columns`, see rows_of_entries)."""
     entries = entries_of_range(path, work, fail_on_data_loss, into=pa.allocate_buffer)
     with gc_paused():
         yield from rows_of_entries(entries, work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH,
-                                   all_builtins(payload_processors))
+                                   all_builtins(payload_processors), extra_columns)
 
 
 def entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool, into: Allocator | None = None

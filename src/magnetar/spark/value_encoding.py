@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from magnetar.schemas import SchemaData, SchemaType
+from magnetar.spark.varint_widths import varint_widths
 
 BYTES = pa.large_binary()
 _EMPTY = pa.scalar(b"", BYTES)
@@ -34,7 +35,6 @@ _FIXED_WIDTH = {
     SchemaType.TIMESTAMP: ">i8",
 }
 _MS_PER_DAY = 86_400_000
-_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 
 
 class ValueEncoder:
@@ -127,7 +127,7 @@ def varints(numbers: np.ndarray) -> pa.Array:
     """Avro's zig-zag varint of each int64, one binary value per number."""
     n = numbers.astype(np.int64)
     zigzag = ((n << 1) ^ (n >> 63)).view(np.uint64)
-    lengths = 1 + (zigzag[:, None] >= _VARINT_LIMITS[None, :]).sum(axis=1)
+    lengths = varint_widths(zigzag)
     width = int(lengths.max()) if len(lengths) else 1
     shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
     groups = ((zigzag[:, None] >> shifts[None, :]) & np.uint64(0x7F)).astype(np.uint8)

@@ -22,7 +22,7 @@ from typing import Any
 from pyspark.sql import types as T
 
 from magnetar.schemas import SchemaData, SchemaType
-from magnetar.spark.options import fail
+from magnetar.spark.option_errors import fail
 
 RECORD_NAME = "topLevelRecord"
 _AVRO_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -15,16 +15,15 @@ from typing import Any
 from magnetar.client.enums import CompressionType
 from magnetar.credentials.security import ClientSecurity
 from magnetar.schemas import SchemaData
+from magnetar.spark.option_errors import fail, topic_option
 from magnetar.spark.options import (
     SECURITY_KNOWN,
     check_service_url,
     choice_option,
-    fail,
     integer_option,
     known_options,
     operation_timeout,
     security_options,
-    topic_option,
     without_passed_through,
 )
 from magnetar.spark.value_schemas import value_schema_for
