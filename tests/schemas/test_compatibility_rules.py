@@ -243,6 +243,11 @@ def test_a_refusal_lists_every_problem_and_where() -> None:
                                   "written with the new schema: a; b (at /fields/0, /fields/1)")
 
 
+def test_a_renamed_enum_is_refused_at_its_name() -> None:
+    with pytest.raises(IncompatibleSchemaError, match=r"BACKWARD: .*: expected: t\.Color \(at /fields/0/type/name\)$"):
+        check_against_history([schema(field(enum(["RED"])))], schema(field(enum(["RED"], "Colour"))), S.BACKWARD)
+
+
 def test_a_json_definition_is_named_json_when_unreadable() -> None:
     broken = SchemaData(SchemaType.JSON, b'{"type": "record"')
     with pytest.raises(IncompatibleSchemaError, match="Invalid schema definition data for JSON schema"):
@@ -268,7 +273,8 @@ def test_json_in_the_old_json_schema_form(strategy: CompatibilityStrategy) -> No
     assert accepted([LEGACY_A], current, strategy)
     assert accepted([current], LEGACY_A, strategy)
     assert accepted([LEGACY_A], LEGACY_A2, strategy)
-    with pytest.raises(IncompatibleSchemaError, match="the two JSON-Schema definitions have different ids"):
+    with pytest.raises(IncompatibleSchemaError, match=r"^Incompatible schema: the two JSON-Schema definitions have "
+                                                      r"different ids$"):
         check_against_history([LEGACY_A], LEGACY_B, strategy)
 
 
