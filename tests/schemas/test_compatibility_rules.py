@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from verdicts import accepted
 
 from magnetar.schemas import CompatibilityStrategy, IncompatibleSchemaError, InvalidSchemaError, SchemaData, SchemaType
 from magnetar.schemas.compatibility import check_against_history
@@ -22,14 +23,6 @@ def schema(fields: Fields, name: str = "Rec", kind: SchemaType = SchemaType.AVRO
 
 def field(field_type: Any, name: str = "f", **extra: Any) -> Fields:
     return [{"name": name, "type": field_type, **extra}]
-
-
-def accepted(history: list[SchemaData], new: SchemaData, strategy: CompatibilityStrategy) -> bool:
-    try:
-        check_against_history(history, new, strategy)
-    except IncompatibleSchemaError:
-        return False
-    return True
 
 
 def enum(symbols: list[str], name: str = "Color") -> dict[str, Any]:
