@@ -73,6 +73,18 @@ CHANGES: list[tuple[str, Fields, Fields, bool, bool]] = [
     ("union branch promoted", field(["null", "int"]), field(["null", "long"]), True, False),
     ("union branches reordered", field(["null", "int"]), field(["int", "null"]), True, True),
     ("union to another", field(["null", "int"]), field(["null", "boolean"]), False, False),
+    # a reader's union reads with the branch Java Avro picks: same type (and full name), else a
+    # record that reads it, else a promotion; that branch must read it
+    ("into a union by promotion", field("int"), field(["string", "long"]), True, False),
+    ("into a union, the promoted branch first", field("int"), field(["null", "double", "long"]), True, False),
+    ("into a union with no branch for it", field("int"), field(["null", "string"]), False, False),
+    ("record into a union whose same-named record cannot read it",
+     field(inner(field("int", "x"), "A")), field([inner(field("int", "x") + field("int", "y"), "A"),
+                                                   inner(field("int", "x"), "B")]), False, True),
+    ("record into a union of records of other names", field(inner(field("int", "x"), "A")),
+     field([inner(field("int", "x") + field("int", "y"), "B"), inner(field("int", "x"), "C")]), True, True),
+    ("enum into a union, the same name in another namespace", field(enum(["RED"])),
+     field(["null", {**enum(["RED"]), "namespace": "u"}]), False, False),
     # enums: names must match; symbols are not compared (Pulsar's resolving grammar)
     ("enum symbol added", field(enum(["RED"])), field(enum(["RED", "BLUE"])), True, True),
     ("enum symbol removed", field(enum(["RED", "BLUE"])), field(enum(["RED"])), True, True),
