@@ -253,6 +253,14 @@ def test_a_renamed_enum_is_refused_at_its_name() -> None:
         check_against_history([schema(field(enum(["RED"])))], schema(field(enum(["RED"], "Colour"))), S.BACKWARD)
 
 
+def test_a_refusal_in_a_union_names_the_branch() -> None:
+    old = schema(field(inner(field("int", "x"), "A")))
+    new = schema(field(["null", inner(field("boolean", "x"), "A")]))
+    with pytest.raises(IncompatibleSchemaError, match=r": reader type: boolean not compatible with writer type: int "
+                                                      r"\(at /fields/0/type/1/fields/0/type\)$"):
+        check_against_history([old], new, S.BACKWARD)
+
+
 def test_a_json_definition_is_named_json_when_unreadable() -> None:
     broken = SchemaData(SchemaType.JSON, b'{"type": "record"')
     with pytest.raises(IncompatibleSchemaError, match="Invalid schema definition data for JSON schema"):
