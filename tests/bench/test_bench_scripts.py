@@ -178,3 +178,18 @@ def test_startup_bench_names_the_flag_it_refuses():
     done = run_script("startup_bench.py", "--runs", "0")
     assert done.returncode == 2
     assert "--runs" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_admin_http_bench_reports_each_phase_per_install():
+    done = run_script("admin_http_bench.py", "--requests", "40", "--rounds", "1")
+    assert done.returncode == 0, done.stderr
+    (install,) = json.loads(done.stdout)["installs"]
+    assert install["python"] == sys.executable
+    for phase in ("keepalive_get", "new_connection_get", "policy_post"):
+        assert install[phase]["requests_per_s"] > 0 and install[phase]["broker_cpu_us_per_request"] >= 0, phase
+
+
+def test_admin_http_bench_names_the_flag_it_refuses():
+    done = run_script("admin_http_bench.py", "--requests", "2")
+    assert done.returncode == 2
+    assert "--requests" in done.stderr and "Traceback" not in done.stderr

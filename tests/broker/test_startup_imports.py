@@ -24,7 +24,8 @@ MAGNETAR = {
     "magnetar": ".",
     "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces operations permissions "
                       "responses "
-                      "retention schemas security server subscriptions tenants topics",
+                      "retention schemas security server subscriptions tenants topics web web.messages web.routing "
+                      "web.server",
     "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
     "magnetar.broker.auth": ". authentication authorization operations",
     "magnetar.broker.compaction": ". manager options service",
@@ -58,14 +59,12 @@ MAGNETAR = {
 ALLOWED_MAGNETAR = frozenset(package if name == "." else f"{package}.{name}"
                              for package, names in MAGNETAR.items() for name in names.split())
 
-#: Third-party top-level packages: the admin API's HTTP server (aiohttp and what it
-#: imports), loaded once the binary listener serves; before that the wire codec (protobuf),
+#: Third-party top-level packages: the admin API's HTTP parser (httptools, llhttp's binding),
+#: loaded once the binary listener serves; before that the wire codec (protobuf),
 #: storage (crc32c, sortedcontainers), Key_Shared's sticky key hash (mmh3, one compiled
 #: module), the optional event loop (uvloop), and what the interpreter itself loads
 #: (setuptools' path hook, Cython's runtime modules of compiled extensions).
-ADMIN_THIRD_PARTY = frozenset({
-    "aiohttp", "aiohappyeyeballs", "aiosignal", "attr", "frozenlist", "idna", "multidict", "propcache", "yarl",
-})
+ADMIN_THIRD_PARTY = frozenset({"httptools"})
 ALLOWED_THIRD_PARTY = ADMIN_THIRD_PARTY | {
     "typing_extensions", "google", "crc32c", "mmh3", "sortedcontainers", "uvloop",
     "__main__", "_distutils_hack", "cython_runtime",
@@ -155,7 +154,7 @@ def test_a_pulsar_conf_file_loads_its_parser_and_pulsars_keys_and_nothing_else(t
 
 
 def test_the_binary_listener_does_not_wait_for_the_admin_apis_code(tmp_path):
-    """The admin API (aiohttp, magnetar.admin) and the functions worker load in a thread once
+    """The admin API (magnetar.admin, httptools) and the functions worker load in a thread once
     the binary listener serves (test_startup_order.py shows clients served meanwhile)."""
     modules = modules_at_start(tmp_path, line=BINARY_READY)
     assert "magnetar.broker.service.broker_service" in modules

@@ -1,6 +1,6 @@
 """The binary port serves Pulsar clients while the admin API's code is still loading.
 
-A standalone loads the admin API (aiohttp and magnetar.admin: nearly half of a start's CPU)
+A standalone loads the admin API (magnetar.admin and its HTTP server: about a fifth of a start's CPU)
 in a thread once its binary listener is up, and logs "binary protocol listener ready" then. The
 line must not be a promise: here the child process holds the import of
 magnetar.admin.server until the test says so (on its stdin), and a real client produces

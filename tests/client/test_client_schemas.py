@@ -51,6 +51,8 @@ from magnetar.client.schema import (
     String,
     StringSchema,
 )
+from magnetar.schemas.definitions import join_key_value
+from magnetar.schemas.model import SchemaData
 
 QUIET = official.ConsoleLogger(official.LoggerLevel.Error)
 
@@ -415,6 +417,24 @@ def test_separated_keys_route_partitions_and_writers_are_split_once(client, shar
     assert all(len(where) == 1 for where in partitions.values())  # one partition a key
     assert len(set().union(*partitions.values())) > 1
     assert len(splits) == 1  # one writer version, split once for 60 messages
+
+
+def test_key_value_writers_are_known_by_their_definitions_not_their_objects(monkeypatch) -> None:
+    """A writer's sides are split once for its data and properties: an equal writer object
+    (another consumer's copy, or one made after the first was collected) reuses the split;
+    KEY_VALUE<AVRO, X> and KEY_VALUE<JSON, X>, whose data are the same bytes, are two writers."""
+    reader = KeyValueSchema(AvroSchema(Point), StringSchema())
+    avro_writer = join_key_value(AvroSchema(Point).schema_info(), StringSchema().schema_info())
+    json_writer = join_key_value(JsonSchema(Point).schema_info(), StringSchema().schema_info())
+    assert avro_writer.data == json_writer.data
+    splits = []
+    real_parts = schemas_module.key_value_parts
+    monkeypatch.setattr(schemas_module, "key_value_parts", lambda w: splits.append(w) or real_parts(w))
+    payload = reader.encode(KeyValue(Point(x=1, y=2), "v"))
+    avro_copy = SchemaData(avro_writer.type, bytes(avro_writer.data), dict(avro_writer.properties))
+    for writer in (avro_writer, avro_copy, json_writer, avro_copy, json_writer):
+        assert reader.decode_with(payload, writer) == KeyValue(Point(x=1, y=2), "v")
+    assert splits == [avro_writer, json_writer]
 
 
 def test_protobuf_native_definitions_and_values_equal_the_official_clients() -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
 import pulsar
 import pytest
 
 import magnetar.client as ours
+from magnetar.client.schema import KeyValue, KeyValueEncodingType, KeyValueSchema, LongSchema, StringSchema
 
 EARLY = 10_000
 
@@ -98,5 +101,49 @@ def test_retry_letter_topic_then_dead_letter(shared_broker, topic):
         assert dead.data() == b"try again" and dead.properties()["RECONSUMETIMES"] == "3"
         with pytest.raises(ours.Timeout):
             consumer.receive(500)
+    finally:
+        client.close()
+
+
+def _key_values(rng: random.Random, count: int) -> list[tuple[KeyValue, bytes | None]]:
+    """Distinct SEPARATED KeyValues (None keys and values among them), each with an ordering key or none."""
+    return [(KeyValue(rng.choice([None, rng.randint(-2**63, 2**63 - 1)]), rng.choice([None, f"v{i}-ünï"])),
+             rng.choice([None, rng.randbytes(4)])) for i in range(count)]
+
+
+def _send_all(producer, sent: list[tuple[KeyValue, bytes | None]]) -> None:
+    for value, ordering_key in sent:
+        producer.send_async(value, None, **({} if ordering_key is None else {"ordering_key": ordering_key}))
+    producer.flush()
+
+
+def _records(messages) -> list[tuple[KeyValue, bytes | None]]:
+    return sorted(((message.value(), message.ordering_key() or None) for message in messages), key=repr)
+
+
+def test_letters_keep_separated_keys_and_ordering_keys(shared_broker, topic):
+    """A SEPARATED KeyValue's key is bytes (base64 with partition_key_b64_encoded) or null
+    (null_partition_key): dead and retry letters carry both flags and the ordering key, as
+    the Java client's letters do, so the letter topics decode to the same records."""
+    schema = KeyValueSchema(LongSchema(), StringSchema(), KeyValueEncodingType.SEPARATED)
+    sent = _key_values(random.Random(), 12)
+    client = ours.Client(shared_broker.service_url, operation_timeout_seconds=10)
+    try:
+        dlq = client.subscribe(f"{topic}-sub-DLQ", "dlq-reader", schema=schema)
+        consumer = client.subscribe(topic, "sub", consumer_type=ours.ConsumerType.Shared, schema=schema,
+                                    negative_ack_redelivery_delay_ms=100, retry_enable=True,
+                                    dead_letter_policy=ours.ConsumerDeadLetterPolicy(max_redeliver_count=1))
+        producer = client.create_producer(topic, schema=schema, batching_enabled=True)
+        _send_all(producer, sent)
+        for _ in range(2 * len(sent)):  # first deliveries, then the redeliveries past max_redeliver_count
+            consumer.negative_acknowledge(consumer.receive(EARLY))
+        assert _records(dlq.receive(EARLY) for _ in sent) == sorted(sent, key=repr)
+
+        _send_all(producer, sent)
+        for _ in sent:
+            consumer.reconsume_later(consumer.receive(EARLY), 100)
+        retried = [consumer.receive(EARLY) for _ in sent]
+        assert {message.topic_name() for message in retried} == {f"{topic}-sub-RETRY"}
+        assert _records(retried) == sorted(sent, key=repr)
     finally:
         client.close()

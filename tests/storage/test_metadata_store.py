@@ -3,7 +3,7 @@ import threading
 import pytest
 
 from magnetar.storage.errors import ReadOnlyError
-from magnetar.storage.metadata_store import SqliteMetadataStore
+from magnetar.storage.metadata_store import SqliteMetadataStore, bump_counter
 
 
 @pytest.fixture
@@ -75,3 +75,16 @@ def test_usable_from_several_threads(store):
     for t in threads:
         t.join()
     assert len(store.list("t")) == 200
+
+
+def test_counters_move_forward_across_reopens(tmp_path):
+    """bump_counter gives the counter's new value: the boot counter starts below zero so the
+    first boot is 0, id reservations take the ranges below each new value."""
+    path = tmp_path / "metadata.db"
+    first = SqliteMetadataStore(path)
+    assert [bump_counter(first, "boot", 1, initial=-1) for _ in range(2)] == [0, 1]
+    assert bump_counter(first, "ids", 5) == 5
+    first.close()
+    second = SqliteMetadataStore(path)
+    assert (bump_counter(second, "boot", 1, initial=-1), bump_counter(second, "ids", 3)) == (2, 8)
+    second.close()

@@ -1,5 +1,6 @@
-"""The admin REST API: the broker's HTTP server of Pulsar's /admin/v2 paths (`server` and a
-module per resource) and `AdminClient`, which drives one from Python as pulsar-admin does.
+"""The admin REST API: the broker's HTTP server of Pulsar's /admin/v2 paths (`server`, a
+module per resource, and `web`, the HTTP/1.1 server they run on) and `AdminClient`, which
+drives one from Python as pulsar-admin does.
 
 Layering: above magnetar.broker and magnetar.client (the server reads and changes the broker's
 topics, policies and configuration); may import those and everything below them (formats,

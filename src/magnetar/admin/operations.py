@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from aiohttp import web
-
+from magnetar.admin import web
 from magnetar.broker.auth import operations as op
 from magnetar.broker.auth.operations import Operation
 
@@ -121,9 +120,7 @@ ROUTES: dict[Route, Operation] = {
 
 
 def route_of(request: web.Request) -> Route | None:
-    """The table's key for a request: None when no route matched (aiohttp answers 404/405)."""
-    info = request.match_info
-    if info.http_exception is not None:
+    """The table's key for a request (a HEAD is its GET): None when no route matched (404/405)."""
+    if request.route is None:
         return None
-    method = "GET" if request.method == "HEAD" else request.method
-    return method, info.route.resource.canonical  # type: ignore[union-attr]
+    return request.route.method, request.route.canonical

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aiohttp import web
-from aiohttp.typedefs import Handler
-
+from magnetar.admin import web
 from magnetar.admin.operations import ANY_TOPIC, NAMESPACE
 from magnetar.admin.responses import fail, json_body, no_content
 from magnetar.broker.service.broker_service import BrokerService
@@ -35,13 +33,13 @@ class PermissionsApi:
                        web.delete(f"{base}/permissions/{{role}}", self._revoke(target))]
         return routes
 
-    def _get(self, target: Target) -> Handler:
+    def _get(self, target: Target) -> web.Handler:
         async def get(request: web.Request) -> web.Response:
             return web.json_response(self.authorization.permissions(_namespace(request), target(request)))
 
         return get
 
-    def _grant(self, target: Target) -> Handler:
+    def _grant(self, target: Target) -> web.Handler:
         async def grant(request: web.Request) -> web.Response:
             actions = await json_body(request, None)
             if not isinstance(actions, list) or not all(isinstance(action, str) for action in actions):
@@ -51,7 +49,7 @@ class PermissionsApi:
 
         return grant
 
-    def _revoke(self, target: Target) -> Handler:
+    def _revoke(self, target: Target) -> web.Handler:
         async def revoke(request: web.Request) -> web.Response:
             self.authorization.revoke(_namespace(request), request.match_info["role"], target(request))
             return no_content()

@@ -10,9 +10,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from aiohttp import web
-from aiohttp.typedefs import Handler
-
+from magnetar.admin import web
+from magnetar.admin.web import fail
 from magnetar.broker.entry_filters import EntryFilterProvider, parse_names
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.schema_registry import SCHEMA_STRATEGIES
@@ -25,34 +24,7 @@ INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 _INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
 _LONGEST = len(str(INT64_MIN))
 request_lines = logging.getLogger("magnetar.admin")
-#: Bodies are small JSON or a number; aiohttp answers 413 past this (its default, kept).
-MAX_BODY_BYTES = 1024 * 1024
-#: webServiceRequestTimeoutSeconds: every admin request, its body included, ends within it.
-TIME_BUDGET = web.AppKey("time_budget", float)
 _NOT_FOUND = {pb.TopicNotFound, pb.SubscriptionNotFound, pb.ConsumerNotFound}
-
-
-class _NotAllowed(web.HTTPClientError):
-    """Pulsar's 405 for an operation the resource does not support (a partitioned topic's
-    peek): aiohttp's HTTPMethodNotAllowed wants the request's method and an Allow list,
-    which say something else."""
-
-    status_code = 405
-
-
-_STATUS_CLASSES: dict[int, type[web.HTTPException]] = {
-    400: web.HTTPBadRequest, 401: web.HTTPUnauthorized, 403: web.HTTPForbidden, 404: web.HTTPNotFound,
-    405: _NotAllowed, 408: web.HTTPRequestTimeout,
-    409: web.HTTPConflict, 412: web.HTTPPreconditionFailed, 422: web.HTTPUnprocessableEntity,
-    500: web.HTTPInternalServerError,
-    503: web.HTTPServiceUnavailable,
-}
-
-
-def fail(status: int, reason: str) -> web.HTTPException:
-    """An HTTP error carrying Pulsar's body, `{"reason": ...}`."""
-    return _STATUS_CLASSES.get(status, web.HTTPBadRequest)(
-        text=json.dumps({"reason": reason}), content_type="application/json")
 
 
 def status_of(error: BrokerServiceError) -> int:
@@ -66,14 +38,13 @@ def status_of(error: BrokerServiceError) -> int:
     return 500 if error.code == pb.MetadataError else 409
 
 
-@web.middleware
-async def request_log(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def request_log(request: web.Request, handler: web.Handler) -> web.Response:
     """One line per admin call: at INFO what changes something or was refused, which an
     operator looks for afterwards; at DEBUG the reads that succeeded, which monitoring
     repeats (stats, /metrics) and which would drown the rest."""
     try:
         response = await handler(request)
-    except web.HTTPException as exc:
+    except web.HttpError as exc:
         _log_request(request, exc.status, exc.text)
         raise
     _log_request(request, response.status, None)
@@ -96,25 +67,29 @@ def _reason_of(body: str | None) -> str:
     return str(reason or "")[:300]
 
 
-@web.middleware
-async def errors_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Every failure answers Pulsar's JSON `{"reason": ...}`; none escapes as a bare 500."""
-    budget = request.app[TIME_BUDGET]
-    try:
-        async with asyncio.timeout(budget):
-            return await handler(request)
-    except web.HTTPException:
-        raise
-    except TimeoutError as exc:  # a body trickled in, or a request that never ends
-        raise fail(408, f"request not completed within {budget} s") from exc
-    except BrokerServiceError as exc:
-        raise fail(status_of(exc), exc.message) from exc
-    except StorageFullError as exc:
-        log.warning("admin request %s %s: %s", request.method, request.path, exc)
-        raise fail(503, f"the broker's disk is full: {exc}") from exc
-    except Exception as exc:
-        log.exception("admin request %s %s failed", request.method, request.path)
-        raise fail(500, "internal broker error") from exc
+def errors_as_json(budget: float) -> web.Middleware:
+    """Every failure answers Pulsar's JSON `{"reason": ...}`; none escapes as a bare 500.
+    `budget` is webServiceRequestTimeoutSeconds: every admin request, its body included,
+    ends within it."""
+
+    async def as_json(request: web.Request, handler: web.Handler) -> web.Response:
+        try:
+            async with asyncio.timeout(budget):
+                return await handler(request)
+        except web.HttpError:
+            raise
+        except TimeoutError as exc:  # a body trickled in, or a request that never ends
+            raise fail(408, f"request not completed within {budget} s") from exc
+        except BrokerServiceError as exc:
+            raise fail(status_of(exc), exc.message) from exc
+        except StorageFullError as exc:
+            log.warning("admin request %s %s: %s", request.method, request.path, exc)
+            raise fail(503, f"the broker's disk is full: {exc}") from exc
+        except Exception as exc:
+            log.exception("admin request %s %s failed", request.method, request.path)
+            raise fail(500, "internal broker error") from exc
+
+    return as_json
 
 
 def long_int(name: str, text: str) -> int:

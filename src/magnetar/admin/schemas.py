@@ -21,8 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from aiohttp import web
-
+from magnetar.admin import web
 from magnetar.admin.responses import bool_param, fail, json_body, long_int
 from magnetar.admin.security import PRINCIPAL
 from magnetar.broker.errors import BrokerServiceError

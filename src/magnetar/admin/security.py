@@ -13,9 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from aiohttp import web
-from aiohttp.typedefs import Handler
-
+from magnetar.admin import web
 from magnetar.admin.operations import Route, route_of
 from magnetar.admin.responses import fail
 from magnetar.broker.auth.authentication import AuthenticationError, Principal
@@ -24,16 +22,16 @@ from magnetar.broker.auth.operations import Need, Operation
 from magnetar.broker.service.broker_service import BrokerService
 
 log = logging.getLogger(__name__)
-PRINCIPAL = web.RequestKey("principal", Principal)
+PRINCIPAL = "principal"
+"""The request's authenticated Principal, for the handlers that record who did something."""
 
 
 def security_middleware(service: BrokerService,
-                        rules: Mapping[Route, Operation]) -> web.middleware:  # type: ignore[valid-type]
+                        rules: Mapping[Route, Operation]) -> web.Middleware:
     """Checks each request against `rules` as they are when it comes (routes may be added
     after the app is built)."""
 
-    @web.middleware
-    async def secure(request: web.Request, handler: Handler) -> web.StreamResponse:
+    async def secure(request: web.Request, handler: web.Handler) -> web.Response:
         authentication = service.authentication
         route = route_of(request)
         operation = rules.get(route) if route is not None else None

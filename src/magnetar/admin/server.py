@@ -8,17 +8,14 @@ scripts (and `curl` habits) carry over.
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable, Iterable
 
-from aiohttp import web
-
-from magnetar.admin import metrics
+from magnetar.admin import metrics, web
 from magnetar.admin.brokers import BrokersApi
 from magnetar.admin.namespaces import NamespacesApi
 from magnetar.admin.operations import ROUTES, Route
 from magnetar.admin.permissions import PermissionsApi
-from magnetar.admin.responses import MAX_BODY_BYTES, TIME_BUDGET, errors_as_json, request_log
+from magnetar.admin.responses import errors_as_json, request_log
 from magnetar.admin.schemas import SchemasApi
 from magnetar.admin.security import security_middleware
 from magnetar.admin.subscriptions import SubscriptionsApi
@@ -35,26 +32,25 @@ class AdminServer:
         self.rules: dict[Route, Operation] = dict(ROUTES)
         """What each route does, for the security middleware: admin.operations' table, and the
         operation of each route added with `add_routes`."""
-        self.app = web.Application(middlewares=[request_log, errors_as_json, security_middleware(service, self.rules)],
-                                   client_max_size=MAX_BODY_BYTES)
-        self.app[TIME_BUDGET] = service.config.webServiceRequestTimeoutSeconds
+        self.router = web.Router()
+        budget = service.config.webServiceRequestTimeoutSeconds
+        self.server = web.WebServer(self.router, [request_log, errors_as_json(budget),
+                                                  security_middleware(service, self.rules)], budget)
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
                     BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name),
                     SchemasApi(service)):
-            self.app.add_routes(api.routes())
-        self.app.add_routes([web.get("/metrics", self.metrics)])
+            self.router.add_routes(api.routes())
+        self.router.add_routes([web.get("/metrics", self.metrics)])
         self.metrics_sources: list[Callable[[], str]] = []
         """More of /metrics from above the admin API (the functions worker's)."""
-        self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self.tls_port: int | None = None
 
     def add_routes(self, routes: Iterable[web.RouteDef], operation: Operation) -> None:
         """Routes from above the admin API (the functions worker's), all performing `operation`."""
-        for route in self.app.router.add_routes(routes):
-            if route.method != "HEAD":  # aiohttp's twin of a GET, checked as the GET (operations.route_of)
-                self.rules[(route.method, route.resource.canonical)] = operation  # type: ignore[union-attr]
+        for route in self.router.add_routes(routes):
+            self.rules[(route.method, route.canonical)] = operation
 
     def http_url(self) -> str:
         """The admin URL clients are told, on the advertised address (never a wildcard):
@@ -79,22 +75,13 @@ class AdminServer:
                 if port is not None]
 
     async def start(self, host: str, port: int | None, tls_port: int | None = None) -> None:
-        self._runner = web.AppRunner(self.app, access_log=None)
-        await self._runner.setup()
         if port is not None:
-            self.port = await self._site(host, port, None)
+            self.port = await self.server.listen(host, port, None)
         if tls_port is not None:
-            self.tls_port = await self._site(host, tls_port, self.service.ssl_context)
-
-    async def _site(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> int:
-        assert self._runner is not None
-        site = web.TCPSite(self._runner, host, port, reuse_address=True, ssl_context=ssl_context)
-        await site.start()
-        return site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+            self.tls_port = await self.server.listen(host, tls_port, self.service.ssl_context)
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+        await self.server.close()
 
     async def metrics(self, _request: web.Request) -> web.Response:
         topics = [*self.service.topics.values(), *self.service.non_persistent_topics.values()]

@@ -124,8 +124,9 @@ class Standalone:
             raise
 
     async def _start_admin(self) -> None:
-        """The admin API's code loads in a thread (aiohttp and magnetar.admin: nearly half of
-        a start's CPU), so the event loop serves Pulsar clients on the binary port meanwhile."""
+        """The admin API's code loads in a thread (magnetar.admin, its HTTP server and the
+        functions worker's routes: about a fifth of a start's CPU), so the event loop serves
+        Pulsar clients on the binary port meanwhile."""
         modules = ["magnetar.admin.server", *(["magnetar.functions.on_demand"] if self.config.functionsWorkerEnabled
                                               else [])]
         with ThreadPoolExecutor(1, thread_name_prefix="magnetar-admin-import") as loader:  # gone when loaded

@@ -96,6 +96,21 @@ class Message(tuple):
     def ordering_key(self) -> bytes:
         return self._fields().ordering_key
 
+    def key_options(self) -> dict[str, Any]:
+        """Send options that write this message's keys again as its producer wrote them: the
+        partition key with its base64 flag (a SEPARATED KeyValue's key bytes), a null key, the
+        ordering key. Dead and retry letters carry them, as the Java client's letters do."""
+        fields = self._fields()
+        options: dict[str, Any] = {}
+        if fields.null_partition_key:
+            options["null_partition_key"] = True
+        elif fields.HasField("partition_key"):
+            options["partition_key"] = fields.partition_key
+            options["partition_key_b64_encoded"] = fields.partition_key_b64_encoded
+        if fields.HasField("ordering_key"):
+            options["ordering_key"] = fields.ordering_key
+        return options
+
     def publish_timestamp(self) -> int:
         """The producer's publish time in ms (the entry's, for every message of a batch)."""
         return self._ctx.metadata.publish_time

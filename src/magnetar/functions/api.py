@@ -9,25 +9,19 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from aiohttp import web
-
+from magnetar.admin import web
 from magnetar.admin.responses import fail, no_content
 from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
-from magnetar.functions.routes import ROUTES
 from magnetar.functions.stats_view import function_stats, instance_stats
 from magnetar.functions.worker import FunctionNotFound, FunctionsWorker
 
 log = logging.getLogger("magnetar.functions")
 TRIGGER_TIMEOUT_MS = 10_000
-MAX_CODE_BYTES = 64 * 1024 * 1024
 
 
 class FunctionsApi:
     def __init__(self, worker: FunctionsWorker) -> None:
         self.worker = worker
-
-    def routes(self) -> list[web.RouteDef]:
-        return [web.route(method, path, getattr(self, handler)) for method, path, handler in ROUTES]
 
     # -- deployments
     async def list(self, request: web.Request) -> web.Response:
@@ -210,20 +204,13 @@ def _instance(request: web.Request) -> int | None:
 
 async def _multipart(request: web.Request) -> dict[str, Any]:
     """The parts of a multipart body by name (bytes), and each file part's name as
-    `<part>.filename`: the code may be larger than the admin API's JSON body limit."""
+    `<part>.filename`: the code may be larger than the admin API's JSON body limit (its
+    routes take up to MAX_CODE_BYTES)."""
     if not request.content_type.startswith("multipart/"):
         raise fail(400, "expected a multipart/form-data body (functionConfig, data)")
     parts: dict[str, Any] = {}
-    reader = await request.multipart()
-    while (part := await reader.next()) is not None:
-        if part.name is None or not hasattr(part, "read_chunk"):
-            continue
-        data = bytearray()
-        while chunk := await part.read_chunk():
-            data += chunk
-            if len(data) > MAX_CODE_BYTES:
-                raise fail(413, f"part {part.name} is over {MAX_CODE_BYTES} bytes")
-        parts[part.name] = bytes(data)
+    for part in await request.form_parts():
+        parts[part.name] = part.data
         if part.filename:
             parts[f"{part.name}.filename"] = part.filename.rsplit("/", 1)[-1]
     return parts

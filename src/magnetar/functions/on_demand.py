@@ -9,13 +9,12 @@ to does not pay for them (tests/broker/test_startup_imports.py keeps it so).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aiohttp import web
-
-from magnetar.functions.routes import ROUTES
+from magnetar.admin import web
+from magnetar.functions.routes import MAX_CODE_BYTES, ROUTES
 from magnetar.functions.store import FunctionStore
 
 if TYPE_CHECKING:
@@ -23,9 +22,6 @@ if TYPE_CHECKING:
     from magnetar.functions.api import FunctionsApi
     from magnetar.functions.supervisor import Endpoints
     from magnetar.functions.worker import FunctionsWorker
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
 
 class FunctionsOnDemand:
     def __init__(self, service: BrokerService, data_dir: Path, endpoints: Callable[[], Endpoints]) -> None:
@@ -36,7 +32,7 @@ class FunctionsOnDemand:
         self._api: asyncio.Future[FunctionsApi] | None = None
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.route(method, path, self._handler(name)) for method, path, name in ROUTES]
+        return [web.route(method, path, self._handler(name), max_body=MAX_CODE_BYTES) for method, path, name in ROUTES]
 
     async def start(self) -> None:
         """Bring back what the store holds (a restart); nothing to load otherwise."""
@@ -71,9 +67,9 @@ class FunctionsOnDemand:
         self.worker = worker
         return FunctionsApi(worker)
 
-    def _handler(self, name: str) -> Handler:
-        async def handle(request: web.Request) -> web.StreamResponse:
-            handler: Handler = getattr(await self.api(), name)
+    def _handler(self, name: str) -> web.Handler:
+        async def handle(request: web.Request) -> web.Response:
+            handler: web.Handler = getattr(await self.api(), name)
             return await handler(request)
 
         handle.__name__ = name

@@ -7,6 +7,8 @@ register from this one table.
 
 from __future__ import annotations
 
+#: A function's code comes in one multipart upload: its routes take bodies up to this.
+MAX_CODE_BYTES = 64 * 1024 * 1024
 BASE = "/admin/v3/functions/{tenant}/{namespace}"
 FN = BASE + "/{name}"
 _INSTANCE = "/{instance:[0-9]+}"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,13 +16,21 @@ _CODE = "/functions/code/"
 _STATE = "/functions/state/"
 
 
+def _new_id() -> str:
+    """A random id as Pulsar's worker gives one (a UUID's hex); uuid loads with the first
+    deployment, not with every broker (it imports `platform`, ~10 ms)."""
+    import uuid  # noqa: PLC0415
+
+    return uuid.uuid4().hex
+
+
 @dataclass
 class Deployment:
     """What the worker keeps of a function: its config, its ids, which instances an operator
     stopped (`functions stop`), and the name of the code file."""
 
     config: FunctionConfig
-    function_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    function_id: str = field(default_factory=_new_id)
     version: int = 0
     stopped: list[int] = field(default_factory=list)
 
@@ -111,3 +118,4 @@ def _value_of(state: dict[str, Any]) -> dict[str, Any]:
     if state.get("stringValue") is not None:
         return {"stringValue": str(state["stringValue"])}
     raise ValueError("a state needs stringValue, byteValue or numberValue")
+

@@ -22,7 +22,7 @@ from magnetar.kafka.protocol.records import from_pulsar_messages, with_base_offs
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 from magnetar.storage import StorageClosedError
 from magnetar.wire.batch import decode_messages
-from magnetar.wire.entry import entry_format, parse_entry
+from magnetar.wire.entry import entry_format, first_message_index, parse_entry
 
 _NO_WAIT = datetime.timedelta(0)
 _EARLIEST, _LATEST = -2, -1
@@ -33,9 +33,8 @@ def entry_as_batch(entry: bytes) -> list[bytes | memoryview]:
     """A stored entry as Kafka record-batch bytes (pieces to join), at its PIP-70 offsets."""
     parsed = parse_entry(entry)
     metadata = parsed.metadata
-    count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
     last = parsed.broker_entry_metadata.index if parsed.broker_entry_metadata is not None else -1
-    base = last - count + 1
+    base = first_message_index(metadata, last)
     if entry_format(metadata) == "kafka":
         return with_base_offset(parsed.payload, base)
     messages = decode_messages(metadata, parsed.payload, max_size=_MAX_DECOMPRESSED)

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from magnetar.broker.service.protocol_handlers import PartitionLog
 from magnetar.formats.kafka_records import KAFKA_FORMAT, read_header
 from magnetar.formats.payload import CorruptPayloadError
-from magnetar.wire.entry import entry_format, parse_entry
+from magnetar.wire.entry import entry_format, first_message_index, parse_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,6 @@ def stored_batches(partition: PartitionLog, offset: int) -> Iterator[tuple[int, 
         for entry in entries:
             parsed = parse_entry(entry)
             metadata = parsed.metadata
-            count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
             last = parsed.broker_entry_metadata.index if parsed.broker_entry_metadata is not None else offset
             offset = max(offset, last + 1)
             producer = _producer_of(metadata, parsed.payload)
@@ -88,7 +87,8 @@ def stored_batches(partition: PartitionLog, offset: int) -> Iterator[tuple[int, 
                 yield None
             else:
                 producer_id, epoch, sequence = producer
-                yield producer_id, epoch, Stored(sequence, last - count + 1, count), metadata.publish_time
+                first = first_message_index(metadata, last)
+                yield producer_id, epoch, Stored(sequence, first, last - first + 1), metadata.publish_time
 
 
 def _producer_of(metadata: pb.MessageMetadata, payload: memoryview) -> tuple[int, int, int] | None:

@@ -25,7 +25,7 @@ from magnetar.storage.ledger import RecoveryReport
 from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.managed_ledger_factory import ManagedLedgerFactory
-from magnetar.storage.metadata_store import MetadataStore, MetadataWriter, SqliteMetadataStore
+from magnetar.storage.metadata_store import MetadataStore, MetadataWriter, SqliteMetadataStore, bump_counter
 from magnetar.storage.position import Position
 
 __all__ = [
@@ -48,4 +48,5 @@ __all__ = [
     "StorageClosedError",
     "StorageError",
     "StorageFullError",
+    "bump_counter",
 ]

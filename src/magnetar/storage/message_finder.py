@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
-from magnetar.wire.entry import parse_message_metadata, peek_broker_entry_metadata
+from magnetar.wire.entry import first_message_index, parse_message_metadata, peek_broker_entry_metadata
 
 
 def entry_timestamp(entry: bytes) -> int:
@@ -74,9 +74,7 @@ def entry_last_index(entry: bytes) -> int:
 
 def entry_first_index(entry: bytes) -> int:
     """The PIP-70 index of the entry's first message: its last, less the batch's other messages."""
-    metadata = parse_message_metadata(entry)
-    count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-    return entry_last_index(entry) - count + 1
+    return first_message_index(parse_message_metadata(entry), entry_last_index(entry))
 
 
 def _first_at_or_above(ledger: ManagedLedger, key: Callable[[bytes], int], target: int) -> SearchResult:

@@ -42,6 +42,16 @@ class MetadataStore(MetadataWriter, Protocol):
     def close(self) -> None: ...
 
 
+def bump_counter(store: MetadataStore, key: str, count: int, *, initial: int = 0) -> int:
+    """Move the counter kept at `key` (a decimal number) forward by `count` and give its new
+    value; an absent counter stands at `initial`. The one writer of a counter is the broker
+    that owns the store, so the read and the write need no transaction between them."""
+    raw = store.get(key)
+    value = (int(raw) if raw else initial) + count
+    store.put(key, str(value).encode())
+    return value
+
+
 def _prefix_upper_bound(prefix: str) -> str | None:
     """Smallest string greater than every string starting with `prefix` (None: no bound).
 

@@ -268,3 +268,10 @@ def entry_format(metadata: pb.MessageMetadata) -> str:
             if kv.key == FORMAT_PROPERTY:
                 return kv.value or PULSAR_FORMAT
     return PULSAR_FORMAT
+
+
+def first_message_index(metadata: pb.MessageMetadata, last_index: int) -> int:
+    """The PIP-70 index of an entry's first message, from its last's (the one the broker
+    stamps in the prefix): less the batch's other messages."""
+    count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+    return last_index - count + 1

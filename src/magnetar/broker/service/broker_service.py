@@ -48,7 +48,7 @@ from magnetar.broker.transport.advertised_listeners import (
 from magnetar.broker.transport.connection import ServerCnx
 from magnetar.broker.transport.connection_controller import ConnectionController, PartialFrameBudget
 from magnetar.broker.transport.topic_list import TopicsPattern, filter_topics
-from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory
+from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory, bump_counter
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
@@ -144,10 +144,7 @@ class BrokerService:
 
     def _next_boot_id(self) -> int:
         """Distinguishes generated producer names across restarts of the same data."""
-        raw = self.metadata.get(_BOOT_COUNTER_KEY)
-        boot = int(raw) + 1 if raw else 0
-        self.metadata.put(_BOOT_COUNTER_KEY, str(boot).encode())
-        return boot
+        return bump_counter(self.metadata, _BOOT_COUNTER_KEY, 1, initial=-1)  # the first boot is 0
 
     @property
     def service_urls(self) -> list[str]:
@@ -360,9 +357,15 @@ class BrokerService:
         return parent is not None and 0 <= topic.partition_index < parent
 
     def get_topic(self, name: str, *, create: bool = True) -> PersistentTopic | NonPersistentTopic:
+        """The topic `name` names, loaded (or created) if need be. A loaded topic is found by a
+        full name alone (the keys are full names): handlers ask per request, and parsing the
+        name each time was most of the look-up."""
+        topic = self._loaded(name)
+        if topic is not None:
+            return topic
         topic_name = self.parse_topic(name)
         key = str(topic_name)
-        topic = self.topics.get(key) or self.non_persistent_topics.get(key)
+        topic = self._loaded(key)
         if topic is not None:
             return topic
         if not topic_name.persistent and not self.config.enableNonPersistentTopics:
@@ -384,6 +387,9 @@ class BrokerService:
         log.info("[%s] loaded (%d entries, %d subscriptions)", key, persistent.ledger.number_of_entries(),
                  len(persistent.subscriptions))
         return persistent
+
+    def _loaded(self, key: str) -> PersistentTopic | NonPersistentTopic | None:
+        return self.topics.get(key) or self.non_persistent_topics.get(key)
 
     # -- admin operations
     def unload_topic(self, name: TopicName) -> None:

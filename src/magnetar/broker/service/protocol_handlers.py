@@ -23,7 +23,7 @@ from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
-from magnetar.storage import Position
+from magnetar.storage import Position, bump_counter
 from magnetar.storage.message_finder import (
     entry_first_index,
     entry_last_index,
@@ -216,11 +216,8 @@ class HandlerBroker:
     def reserve_ids(self, name: str, count: int) -> range:
         """`count` ids of the sequence `name` that no start of this broker's data handed out
         before: a counter in the metadata store moved past them before they are used."""
-        key = _ID_COUNTER_PREFIX + name
-        raw = self._service.metadata.get(key)
-        start = int(raw) if raw else 0
-        self._service.metadata.put(key, str(start + count).encode())
-        return range(start, start + count)
+        end = bump_counter(self._service.metadata, _ID_COUNTER_PREFIX + name, count)
+        return range(end - count, end)
 
     def partitions(self, topic: str) -> int | None:
         """The partition count, 0 for an existing non-partitioned topic, None for no topic."""
@@ -246,9 +243,8 @@ class HandlerBroker:
         return sorted(names)
 
     def partition_log(self, topic: str) -> PartitionLog:
-        """The log of `topic` (a full name), loaded if need be; a loaded topic is found by its name alone
-        (a handler asks per request: parsing the name each time was most of the look-up)."""
-        loaded = self._service.topics.get(topic) or self._service.get_topic(topic)
+        """The log of `topic` (a full name), loaded if need be."""
+        loaded = self._service.get_topic(topic)
         if not isinstance(loaded, PersistentTopic):
             raise BrokerServiceError(pb.NotAllowedError, f"{topic} is not persistent")
         return PartitionLog(loaded, self._read_hints)

@@ -372,16 +372,13 @@ class ServerCnx(asyncio.Protocol):
 
     def authorize(self, operation: Operation, topic: str | None = None, namespace: str | None = None) -> None:
         """Raise AuthorizationError unless this connection's role may perform `operation` on
-        `topic` (or in `namespace`), checked before anything is created for it."""
+        `topic` (or in `namespace`), checked before anything is created for it. The refusal
+        names the role, the action and the resource; the command's error path logs it, once."""
         authorization = self.service.authorization
         if authorization.enabled:
             resource = Resource.of_topic(self.service.parse_topic(topic)) if topic is not None \
                 else Resource.of_namespace(namespace or "")
-            try:
-                authorization.check(operation, self.role, resource)
-            except BrokerServiceError as exc:
-                log.info("%s refused: %s", self, exc.message)
-                raise
+            authorization.check(operation, self.role, resource)
 
     def handle_auth_response(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         if self.auth is None:

@@ -58,10 +58,9 @@ def handle_lookup(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None)
 
 
 def _log_refused_lookup(cnx: CommandHost, topic: str, exc: BrokerServiceError) -> None:
-    """A refused lookup is where a client's mistake (a typo'd namespace, a topic that
-    may not be auto-created) first shows; authorize() has already said why for its own."""
-    if exc.code != pb.AuthorizationError:
-        log.info("%s lookup of %s refused: %s: %s", cnx, topic, pb.ServerError.Name(exc.code), exc.message)
+    """A refused lookup is where a client's mistake (a typo'd namespace, a topic that may
+    not be auto-created, a role without rights) first shows."""
+    log.info("%s lookup of %s refused: %s: %s", cnx, topic, pb.ServerError.Name(exc.code), exc.message)
 
 
 def handle_get_topics_of_namespace(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:

@@ -9,6 +9,7 @@ adding `await`. Extras: `batched_filter_properties` (PIP-191) on producers; mess
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -178,8 +179,8 @@ class Client:
         letters = None
         if config.dead_letter_policy is not None:
             first = topic.pattern if isinstance(topic, re.Pattern) else topic if isinstance(topic, str) else topic[0]
-            letters = Letters(self._letter_producer, full_topic_name(first), subscription_name,
-                              config.dead_letter_policy)
+            letters = Letters(functools.partial(self._letter_producer, schema=config.schema),
+                              full_topic_name(first), subscription_name, config.dead_letter_policy)
         elif retry_enable:
             raise errors.InvalidConfiguration("retry_enable needs a dead_letter_policy (max_redeliver_count)")
         if retry_enable:
@@ -224,9 +225,11 @@ class Client:
         self._handles.add(reader)
         return reader
 
-    async def _letter_producer(self, topic: str, initial_subscription_name: str | None) -> AnyProducer:
-        """A dead- or retry-letter topic's producer (Letters create them on first use)."""
-        config = ProducerConfig(initial_subscription_name=initial_subscription_name)
+    async def _letter_producer(self, topic: str, initial_subscription_name: str | None,
+                               schema: Schema | None) -> AnyProducer:
+        """A dead- or retry-letter topic's producer (Letters create them on first use), with the
+        consumer's schema, as Pulsar's clients make it: letters are tagged with it."""
+        config = ProducerConfig(initial_subscription_name=initial_subscription_name, schema=schema)
         return await self.create_producer(topic, config=config)
 
     async def get_topic_partitions(self, topic: str) -> list[str]:

@@ -5,8 +5,11 @@
 receives what `reconsume_later` sends back with a delay, until it has been reconsumed
 `max_redeliver_count` times, after which it goes to the dead-letter topic too. Letters carry
 the Java client's properties (REAL_TOPIC, ORIGIN_MESSAGE_ID, RECONSUMETIMES, DELAY_TIME,
-RETRY_TOPIC) beside the message's own, and its key. The original is acknowledged only once
-its letter is stored. Producers are created on first use, by the factory the client gives
+RETRY_TOPIC) beside the message's own, and its keys as its producer wrote them (a key of
+bytes keeps its base64 flag, a null key stays null, the ordering key goes along; the event
+time does not, as neither Pulsar client carries it); they are written with the consumer's
+schema, as Pulsar's clients write them. The original is acknowledged only once its letter
+is stored. Producers are created on first use, by the factory the client gives
 (a letter producer is an ordinary one, closed with the client), and shared by a
 subscription's partitions.
 """
@@ -35,7 +38,7 @@ class DeadLetterPolicy:
 class LetterProducer(Protocol):
     """What Letters use of a producer."""
 
-    async def send(self, content: bytes | None, **kwargs: Any) -> Any: ...
+    async def send_encoded(self, content: bytes | None, **kwargs: Any) -> Any: ...
     async def close(self) -> None: ...
 
 
@@ -79,8 +82,7 @@ class Letters:
     async def dead_letter(self, messages: list[Message], ack: Callable[[Message], None]) -> None:
         producer = await self._producer(self.dead_letter_topic)
         for message in messages:
-            await producer.send(message.data(), properties=self._origin(message),
-                                partition_key=message.partition_key() or None)
+            await producer.send_encoded(_content(message), properties=self._origin(message), **message.key_options())
             ack(message)
 
     async def reconsume_later(self, message: Message, delay_ms: int, properties: dict[str, str] | None,
@@ -90,14 +92,19 @@ class Letters:
         letter["RECONSUMETIMES"] = str(times)
         letter["DELAY_TIME"] = str(delay_ms)
         letter["RETRY_TOPIC"] = self.retry_letter_topic
-        key = message.partition_key() or None
+        keys = message.key_options()
         if times > self.policy.max_redeliver_count:
             producer = await self._producer(self.dead_letter_topic)
-            await producer.send(message.data(), properties=letter, partition_key=key)
+            await producer.send_encoded(_content(message), properties=letter, **keys)
         else:
             producer = await self._producer(self.retry_letter_topic)
-            await producer.send(message.data(), properties=letter, partition_key=key, deliver_after=delay_ms)
+            await producer.send_encoded(_content(message), properties=letter, deliver_after=delay_ms, **keys)
         ack(message)
 
     async def close(self) -> None:
         await asyncio.gather(*(p.close() for p in self._producers.values()), return_exceptions=True)
+
+
+def _content(message: Message) -> bytes | None:
+    """A letter's payload: the message's bytes as they were written (None for a null value)."""
+    return None if message.has_null_value() else message.data()

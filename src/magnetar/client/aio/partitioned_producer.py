@@ -48,6 +48,9 @@ class PartitionedProducer:
     async def send(self, content: Any, **kwargs: Any) -> MessageId:
         """Encoded first, so a key the schema writes (a SEPARATED KeyValueSchema's) routes the message."""
         content, kwargs = self.encode(content, kwargs)
+        return await self.send_encoded(content, **kwargs)
+
+    async def send_encoded(self, content: bytes | None, **kwargs: Any) -> MessageId:
         return await self._pick(kwargs, content).send_encoded(content, **kwargs)
 
     async def send_entry(self, payload: bytes, metadata_fields: Any = None, num_messages: int = 1) -> MessageId:

@@ -319,9 +319,12 @@ class KeyValueSchema(Schema):
         self._info = join_key_value(key_schema.schema_info(), value_schema.schema_info(),
                                     encoding=self.encoding_type.name)
         self._separated = self.encoding_type == KeyValueEncodingType.SEPARATED
-        self._writer_sides: dict[int, tuple[SchemaData, SchemaData | None, SchemaData | None]] = {}
-        """Each writer's (key, value) definitions, by the id of the writer's SchemaData (kept in
-        the entry, so the id is not reused): consumers hand over one object per version."""
+        self._writer_sides: dict[tuple[bytes, tuple[tuple[str, str], ...]],
+                                 tuple[SchemaData | None, SchemaData | None]] = {}
+        """Each writer's (key, value) definitions, by what identifies the writer: its data and
+        its properties, which name the sides' types (KEY_VALUE<AVRO, X> and KEY_VALUE<JSON, X>
+        of one record have the same data). Not by the object: an id is reused once its object
+        is collected, and consumers may hold equal copies of one version."""
 
     def _pair(self, obj: Any) -> tuple[Any, Any]:
         self._validate_object_type(obj)
@@ -367,13 +370,14 @@ class KeyValueSchema(Schema):
         """The writer's key and value definitions, split once per writer version."""
         if writer is None or writer.type != SchemaType.KEY_VALUE:
             return None, None
-        known = self._writer_sides.get(id(writer))
-        if known is None or known[0] is not writer:
+        identity = writer.data, tuple(writer.properties.items())
+        known = self._writer_sides.get(identity)
+        if known is None:
             if len(self._writer_sides) >= _WRITERS_KEPT:
                 self._writer_sides.clear()
             parts = key_value_parts(writer)
-            known = self._writer_sides[id(writer)] = (writer, parts.key, parts.value)
-        return known[1], known[2]
+            known = self._writer_sides[identity] = (parts.key, parts.value)
+        return known
 
     def __str__(self) -> str:
         return f"KeyValueSchema({self.key_schema}, {self.value_schema})"

@@ -1,0 +1,351 @@
+"""The admin API's HTTP/1.1 server: llhttp (through httptools) reads requests, asyncio
+carries the bytes, and each connection answers its requests in order.
+
+Why not a web framework: aiohttp, which served here before, costs a third of a
+standalone's start-up (its import builds two TLS client contexts from the system's CA
+bundle, for a client the broker never uses) and 9 MB of its idle memory. The admin API
+needs a router, a body with a limit, keep-alive and TLS; llhttp does the parsing, with
+its strict checks against request smuggling (Content-Length with Transfer-Encoding,
+bad chunk sizes, bare CR/LF).
+
+Limits against misbehaving clients: a request's line and headers within 64 KiB and
+within the request time budget of their first byte (else 431 or 408, and the connection
+closes); a body within its route's limit (413); an idle keep-alive connection closes after
+75 s; at most 8 pipelined requests are read ahead of the one being answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+import ssl
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import httptools
+
+from magnetar.admin.web.messages import Body, Handler, Headers, HttpError, Middleware, Request, Response, Target, fail
+from magnetar.admin.web.routing import MAX_BODY_BYTES, Router
+
+log = logging.getLogger(__name__)
+MAX_HEAD_BYTES = 64 * 1024
+KEEPALIVE_SECONDS = 75.0
+MAX_PIPELINED = 8
+SHUTDOWN_GRACE_SECONDS = 10.0
+LINGER_SECONDS = 2.0
+_DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+_MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+_FORBIDDEN_IN_HEADERS = str.maketrans("", "", "\r\n\0")
+
+
+class WebServer:
+    """A router behind middlewares (outermost first), on as many listening sockets as asked."""
+
+    def __init__(self, router: Router, middlewares: Sequence[Middleware], head_seconds: float) -> None:
+        self.router = router
+        self.head_seconds = head_seconds
+        handler: Handler = self._dispatch
+        for middleware in reversed(middlewares):
+            handler = _wrapped(middleware, handler)
+        self._handler = handler
+        self._servers: list[asyncio.Server] = []
+        self.connections: set[_Connection] = set()
+
+    async def listen(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> int:
+        """Listens on (host, port), the port chosen by the system when 0; returns the port."""
+        server = await asyncio.get_running_loop().create_server(
+            lambda: _Connection(self), host, port, ssl=ssl_context, reuse_address=True)
+        self._servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
+
+    async def close(self) -> None:
+        """Stops listening, lets requests being answered finish (up to a grace period), then
+        closes every connection."""
+        for server in self._servers:
+            server.close()
+        for connection in list(self.connections):
+            connection.close_when_idle()
+        deadline = time.monotonic() + SHUTDOWN_GRACE_SECONDS
+        while self.connections and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)  # a poll with a deadline: connections end on their own
+        for connection in list(self.connections):
+            connection.abort()
+        for server in self._servers:
+            await server.wait_closed()
+        self._servers.clear()
+
+    async def respond(self, request: Request) -> Response:
+        """The response to a request, whatever its handler did."""
+        try:
+            return await self._handler(request)
+        except HttpError as error:
+            return error.response
+        except Exception:
+            log.exception("admin request %s %s failed", request.method, request.path)
+            return fail(500, "internal broker error").response
+
+    async def _dispatch(self, request: Request) -> Response:
+        if request.route is None:
+            await self.router.refusal(request.method, request.raw_path)
+        assert request.route is not None
+        return await request.route.handler(request)
+
+
+def _wrapped(middleware: Middleware, inner: Handler) -> Handler:
+    async def handle(request: Request) -> Response:
+        return await middleware(request, inner)
+
+    return handle
+
+
+class _Incoming:
+    """A request while it is being read: its line and headers, then its body."""
+
+    __slots__ = ("body", "complete", "headers", "size", "target")
+
+    def __init__(self) -> None:
+        self.target = bytearray()
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.size = 0
+        self.body: Body | None = None
+        self.complete = False
+
+
+class _Exchange:
+    """A request read and waiting for (or being given) its answer."""
+
+    __slots__ = ("incoming", "keep_alive", "request")
+
+    def __init__(self, request: Request, incoming: _Incoming, keep_alive: bool) -> None:
+        self.request, self.incoming, self.keep_alive = request, incoming, keep_alive
+
+
+class _Connection(asyncio.Protocol):
+    """One client's connection: httptools' callbacks (on_*) build requests, `_serve` answers
+    them one after the other."""
+
+    def __init__(self, server: WebServer) -> None:
+        self.server = server
+        self.parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.incoming: _Incoming | None = None
+        self.queue: deque[_Exchange] = deque()
+        self.serving: asyncio.Task[None] | None = None
+        self.reading = True
+        self.last_request = False
+        """No request after those queued is read (an Upgrade request, a parse error, shutdown)."""
+        self.refusal: HttpError | None = None
+        """The answer to a request that could not be read, sent after those queued before it."""
+        self.timer: asyncio.TimerHandle | None = None
+        self.drained = asyncio.Event()
+        """Clear while the client does not read what was written: no more is answered (and so,
+        past MAX_PIPELINED, no more is read) until it does."""
+        self.drained.set()
+
+    # -- the transport's side
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.server.connections.add(self)
+        self._arm(KEEPALIVE_SECONDS, self.abort)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self._disarm()
+        self.last_request = True
+        self.drained.set()
+        for body in (self.incoming.body if self.incoming else None, *(e.incoming.body for e in self.queue)):
+            if body is not None:
+                body.abort()
+
+    def pause_writing(self) -> None:
+        self.drained.clear()
+
+    def resume_writing(self) -> None:
+        self.drained.set()
+
+    def data_received(self, data: bytes) -> None:
+        if self.last_request:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:  # answered in HTTP/1.1 as if it had asked nothing
+            self.last_request = True
+        except httptools.HttpParserCallbackError as error:
+            self._refuse(error.__context__ if isinstance(error.__context__, HttpError) else
+                         fail(400, f"malformed request: {error.__context__ or error}"))
+        except httptools.HttpParserError as error:
+            self._refuse(fail(400, f"malformed request: {error}"))
+
+    def close_when_idle(self) -> None:
+        self.last_request = True
+        if self.serving is None:
+            self.abort()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    # -- httptools' callbacks
+    def on_message_begin(self) -> None:
+        self.incoming = _Incoming()
+        self._arm(self.server.head_seconds, self._head_too_slow)
+
+    def on_url(self, url: bytes) -> None:
+        assert self.incoming is not None
+        self._count(len(url))
+        self.incoming.target += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        assert self.incoming is not None
+        self._count(len(name) + len(value) + 4)
+        self.incoming.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        assert self.incoming is not None and self.transport is not None
+        self._disarm()
+        incoming, method = self.incoming, self.parser.get_method().decode("ascii")
+        headers, target = Headers(incoming.headers), Target(bytes(incoming.target))
+        route = self.server.router.resolve(method, target.raw_path)
+        declared = headers.get("Content-Length", "")
+        incoming.body = Body(route[0].max_body if route is not None else MAX_BODY_BYTES,
+                             int(declared) if declared.isdigit() else None)
+        request = Request(method, target, headers, self.transport, route, incoming.body,
+                          self._continue if headers.get("Expect", "").lower() == "100-continue" else None)
+        self.queue.append(_Exchange(request, incoming, self.parser.should_keep_alive()))
+        if len(self.queue) > MAX_PIPELINED and self.reading:
+            self.reading = False
+            self.transport.pause_reading()
+        if self.serving is None:
+            self.serving = asyncio.ensure_future(self._serve())
+
+    def on_body(self, chunk: bytes) -> None:
+        assert self.incoming is not None and self.incoming.body is not None
+        self.incoming.body.receive(chunk)
+
+    def on_message_complete(self) -> None:
+        assert self.incoming is not None and self.incoming.body is not None
+        self.incoming.complete = True
+        self.incoming.body.end()
+        self.incoming = None
+
+    # -- answering
+    async def _serve(self) -> None:
+        try:
+            while self.queue:
+                exchange = self.queue[0]
+                response = await self.server.respond(exchange.request)
+                await self.drained.wait()
+                self.queue.popleft()
+                if not exchange.keep_alive or not exchange.incoming.complete:
+                    self._write(exchange.request.method, response, close=True)
+                    self._close()
+                    return
+                self._write(exchange.request.method, response,
+                            close=self.last_request and not self.queue and self.refusal is None)
+                if not self.reading and len(self.queue) <= MAX_PIPELINED and self.transport is not None:
+                    self.reading = True
+                    self.transport.resume_reading()
+            if self.last_request:
+                self._finish()
+        finally:
+            self.serving = None
+        if self.incoming is None and self.transport is not None and not self.transport.is_closing():
+            self._arm(KEEPALIVE_SECONDS, self.abort)
+
+    def _write(self, method: str, response: Response, *, close: bool) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return  # the client left; what its request changed stays done
+        try:
+            head = _head(response, close=close)
+        except ValueError as error:
+            log.error("admin response to %s not sent: %s", method, error)
+            response = fail(500, "the response could not be written").response
+            head = _head(response, close=close)
+        self.transport.write(head if method == "HEAD" or response.status == 204 else head + response.body)
+
+    def _continue(self) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def _refuse(self, error: HttpError) -> None:
+        """Answers a request that could not be read, after those before it, and closes
+        (logged at DEBUG only: a scanner's garbage would flood INFO)."""
+        peer = self.transport.get_extra_info("peername") if self.transport is not None else None
+        log.debug("admin connection from %s refused: %s", peer, error)
+        self.last_request = True
+        self.refusal = error
+        self._disarm()
+        if self.incoming is not None and self.incoming.body is not None:  # its handler awaits the rest
+            self.incoming.body.abort()
+        if self.serving is None:
+            self._finish()
+        elif self.transport is not None:
+            self.transport.pause_reading()
+
+    def _finish(self) -> None:
+        if self.refusal is not None:
+            self._write("", self.refusal.response, close=True)
+        self._close()
+
+    def _close(self) -> None:
+        """Closes after the last response: the sending side at once, the receiving side when
+        the client stops sending or after LINGER_SECONDS. Closing both while a body the
+        server did not read still arrives would reset the connection, and the client could
+        lose the answer."""
+        self.last_request = True
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        transport.write_eof()
+        if not self.reading:
+            self.reading = True
+            transport.resume_reading()
+        self._arm(LINGER_SECONDS, self.abort)
+
+    def _head_too_slow(self) -> None:
+        self._refuse(fail(408, f"request headers not received within {self.server.head_seconds} s"))
+
+    def _count(self, size: int) -> None:
+        assert self.incoming is not None
+        self.incoming.size += size
+        if self.incoming.size > MAX_HEAD_BYTES:
+            raise fail(431, f"the request line and headers are over {MAX_HEAD_BYTES} bytes")
+
+    def _arm(self, seconds: float, action: Callable[[], None]) -> None:
+        self._disarm()
+        self.timer = asyncio.get_running_loop().call_later(seconds, action)
+
+    def _disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+def _head(response: Response, *, close: bool) -> bytes:
+    """The status line and headers; ValueError when a header would break the framing."""
+    try:
+        phrase = http.HTTPStatus(response.status).phrase
+    except ValueError:
+        phrase = ""
+    lines = [f"HTTP/1.1 {response.status} {phrase}", f"Date: {_http_date(time.time())}"]
+    for name, value in response.headers.items():
+        if name.translate(_FORBIDDEN_IN_HEADERS) != name or value.translate(_FORBIDDEN_IN_HEADERS) != value:
+            raise ValueError(f"header {name[:80]!r} holds a line break or NUL")
+        lines.append(f"{name}: {value}")
+    if response.status != 204:
+        lines.append(f"Content-Length: {len(response.body)}")
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def _http_date(now: float) -> str:
+    t = time.gmtime(now)
+    return (f"{_DAYS[t.tm_wday]}, {t.tm_mday:02d} {_MONTHS[t.tm_mon - 1]} {t.tm_year} "
+            f"{t.tm_hour:02d}:{t.tm_min:02d}:{t.tm_sec:02d} GMT")

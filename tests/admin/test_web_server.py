@@ -1,0 +1,232 @@
+"""The admin API's HTTP server as clients that curl and scripts do not cover use it:
+pipelining, HTTP/1.0, Expect: 100-continue, and the requests an attacker sends (over-long
+headers, oversized or smuggled bodies, slow headers, header injection through a message
+property). Raw sockets, with responses read by llhttp's response parser."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Iterator
+from urllib.parse import quote, urlsplit
+
+import httptools
+import pytest
+from admin_http import get_json, http
+from procfs import rss_kb
+from standalone import Standalone
+
+BUDGET = 2  # webServiceRequestTimeoutSeconds: how long a client may take to send its headers
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    broker = Standalone(tmp_path_factory.mktemp("web") / "data", [f"webServiceRequestTimeoutSeconds={BUDGET}"]).start()
+    yield broker
+    broker.stop()
+
+
+class _Responses:
+    """What llhttp reads from the server's bytes: (status, headers, body) per response."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.done: list[tuple[int, dict[str, str], bytes]] = []
+        self._headers: dict[str, str] = {}
+        self._body = bytearray()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode().lower()] = value.decode()
+
+    def on_body(self, body: bytes) -> None:
+        self._body += body
+
+    def on_message_complete(self) -> None:
+        self.done.append((self.parser.get_status_code(), self._headers, bytes(self._body)))
+        self._headers, self._body = {}, bytearray()
+
+
+def _connect(broker: Standalone) -> socket.socket:
+    parts = urlsplit(broker.admin_url)
+    return socket.create_connection((parts.hostname, parts.port), timeout=BUDGET + 30)
+
+
+def _read(sock: socket.socket, count: int, *, head_only: bool = False) -> tuple[list, bool]:
+    """`count` responses, and whether the server closed the connection after them."""
+    responses = _Responses()
+    if head_only:
+        responses.parser.set_dangerous_leniencies()
+    while len(responses.done) < count:
+        data = sock.recv(65536)
+        if not data:
+            return responses.done, True
+        responses.parser.feed_data(data)
+    sock.settimeout(0.5)
+    try:
+        closed = sock.recv(1) == b""
+    except TimeoutError:
+        closed = False
+    sock.settimeout(BUDGET + 30)
+    return responses.done, closed
+
+
+def _reason(response: tuple[int, dict[str, str], bytes]) -> str:
+    assert response[1]["content-type"].startswith("application/json"), response
+    return json.loads(response[2])["reason"]
+
+
+def test_pipelined_requests_are_answered_in_order_on_one_connection(broker):
+    with _connect(broker) as sock:
+        sock.sendall(b"GET /admin/v2/clusters HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /admin/v2/tenants HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /nowhere HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /admin/v2/clusters HTTP/1.1\r\nHost: x\r\n\r\n")
+        responses, closed = _read(sock, 4)
+    assert [status for status, _, _ in responses] == [200, 200, 404, 200]
+    assert json.loads(responses[0][2]) == ["standalone"] == json.loads(responses[3][2])
+    assert "public" in json.loads(responses[1][2])
+    assert "/nowhere" in _reason(responses[2])
+    assert not closed
+
+
+def test_head_has_the_get_length_and_no_body(broker):
+    with _connect(broker) as sock:
+        sock.sendall(b"HEAD /admin/v2/clusters HTTP/1.1\r\nHost: x\r\n\r\n"
+                     b"GET /admin/v2/clusters HTTP/1.1\r\nHost: x\r\n\r\n")
+        head = sock.recv(65536)
+        while head.count(b"\r\n\r\n") < 2 or not head.endswith(b'["standalone"]'):
+            head += sock.recv(65536)
+    first, second = head.split(b"HTTP/1.1 200 OK")[1:]
+    assert b"Content-Length: 14\r\n" in first and first.endswith(b"\r\n\r\n")
+    assert second.endswith(b'\r\n\r\n["standalone"]')
+
+
+def test_http_1_0_is_answered_and_closed(broker):
+    with _connect(broker) as sock:
+        sock.sendall(b"GET /admin/v2/clusters HTTP/1.0\r\n\r\n")
+        responses, closed = _read(sock, 1)
+    assert responses[0][0] == 200 and closed
+
+
+def test_expect_continue_asks_for_the_body_then_answers(broker):
+    body = json.dumps({"allowedClusters": ["standalone"]}).encode()
+    with _connect(broker) as sock:
+        sock.sendall(b"PUT /admin/v2/tenants/expecting HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+        assert sock.recv(65536).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(body)
+        responses, closed = _read(sock, 1)
+    assert responses[0][0] == 204 and not closed
+    assert "expecting" in get_json(f"{broker.admin_url}/admin/v2/tenants")
+
+
+def test_a_request_refused_before_its_body_never_uploads_it(broker):
+    """A 404 (or 401, 413) is answered without 100 Continue, and the connection closes, as
+    the body the client holds back cannot be told apart from a next request."""
+    with _connect(broker) as sock:
+        sock.sendall(b"POST /nowhere HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n")
+        responses, closed = _read(sock, 1)
+    assert responses[0][0] == 404 and closed
+    with _connect(broker) as sock:
+        sock.sendall(b"PUT /admin/v2/tenants/huge HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                     b"Content-Length: %d\r\n\r\n" % (64 * 1024 * 1024))
+        responses, closed = _read(sock, 1)
+    assert responses[0][0] == 413 and closed
+    assert "huge" not in get_json(f"{broker.admin_url}/admin/v2/tenants")
+
+
+def test_a_chunked_body_past_the_limit_is_413(broker):
+    chunk = b"1" * 65536
+    with _connect(broker) as sock:
+        sock.sendall(b"PUT /admin/v2/persistent/public/default/chunked/partitions HTTP/1.1\r\nHost: x\r\n"
+                     b"Transfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n")
+        for _ in range(17):  # 17 x 64 KiB, past the 1 MiB the admin API's JSON bodies take
+            sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+        sock.sendall(b"0\r\n\r\n")
+        responses, _ = _read(sock, 1)  # kept open when the whole body was read before the answer
+    assert responses[0][0] == 413
+    assert "1048576 bytes" in _reason(responses[0])
+
+
+@pytest.mark.parametrize(("request_bytes", "status"), [
+    (b"GET /admin/v2/clusters HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n", 431),
+    (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 431),
+    # request smuggling: both framings, a bad chunk size, a bare LF in a header, no HTTP at all
+    (b"POST /admin/v2/clusters HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"0\r\n\r\n", 400),
+    (b"POST /admin/v2/persistent/public/default/chunky/partitions HTTP/1.1\r\nHost: x\r\n"
+     b"Transfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+    (b"GET /admin/v2/clusters HTTP/1.1\r\nHost: x\nX-Injected: y\r\n\r\n", 400),
+    (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03" + bytes(range(32)) + b"\r\n\r\n", 400),
+], ids=["long-header", "long-url", "cl-and-te", "bad-chunk", "bare-lf", "tls-hello"])
+def test_a_request_that_cannot_be_read_is_refused_and_the_connection_closed(broker, request_bytes, status):
+    with _connect(broker) as sock:
+        sock.sendall(request_bytes)
+        responses, closed = _read(sock, 1)
+    assert responses[0][0] == status and closed
+    assert _reason(responses[0])
+
+
+def test_an_unreadable_request_is_answered_after_the_good_ones_before_it(broker):
+    with _connect(broker) as sock:
+        sock.sendall(b"GET /admin/v2/clusters HTTP/1.1\r\nHost: x\r\n\r\nNOT-HTTP\r\n\r\n")
+        responses, closed = _read(sock, 2)
+    assert [status for status, _, _ in responses] == [200, 400] and closed
+
+
+def test_headers_that_trickle_in_are_cut_off(broker):
+    with _connect(broker) as sock:
+        sock.sendall(b"GET /admin/v2/clusters HTTP/1.1\r\nHost: x\r\n")
+        responses, closed = _read(sock, 1)
+    assert responses[0][0] == 408 and closed
+    assert f"within {BUDGET}" in _reason(responses[0])
+
+
+def test_a_message_property_cannot_inject_a_response_header(broker, client_factory):
+    """Peeking shows properties as X-Pulsar-PROPERTY-* headers: a line break in one is refused
+    (500 naming no header), never written into the response."""
+    topic = "persistent://public/default/injected"
+    client = client_factory(broker.url)
+    client.subscribe(topic, "peek").close()
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"payload", properties={"safe": "value"})
+    producer.send(b"payload", properties={"evil": "x\r\nSet-Cookie: session=stolen"})
+    base = f"{broker.admin_url}/admin/v2/persistent/public/default/injected/subscription/peek/position"
+    status, headers, _ = http("GET", f"{base}/1")
+    assert status == 200 and headers["X-Pulsar-PROPERTY-safe"] == "value"
+    status, headers, body = http("GET", f"{base}/2")
+    assert status == 500, (status, headers)
+    assert "Set-Cookie" not in headers and not any(name.startswith("X-Pulsar") for name in headers)
+    assert json.loads(body)["reason"]
+
+
+def test_an_encoded_slash_stays_inside_its_path_part(broker):
+    """`a%2Fb` is one topic part (decoded to `a/b`, not a valid local name), not two parts."""
+    status, _, body = http("GET", f"{broker.admin_url}/admin/v2/persistent/public/default/{quote('a/b', safe='')}"
+                                  f"/stats")
+    assert status in (404, 412), (status, body)
+    assert "no admin API path" not in json.loads(body)["reason"]
+
+
+def test_a_client_that_does_not_read_its_answers_is_not_read_either(broker):
+    """Pipelined requests whose answers pile up unread: once the kernel's buffers and the
+    transport's are full the server stops answering and reading, so the client's sending
+    blocks and the broker's memory stays flat (a server that kept answering would hold
+    every answer, ~10 KB each here, in memory)."""
+    request = b"GET /admin/v2/brokers/configuration/runtime HTTP/1.1\r\nHost: x\r\n\r\n" * 100
+    rss_before = rss_kb(broker.proc.pid)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        parts = urlsplit(broker.admin_url)
+        sock.connect((parts.hostname, parts.port))
+        sock.settimeout(3)
+        deadline, blocked = time.monotonic() + 20, False
+        while not blocked and time.monotonic() < deadline:
+            try:
+                sock.sendall(request)
+            except TimeoutError:
+                blocked = True
+        grown_mb = (rss_kb(broker.proc.pid) - rss_before) / 1024
+    assert blocked and grown_mb < 24, f"blocked: {blocked}, broker RSS +{grown_mb:.1f} MB"
+    assert get_json(f"{broker.admin_url}/admin/v2/clusters") == ["standalone"]

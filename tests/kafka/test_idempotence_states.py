@@ -1,0 +1,42 @@
+"""ProducerStates against a real partition of an in-process BrokerService (no network)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from magnetar.broker.config import ServiceConfiguration
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.service.protocol_handlers import HandlerBroker, PartitionLog
+from magnetar.formats.kafka_records import KafkaBatchHeader
+from magnetar.kafka.idempotence import ACCEPT, ProducerStates
+from magnetar.kafka.protocol.records import ProducedBatch
+
+
+@pytest.fixture
+def partition(tmp_path) -> Iterator[PartitionLog]:
+    service = BrokerService(ServiceConfiguration(), tmp_path)
+    try:
+        yield HandlerBroker(service).partition_log("persistent://public/default/idempotence")
+    finally:
+        service.factory.close()
+
+
+def _batch(producer_id: int, sequence: int, count: int = 3) -> ProducedBatch:
+    header = KafkaBatchHeader(base_offset=0, length=0, leader_epoch=0, magic=2, crc=0, attributes=0,
+                              last_offset_delta=count - 1, base_timestamp=0, max_timestamp=0,
+                              producer_id=producer_id, producer_epoch=0, base_sequence=sequence, count=count)
+    return ProducedBatch(memoryview(b"records"), header)
+
+
+def test_a_snapshot_keeps_a_producer_whose_first_batch_is_still_being_stored(partition) -> None:
+    """Another producer's batch snapshots the partition while the first one's first batch is
+    being stored (it has no durable batch yet, so no last time): it must stay known, so the
+    retry of that batch is answered with its offset instead of being stored again."""
+    states = ProducerStates(snapshot_interval=1)
+    first, other = _batch(producer_id=1, sequence=0), _batch(producer_id=2, sequence=0)
+    assert states.check(partition, first) == states.check(partition, other) == ACCEPT
+    states.stored(partition, other, base_offset=0)  # a snapshot, with `first` in flight
+    states.stored(partition, first, base_offset=3)
+    assert states.check(partition, first).duplicate_of == 3
