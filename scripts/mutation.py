@@ -37,6 +37,7 @@ TARGETS: dict[str, list[str]] = {
     "acks": ["magnetar.storage.cursor.*", "magnetar.storage.range_set.*",
              "magnetar.broker.topics.persistent.persistent_subscription.*"],
     "key_shared": ["magnetar.broker.topics.consumer_selectors.*"],
+    "schemas": [f"magnetar.schemas.{module}.*" for module in ("compatibility", "avro_resolution", "definitions")],
 }
 #: mutmut's exit codes of a mutant's test run, as its `results` names them
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",

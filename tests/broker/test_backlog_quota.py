@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 
 import pulsar
 import pytest
@@ -22,6 +21,10 @@ def set_quota(broker, topic: str, kind: str = "destination_storage", **quota) ->
 def backlog(broker, topic: str) -> tuple[int, int]:
     stats = get_json(f"{broker.admin_url}{BASE}/{topic}/stats")
     return stats["subscriptions"]["slow"]["msgBacklog"], stats["backlogSize"]
+
+
+def publishers(broker, topic: str) -> list[dict]:
+    return get_json(f"{broker.admin_url}{BASE}/{topic}/stats")["publishers"]
 
 
 def fill(client, topic: str, count: int = 20) -> None:
@@ -50,24 +53,27 @@ def test_producers_are_refused_over_the_quota(broker_factory, client_factory, po
 
 
 def test_connected_producer_is_failed_when_the_quota_is_exceeded(broker_factory, client_factory):
+    """A producer connected before its topic went over the quota is closed by the next check
+    and refused on its return: its next send fails with the quota's error, a new producer is
+    refused, and nothing more is stored.
+
+    Deterministic under load: the backlog is stored before the quota is set, the test waits
+    for the close (no send races the check), and sends have no timeout to mistake for it."""
     broker = broker_factory(CHECK_EVERY_SECOND)
     client = client_factory(broker.url, operation_timeout_seconds=5)
     client.subscribe("quota-live", "slow").close()
+    producer = client.create_producer("quota-live", batching_enabled=False, send_timeout_millis=0)
+    for _ in range(10):
+        producer.send(b"x" * 200)
+    assert backlog(broker, "quota-live")[0] == 10
     set_quota(broker, "quota-live", limitSize=1000, limitTime=-1, policy="producer_exception")
-    producer = client.create_producer("quota-live", batching_enabled=False, send_timeout_millis=5000)
-    failed = None
-    deadline = time.monotonic() + 20
-    while failed is None and time.monotonic() < deadline:
-        try:
-            producer.send(b"x" * 200)
-        except pulsar.PulsarException as exc:
-            failed = exc
-    assert failed is not None, "the producer was never stopped"
-    stopped_at = backlog(broker, "quota-live")[0]
-    for _ in range(5):  # the quota check runs each second: it stays stopped
-        with pytest.raises(pulsar.PulsarException):
-            producer.send(b"x" * 200)
-    assert backlog(broker, "quota-live")[0] == stopped_at
+    assert wait_for(lambda: not publishers(broker, "quota-live") and not producer.is_connected()), \
+        "the producer was never closed"
+    with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+        producer.send(b"x" * 200)  # pending until the client's next attempt to return is refused
+    with pytest.raises(pulsar.ProducerBlockedQuotaExceededException):
+        client.create_producer("quota-live")
+    assert backlog(broker, "quota-live")[0] == 10
 
 
 def test_consumer_backlog_eviction_by_size_and_age(broker_factory, client_factory):

@@ -12,6 +12,7 @@ from avro_oracle import can_read
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from protobuf_defs import definition
+from verdicts import accepted
 
 from magnetar.schemas import CompatibilityStrategy, IncompatibleSchemaError, SchemaData, SchemaType
 from magnetar.schemas.compatibility import check_against_history
@@ -28,14 +29,6 @@ def record(fields: list[dict[str, Any]]) -> dict[str, Any]:
 
 def avro(rec: dict[str, Any], kind: SchemaType = SchemaType.AVRO) -> SchemaData:
     return SchemaData(kind, json.dumps(rec).encode())
-
-
-def accepted(history: list[SchemaData], new: SchemaData, strategy: CompatibilityStrategy) -> bool:
-    try:
-        check_against_history(history, new, strategy)
-    except IncompatibleSchemaError:
-        return False
-    return True
 
 
 @st.composite

@@ -93,6 +93,14 @@ def test_bad_protobuf_native_definitions(patch: dict[str, object], says: str) ->
         validate(SchemaData(SchemaType.PROTOBUF_NATIVE, json.dumps(document).encode()))
 
 
+def test_protobuf_native_refuses_stray_characters_in_its_base64() -> None:
+    """Characters outside base64's alphabet are refused, not skipped over."""
+    document = json.loads(definition(pb.CommandSend.DESCRIPTOR))
+    document["fileDescriptorSet"] = "!" + document["fileDescriptorSet"]
+    with pytest.raises(InvalidSchemaError, match="PROTOBUF_NATIVE schema: Only base64 data"):
+        validate(SchemaData(SchemaType.PROTOBUF_NATIVE, json.dumps(document).encode()))
+
+
 def test_protobuf_native_needs_its_three_fields() -> None:
     with pytest.raises(InvalidSchemaError, match="needs fileDescriptorSet"):
         validate(SchemaData(SchemaType.PROTOBUF_NATIVE, b"{}"))
@@ -125,13 +133,14 @@ def test_key_value_sides_default_to_bytes_and_minus_one_is_absent() -> None:
 
 
 @pytest.mark.parametrize(("data", "props", "says"), [
-    (b"\x00\x00", {}, "ends before the key schema's length"),
+    (b"\x00\x00", {}, "Invalid KEY_VALUE schema: the data ends before the key schema's length"),
+    (struct.pack(">i", 0) + b"\x00", {}, "ends before the value schema's length"),
     (struct.pack(">i", 10) + b"abc", {}, "length 10 does not fit"),
     (struct.pack(">ii", 0, 0) + b"zz", {}, "2 bytes after the value schema"),
     (struct.pack(">ii", 0, 0), {"key.schema.type": "WHAT"}, "unknown schema type 'WHAT'"),
     (struct.pack(">ii", 0, 0), {"key.schema.type": "KEY_VALUE"}, "cannot be KEY_VALUE"),
-    (struct.pack(">ii", 0, 0), {"value.schema.properties": "[1]"}, "not a JSON object"),
-    (struct.pack(">ii", 0, 0), {"value.schema.properties": "{"}, "not JSON"),
+    (struct.pack(">ii", 0, 0), {"value.schema.properties": "[1]"}, "value.schema.properties is not a JSON object"),
+    (struct.pack(">ii", 0, 0), {"key.schema.properties": "{"}, "key.schema.properties is not JSON"),
     (struct.pack(">ii", 0, 0), {"kv.encoding.type": "SIDEWAYS"}, "not INLINE or SEPARATED"),
     (struct.pack(">i", 1) + b"{" + struct.pack(">i", 0), {"key.schema.type": "AVRO"}, "AVRO schema"),
 ])
@@ -165,7 +174,37 @@ def test_pairs_round_trip(key: bytes | None, value: bytes | None) -> None:
     assert unpack_pair(pack_pair(key, value)) == (key, value)
 
 
-@pytest.mark.parametrize("data", [b"", b"\x00\x00\x00\x05ab", struct.pack(">ii", 0, 0) + b"x"])
-def test_pairs_that_do_not_fit_are_refused(data: bytes) -> None:
-    with pytest.raises(InvalidSchemaError, match="Invalid KEY_VALUE value"):
+@pytest.mark.parametrize(("data", "says"), [
+    (b"", "the data ends before the key side's length"),
+    (b"\x00\x00\x00\x05ab", "the key side's length 5 does not fit"),
+    (struct.pack(">i", 0) + b"\x00\x00\x00\x05ab", "the value side's length 5 does not fit"),
+    (struct.pack(">ii", 0, 0) + b"x", "1 bytes after the value side"),
+])
+def test_pairs_that_do_not_fit_are_refused(data: bytes, says: str) -> None:
+    with pytest.raises(InvalidSchemaError, match=f"Invalid KEY_VALUE value: {says}"):
         unpack_pair(data)
+
+
+def test_a_bad_definition_is_shown_cut_at_80_bytes() -> None:
+    """The refusal quotes the definition: 80 bytes at most, undecodable bytes replaced."""
+    for data, shown in ((b"\xff" + b"a" * 85, "'\ufffd" + "a" * 79 + "...'"), (b"b" * 80, repr("b" * 80)),
+                        (b"b" * 81, repr("b" * 80 + "..."))):
+        with pytest.raises(InvalidSchemaError) as refused:
+            validate(SchemaData(SchemaType.STRING, data))
+        assert str(refused.value) == f"Invalid schema definition data for STRING schema: {shown}"
+
+
+def test_protobuf_definitions_are_named_in_their_refusal() -> None:
+    with pytest.raises(InvalidSchemaError, match="Invalid schema definition data for PROTOBUF schema"):
+        validate(SchemaData(SchemaType.PROTOBUF, b"{"))
+
+
+def test_key_value_sides_are_unnamed_by_default() -> None:
+    joined = join_key_value(SchemaData(SchemaType.STRING, b""), SchemaData(SchemaType.INT32, b""))
+    assert (joined.properties["key.schema.name"], joined.properties["value.schema.name"]) == ("", "")
+
+
+def test_a_writer_definition_that_is_no_record_keeps_its_form() -> None:
+    reader = {"type": "record", "name": "User", "fields": []}
+    assert writer_definition_for(b'"string"', reader) == "string"
+    assert writer_definition_for(b'["null", "int"]', reader) == ["null", "int"]

@@ -153,35 +153,46 @@ def test_second_run_reads_the_previous_compaction_and_the_new_tail(spark, broker
     assert compact(spark, topic, service_url=a.admin_url, path=str(a.data_dir))[0].horizon is None  # nothing new
 
 
-def test_a_broker_holding_the_data_dir_is_not_bypassed(spark, brokers):
-    a = brokers["a"]
-    client = pulsar.Client(a.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+def send_late(url: str, topic: str) -> None:
+    client = pulsar.Client(url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     try:
-        client.create_producer(TOPIC).send(b"late", partition_key="late")
+        client.create_producer(topic).send(b"late", partition_key="late")
     finally:
         client.close()
+
+
+def test_a_broker_holding_the_data_dir_is_not_bypassed(spark, brokers):
+    a = brokers["a"]
+    topic = "spark-held"
+    send_late(a.url, topic)
     with pytest.raises(SparkCompactionError, match="a broker holds the data directory"):
-        compact(spark, TOPIC, path=str(a.data_dir))
+        compact(spark, topic, path=str(a.data_dir))
     assert not staged_leftovers(a.data_dir)
 
 
 def test_adoption_refuses_what_does_not_fit(spark, brokers):
+    """On a topic of its own, compacted by the broker, then written to: a staged result must
+    start where the last compaction ended and end within the topic."""
     a = brokers["a"]
-    url = topic_path(a.admin_url, TOPIC) + "/compaction/adopt"
+    topic = "spark-adoption"
+    send_random(a.url, topic, 200, seed=4)
+    broker_compact(a.admin_url, topic)
+    send_late(a.url, topic)
+    url = topic_path(a.admin_url, topic) + "/compaction/adopt"
     code, _, body = http("POST", url, json.dumps({"staging": "staging-x", "horizon": [0, 0], "base": None,
                                                  "entries": 0}).encode())
     assert code == 409 and "compacted up to" in json.loads(body)["reason"]  # the base is checked first
-    status = json.loads(http("GET", topic_path(a.admin_url, TOPIC) + "/compaction")[2])
+    status = json.loads(http("GET", topic_path(a.admin_url, topic) + "/compaction")[2])
     assert status["status"] == "ERROR"
     code, _, body = http("POST", url, json.dumps({"horizon": [0, 0], "entries": 0}).encode())
     assert code == 400 and "staging" in json.loads(body)["reason"]
     with ManagedLedgerFactory(a.data_dir, read_only=True) as factory:
-        store = CompactedLedgerStore(factory, f"{NS}/persistent/{TOPIC}")
+        store = CompactedLedgerStore(factory, f"{NS}/persistent/{topic}")
         base = list(store.current.horizon)
         store.close()
-    stats = json.loads(http("GET", topic_path(a.admin_url, TOPIC) + "/internalStats")[2])
+    stats = json.loads(http("GET", topic_path(a.admin_url, topic) + "/internalStats")[2])
     last = [int(part) for part in stats["lastConfirmedEntry"].split(":")]
-    assert last > base  # test_a_broker_holding_the_data_dir_is_not_bypassed wrote after the compaction
+    assert last > base  # the late message
     for staging, reason in (("../../x", "invalid staging name"), ("staging-none", "nothing staged")):
         body = json.dumps({"staging": staging, "horizon": last, "base": base, "entries": 0}).encode()
         code, _, answer = http("POST", url, body)
@@ -193,10 +204,14 @@ def test_adoption_refuses_what_does_not_fit(spark, brokers):
 
 def test_cli_compacts_with_spark_and_a_progress_bar(spark, brokers, capsys):
     a = brokers["a"]
-    assert cli_main(["compact", "--spark", TOPIC, "--data-dir", str(a.data_dir), "--admin-url", a.admin_url]) == 0
+    topic = "spark-cli"
+    send_random(a.url, topic, 200, seed=5)
+    send_late(a.url, topic)
+    assert cli_main(["compact", "--spark", topic, "--data-dir", str(a.data_dir), "--admin-url", a.admin_url]) == 0
     captured = capsys.readouterr()
     assert "100.0%" in captured.err and "compacted" in captured.out
-    assert ("late", b"late") in [(key, value) for _id, key, value, _props in compacted_view(a.url, TOPIC)]
+    view = {(key, value) for _id, key, value, _props in compacted_view(a.url, topic)}
+    assert ("late", b"late") in view and view == expected_view(a.url, topic)
 
 
 def test_partitioned_topic_is_compacted_partition_by_partition(spark, brokers):

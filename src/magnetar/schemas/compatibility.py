@@ -95,7 +95,7 @@ def _require_readable(reader: avro.schema.Schema, writer: avro.schema.Schema, st
 
     result = PulsarCompatibilityChecker().get_compatibility(reader, writer)
     if result.compatibility is not SchemaCompatibilityType.compatible:
-        details = "; ".join(sorted(result.messages)) or "incompatible"
+        details = "; ".join(sorted(result.messages))
         where = ", ".join(sorted(result.locations))
         raise IncompatibleSchemaError(
             f"Incompatible schema with strategy {strategy.name}: {what}: {details} (at {where})")
