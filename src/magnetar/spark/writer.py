@@ -23,11 +23,10 @@ order in each partition (true of a deterministic source such as magnetar's own).
 from __future__ import annotations
 
 import concurrent.futures
-import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -89,8 +88,6 @@ class _Outcome:
                                "so that Spark retries it")
 
 
-_T = TypeVar("_T")
-
 class EncodedValues(Schema):
     """The producer's schema for payloads the sink encoded itself (a column at a time): it
     registers `schema` and passes the bytes through."""
@@ -116,23 +113,8 @@ class Destinations:
     def partitions(self, topic: str) -> list[str]:
         names = self._partitions.get(topic)
         if names is None:
-            names = self._partitions[topic] = self._reachable(lambda: self.client.get_topic_partitions(topic))
+            names = self._partitions[topic] = self.client.get_topic_partitions(topic)
         return names
-
-    def _reachable(self, call: Callable[[], _T]) -> _T:
-        """`call`, retried with backoff while the broker refuses connections, for up to the
-        operation timeout, as the official clients retry a lookup: a task that starts while its
-        broker restarts waits for it rather than failing the query."""
-        deadline = time.monotonic() + self.options.operation_timeout_seconds
-        delay = 0.1
-        while True:
-            try:
-                return call()
-            except errors.ConnectError:
-                if time.monotonic() + delay > deadline:
-                    raise
-                time.sleep(delay)  # backoff before connecting again, not synchronisation
-                delay = min(delay * 2, 2.0)
 
     def route(self, topic: str, key: str | None, position: int) -> str:
         """The partition a row goes to: by key as the official client routes, else by position
@@ -153,7 +135,7 @@ class Destinations:
     def _create(self, partition: str) -> Producer:
         o = self.options
         try:
-            return self._reachable(lambda: self._producer(partition, o))
+            return self._producer(partition, o)
         except errors.IncompatibleSchema as exc:
             kind = o.value_schema.type.name if o.value_schema is not None else "no"
             raise RuntimeError(f"magnetar sink: {partition} refused the {kind} schema of the 'value' column: "

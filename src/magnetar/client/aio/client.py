@@ -25,6 +25,7 @@ from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.pool import ConnectionPool, PoolConfig
 from magnetar.client.aio.producer import Producer, ProducerConfig
 from magnetar.client.aio.reader import Reader
+from magnetar.client.aio.retries import retried
 from magnetar.client.aio.writer_schemas import WriterSchemas
 from magnetar.client.enums import (
     BatchingType,
@@ -88,11 +89,18 @@ class Client:
             raise errors.AlreadyClosed("client is closed")
 
     async def _partitions(self, topic: str) -> int:
-        try:
-            async with asyncio.timeout(self.operation_timeout):
-                return await self.lookup.partitions(topic)
-        except TimeoutError:
-            raise errors.Timeout(f"partition lookup of {topic} timed out") from None
+        """The topic's partition count, the first thing producers, consumers and readers ask:
+        while the broker cannot be reached it is asked again until the operation timeout, as the
+        official clients' lookups are, so a client started during a broker restart waits for it."""
+
+        async def once() -> int:
+            try:
+                async with asyncio.timeout(self.operation_timeout):
+                    return await self.lookup.partitions(topic)
+            except TimeoutError:
+                raise errors.Timeout(f"partition lookup of {topic} timed out") from None
+
+        return await retried(once, self.operation_timeout, f"partition lookup of {topic}")
 
     # -- producers
     async def create_producer(self, topic: str, producer_name: str | None = None, schema: Any = None,

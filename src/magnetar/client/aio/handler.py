@@ -4,7 +4,8 @@ A handler (one producer or consumer on one topic partition) is "ready" while it 
 registered on a live connection. When the connection is lost or the broker closes the
 handler (topic unloaded, broker stopping), it looks the topic up again and re-registers,
 with the official client's backoff (0.1 s doubling), until it is closed. The first
-registration retries the errors the official producer retries, up to the operation timeout.
+registration retries the errors the official producer retries, up to the operation timeout
+(client.aio.retries).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from magnetar.client import errors
+from magnetar.client.aio.retries import retried
 from magnetar.client.backoff import Backoff
 
 if TYPE_CHECKING:
@@ -23,10 +24,6 @@ if TYPE_CHECKING:
     from magnetar.client.aio.context import ClientContext
 
 log = logging.getLogger(__name__)
-
-RETRYABLE = (errors.NotConnected, errors.ConnectError, errors.Timeout, errors.ServiceUnitNotReady,
-             errors.BrokerMetadataError, errors.BrokerPersistenceError, errors.UnknownError, errors.LookupError)
-
 
 class Handler:
     def __init__(self, context: ClientContext, topic: str) -> None:
@@ -54,17 +51,7 @@ class Handler:
 
     async def start(self) -> None:
         """First registration: retry what is retryable until the operation timeout."""
-        deadline = time.monotonic() + self.context.operation_timeout
-        backoff = Backoff()
-        while True:
-            try:
-                await self._connect_once()
-                return
-            except RETRYABLE as exc:
-                delay = backoff.next()
-                if time.monotonic() + delay >= deadline:
-                    raise errors.Timeout(f"{self.topic}: {exc}") from exc
-                await asyncio.sleep(delay)
+        await retried(self._connect_once, self.context.operation_timeout, self.topic)
 
     # -- losing the broker
     def on_broker_close(self) -> None:
