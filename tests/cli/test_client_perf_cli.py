@@ -74,9 +74,15 @@ def test_bad_flags_are_named_and_exit_2(broker):
 def test_an_unreachable_broker_exits_1():
     with socket.socket() as probe:  # a port nobody listens on: bound, never listening
         probe.bind(("127.0.0.1", 0))
-        result = magnetar("client", "--url", f"pulsar://127.0.0.1:{probe.getsockname()[1]}", "produce", "t",
-                          "-m", "x")
-    assert result.returncode == 1 and "ConnectError" in result.stderr
+        result = magnetar("client", "--url", f"pulsar://127.0.0.1:{probe.getsockname()[1]}",
+                          "--operation-timeout", "1", "produce", "t", "-m", "x")
+    # as pulsar-client: retried up to the operation timeout, then a timeout naming the cause
+    assert result.returncode == 1 and "Timeout" in result.stderr and "cannot connect" in result.stderr
+
+
+def test_a_bad_operation_timeout_names_the_flag():
+    result = magnetar("client", "--operation-timeout", "-1", "produce", "t", "-m", "x")
+    assert result.returncode == 2 and "--operation-timeout" in result.stderr
 
 
 def test_perf_produce_then_consume(broker, client_factory):

@@ -30,6 +30,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     top = commands.add_parser("client", help="produce and consume messages (pulsar-client's verbs)",
                               description="Produce and consume messages, as pulsar-client does.")
     options.add_service_url(top, "--url")
+    options.add_operation_timeout(top)
     options.add_security(top)
     verbs = top.add_subparsers(dest="verb", required=True, metavar="VERB")
     _register_produce(verbs)
@@ -182,7 +183,8 @@ def _with_client(args: argparse.Namespace, work: Any, on_interrupt: Any = None) 
 
     client = None
     try:
-        client = Client(args.service_url, operation_timeout_seconds=30, **options.security_arguments(args))
+        client = Client(args.service_url, operation_timeout_seconds=args.operation_timeout,
+                        **options.security_arguments(args))
         return work(client)
     except KeyboardInterrupt:
         if on_interrupt is not None:

@@ -75,6 +75,12 @@ def add_service_url(parser: argparse.ArgumentParser, *flags: str) -> None:
                         help=f"the broker's service URL (default $MAGNETAR_SERVICE_URL or {DEFAULT_SERVICE_URL})")
 
 
+def add_operation_timeout(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--operation-timeout", type=non_negative(float), default=30.0, metavar="SECONDS",
+                        help="how long to wait for the broker, a restart included (the client's operation "
+                             "timeout; default 30)")
+
+
 def add_security(parser: argparse.ArgumentParser) -> None:
     """pulsar-client's and pulsar-admin's credential and TLS flags."""
     parser.add_argument("--auth-plugin", help="AuthenticationToken, AuthenticationTls or AuthenticationBasic "

@@ -41,6 +41,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("topic", type=topic_name)
     options.add_service_url(parser, "-u", "--service-url")
+    options.add_operation_timeout(parser)
     options.add_security(parser)
     parser.add_argument("-time", "--test-duration", type=options.non_negative(float), default=0.0,
                         help="stop after this many seconds; 0 runs until the count or Ctrl-C")
@@ -176,7 +177,7 @@ def _with_client(args: argparse.Namespace, run: _Run, work: Callable[[Client], N
     security = options.security_arguments(args)
     client = None
     try:
-        client = Client(args.service_url, operation_timeout_seconds=30, **security)
+        client = Client(args.service_url, operation_timeout_seconds=args.operation_timeout, **security)
         work(client)
         code = 0
     except KeyboardInterrupt:
