@@ -52,11 +52,9 @@ def _connect(broker: Standalone) -> socket.socket:
     return socket.create_connection((parts.hostname, parts.port), timeout=BUDGET + 30)
 
 
-def _read(sock: socket.socket, count: int, *, head_only: bool = False) -> tuple[list, bool]:
+def _read(sock: socket.socket, count: int) -> tuple[list, bool]:
     """`count` responses, and whether the server closed the connection after them."""
     responses = _Responses()
-    if head_only:
-        responses.parser.set_dangerous_leniencies()
     while len(responses.done) < count:
         data = sock.recv(65536)
         if not data:

@@ -24,12 +24,11 @@ Middleware = Callable[["Request", Handler], Awaitable["Response"]]
 class HttpError(Exception):
     """A response raised from anywhere below a handler; the server answers it as is."""
 
-    def __init__(self, status: int, body: str, content_type: str = "application/json",
-                 headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, status: int, body: str) -> None:
         super().__init__(f"{status} {body[:200]}")
         self.status = status
         self.text = body
-        self.response = Response(status=status, text=body, content_type=content_type, headers=headers)
+        self.response = Response(status=status, text=body, content_type="application/json")
 
 
 def fail(status: int, reason: str) -> HttpError:
