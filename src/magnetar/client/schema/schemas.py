@@ -323,8 +323,9 @@ class KeyValueSchema(Schema):
                                  tuple[SchemaData | None, SchemaData | None]] = {}
         """Each writer's (key, value) definitions, by what identifies the writer: its data and
         its properties, which name the sides' types (KEY_VALUE<AVRO, X> and KEY_VALUE<JSON, X>
-        of one record have the same data). Not by the object: an id is reused once its object
-        is collected, and consumers may hold equal copies of one version."""
+        of one record have the same data), so equal copies of one version share their split."""
+        self._last_writer: tuple[SchemaData | None, tuple[SchemaData | None, SchemaData | None]] = (None, (None, None))
+        """The last writer met and its sides (held, so its identity cannot be reused)."""
 
     def _pair(self, obj: Any) -> tuple[Any, Any]:
         self._validate_object_type(obj)
@@ -367,9 +368,13 @@ class KeyValueSchema(Schema):
                         self.value_schema.decode_with(message.data(), value_writer))
 
     def _sides(self, writer: SchemaData | None) -> tuple[SchemaData | None, SchemaData | None]:
-        """The writer's key and value definitions, split once per writer version."""
+        """The writer's key and value definitions, split once per writer version. The
+        client hands out one SchemaData per version, so the writer of the last message is
+        recognized by identity first: the version key is built only when it changes."""
         if writer is None or writer.type != SchemaType.KEY_VALUE:
             return None, None
+        if writer is self._last_writer[0]:
+            return self._last_writer[1]
         identity = writer.data, tuple(writer.properties.items())
         known = self._writer_sides.get(identity)
         if known is None:
@@ -377,6 +382,7 @@ class KeyValueSchema(Schema):
                 self._writer_sides.clear()
             parts = key_value_parts(writer)
             known = self._writer_sides[identity] = (parts.key, parts.value)
+        self._last_writer = (writer, known)
         return known
 
     def __str__(self) -> str:
