@@ -81,46 +81,46 @@ class PartitionLog:
             None if exc is not None else first, exc))
 
     def end_offset(self) -> int:
-        """The offset the next message will get, as far as durable entries tell (Kafka's high watermark)."""
-        ledger = self._topic.ledger
-        last = ledger.last_confirmed_position
-        if last is None:
-            return self._topic.entry_metadata_state.index + 1
-        known = self._hints.get(("end", self.name))
-        if known is not None and known[1] == last:
-            return known[0]
-        end = entry_last_index(ledger.read_entry(last)) + 1
-        self._hints[("end", self.name)] = (end, last)  # an idle partition's long polls read nothing
-        return end
+        """Kafka's high watermark: the offset after the last message whose entry is durable and
+        acknowledged. Messages are numbered when their write starts, so the stamping counter
+        (`entry_metadata_state`) runs ahead of this while a write is in flight."""
+        return self._topic.durable_index + 1
 
     def start_offset(self) -> int:
-        """The offset of the first message still stored."""
+        """Kafka's log start: the offset of the first message still stored, or the end when
+        none is (never written, or all trimmed); never past the end."""
+        end = self.end_offset()
         ledger = self._topic.ledger
         first = ledger.first_position
         if first is None or not ledger.has_entry(first):
-            return self.end_offset()
+            return end
         known = self._hints.get(("start", self.name))
         if known is not None and known[1] == first:
-            return known[0]
+            return min(known[0], end)
         start = entry_first_index(ledger.read_entry(first))
         self._hints[("start", self.name)] = (start, first)  # the first entry changes only when trimmed
-        return start
+        return min(start, end)
 
     def read(self, offset: int, max_bytes: int, max_entries: int = 500) -> list[bytes]:
-        """Stored entries from the one holding `offset` on, at most `max_bytes` (but at least one)."""
+        """Stored entries from the one holding `offset` on, at most `max_bytes` (but at least one),
+        none past the high watermark (an entry durable whose append is not yet acknowledged)."""
         ledger = self._topic.ledger
+        end = self.end_offset()
         hint = self._hints.get(self.name)
         if hint is not None and hint[0] == offset and ledger.has_entry(hint[1]):
             position: Position | None = hint[1]
         else:
             position = find_by_index(ledger, offset).position
-        if position is None:
+        if position is None or offset >= end:
             return []
         read = ledger.read_entries(position, max_entries, max_bytes)
+        entries = [bytes(entry) for _, entry in read]
+        while entries and entry_last_index(entries[-1]) >= end:  # the end is always some group's last index
+            entries.pop()
+            read.pop()
         if read:
-            last_position, last_entry = read[-1]
-            self._hints[self.name] = (entry_last_index(bytes(last_entry)) + 1, ledger.next_position(last_position))
-        return [bytes(entry) for _, entry in read]
+            self._hints[self.name] = (entry_last_index(entries[-1]) + 1, ledger.next_position(read[-1][0]))
+        return entries
 
     def offset_for_time(self, timestamp: int) -> int | None:
         """The first offset of the first entry stored at or after `timestamp` (broker time), None past the end."""
