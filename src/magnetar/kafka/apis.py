@@ -150,12 +150,13 @@ class KafkaApis:
 
     def init_producer_id(self, request: Request) -> Any:
         """A producer id for idempotence; a producer that names its id and epoch gets the next epoch.
-        Transactions are not implemented: a transactional id is refused."""
+        Transactions are not implemented: a transactional id gets NOT_COORDINATOR, Kafka's answer
+        from a broker that is not the id's transaction coordinator."""
         module = response_module(22, request.api_version)
         body = request.body
         if body.transactional_id is not None:
             return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, producer_id=-1, producer_epoch=-1,
-                         error_code=ErrorCode.transactional_id_authorization_failed)
+                         error_code=ErrorCode.not_coordinator)
         known = getattr(body, "producer_id", -1)
         if known >= 0:
             producer_id, epoch = known, body.producer_epoch + 1
