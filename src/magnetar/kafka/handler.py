@@ -63,6 +63,7 @@ class KafkaProtocolHandler:
 
     def __init__(self, broker: HandlerBroker) -> None:
         config = broker.config
+        self._broker = broker
         self._listeners = parse_listeners(config.kafkaListeners, "kafkaListeners")
         check_security(config, {scheme for scheme, _, _ in self._listeners})
         self._ssl = broker.ssl_context() if any(s.endswith("SSL") for s, _, _ in self._listeners) else None
@@ -86,6 +87,7 @@ class KafkaProtocolHandler:
             self._servers.append(server)
             bound = server.sockets[0].getsockname()[1]
             advertised.append(self._advertised_address(index, scheme, host, bound))
+            self._broker.listening("kafka", "{}://{}:{}".format(scheme, *advertised[0]))
             log.info("Kafka listener on %s:%d (%s)", host, bound, scheme)
 
     def _advertised_address(self, index: int, scheme: str, host: str, port: int) -> tuple[str, int]:

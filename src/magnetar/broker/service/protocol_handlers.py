@@ -213,6 +213,11 @@ class HandlerBroker:
         except TlsConfigError as exc:
             raise ConfigError(str(exc)) from None
 
+    def listening(self, protocol: str, address: str) -> None:
+        """The handler of `protocol` accepts clients at `address` (a URL): named in the log when
+        a client of that protocol connects to the Pulsar port instead."""
+        self._service.protocol_listeners.setdefault(protocol, []).append(address)
+
     def reserve_ids(self, name: str, count: int) -> range:
         """`count` ids of the sequence `name` that no start of this broker's data handed out
         before: a counter in the metadata store moved past them before they are used."""

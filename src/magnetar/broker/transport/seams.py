@@ -39,6 +39,9 @@ class Broker(Protocol):
     """The open connections, which the broker closes when it stops."""
     listeners: AdvertisedListeners
     schemas: SchemaRegistryService
+    protocol_listeners: dict[str, list[str]]
+    """Where each protocol handler listens (`kafka` -> its listener URLs), to tell a client
+    of that protocol that came to the Pulsar port where to go."""
 
     def generate_producer_name(self) -> str: ...
 
