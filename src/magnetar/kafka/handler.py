@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.service.protocol_handlers import HandlerBroker
 from magnetar.kafka.apis import KafkaApis
-from magnetar.kafka.connection import KafkaConnection
+from magnetar.kafka.connection import Admission, KafkaConnection
 from magnetar.kafka.topics import KafkaTopics
 
 log = logging.getLogger(__name__)
@@ -70,6 +70,8 @@ class KafkaProtocolHandler:
         self._advertised = (parse_listeners(config.kafkaAdvertisedListeners, "kafkaAdvertisedListeners")
                             if config.kafkaAdvertisedListeners else None)
         self._max_frame = config.maxMessageSize + FRAME_PADDING
+        self._admission = Admission(broker.admit_connection, broker.release_connection,
+                                    config.connectionMaxIdleMs / 1000)
         self.apis = KafkaApis(KafkaTopics(broker), config)
         self._servers: list[asyncio.Server] = []
 
@@ -82,7 +84,8 @@ class KafkaProtocolHandler:
             advertised: list[tuple[str, int]] = []  # known once bound, before the first connection is accepted
             server = await loop.create_server(
                 lambda sasl=sasl, advertised=advertised: KafkaConnection(self.apis, self._max_frame, sasl=sasl,
-                                                                         address=advertised[0]),
+                                                                         address=advertised[0],
+                                                                         admission=self._admission),
                 host, port, reuse_address=True, **tls)  # type: ignore[arg-type]
             self._servers.append(server)
             bound = server.sockets[0].getsockname()[1]

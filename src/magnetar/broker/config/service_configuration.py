@@ -219,6 +219,9 @@ class ServiceConfiguration:
     kafkaTenant: str = "public"
     kafkaNamespace: str = "default"
     entryFormat: str = "pulsar"
+    # KoP's key for Kafka's connections.max.idle.ms: a Kafka connection with no request for this
+    # long is closed (0: never)
+    connectionMaxIdleMs: int = 600_000
 
     @property
     def tls_enabled(self) -> bool:
@@ -272,7 +275,7 @@ class ServiceConfiguration:
         for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
-        for name in ("managedLedgerMinLedgerRolloverTimeMinutes", "journalMaxGroupWaitMSec"):
+        for name in ("managedLedgerMinLedgerRolloverTimeMinutes", "journalMaxGroupWaitMSec", "connectionMaxIdleMs"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or positive, not {getattr(self, name)}")
         self._validate_ports()

@@ -218,6 +218,14 @@ class HandlerBroker:
         a client of that protocol connects to the Pulsar port instead."""
         self._service.protocol_listeners.setdefault(protocol, []).append(address)
 
+    def admit_connection(self, ip: str) -> bool:
+        """Count a handler's connection from `ip` against brokerMaxConnections and
+        brokerMaxConnectionsPerIp, with the Pulsar protocol's; False: refused (close it)."""
+        return self._service.connection_controller.admit(ip)
+
+    def release_connection(self, ip: str) -> None:
+        self._service.connection_controller.release(ip)
+
     def reserve_ids(self, name: str, count: int) -> range:
         """`count` ids of the sequence `name` that no start of this broker's data handed out
         before: a counter in the metadata store moved past them before they are used."""
