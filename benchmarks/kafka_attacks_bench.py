@@ -10,7 +10,8 @@ for the pre-authentication ones), from raw sockets, as the issue's attacker did:
 - unread-fetches: 300 pipelined 1 MiB Fetches on one connection whose answers are never read;
 - pre-auth-frames: 40 unauthenticated connections each sending 5.3 MB of one unfinished frame
   (its size prefix the most the listener takes);
-- idle-pre-auth: 2,000 connections that never send a byte;
+- idle-pre-auth: 2,000 connections that never send a byte, the broker set to
+  brokerMaxConnectionsPerIp=100 and connectionMaxIdleMs=3000 (both unlimited by default);
 - pre-auth-flood: 150,000 pipelined ApiVersions before authentication, answers unread.
 
 Meanwhile a thread asks the admin API for the cluster list every 20 ms. Prints ONE JSON object:
@@ -52,6 +53,8 @@ from magnetar.kafka.protocol.messages import encode_request
 
 MB = 1024 * 1024
 FRAME_LIMIT = 5 * MB + 64 * 1024
+LIMITS = ("brokerMaxConnectionsPerIp=100", "connectionMaxIdleMs=3000")
+"""Set on the SASL broker as an operator would (the defaults, Kafka's and Pulsar's, limit nothing)."""
 LISTENER_LINE = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+) \((\w+)\)")
 
 
@@ -225,7 +228,7 @@ def _broker(directory: Path, sasl: bool) -> tuple[Standalone, dict[str, str]]:
     broker = Standalone(directory / "data", [
         "authenticationEnabled=true", "authenticationProviders=token", "authorizationEnabled=true",
         "superUserRoles=admin", f"tokenSecretKey=file://{directory / 'secret.key'}", "messagingProtocols=kafka",
-        "kafkaListeners=SASL_PLAINTEXT://127.0.0.1:0"]).start()
+        "kafkaListeners=SASL_PLAINTEXT://127.0.0.1:0", *LIMITS]).start()
     return broker, {"Authorization": f"Bearer {jwt.encode({'sub': 'admin'}, key, algorithm='HS256')}"}
 
 

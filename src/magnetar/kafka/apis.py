@@ -22,7 +22,7 @@ from magnetar.kafka.group_apis import GroupApis
 from magnetar.kafka.idempotence import ProducerIds
 from magnetar.kafka.produce import ProduceApi
 from magnetar.kafka.protocol.layouts import build, response_module
-from magnetar.kafka.protocol.messages import Request
+from magnetar.kafka.protocol.messages import Request, encode_body
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 
 #: api key -> (lowest, highest) version implemented
@@ -68,6 +68,7 @@ class KafkaApis:
         self.topics = topics
         self.config = config
         self.versions = VERSIONS
+        self._api_versions: dict[int, bytes] = {}
         self.connections: set[Any] = set()
         self.produce = ProduceApi(topics, config, NO_RESPONSE)
         self._fetch = FetchApis(topics)
@@ -105,10 +106,15 @@ class KafkaApis:
         return tuple(build(module, "ApiVersion", api_key=key, min_version=low, max_version=high)
                      for key, (low, high) in sorted(self.versions.items()))
 
-    def api_versions(self, request: Request) -> Any:
-        module = response_module(18, request.api_version)
-        return build(module, "ApiVersionsResponse", error_code=ErrorCode.none, api_keys=self._api_keys(module),
-                     throttle_time=_NO_WAIT)
+    def api_versions(self, request: Request) -> bytes:
+        """Encoded once per version: a client may send it before authenticating, as often as it likes."""
+        body = self._api_versions.get(request.api_version)
+        if body is None:
+            module = response_module(18, request.api_version)
+            body = self._api_versions[request.api_version] = encode_body(18, request.api_version, build(
+                module, "ApiVersionsResponse", error_code=ErrorCode.none, api_keys=self._api_keys(module),
+                throttle_time=_NO_WAIT))
+        return body
 
     def unsupported_api_versions(self) -> Any:
         """ApiVersions v0 with UNSUPPORTED_VERSION: how a broker answers a newer client's ApiVersions."""
