@@ -65,7 +65,11 @@ def librdkafka(bootstrap: str, topic: str, group: str, count: int, delay: float,
 
 
 def kafka_python(bootstrap: str, topic: str, group: str, count: int, delay: float, timeout: float) -> int:
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest")
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest")
+    # the topic's metadata first: kafka-python 3.0 may stall for good after a first join made
+    # without it (its rejoin's SyncGroup answer is never acted on), whatever the broker
+    assert consumer.partitions_for_topic(topic)
+    consumer.subscribe([topic])
 
     def produce() -> None:
         producer = KafkaProducer(bootstrap_servers=bootstrap)
