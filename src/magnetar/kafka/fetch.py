@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.service.protocol_handlers import PartitionLog
 from magnetar.kafka.access import CONSUME, LOOKUP, Access, Unauthorized
+from magnetar.kafka.offsets_by_time import offset_for_time
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import from_pulsar_messages, with_base_offset
@@ -55,8 +57,10 @@ async def _wait_for_append(logs: list[PartitionLog], timeout: float) -> None:
 
 
 class FetchApis:
-    def __init__(self, topics: KafkaTopics) -> None:
+    def __init__(self, topics: KafkaTopics, log_append_time: Callable[[str], bool] = lambda _topic: False) -> None:
         self._topics = topics
+        self._log_append_time = log_append_time
+        """Whether a topic's records take the broker's time (message.timestamp.type=LogAppendTime)."""
 
     async def fetch(self, request: Request, access: Access) -> Any:
         """Each partition's log is resolved (and access checked) once, a partition named twice
@@ -181,6 +185,5 @@ class FetchApis:
             return answer(ErrorCode.none, log.end_offset())
         if part.timestamp < 0:
             return answer(ErrorCode.unsupported_version)
-        found = log.offset_for_time(part.timestamp)
-        return answer(ErrorCode.none, log.end_offset() if found is None else found,
-                      -1 if found is None else part.timestamp)
+        offset, timestamp = offset_for_time(log, part.timestamp, log_append_time=self._log_append_time(topic))
+        return answer(ErrorCode.none, offset, timestamp)

@@ -180,6 +180,8 @@ class ProduceApi:
             for key, value in kafka_entry_properties().items():
                 metadata.properties.add(key=key, value=value)
             return build_entry(metadata, batch.data, checksum=False)
+        if header.max_timestamp > 0:  # what ListOffsets by time searches on (offsets_by_time)
+            metadata.event_time = header.max_timestamp
         converted = to_pulsar_batch(batch)
         if converted.compression != pb.NONE:
             metadata.compression = converted.compression  # type: ignore[assignment]

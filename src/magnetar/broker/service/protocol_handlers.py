@@ -28,7 +28,7 @@ from magnetar.storage.message_finder import (
     entry_first_index,
     entry_last_index,
     find_by_index,
-    find_first_at_or_after,
+    first_at_or_above,
 )
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
@@ -122,13 +122,12 @@ class PartitionLog:
             self._hints[self.name] = (entry_last_index(entries[-1]) + 1, ledger.next_position(read[-1][0]))
         return entries
 
-    def offset_for_time(self, timestamp: int) -> int | None:
-        """The first offset of the first entry stored at or after `timestamp` (broker time), None past the end."""
+    def first_entry_at_or_above(self, key: Callable[[bytes], int], target: int) -> bytes | None:
+        """The first stored entry whose `key` is >= `target` (a binary search, reading about
+        log2(entries) of them: `key` must not decrease along the log), None if there is none."""
         ledger = self._topic.ledger
-        position = find_first_at_or_after(ledger, timestamp).position
-        if position is None:
-            return None
-        return entry_first_index(ledger.read_entry(position))
+        position = first_at_or_above(ledger, key, target).position
+        return None if position is None else ledger.read_entry(position)
 
     def commit_offset(self, subscription: str, offset: int, metadata: str | None) -> None:
         """Durably record `offset` (the next to read) as `subscription`'s position, created if need be.
