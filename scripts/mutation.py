@@ -38,6 +38,7 @@ TARGETS: dict[str, list[str]] = {
              "magnetar.broker.topics.persistent.persistent_subscription.*"],
     "key_shared": ["magnetar.broker.topics.consumer_selectors.*"],
     "schemas": [f"magnetar.schemas.{module}.*" for module in ("compatibility", "avro_resolution", "definitions")],
+    **{f"kafka_{module}": [f"magnetar.kafka.{module}.*"] for module in ("groups", "idempotence", "fetch", "produce")},
 }
 #: mutmut's exit codes of a mutant's test run, as its `results` names them
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",

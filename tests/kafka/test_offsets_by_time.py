@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
-from kafka import TopicPartition as KpTopicPartition
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka_in_process import in_process_kafka
 from kio.schema.errors import ErrorCode
@@ -50,20 +47,6 @@ def test_a_time_finds_the_first_record_at_or_after_it_by_create_time(tmp_path, e
                     timestamp
 
     asyncio.run(run())
-
-
-def test_kafka_python_finds_2020_records_by_their_timestamps(kafka_broker) -> None:
-    topic = f"t-{uuid.uuid4().hex[:10]}"
-    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=0)
-    for i in range(20):
-        producer.send(topic, value=b"v%d" % i, timestamp_ms=JAN_2020 + 1000 * i).get(timeout=30)
-    producer.close()
-    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap)
-    partition = KpTopicPartition(topic, 0)
-    found = consumer.offsets_for_times({partition: JAN_2020 + 5500})[partition]
-    assert (found.offset, found.timestamp) == (6, JAN_2020 + 6000)
-    assert consumer.offsets_for_times({partition: JAN_2020 + 19_001})[partition] is None
-    consumer.close()
 
 
 def test_a_log_append_time_topic_is_searched_by_the_brokers_time(tmp_path) -> None:

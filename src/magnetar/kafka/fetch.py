@@ -135,7 +135,7 @@ class FetchApis:
                 return part.partition, ErrorCode.none, end, start, b""
             pieces: list[bytes | memoryview] = []
             size = 0
-            for entry in log.read(offset, max(limit, 1)):
+            for entry in log.read(offset, 2 * max(limit, 1)):  # stored sizes differ from served ones: room
                 batch = entry_as_batch(entry)
                 grown = size + sum(map(len, batch))
                 if grown > limit and (size or not whole_first):
@@ -179,11 +179,14 @@ class FetchApis:
             return answer(ErrorCode.unknown_topic_or_partition)
         except Unauthorized:
             return answer(ErrorCode.topic_authorization_failed)
-        if part.timestamp == _EARLIEST:
-            return answer(ErrorCode.none, log.start_offset())
-        if part.timestamp == _LATEST:
-            return answer(ErrorCode.none, log.end_offset())
-        if part.timestamp < 0:
-            return answer(ErrorCode.unsupported_version)
-        offset, timestamp = offset_for_time(log, part.timestamp, log_append_time=self._log_append_time(topic))
+        try:
+            if part.timestamp == _EARLIEST:
+                return answer(ErrorCode.none, log.start_offset())
+            if part.timestamp == _LATEST:
+                return answer(ErrorCode.none, log.end_offset())
+            if part.timestamp < 0:
+                return answer(ErrorCode.unsupported_version)
+            offset, timestamp = offset_for_time(log, part.timestamp, log_append_time=self._log_append_time(topic))
+        except StorageClosedError:  # deleted or unloaded meanwhile: the client looks it up again
+            return answer(ErrorCode.unknown_topic_or_partition)
         return answer(ErrorCode.none, offset, timestamp)

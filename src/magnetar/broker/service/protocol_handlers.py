@@ -23,7 +23,7 @@ from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
-from magnetar.storage import Position, bump_counter
+from magnetar.storage import Position, StorageClosedError, bump_counter
 from magnetar.storage.message_finder import (
     entry_first_index,
     entry_last_index,
@@ -83,7 +83,10 @@ class PartitionLog:
     def end_offset(self) -> int:
         """Kafka's high watermark: the offset after the last message whose entry is durable and
         acknowledged. Messages are numbered when their write starts, so the stamping counter
-        (`entry_metadata_state`) runs ahead of this while a write is in flight."""
+        (`entry_metadata_state`) runs ahead of this while a write is in flight. StorageClosedError
+        once the topic is unloaded or deleted (its client looks it up again)."""
+        if self._topic.ledger.closed:
+            raise StorageClosedError(f"{self.name} is closed")
         return self._topic.durable_index + 1
 
     def start_offset(self) -> int:
