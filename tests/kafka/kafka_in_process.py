@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import datetime
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -120,3 +120,12 @@ def held_writes(service: BrokerService) -> Iterator[threading.Event]:
         yield release
     finally:
         release.set()
+
+
+def run_in_process(data_dir: Path, test: Callable[[InProcessKafka], Awaitable[None]], **config: Any) -> None:
+    """`test` on a fresh in-process KafkaApis (with these broker settings), on an event loop of its own."""
+    async def run() -> None:
+        async with in_process_kafka(data_dir, **config) as kafka:
+            await test(kafka)
+
+    asyncio.run(run())

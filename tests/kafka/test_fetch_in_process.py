@@ -17,7 +17,7 @@ import time
 import pytest
 from kafka.record.default_records import DefaultRecordBatch
 from kafka_brokers import batch
-from kafka_in_process import EARLIEST, LATEST, fetch_request, in_process_kafka
+from kafka_in_process import EARLIEST, LATEST, fetch_request, run_in_process
 from kio.schema.errors import ErrorCode
 
 FORMATS = ["pulsar", "kafka"]
@@ -46,126 +46,118 @@ async def _filled(kafka, topic: str, partitions: int, batches: int, per_batch: i
 
 @pytest.mark.parametrize("entry_format", FORMATS)
 def test_max_bytes_bounds_the_response_past_its_first_batch(tmp_path, entry_format) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path, entryFormat=entry_format) as kafka:
-            one = await _filled(kafka, "t", 3, 5)
-            for max_bytes, expected in ((1, [1, 0, 0]), (one, [1, 0, 0]), (2 * one, [2, 0, 0]),
-                                        (6 * one, [5, 1, 0]), (11 * one - 1, [5, 5, 0]), (20 * one, [5, 5, 5])):
-                answers = await kafka.fetch("t", {0: 0, 1: 0, 2: 0}, max_bytes=max_bytes)
-                assert [len(_batches(answers[p].records)) for p in range(3)] == expected, max_bytes
-                assert all(answers[p].error_code == ErrorCode.none and answers[p].high_watermark == 20
-                           for p in range(3))
-            answers = await kafka.fetch("t", {0: 0, 1: 0}, max_bytes=0)  # no budget at all: as much as there is
-            assert [len(_batches(answers[p].records)) for p in (0, 1)] == [5, 5]
+    async def test(kafka) -> None:
+        one = await _filled(kafka, "t", 3, 5)
+        for max_bytes, expected in ((1, [1, 0, 0]), (one, [1, 0, 0]), (2 * one, [2, 0, 0]),
+                                    (6 * one, [5, 1, 0]), (11 * one - 1, [5, 5, 0]), (20 * one, [5, 5, 5])):
+            answers = await kafka.fetch("t", {0: 0, 1: 0, 2: 0}, max_bytes=max_bytes)
+            assert [len(_batches(answers[p].records)) for p in range(3)] == expected, max_bytes
+            assert all(answers[p].error_code == ErrorCode.none and answers[p].high_watermark == 20
+                       for p in range(3))
+        answers = await kafka.fetch("t", {0: 0, 1: 0}, max_bytes=0)  # no budget at all: as much as there is
+        assert [len(_batches(answers[p].records)) for p in (0, 1)] == [5, 5]
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test, entryFormat=entry_format)
 
 
 @pytest.mark.parametrize("entry_format", FORMATS)
 def test_partition_max_bytes_bounds_each_partition_and_the_first_batch_is_whole(tmp_path, entry_format) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path, entryFormat=entry_format) as kafka:
-            one = await _filled(kafka, "t", 2, 3)
-            answers = await kafka.fetch("t", {0: 0, 1: 0}, partition_max_bytes=one + 1)
-            assert [len(_batches(answers[p].records)) for p in (0, 1)] == [1, 1]
-            answers = await kafka.fetch("t", {0: 0, 1: 0}, partition_max_bytes=one - 1)
-            assert [len(_batches(answers[p].records)) for p in (0, 1)] == [1, 0]  # only the first is whole
-            answers = await kafka.fetch("t", {0: 4, 1: 0}, partition_max_bytes=one - 1)
-            assert _batches(answers[0].records)[0][0] == (4, VALUE)  # from the batch holding offset 4
-            assert [len(_batches(answers[p].records)) for p in (0, 1)] == [1, 0]
+    async def test(kafka) -> None:
+        one = await _filled(kafka, "t", 2, 3)
+        answers = await kafka.fetch("t", {0: 0, 1: 0}, partition_max_bytes=one + 1)
+        assert [len(_batches(answers[p].records)) for p in (0, 1)] == [1, 1]
+        answers = await kafka.fetch("t", {0: 0, 1: 0}, partition_max_bytes=one - 1)
+        assert [len(_batches(answers[p].records)) for p in (0, 1)] == [1, 0]  # only the first is whole
+        answers = await kafka.fetch("t", {0: 4, 1: 0}, partition_max_bytes=one - 1)
+        assert _batches(answers[0].records)[0][0] == (4, VALUE)  # from the batch holding offset 4
+        assert [len(_batches(answers[p].records)) for p in (0, 1)] == [1, 0]
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test, entryFormat=entry_format)
 
 
 def test_a_partition_named_twice_is_answered_once_in_the_order_asked(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path) as kafka:
-            await _filled(kafka, "t", 3, 1)
-            request = fetch_request("t", {2: 0, 0: 0})
-            topic = request.topics[0]
-            again = dataclasses.replace(topic.partitions[0], fetch_offset=1)
-            partitions = (*topic.partitions, *topic.partitions, again)
-            request = dataclasses.replace(request, topics=(dataclasses.replace(topic, partitions=partitions), topic))
-            response = await kafka.call(1, 12, request)
-            assert [(t.topic, [p.partition_index for p in t.partitions]) for t in response.responses] == [
-                ("t", [2, 0]), ("t", [])]
-            assert [_batches(p.records)[0][0][0] for p in response.responses[0].partitions] == [0, 0]
-            assert (response.error_code, response.session_id, response.throttle_time) == (
-                ErrorCode.none, 0, datetime.timedelta(0))
-            part = response.responses[0].partitions[0]
-            assert (part.last_stable_offset, part.log_start_offset, part.aborted_transactions,
-                    part.preferred_read_replica) == (4, 0, None, -1)
+    async def test(kafka) -> None:
+        await _filled(kafka, "t", 3, 1)
+        request = fetch_request("t", {2: 0, 0: 0})
+        topic = request.topics[0]
+        again = dataclasses.replace(topic.partitions[0], fetch_offset=1)
+        partitions = (*topic.partitions, *topic.partitions, again)
+        request = dataclasses.replace(request, topics=(dataclasses.replace(topic, partitions=partitions), topic))
+        response = await kafka.call(1, 12, request)
+        assert [(t.topic, [p.partition_index for p in t.partitions]) for t in response.responses] == [
+            ("t", [2, 0]), ("t", [])]
+        assert [_batches(p.records)[0][0][0] for p in response.responses[0].partitions] == [0, 0]
+        assert (response.error_code, response.session_id, response.throttle_time) == (
+            ErrorCode.none, 0, datetime.timedelta(0))
+        part = response.responses[0].partitions[0]
+        assert (part.last_stable_offset, part.log_start_offset, part.aborted_transactions,
+                part.preferred_read_replica) == (4, 0, None, -1)
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test)
 
 
 def test_unknown_partitions_and_offsets_outside_the_log_are_answered_at_once(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path) as kafka:
-            await _filled(kafka, "t", 1, 1)
-            started = time.monotonic()
-            answers = await kafka.fetch("t", {0: 5, 3: 0}, max_wait=20)
-            assert time.monotonic() - started < 15  # the error ends the long poll
-            assert (answers[0].error_code, answers[0].high_watermark, answers[0].log_start_offset) == (
-                ErrorCode.offset_out_of_range, 4, 0)
-            assert (answers[3].error_code, answers[3].high_watermark, answers[3].log_start_offset, answers[3].records
-                    ) == (ErrorCode.unknown_topic_or_partition, -1, -1, b"")
-            missing = await kafka.fetch("nothing", {0: 0})
-            assert missing[0].error_code == ErrorCode.unknown_topic_or_partition
+    async def test(kafka) -> None:
+        await _filled(kafka, "t", 1, 1)
+        started = time.monotonic()
+        answers = await kafka.fetch("t", {0: 5, 3: 0}, max_wait=20)
+        assert time.monotonic() - started < 15  # the error ends the long poll
+        assert (answers[0].error_code, answers[0].high_watermark, answers[0].log_start_offset) == (
+            ErrorCode.offset_out_of_range, 4, 0)
+        assert (answers[3].error_code, answers[3].high_watermark, answers[3].log_start_offset, answers[3].records
+                ) == (ErrorCode.unknown_topic_or_partition, -1, -1, b"")
+        missing = await kafka.fetch("nothing", {0: 0})
+        assert missing[0].error_code == ErrorCode.unknown_topic_or_partition
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test)
 
 
 def test_a_long_poll_waits_for_min_bytes_until_max_wait(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path) as kafka:
-            kafka.apis.topics.create("t", 1)
-            waiting = asyncio.ensure_future(kafka.fetch("t", {0: 0}, max_wait=30))
-            await asyncio.sleep(0.05)
-            assert not waiting.done()
-            assert (await kafka.produce("t", 0, batch([b"v"])))[0] == ErrorCode.none
-            answer = (await asyncio.wait_for(waiting, 25))[0]
-            assert _batches(answer.records) == [[(0, b"v")]]
-            started = time.monotonic()
-            answer = (await kafka.fetch("t", {0: 1}, max_wait=0.1))[0]  # nothing comes: answered at max_wait
-            assert answer.records == b"" and time.monotonic() - started >= 0.09
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("t", 1)
+        waiting = asyncio.ensure_future(kafka.fetch("t", {0: 0}, max_wait=30))
+        await asyncio.sleep(0.05)
+        assert not waiting.done()
+        assert (await kafka.produce("t", 0, batch([b"v"])))[0] == ErrorCode.none
+        answer = (await asyncio.wait_for(waiting, 25))[0]
+        assert _batches(answer.records) == [[(0, b"v")]]
+        started = time.monotonic()
+        answer = (await kafka.fetch("t", {0: 1}, max_wait=0.1))[0]  # nothing comes: answered at max_wait
+        assert answer.records == b"" and time.monotonic() - started >= 0.09
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test)
 
 
 def test_a_topic_deleted_during_a_long_poll_answers_unknown_partition(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path) as kafka:
-            kafka.apis.topics.create("t", 1)
-            waiting = asyncio.ensure_future(kafka.fetch("t", {0: 0}, max_wait=0.3))
-            await asyncio.sleep(0.05)
-            kafka.apis.topics.delete("t")  # its ledger closes under the waiting fetch
-            answer = (await waiting)[0]
-            assert (answer.error_code, answer.high_watermark, answer.records) == (
-                ErrorCode.unknown_topic_or_partition, -1, b"")
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("t", 1)
+        waiting = asyncio.ensure_future(kafka.fetch("t", {0: 0}, max_wait=0.3))
+        await asyncio.sleep(0.05)
+        kafka.apis.topics.delete("t")  # its ledger closes under the waiting fetch
+        answer = (await waiting)[0]
+        assert (answer.error_code, answer.high_watermark, answer.records) == (
+            ErrorCode.unknown_topic_or_partition, -1, b"")
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test)
 
 
 def test_list_offsets_answers_earliest_latest_and_refuses_other_negative_times(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path) as kafka:
-            await _filled(kafka, "t", 2, 2)
-            assert {p: (a.error_code, a.offset, a.timestamp, a.leader_epoch) for p, a in kafka.list_offsets(
-                "t", [0, 1], EARLIEST).items()} == {0: (ErrorCode.none, 0, -1, 0), 1: (ErrorCode.none, 0, -1, 0)}
-            assert {p: a.offset for p, a in kafka.list_offsets("t", [0, 1], LATEST).items()} == {0: 8, 1: 8}
-            assert kafka.list_offsets("t", [0], -3)[0].error_code == ErrorCode.unsupported_version
-            assert kafka.list_offsets("t", [5], LATEST)[5].error_code == ErrorCode.unknown_topic_or_partition
-            assert kafka.list_offsets("nothing", [0], LATEST)[0].error_code == ErrorCode.unknown_topic_or_partition
+    async def test(kafka) -> None:
+        await _filled(kafka, "t", 2, 2)
+        assert {p: (a.error_code, a.offset, a.timestamp, a.leader_epoch) for p, a in kafka.list_offsets(
+            "t", [0, 1], EARLIEST).items()} == {0: (ErrorCode.none, 0, -1, 0), 1: (ErrorCode.none, 0, -1, 0)}
+        assert {p: a.offset for p, a in kafka.list_offsets("t", [0, 1], LATEST).items()} == {0: 8, 1: 8}
+        assert kafka.list_offsets("t", [0], -3)[0].error_code == ErrorCode.unsupported_version
+        assert kafka.list_offsets("t", [5], LATEST)[5].error_code == ErrorCode.unknown_topic_or_partition
+        assert kafka.list_offsets("nothing", [0], LATEST)[0].error_code == ErrorCode.unknown_topic_or_partition
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test)
 
 
 def test_a_refused_role_gets_topic_authorization_failed(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path, authorizationEnabled=True, authenticationEnabled=True) as kafka:
-            kafka.apis.topics.create("t", 1)
-            assert (await kafka.fetch("t", {0: 0}))[0].error_code == ErrorCode.topic_authorization_failed
-            assert kafka.list_offsets("t", [0], LATEST)[0].error_code == ErrorCode.topic_authorization_failed
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("t", 1)
+        assert (await kafka.fetch("t", {0: 0}))[0].error_code == ErrorCode.topic_authorization_failed
+        assert kafka.list_offsets("t", [0], LATEST)[0].error_code == ErrorCode.topic_authorization_failed
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test, authorizationEnabled=True, authenticationEnabled=True)

@@ -15,7 +15,7 @@ import time
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka_brokers import batch
-from kafka_in_process import in_process_kafka
+from kafka_in_process import run_in_process
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9 import request as produce
 
@@ -58,123 +58,116 @@ def _compressed(values: list[bytes], codec: int) -> bytes:
 
 
 def test_each_partition_of_a_request_gets_its_own_answer(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path, maxMessageSize=2000) as kafka:
-            kafka.apis.topics.create("a", 2)
-            kafka.apis.topics.create("b", 1)
-            corrupt = bytearray(batch([b"x"]))
-            corrupt[-1] ^= 1
-            response = await kafka.call(0, 9, _request({
-                ("a", 0): batch([b"1", b"2"]), ("a", 1): batch([b"3"]), ("b", 0): b"", ("a", 7): batch([b"4"]),
-                ("missing", 0): batch([b"5"]), ("b", 1): bytes(corrupt)}))
-            answers = _answers(response)
-            assert answers[("a", 0)] == (ErrorCode.none, 0, None)
-            assert answers[("a", 1)] == (ErrorCode.none, 0, None)
-            assert answers[("b", 0)] == (ErrorCode.invalid_record, -1, "no records")
-            assert answers[("a", 7)][:2] == answers[("missing", 0)][:2] == (ErrorCode.unknown_topic_or_partition, -1)
-            assert answers[("b", 1)][:2] == (ErrorCode.unknown_topic_or_partition, -1)
-            assert [t.name for t in response.responses] == ["a", "b", "missing"]
-            assert (response.throttle_time, [p.log_start_offset for t in response.responses
-                                             for p in t.partition_responses]) == (datetime.timedelta(0), [-1] * 6)
-            response = await kafka.call(0, 9, _request({("b", 0): bytes(corrupt)}))
-            assert _answers(response)[("b", 0)][:2] == (ErrorCode.corrupt_message, -1)
-            large = await kafka.call(0, 9, _request({("a", 0): batch([b"y" * 3000])}))
-            error, offset, message = _answers(large)[("a", 0)]
-            assert (error, offset) == (ErrorCode.message_too_large, -1) and "over maxMessageSize=2000" in message
-            assert _answers(await kafka.call(0, 9, _request({("a", 0): batch([b"z"])})))[("a", 0)][:2] == (
-                ErrorCode.none, 2)  # nothing of the refused ones was stored
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 2)
+        kafka.apis.topics.create("b", 1)
+        corrupt = bytearray(batch([b"x"]))
+        corrupt[-1] ^= 1
+        response = await kafka.call(0, 9, _request({
+            ("a", 0): batch([b"1", b"2"]), ("a", 1): batch([b"3"]), ("b", 0): b"", ("a", 7): batch([b"4"]),
+            ("missing", 0): batch([b"5"]), ("b", 1): bytes(corrupt)}))
+        answers = _answers(response)
+        assert answers[("a", 0)] == (ErrorCode.none, 0, None)
+        assert answers[("a", 1)] == (ErrorCode.none, 0, None)
+        assert answers[("b", 0)] == (ErrorCode.invalid_record, -1, "no records")
+        assert answers[("a", 7)][:2] == answers[("missing", 0)][:2] == (ErrorCode.unknown_topic_or_partition, -1)
+        assert answers[("b", 1)][:2] == (ErrorCode.unknown_topic_or_partition, -1)
+        assert [t.name for t in response.responses] == ["a", "b", "missing"]
+        assert (response.throttle_time, [p.log_start_offset for t in response.responses
+                                         for p in t.partition_responses]) == (datetime.timedelta(0), [-1] * 6)
+        response = await kafka.call(0, 9, _request({("b", 0): bytes(corrupt)}))
+        assert _answers(response)[("b", 0)][:2] == (ErrorCode.corrupt_message, -1)
+        large = await kafka.call(0, 9, _request({("a", 0): batch([b"y" * 3000])}))
+        error, offset, message = _answers(large)[("a", 0)]
+        assert (error, offset) == (ErrorCode.message_too_large, -1) and "over maxMessageSize=2000" in message
+        assert _answers(await kafka.call(0, 9, _request({("a", 0): batch([b"z"])})))[("a", 0)][:2] == (
+            ErrorCode.none, 2)  # nothing of the refused ones was stored
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test, maxMessageSize=2000)
 
 
 def test_the_base_offsets_of_a_request_are_each_partitions_own(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path) as kafka:
-            kafka.apis.topics.create("a", 3)
-            for round_ in range(3):
-                response = await kafka.call(0, 9, _request({("a", p): batch([b"v"] * (p + 1)) for p in range(3)}))
-                assert _answers(response) == {("a", p): (ErrorCode.none, round_ * (p + 1), None) for p in range(3)}
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 3)
+        for round_ in range(3):
+            response = await kafka.call(0, 9, _request({("a", p): batch([b"v"] * (p + 1)) for p in range(3)}))
+            assert _answers(response) == {("a", p): (ErrorCode.none, round_ * (p + 1), None) for p in range(3)}
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test)
 
 
 def test_acks_zero_gets_no_response_and_is_stored(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path) as kafka:
-            kafka.apis.topics.create("a", 1)
-            answer = kafka.apis.handle(kafka.request(0, 9, _request({("a", 0): batch([b"v"])}, acks=0)), kafka.access)
-            assert answer is NO_RESPONSE
-            deadline = time.monotonic() + 30
-            while kafka.apis.topics.log("a", 0).end_offset() < 1 and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-            assert kafka.apis.topics.log("a", 0).end_offset() == 1
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        answer = kafka.apis.handle(kafka.request(0, 9, _request({("a", 0): batch([b"v"])}, acks=0)), kafka.access)
+        assert answer is NO_RESPONSE
+        deadline = time.monotonic() + 30
+        while kafka.apis.topics.log("a", 0).end_offset() < 1 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        assert kafka.apis.topics.log("a", 0).end_offset() == 1
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test)
 
 
 def test_a_refused_role_gets_topic_authorization_failed(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path, authorizationEnabled=True, authenticationEnabled=True) as kafka:
-            kafka.apis.topics.create("a", 1)
-            error, offset, message = _answers(await kafka.call(0, 9, _request({("a", 0): batch([b"v"])})))[("a", 0)]
-            assert (error, offset) == (ErrorCode.topic_authorization_failed, -1) and message
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        error, offset, message = _answers(await kafka.call(0, 9, _request({("a", 0): batch([b"v"])})))[("a", 0)]
+        assert (error, offset) == (ErrorCode.topic_authorization_failed, -1) and message
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test, authorizationEnabled=True, authenticationEnabled=True)
 
 
 @pytest.mark.parametrize("entry_format", FORMATS)
 def test_entries_carry_the_producer_and_its_sequence(tmp_path, entry_format) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path, entryFormat=entry_format) as kafka:
-            kafka.apis.topics.create("a", 1)
-            before = int(time.time() * 1000)
-            for values in ([b"1", b"2"], [b"3"]):
-                request = kafka.request(0, 9, _request({("a", 0): batch(values)}))
-                await kafka.apis.handle(request._replace(client_id="app"), kafka.access)
-            assert await kafka.produce("a", 0, batch([b"4", b"5"], producer=(7, 2, 40))) == (ErrorCode.none, 3)
-            entries = _entries(kafka, "a")
-            assert [(e.metadata.producer_name, e.metadata.sequence_id, e.metadata.num_messages_in_batch)
-                    for e in entries] == [("kafka-app", 0, 2), ("kafka-app", 2, 1), (producer_name(7, 2), 40, 2)]
-            assert all(before <= e.metadata.publish_time <= int(time.time() * 1000) for e in entries)
-            properties = [{p.key: p.value for p in e.metadata.properties} for e in entries]
-            if entry_format == "kafka":
-                assert all(p.get("entry.format") == "kafka" for p in properties)
-                assert not any(e.metadata.HasField("event_time") for e in entries)
-            else:
-                assert properties == [{}, {}, {}]
-                assert [e.metadata.event_time for e in entries] == [TIMESTAMP] * 3
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        before = int(time.time() * 1000)
+        for values in ([b"1", b"2"], [b"3"]):
+            request = kafka.request(0, 9, _request({("a", 0): batch(values)}))
+            await kafka.apis.handle(request._replace(client_id="app"), kafka.access)
+        assert await kafka.produce("a", 0, batch([b"4", b"5"], producer=(7, 2, 40))) == (ErrorCode.none, 3)
+        entries = _entries(kafka, "a")
+        assert [(e.metadata.producer_name, e.metadata.sequence_id, e.metadata.num_messages_in_batch)
+                for e in entries] == [("kafka-app", 0, 2), ("kafka-app", 2, 1), (producer_name(7, 2), 40, 2)]
+        assert all(before <= e.metadata.publish_time <= int(time.time() * 1000) for e in entries)
+        properties = [{p.key: p.value for p in e.metadata.properties} for e in entries]
+        if entry_format == "kafka":
+            assert all(p.get("entry.format") == "kafka" for p in properties)
+            assert not any(e.metadata.HasField("event_time") for e in entries)
+        else:
+            assert properties == [{}, {}, {}]
+            assert [e.metadata.event_time for e in entries] == [TIMESTAMP] * 3
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test, entryFormat=entry_format)
 
 
 def test_a_compressed_batch_is_converted_with_its_codec_and_sizes(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path) as kafka:
-            kafka.apis.topics.create("a", 1)
-            for codec in (0, 1):  # none, gzip
-                assert (await kafka.produce("a", 0, _compressed([b"v" * 100] * 5, codec)))[0] == ErrorCode.none
-            plain, gzipped = _entries(kafka, "a")
-            assert not plain.metadata.HasField("compression") and not plain.metadata.HasField("uncompressed_size")
-            assert gzipped.metadata.compression == pb.ZLIB
-            assert gzipped.metadata.uncompressed_size == len(plain.payload) > len(gzipped.payload)
-            assert gzipped.metadata.event_time == TIMESTAMP + 4
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        for codec in (0, 1):  # none, gzip
+            assert (await kafka.produce("a", 0, _compressed([b"v" * 100] * 5, codec)))[0] == ErrorCode.none
+        plain, gzipped = _entries(kafka, "a")
+        assert not plain.metadata.HasField("compression") and not plain.metadata.HasField("uncompressed_size")
+        assert gzipped.metadata.compression == pb.ZLIB
+        assert gzipped.metadata.uncompressed_size == len(plain.payload) > len(gzipped.payload)
+        assert gzipped.metadata.event_time == TIMESTAMP + 4
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test)
 
 
 def test_a_retried_idempotent_batch_is_answered_with_its_offset_and_stored_once(tmp_path) -> None:
-    async def run() -> None:
-        async with in_process_kafka(tmp_path) as kafka:
-            kafka.apis.topics.create("a", 1)
-            first = batch([b"1", b"2"], producer=(5, 0, 0))
-            assert await kafka.produce("a", 0, first) == (ErrorCode.none, 0)
-            assert await kafka.produce("a", 0, first) == (ErrorCode.none, 0)
-            assert await kafka.produce("a", 0, batch([b"x"], producer=(5, 0, 9))) == (
-                ErrorCode.out_of_order_sequence_number, -1)
-            # an accepted batch beside a refused one: nothing stored, its sequence free again
-            both = batch([b"3"], producer=(5, 0, 2)) + batch([b"y"], producer=(5, 0, 9))
-            assert await kafka.produce("a", 0, both) == (ErrorCode.out_of_order_sequence_number, -1)
-            assert await kafka.produce("a", 0, batch([b"3"], producer=(5, 0, 2))) == (ErrorCode.none, 2)
-            assert kafka.apis.topics.log("a", 0).end_offset() == 3
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        first = batch([b"1", b"2"], producer=(5, 0, 0))
+        assert await kafka.produce("a", 0, first) == (ErrorCode.none, 0)
+        assert await kafka.produce("a", 0, first) == (ErrorCode.none, 0)
+        assert await kafka.produce("a", 0, batch([b"x"], producer=(5, 0, 9))) == (
+            ErrorCode.out_of_order_sequence_number, -1)
+        # an accepted batch beside a refused one: nothing stored, its sequence free again
+        both = batch([b"3"], producer=(5, 0, 2)) + batch([b"y"], producer=(5, 0, 9))
+        assert await kafka.produce("a", 0, both) == (ErrorCode.out_of_order_sequence_number, -1)
+        assert await kafka.produce("a", 0, batch([b"3"], producer=(5, 0, 2))) == (ErrorCode.none, 2)
+        assert kafka.apis.topics.log("a", 0).end_offset() == 3
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test)

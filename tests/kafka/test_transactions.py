@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
 from kafka_brokers import KafkaStandalone, start_kafka_broker
-from kafka_in_process import in_process_kafka
+from kafka_in_process import run_in_process
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3 import request as find_coordinator_v3
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
@@ -42,29 +42,28 @@ def broker(tmp_path_factory) -> Iterator[KafkaStandalone]:
 
 
 def test_find_coordinator_and_init_producer_id_answer_as_a_broker_without_a_transaction_coordinator(tmp_path):
-    async def run() -> None:
-        async with in_process_kafka(tmp_path) as kafka:
-            for version in (1, 2, 3):
-                found = await kafka.call(10, version, find_coordinator_v3.FindCoordinatorRequest(
-                    key="tx", key_type=TRANSACTION))
-                assert (found.error_code, found.error_message) == (ErrorCode.coordinator_not_available,
-                                                                   NO_TRANSACTIONS)
-                group = await kafka.call(10, version, find_coordinator_v3.FindCoordinatorRequest(
-                    key="g", key_type=GROUP))
-                assert (group.error_code, group.port) == (ErrorCode.none, 9092)
-            found = await kafka.call(10, 4, find_coordinator_v4.FindCoordinatorRequest(
-                key_type=TRANSACTION, coordinator_keys=("a", "b")))
-            assert [(c.key, c.error_code, c.error_message) for c in found.coordinators] == [
-                ("a", ErrorCode.coordinator_not_available, NO_TRANSACTIONS),
-                ("b", ErrorCode.coordinator_not_available, NO_TRANSACTIONS)]
-            for transactional_id, expected in (("tx", ErrorCode.not_coordinator), (None, ErrorCode.none)):
-                answer = await kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
-                    transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60),
-                    producer_id=-1, producer_epoch=-1))
-                assert answer.error_code == expected
-                assert (answer.producer_id >= 0) == (transactional_id is None)
+    async def test(kafka) -> None:
+        for version in (1, 2, 3):
+            found = await kafka.call(10, version, find_coordinator_v3.FindCoordinatorRequest(
+                key="tx", key_type=TRANSACTION))
+            assert (found.error_code, found.error_message) == (ErrorCode.coordinator_not_available,
+                                                               NO_TRANSACTIONS)
+            group = await kafka.call(10, version, find_coordinator_v3.FindCoordinatorRequest(
+                key="g", key_type=GROUP))
+            assert (group.error_code, group.port) == (ErrorCode.none, 9092)
+        found = await kafka.call(10, 4, find_coordinator_v4.FindCoordinatorRequest(
+            key_type=TRANSACTION, coordinator_keys=("a", "b")))
+        assert [(c.key, c.error_code, c.error_message) for c in found.coordinators] == [
+            ("a", ErrorCode.coordinator_not_available, NO_TRANSACTIONS),
+            ("b", ErrorCode.coordinator_not_available, NO_TRANSACTIONS)]
+        for transactional_id, expected in (("tx", ErrorCode.not_coordinator), (None, ErrorCode.none)):
+            answer = await kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
+                transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60),
+                producer_id=-1, producer_epoch=-1))
+            assert answer.error_code == expected
+            assert (answer.producer_id >= 0) == (transactional_id is None)
 
-    asyncio.run(run())
+    run_in_process(tmp_path, test)
 
 
 def test_librdkafka_times_out_retrying_as_against_kafka(broker) -> None:
