@@ -3,7 +3,7 @@ and `delay` seconds later a producer of the same client sends `count` keyed reco
 
 Each function returns the distinct values the consumer received before `timeout`. A module of
 its own (not conftest.py) so test files import it by name; kafkajs runs tests/kafka/js/race.js,
-which .ci/run installs (`npm ci --prefix tests/kafka/js`).
+which .ci/run installs (`npm install --prefix tests/kafka/js --no-package-lock`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, Producer
 from kafka import KafkaConsumer, KafkaProducer
 
 JS = Path(__file__).parent / "js"
+INSTALL_KAFKAJS = "kafkajs is missing: npm install --prefix tests/kafka/js --no-package-lock"
 Race = Callable[[str, str, str, int, float, float], int]
 
 
@@ -123,7 +124,7 @@ def aiokafka(bootstrap: str, topic: str, group: str, count: int, delay: float, t
 
 
 def kafkajs(bootstrap: str, topic: str, group: str, count: int, delay: float, timeout: float) -> int:
-    assert (JS / "node_modules" / "kafkajs").is_dir(), "kafkajs is missing: npm ci --prefix tests/kafka/js"
+    assert (JS / "node_modules" / "kafkajs").is_dir(), INSTALL_KAFKAJS
     out = subprocess.run(["node", str(JS / "race.js"), bootstrap, topic, group, str(count), str(int(delay * 1000)),
                           str(int(timeout * 1000))], check=True, capture_output=True, text=True, timeout=timeout + 30)
     answer = json.loads(out.stdout.strip().splitlines()[-1])
