@@ -126,6 +126,6 @@ def run_in_process(data_dir: Path, test: Callable[[InProcessKafka], Awaitable[No
     """`test` on a fresh in-process KafkaApis (with these broker settings), on an event loop of its own."""
     async def run() -> None:
         async with in_process_kafka(data_dir, **config) as kafka:
-            await test(kafka)
+            await asyncio.wait_for(test(kafka), 60)  # an answer that never comes fails, not hangs
 
     asyncio.run(run())

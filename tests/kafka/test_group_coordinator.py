@@ -22,7 +22,8 @@ RANGE = [("range", b"r-meta"), ("roundrobin", b"rr-meta")]
 
 
 def run(test: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(test())
+    """A generation that never completes fails in seconds rather than hanging (mutation runs time out slowly)."""
+    asyncio.run(asyncio.wait_for(test(), 20))
 
 
 async def _turn() -> None:
