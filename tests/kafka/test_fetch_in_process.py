@@ -19,6 +19,10 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafka_brokers import batch
 from kafka_in_process import EARLIEST, LATEST, fetch_request, run_in_process
 from kio.schema.errors import ErrorCode
+from kio.schema.list_offsets.v7 import request as list_offsets
+
+from magnetar.wire.entry import build_entry
+from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 FORMATS = ["pulsar", "kafka"]
 VALUE = b"x" * 1000
@@ -161,3 +165,51 @@ def test_a_refused_role_gets_topic_authorization_failed(tmp_path) -> None:
         assert kafka.list_offsets("t", [0], LATEST)[0].error_code == ErrorCode.topic_authorization_failed
 
     run_in_process(tmp_path, test, authorizationEnabled=True, authenticationEnabled=True)
+
+
+def test_a_pulsar_message_without_event_time_is_served_at_its_publish_time(tmp_path) -> None:
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("t", 1)
+        log = kafka.apis.topics.log("t", 0)
+        metadata = pb.MessageMetadata(producer_name="pulsar", sequence_id=0, publish_time=1_600_000_000_123,
+                                      partition_key="k")
+        stored = asyncio.get_running_loop().create_future()
+        log.append([build_entry(metadata, b"value")], [1], lambda offset, exc: stored.set_result((offset, exc)))
+        assert await stored == (0, None)
+        (record,) = DefaultRecordBatch(bytearray((await kafka.fetch("t", {0: 0}))[0].records))
+        assert (record.offset, record.timestamp, record.key, record.value) == (0, 1_600_000_000_123, b"k", b"value")
+
+    run_in_process(tmp_path, test)
+
+
+def test_the_first_partition_with_records_takes_its_first_batch_whole_after_empty_ones(tmp_path) -> None:
+    async def test(kafka) -> None:
+        one = await _filled(kafka, "t", 2, 2)
+        answers = await kafka.fetch("t", {0: 8, 1: 0}, max_bytes=one // 2)  # partition 0 at its end: nothing
+        assert (answers[0].records, len(_batches(answers[1].records))) == (b"", 1)
+
+    run_in_process(tmp_path, test)
+
+
+def test_a_fetch_is_answered_as_soon_as_min_bytes_are_there(tmp_path) -> None:
+    async def test(kafka) -> None:
+        one = await _filled(kafka, "t", 1, 1)
+        request = dataclasses.replace(fetch_request("t", {0: 0}, max_wait=30), min_bytes=one)
+        response = await asyncio.wait_for(kafka.call(1, 12, request), 20)  # exactly min_bytes: no wait
+        assert len(response.responses[0].partitions[0].records) == one
+
+    run_in_process(tmp_path, test)
+
+
+def test_list_offsets_at_time_zero_is_a_lookup_and_names_its_topics(tmp_path) -> None:
+    async def test(kafka) -> None:
+        await _filled(kafka, "t", 1, 1)
+        (answer,) = kafka.list_offsets("t", [0], 0).values()
+        assert (answer.error_code, answer.offset, answer.timestamp) == (ErrorCode.none, 0, 1_700_000_000_000)
+        request = kafka.request(2, 7, list_offsets.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+            list_offsets.ListOffsetsTopic(name="t", partitions=(list_offsets.ListOffsetsPartition(
+                partition_index=0, current_leader_epoch=-1, timestamp=LATEST),)),)))
+        response = kafka.apis.handle(request, kafka.access)
+        assert ([t.name for t in response.topics], response.throttle_time) == (["t"], datetime.timedelta(0))
+
+    run_in_process(tmp_path, test)

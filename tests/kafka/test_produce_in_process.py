@@ -19,6 +19,7 @@ from kafka_in_process import run_in_process
 from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9 import request as produce
 
+from magnetar.broker.topics.persistent.persistent_topic import TERMINATED_PROPERTY
 from magnetar.kafka.apis import NO_RESPONSE
 from magnetar.kafka.producer_snapshots import producer_name
 from magnetar.storage import Position
@@ -171,3 +172,105 @@ def test_a_retried_idempotent_batch_is_answered_with_its_offset_and_stored_once(
         assert kafka.apis.topics.log("a", 0).end_offset() == 3
 
     run_in_process(tmp_path, test)
+
+
+def _stamped(timestamp: int) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=-1,
+                                        producer_epoch=-1, base_sequence=-1, batch_size=1 << 20)
+    builder.append(0, timestamp=timestamp, key=None, value=b"v", headers=[])
+    return bytes(builder.build())
+
+
+def test_what_each_entry_is_stored_with(tmp_path) -> None:
+    """No Pulsar checksum (the batch's CRC was checked); plain producers numbered by message, a
+    client without an id named `kafka-client`; producer id 0 named as any idempotent producer;
+    the event time only from a positive timestamp."""
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        for values in ([b"1", b"2"], [b"3"], [b"4"]):
+            await kafka.apis.handle(kafka.request(0, 9, _request({("a", 0): batch(values)}))._replace(client_id=None),
+                                    kafka.access)
+        assert await kafka.produce("a", 0, batch([b"5"], producer=(0, 1, 0))) == (ErrorCode.none, 4)
+        for timestamp in (0, 1):
+            assert (await kafka.produce("a", 0, _stamped(timestamp)))[0] == ErrorCode.none
+        entries = _entries(kafka, "a")
+        assert [(e.metadata.producer_name, e.metadata.sequence_id) for e in entries[:4]] == [
+            ("kafka-client", 0), ("kafka-client", 2), ("kafka-client", 3), (producer_name(0, 1), 0)]
+        assert all(e.checksum is None for e in entries)
+        assert [e.metadata.HasField("event_time") for e in entries[-2:]] == [False, True]
+        assert entries[-1].metadata.event_time == 1
+
+    run_in_process(tmp_path, test)
+
+
+def test_a_kafka_format_entry_has_no_pulsar_checksum(tmp_path) -> None:
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        assert (await kafka.produce("a", 0, batch([b"v"])))[0] == ErrorCode.none
+        (entry,) = _entries(kafka, "a")
+        assert entry.checksum is None
+
+    run_in_process(tmp_path, test, entryFormat="kafka")
+
+
+def test_a_batch_of_exactly_max_message_size_is_taken(tmp_path) -> None:
+    exact = batch([b"v" * 100])
+
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        assert (await kafka.produce("a", 0, exact))[0] == ErrorCode.none
+        assert (await kafka.produce("a", 0, batch([b"v" * 101])))[0] == ErrorCode.message_too_large
+
+    run_in_process(tmp_path, test, maxMessageSize=len(exact))
+
+
+def test_a_fully_stored_request_is_answered_from_the_encoded_template(tmp_path) -> None:
+    """The cheap path (an encoded response with the offsets written in) whenever nothing failed."""
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 2)
+        stored = await kafka.apis.handle(kafka.request(0, 9, _request({("a", 0): batch([b"v"]),
+                                                                       ("a", 1): batch([b"w"])})), kafka.access)
+        mixed = _request({("a", 0): batch([b"v"]), ("a", 5): batch([b"w"])})
+        failed = await kafka.apis.handle(kafka.request(0, 9, mixed), kafka.access)
+        assert isinstance(stored, bytes) and not isinstance(failed, bytes)
+        response = await kafka.call(0, 9, _request({("a", 5): batch([b"w"])}))
+        (part,) = response.responses[0].partition_responses
+        assert (part.log_start_offset, part.record_errors, response.throttle_time) == (-1, (), datetime.timedelta(0))
+        assert part.log_append_time is None or part.log_append_time.timestamp() < 0
+
+    run_in_process(tmp_path, test)
+
+
+def test_several_idempotent_batches_of_one_partition_are_each_remembered_at_their_offset(tmp_path) -> None:
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        first, second = batch([b"1", b"2"], producer=(1, 0, 0)), batch([b"3", b"4", b"5"], producer=(1, 0, 2))
+        assert await kafka.produce("a", 0, first + second) == (ErrorCode.none, 0)
+        assert await kafka.produce("a", 0, second) == (ErrorCode.none, 2)  # a retry of the second alone
+        assert await kafka.produce("a", 0, first) == (ErrorCode.none, 0)
+
+    run_in_process(tmp_path, test)
+
+
+def test_a_terminated_topic_refuses_and_frees_the_batchs_sequence(tmp_path) -> None:
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        ledger = kafka.service.topics[kafka.apis.topics.log("a", 0).name].ledger
+        ledger.set_property(TERMINATED_PROPERTY, "true")
+        error, offset, message = _answers(await kafka.call(0, 9, _request({("a", 0): batch([b"v"], producer=(2, 0, 0))})
+                                                           ))[("a", 0)]
+        assert (error, offset) == (ErrorCode.unknown_server_error, -1) and message.endswith("is terminated")
+        ledger.remove_property(TERMINATED_PROPERTY)
+        assert await kafka.produce("a", 0, batch([b"v"], producer=(2, 0, 0))) == (ErrorCode.none, 0)
+
+    run_in_process(tmp_path, test)
+
+
+def test_a_refusal_names_the_role_and_the_topic(tmp_path) -> None:
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        _, _, message = _answers(await kafka.call(0, 9, _request({("a", 0): batch([b"v"])})))[("a", 0)]
+        assert "persistent://public/default/a" in message
+
+    run_in_process(tmp_path, test, authorizationEnabled=True, authenticationEnabled=True)
+
