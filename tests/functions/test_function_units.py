@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pulsar.functions.serde import IdentitySerDe, PickleSerDe
 
-from magnetar.functions import loader
+from magnetar.functions import loader, package
 from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
 from magnetar.functions.instance import full_topic, sequence_id
 from magnetar.functions.stats_view import prometheus
@@ -199,3 +199,26 @@ def test_user_metric_names_become_valid_prometheus_names() -> None:
     assert any(line.startswith("pulsar_function_user_metric_latency_ms_sum{") and line.endswith(" 1.5")
                for line in samples)
     assert any(line.startswith("pulsar_function_last_invocation{") and line.endswith(" 0") for line in samples)
+
+
+@pytest.mark.parametrize(("py", "shown", "stored"), [
+    ("exclamation.py", "exclamation.py", "exclamation.py"),
+    ("/home/me/code/exclamation.py", "exclamation.py", "exclamation.py"),
+    ("../../../etc/cron.d/x.py", "x.py", "x.py"),
+    ("C:\\code\\fn.zip", "fn.zip", "fn.zip"),
+    ("..\\..\\x.whl", "x.whl", "x.whl"),
+    ("a b.py", "a b.py", "function.py"),
+    ("....py", "....py", "function.py"),
+    (".hidden.py", ".hidden.py", "function.py"),
+])
+def test_the_code_is_stored_under_a_plain_name(py: str, shown: str, stored: str) -> None:
+    made = config(py=py)
+    assert made.py == shown
+    assert package.stored_name(made.py) == stored
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "", "a\x00", "x" * 256, "a b"])
+def test_names_that_are_no_directory_of_their_own_are_refused(name: str) -> None:
+    for key in ("tenant", "namespace", "name"):
+        with pytest.raises(ConfigError, match=key):
+            config(**{key: name})

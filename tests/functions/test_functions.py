@@ -212,12 +212,15 @@ def test_bad_code_and_config_are_refused_at_create(fn_broker: Standalone, tmp_pa
         return refused.value.reason
 
     assert "no_such_module_anywhere" in refusal(CODE / "broken.py", className="broken.process")
-    assert "has no Nope" in refusal(CODE / "exclamation.py", className="exclamation.Nope")
-    assert "no module named 'missing'" in refusal(CODE / "exclamation.py", className="missing.Function")
+    nothing = "names no class or function defined in the uploaded code"
+    assert f"exclamation.Nope {nothing} (its modules: exclamation)" in refusal(CODE / "exclamation.py",
+                                                                            className="exclamation.Nope")
+    assert f"missing.Function {nothing}" in refusal(CODE / "exclamation.py", className="missing.Function")
     empty_zip = tmp_path / "fn.zip"
     with zipfile.ZipFile(empty_zip, "w") as archive:
         archive.writestr("fn/src/other.py", "x = 1\n")
-    assert "no module named 'exclamation'" in refusal(empty_zip, className="exclamation.ExclamationFunction")
+    assert refusal(empty_zip, className="exclamation.ExclamationFunction").endswith(f"{nothing} (its modules: "
+                                                                                    "fn.src.other, other, src.other)")
     assert "processingGuarantees" in refusal(CODE / "exclamation.py", className="exclamation.ExclamationFunction",
                                             processingGuarantees="SOMETIMES")
     assert "Namespace nope/ns does not exist" in refusal(CODE / "exclamation.py", className="exclamation.Nope",
@@ -290,7 +293,7 @@ def test_update_restart_and_state_verbs(fn_broker: Standalone, client: pulsar.Cl
     wait_consumers(admin.admin, config, 2)
     producer.send(b"b")
     assert receive_all(out, 1)[0].data() == b"shout:b"
-    with pytest.raises(AdminError, match="no module named 'gone'"):
+    with pytest.raises(AdminError, match=r"className gone\.F names no class or function defined in the uploaded code"):
         admin.update({**config, "className": "gone.F"})
     assert admin.get("public", "default", "upd")["className"] == "plain.shout", "a refused update changes nothing"
 
@@ -369,3 +372,26 @@ def test_effectively_once_retries_a_failed_message_in_order(fn_broker: Standalon
     assert shown["numRestarts"] == 1
     assert any("first try of e-7 fails" in e["exceptionString"] for e in shown["latestUserExceptions"])
     admin.delete("public", "default", "eo-retry")
+
+
+def test_at_least_once_keeps_an_input_whose_output_failed(fn_broker: Standalone, client: pulsar.Client) -> None:
+    """ATLEAST_ONCE acknowledges an input once its output is stored: an output the broker
+    refuses (here the output topic was terminated after the first one) leaves the input to
+    come back, and fail again, rather than be acknowledged and lost (issue 40's audit found no
+    test that would notice)."""
+    admin = functions_admin(fn_broker.admin_url)
+    deploy(admin, "alo", "exclamation.py", "exclamation.ExclamationFunction", inputs=["alo-in"], output="alo-out")
+    out = client.subscribe("alo-out", "check")
+    producer = client.create_producer("alo-in")
+    producer.send(b"stored")
+    assert receive_all(out, 1)[0].data() == b"stored!"
+    admin.admin.terminate("alo-out")
+    producer.send(b"refused")
+
+    def failures() -> int:
+        return status(admin, "alo")["instances"][0]["status"]["numSystemExceptions"]
+
+    assert wait_for(lambda: failures() >= 3, timeout=30), "refused, redelivered, refused again..."
+    assert admin.admin.stats("alo-in")["subscriptions"]["public/default/alo"]["msgBacklog"] == 1, "never acknowledged"
+    assert "output to alo-out failed" in status(admin, "alo")["instances"][0]["status"]["latestSystemExceptions"][-1][
+        "exceptionString"]
