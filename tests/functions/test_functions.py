@@ -64,7 +64,7 @@ def send_all(client: pulsar.Client, topic: str, values: list[str], rng: random.R
     producer.close()
 
 
-def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: pulsar.Client) -> None:
+def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: pulsar.Client, tmp_path: Path) -> None:
     rng = random.Random()
     url = fn_broker.admin_url
     created = magnetar_admin(url, "functions", "create", "--name", "excl", "--py", str(CODE / "exclamation.py"),
@@ -98,6 +98,10 @@ def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: p
 
     triggered = magnetar_admin(url, "functions", "trigger", "--name", "excl", "--trigger-value", "hello")
     assert triggered.stdout.strip() == "hello!", triggered.stderr
+    downloaded = magnetar_admin(url, "functions", "download", "--name", "excl", "--destination-file",
+                                str(tmp_path / "got.py"))
+    assert downloaded.returncode == 0, downloaded.stderr
+    assert (tmp_path / "got.py").read_bytes() == (CODE / "exclamation.py").read_bytes()
 
     assert magnetar_admin(url, "functions", "stop", "--name", "excl").returncode == 0
     assert status(admin, "excl")["numRunning"] == 0
@@ -110,6 +114,7 @@ def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: p
         admin.status("public", "default", "excl")
     assert refused.value.status == 404
     assert admin.admin.subscriptions("excl-in") == [], "cleanupSubscription, on by default, as in Pulsar"
+    assert not (fn_broker.data_dir / "functions" / "public" / "default" / "excl").exists(), "nor its files"
 
 
 def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:

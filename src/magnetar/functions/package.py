@@ -11,6 +11,7 @@ this before it imports the code, at the worker's check at create time as at ever
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import re
 import sys
@@ -43,10 +44,11 @@ def stored_name(display: str) -> str:
 def check_names(code: Path, class_name: str, serdes: Iterable[str]) -> None:
     """PackageError unless `class_name` names a class or function (or a module with a
     `process` function) defined in `code`, and each of `serdes` a class defined there."""
-    modules = _modules(code)
-    _check(modules, class_name, callable_ok=True)
-    for serde in serdes:
-        _check(modules, serde, callable_ok=False)
+    with contextlib.ExitStack() as archives:
+        modules = _modules(code, archives)
+        _check(modules, class_name, callable_ok=True)
+        for serde in serdes:
+            _check(modules, serde, callable_ok=False)
 
 
 @dataclass(frozen=True)
@@ -56,20 +58,21 @@ class _Module:
     """An `__init__.py`: its relative imports start from itself."""
 
 
-def _modules(code: Path) -> dict[str, _Module]:
-    """The importable modules of the code, by dotted name."""
+def _modules(code: Path, archives: contextlib.ExitStack) -> dict[str, _Module]:
+    """The importable modules of the code, by dotted name (archives stay open in `archives`)."""
     if code.suffix == ".py":
         return {code.stem: _Module(code.read_bytes, package=False)}
     if not zipfile.is_zipfile(code):
         raise PackageError(f"{code.name} is not a zip archive")
-    archive = zipfile.ZipFile(code)
+    archive = archives.enter_context(zipfile.ZipFile(code))
     if code.suffix == ".whl":
         return _archive_modules(archive, [""])
     base = code.stem
     modules: dict[str, _Module] = {}
     for entry in archive.namelist():
         if entry.startswith(f"{base}/deps/") and entry.endswith(".whl") and entry.count("/") == 2:
-            modules.update(_archive_modules(zipfile.ZipFile(io.BytesIO(archive.read(entry))), [""]))
+            wheel = archives.enter_context(zipfile.ZipFile(io.BytesIO(archive.read(entry))))
+            modules.update(_archive_modules(wheel, [""]))
     modules.update(_archive_modules(archive, [f"{base}/src/", f"{base}/", ""]))  # the loader's order of search
     return modules
 

@@ -18,6 +18,7 @@ user with its view of the files (Pulsar's process runtime), with only a clean en
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import os
 import pwd
@@ -62,8 +63,8 @@ class Isolation:
     bwrap: str = ""
     run_as: tuple[int, int] | None = None
     """The uid and gid instances drop to (the broker runs as root), else None."""
-    hidden: tuple[str, ...] = ()
-    """Paths the sandbox covers with an empty directory (a data dir under a bound one)."""
+    options: tuple[str, ...] = ()
+    """bubblewrap's options up to the instance's own files (`sandbox_options`)."""
     python_path: tuple[str, ...] = field(default_factory=tuple)
 
     def describe(self) -> str:
@@ -85,35 +86,40 @@ class Isolation:
             return Launch([*python, "--code", str(code), "--parent", str(os.getpid())],
                           {**env, "HOME": str(scratch)}, scratch, str(code))
         inside = f"{CODE_DIR}/{code.name}"
-        argv = [self.bwrap, *self.arguments(), "--perms", "1777", "--size", str(scratch_bytes), "--tmpfs", SCRATCH,
-                "--ro-bind", str(code.parent), CODE_DIR, "--chdir", SCRATCH, "--", *python, "--code", inside,
+        argv = [self.bwrap, *self.options, *_scratch(scratch_bytes), "--ro-bind", str(code.parent), CODE_DIR,
+                "--chdir", SCRATCH, "--", *python, "--code", inside,
                 *(["--run-as", f"{self.run_as[0]}:{self.run_as[1]}"] if self.run_as else [])]
         return Launch(argv, {**env, "HOME": SCRATCH}, Path("/"), inside)
 
-    def arguments(self) -> list[str]:
-        """bubblewrap's options, up to the instance's own files."""
-        options = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                   "--unshare-cgroup-try", "--hostname", "magnetar-function"]
-        if os.geteuid() == 0:  # no user namespace: the bootstrap itself drops to run_as, then holds nothing
-            options += ["--cap-drop", "ALL", *(["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-                                               if self.run_as else [])]
-        else:
-            options += ["--unshare-user", "--disable-userns"]
-        options += ["--ro-bind", "/usr", "/usr"]
-        for name in _TOP_LEVEL:
-            path = Path("/", name)
-            if path.is_symlink():
-                options += ["--symlink", os.readlink(path), str(path)]
-            elif path.is_dir():
-                options += ["--ro-bind", str(path), str(path)]
-        made: set[str] = {"/", "/usr"}
-        for source in [*(f"/etc/{name}" for name in _ETC), *_python_roots()]:
-            if os.path.lexists(source):
-                options += [*_parents(source, made), "--ro-bind", source, source]
-        for path in self.hidden:
-            options += ["--tmpfs", path]
-        return [*options, "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SHM_BYTES),
-                "--tmpfs", "/dev/shm"]
+
+def _scratch(size: int) -> list[str]:
+    return ["--perms", "1777", "--size", str(size), "--tmpfs", SCRATCH]
+
+
+def sandbox_options(run_as: tuple[int, int] | None, hidden: list[str]) -> tuple[str, ...]:
+    """bubblewrap's options, up to the instance's own files: namespaces, capabilities, the
+    read-only view of the system and of Python, `hidden` paths covered by empty ones."""
+    options = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+               "--unshare-cgroup-try", "--hostname", "magnetar-function"]
+    if os.geteuid() == 0:  # no user namespace: the bootstrap itself drops to run_as, then holds nothing
+        options += ["--cap-drop", "ALL", *(["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"] if run_as else [])]
+    else:
+        options += ["--unshare-user", "--disable-userns"]
+    options += ["--ro-bind", "/usr", "/usr"]
+    for name in _TOP_LEVEL:
+        path = Path("/", name)
+        if path.is_symlink():
+            options += ["--symlink", os.readlink(path), str(path)]
+        elif path.is_dir():
+            options += ["--ro-bind", str(path), str(path)]
+    made: set[str] = {"/", "/usr"}
+    for source in [*(f"/etc/{name}" for name in _ETC), *python_roots()]:
+        if os.path.lexists(source):
+            options += [*_parents(source, made), "--ro-bind", source, source]
+    for path in hidden:
+        options += ["--tmpfs", path]
+    return (*options, "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(SHM_BYTES),
+            "--tmpfs", "/dev/shm")
 
 
 def _parents(path: str, made: set[str]) -> list[str]:
@@ -127,35 +133,33 @@ def _parents(path: str, made: set[str]) -> list[str]:
     return options
 
 
-def _python_roots() -> list[str]:
+def python_roots() -> list[str]:
     """The directories the instance's Python needs: the installation (a venv and the Python it
     was made from), its site-packages, and where magnetar and the client are imported from;
-    none inside another."""
-    import pulsar  # noqa: PLC0415
-
-    import magnetar  # noqa: PLC0415  (where the running code is)
-
+    none inside another, none under /usr (bound whole)."""
     candidates = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, *site.getsitepackages(),
-                  *_package_roots(magnetar.__file__, pulsar.__file__)}
+                  *_package_roots()}
     resolved = sorted({str(Path(path)) for path in candidates if path and os.path.isdir(path)})
-    return [path for path in resolved if not path.startswith("/usr/") and path != "/usr"
+    return [path for path in resolved if path != "/usr" and not path.startswith("/usr/")
             and not any(path.startswith(other + "/") for other in resolved)]
 
 
-def _package_roots(*files: str | None) -> list[str]:
-    return [str(Path(file).resolve().parents[1]) for file in files if file]
+def _package_roots() -> list[str]:
+    """Where magnetar and the official client are imported from (found, not imported: the
+    client's library has no business in the broker's process)."""
+    roots = []
+    for name in ("magnetar", "pulsar"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            roots.append(str(Path(spec.origin).resolve().parents[1]))
+    return roots
 
 
 def python_path() -> tuple[str, ...]:
     """The directories magnetar and the client are imported from that are not site-packages
     (a source checkout on PYTHONPATH): the instance's PYTHONPATH."""
-    import pulsar  # noqa: PLC0415
-
-    import magnetar  # noqa: PLC0415
-
     packages = {str(Path(path).resolve()) for path in site.getsitepackages()}
-    return tuple(dict.fromkeys(root for root in _package_roots(magnetar.__file__, pulsar.__file__)
-                               if root not in packages))
+    return tuple(dict.fromkeys(root for root in _package_roots() if root not in packages))
 
 
 async def choose(setting: str, user: str, data_dir: Path) -> Isolation:
@@ -166,8 +170,9 @@ async def choose(setting: str, user: str, data_dir: Path) -> Isolation:
         return Isolation("none", python_path=paths)
     bwrap = shutil.which("bwrap") or ""
     run_as = _run_as(user) if os.geteuid() == 0 else None
-    hidden = tuple(str(data_dir.resolve()) for root in _python_roots() if _inside(data_dir.resolve(), Path(root)))
-    isolation = Isolation("bubblewrap", bwrap, run_as, hidden, paths)
+    data = data_dir.resolve()
+    hidden = [str(data)] if any(_inside(data, Path(root)) for root in python_roots()) else []
+    isolation = Isolation("bubblewrap", bwrap, run_as, sandbox_options(run_as, hidden), paths)
     problem = "bwrap (Debian's bubblewrap) is not installed" if not bwrap else await _probe(isolation)
     if problem is None:
         return isolation
@@ -197,8 +202,8 @@ async def _probe(isolation: Isolation) -> str | None:
     """None when a sandboxed Python starts (and drops to run_as), else what went wrong."""
     drop = "import os; os.setgroups([]); os.setresgid({1}, {1}, {1}); os.setresuid({0}, {0}, {0})".format(
         *isolation.run_as) if isolation.run_as else "pass"
-    argv = [isolation.bwrap, *isolation.arguments(), "--perms", "1777", "--tmpfs", SCRATCH, "--chdir", SCRATCH,
-            "--", sys.executable, "-c", drop]
+    argv = [isolation.bwrap, *isolation.options, *_scratch(1 << 20), "--chdir", SCRATCH, "--", sys.executable,
+            "-c", drop]
     try:
         process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
                                                        stdout=asyncio.subprocess.PIPE,
