@@ -33,7 +33,9 @@ def test_pulsars_defaults() -> None:
     assert config(retainOrdering=True).failover and config(processingGuarantees="EFFECTIVELY_ONCE").failover
     assert config(subName="mine").subscription == "mine"
     assert config(customSerdeInputs={"other": "s.S"}).input_topics == ["in", "other"]
-    assert config(jar="ignored.jar", resources={"cpu": 1}).name == "f"  # Pulsar fields without meaning here
+    assert config(jar="ignored.jar", customRuntimeOptions="{}").name == "f"  # Pulsar fields without meaning here
+    assert config(resources={"cpu": 1}).scratch_bytes == 256 << 20
+    assert config(resources={"disk": 2 << 20}).scratch_bytes == 2 << 20
 
 
 @pytest.mark.parametrize(("fields", "named"), [
