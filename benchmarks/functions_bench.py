@@ -184,8 +184,10 @@ def main() -> None:
             summary[kind].update(create_s=round(statistics.median(r[2] for r in runs), 3),
                                  consuming_s=round(statistics.median(r[3] for r in runs), 3))
 
-    def ratio(kind: str, other: str, key: str) -> float:
-        return round(float(summary[kind][key]) / float(summary[other][key]), 2)  # type: ignore[arg-type]
+    def ratio(kind: str, other: str, key: str) -> float | None:
+        """None when the other is 0 (CPU is read in clock ticks: a tiny run may count none)."""
+        denominator = float(summary[other][key])  # type: ignore[arg-type]
+        return round(float(summary[kind][key]) / denominator, 2) if denominator else None  # type: ignore[arg-type]
 
     print(json.dumps({
         "messages": args.messages, "serde": args.serde, **summary,
