@@ -7,6 +7,7 @@ revocations that must stop a running function. One broker for the module (fn_sce
 from __future__ import annotations
 
 import json
+import os
 import re
 import urllib.request
 from collections.abc import Iterator
@@ -321,5 +322,24 @@ def test_the_sandbox_required_but_missing_is_said_and_the_broker_runs(tmp_path: 
         assert refused.value.status == 500
         assert "functionInstanceIsolation=bubblewrap, but bwrap" in broker.log()
         assert "public" in AdminClient(broker.admin_url).tenants()
+    finally:
+        broker.stop()
+
+
+def test_a_broker_started_with_a_strict_umask_runs_sandboxed_functions(tmp_path: Path) -> None:
+    """The instance reads its code as nobody: the worker makes it readable whatever the
+    broker's umask (077 made it the broker's alone)."""
+    previous = os.umask(0o077)
+    try:
+        broker = Standalone(tmp_path / "data", ["functionInstanceIsolation=bubblewrap"]).start()
+    finally:
+        os.umask(previous)
+    try:
+        functions = FunctionsAdmin(AdminClient(broker.admin_url))
+        config = {"tenant": "public", "namespace": "default", "name": "strict", "inputs": ["strict-in"],
+                  "output": "strict-out", "className": "exclamation.ExclamationFunction"}
+        functions.create(config, CODE / "exclamation.py")
+        wait_consumers(functions.admin, config, 1)
+        assert functions.trigger("public", "default", "strict", b"hi") == "hi!"
     finally:
         broker.stop()

@@ -135,6 +135,7 @@ class InstanceProcess:
         scratch = await self.home.scratch(self.instance_id, self.launcher.isolation)
         credential = self._issue()
         stats_read, stats_write = os.pipe()
+        readers: asyncio.Future[Any] | None = None
         try:
             handoff = {"instanceId": self.instance_id, "functionId": self.deployment.function_id,
                        "functionVersion": str(self.deployment.version), "credential": credential,
@@ -155,6 +156,8 @@ class InstanceProcess:
                 await asyncio.wait_for(readers, READ_AFTER_EXIT_SECONDS)
             return code
         finally:
+            if readers is not None and not readers.done():  # stopped meanwhile
+                readers.cancel()
             for fd in (stats_read, stats_write):
                 if fd >= 0:
                     os.close(fd)
@@ -289,9 +292,12 @@ class FunctionHome:
         await asyncio.to_thread(shutil.rmtree, self.path, True)
 
     def _write(self, code: bytes) -> None:
+        """Readable by all whatever the broker's umask: a sandboxed instance reads it as nobody."""
         shutil.rmtree(self.path, ignore_errors=True)
         self.code.parent.mkdir(parents=True)
         self.code.write_bytes(code)
+        self.code.parent.chmod(0o755)
+        self.code.chmod(0o644)
 
     async def scratch(self, instance_id: int, isolation: Isolation) -> Path:
         """An instance's working directory when not sandboxed (emptied at each start); in the
