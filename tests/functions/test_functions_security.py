@@ -101,6 +101,13 @@ def test_the_code_is_stored_under_a_name_the_worker_chooses(scene: Scene, tmp_pa
         scene.functions("fnapp").delete("t1", "ns", "stored")
 
 
+def test_a_config_larger_than_a_mebibyte_is_refused_before_it_is_parsed(scene: Scene) -> None:
+    config = {**BASE, "tenant": "t1", "namespace": "ns", "name": "big", "userConfig": {"x": "y" * (2 << 20)}}
+    body, content_type = upload(config, HOSTILE)
+    status, reply = scene.http("POST", "/admin/v3/functions/t1/ns/big", "fnapp", body, content_type)
+    assert status == 413 and "functionConfig" in reply["reason"], (status, reply)
+
+
 @pytest.mark.parametrize(("field", "value"), [
     ("inputs", {"inputs": ["persistent://t2/ns/secret"]}),
     ("inputs", {"inputs": ["t1/ns2/other"]}),

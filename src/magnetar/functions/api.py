@@ -19,6 +19,7 @@ from magnetar.functions.worker import FunctionNotFound, FunctionsWorker
 
 log = logging.getLogger("magnetar.functions")
 TRIGGER_TIMEOUT_MS = 10_000
+MAX_JSON_PART_BYTES = 1024 * 1024
 
 
 class FunctionsApi:
@@ -161,7 +162,7 @@ class FunctionsApi:
     async def put_state(self, request: web.Request) -> web.Response:
         fqfn, key = _fqfn(request), request.match_info["key"]
         if request.content_type.startswith("multipart/"):
-            state: Any = _json_object("state", (await _multipart(request)).get("state", b"").decode(errors="replace"))
+            state: Any = _json_part(await _multipart(request), "state")
         elif request.content_type.endswith("form-urlencoded"):
             state = _json_object("state", str((await request.post()).get("state", "")))
         else:
@@ -254,7 +255,11 @@ async def _multipart(request: web.Request) -> dict[str, Any]:
 
 
 def _json_part(parts: dict[str, Any], name: str) -> dict[str, Any]:
+    """A JSON part (`functionConfig`, `state`), at most MAX_JSON_PART_BYTES: the routes take
+    the code's 64 MiB, and a config that large would hold the event loop while it parses."""
     raw = parts.get(name)
+    if raw is not None and len(raw) > MAX_JSON_PART_BYTES:
+        raise fail(413, f"{name} is {len(raw)} bytes, over the {MAX_JSON_PART_BYTES} accepted")
     return {} if raw is None else _json_object(name, raw.decode(errors="replace"))
 
 
