@@ -8,6 +8,8 @@ import json
 import os
 import random
 import signal
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -154,7 +156,13 @@ def test_stored_functions_that_no_longer_load_neither_stop_the_broker_nor_stay(
             store.put(f"/functions/code/public/default/{name}", package)
     store.put("/functions/meta/public/default/garbled", b"\xff not json")
     store.close()
+    # what a broker SIGKILLed while bubblewrap set a sandbox up may leave: a process naming the function's files
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                 str(data_dir / "functions" / "public" / "default" / "good" / "package" / "x.py")])
     broker = start(brokers, data_dir)
+    assert leftover.wait(timeout=10) == -signal.SIGKILL, "the worker sweeps what an earlier broker left"
+    assert f"killed 1 process(es) an earlier broker of this data directory left running: [{leftover.pid}]" in \
+        broker.log()
     admin = functions_admin(broker.admin_url)
     wait_consumers(admin.admin, good, 1)
     log = broker.log()

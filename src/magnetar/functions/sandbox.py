@@ -23,6 +23,7 @@ import logging
 import os
 import pwd
 import shutil
+import signal
 import site
 import sys
 from dataclasses import dataclass, field
@@ -182,6 +183,28 @@ async def choose(setting: str, user: str, data_dir: Path) -> Isolation:
               "isolation. Install bubblewrap (and allow user namespaces when the broker is not root), or set "
               "functionInstanceIsolation=none to accept this", problem)
     return Isolation("none", python_path=paths)
+
+
+def sweep(functions_dir: Path) -> list[int]:
+    """Kill what an earlier broker of this data directory left running (SIGKILLed while a
+    sandbox was being set up, before bubblewrap's child had armed its parent-death signal,
+    that sandbox may outlive it) and return their pids: every process whose command line
+    names a file under `functions_dir`. None is this broker's yet (it runs no instance
+    before this), and no other broker uses the data directory (its lock)."""
+    marker = os.fsencode(f"{functions_dir.resolve()}/")
+    killed = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                if not any(arg.startswith(marker) for arg in cmdline.read().split(b"\0")):
+                    continue
+            os.kill(int(entry.name), signal.SIGKILL)
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        killed.append(int(entry.name))
+    return killed
 
 
 def _run_as(user: str) -> tuple[int, int]:

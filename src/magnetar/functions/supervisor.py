@@ -33,6 +33,7 @@ from magnetar.functions.store import Deployment
 
 log = logging.getLogger("magnetar.functions")
 STOP_GRACE_SECONDS = 5.0
+END_GRACE_SECONDS = 1.0
 BACKOFF_FIRST, BACKOFF_MAX = 1.0, 60.0
 STABLE_SECONDS = 60.0
 # (client.backoff.Backoff does the same doubling, but importing it loads the whole magnetar.client
@@ -98,6 +99,7 @@ class InstanceProcess:
         self.last_exit: str = ""
         self.counted: dict[str, Any] = {}
         self._task: asyncio.Task[None] | None = None
+        self._spawn: asyncio.Future[asyncio.subprocess.Process] | None = None
         self._stopping = False
 
     @property
@@ -141,7 +143,11 @@ class InstanceProcess:
                        "functionVersion": str(self.deployment.version), "credential": credential,
                        "serviceUrl": self.launcher.endpoints.service_url,
                        "stateUrl": self.launcher.endpoints.admin_url, "carried": self.counted}
-            self.process = await self.launcher.spawn(self.home.code, scratch, config, handoff, stats_write)
+            # a task of its own, never cancelled: a bubblewrap killed while it sets the sandbox up may leave
+            # the sandbox running (its child arms the parent-death signal a moment later); stop() waits for it
+            self._spawn = asyncio.ensure_future(self.launcher.spawn(self.home.code, scratch, config, handoff,
+                                                                    stats_write))
+            self.process = await asyncio.shield(self._spawn)
             os.close(stats_write)
             stats_write = -1
             log.info("function %s started (pid %d, %s)", self.label, self.process.pid, config.processingGuarantees)
@@ -188,6 +194,9 @@ class InstanceProcess:
 
     async def stop(self) -> None:
         self._stopping = True
+        if self._spawn is not None and not self._spawn.done():  # let it start, then ask it to stop
+            with contextlib.suppress(Exception):
+                self.process = await asyncio.shield(self._spawn)
         process = self.process
         if process is not None and process.returncode is None:
             assert process.stdin is not None
@@ -348,17 +357,19 @@ async def check_code(launcher: Launcher, config: FunctionConfig, code: bytes, ti
     try:
         home = FunctionHome(scratch, config)
         await home.write(code)
-        process = await launcher.spawn(home.code, await home.scratch(0, launcher.isolation), config,
-                                       {"check": True})
+        spawn = asyncio.ensure_future(launcher.spawn(home.code, await home.scratch(0, launcher.isolation), config,
+                                                     {"check": True}))
+        try:
+            process = await asyncio.shield(spawn)
+        except asyncio.CancelledError:  # the request's budget ran out: let it start, then end it
+            await _end(await spawn)
+            raise
         try:
             output = await asyncio.wait_for(_tail(process), timeout)
         except TimeoutError:
             raise ConfigError(f"loading {config.className} took over {timeout:.0f} s") from None
         finally:  # timed out, or the request was (its time budget): no check outlives it
-            if process.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                await process.wait()
+            await _end(process)
     finally:
         await asyncio.to_thread(shutil.rmtree, scratch, True)
     if process.returncode != 0:
@@ -366,6 +377,22 @@ async def check_code(launcher: Launcher, config: FunctionConfig, code: bytes, ti
         reason = next((line for line in reversed(lines) if line.startswith("function code error:")),
                       lines[-1] if lines else f"exit code {process.returncode}")
         raise ConfigError(reason.removeprefix("function code error: "))
+
+
+async def _end(process: asyncio.subprocess.Process) -> None:
+    """End a check that may have started a moment ago: its stdin closed (its bootstrap then
+    exits), then, a second later, SIGKILL to its process group (not at once: a bubblewrap
+    killed while it sets the sandbox up may leave the sandbox running)."""
+    if process.returncode is not None:
+        return
+    assert process.stdin is not None
+    process.stdin.close()
+    try:
+        await asyncio.wait_for(asyncio.shield(process.wait()), END_GRACE_SECONDS)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        await process.wait()
 
 
 async def _tail(process: asyncio.subprocess.Process) -> bytes:

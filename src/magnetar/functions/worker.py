@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,6 +60,10 @@ class FunctionsWorker:
                                          self.home.parent)
         log.log(logging.WARNING if isolation.kind == "none" else logging.INFO, "functions worker: instances are %s",
                 isolation.describe())
+        left = await asyncio.to_thread(sandbox.sweep, self.home) if sys.platform == "linux" else []
+        if left:
+            log.warning("functions worker: killed %d process(es) an earlier broker of this data directory left "
+                        "running: %s", len(left), left)
         credentials = self.service.authentication.issued if self.service.authentication.enabled else None
         self.launcher = Launcher(endpoints, isolation, credentials)
         for fqfn in self.store.fqfns():
