@@ -239,6 +239,11 @@ RESOURCES: dict[str, list[Verb]] = {
              lambda a, n: a.get_namespace_retention(n.namespace), [NAMESPACE]),
         Verb("remove-retention", "remove the namespace's retention",
              lambda a, n: a.remove_namespace_retention(n.namespace), [NAMESPACE]),
+        Verb("set-encryption-required", "refuse (-e) or accept again (-d) unencrypted messages in the namespace",
+             lambda a, n: a.set_namespace_policy(n.namespace, "encryptionRequired", _switch(n.enable, n.disable)),
+             [NAMESPACE, *_ON_OFF]),
+        Verb("get-encryption-required", "show whether the namespace refuses unencrypted messages",
+             lambda a, n: a.get_namespace_policy(n.namespace, "encryptionRequired"), [NAMESPACE]),
     ],
     "topics": [
         Verb("set-retention", "set the topic's retention of consumed data",
