@@ -39,6 +39,9 @@ _NONCES_PER_READ = 512
 UNOPENED_LIFETIME = 60.0
 """Seconds a consumer remembers that it has no key for a wrapped data key."""
 MAX_DATA_KEYS = 1000
+MAX_UNWRAPS_PER_ENTRY = 8
+"""Wrapped data keys one entry may make a consumer try to unwrap (an RSA decryption each):
+producers name a few keys; an entry naming thousands must not hold the event loop for seconds."""
 
 
 class Encryptor:
@@ -107,8 +110,14 @@ class Decryptor:
         nonce = metadata.encryption_param
         if len(nonce) != NONCE_SIZE:
             return None
+        unwraps = MAX_UNWRAPS_PER_ENTRY
         for key in metadata.encryption_keys:
-            aead = self._data_key(key)
+            aead = self._known(key.value)
+            if aead is False:
+                if not unwraps:
+                    continue
+                unwraps -= 1
+                aead = self._unwrapped(key)
             if aead is None:
                 continue
             try:
@@ -117,16 +126,23 @@ class Decryptor:
                 continue
         return None
 
-    def _data_key(self, key: pb.EncryptionKeys) -> AESGCM | None:
-        wrapped = key.value
-        now = time.monotonic()
+    def _known(self, wrapped: bytes) -> AESGCM | None | bool:
+        """The data key of a wrapped key seen lately (None: none of ours opened it), False if not seen."""
         known = self._data_keys.get(wrapped)
-        if known is not None and known[1] > now:
-            if known[0] is not None:
-                self._data_keys[wrapped] = (known[0], now + DATA_KEY_LIFETIME)
-            return known[0]
+        if known is None:
+            return False
+        now = time.monotonic()
+        if known[1] <= now:
+            return False
+        if known[0] is not None:
+            self._data_keys[wrapped] = (known[0], now + DATA_KEY_LIFETIME)
+        return known[0]
+
+    def _unwrapped(self, key: pb.EncryptionKeys) -> AESGCM | None:
         aead = self._unwrap(key)
-        self._data_keys[wrapped] = (aead, now + (DATA_KEY_LIFETIME if aead is not None else UNOPENED_LIFETIME))
+        wrapped = key.value
+        self._data_keys[wrapped] = (aead, time.monotonic() + (DATA_KEY_LIFETIME if aead is not None
+                                                                 else UNOPENED_LIFETIME))
         self._data_keys.move_to_end(wrapped)
         while len(self._data_keys) > MAX_DATA_KEYS:
             self._data_keys.popitem(last=False)
