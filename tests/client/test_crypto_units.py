@@ -212,7 +212,7 @@ def test_a_batch_is_compressed_then_encrypted_and_decoded_back(keys):
                               sealer=encryptor)
     parsed = parse_entry(entry)
     assert parsed.metadata.compression == pb.ZSTD and parsed.metadata.uncompressed_size == len(payload)
-    assert AESGCM_open(keys, parsed) == compress(pb.ZSTD, payload)
+    assert _aes_gcm_open(keys, parsed) == compress(pb.ZSTD, payload)
     decrypt = Decryptor(CryptoKeyReader(None, str(keys["rsa"].private))).decrypt
     decoded = decode_entry(None, "t", _command(), entry, max_size=1 << 20, decrypt=decrypt)
     assert [m.data() for m in decoded.messages] == [m.value for m in messages]
@@ -221,7 +221,7 @@ def test_a_batch_is_compressed_then_encrypted_and_decoded_back(keys):
     assert context is not None and not context.is_decryption_failed() and context.batch_size() == 5
 
 
-def AESGCM_open(keys, parsed) -> bytes:  # noqa: N802 (reads as the primitive it is)
+def _aes_gcm_open(keys, parsed) -> bytes:
     private = serialization.load_pem_private_key(keys["rsa"].private_pem(), None)
     data_key = private.decrypt(parsed.metadata.encryption_keys[0].value, OAEP_SHA1)
     return AESGCM(data_key).decrypt(parsed.metadata.encryption_param, bytes(parsed.payload), None)
@@ -250,7 +250,8 @@ def test_an_entry_no_key_opens(keys, action):
         context = message.encryption_context()
         assert context.is_decryption_failed() and context.batch_size() == 2
         assert context.compression_type().name == "LZ4" and context.uncompressed_message_size() == len(payload)
-        assert [k.key for k in context.keys()] == ["k"] and len(context.param()) == 12
+        wrapped = context.keys()
+        assert [k.key for k in wrapped] == ["k"] and len(context.param()) == 12
 
 
 def test_chunks_are_encrypted_one_by_one_and_joined_after_decryption(keys):

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 import magnetar.client
 import magnetar.testing
+from magnetar.admin.client import AdminClient
 from magnetar.client import CryptoKeyReader, EncryptionKeyInfo
 from magnetar.client.connection import ClientConnection
 from magnetar.client.crypto import message_crypto
@@ -78,7 +79,7 @@ def test_every_codec_both_ways(shared_broker, topic, pairs, codec, batching, pro
         assert [m.partition_key() for m in got] == [f"key-{i % 4}" for i in range(30)]
         contexts = [m.encryption_context() for m in got]
         assert all(c is not None and not c.is_decryption_failed() for c in contexts)
-        assert {k.key for c in contexts for k in c.keys()} == {"client-rsa.pem"}
+        assert {k.key for wrapped in (c.keys() for c in contexts) for k in wrapped} == {"client-rsa.pem"}
     finally:
         producer_client.close()
         consumer_client.close()
@@ -137,7 +138,8 @@ def test_several_keys_each_consumer_holding_one(shared_broker, topic, pairs):
         for consumer in (holding_a, holding_b, ours_ec):
             got = [consumer.receive(10_000) for _ in values]
             assert [m.data() for m in got] == values
-            assert [k.key for k in got[0].encryption_context().keys()] == ["a-key", "b-key", "ec-key"]
+            wrapped = got[0].encryption_context().keys()
+            assert [k.key for k in wrapped] == ["a-key", "b-key", "ec-key"]
         ours.create_producer(topic).send(b"plain")  # the marker: what comes first to a consumer of no key
         assert holding_c.receive(10_000).data() == b"plain"
     finally:
@@ -153,8 +155,9 @@ def _open_later(message, pair: KeyPair) -> list[bytes]:
     oaep = padding.OAEP(padding.MGF1(hashes.SHA1()), hashes.SHA1(), None)
     data_key = private.decrypt(context.keys()[0].value, oaep)
     plain = AESGCM(data_key).decrypt(context.param(), message.data(), None)
-    if int(context.compression_type()):
-        plain = decompress(int(context.compression_type()), plain, context.uncompressed_message_size(), max_size=1 << 20)
+    codec = int(context.compression_type())
+    if codec:
+        plain = decompress(codec, plain, context.uncompressed_message_size(), max_size=1 << 20)
     if context.batch_size() < 0:
         return [plain]
     return [bytes(m.value) for m in decode_batch(plain, context.batch_size())]
@@ -173,13 +176,14 @@ def test_a_consumer_without_the_key(shared_broker, topic, pairs, api, action, ho
         if holder == "wrong-key":
             kwargs["crypto_key_reader"] = _reader(api.module, pairs["c"])
         consumer = client.subscribe(topic, "sub", consumer_type=api.module.ConsumerType.Shared, **kwargs)
-        batched = ours.create_producer(topic, encryption_key="k", crypto_key_reader=_reader(magnetar.client, pairs["a"]),
-                                       batching_enabled=True, compression_type=magnetar.client.CompressionType.LZ4)
+        sealing = _reader(magnetar.client, pairs["a"])
+        batched = ours.create_producer(topic, encryption_key="k", crypto_key_reader=sealing, batching_enabled=True,
+                                       compression_type=magnetar.client.CompressionType.LZ4)
         sealed = [b"batched %d" % i for i in range(3)]
         for value in sealed:
             batched.send_async(value, None)
         batched.flush()
-        single = ours.create_producer(topic, encryption_key="k", crypto_key_reader=_reader(magnetar.client, pairs["a"]))
+        single = ours.create_producer(topic, encryption_key="k", crypto_key_reader=sealing)
         single.send(b"single")
         plain = ours.create_producer(topic)
         plain.send(b"marker")
@@ -273,8 +277,6 @@ def test_partitioned_topic_reader_and_consumer(shared_broker, api, pairs):
     """Every partition's producer seals with its own data key; a multi-topic consumer and a
     reader open them all."""
     topic = f"persistent://public/default/parts-{uuid.uuid4().hex[:8]}"
-    from magnetar.admin.client import AdminClient
-
     AdminClient(shared_broker.admin_url).create_partitioned_topic(topic, 3)
     client = api.client()
     consumer = client.subscribe(topic, "sub", crypto_key_reader=_reader(api.module, pairs["a"]),

@@ -126,7 +126,7 @@ class Decryptor:
                 continue
         return None
 
-    def _known(self, wrapped: bytes) -> AESGCM | None | bool:
+    def _known(self, wrapped: bytes) -> AESGCM | bool | None:
         """The data key of a wrapped key seen lately (None: none of ours opened it), False if not seen."""
         known = self._data_keys.get(wrapped)
         if known is None:
