@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from crypto_keys import KeyPair, ec_pair
 from cryptography.hazmat.primitives.asymmetric import ec
+from rawclient import RawClient
 
 import magnetar.client
 from magnetar.client import CryptoKeyReader
@@ -24,8 +26,6 @@ from magnetar.wire.batch import decode_batch, encode_single_message
 from magnetar.wire.compression import compress, decompress
 from magnetar.wire.entry import build_entry, parse_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
-from tests.crypto_keys import KeyPair, ec_pair
-from tests.rawclient import RawClient
 
 T = pb.BaseCommand
 BCPROV = Path("/usr/share/java/bcprov.jar")

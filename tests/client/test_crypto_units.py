@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+from crypto_keys import NamedKeys, ec_pair, rsa_pair
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -20,7 +21,6 @@ from magnetar.wire.batch import encode_single_message
 from magnetar.wire.compression import compress
 from magnetar.wire.entry import build_entry, parse_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
-from tests.crypto_keys import NamedKeys, ec_pair, rsa_pair
 
 OAEP_SHA1 = padding.OAEP(padding.MGF1(hashes.SHA1()), hashes.SHA1(), None)
 

@@ -14,6 +14,7 @@ import uuid
 
 import pulsar
 import pytest
+from crypto_keys import KeyPair, NamedKeys, ec_pair, rsa_pair
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -28,7 +29,6 @@ from magnetar.client.raw_reader import RawReader
 from magnetar.wire.batch import decode_batch
 from magnetar.wire.compression import decompress
 from magnetar.wire.entry import parse_entry
-from tests.crypto_keys import KeyPair, NamedKeys, ec_pair, rsa_pair
 
 CODECS = ["NONE", "LZ4", "ZLib", "ZSTD", "SNAPPY"]
 PAIRS = [(magnetar.client, pulsar), (pulsar, magnetar.client)]

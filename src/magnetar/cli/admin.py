@@ -364,7 +364,7 @@ def _print(result: Any, *, as_json: bool) -> None:
         return
     if isinstance(result, Message) or (isinstance(result, list) and result and isinstance(result[0], Message)):
         _print_messages(result if isinstance(result, list) else [result], as_json)
-    elif as_json:
+    elif as_json or isinstance(result, bool):  # true/false, as pulsar-admin prints them
         print(json.dumps(result))
     elif isinstance(result, list):
         for item in result:
