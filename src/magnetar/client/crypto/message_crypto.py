@@ -110,6 +110,8 @@ class Decryptor:
         nonce = metadata.encryption_param
         if len(nonce) != NONCE_SIZE:
             return None
+        if type(payload) is memoryview and payload.format != "B":
+            payload = payload.cast("B")  # a view of signed bytes (Arrow's buffers), which cryptography refuses
         unwraps = MAX_UNWRAPS_PER_ENTRY
         for key in metadata.encryption_keys:
             aead = self._known(key.value)
