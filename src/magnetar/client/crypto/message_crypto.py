@@ -8,9 +8,9 @@ payload becomes AES-GCM's ciphertext with the 16-byte tag after it, and `encrypt
 lists the wrapped data key per name with the key's metadata.
 
 `Decryptor` (one per consumer): data keys unwrapped once and kept by their wrapped bytes
-(the official clients key a cache by their MD5), four hours after last use; a wrapped key
-that none of the reader's keys opens is remembered as such for a minute, so a consumer
-without the right key does not run an RSA decryption for every message of a producer.
+(the official clients key a cache by their MD5) for four hours; a wrapped key that none of
+the reader's keys opens is remembered as such for a minute, so a consumer without the right
+key does not run an RSA decryption for every message of a producer.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 log = logging.getLogger(__name__)
 
 DATA_KEY_LIFETIME = 4 * 60 * 60.0
-"""Seconds a producer's data key is used, and a consumer keeps one unused."""
+"""Seconds a producer's data key is used, and a consumer keeps one it unwrapped."""
 NONCE_SIZE = 12
 TAG_SIZE = 16
 _NONCES_PER_READ = 512
@@ -129,25 +129,25 @@ class Decryptor:
         return None
 
     def _known(self, wrapped: bytes) -> AESGCM | bool | None:
-        """The data key of a wrapped key seen lately (None: none of ours opened it), False if not seen."""
+        """The data key of a wrapped key seen lately (None: none of ours opened it, and it is
+        not yet time to try again), False if not seen. A hit costs one dict look-up."""
         known = self._data_keys.get(wrapped)
         if known is None:
             return False
-        now = time.monotonic()
-        if known[1] <= now:
-            return False
-        if known[0] is not None:
-            self._data_keys[wrapped] = (known[0], now + DATA_KEY_LIFETIME)
-        return known[0]
+        aead, until = known
+        if aead is not None:
+            return aead
+        return None if time.monotonic() < until else False
 
     def _unwrapped(self, key: pb.EncryptionKeys) -> AESGCM | None:
+        """Unwrap and remember; keys unwrapped more than DATA_KEY_LIFETIME ago are forgotten
+        then (as the C++ client's cache, which ages its keys when it adds one)."""
         aead = self._unwrap(key)
-        wrapped = key.value
-        self._data_keys[wrapped] = (aead, time.monotonic() + (DATA_KEY_LIFETIME if aead is not None
-                                                                 else UNOPENED_LIFETIME))
-        self._data_keys.move_to_end(wrapped)
-        while len(self._data_keys) > MAX_DATA_KEYS:
-            self._data_keys.popitem(last=False)
+        now = time.monotonic()
+        keys = self._data_keys
+        while keys and (len(keys) >= MAX_DATA_KEYS or next(iter(keys.values()))[1] <= now):
+            keys.popitem(last=False)
+        keys[key.value] = (aead, now + (DATA_KEY_LIFETIME if aead is not None else UNOPENED_LIFETIME))
         return aead
 
     def _unwrap(self, key: pb.EncryptionKeys) -> AESGCM | None:
