@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 
 MAX_UNCOMPRESSED = 64 * 1024 * 1024
 """Largest decompressed payload accepted (a batch or a reassembled chunked message)."""
+UNDECRYPTABLE_LOG_EVERY = 1000
+"""Entries no key opens are logged the first time and then once in so many (a consumer
+without the key would otherwise log every message of the topic)."""
 
 
 class Intake:
@@ -63,6 +66,7 @@ class Intake:
         self._permits_used = permits_used
         self._chunks = ChunkAssembler(config.max_pending_chunked_message)
         self._decrypt = _decryptor(config)
+        self._undecryptable_count = 0
         self.start: StartFilter | None = None
         """Messages before it are dropped (a reader's start, a seek target); cleared once passed."""
 
@@ -109,11 +113,15 @@ class Intake:
         when set, brings it back (as the Java client's tracker does) for a key that may come."""
         mid = message.message_id
         action = ConsumerCryptoFailureAction(self._config.crypto_failure_action)
-        log.warning("%s: entry %d:%d is encrypted and %s opens it: %s", self._topic, mid.ledgerId, mid.entryId,
-                    "no key of the crypto_key_reader" if self._decrypt is not None else "no crypto_key_reader",
-                    {ConsumerCryptoFailureAction.FAIL: "left unacknowledged (FAIL)",
-                     ConsumerCryptoFailureAction.DISCARD: "acknowledged away (DISCARD)",
-                     ConsumerCryptoFailureAction.CONSUME: "delivered encrypted (CONSUME)"}[action])
+        self._undecryptable_count += 1
+        if self._undecryptable_count % UNDECRYPTABLE_LOG_EVERY == 1:  # the first, then one in so many
+            log.warning("%s: entry %d:%d is encrypted and %s opens it: %s (%d such entries so far)", self._topic,
+                        mid.ledgerId, mid.entryId,
+                        "no key of the crypto_key_reader" if self._decrypt is not None else "no crypto_key_reader",
+                        {ConsumerCryptoFailureAction.FAIL: "left unacknowledged (FAIL)",
+                         ConsumerCryptoFailureAction.DISCARD: "acknowledged away (DISCARD)",
+                         ConsumerCryptoFailureAction.CONSUME: "delivered encrypted (CONSUME)"}[action],
+                        self._undecryptable_count)
         if action == ConsumerCryptoFailureAction.FAIL:
             self._redelivery.held(mid.ledgerId, mid.entryId)
 

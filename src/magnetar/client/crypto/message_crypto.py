@@ -51,8 +51,16 @@ class Encryptor:
         self._names = tuple(key_names)
         self._reader = reader
         self._nonces = b""
-        self._aead, self._keys = self._new_data_key()
+        self._use(*self._new_data_key())
         self._renew_at = time.monotonic() + DATA_KEY_LIFETIME
+
+    def _use(self, aead: AESGCM, keys: list[pb.EncryptionKeys]) -> None:
+        self._aead = aead
+        self._keys_wire = pb.MessageMetadata(encryption_keys=keys).SerializePartialToString()
+        """The `encryption_keys` fields as encoded, merged into each entry's metadata (a third
+        of the cost of copying the messages in)."""
+        self._overhead = sum(key.ByteSize() + 4 for key in keys) + 2 + NONCE_SIZE + TAG_SIZE
+        """A key's field tag and length take 4 bytes at most; the nonce's 2."""
 
     def _new_data_key(self) -> tuple[AESGCM, list[pb.EncryptionKeys]]:
         """CryptoError naming the key when a public key cannot be had or used."""
@@ -73,7 +81,7 @@ class Encryptor:
         message goes out under a data key some key name cannot open."""
         self._renew_at = time.monotonic() + DATA_KEY_LIFETIME
         try:
-            self._aead, self._keys = self._new_data_key()
+            self._use(*self._new_data_key())
         except errors.CryptoError as exc:
             log.warning("keeping the current data key, a new one could not be wrapped: %s", exc)
 
@@ -88,14 +96,13 @@ class Encryptor:
         keys = metadata.encryption_keys
         if keys:
             del keys[:]
-        keys.extend(self._keys)
+        metadata.MergeFromString(self._keys_wire)
         metadata.encryption_param = nonce
         return self._aead.encrypt(nonce, payload, None)
 
     def overhead(self) -> int:
         """Bytes encryption adds to an entry's metadata and payload, at most."""
-        keys = sum(key.ByteSize() + 4 for key in self._keys)  # a field's tag and length: 4 bytes at most
-        return keys + 2 + NONCE_SIZE + TAG_SIZE
+        return self._overhead
 
 
 class Decryptor:
