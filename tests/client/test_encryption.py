@@ -291,3 +291,25 @@ def test_partitioned_topic_reader_and_consumer(shared_broker, api, pairs):
     reader = client.create_reader(f"{topic}-partition-1", api.module.MessageId.earliest,
                                   crypto_key_reader=_reader(api.module, pairs["a"]))
     assert reader.read_next(10_000).data() in values
+
+
+def test_receive_arrow_reads_decrypted_rows(shared_broker, topic, pairs):
+    """receive_arrow's raw-entry path leaves encrypted entries to the message path, which
+    decrypts them: the rows hold the plaintext."""
+    client = magnetar.client.Client(shared_broker.service_url)
+    try:
+        consumer = client.subscribe(topic, "arrow", crypto_key_reader=_reader(magnetar.client, pairs["a"]))
+        producer = client.create_producer(topic, encryption_key="k", crypto_key_reader=_reader(magnetar.client,
+                                                                                              pairs["a"]),
+                                          batching_enabled=True, compression_type=magnetar.client.CompressionType.ZSTD)
+        values = [b"row %d" % i for i in range(20)]
+        for value in values:
+            producer.send_async(value, None, properties={"i": value.decode()})
+        producer.flush()
+        rows: list[bytes] = []
+        while len(rows) < len(values):
+            batch = consumer.receive_arrow(100, timeout_millis=10_000)
+            rows.extend(batch.column("value").to_pylist())
+        assert rows == values
+    finally:
+        client.close()
