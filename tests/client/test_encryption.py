@@ -299,6 +299,8 @@ def test_receive_arrow_reads_decrypted_rows(shared_broker, topic, pairs):
     client = magnetar.client.Client(shared_broker.service_url)
     try:
         consumer = client.subscribe(topic, "arrow", crypto_key_reader=_reader(magnetar.client, pairs["a"]))
+        client.create_producer(topic).send(b"plain first")  # taken as rows, the consumer reads entries raw
+        assert consumer.receive_arrow(1, timeout_millis=10_000).column("value").to_pylist() == [b"plain first"]
         producer = client.create_producer(topic, encryption_key="k", crypto_key_reader=_reader(magnetar.client,
                                                                                               pairs["a"]),
                                           batching_enabled=True, compression_type=magnetar.client.CompressionType.ZSTD)
