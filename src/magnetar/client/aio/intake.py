@@ -13,6 +13,9 @@ Failed entries: an entry no processor reads, or whose processor refuses it, reac
 application as one `EntryFailure` raised by receive/receive_arrow (the next call goes on);
 a corrupt one is discarded as the Java client discards it (acknowledged with a validation
 error), one in an unknown format is left unacknowledged for a reader that has its processor.
+An encrypted entry no key of the consumer opens goes as `crypto_failure_action` says (left
+unacknowledged, acknowledged away with DecryptionError, or delivered sealed); encrypted
+entries always take the message path, which decrypts them, even under receive_arrow.
 """
 
 from __future__ import annotations
