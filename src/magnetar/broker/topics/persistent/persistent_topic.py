@@ -146,6 +146,8 @@ class PersistentTopic(AbstractTopic):
     # -- producers
     def _check_new_producer(self) -> None:
         super()._check_new_producer()
+        if self.context.full_disk.full:  # held until a write fits again (topics.full_disk)
+            raise StorageFullError(self.context.full_disk.reason)
         backlog.check_producer_allowed(self)
 
     @property
