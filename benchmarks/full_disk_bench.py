@@ -41,6 +41,7 @@ from typing import Any
 import pulsar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from compaction_helpers import drain
 from small_disk import fill, mount_small_disk
 from standalone import Standalone
 
@@ -140,11 +141,8 @@ class Background:
 
 def read_all(client: Any, topic: str) -> list[bytes]:
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
-    out = []
-    while reader.has_message_available():
-        out.append(reader.read_next(timeout_millis=10_000).data())
-    reader.close()
-    return out
+    with contextlib.closing(reader):
+        return [message.data() for message in drain(reader)]
 
 
 def log_window(broker: Standalone, start: int) -> tuple[str, int]:

@@ -27,6 +27,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from admin_http import http
+from compaction_helpers import drain
 from polling import wait_for
 from rawclient import RawClient
 from small_disk import MountUnavailable, fill, mount_small_disk
@@ -89,11 +90,8 @@ def api(request, client_factory):
 
 def read_all(client, topic: str) -> list[bytes]:
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
-    out = []
-    while reader.has_message_available():
-        out.append(reader.read_next(timeout_millis=5000).data())
-    reader.close()
-    return out
+    with contextlib.closing(reader):
+        return [message.data() for message in drain(reader)]
 
 
 def health(broker: Standalone) -> tuple[int, bytes]:
@@ -215,6 +213,23 @@ def test_health_fails_while_no_write_fits_even_with_nothing_writing(switch_broke
     assert health(broker) == (200, b"ok")
     assert writable_gauge(broker) == "1"
     assert "Traceback" not in broker.log()
+
+
+def test_a_broker_stopped_while_the_disk_is_full_stops_cleanly_and_keeps_what_it_stored(switch_broker,
+                                                                                        client_factory):
+    broker, switch = switch_broker
+    producer = client_factory(broker.url).create_producer(TOPIC)
+    receipted = [f"m{i}".encode() for i in range(3)]
+    for data in receipted:
+        producer.send(data)
+    switch.touch()
+    held = Send(producer, b"held")
+    assert wait_for(lambda: DISK_FULL_LINE in broker.log())
+    assert broker.stop() == 0 and "stopped cleanly" in broker.log()  # the state it could not save is rebuilt
+    switch.unlink()
+    broker.restart()
+    assert held.outcome() == pulsar.Result.Ok  # the client still held it, and sent it to the restarted broker
+    assert read_all(client_factory(broker.url), TOPIC) == [*receipted, b"held"]
 
 
 # --- a real small file system -------------------------------------------------------------------
