@@ -62,7 +62,8 @@ class ManagedLedgerFactory:
 
     Its managed ledgers see it as `LedgerServices` (storage/ledger_services.py).
 
-    Layout: `LOCK`, `metadata.db`, and `managed-ledgers/<escaped name>/<ledger id>.{log,idx}`.
+    Layout: `LOCK`, `metadata.db`, `RESERVED-SPACE`, `SPACE-PROBE` (docs/storage.md) and
+    `managed-ledgers/<escaped name>/<ledger id>.{log,idx}`.
     A read-only factory takes no lock and writes nothing, so it can run beside a live broker
     (a Spark reader); it sees only entries the broker has made durable.
     """
