@@ -27,7 +27,7 @@ MAGNETAR = {
                       "retention schemas security server subscriptions tenants topics web web.messages web.routing "
                       "web.server",
     "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
-    "magnetar.broker.auth": ". authentication authorization operations",
+    "magnetar.broker.auth": ". authentication authorization issued operations",
     "magnetar.broker.compaction": ". manager options service",
     "magnetar.broker.config": ". loading properties service_configuration",
     "magnetar.broker.delayed_delivery": ".",
