@@ -27,7 +27,10 @@ import pytest
 from admin_http import http
 from kafka_brokers import KafkaStandalone, RawKafka, batch, start_kafka_broker
 from kio.schema.api_versions.v3 import request as api_versions
+from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v4 import request as fetch_v4
+from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate
+from kio.schema.sasl_handshake.v1 import request as sasl_handshake
 from polling import wait_for
 from procfs import rss_kb
 from standalone import Standalone
@@ -199,3 +202,18 @@ def test_pipelined_api_versions_before_authentication_are_not_read_while_unanswe
         assert blocked, f"the broker read {sent // MB} MB of requests from a client that reads no answer"
         assert _grown_mb(broker, before) < 30
         assert _admin_answers(broker, admin)
+
+
+def test_nothing_pipelined_after_a_refused_authentication_is_answered(sasl_broker) -> None:
+    _, port, _ = sasl_broker
+    raw = RawKafka(f"127.0.0.1:{port}")
+    versions = api_versions.ApiVersionsRequest(client_software_name="a", client_software_version="1")
+    raw.send_raw(encode_request(17, 1, 1, "a", sasl_handshake.SaslHandshakeRequest(mechanism="PLAIN"))
+                 + encode_request(36, 2, 2, "a", sasl_authenticate.SaslAuthenticateRequest(
+                     auth_bytes=b"\0public/default\0token:not-a-token"))
+                 + encode_request(18, 3, 3, "a", versions))
+    _, handshake = decode_response(raw.receive_frame(), 17, 1)
+    _, refused = decode_response(raw.receive_frame(), 36, 2)
+    assert (handshake.error_code, refused.error_code) == (ErrorCode.none, ErrorCode.sasl_authentication_failed)
+    assert raw.receive_frame() is None  # closed: the ApiVersions behind it is never answered
+    raw.close()

@@ -169,7 +169,7 @@ class KafkaConnection(asyncio.Protocol):
         """Handle queued frames one at a time, up to REQUESTS_PER_TURN this turn."""
         self._continuing = False
         handled = 0
-        while self._frames and not self._busy and not self._write_paused and self._transport is not None:
+        while self._frames and not self._busy and not self._write_paused and self._open():
             if handled == REQUESTS_PER_TURN:
                 self._continuing = True
                 asyncio.get_running_loop().call_soon(self._continue)
@@ -177,6 +177,10 @@ class KafkaConnection(asyncio.Protocol):
             self._dispatch(self._frames.popleft())
             handled += 1
         self._update_reading()
+
+    def _open(self) -> bool:
+        """Not closed nor closing: a refused SASL exchange's answer is the connection's last."""
+        return self._transport is not None and not self._transport.is_closing()
 
     def _continue(self) -> None:
         if self._continuing:
