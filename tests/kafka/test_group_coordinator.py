@@ -263,7 +263,7 @@ def test_the_coordinator_keeps_one_group_per_id_and_expires_sessions_until_stopp
     async def test() -> None:
         coordinator = GroupCoordinator(check_interval=0.02)
         group = coordinator.group("g")
-        assert coordinator.group("g") is group and coordinator.groups == {"g": group}
+        assert coordinator.group("g") is group and coordinator.groups == {"g": group} and group.group_id == "g"
         other = coordinator.group("h")
         short = Joiner("c", "h", session_timeout=0.05, rebalance_timeout=1.0)
         (member,) = await _stable(group, 1, short)

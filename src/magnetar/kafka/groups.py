@@ -146,7 +146,8 @@ class Group:
             self._rebalance_timer = None
         self.generation += 1
         self.protocol = self._choose_protocol()
-        leader = self.leader = self.leader if self.leader in self.members else next(iter(self.members))
+        # the oldest member: members keep their places, so a leader still a member stays the leader
+        leader = self.leader = next(iter(self.members))
         self.state = GroupState.COMPLETING_REBALANCE
         metadata = [(m.member_id, dict(m.protocols)[self.protocol]) for m in self.members.values()]
         for member in self.members.values():
