@@ -106,8 +106,8 @@ def test_unknown_partitions_and_offsets_outside_the_log_are_answered_at_once(tmp
         started = time.monotonic()
         answers = await kafka.fetch("t", {0: 5, 3: 0}, max_wait=20)
         assert time.monotonic() - started < 15  # the error ends the long poll
-        assert (answers[0].error_code, answers[0].high_watermark, answers[0].log_start_offset) == (
-            ErrorCode.offset_out_of_range, 4, 0)
+        assert (answers[0].error_code, answers[0].high_watermark, answers[0].log_start_offset, answers[0].records
+                ) == (ErrorCode.offset_out_of_range, 4, 0, b"")
         assert (answers[3].error_code, answers[3].high_watermark, answers[3].log_start_offset, answers[3].records
                 ) == (ErrorCode.unknown_topic_or_partition, -1, -1, b"")
         missing = await kafka.fetch("nothing", {0: 0})
@@ -139,8 +139,8 @@ def test_a_topic_deleted_during_a_long_poll_answers_unknown_partition(tmp_path) 
         await asyncio.sleep(0.05)
         kafka.apis.topics.delete("t")  # its ledger closes under the waiting fetch
         answer = (await waiting)[0]
-        assert (answer.error_code, answer.high_watermark, answer.records) == (
-            ErrorCode.unknown_topic_or_partition, -1, b"")
+        assert (answer.error_code, answer.high_watermark, answer.log_start_offset, answer.records) == (
+            ErrorCode.unknown_topic_or_partition, -1, -1, b"")
 
     run_in_process(tmp_path, test)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import errno
 import time
 
 import pytest
@@ -21,8 +22,11 @@ from kio.schema.produce.v9 import request as produce
 
 from magnetar.broker.topics.persistent.persistent_topic import TERMINATED_PROPERTY
 from magnetar.kafka.apis import NO_RESPONSE
+from magnetar.kafka.idempotence import ACCEPT
 from magnetar.kafka.producer_snapshots import producer_name
+from magnetar.kafka.protocol.records import split_batches
 from magnetar.storage import Position
+from magnetar.storage.ledger import Ledger
 from magnetar.wire.entry import parse_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -274,3 +278,29 @@ def test_a_refusal_names_the_role_and_the_topic(tmp_path) -> None:
 
     run_in_process(tmp_path, test, authorizationEnabled=True, authenticationEnabled=True)
 
+
+
+def test_a_write_the_disk_fails_answers_kafka_storage_error_and_frees_the_sequence(tmp_path, monkeypatch,
+                                                                                   caplog) -> None:
+    """The ledger's write fails (an I/O error, injected): KAFKA_STORAGE_ERROR with the reason, one
+    warning, the idempotent batch's sequence free again; the failed ledger then refuses every
+    append at once, answered the same (it had escaped as an exception, closing the connection)."""
+    def failing(self, entries, *, sync) -> None:
+        raise OSError(errno.EIO, "injected I/O error")
+
+    async def test(kafka) -> None:
+        kafka.apis.topics.create("a", 1)
+        monkeypatch.setattr(Ledger, "append", failing)
+        retried = _request({("a", 0): batch([b"v"], producer=(4, 0, 0))})
+        error, offset, message = _answers(await kafka.call(0, 9, retried))[("a", 0)]
+        assert (error, offset) == (ErrorCode.kafka_storage_error, -1) and "injected I/O error" in message
+        (warning,) = [r.getMessage() for r in caplog.records if "Kafka produce to" in r.getMessage()]
+        assert warning == f"Kafka produce to a-0 failed: {message}"
+        log = kafka.apis.topics.log("a", 0)
+        assert kafka.apis.produce.states.check(log, split_batches(batch([b"v"], producer=(4, 0, 0)))[0]) is ACCEPT
+        kafka.apis.produce.states.forget(log, split_batches(batch([b"v"], producer=(4, 0, 0))))
+        error, offset, message = _answers(await kafka.call(0, 9, retried))[("a", 0)]
+        assert (error, offset) == (ErrorCode.kafka_storage_error, -1) and "failed a write" in message
+        assert kafka.apis.produce.states.check(log, split_batches(batch([b"v"], producer=(4, 0, 0)))[0]) is ACCEPT
+
+    run_in_process(tmp_path, test)
