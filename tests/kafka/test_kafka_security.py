@@ -172,7 +172,9 @@ def authenticate(secure: SecureKafka, user: str, password: str) -> tuple[RawKafk
 @pytest.mark.parametrize(("user", "password", "reason"), [
     (NAMESPACE, "token:not-a-jwt", "invalid token"),
     (NAMESPACE, "expired", "the password must be <method>:<credentials>"),
-    ("other/ns", "good", "names no namespace of this listener"),
+    ("other/ns", "good", "names namespace other/ns, which does not exist"),
+    ("kt/ns/extra", "good", "is not a tenant or tenant/namespace"),
+    ("kt/", "good", "is not a tenant or tenant/namespace"),
     (NAMESPACE, "tls:whatever", "no authentication provider for method 'tls'"),
     (NAMESPACE, "basic:carol:wrong", "unknown user 'carol' or wrong password"),
     (NAMESPACE, "forged", "Signature verification failed"),
