@@ -6,8 +6,10 @@ Kafka's error for it.
 - a backlog quota over its limit with `producer_exception`
   (ProducerBlockedQuotaExceededException): POLICY_VIOLATION, the batch fails;
 - the same with `producer_request_hold` (ProducerBlockedQuotaExceededError):
-  THROTTLING_QUOTA_EXCEEDED, which Kafka producers retry until `delivery.timeout.ms`, as
-  Pulsar's client holds its sends until its send timeout;
+  NOT_ENOUGH_REPLICAS, nothing stored: the error every Kafka producer (the Java client,
+  librdkafka, kafka-python) retries until `delivery.timeout.ms`, as Pulsar's client holds
+  its sends until its send timeout (librdkafka fails a batch at once on
+  THROTTLING_QUOTA_EXCEEDED, which Kafka's brokers never send to producers);
 - a topic with a schema and `schemaValidationEnforced` (IncompatibleSchema): INVALID_RECORD.
 
 The size of each batch is held to the topic's maxMessageSize policy, else the broker's
@@ -26,7 +28,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 _ERRORS = {
     pb.TopicTerminatedError: ErrorCode.policy_violation,
     pb.ProducerBlockedQuotaExceededException: ErrorCode.policy_violation,
-    pb.ProducerBlockedQuotaExceededError: ErrorCode.throttling_quota_exceeded,
+    pb.ProducerBlockedQuotaExceededError: ErrorCode.not_enough_replicas,
     pb.IncompatibleSchema: ErrorCode.invalid_record,
 }
 
