@@ -98,7 +98,8 @@ class TopicSettings:
         if int(threshold or 0) > 0:
             words = stored.get("cleanup.policy", "")
             return Entry("cleanup.policy", words if "compact" in words.split(",") else "compact", _SOURCES[level])
-        return Entry("cleanup.policy", "delete", TOPIC_CONFIG if level == TOPIC else DEFAULT_CONFIG)
+        set_here = level == TOPIC or "cleanup.policy" in stored
+        return Entry("cleanup.policy", "delete", TOPIC_CONFIG if set_here else DEFAULT_CONFIG)
 
     def _size_entry(self) -> Entry:
         size, level = self._policy(MAX_MESSAGE_SIZE)
