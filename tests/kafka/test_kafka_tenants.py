@@ -5,14 +5,13 @@ team B's topics and groups, even naming B's namespace as its user name."""
 
 from __future__ import annotations
 
-import json
 import secrets
 import uuid
 from collections.abc import Iterator
 
 import jwt
 import pytest
-from admin_http import http
+from admin_http import admin_call
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer
@@ -48,11 +47,7 @@ class Tenants:
         return jwt.encode({"sub": role}, self.key, algorithm="HS256")
 
     def admin(self, method: str, path: str, body: object = None) -> object:
-        status, _, answer = http(method, f"{self.broker.admin_url}/admin/v2/{path}",
-                                 None if body is None else json.dumps(body).encode(),
-                                 headers={"Authorization": f"Bearer {self.token('admin')}"})
-        assert status in (200, 204), (method, path, status, answer)
-        return json.loads(answer) if answer else None
+        return admin_call(self.broker.admin_url, self.token("admin"), method, path, body)
 
     def config(self, role: str, user: str | None = None) -> dict:
         return {"bootstrap.servers": self.bootstrap, "security.protocol": "SASL_PLAINTEXT",

@@ -51,6 +51,18 @@ def _deliver(broker, topic: str, value: bytes, **config) -> KafkaError | None:
     return reports[0]
 
 
+def _refused(broker, topic: str, code: int, kafka_python_error: type) -> None:
+    """librdkafka's delivery report says `code`, kafka-python's send raises `kafka_python_error`."""
+    error = _deliver(broker, topic, b"refused")
+    assert error is not None and error.code() == code, error
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0)
+    try:
+        with pytest.raises(kafka_python_error):
+            producer.send(topic, b"refused too").get(timeout=30)
+    finally:
+        producer.close()
+
+
 def test_a_backlog_quota_holds_kafka_producers_as_it_holds_pulsar_producers(broker, client_factory) -> None:
     topic = _topic(broker)
     full = f"persistent://{NAMESPACE}/{topic}"
@@ -59,14 +71,7 @@ def test_a_backlog_quota_holds_kafka_producers_as_it_holds_pulsar_producers(brok
     assert _deliver(broker, topic, b"x" * 2000) is None  # the backlog the quota is over
     _rest(broker, "POST", f"persistent/{NAMESPACE}/{topic}/backlogQuota",
           {"limitSize": 1000, "limitTime": -1, "policy": "producer_exception"})
-    error = _deliver(broker, topic, b"refused")
-    assert error is not None and error.code() == KafkaError.POLICY_VIOLATION, error
-    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0)
-    try:
-        with pytest.raises(PolicyViolationError):
-            kp.send(topic, b"refused too").get(timeout=30)
-    finally:
-        kp.close()
+    _refused(broker, topic, KafkaError.POLICY_VIOLATION, PolicyViolationError)
     with pytest.raises(Exception, match="ProducerBlockedQuotaExceeded"):
         client.create_producer(full)
     # producer_request_hold: the Kafka producer retries, and stores once the subscription catches up
@@ -88,14 +93,7 @@ def test_an_enforced_schema_refuses_kafka_records_as_it_refuses_pulsar_producers
     _rest(broker, "POST", f"schemas/{NAMESPACE}/{topic}/schema", {"type": "STRING", "schema": "", "properties": {}})
     assert _deliver(broker, topic, b"allowed while not enforced") is None
     _rest(broker, "POST", f"persistent/{NAMESPACE}/{topic}/schemaValidationEnforced", True)
-    error = _deliver(broker, topic, b"no schema")
-    assert error is not None and error.code() == KafkaError.INVALID_RECORD, error
-    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, retries=0)
-    try:
-        with pytest.raises(InvalidRecordError):
-            kp.send(topic, b"no schema either").get(timeout=30)
-    finally:
-        kp.close()
+    _refused(broker, topic, KafkaError.INVALID_RECORD, InvalidRecordError)
     with pytest.raises(Exception, match="IncompatibleSchema"):
         client_factory(broker.url).create_producer(f"persistent://{NAMESPACE}/{topic}")
 

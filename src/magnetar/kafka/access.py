@@ -77,3 +77,15 @@ class Access:
         """GroupError(GROUP_AUTHORIZATION_FAILED) unless the role may use consumer groups."""
         if not self.namespace(GROUP):
             raise GroupError(ErrorCode.group_authorization_failed)
+
+
+def refusal(access: Access, operation: Operation, topic: str) -> tuple[ErrorCode, str | None] | None:
+    """The error (and reason) a request's topic entry carries when the role may not perform
+    `operation` on `topic`; None when it may."""
+    try:
+        access.topic(operation, topic)
+    except Unauthorized as exc:
+        return ErrorCode.topic_authorization_failed, str(exc)
+    except UnknownPartition:
+        return ErrorCode.unknown_topic_or_partition, None
+    return None

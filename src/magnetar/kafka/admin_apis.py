@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError
 from magnetar.kafka import log_view
-from magnetar.kafka.access import CREATE_TOPIC, DELETE_RECORDS, DELETE_TOPIC, TOPIC_POLICY_WRITE, Access, Unauthorized
+from magnetar.kafka.access import CREATE_TOPIC, DELETE_RECORDS, DELETE_TOPIC, TOPIC_POLICY_WRITE, Access, refusal
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.topic_configs import InvalidConfig, normalized
@@ -31,17 +31,6 @@ _NO_WAIT = datetime.timedelta(0)
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS_KEY, CREATE_PARTITIONS = 19, 20, 21, 37
 _HIGH_WATERMARK = -1  # DeleteRecords' offset for "everything stored"
 _NODE_ID = 0
-
-
-def _refusal(access: Access, operation: Any, topic: str) -> tuple[ErrorCode, str | None] | None:
-    """The error a topic's entry carries when the role may not perform `operation` on it."""
-    try:
-        access.topic(operation, topic)
-    except Unauthorized as exc:
-        return ErrorCode.topic_authorization_failed, str(exc)
-    except UnknownPartition:
-        return ErrorCode.unknown_topic_or_partition, None
-    return None
 
 
 def _valid_name(name: str | None) -> bool:
@@ -59,7 +48,7 @@ class AdminApis:
         results = []
         for topic in body.topics:
             partitions = topic.num_partitions if topic.num_partitions > 0 else self._config.defaultNumPartitions
-            error, message = _refusal(access, CREATE_TOPIC, topic.name) or self._create(
+            error, message = refusal(access, CREATE_TOPIC, topic.name) or self._create(
                 access, topic, partitions, body.validate_only)
             configs = None
             if error == ErrorCode.none and not body.validate_only and hasattr(module, "CreatableTopicConfigs"):  # v5+
@@ -126,7 +115,7 @@ class AdminApis:
             names = tuple(t.name for t in body.topics)
         results = tuple(build(module, "DeletableTopicResult", name=name, topic_id=uuid.UUID(int=0),
                               **dict(zip(("error_code", "error_message"),
-                                         _refusal(access, DELETE_TOPIC, name or "") or self._delete(access, name),
+                                         refusal(access, DELETE_TOPIC, name or "") or self._delete(access, name),
                                          strict=True)))
                         for name in names)
         return build(module, "DeleteTopicsResponse", throttle_time=_NO_WAIT, responses=results)
@@ -151,7 +140,7 @@ class AdminApis:
             if names.count(topic.name) > 1:
                 error, message = ErrorCode.invalid_request, f"topic {topic.name} is named more than once"
             else:
-                error, message = _refusal(access, TOPIC_POLICY_WRITE, topic.name) or self._grow(
+                error, message = refusal(access, TOPIC_POLICY_WRITE, topic.name) or self._grow(
                     access, topic, body.validate_only)
             results.append(build(module, "CreatePartitionsTopicResult", name=topic.name, error_code=error,
                                  error_message=message))
@@ -186,7 +175,7 @@ class AdminApis:
         module = response_module(DELETE_RECORDS_KEY, request.api_version)
         topics = []
         for topic in request.body.topics:
-            refused = _refusal(access, DELETE_RECORDS, topic.name)
+            refused = refusal(access, DELETE_RECORDS, topic.name)
             partitions = tuple(build(module, "DeleteRecordsPartitionResult", partition_index=part.partition_index,
                                      **self._deleted(access, topic.name, part, refused)) for part in topic.partitions)
             topics.append(build(module, "DeleteRecordsTopicResult", name=topic.name, partitions=partitions))

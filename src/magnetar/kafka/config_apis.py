@@ -18,12 +18,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
-from magnetar.kafka.access import LOOKUP, TOPIC_POLICY_WRITE, Access, Unauthorized
+from magnetar.kafka.access import LOOKUP, TOPIC_POLICY_WRITE, Access, refusal
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.topic_configs import KEYS, ConfigType, InvalidConfig, key, normalized
 from magnetar.kafka.topic_settings import DEFAULT_CONFIG, STATIC_BROKER_CONFIG, Entry, TopicSettings
-from magnetar.kafka.topics import UnknownPartition
 
 _NO_WAIT = datetime.timedelta(0)
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
@@ -34,15 +33,10 @@ _RETENTION_MS = str(7 * 24 * 3600 * 1000)
 
 def _refusal(access: Access, operation: Any, topic: str) -> tuple[ErrorCode, str | None] | None:
     """The error a topic's resource gets when it cannot be used as asked, None when it can."""
-    try:
-        access.topic(operation, topic)
-    except Unauthorized as exc:
-        return ErrorCode.topic_authorization_failed, str(exc)
-    except UnknownPartition:
-        return ErrorCode.unknown_topic_or_partition, None
-    if access.topics.partitions(topic) is None:
+    refused = refusal(access, operation, topic)
+    if refused is None and access.topics.partitions(topic) is None:
         return ErrorCode.unknown_topic_or_partition, f"Topic '{topic}' does not exist"
-    return None
+    return refused
 
 
 class ConfigApis:

@@ -28,6 +28,7 @@ from typing import Any
 from magnetar.broker.compaction import COMPACTION_THRESHOLD
 from magnetar.broker.policies.retention import RETENTION, InvalidRetentionError, Retention, broker_default
 from magnetar.broker.policies.topic_policies import BROKER, NAMESPACE, TOPIC, Policy
+from magnetar.broker.service.protocol_handlers import PartitionLog
 from magnetar.broker.topics.topic_limits import MAX_MESSAGE_SIZE
 from magnetar.kafka.topic_configs import KEYS, InvalidConfig
 from magnetar.kafka.topics import KafkaTopics
@@ -52,9 +53,10 @@ class Entry:
         return self.source == DEFAULT_CONFIG
 
 
-def log_append_time(topics: KafkaTopics, topic: str) -> bool:
-    """Whether `topic` is stamped with the broker's time (message.timestamp.type=LogAppendTime)."""
-    stored, _ = topics.broker.policy(topics.pulsar_name(topic), KAFKA_CONFIGS)
+def log_append_time(log: PartitionLog) -> bool:
+    """Whether the partition's topic is stamped with the broker's time
+    (message.timestamp.type=LogAppendTime): for ListOffsets by time, per request (cached)."""
+    stored = log.policy(KAFKA_CONFIGS)
     return bool(stored) and stored.get("message.timestamp.type") == "LogAppendTime"
 
 
