@@ -10,7 +10,8 @@ Kafka's error for it.
   librdkafka, kafka-python) retries until `delivery.timeout.ms`, as Pulsar's client holds
   its sends until its send timeout (librdkafka fails a batch at once on
   THROTTLING_QUOTA_EXCEEDED, which Kafka's brokers never send to producers);
-- a topic with a schema and `schemaValidationEnforced` (IncompatibleSchema): INVALID_RECORD.
+- a topic with a schema and `schemaValidationEnforced` (IncompatibleSchema): INVALID_RECORD;
+- a namespace requiring encryption (MetadataError): POLICY_VIOLATION.
 
 The size of each batch is held to the topic's maxMessageSize policy, else the broker's
 (MESSAGE_TOO_LARGE), with the batches' own checks (produce).
@@ -30,6 +31,7 @@ _ERRORS = {
     pb.ProducerBlockedQuotaExceededException: ErrorCode.policy_violation,
     pb.ProducerBlockedQuotaExceededError: ErrorCode.not_enough_replicas,
     pb.IncompatibleSchema: ErrorCode.invalid_record,
+    pb.MetadataError: ErrorCode.policy_violation,
 }
 
 

@@ -181,6 +181,9 @@ class ServiceConfiguration:
     brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
     subscriptionExpirationTimeMinutes: float = 0.0  # Pulsar takes whole minutes; fractions are accepted
     subscriptionExpiryCheckIntervalInMinutes: float = 5.0
+    # end-to-end encryption: refuse producers that do not encrypt (the namespace policy
+    # encryption_required refuses their messages too)
+    encryptionRequireOnProducer: bool = False
     # deduplication (Pulsar's keys and defaults)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = 1000

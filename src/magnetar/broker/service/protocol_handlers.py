@@ -26,6 +26,7 @@ from magnetar.broker.policies.retention import RETENTION, Retention, check_again
 from magnetar.broker.policies.topic_policies import Policy
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
+from magnetar.broker.topics.topic_limits import encryption_required
 from magnetar.storage import Position, bump_counter
 from magnetar.storage.message_finder import (
     entry_first_index,
@@ -366,10 +367,13 @@ class HandlerBroker:
         """BrokerServiceError (Pulsar's code and words) unless a publisher without a schema may
         store on `log` now: what a Pulsar producer is held to when it is created (a terminated
         topic, a backlog quota's producer_request_hold or producer_exception, a topic whose
-        schema is enforced), for a protocol whose publishers are not producers."""
+        schema is enforced, a namespace requiring encryption: a handler's records are never
+        encrypted as Pulsar's clients encrypt), for a protocol whose publishers are not producers."""
         topic = log._topic
         topic.check_publisher()
         self._service.schemas.add_schema(topic.name, None)
+        if encryption_required(topic):
+            raise BrokerServiceError(pb.MetadataError, "Messages must be encrypted")
 
     def delete_topic(self, topic: str) -> None:
         name = self._service.parse_topic(topic)

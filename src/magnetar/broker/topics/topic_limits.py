@@ -1,6 +1,6 @@
 """Limits and settings that namespaces and topics may override: how many producers and
 consumers a topic takes, how many messages a consumer may hold unacknowledged, delayed
-delivery on or off, how big a message may be.
+delivery on or off, how big a message may be, whether messages must come encrypted.
 
 Each is a `Policy` of broker.policies, under Pulsar's three names (topic admin path,
 namespace `Policies` field, broker.conf key). A limit of 0 means none.
@@ -30,6 +30,8 @@ SUBSCRIPTION_EXPIRATION = Policy(
 DELAYED_DELIVERY = Policy("delayedDelivery", "delayed_delivery_policies", "delayedDeliveryEnabled")
 #: Pulsar sets it on topics only (no namespace field); at most the broker's maxMessageSize.
 MAX_MESSAGE_SIZE = Policy("maxMessageSize", "", "maxMessageSize")
+ENCRYPTION_REQUIRED = Policy("encryptionRequired", "encryption_required", "encryptionRequireOnProducer")
+"""A namespace policy in Pulsar (no topic-level path). Its broker key only gates producers."""
 
 
 def _limit(topic: AbstractTopic, policy: Policy) -> int:
@@ -40,6 +42,18 @@ def check_new_producer(topic: AbstractTopic) -> None:
     limit = _limit(topic, MAX_PRODUCERS)
     if limit and len(topic.producers) >= limit:
         raise BrokerServiceError(pb.ProducerBusy, f"Topic '{topic.name}' reached max producers limit ({limit})")
+
+
+def encryption_required(topic: AbstractTopic) -> bool:
+    """The namespace's `encryption_required`: every SEND must carry `encryption_keys`."""
+    return bool(topic.context.policies.configured(topic.name, ENCRYPTION_REQUIRED))
+
+
+def check_producer_encryption(topic: AbstractTopic, encrypted: bool) -> None:
+    """A producer that does not say it encrypts (CommandProducer.encrypted) is refused where
+    encryption is required, or everywhere with `encryptionRequireOnProducer`, as in Pulsar."""
+    if not encrypted and (topic.context.config.encryptionRequireOnProducer or encryption_required(topic)):
+        raise BrokerServiceError(pb.MetadataError, f"Encryption is required in {topic.name}")
 
 
 def check_new_consumer(topic: AbstractTopic, subscription: AbstractSubscription | None) -> None:

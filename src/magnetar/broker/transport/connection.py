@@ -21,6 +21,7 @@ from magnetar.broker.auth.operations import COMMANDS, Operation
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.producer import Producer, Send
+from magnetar.broker.topics.topic_limits import check_producer_encryption
 from magnetar.broker.transport import consumer_commands, lookup_commands, schema_commands
 from magnetar.broker.transport.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
 from magnetar.broker.transport.publish_checks import check_send
@@ -405,6 +406,7 @@ class ServerCnx(asyncio.Protocol):
             self.authorize(COMMANDS[T.PRODUCER], req.topic)
             topic = self.service.get_topic(req.topic)
             schema = schema_commands.schema_of(req.schema, self.role) if req.HasField("schema") else None
+            check_producer_encryption(topic, req.encrypted)
             schema_version = self.service.schemas.add_schema(topic.name, schema)
             name = req.producer_name or self.service.generate_producer_name()
             epoch = req.topic_epoch if req.HasField("topic_epoch") else None
