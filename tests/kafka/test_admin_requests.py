@@ -401,3 +401,13 @@ def test_describe_cluster_names_this_broker(served, kafka) -> None:
     assert (answer.error_code, answer.cluster_id, answer.controller_id, answer.endpoint_type) == (
         ErrorCode.none, "magnetar", 0, 1)
     assert [(b.broker_id, b.host, b.port) for b in answer.brokers] == [(0, "127.0.0.1", served[1])]
+
+
+def test_a_threshold_set_over_pulsars_admin_api_outlives_unrelated_alters(served, kafka) -> None:
+    name = _name()
+    assert _create(kafka, name).error_code == ErrorCode.none
+    assert _rest(served, "POST", f"persistent/public/default/{name}/compactionThreshold", 5000)[0] in (200, 204)
+    assert _incremental(kafka, name, ("segment.bytes", SET, str(2 << 20)),
+                        ("retention.ms", SET, "1000")).error_code == ErrorCode.none
+    assert _rest(served, "GET", f"persistent/public/default/{name}/compactionThreshold") == (200, 5000)
+    assert _values(kafka, name)["cleanup.policy"] == ("compact", 1)

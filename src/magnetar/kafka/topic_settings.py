@@ -127,7 +127,8 @@ class TopicSettings:
             writes[RETENTION] = self._retention_write(changes, replace or kafka_retention)
         if replace or "max.message.bytes" in changes:
             writes[MAX_MESSAGE_SIZE] = self._size_write(changes.get("max.message.bytes"))
-        if replace or "cleanup.policy" in changes or "segment.bytes" in changes:
+        compact = "compact" in stored.get("cleanup.policy", "").split(",")
+        if replace or "cleanup.policy" in changes or (compact and "segment.bytes" in changes):
             writes[COMPACTION_THRESHOLD] = self._threshold_write(stored)
         return writes
 
