@@ -250,13 +250,28 @@ def test_delete_topics_forgets_their_configs(served, kafka) -> None:
     assert _values(kafka, name)["min.insync.replicas"] == ("1", 5)
 
 
+def test_a_deleted_topics_partitions_are_forgotten(served, kafka) -> None:
+    """A topic deleted and created again with fewer partitions: its old partitions are gone (a
+    stale name would store into a partition the topic no longer has)."""
+    name = _name()
+    assert _create(kafka, name, 3).error_code == ErrorCode.none
+    assert kafka.produce(name, batch([b"x"]), partition=2)[0] == ErrorCode.none
+    request = delete_topics.DeleteTopicsRequest(topics=(delete_topics.DeleteTopicState(name=name, topic_id=None),),
+                                                timeout=TIMEOUT)
+    assert [r.error_code for r in kafka.call(20, 6, request).responses] == [ErrorCode.none]
+    assert _create(kafka, name, 1).error_code == ErrorCode.none
+    assert kafka.produce(name, batch([b"y"]), partition=2) == (ErrorCode.unknown_topic_or_partition, -1)
+    assert _rest(served, "GET", f"persistent/public/default/{name}-partition-2/stats")[0] == 404
+
+
 def test_describe_configs_of_the_broker_and_of_what_has_none(served, kafka) -> None:
     broker = _describe(kafka, "0", kind=BROKER)
-    values = {c.name: (c.value, c.config_source, c.read_only) for c in broker.configs}
-    assert values["message.max.bytes"] == (str(1 << 20), 4, True)
-    assert values["log.retention.ms"] == (WEEK_MS, 5, True)
-    assert values["log.cleanup.policy"] == ("delete", 5, True)
-    assert values["num.partitions"] == ("1", 4, True) and values["auto.create.topics.enable"] == ("true", 4, True)
+    assert [(c.name, c.value, c.config_source, c.read_only, c.config_type) for c in broker.configs] == [
+        ("auto.create.topics.enable", "true", 4, True, 1), ("default.replication.factor", "1", 5, True, 3),
+        ("log.cleanup.policy", "delete", 5, True, 7), ("log.message.timestamp.type", "CreateTime", 5, True, 2),
+        ("log.retention.bytes", "-1", 5, True, 5), ("log.retention.ms", WEEK_MS, 5, True, 5),
+        ("message.max.bytes", str(1 << 20), 4, True, 3), ("min.insync.replicas", "1", 5, True, 3),
+        ("num.partitions", "1", 4, True, 3)]
     other = _describe(kafka, "x", kind=8)
     assert (other.error_code, other.configs) == (ErrorCode.invalid_request, ())
     missing = _describe(kafka, _name())

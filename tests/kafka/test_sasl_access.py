@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import logging
 import secrets
 import time
 import uuid
@@ -19,13 +20,17 @@ from kafka_brokers import RawKafka, batch
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.create_partitions.v3 import request as partitions_request
 from kio.schema.delete_records.v2 import request as delete_records
+from kio.schema.delete_topics.v6 import request as delete_topics
 from kio.schema.describe_configs.v4 import request as describe
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as incremental
+from kio.schema.join_group.v7 import request as join_group
 from kio.schema.list_groups.v4 import request as list_groups
 from kio.schema.metadata.v12 import request as metadata
 from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate
 from kio.schema.sasl_handshake.v1 import request as sasl_handshake
+from passlib.apache import HtpasswdFile
+from passlib.hash import bcrypt
 
 from magnetar.broker.auth.authentication import AuthenticationError
 from magnetar.kafka.protocol.messages import encode_request
@@ -36,10 +41,14 @@ GRANTS = {"app": ["produce", "consume"], "ingest": ["produce"], "reader": ["cons
 
 
 class Secured:
-    def __init__(self) -> None:
+    def __init__(self, directory) -> None:
         self.key = secrets.token_bytes(32)
+        htpasswd = HtpasswdFile(str(directory / "htpasswd"), new=True)
+        htpasswd.set_hash("carol", bcrypt.using(rounds=4).hash("carol-pw"))  # checked on a worker thread
+        htpasswd.save()
         self.broker, ports = start({
-            "authenticationEnabled": True, "authenticationProviders": "token", "authorizationEnabled": True,
+            "authenticationEnabled": True, "authenticationProviders": "token,basic", "authorizationEnabled": True,
+            "basicAuthConf": str(directory / "htpasswd"),
             "superUserRoles": "admin", "tokenSecretKey": "data:;base64," + base64.b64encode(self.key).decode(),
             "kafkaListeners": "SASL_PLAINTEXT://127.0.0.1:0", "kafkaTenant": "kt",
             "kafkaNamespace": "ns"})
@@ -71,8 +80,8 @@ class Secured:
 
 
 @pytest.fixture(scope="module")
-def secured() -> Iterator[Secured]:
-    started = Secured()
+def secured(tmp_path_factory) -> Iterator[Secured]:
+    started = Secured(tmp_path_factory.mktemp("sasl"))
     yield started
     started.broker.stop()
 
@@ -117,18 +126,38 @@ def test_plain_messages_are_parsed_as_rfc_4616_with_kops_password() -> None:
 # -- the exchange
 @pytest.mark.parametrize(("user", "password", "words"), [
     ("kt/missing", None, "names namespace kt/missing, which does not exist"),
-    ("kt/ns", "basic:carol:pw", "no authentication provider for method 'basic' (this broker has token)"),
-    ("kt/ns", "token:not-a-jwt", "Authentication failed: "),
+    ("kt/ns", "tls:x", "no authentication provider for method 'tls' (this broker has basic, token)"),
+    ("kt/ns", "basic:carol:wrong", "unknown user 'carol' or wrong password"),
+    ("kt/ns", "token:not-a-jwt", "invalid token: Not enough segments"),
     ("kt/ns", "nothing", "the password must be <method>:<credentials>"),
 ])
-def test_refused_credentials_close_the_connection_after_their_answer(secured, user, password, words) -> None:
-    raw, answer = secured.login("app", user, password)
+def test_refused_credentials_close_the_connection_after_their_answer(secured, user, password, words,
+                                                                     caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="magnetar.kafka.sasl"):
+        raw, answer = secured.login("app", user, password)
     try:
         assert answer.error_code == ErrorCode.sasl_authentication_failed
         assert answer.error_message.startswith("Authentication failed: ") and words in answer.error_message
         assert raw.receive_frame() is None
     finally:
         raw.close()
+    (record,) = [r for r in caplog.records if r.name == "magnetar.kafka.sasl"]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().startswith("Kafka client 127.0.0.1:")
+    assert "SASL refused (sasl_authentication_failed): " in record.getMessage()
+    assert record.getMessage().endswith("; closing its connection") and words in record.getMessage()
+
+
+def test_a_provider_on_a_worker_thread_completes_the_exchange(secured, caplog) -> None:
+    with caplog.at_level(logging.INFO, logger="magnetar.kafka.sasl"):
+        raw, answer = secured.login("carol", "kt/ns", "basic:carol:carol-pw")
+    try:
+        assert (answer.error_code, answer.error_message) == (ErrorCode.none, None)
+        assert _topics(raw, ["x"]) == {"x": ErrorCode.topic_authorization_failed}  # carol has no grant
+    finally:
+        raw.close()
+    assert any(r.getMessage().endswith("authenticated as role 'carol' (basic) in namespace kt/ns")
+               for r in caplog.records)
 
 
 def test_the_exchange_goes_in_kafkas_order(secured) -> None:
@@ -254,3 +283,33 @@ def test_a_topic_of_a_tenant_gone_is_unknown(secured) -> None:
         assert raw.produce("t", batch([b"x"])) == (ErrorCode.unknown_topic_or_partition, -1)
     finally:
         raw.close()
+
+
+def test_groups_need_consume_on_the_namespace(secured) -> None:
+    reader, ingest = _user(secured, "reader"), _user(secured, "ingest")
+    try:
+        for raw, error in ((reader, ErrorCode.none), (ingest, ErrorCode.group_authorization_failed)):
+            answer = raw.call(11, 7, join_group.JoinGroupRequest(
+                group_id="g", session_timeout=datetime.timedelta(seconds=10),
+                rebalance_timeout=datetime.timedelta(seconds=10), member_id="", group_instance_id=None,
+                protocol_type="consumer", protocols=(join_group.JoinGroupRequestProtocol(name="range", metadata=b""),)))
+            assert answer.error_code == error
+    finally:
+        reader.close()
+        ingest.close()
+
+
+def test_deleting_topics_needs_a_tenant_admin_and_says_why(secured) -> None:
+    topic = f"d-{uuid.uuid4().hex[:8]}"
+    app, admin = _user(secured, "app"), _user(secured, "kt-admin")
+    try:
+        assert _topics(app, [topic]) == {topic: ErrorCode.none}
+        request = delete_topics.DeleteTopicsRequest(topics=(delete_topics.DeleteTopicState(name=topic, topic_id=None),),
+                                                    timeout=TIMEOUT)
+        (refused,) = app.call(20, 6, request).responses
+        assert refused.error_code == ErrorCode.topic_authorization_failed and "app" in refused.error_message
+        (deleted,) = admin.call(20, 6, request).responses
+        assert (deleted.error_code, deleted.error_message) == (ErrorCode.none, None)
+    finally:
+        app.close()
+        admin.close()

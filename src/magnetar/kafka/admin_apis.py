@@ -113,12 +113,12 @@ class AdminApis:
         names = getattr(body, "topic_names", None)
         if names is None:
             names = tuple(t.name for t in body.topics)
-        results = tuple(build(module, "DeletableTopicResult", name=name, topic_id=uuid.UUID(int=0),
-                              **dict(zip(("error_code", "error_message"),
-                                         refusal(access, DELETE_TOPIC, name or "") or self._delete(access, name),
-                                         strict=True)))
-                        for name in names)
-        return build(module, "DeleteTopicsResponse", throttle_time=_NO_WAIT, responses=results)
+        results = []
+        for name in names:
+            error, message = refusal(access, DELETE_TOPIC, name or "") or self._delete(access, name)
+            results.append(build(module, "DeletableTopicResult", name=name, topic_id=uuid.UUID(int=0),
+                                 error_code=error, error_message=message))
+        return build(module, "DeleteTopicsResponse", throttle_time=_NO_WAIT, responses=tuple(results))
 
     @staticmethod
     def _delete(access: Access, name: str | None) -> tuple[ErrorCode, str | None]:

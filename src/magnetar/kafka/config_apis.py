@@ -132,9 +132,16 @@ class ConfigApis:
         return ErrorCode.none, None
 
 
+#: Kafka's types of the broker keys described (topic keys: topic_configs').
+_BROKER_TYPES = {"auto.create.topics.enable": ConfigType.BOOLEAN, "default.replication.factor": ConfigType.INT,
+                 "log.cleanup.policy": ConfigType.LIST, "log.message.timestamp.type": ConfigType.STRING,
+                 "log.retention.bytes": ConfigType.LONG, "log.retention.ms": ConfigType.LONG,
+                 "message.max.bytes": ConfigType.INT, "num.partitions": ConfigType.INT}
+
+
 def _type(name: str) -> int:
     found = KEYS.get(name)
-    return int(found.type) if found is not None else 0
+    return int(found.type if found is not None else _BROKER_TYPES[name])
 
 
 def _operations(resource: Any, access: Access) -> dict[str, str | None]:

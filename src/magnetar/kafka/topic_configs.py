@@ -31,43 +31,18 @@ class InvalidConfig(ValueError):
     """A value Kafka would refuse (INVALID_CONFIG); the message names the key and why."""
 
 
-Check = Callable[[object], str | None]
-"""A parsed value's problem, if any, in words that follow "must be"."""
-
-
-def _at_least(low: float) -> Check:
-    return lambda value: None if value >= low else f"at least {low}"  # type: ignore[operator]
-
-
-def _between(low: float, high: float) -> Check:
-    return lambda value: None if low <= value <= high else f"between {low} and {high}"  # type: ignore[operator]
-
-
-def _one_of(*choices: str) -> Check:
-    return lambda value: None if value in choices else f"one of {', '.join(choices)}"
-
-
-def _each_of(*choices: str) -> Check:
-    def check(value: object) -> str | None:
-        items = value.split(",") if isinstance(value, str) else []
-        return None if items and all(item in choices for item in items) else f"a list of {', '.join(choices)}"
-    return check
-
-
-def _gzip_level(value: object) -> str | None:
-    return None if value == -1 or 1 <= value <= 9 else "-1 or between 1 and 9"  # type: ignore[operator]
-
-
-def _anything(_value: object) -> str | None:
-    return None
-
-
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
+    """One key: its type, its default as Kafka writes it, and what it takes (a range, or
+    choices: of one value, or of each item of a list)."""
+
     name: str
     type: ConfigType
     default: str
-    check: Check = _anything
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+    gzip_level: bool = False  # -1 or 1..9
 
     def normalized(self, raw: str) -> str:
         """`raw` as a Kafka broker stores it (numbers without spaces or signs, lists without
@@ -78,19 +53,45 @@ class ConfigKey:
         except (ValueError, OverflowError):
             raise InvalidConfig(f"Invalid value {raw} for configuration {self.name}: expected a "
                                 f"{self.type.name.lower()}") from None
-        problem = self.check(value)
+        problem = self._problem(value)
         if problem is not None:
             raise InvalidConfig(f"Invalid value {raw} for configuration {self.name}: Value must be {problem}")
-        return _FORMATS.get(self.type, str)(value)
+        return str(value).lower() if self.type == ConfigType.BOOLEAN else str(value)
+
+    def _problem(self, value: object) -> str | None:
+        """What `value` (parsed) must be instead, in words that follow "must be"; None if fine."""
+        if self.gzip_level:
+            return None if value == -1 or 1 <= value <= 9 else "-1 or between 1 and 9"  # type: ignore[operator]
+        if self.choices:
+            items = value.split(",") if self.type == ConfigType.LIST else [value]  # type: ignore[attr-defined]
+            if all(item in self.choices for item in items):
+                return None
+            kind = "a list of" if self.type == ConfigType.LIST else "one of"
+            return f"{kind} {', '.join(self.choices)}"
+        if self.high is not None and not self.low <= value <= self.high:  # type: ignore[operator]
+            return f"between {_number(self.low)} and {_number(self.high)}"
+        if self.low is not None and value < self.low:  # type: ignore[operator]
+            return f"at least {_number(self.low)}"
+        return None
 
 
-def _integer(limit: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        value = int(text)
-        if not -limit - 1 <= value <= limit:
-            raise OverflowError(text)
-        return value
-    return parse
+def _number(value: float | None) -> str:
+    return str(int(value)) if value is not None and float(value).is_integer() else str(value)
+
+
+def _integer(text: str, limit: int) -> int:
+    value = int(text)
+    if not -limit - 1 <= value <= limit:
+        raise OverflowError(text)
+    return value
+
+
+def _int(text: str) -> int:
+    return _integer(text, INT_MAX)
+
+
+def _long(text: str) -> int:
+    return _integer(text, LONG_MAX)
 
 
 def _boolean(text: str) -> bool:
@@ -108,51 +109,52 @@ def _double(text: str) -> float:
 
 
 def _list(text: str) -> str:
-    return ",".join(item.strip() for item in text.split(",") if item.strip())
+    """Items without their blanks, as Kafka splits a list; an empty item stays (and is refused
+    by a key with choices: "compact," is not a list of policies)."""
+    return ",".join(item.strip() for item in text.split(",")) if text else ""
 
 
 _PARSERS: dict[ConfigType, Callable[[str], object]] = {
-    ConfigType.BOOLEAN: _boolean, ConfigType.STRING: str, ConfigType.INT: _integer(INT_MAX),
-    ConfigType.LONG: _integer(LONG_MAX), ConfigType.DOUBLE: _double, ConfigType.LIST: _list,
+    ConfigType.BOOLEAN: _boolean, ConfigType.STRING: str, ConfigType.INT: _int,
+    ConfigType.LONG: _long, ConfigType.DOUBLE: _double, ConfigType.LIST: _list,
 }
-_FORMATS: dict[ConfigType, Callable[[object], str]] = {ConfigType.BOOLEAN: lambda value: str(value).lower()}
 
 _B, _S, _I, _L, _D, _LIST = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
                              ConfigType.DOUBLE, ConfigType.LIST)
+_CODECS = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 KEYS: dict[str, ConfigKey] = {key.name: key for key in (
-    ConfigKey("cleanup.policy", _LIST, "delete", _each_of("compact", "delete")),
-    ConfigKey("compression.type", _S, "producer",
-              _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
-    ConfigKey("compression.gzip.level", _I, "-1", _gzip_level),
-    ConfigKey("compression.lz4.level", _I, "9", _between(1, 17)),
-    ConfigKey("compression.zstd.level", _I, "3", _between(-131072, 22)),
-    ConfigKey("delete.retention.ms", _L, "86400000", _at_least(0)),
-    ConfigKey("file.delete.delay.ms", _L, "60000", _at_least(0)),
-    ConfigKey("flush.messages", _L, str(LONG_MAX), _at_least(1)),
-    ConfigKey("flush.ms", _L, str(LONG_MAX), _at_least(0)),
+    ConfigKey("cleanup.policy", _LIST, "delete", choices=("compact", "delete")),
+    ConfigKey("compression.type", _S, "producer", choices=_CODECS),
+    ConfigKey("compression.gzip.level", _I, "-1", gzip_level=True),
+    ConfigKey("compression.lz4.level", _I, "9", 1, 17),
+    ConfigKey("compression.zstd.level", _I, "3", -131072, 22),
+    ConfigKey("delete.retention.ms", _L, "86400000", 0),
+    ConfigKey("file.delete.delay.ms", _L, "60000", 0),
+    ConfigKey("flush.messages", _L, str(LONG_MAX), 1),
+    ConfigKey("flush.ms", _L, str(LONG_MAX), 0),
     ConfigKey("follower.replication.throttled.replicas", _LIST, ""),
-    ConfigKey("index.interval.bytes", _I, "4096", _at_least(0)),
+    ConfigKey("index.interval.bytes", _I, "4096", 0),
     ConfigKey("leader.replication.throttled.replicas", _LIST, ""),
-    ConfigKey("local.retention.bytes", _L, "-2", _at_least(-2)),
-    ConfigKey("local.retention.ms", _L, "-2", _at_least(-2)),
-    ConfigKey("max.compaction.lag.ms", _L, str(LONG_MAX), _at_least(1)),
-    ConfigKey("max.message.bytes", _I, "1048588", _at_least(0)),
-    ConfigKey("message.timestamp.after.max.ms", _L, "3600000", _at_least(0)),
-    ConfigKey("message.timestamp.before.max.ms", _L, str(LONG_MAX), _at_least(0)),
-    ConfigKey("message.timestamp.type", _S, "CreateTime", _one_of("CreateTime", "LogAppendTime")),
-    ConfigKey("min.cleanable.dirty.ratio", _D, "0.5", _between(0, 1)),
-    ConfigKey("min.compaction.lag.ms", _L, "0", _at_least(0)),
-    ConfigKey("min.insync.replicas", _I, "1", _at_least(1)),
+    ConfigKey("local.retention.bytes", _L, "-2", -2),
+    ConfigKey("local.retention.ms", _L, "-2", -2),
+    ConfigKey("max.compaction.lag.ms", _L, str(LONG_MAX), 1),
+    ConfigKey("max.message.bytes", _I, "1048588", 0),
+    ConfigKey("message.timestamp.after.max.ms", _L, "3600000", 0),
+    ConfigKey("message.timestamp.before.max.ms", _L, str(LONG_MAX), 0),
+    ConfigKey("message.timestamp.type", _S, "CreateTime", choices=("CreateTime", "LogAppendTime")),
+    ConfigKey("min.cleanable.dirty.ratio", _D, "0.5", 0, 1),
+    ConfigKey("min.compaction.lag.ms", _L, "0", 0),
+    ConfigKey("min.insync.replicas", _I, "1", 1),
     ConfigKey("preallocate", _B, "false"),
     ConfigKey("remote.log.copy.disable", _B, "false"),
     ConfigKey("remote.log.delete.on.disable", _B, "false"),
     ConfigKey("remote.storage.enable", _B, "false"),
     ConfigKey("retention.bytes", _L, "-1"),
-    ConfigKey("retention.ms", _L, "604800000", _at_least(-1)),
-    ConfigKey("segment.bytes", _I, "1073741824", _at_least(1024 * 1024)),
-    ConfigKey("segment.index.bytes", _I, "10485760", _at_least(4)),
-    ConfigKey("segment.jitter.ms", _L, "0", _at_least(0)),
-    ConfigKey("segment.ms", _L, "604800000", _at_least(1)),
+    ConfigKey("retention.ms", _L, "604800000", -1),
+    ConfigKey("segment.bytes", _I, "1073741824", 1024 * 1024),
+    ConfigKey("segment.index.bytes", _I, "10485760", 4),
+    ConfigKey("segment.jitter.ms", _L, "0", 0),
+    ConfigKey("segment.ms", _L, "604800000", 1),
     ConfigKey("unclean.leader.election.enable", _B, "false"),
 )}
 

@@ -11,8 +11,9 @@ so `magnetar admin topics get-retention` and a Kafka client's DescribeConfigs ag
   becomes its `segment.bytes` (Kafka compacts a segment once it is rolled), and Kafka
   consumers read the compacted view (see compacted); `delete` turns it off.
 - `max.message.bytes`: the topic's maxMessageSize policy (at most the broker's).
-- every other key: kept in the topic's `kafkaTopicConfigs` policy and reported back;
-  `message.timestamp.type` is what ListOffsets by time reads (`log_append_time`).
+- every other key: kept in the topic's `kafkaTopicConfigs` policy (KAFKA_CONFIGS, a dict by
+  key) and reported back; a partition's `PartitionLog.policy(KAFKA_CONFIGS)` reads it
+  cached, as ListOffsets by time reads `message.timestamp.type`.
 
 Where DescribeConfigs says a value comes from: set on the topic, TOPIC_CONFIG; the
 namespace's policy, DYNAMIC_DEFAULT_BROKER_CONFIG (a default for many topics, set at run
@@ -28,7 +29,6 @@ from typing import Any
 from magnetar.broker.compaction import COMPACTION_THRESHOLD
 from magnetar.broker.policies.retention import RETENTION, InvalidRetentionError, Retention, broker_default
 from magnetar.broker.policies.topic_policies import BROKER, NAMESPACE, TOPIC, Policy
-from magnetar.broker.service.protocol_handlers import PartitionLog
 from magnetar.broker.topics.topic_limits import MAX_MESSAGE_SIZE
 from magnetar.kafka.topic_configs import KEYS, InvalidConfig
 from magnetar.kafka.topics import KafkaTopics
@@ -51,13 +51,6 @@ class Entry:
     @property
     def is_default(self) -> bool:
         return self.source == DEFAULT_CONFIG
-
-
-def log_append_time(log: PartitionLog) -> bool:
-    """Whether the partition's topic is stamped with the broker's time
-    (message.timestamp.type=LogAppendTime): for ListOffsets by time, per request (cached)."""
-    stored = log.policy(KAFKA_CONFIGS)
-    return bool(stored) and stored.get("message.timestamp.type") == "LogAppendTime"
 
 
 class TopicSettings:
