@@ -19,6 +19,7 @@ from kio.schema.create_partitions.v3 import request as partitions_request
 from kio.schema.create_topics.v4 import request as create_v4
 from kio.schema.create_topics.v7 import request as create
 from kio.schema.delete_records.v2 import request as delete_records
+from kio.schema.delete_topics.v5 import request as delete_topics_v5
 from kio.schema.delete_topics.v6 import request as delete_topics
 from kio.schema.describe_cluster.v1 import request as cluster
 from kio.schema.describe_configs.v1 import request as describe_v1
@@ -426,3 +427,32 @@ def test_a_threshold_set_over_pulsars_admin_api_outlives_unrelated_alters(served
                         ("retention.ms", SET, "1000")).error_code == ErrorCode.none
     assert _rest(served, "GET", f"persistent/public/default/{name}/compactionThreshold") == (200, 5000)
     assert _values(kafka, name)["cleanup.policy"] == ("compact", 1)
+
+
+def test_partitions_are_found_only_where_they_are(served, kafka) -> None:
+    name = _name()
+    assert _create(kafka, name, 3).error_code == ErrorCode.none
+    assert kafka.produce(name, batch([b"x"]), partition=2) == (ErrorCode.none, 0)
+    assert kafka.produce(name, batch([b"x"]), partition=2) == (ErrorCode.none, 1)  # the name remembered
+    assert kafka.produce(name, batch([b"x"]), partition=3) == (ErrorCode.unknown_topic_or_partition, -1)
+    assert kafka.produce(name, batch([b"x"]), partition=-1) == (ErrorCode.unknown_topic_or_partition, -1)
+    for bad in ("a/b", ".", "..", ""):
+        assert kafka.produce(bad, batch([b"x"])) == (ErrorCode.unknown_topic_or_partition, -1), bad
+    single = _name()  # a non-partitioned Pulsar topic is Kafka's partition 0
+    assert _rest(served, "PUT", f"persistent/public/default/{single}")[0] in (200, 204)
+    assert kafka.produce(single, batch([b"a", b"b"])) == (ErrorCode.none, 0)
+    assert kafka.produce(single, batch([b"a"]), partition=1) == (ErrorCode.unknown_topic_or_partition, -1)
+    assert _rest(served, "GET", f"persistent/public/default/{single}/stats")[1]["msgInCounter"] == 2
+    # deleted over Pulsar's admin API: the remembered name is dropped, and a new topic is found
+    assert _rest(served, "DELETE", f"persistent/public/default/{name}/partitions")[0] in (200, 204)
+    assert kafka.produce(name, batch([b"x"]), partition=2)[0] == ErrorCode.unknown_topic_or_partition
+    assert _create(kafka, name, 3).error_code == ErrorCode.none
+    assert kafka.produce(name, batch([b"x"]), partition=2) == (ErrorCode.none, 0)
+
+
+def test_delete_topics_by_name_in_older_versions(kafka) -> None:
+    name = _name()
+    assert _create(kafka, name).error_code == ErrorCode.none
+    answer = kafka.call(20, 5, delete_topics_v5.DeleteTopicsRequest(topic_names=(name, _name()), timeout=TIMEOUT))
+    assert [(r.name, r.error_code) for r in answer.responses] == [
+        (name, ErrorCode.none), (answer.responses[1].name, ErrorCode.unknown_topic_or_partition)]

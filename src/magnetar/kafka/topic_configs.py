@@ -39,8 +39,8 @@ class ConfigKey:
     name: str
     type: ConfigType
     default: str
-    low: float | None = None
-    high: float | None = None
+    low: int | None = None
+    high: int | None = None
     choices: tuple[str, ...] = ()
     gzip_level: bool = False  # -1 or 1..9
 
@@ -69,14 +69,10 @@ class ConfigKey:
             kind = "a list of" if self.type == ConfigType.LIST else "one of"
             return f"{kind} {', '.join(self.choices)}"
         if self.high is not None and not self.low <= value <= self.high:  # type: ignore[operator]
-            return f"between {_number(self.low)} and {_number(self.high)}"
+            return f"between {self.low} and {self.high}"
         if self.low is not None and value < self.low:  # type: ignore[operator]
-            return f"at least {_number(self.low)}"
+            return f"at least {self.low}"
         return None
-
-
-def _number(value: float | None) -> str:
-    return str(int(value)) if value is not None and float(value).is_integer() else str(value)
 
 
 def _integer(text: str, limit: int) -> int:
@@ -111,7 +107,7 @@ def _double(text: str) -> float:
 def _list(text: str) -> str:
     """Items without their blanks, as Kafka splits a list; an empty item stays (and is refused
     by a key with choices: "compact," is not a list of policies)."""
-    return ",".join(item.strip() for item in text.split(",")) if text else ""
+    return ",".join(item.strip() for item in text.split(","))
 
 
 _PARSERS: dict[ConfigType, Callable[[str], object]] = {

@@ -388,8 +388,9 @@ class HandlerBroker:
         return sorted(names)
 
     def partition_log(self, topic: str) -> PartitionLog:
-        """The log of `topic` (a full name), loaded if need be."""
-        loaded = self._service.get_topic(topic)
+        """The log of `topic` (a full name), loaded if need be; never created (a partition of a
+        partitioned topic deleted meanwhile is TopicNotFound, not a new topic of its name)."""
+        loaded = self._service.get_topic(topic, create=False)
         if not isinstance(loaded, PersistentTopic):
             raise BrokerServiceError(pb.NotAllowedError, f"{topic} is not persistent")
         return PartitionLog(loaded, self._read_hints)
