@@ -36,7 +36,8 @@ WEEK_MS = str(7 * 24 * 3600 * 1000)
 
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[object, int]]:
-    broker, ports = start({"brokerServiceCompactionThresholdInBytes": 0, "maxMessageSize": 1 << 20})
+    broker, ports = start({"brokerServiceCompactionThresholdInBytes": 0, "maxMessageSize": 1 << 20,
+                           "defaultNumPartitions": 3})
     yield broker, ports["PLAINTEXT"]
     broker.stop()
 
@@ -117,11 +118,11 @@ def test_create_topics_stores_configs_and_answers_them_with_their_sources(served
                                       "cleanup.policy": "compact", "segment.bytes": str(3 << 20),
                                       "message.timestamp.type": "LogAppendTime", "preallocate": "TRUE",
                                       "min.cleanable.dirty.ratio": "0.25"})
-    assert (result.error_code, result.error_message, result.num_partitions, result.replication_factor) == (
-        ErrorCode.none, None, 3, 1)
-    answered = {c.name: (c.value, c.config_source, c.read_only) for c in result.configs}
-    assert answered["retention.ms"] == ("120000", 1, False)
-    assert answered["segment.index.bytes"] == ("10485760", 5, False)
+    assert (result.error_code, result.error_message, result.num_partitions, result.replication_factor,
+            result.topic_id, result.topic_config_error_code) == (ErrorCode.none, None, 3, 1, None, 0)  # no ids
+    answered = {c.name: (c.value, c.config_source, c.read_only, c.is_sensitive) for c in result.configs}
+    assert answered["retention.ms"] == ("120000", 1, False, False)
+    assert answered["segment.index.bytes"] == ("10485760", 5, False, False)
     values = _values(kafka, name)
     assert values["retention.ms"] == ("120000", 1) and values["retention.bytes"] == (str(5 << 20), 1)
     assert values["cleanup.policy"] == ("compact", 1) and values["preallocate"] == ("true", 1)
@@ -168,7 +169,7 @@ def test_a_namespace_retention_is_left_to_the_namespace(served, kafka) -> None:
                             ("retention.bytes", DELETE, None)).error_code == ErrorCode.none
         assert _values(kafka, name)["retention.ms"] == ("1800000", 3)
         auto = _name()
-        assert _metadata(kafka, auto) == (ErrorCode.none, 1)
+        assert _metadata(kafka, auto) == (ErrorCode.none, 3)
         assert _rest(served, "GET", f"persistent/public/default/{auto}/retention") == (200, None)
     finally:
         _rest(served, "DELETE", "namespaces/public/default/retention")
@@ -185,7 +186,7 @@ def _metadata(kafka: RawKafka, name: str, create_topic: bool = True) -> tuple[Er
 def test_auto_created_topics_get_kafkas_retention(served, kafka) -> None:
     name = _name()
     assert _metadata(kafka, name, create_topic=False) == (ErrorCode.unknown_topic_or_partition, 0)
-    assert _metadata(kafka, name) == (ErrorCode.none, 1)
+    assert _metadata(kafka, name) == (ErrorCode.none, 3)  # defaultNumPartitions
     assert _values(kafka, name)["retention.ms"] == (WEEK_MS, 1)
     assert _metadata(kafka, "bad/name") == (ErrorCode.unknown_topic_or_partition, 0)
 
@@ -208,7 +209,8 @@ def test_auto_created_topics_get_kafkas_retention(served, kafka) -> None:
 def test_a_bad_config_refuses_the_topic(kafka, configs, words) -> None:
     name = _name()
     result = _create(kafka, name, 1, configs)
-    assert (result.error_code, result.num_partitions, result.configs) == (ErrorCode.invalid_config, -1, None)
+    assert (result.error_code, result.num_partitions, result.replication_factor, result.configs) == (
+        ErrorCode.invalid_config, -1, -1, None)
     assert words in result.error_message
     assert _metadata(kafka, name, create_topic=False)[0] == ErrorCode.unknown_topic_or_partition
 
@@ -231,7 +233,11 @@ def test_create_topics_refusals_and_validate_only(kafka) -> None:
     too_many = _create(kafka, _name(), 100_000)
     assert too_many.error_code == ErrorCode.invalid_partitions and "less than or equal" in too_many.error_message
     default = _create(kafka, _name(), -1)
-    assert (default.error_code, default.num_partitions) == (ErrorCode.none, 1)
+    assert (default.error_code, default.num_partitions) == (ErrorCode.none, 3)
+    assert (_create(kafka, _name(), 1).num_partitions, _create(kafka, _name(), 2).num_partitions) == (1, 2)
+    none = _create(kafka, _name(), 0)
+    assert (none.error_code, none.error_message) == (ErrorCode.invalid_partitions,
+                                                     "Number of partitions should be more than 0")
     older = kafka.call(19, 4, create_v4.CreateTopicsRequest(topics=(create_v4.CreatableTopic(
         name=_name(), num_partitions=1, replication_factor=1, assignments=(), configs=()),), timeout=TIMEOUT,
         validate_only=False))
@@ -272,11 +278,13 @@ def test_describe_configs_of_the_broker_and_of_what_has_none(served, kafka) -> N
         ("log.cleanup.policy", "delete", 5, True, 7), ("log.message.timestamp.type", "CreateTime", 5, True, 2),
         ("log.retention.bytes", "-1", 5, True, 5), ("log.retention.ms", WEEK_MS, 5, True, 5),
         ("message.max.bytes", str(1 << 20), 4, True, 3), ("min.insync.replicas", "1", 5, True, 3),
-        ("num.partitions", "1", 4, True, 3)]
+        ("num.partitions", "3", 4, True, 3)]
     other = _describe(kafka, "x", kind=8)
     assert (other.error_code, other.configs) == (ErrorCode.invalid_request, ())
-    missing = _describe(kafka, _name())
-    assert (missing.error_code, missing.configs) == (ErrorCode.unknown_topic_or_partition, ())
+    missing = _describe(kafka, "gone")
+    assert (missing.error_code, missing.error_message, missing.configs) == (
+        ErrorCode.unknown_topic_or_partition, "Topic 'gone' does not exist", ())
+    assert (other.error_message, broker.error_message) == ("resource type 8 has no configurations here", None)
     name = _name()
     assert _create(kafka, name).error_code == ErrorCode.none
     resource = describe_v1.DescribeConfigsResource(resource_type=TOPIC, resource_name=name, configuration_keys=None)
@@ -307,17 +315,17 @@ def test_incremental_alters_set_delete_append_and_subtract(served, kafka) -> Non
 
 
 @pytest.mark.parametrize(("ops", "words"), [
-    ((("retention.ms", APPEND, "1"),), "APPEND and SUBTRACT take lists"),
-    ((("retention.ms", 7, "1"),), "operation 7"),
-    ((("retention.ms", SET, "1"), ("retention.ms", SET, "2")), "named more than once"),
+    ((("retention.ms", APPEND, "1"),), "operation 2 is not for retention.ms (APPEND and SUBTRACT take lists)"),
+    ((("retention.ms", 7, "1"),), "operation 7 is not for retention.ms"),
+    ((("retention.ms", SET, "1"), ("retention.ms", SET, "2")), "a configuration is named more than once"),
     ((("no.such", DELETE, None),), "Unknown topic config name: no.such"),
-    ((("retention.ms", SET, "x"),), "retention.ms"),
+    ((("retention.ms", SET, "x"),), "Invalid value x for configuration retention.ms: expected a long"),
 ])
 def test_a_bad_incremental_alter_changes_nothing(kafka, ops, words) -> None:
     name = _name()
     assert _create(kafka, name, 1, {"retention.ms": "60000"}).error_code == ErrorCode.none
     answer = _incremental(kafka, name, *ops)
-    assert answer.error_code == ErrorCode.invalid_config and words in answer.error_message
+    assert answer.error_code == ErrorCode.invalid_config and answer.error_message.startswith(words)
     assert _values(kafka, name)["retention.ms"] == ("60000", 1)
 
 
@@ -456,3 +464,36 @@ def test_delete_topics_by_name_in_older_versions(kafka) -> None:
     answer = kafka.call(20, 5, delete_topics_v5.DeleteTopicsRequest(topic_names=(name, _name()), timeout=TIMEOUT))
     assert [(r.name, r.error_code) for r in answer.responses] == [
         (name, ErrorCode.none), (answer.responses[1].name, ErrorCode.unknown_topic_or_partition)]
+
+
+@pytest.mark.parametrize(("configs", "described", "applied"), [
+    ({"retention.ms": "-1", "retention.bytes": "-1"}, ("-1", "-1"), {"retentionTimeInMinutes": -1,
+                                                                     "retentionSizeInMB": -1}),
+    ({"retention.ms": "0", "retention.bytes": "0"}, ("0", "0"), {"retentionTimeInMinutes": 0, "retentionSizeInMB": 0}),
+    ({"retention.ms": "60000", "retention.bytes": "-7"}, ("60000", "-1"), {"retentionTimeInMinutes": 1,
+                                                                          "retentionSizeInMB": -1}),
+    ({"retention.ms": "90000", "retention.bytes": "1"}, ("90000", str(1 << 20)), {"retentionTimeInMinutes": 1.5,
+                                                                                 "retentionSizeInMB": 1}),
+])
+def test_retention_in_kafkas_units_and_pulsars(served, kafka, configs, described, applied) -> None:
+    name = _name()
+    assert _create(kafka, name, 1, configs).error_code == ErrorCode.none
+    values = _values(kafka, name)
+    assert (values["retention.ms"][0], values["retention.bytes"][0]) == described
+    assert _rest(served, "GET", f"persistent/public/default/{name}/retention") == (200, applied)
+
+
+def test_list_operations_without_a_value_change_nothing(kafka) -> None:
+    name = _name()
+    assert _create(kafka, name, 1, {"cleanup.policy": "compact"}).error_code == ErrorCode.none
+    assert _incremental(kafka, name, ("cleanup.policy", APPEND, None)).error_code == ErrorCode.none
+    assert _values(kafka, name)["cleanup.policy"] == ("compact", 1)
+    assert _incremental(kafka, name, ("cleanup.policy", SUBTRACT, None)).error_code == ErrorCode.none
+    assert _values(kafka, name)["cleanup.policy"] == ("compact", 1)
+
+
+def test_a_threshold_of_one_byte_is_compaction(served, kafka) -> None:
+    name = _name()
+    assert _create(kafka, name).error_code == ErrorCode.none
+    assert _rest(served, "POST", f"persistent/public/default/{name}/compactionThreshold", 1)[0] in (200, 204)
+    assert _values(kafka, name)["cleanup.policy"] == ("compact", 1)

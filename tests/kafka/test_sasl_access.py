@@ -19,6 +19,7 @@ from in_process_kafka import start
 from kafka_brokers import RawKafka, batch
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.create_partitions.v3 import request as partitions_request
+from kio.schema.create_topics.v7 import request as create_topics
 from kio.schema.delete_records.v2 import request as delete_records
 from kio.schema.delete_topics.v6 import request as delete_topics
 from kio.schema.describe_configs.v4 import request as describe
@@ -156,8 +157,9 @@ def test_a_provider_on_a_worker_thread_completes_the_exchange(secured, caplog) -
         assert _topics(raw, ["x"]) == {"x": ErrorCode.topic_authorization_failed}  # carol has no grant
     finally:
         raw.close()
-    assert any(r.getMessage().endswith("authenticated as role 'carol' (basic) in namespace kt/ns")
-               for r in caplog.records)
+    (accepted,) = [r.getMessage() for r in caplog.records if "authenticated as" in r.getMessage()]
+    assert accepted.startswith("Kafka client 127.0.0.1:")
+    assert accepted.endswith(" authenticated as role 'carol' (basic) in namespace kt/ns")
 
 
 def test_the_exchange_goes_in_kafkas_order(secured) -> None:
@@ -236,6 +238,8 @@ def test_each_request_is_authorized_as_the_connections_role(secured) -> None:
         assert reader.call(16, 4, groups).error_code == ErrorCode.none
         assert ingest.call(16, 4, groups).groups == ()
         for raw, allowed in ((app, False), (_user(secured, "kt-admin"), True)):
+            assert _create(raw, f"{topic}-{allowed}") == (ErrorCode.none if allowed else
+                                                          ErrorCode.topic_authorization_failed)
             assert _alter(raw, topic) == (ErrorCode.none if allowed else ErrorCode.topic_authorization_failed)
             assert _grow(raw, topic) == (ErrorCode.none if allowed else ErrorCode.topic_authorization_failed)
             assert _delete(raw, topic) == (ErrorCode.none if allowed else ErrorCode.topic_authorization_failed)
@@ -263,7 +267,17 @@ def _grow(raw: RawKafka, topic: str) -> ErrorCode:
 def _delete(raw: RawKafka, topic: str) -> ErrorCode:
     request = delete_records.DeleteRecordsRequest(topics=(delete_records.DeleteRecordsTopic(name=topic, partitions=(
         delete_records.DeleteRecordsPartition(partition_index=0, offset=0),)),), timeout=TIMEOUT)
-    return raw.call(21, 2, request).topics[0].partitions[0].error_code
+    (answer,) = raw.call(21, 2, request).topics[0].partitions
+    assert answer.low_watermark == (0 if answer.error_code == ErrorCode.none else -1)
+    return answer.error_code
+
+
+def _create(raw: RawKafka, topic: str) -> ErrorCode:
+    request = create_topics.CreateTopicsRequest(topics=(create_topics.CreatableTopic(
+        name=topic, num_partitions=1, replication_factor=1, assignments=(), configs=()),), timeout=TIMEOUT,
+        validate_only=False)
+    (answer,) = raw.call(19, 7, request).topics
+    return answer.error_code
 
 
 def _describe(raw: RawKafka, topic: str) -> ErrorCode:

@@ -47,7 +47,8 @@ class AdminApis:
         body = request.body
         results = []
         for topic in body.topics:
-            partitions = topic.num_partitions if topic.num_partitions > 0 else self._config.defaultNumPartitions
+            # -1: the broker's default (Kafka's rule); 0 and other counts are checked as Pulsar's
+            partitions = self._config.defaultNumPartitions if topic.num_partitions == -1 else topic.num_partitions
             error, message = refusal(access, CREATE_TOPIC, topic.name) or self._create(
                 access, topic, partitions, body.validate_only)
             configs = None
