@@ -284,6 +284,11 @@ def test_max_message_bytes_holds_kafka_and_pulsar_producers_alike(broker, admin)
             producer_.send(random.randbytes(50_000))
         producer_.send(b"small again")
     assert sorted(len(m.value()) for m in _read(broker, topic, 3)) == [5, 11, 5_000]
+    # Pulsar's rule on the admin API: a topic's maxMessageSize is at most the broker's
+    status, answer = _rest(broker, "POST", f"persistent/{NAMESPACE}/{topic}/maxMessageSize", 64 << 20)
+    assert status == 412 and "over the broker's maxMessageSize (5242880)" in answer["reason"]
+    assert _rest(broker, "DELETE", f"persistent/{NAMESPACE}/{topic}/maxMessageSize")[0] in (200, 204)
+    assert _configs(admin, topic)["max.message.bytes"].value == str(5 << 20)
 
 
 def _read(broker, topic: str, count: int) -> list:
