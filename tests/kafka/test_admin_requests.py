@@ -441,6 +441,17 @@ def test_partitions_are_found_only_where_they_are(served, kafka) -> None:
     name = _name()
     assert _create(kafka, name, 3).error_code == ErrorCode.none
     assert kafka.produce(name, batch([b"x"]), partition=2) == (ErrorCode.none, 0)
+    # deleted over Kafka and made again a non-partitioned Pulsar topic: partition 0 is the topic itself
+    again = _name()
+    assert _create(kafka, again, 2).error_code == ErrorCode.none
+    request = delete_topics.DeleteTopicsRequest(topics=(delete_topics.DeleteTopicState(name=again, topic_id=None),),
+                                                timeout=TIMEOUT)
+    assert kafka.produce(again, batch([b"x"])) == (ErrorCode.none, 0)
+    assert [r.error_code for r in kafka.call(20, 6, request).responses] == [ErrorCode.none]
+    assert _rest(served, "PUT", f"persistent/public/default/{again}")[0] in (200, 204)
+    assert _metadata(kafka, again, create_topic=False) == (ErrorCode.none, 1)
+    assert kafka.produce(again, batch([b"y"])) == (ErrorCode.none, 0)
+    assert _rest(served, "GET", f"persistent/public/default/{again}/stats")[1]["msgInCounter"] == 1
     assert kafka.produce(name, batch([b"x"]), partition=2) == (ErrorCode.none, 1)  # the name remembered
     assert kafka.produce(name, batch([b"x"]), partition=3) == (ErrorCode.unknown_topic_or_partition, -1)
     assert kafka.produce(name, batch([b"x"]), partition=-1) == (ErrorCode.unknown_topic_or_partition, -1)

@@ -116,12 +116,15 @@ def test_user_names_choose_namespaces_as_kop_does() -> None:
 
 def test_plain_messages_are_parsed_as_rfc_4616_with_kops_password() -> None:
     assert parse_plain(b"authz\0kt/ns\0token:abc:def") == ("kt/ns", "token", "abc:def")
-    for message, words in ((b"kt/ns\0token:x", "authzid NUL user NUL password"),
-                           (b"\0\0token:x", "no user name"), (b"\0kt\0token", "<method>:<credentials>"),
-                           (b"\0kt\0:x", "<method>:<credentials>"), (b"\0kt\0token:", "<method>:<credentials>"),
-                           (b"\0\xff\0token:x", "must be UTF-8"), (b"\0a\0b\0c", "authzid NUL user NUL password")):
-        with pytest.raises(AuthenticationError, match=words):
+    framing = "a SASL/PLAIN message is authzid NUL user NUL password"
+    password = "the password must be <method>:<credentials>, as token:<jwt>"
+    for message, words in ((b"kt/ns\0token:x", framing), (b"\0a\0b\0c", framing),
+                           (b"\0\0token:x", "no user name: it names the tenant or tenant/namespace"),
+                           (b"\0kt\0token", password), (b"\0kt\0:x", password), (b"\0kt\0token:", password),
+                           (b"\0\xff\0token:x", "the SASL/PLAIN user name and password must be UTF-8")):
+        with pytest.raises(AuthenticationError) as caught:
             parse_plain(message)
+        assert str(caught.value) == words
 
 
 # -- the exchange
@@ -162,10 +165,11 @@ def test_a_provider_on_a_worker_thread_completes_the_exchange(secured, caplog) -
     assert accepted.endswith(" authenticated as role 'carol' (basic) in namespace kt/ns")
 
 
-def test_the_exchange_goes_in_kafkas_order(secured) -> None:
+def test_the_exchange_goes_in_kafkas_order(secured, caplog) -> None:
     raw = secured.connect()
     try:
-        wrong = raw.call(17, 1, sasl_handshake.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
+        with caplog.at_level(logging.INFO, logger="magnetar.kafka.sasl"):
+            wrong = raw.call(17, 1, sasl_handshake.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
         assert (wrong.error_code, wrong.mechanisms) == (ErrorCode.unsupported_sasl_mechanism, ("PLAIN",))
         assert raw.receive_frame() is None
     finally:
@@ -179,11 +183,18 @@ def test_the_exchange_goes_in_kafkas_order(secured) -> None:
         raw.close()
     raw = _user(secured, "app")
     try:
-        again = raw.call(17, 1, sasl_handshake.SaslHandshakeRequest(mechanism="PLAIN"))
-        assert again.error_code == ErrorCode.illegal_sasl_state
-        assert raw.receive_frame() is None
+        with caplog.at_level(logging.INFO, logger="magnetar.kafka.sasl"):
+            again = raw.call(17, 1, sasl_handshake.SaslHandshakeRequest(mechanism="PLAIN"))
+            assert again.error_code == ErrorCode.illegal_sasl_state
+            assert raw.receive_frame() is None
     finally:
         raw.close()
+    refusals = [r.getMessage().split(": ", 1)[1] for r in caplog.records if "SASL refused" in r.getMessage()]
+    assert refusals == ["SASL refused (unsupported_sasl_mechanism): mechanism 'SCRAM-SHA-256' (this broker has "
+                        "PLAIN); closing its connection",
+                        "SASL refused (illegal_sasl_state): SaslAuthenticate while waiting for SaslHandshake; closing "
+                        "its connection",
+                        "SASL refused (illegal_sasl_state): SaslHandshake while authenticated; closing its connection"]
     raw = secured.connect()
     try:
         raw.call(18, 3, api_versions.ApiVersionsRequest(client_software_name="t", client_software_version="1"))

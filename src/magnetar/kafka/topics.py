@@ -53,36 +53,42 @@ class KafkaTopics:
         self._broker.create_topic(self.pulsar_name(topic), partitions)
 
     def delete(self, topic: str) -> None:
-        self.forget(topic)
+        """The names remembered of its partitions go when they are next asked for (the broker
+        no longer finds them), wherever the topic was deleted."""
         self._broker.delete_topic(self.pulsar_name(topic))
-
-    def forget(self, topic: str) -> None:
-        """Drop the cached partitions of `topic` (deleted, or its partitions changed)."""
-        name = self.pulsar_name(topic)
-        for key in [key for key in self._names if key[0] == name]:
-            del self._names[key]
 
     def names(self) -> list[str]:
         prefix = f"persistent://{self.namespace}/"
         return [name[len(prefix):] for name in self._broker.topics(self.namespace) if name.startswith(prefix)]
 
     def log(self, topic: str, partition: int) -> PartitionLog:
-        """The log of a Kafka partition; UnknownPartition when the topic or partition is missing."""
+        """The log of a Kafka partition; UnknownPartition when the topic or partition is missing.
+        A remembered name the broker no longer finds (the topic was deleted, and may have been
+        made again otherwise) is looked up afresh."""
         key = (self.pulsar_name(topic), partition)
         name = self._names.get(key)
-        if name is None:
-            count = self._broker.partitions(self.pulsar_name(topic)) if _valid(topic) else None
-            if count is None or not 0 <= partition < max(count, 1):
-                raise UnknownPartition(f"{topic}-{partition}")
-            name = self.pulsar_name(topic) if count == 0 else f"{self.pulsar_name(topic)}-partition-{partition}"
-            self._names[key] = name
+        if name is not None:
+            try:
+                return self._broker.partition_log(name)
+            except BrokerServiceError as exc:
+                if exc.code != pb.TopicNotFound:
+                    raise
+                del self._names[key]
+        name = self._partition_name(topic, partition)
         try:
-            return self._broker.partition_log(name)
+            found = self._broker.partition_log(name)
         except BrokerServiceError as exc:
             if exc.code == pb.TopicNotFound:
-                self._names.pop(key, None)
                 raise UnknownPartition(f"{topic}-{partition}") from None
             raise
+        self._names[key] = name
+        return found
+
+    def _partition_name(self, topic: str, partition: int) -> str:
+        count = self._broker.partitions(self.pulsar_name(topic)) if _valid(topic) else None
+        if count is None or not 0 <= partition < max(count, 1):
+            raise UnknownPartition(f"{topic}-{partition}")
+        return self.pulsar_name(topic) if count == 0 else f"{self.pulsar_name(topic)}-partition-{partition}"
 
 
 def _valid(topic: str) -> bool:
