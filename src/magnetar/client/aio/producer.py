@@ -96,6 +96,10 @@ class Producer(Handler):
         self._timeout_timer: asyncio.TimerHandle | None = None
         self._schema = config.schema
         self._sealer = _sealer(config)
+        self._registered = False
+        self._held_on: Connection | None = None
+        """The connection whose broker refused this producer's return with a hold (a full disk,
+        a backlog quota): it recalls the producer there (CLOSE_PRODUCER) when it may come back."""
         self.on_completed: Callable[[int], None] | None = None
         """Told how many messages completed (sent or failed); the blocking facade counts with it."""
 
@@ -112,6 +116,7 @@ class Producer(Handler):
     # -- registration
     async def _register(self, conn: Connection) -> None:
         self._ready = False
+        self._drop_hold()
         conn.producers[self.producer_id] = self
         try:
             answer = await conn.request(lambda rid: cc.producer(
@@ -120,10 +125,14 @@ class Producer(Handler):
                 topic_epoch=self._topic_epoch, initial_subscription_name=self.config.initial_subscription_name,
                 schema=None if self._schema is None else self._schema.wire(), encrypted=self._sealer is not None,
             ))
-        except BaseException:
-            conn.producers.pop(self.producer_id, None)
+        except BaseException as exc:
+            if self._registered and isinstance(exc, errors.ProducerBlockedQuotaExceededError):
+                self._held_on = conn  # stays known there: the broker recalls it when it may come back
+            else:
+                conn.producers.pop(self.producer_id, None)
             self._epoch += 1
             raise
+        self._registered = True
         success = answer.producer_success
         self._epoch += 1
         self._name = success.producer_name
@@ -445,8 +454,12 @@ class Producer(Handler):
 
     # -- timeouts and flush
     def _arm_timeout_check(self) -> None:
-        interval = min(1.0, max(self._send_timeout / 4, 0.05))
-        self._timeout_timer = self._loop.call_later(interval, self._check_timeouts)
+        """Due at the oldest pending send's deadline, so it fails at its send timeout and not a
+        polling interval later; with nothing pending, a send timeout from now (the official
+        client's timer, which a send made meanwhile waits for, then for what is left of it)."""
+        pending = self._pending
+        delay = pending[0].created + self._send_timeout - time.monotonic() if pending else self._send_timeout
+        self._timeout_timer = self._loop.call_later(max(0.0, delay), self._check_timeouts)
 
     def _check_timeouts(self) -> None:
         self._timeout_timer = None
@@ -505,6 +518,7 @@ class Producer(Handler):
         finally:
             self._stop_reconnecting()
             self._shutdown()
+            self._drop_hold()
         conn = self.conn
         if conn is not None and not conn.closed:
             conn.producers.pop(self.producer_id, None)
@@ -512,6 +526,12 @@ class Producer(Handler):
                 await conn.request(lambda rid: cc.close_producer(rid, self.producer_id))
             except errors.PulsarException as exc:
                 log.debug("close producer: %s", exc)
+
+    def _drop_hold(self) -> None:
+        if self._held_on is not None:
+            if self._held_on.producers.get(self.producer_id) is self:
+                del self._held_on.producers[self.producer_id]
+            self._held_on = None
 
     def _shutdown(self) -> None:
         self.closed = True
