@@ -14,7 +14,8 @@ operation timeout, so its user sees Timeout and never why. Such a client is answ
 CONNECTED instead and its first request (the lookup every producer, consumer and reader
 starts with) gets AuthenticationError with the reason, in the response it waits for; then
 the connection closes. Nothing is served in between: the connection never counts as
-connected, and anything it sends is refused the same way.
+connected, whatever command comes first gets the refusal, and what came with it in the same
+read is dropped unread.
 """
 
 from __future__ import annotations
