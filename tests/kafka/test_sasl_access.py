@@ -132,7 +132,7 @@ def test_plain_messages_are_parsed_as_rfc_4616_with_kops_password() -> None:
     ("kt/missing", None, "names namespace kt/missing, which does not exist"),
     ("kt/ns", "tls:x", "no authentication provider for method 'tls' (this broker has basic, token)"),
     ("kt/ns", "basic:carol:wrong", "unknown user 'carol' or wrong password"),
-    ("kt/ns", "token:not-a-jwt", "invalid token: Not enough segments"),
+    ("kt/ns", "token:not-a-jwt", "invalid token: not a JWT"),
     ("kt/ns", "nothing", "the password must be <method>:<credentials>"),
 ])
 def test_refused_credentials_close_the_connection_after_their_answer(secured, user, password, words,
