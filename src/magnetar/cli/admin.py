@@ -166,6 +166,7 @@ TOPIC_POLICIES = [
                 arg("-c", "--max-consumers-per-subscription", type=int)),
     PolicyVerbs("max-unacked-messages-per-consumer", "maxUnackedMessagesOnConsumer",
                 arg("-m", "--maxNum", type=int)),
+    PolicyVerbs("max-message-size", "maxMessageSize", arg("-m", "--max-message-size", type=int)),
     _DELAYED, _SCHEMA, _SCHEMA_VALIDATION,
 ]
 

@@ -15,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.service.protocol_handlers import PartitionLog
+from magnetar.kafka import log_view
 from magnetar.kafka.access import CONSUME, LOOKUP, Access, Unauthorized
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
@@ -38,6 +39,11 @@ def entry_as_batch(entry: bytes) -> list[bytes | memoryview]:
     if entry_format(metadata) == "kafka":
         return with_base_offset(parsed.payload, base)
     messages = decode_messages(metadata, parsed.payload, max_size=_MAX_DECOMPRESSED)
+    if metadata.compacted_batch_indexes:  # a compacted entry: its survivors, at their own offsets
+        retained = set(metadata.compacted_batch_indexes)
+        messages = [m for m in messages if m.index in retained and not m.metadata.compacted_out]
+        return [from_pulsar_messages(messages, base, metadata.publish_time, metadata.num_messages_in_batch)] \
+            if messages else []
     return [from_pulsar_messages(messages, base, metadata.publish_time)]
 
 
@@ -79,7 +85,7 @@ class FetchApis:
     def _resolve(self, topic: str, partition: int, access: Access) -> PartitionLog | ErrorCode:
         try:
             access.topic(CONSUME, topic)
-            return self._topics.log(topic, partition)
+            return access.topics.log(topic, partition)
         except UnknownPartition:
             return ErrorCode.unknown_topic_or_partition
         except Unauthorized:
@@ -91,14 +97,15 @@ class FetchApis:
         if not isinstance(log, PartitionLog):
             return part.partition, log, -1, -1, b""
         try:
-            end, start = log.end_offset(), log.start_offset()
+            end, start = log.end_offset(), log_view.start_offset(log)
             offset = part.fetch_offset
             if not start <= offset <= end:
                 return part.partition, ErrorCode.offset_out_of_range, end, start, b""
             if offset == end:
                 return part.partition, ErrorCode.none, end, start, b""
             pieces: list[bytes | memoryview] = []
-            for entry in log.read(offset, max(part.partition_max_bytes, 1)):
+            entries = log_view.read(log, offset, max(part.partition_max_bytes, 1))
+            for entry in log.read(offset, max(part.partition_max_bytes, 1)) if entries is None else entries:
                 pieces += entry_as_batch(entry)
         except StorageClosedError:  # deleted or unloaded during the long poll: the client looks it up again
             return part.partition, ErrorCode.unknown_topic_or_partition, -1, -1, b""
@@ -136,13 +143,13 @@ class FetchApis:
 
         try:
             access.topic(LOOKUP, topic)
-            log = self._topics.log(topic, part.partition_index)
+            log = access.topics.log(topic, part.partition_index)
         except UnknownPartition:
             return answer(ErrorCode.unknown_topic_or_partition)
         except Unauthorized:
             return answer(ErrorCode.topic_authorization_failed)
         if part.timestamp == _EARLIEST:
-            return answer(ErrorCode.none, log.start_offset())
+            return answer(ErrorCode.none, log_view.start_offset(log))
         if part.timestamp == _LATEST:
             return answer(ErrorCode.none, log.end_offset())
         if part.timestamp < 0:

@@ -226,6 +226,8 @@ class ServiceConfiguration:
     kafkaAdvertisedListeners: str = ""
     kafkaTenant: str = "public"
     kafkaNamespace: str = "default"
+    # a SASL user name `tenant` or `tenant/namespace` chooses the connection's namespace (KoP's default: on)
+    kafkaEnableMultiTenantMetadata: bool = True
     entryFormat: str = "pulsar"
 
     @property
