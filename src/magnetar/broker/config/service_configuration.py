@@ -114,6 +114,9 @@ class ServiceConfiguration:
     schemaCompatibilityStrategy: str = "FULL"
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False
+    # magnetar's own: an Avro definition's fields, union branches and symbols at most (what parsing and
+    # comparing it cost grows with; schemas.definitions.avro_members)
+    schemaMaxFields: int = 10000
     # dispatch
     dispatcherMaxReadBatchSize: int = 100
     # entry bytes one read may take (at least one entry is read): without it a consumer's
@@ -248,7 +251,7 @@ class ServiceConfiguration:
                     "maxMessagePublishBufferSizeInMB",
                     "delayedDeliveryMinIndexCountPerBucket",
                     "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds",
-                    "brokerServiceCompactionMonitorIntervalInSeconds")
+                    "brokerServiceCompactionMonitorIntervalInSeconds", "schemaMaxFields")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")

@@ -229,6 +229,7 @@ class BrokerService:
         self.compaction_monitor.stop()
         self.compaction.stop()
         self.cache_evictor.stop()
+        self.schemas.close()
         if self._stats_timer is not None:
             self._stats_timer.cancel()
         if self.cert_reloader is not None:
