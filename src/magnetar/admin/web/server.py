@@ -10,8 +10,10 @@ bad chunk sizes, bare CR/LF).
 
 Limits against misbehaving clients: a request's line and headers within 64 KiB and
 within the request time budget of their first byte (else 431 or 408, and the connection
-closes); a body within its route's limit (413); an idle keep-alive connection closes after
-75 s; at most 8 pipelined requests are read ahead of the one being answered.
+closes); a body within its route's limit (413), and read only as its handler asks for it,
+after authentication and authorization (64 KiB ahead of that at most: messages.Body); an
+idle keep-alive connection closes after 75 s; at most 8 pipelined requests are read ahead
+of the one being answered, and those of a client that left are dropped unanswered.
 """
 
 from __future__ import annotations
@@ -133,7 +135,9 @@ class _Connection(asyncio.Protocol):
         self.incoming: _Incoming | None = None
         self.queue: deque[_Exchange] = deque()
         self.serving: asyncio.Task[None] | None = None
-        self.reading = True
+        self.paused: set[str] = set()
+        """Why reading is paused: "pipeline" (too many requests read ahead), "body" (a body read
+        ahead of its handler), "refused" (a request that could not be read). Empty: reading."""
         self.last_request = False
         """No request after those queued is read (an Upgrade request, a parse error, shutdown)."""
         self.refusal: HttpError | None = None
@@ -152,6 +156,7 @@ class _Connection(asyncio.Protocol):
         self._arm(KEEPALIVE_SECONDS, self.abort)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Requests not being answered yet are dropped, with every body read."""
         self.server.connections.discard(self)
         self._disarm()
         self.last_request = True
@@ -159,6 +164,8 @@ class _Connection(asyncio.Protocol):
         for body in (self.incoming.body if self.incoming else None, *(e.incoming.body for e in self.queue)):
             if body is not None:
                 body.abort()
+        while len(self.queue) > (self.serving is not None):
+            self.queue.pop()
 
     def pause_writing(self) -> None:
         self.drained.clear()
@@ -211,13 +218,12 @@ class _Connection(asyncio.Protocol):
         route = self.server.router.resolve(method, target.raw_path)
         declared = headers.get("Content-Length", "")
         incoming.body = Body(route[0].max_body if route is not None else MAX_BODY_BYTES,
-                             int(declared) if declared.isdigit() else None)
+                             int(declared) if declared.isdigit() else None, self._hold_body)
         request = Request(method, target, headers, self.transport, route, incoming.body,
                           self._continue if headers.get("Expect", "").lower() == "100-continue" else None)
         self.queue.append(_Exchange(request, incoming, self.parser.should_keep_alive()))
-        if len(self.queue) > MAX_PIPELINED and self.reading:
-            self.reading = False
-            self.transport.pause_reading()
+        if len(self.queue) > MAX_PIPELINED:
+            self._pause("pipeline")
         if self.serving is None:
             self.serving = asyncio.ensure_future(self._serve())
 
@@ -245,9 +251,8 @@ class _Connection(asyncio.Protocol):
                     return
                 self._write(exchange.request.method, response,
                             close=self.last_request and not self.queue and self.refusal is None)
-                if not self.reading and len(self.queue) <= MAX_PIPELINED and self.transport is not None:
-                    self.reading = True
-                    self.transport.resume_reading()
+                if len(self.queue) <= MAX_PIPELINED:
+                    self._resume("pipeline")
             if self.last_request:
                 self._finish()
         finally:
@@ -282,8 +287,8 @@ class _Connection(asyncio.Protocol):
             self.incoming.body.abort()
         if self.serving is None:
             self._finish()
-        elif self.transport is not None:
-            self.transport.pause_reading()
+        else:
+            self._pause("refused")
 
     def _finish(self) -> None:
         if self.refusal is not None:
@@ -292,10 +297,12 @@ class _Connection(asyncio.Protocol):
 
     def _close(self) -> None:
         """Closes after the last response: the sending side at once, the receiving side when
-        the client stops sending or after LINGER_SECONDS. Closing both while a body the
-        server did not read still arrives would reset the connection, and the client could
-        lose the answer."""
+        the client stops sending or after LINGER_SECONDS (what it sends meanwhile is read and
+        dropped). Closing both while a body the server did not read still arrives would reset
+        the connection, and the client could lose the answer."""
         self.last_request = True
+        if self.incoming is not None and self.incoming.body is not None:
+            self.incoming.body.abort()
         transport = self.transport
         if transport is None or transport.is_closing():
             return
@@ -303,10 +310,27 @@ class _Connection(asyncio.Protocol):
             transport.close()
             return
         transport.write_eof()
-        if not self.reading:
-            self.reading = True
+        if self.paused:
+            self.paused.clear()
             transport.resume_reading()
         self._arm(LINGER_SECONDS, self.abort)
+
+    def _hold_body(self, held: bool) -> None:
+        if held:
+            self._pause("body")
+        else:
+            self._resume("body")
+
+    def _pause(self, reason: str) -> None:
+        if not self.paused and self.transport is not None:
+            self.transport.pause_reading()
+        self.paused.add(reason)
+
+    def _resume(self, reason: str) -> None:
+        if reason in self.paused:
+            self.paused.discard(reason)
+            if not self.paused and self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
 
     def _head_too_slow(self) -> None:
         self._refuse(fail(408, f"request headers not received within {self.server.head_seconds} s"))
