@@ -2,12 +2,14 @@
 memory (issue 40, item 9), side by side for several source trees (say main's and a branch's).
 
 For each tree (`--src DIR`, first on the broker's PYTHONPATH) a fresh `magnetar standalone`
-with token authentication on is sent, on `--connections` connections at once and without
-credentials: `--pipelined` small GETs (answers never read), then `--uploads` function
-uploads of 64 MiB each (POST /admin/v3/functions/..., Content-Length 64 MiB, no
+with token authentication on, holding one 3 MB message, is sent on `--connections`
+connections at once, each with a 4 KB receive buffer never read: three peeks at that message
+(with the super user's token: their answers outgrow the socket's buffers, so the broker stops
+answering), `--pipelined` GETs without credentials, then `--uploads` function uploads of
+64 MiB each without credentials (POST /admin/v3/functions/..., Content-Length 64 MiB, no
 `Expect: 100-continue`), written until the broker stops reading them. The broker's resident
 memory is read before, once every connection is stalled (`attack_mb`), and after the clients
-left (`after_mb`: once the broker's connections are closed, then `--settle` seconds later).
+left (once the broker's connections are closed, then `--settle` seconds later).
 
     .venv/bin/python benchmarks/hostile_http_bench.py --src /work/main/src --src src
 
@@ -28,25 +30,32 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import jwt
+import pulsar
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from procfs import rss_kb
+from procfs import established, rss_kb
 from standalone import Standalone
 
 UPLOAD = 64 * 1024 * 1024
 CHUNK = 1024 * 1024
 
 
-def attack(admin_url: str, pipelined: int, uploads: int, stalled: threading.Event) -> None:
-    """One connection: the GETs, then the uploads, until a write blocks for 2 s (the broker
-    stopped reading) or all is written."""
+def attack(admin_url: str, token: str, pipelined: int, uploads: int, stalled: threading.Event) -> None:
+    """One connection: the peeks, the GETs, then the uploads, until a write blocks for 2 s
+    (the broker stopped reading) or all is written."""
     parts = urlsplit(admin_url)
-    sock = socket.create_connection((parts.hostname, parts.port))
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect((parts.hostname, parts.port))
     sock.settimeout(2)
     head = (b"POST /admin/v3/functions/public/default/f%d HTTP/1.1\r\nHost: x\r\n"
             b"Content-Type: multipart/form-data; boundary=b\r\nContent-Length: %d\r\n\r\n")
     chunk = b"x" * CHUNK
+    peek = (f"GET /admin/v2/persistent/public/default/big/examinemessage?initialPosition=earliest HTTP/1.1\r\n"
+            f"Host: x\r\nAuthorization: Bearer {token}\r\n\r\n").encode()
     try:
-        sock.sendall(b"GET /admin/v2/tenants HTTP/1.1\r\nHost: x\r\n\r\n" * pipelined)
+        sock.sendall(peek * 3 + b"GET /admin/v2/tenants HTTP/1.1\r\nHost: x\r\n\r\n" * pipelined)
         for n in range(uploads):
             sock.sendall(head % (n, UPLOAD))
             for _ in range(UPLOAD // CHUNK):
@@ -58,20 +67,11 @@ def attack(admin_url: str, pipelined: int, uploads: int, stalled: threading.Even
     sock.close()
 
 
-def connections_of(pid: int, port: int) -> int:
-    """The broker's TCP connections on `port` that are established (from /proc/PID/net/tcp)."""
-    count = 0
-    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
-        local, state = line.split()[1], line.split()[3]
-        if int(local.split(":")[1], 16) == port and state == "01":
-            count += 1
-    return count
-
-
 def run(src: str, connections: int, pipelined: int, uploads: int, settle: float) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "secret.key"
         key.write_bytes(secrets.token_bytes(32))
+        token = jwt.encode({"sub": "admin"}, key.read_bytes(), algorithm="HS256")
         env = {"PYTHONPATH": os.pathsep.join([str(Path(src).resolve()), os.environ.get("PYTHONPATH", "")])}
         config = ["authenticationEnabled=true", "authenticationProviders=token", "authorizationEnabled=true",
                   "superUserRoles=admin", f"tokenSecretKey=file://{key}"]
@@ -79,6 +79,10 @@ def run(src: str, connections: int, pipelined: int, uploads: int, settle: float)
         pid = broker.proc.pid
         port = urlsplit(broker.admin_url).port
         try:
+            client = pulsar.Client(broker.url, authentication=pulsar.AuthenticationToken(token),
+                                   logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+            client.create_producer("persistent://public/default/big", batching_enabled=False).send(b"m" * (3 << 20))
+            client.close()
             before = rss_kb(pid) / 1024
             done = threading.Event()
             events, threads = [], []
@@ -86,7 +90,8 @@ def run(src: str, connections: int, pipelined: int, uploads: int, settle: float)
                 stalled = threading.Event()
                 stalled.wait_closed = done  # type: ignore[attr-defined]
                 events.append(stalled)
-                threads.append(threading.Thread(target=attack, args=(broker.admin_url, pipelined, uploads, stalled)))
+                threads.append(threading.Thread(target=attack,
+                                                args=(broker.admin_url, token, pipelined, uploads, stalled)))
             start = time.perf_counter()
             for thread in threads:
                 thread.start()
@@ -97,7 +102,7 @@ def run(src: str, connections: int, pipelined: int, uploads: int, settle: float)
             for thread in threads:
                 thread.join()
             deadline = time.monotonic() + 30
-            while connections_of(pid, port) and time.monotonic() < deadline:
+            while established(pid, port) and time.monotonic() < deadline:
                 time.sleep(0.05)
             closed_mb = rss_kb(pid) / 1024
             time.sleep(settle)
@@ -112,7 +117,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", action="append", required=True, help="a source tree (its src/ directory)")
     parser.add_argument("--connections", type=int, default=1)
-    parser.add_argument("--pipelined", type=int, default=740)
+    parser.add_argument("--pipelined", type=int, default=4,
+                        help="GETs between the peeks and the uploads (more than 8 keep the uploads unread)")
     parser.add_argument("--uploads", type=int, default=4)
     parser.add_argument("--settle", type=float, default=5.0, help="seconds after the clients left")
     args = parser.parse_args()
