@@ -12,20 +12,15 @@ without a token: 401 without one, 403 exactly where the row says the role may no
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import quote
 
 import pytest
 from admin_http import http
-from security_helpers import AUTHZ_SETTINGS, admin_json, build_scene, client_as
+from security_helpers import AUTHZ_SETTINGS, admin_json, admin_routes, build_scene, client_as, route_body, route_url
 from standalone import Standalone
 
-from magnetar.admin.server import AdminServer
-from magnetar.broker.config import ServiceConfiguration
-from magnetar.broker.service.broker_service import BrokerService
 from magnetar.functions.routes import ROUTES as FUNCTION_ROUTES
 
 TOPIC = "persistent://t1/ns/probe"
@@ -136,21 +131,9 @@ MAY: dict[tuple[str, str], frozenset[str]] = {
     **{(method, FUNCTION + "/state/{key}"): ADMINS for method in ("GET", "POST", "DELETE")},
     ("POST", FUNCTION + "/counter/{key}"): ADMINS,
 }
-PARAMS = {"domain": "persistent", "subscription": "sub", "role": "someone", "ledger": "0", "entry": "0",
-          "count": "1", "n": "1", "seconds": "1", "timestamp": "0", "cluster": "standalone", "version": "0",
-          "name": "fn", "instance": "0", "key": "k"}
-BODIES = {"/admin/v2/tenants/{tenant}": {"adminRoles": ["scratch-admin"], "allowedClusters": ["standalone"]},
-          "permissions/{role}": ["consume"],
-          **{path: {"type": "STRING", "schema": ""} for path in ("/schema", "/compatibility", "/version")}}
-
-
 def _served_routes(data_dir: Path) -> set[tuple[str, str]]:
     """Every route of the admin API and of the functions worker, as (method, pattern without regexes)."""
-    service = BrokerService(ServiceConfiguration(), data_dir)
-    try:
-        routes = {(route.method, route.canonical) for route in AdminServer(service).router.routes}
-    finally:
-        service.factory.close()
+    routes = admin_routes(data_dir)
     unregexed = (re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path) for _, path, _ in FUNCTION_ROUTES)
     return routes | {(method, path) for (method, _, _), path in zip(FUNCTION_ROUTES, unregexed, strict=True)}
 
@@ -180,16 +163,6 @@ def broker(signer, tmp_path_factory) -> Iterator[Standalone]:
     broker.stop()
 
 
-def _url(path: str, allowed: frozenset[str]) -> str:
-    """Routes only admins may call act on scratch resources, so that what they change or
-    delete does not disturb the routes walked after them: t1/scratch, where the roles hold
-    the grants they hold in t1/ns (a route wrongly open to them shows there too)."""
-    scratch = allowed <= ADMINS
-    values = {**PARAMS, "tenant": "scratch" if path.startswith("/admin/v2/tenants/") else "t1",
-              "namespace": "scratch" if scratch else "ns", "topic": "scratch" if scratch else "probe"}
-    return re.sub(r"\{(\w+)\}", lambda match: quote(values[match.group(1)]), path)
-
-
 def _scratch(broker: Standalone, signer) -> None:
     """t1/scratch as build_scene makes t1/ns, with its topic and subscription (again after a walk
     that deleted them)."""
@@ -208,9 +181,8 @@ def test_each_role_may_call_what_its_row_says(broker, signer, role):
     _scratch(broker, signer)
     problems = []
     for (method, path), allowed in sorted(MAY.items(), key=lambda row: ORDER[row[0][0]]):
-        url = _url(path, allowed)
-        body = next((body for suffix, body in BODIES.items() if path.endswith(suffix)), None)
-        status, _, content = http(method, broker.admin_url + url, None if body is None else json.dumps(body).encode(),
+        url = route_url(path, scratch=allowed <= ADMINS)  # t1/scratch: the roles hold their grants there too
+        status, _, content = http(method, broker.admin_url + url, route_body(path),
                                   headers=signer.bearer(role) if role else {})
         expected = 401 if role is None else None if role in allowed else 403
         refused = status if status in (401, 403) else None
