@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from urllib.parse import quote, urlsplit
@@ -16,6 +17,10 @@ import pytest
 from admin_http import get_json, http
 from procfs import rss_kb
 from standalone import Standalone
+
+from magnetar.admin.web import MAX_BODY_BYTES
+from magnetar.admin.web.server import MAX_HEAD_BYTES
+from magnetar.functions.routes import MAX_CODE_BYTES
 
 BUDGET = 2  # webServiceRequestTimeoutSeconds: how long a client may take to send its headers
 
@@ -228,3 +233,72 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(broker):
         grown_mb = (rss_kb(broker.proc.pid) - rss_before) / 1024
     assert blocked and grown_mb < 24, f"blocked: {blocked}, broker RSS +{grown_mb:.1f} MB"
     assert get_json(f"{broker.admin_url}/admin/v2/clusters") == ["standalone"]
+
+
+# -- every limit on both sides of its edge (issue 42): at the limit is taken, one byte more refused
+
+def _head_of(size: int, target: bytes = b"/admin/v2/clusters") -> bytes:
+    """A GET whose target and header lines (name, value, ": " and CRLF each) count `size`
+    bytes, what MAX_HEAD_BYTES bounds; the padding is one header."""
+    fixed = len(target) + len(b"Host") + len(b"x") + 4 + len(b"X-Pad") + 4
+    return b"GET " + target + b" HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * (size - fixed) + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize(("size", "status"), [(MAX_HEAD_BYTES, 200), (MAX_HEAD_BYTES + 1, 431)])
+def test_the_head_limit_at_its_edge(broker, size, status):
+    with _connect(broker) as sock:
+        sock.sendall(_head_of(size))
+        responses, _ = _read(sock, 1)
+    assert responses[0][0] == status
+
+
+@pytest.mark.parametrize(("size", "status"), [(MAX_HEAD_BYTES, 404), (MAX_HEAD_BYTES + 1, 431)])
+def test_the_target_limit_at_its_edge(broker, size, status):
+    """The request target alone counts against the same limit (a long path is a 404 within it)."""
+    target = b"/" + b"t" * (size - len(b"Host") - len(b"x") - 4 - 1)
+    with _connect(broker) as sock:
+        sock.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        responses, _ = _read(sock, 1)
+    assert responses[0][0] == status
+
+
+def _chunked(body: bytes, size: int = 65536) -> bytes:
+    return b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + size]), body[i:i + size])
+                    for i in range(0, len(body), size)) + b"0\r\n\r\n"
+
+
+def _upload(broker, method: str, path: str, body: bytes, *, chunked: bool, content_type: str) -> int:
+    framing = b"Transfer-Encoding: chunked" if chunked else b"Content-Length: %d" % len(body)
+    with _connect(broker) as sock:
+        sock.sendall(b"%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n%s\r\n\r\n"
+                     % (method.encode(), path.encode(), content_type.encode(), framing))
+        sender = threading.Thread(target=sock.sendall, args=(_chunked(body) if chunked else body,))
+        sender.start()  # the answer may come before all is sent (413): read it meanwhile
+        responses, _ = _read(sock, 1)
+        sender.join()
+    return responses[0][0]
+
+
+def _json_text(size: int) -> bytes:
+    """A JSON string of `size` bytes: well formed, and not what the route takes (400 or 412)."""
+    return b'"' + b"a" * (size - 2) + b'"'
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+@pytest.mark.parametrize("extra", [0, 1], ids=["at-the-limit", "one-over"])
+def test_the_body_limit_of_a_json_route_at_its_edge(broker, chunked, extra):
+    status = _upload(broker, "PUT", "/admin/v2/tenants/edge", _json_text(MAX_BODY_BYTES + extra), chunked=chunked,
+                     content_type="application/json")
+    assert status == 413 if extra else status in (400, 412), status
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["content-length", "chunked"])
+@pytest.mark.parametrize("extra", [0, 1], ids=["at-the-limit", "one-over"])
+def test_the_function_upload_limit_at_its_edge(broker, chunked, extra):
+    """Function code is a multipart upload of up to MAX_CODE_BYTES: a body of exactly that
+    is read (and refused for what it holds: no functionConfig part), one byte more is 413."""
+    body = b"--b\r\nContent-Disposition: form-data; name=\"data\"; filename=\"f.py\"\r\n\r\n"
+    body += b"#" * (MAX_CODE_BYTES + extra - len(body) - len(b"\r\n--b--\r\n")) + b"\r\n--b--\r\n"
+    status = _upload(broker, "POST", "/admin/v3/functions/public/default/edge", body, chunked=chunked,
+                     content_type="multipart/form-data; boundary=b")
+    assert status == 413 if extra else status == 400, status
