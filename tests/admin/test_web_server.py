@@ -5,6 +5,7 @@ property). Raw sockets, with responses read by llhttp's response parser."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -15,7 +16,7 @@ from urllib.parse import quote, urlsplit
 import httptools
 import pytest
 from admin_http import get_json, http
-from procfs import rss_kb
+from procfs import established, rss_kb
 from standalone import Standalone
 
 from magnetar.admin.web import MAX_BODY_BYTES
@@ -186,6 +187,38 @@ def test_headers_that_trickle_in_are_cut_off(broker):
     assert f"within {BUDGET}" in _reason(responses[0])
 
 
+def test_a_connection_that_sends_nothing_is_closed_within_the_budget(broker):
+    """A new connection's first request must come within the request budget (idle sockets
+    once held their place for the 75 s of an idle keep-alive)."""
+    with _connect(broker) as sock:
+        responses, closed = _read(sock, 1)
+    assert responses[0][0] == 408 and closed
+
+
+def test_connections_past_max_http_server_connections_are_closed(broker_factory):
+    limited = broker_factory("maxHttpServerConnections=3")
+    held = [_connect(limited) for _ in range(3)]
+    try:
+        with _connect(limited) as refused, contextlib.suppress(ConnectionResetError):
+            assert refused.recv(1) == b""  # closed before anything is read
+        held.pop().close()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the broker has seen that one leave
+            with _connect(limited) as sock:
+                sock.sendall(b"GET /admin/v2/clusters HTTP/1.1\r\nHost: x\r\n\r\n")
+                try:
+                    responses, _ = _read(sock, 1)
+                except ConnectionResetError:
+                    continue
+                if responses:
+                    break
+        assert responses[0][0] == 200
+    finally:
+        for sock in held:
+            sock.close()
+    assert "admin API connections refused: 3 are open (maxHttpServerConnections)" in limited.log()
+
+
 def test_a_message_property_cannot_inject_a_response_header(broker, client_factory):
     """Peeking shows properties as X-Pulsar-PROPERTY-* headers: a line break in one is refused
     (500 naming no header), never written into the response."""
@@ -216,14 +249,15 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(broker):
     """Pipelined requests whose answers pile up unread: once the kernel's buffers and the
     transport's are full the server stops answering and reading, so the client's sending
     blocks and the broker's memory stays flat (a server that kept answering would hold
-    every answer, ~10 KB each here, in memory)."""
+    every answer, ~10 KB each here, in memory); after the request budget without the client
+    taking its answers, the server drops the connection."""
     request = b"GET /admin/v2/brokers/configuration/runtime HTTP/1.1\r\nHost: x\r\n\r\n" * 100
     rss_before = rss_kb(broker.proc.pid)
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         parts = urlsplit(broker.admin_url)
         sock.connect((parts.hostname, parts.port))
-        sock.settimeout(3)
+        sock.settimeout(BUDGET / 4)
         deadline, blocked = time.monotonic() + 20, False
         while not blocked and time.monotonic() < deadline:
             try:
@@ -231,7 +265,51 @@ def test_a_client_that_does_not_read_its_answers_is_not_read_either(broker):
             except TimeoutError:
                 blocked = True
         grown_mb = (rss_kb(broker.proc.pid) - rss_before) / 1024
-    assert blocked and grown_mb < 24, f"blocked: {blocked}, broker RSS +{grown_mb:.1f} MB"
+        assert blocked and grown_mb < 24, f"blocked: {blocked}, broker RSS +{grown_mb:.1f} MB"
+        _dropped_while_read_slowly(broker, sock)
+    assert get_json(f"{broker.admin_url}/admin/v2/clusters") == ["standalone"]
+
+
+def _dropped_while_read_slowly(broker, sock: socket.socket) -> None:
+    """While `sock` takes a byte every 10 ms, the broker drops its end of the connection."""
+    stop = threading.Event()
+
+    def read_slowly() -> None:
+        sock.settimeout(1)
+        with contextlib.suppress(OSError):
+            while not stop.is_set() and sock.recv(1):
+                time.sleep(0.01)
+
+    reader = threading.Thread(target=read_slowly)
+    reader.start()
+    port = urlsplit(broker.admin_url).port
+    deadline = time.monotonic() + BUDGET + 30
+    try:
+        while established(broker.proc.pid, port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not established(broker.proc.pid, port), "the broker still serves a client that does not read"
+    finally:
+        stop.set()
+        reader.join()
+
+
+def test_a_client_that_reads_a_byte_at_a_time_is_cut_off(broker, client_factory):
+    """Four peeks at a 3 MB message, pipelined, their answers read a byte every 10 ms: once
+    the socket's buffers are full they are not taken within the request budget, and the
+    connection is dropped (it once stayed open, 12 MB of answers held, for the 33 hours such
+    a client takes)."""
+    topic = "persistent://public/default/slow-reader"
+    client = client_factory(broker.url)
+    client.subscribe(topic, "s").close()
+    client.create_producer(topic, batching_enabled=False).send(b"m" * (3 * 1024 * 1024))
+    peek = (b"GET /admin/v2/persistent/public/default/slow-reader/examinemessage?initialPosition=earliest "
+            b"HTTP/1.1\r\nHost: x\r\n\r\n")
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        parts = urlsplit(broker.admin_url)
+        sock.connect((parts.hostname, parts.port))
+        sock.sendall(peek * 4)
+        _dropped_while_read_slowly(broker, sock)
     assert get_json(f"{broker.admin_url}/admin/v2/clusters") == ["standalone"]
 
 

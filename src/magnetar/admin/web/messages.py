@@ -97,6 +97,7 @@ class Body:
 
     def __init__(self, limit: int, declared: int | None, hold: Callable[[bool], None]) -> None:
         self.limit = limit
+        self.declared = declared
         self.data = bytearray()
         self.received = 0
         self.complete = asyncio.get_running_loop().create_future()

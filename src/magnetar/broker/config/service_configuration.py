@@ -78,8 +78,11 @@ class ServiceConfiguration:
     superUserRoles: list[str] = field(default_factory=list)
     # /metrics asks for credentials (any authenticated role), as Pulsar's does
     authenticateMetricsEndpoint: bool = False
-    # magnetar's own: an admin request (its body included) must end within this
+    # magnetar's own: an admin request (its body included) must end within this, its answer be
+    # taken by the client within it too, and a new connection send its first request's headers
     webServiceRequestTimeoutSeconds: int = 30
+    # admin API connections at once (Pulsar's key and default; 0 = no limit): past it, closed at once
+    maxHttpServerConnections: int = 2048
     maxMessageSize: int = 5 * 1024 * 1024
     keepAliveIntervalSeconds: int = 30
     # connection limits (0 = none, Pulsar's default)
@@ -272,7 +275,8 @@ class ServiceConfiguration:
         if 0 < self.maxNumPartitionsPerPartitionedTopic < self.defaultNumPartitions:
             raise ConfigError(f"defaultNumPartitions ({self.defaultNumPartitions}) exceeds "
                               f"maxNumPartitionsPerPartitionedTopic ({self.maxNumPartitionsPerPartitionedTopic})")
-        for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
+        for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic",
+                     "maxHttpServerConnections"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
         for name in ("managedLedgerMinLedgerRolloverTimeMinutes", "journalMaxGroupWaitMSec"):
