@@ -3,10 +3,12 @@ Pulsar deployment signs them (PyJWT, not the broker's code), clients, round trip
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
@@ -14,6 +16,7 @@ import jwt
 import pulsar
 import pytest
 from admin_http import http
+from standalone import Standalone
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
@@ -141,3 +144,16 @@ def admin_routes(data_dir: Path) -> set[tuple[str, str]]:
         return {(route.method, route.canonical) for route in AdminServer(service).router.routes}
     finally:
         service.factory.close()
+
+
+@contextlib.contextmanager
+def scene_broker(data_dir: Path, signer: TokenSigner, *config: str) -> Iterator[Standalone]:
+    """A broker with authorization on and build_scene's t1/ns, stopped after; whatever its
+    tests did, its log must hold no traceback."""
+    broker = Standalone(data_dir, [*AUTHZ_SETTINGS, signer.setting, *config]).start()
+    try:
+        build_scene(broker.admin_url, signer)
+        yield broker
+        assert "Traceback" not in broker.log()
+    finally:
+        broker.stop()

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 from admin_http import http
 from procfs import established, rss_kb
-from security_helpers import AUTHZ_SETTINGS, build_scene, client_as
+from security_helpers import client_as, scene_broker
 from standalone import Standalone
 
 UPLOAD = 64 * 1024 * 1024
@@ -27,16 +27,13 @@ PEEK = "/admin/v2/persistent/t1/ns/big/examinemessage?initialPosition=earliest"
 
 @pytest.fixture(scope="module")
 def broker(signer, tmp_path_factory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("http") / "data", [*AUTHZ_SETTINGS, signer.setting]).start()
-    build_scene(broker.admin_url, signer)
-    client = client_as(broker.url, signer, "app")
-    try:
-        client.create_producer("persistent://t1/ns/big", batching_enabled=False).send(b"m" * (3 * 1024 * 1024))
-    finally:
-        client.close()
-    yield broker
-    assert "Traceback" not in broker.log()
-    broker.stop()
+    with scene_broker(tmp_path_factory.mktemp("http") / "data", signer) as broker:
+        client = client_as(broker.url, signer, "app")
+        try:
+            client.create_producer("persistent://t1/ns/big", batching_enabled=False).send(b"m" * (3 * 1024 * 1024))
+        finally:
+            client.close()
+        yield broker
 
 
 class Attacker:

@@ -17,7 +17,7 @@ import pulsar
 import pytest
 from admin_http import http
 from rawclient import RawClient
-from security_helpers import AUTHZ_SETTINGS, build_scene, client_as
+from security_helpers import client_as, scene_broker
 from standalone import Standalone
 
 import magnetar.client
@@ -30,11 +30,8 @@ LIMIT = 10_000  # schemaMaxFields' default
 
 @pytest.fixture(scope="module")
 def broker(signer, tmp_path_factory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("schemas") / "data", [*AUTHZ_SETTINGS, signer.setting]).start()
-    build_scene(broker.admin_url, signer)
-    yield broker
-    assert "Traceback" not in broker.log()
-    broker.stop()
+    with scene_broker(tmp_path_factory.mktemp("schemas") / "data", signer) as broker:
+        yield broker
 
 
 def wide(fields: int, prefix: str = "f", optional: int = 0) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from admin_http import http
-from security_helpers import AUTHZ_SETTINGS, admin_json, admin_routes, build_scene, client_as, route_body, route_url
+from security_helpers import admin_json, admin_routes, build_scene, client_as, route_body, route_url, scene_broker
 from standalone import Standalone
 
 from magnetar.functions.routes import ROUTES as FUNCTION_ROUTES
@@ -146,21 +146,18 @@ def test_every_served_route_has_a_row(tmp_path):
 
 @pytest.fixture(scope="module")
 def broker(signer, tmp_path_factory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("roles") / "data",
-                        [*AUTHZ_SETTINGS, signer.setting, "authenticateMetricsEndpoint=true"]).start()
-    build_scene(broker.admin_url, signer)
-    build_scene(broker.admin_url, signer, "t2/ns")
-    status, body = admin_json("POST", f"{broker.admin_url}/admin/v2/namespaces/t2/ns/permissions/t2-app",
-                              signer.bearer("admin"), ["produce", "consume"])
-    assert status == 204, body
-    client = client_as(broker.url, signer, "app")
-    try:
-        client.subscribe(TOPIC, "sub").close()
-        client.create_producer(TOPIC, batching_enabled=False).send(b"m")
-    finally:
-        client.close()
-    yield broker
-    broker.stop()
+    with scene_broker(tmp_path_factory.mktemp("roles") / "data", signer, "authenticateMetricsEndpoint=true") as broker:
+        build_scene(broker.admin_url, signer, "t2/ns")
+        status, body = admin_json("POST", f"{broker.admin_url}/admin/v2/namespaces/t2/ns/permissions/t2-app",
+                                  signer.bearer("admin"), ["produce", "consume"])
+        assert status == 204, body
+        client = client_as(broker.url, signer, "app")
+        try:
+            client.subscribe(TOPIC, "sub").close()
+            client.create_producer(TOPIC, batching_enabled=False).send(b"m")
+        finally:
+            client.close()
+        yield broker
 
 
 def _scratch(broker: Standalone, signer) -> None:
