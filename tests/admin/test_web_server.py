@@ -219,6 +219,39 @@ def test_connections_past_max_http_server_connections_are_closed(broker_factory)
     assert "admin API connections refused: 3 are open (maxHttpServerConnections)" in limited.log()
 
 
+DEEP = b"[" * 100_000
+
+
+@pytest.mark.parametrize(("method", "path", "body", "status"), [
+    ("POST", "/admin/v2/namespaces/public/default/messageTTL", DEEP, 400),
+    ("PUT", "/admin/v2/tenants/deep", DEEP, 400),
+    ("POST", "/admin/v2/schemas/public/default/deep/schema", DEEP, 400),
+    ("POST", "/admin/v2/schemas/public/default/deep/compatibility", DEEP, 400),
+    ("POST", "/admin/v2/schemas/public/default/deep/schema",
+     json.dumps({"type": "KEY_VALUE", "schema": "[" * 100_000, "properties": {}}).encode(), 422),
+], ids=["policy", "tenant", "schema", "compatibility", "key-value-sides"])
+def test_json_nested_beyond_the_parser_is_a_400_not_a_server_error(broker, method, path, body, status):
+    """JSON nested deeper than the interpreter's stack once answered 500 with a traceback in
+    the log; it is as malformed as any other body."""
+    got, _, content = http(method, f"{broker.admin_url}{path}", body)
+    assert got == status, content
+    assert "nested too deeply" in json.loads(content)["reason"] or status == 422
+    assert "Traceback" not in broker.log()
+
+
+def test_a_key_value_side_nested_deeply_is_shown_as_text(broker):
+    """A BYTES side holds anything; shown back, it is text when it is no JSON this broker reads."""
+    deep_side = "[" * 100_000
+    payload = {"type": "KEY_VALUE", "schema": json.dumps({"key": deep_side, "value": ""}),
+               "properties": {"key.schema.type": "BYTES", "value.schema.type": "BYTES"}}
+    path = f"{broker.admin_url}/admin/v2/schemas/public/default/deep-side/schema"
+    status, _, content = http("POST", path, json.dumps(payload).encode())
+    assert status == 200, content
+    status, _, content = http("GET", path)
+    assert status == 200, content
+    assert json.loads(json.loads(content)["data"])["key"] == deep_side
+
+
 def test_a_message_property_cannot_inject_a_response_header(broker, client_factory):
     """Peeking shows properties as X-Pulsar-PROPERTY-* headers: a line break in one is refused
     (500 naming no header), never written into the response."""

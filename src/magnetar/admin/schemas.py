@@ -154,7 +154,7 @@ def _user(request: web.Request) -> str:
 def _key_value_payload(definition: str, properties: dict[str, str]) -> SchemaData:
     try:
         sides = json.loads(definition)
-    except ValueError:
+    except (ValueError, RecursionError):
         sides = None
     if not isinstance(sides, dict) or not {"key", "value"} <= sides.keys():
         raise InvalidSchemaError('a KEY_VALUE schema is the JSON object {"key": ..., "value": ...} of two definitions')
@@ -189,5 +189,5 @@ def _data(schema: SchemaData) -> str:
 def _side_json(data: bytes) -> Any:
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return data.decode("utf-8", "replace")

@@ -216,10 +216,13 @@ class Request:
             raise fail(400, f"the body is not {self.charset} text: {exc}") from None
 
     async def json(self) -> Any:
+        text = await self.text()
         try:
-            return json.loads(await self.text())
+            return json.loads(text)
         except ValueError as exc:
             raise fail(400, f"the body is not JSON: {exc}") from None
+        except RecursionError:
+            raise fail(400, "the body is not JSON this server reads: it is nested too deeply") from None
 
     async def post(self) -> dict[str, str]:
         """The fields of an application/x-www-form-urlencoded body (of a repeated one, the first)."""
