@@ -229,7 +229,8 @@ DEEP = b"[" * 100_000
     ("POST", "/admin/v2/schemas/public/default/deep/compatibility", DEEP, 400),
     ("POST", "/admin/v2/schemas/public/default/deep/schema",
      json.dumps({"type": "KEY_VALUE", "schema": "[" * 100_000, "properties": {}}).encode(), 422),
-], ids=["policy", "tenant", "schema", "compatibility", "key-value-sides"])
+    ("POST", "/admin/v3/functions/public/default/deep/counter/k", DEEP, 400),
+], ids=["policy", "tenant", "schema", "compatibility", "key-value-sides", "function-counter"])
 def test_json_nested_beyond_the_parser_is_a_400_not_a_server_error(broker, method, path, body, status):
     """JSON nested deeper than the interpreter's stack once answered 500 with a traceback in
     the log; it is as malformed as any other body."""
