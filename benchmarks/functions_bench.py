@@ -1,16 +1,19 @@
-"""An identity Pulsar Function against the same work done by a plain consume-produce script
-with the official client: messages a second and CPU a message of the process doing it.
+"""An identity Pulsar Function with its instance sandboxed (functionInstanceIsolation=
+bubblewrap) and not (=none), against the same work done by a plain consume-produce script
+with the official client: what the isolation costs at start and a message, side by side.
 
-Each run fills an input topic with `--messages` messages (100 bytes, batched), then starts
-the consumer of that backlog: either a function deployed on the standalone's worker
-(`def process(input): return input`, bytes in and out through a pass-through serde, or
-`--serde identity` for Pulsar's default IdentitySerDe), or the script below in a process of
-its own (receive, send_async to the output, acknowledge on the receipt: the at-least-once
-loop an instance runs). Both are timed the same way, from the first output message to the
-last as a consumer of the output sees them, with the CPU of the working process (/proc)
-read at both moments, so start-up counts for neither. Kinds alternate run by run so drift
-in the machine's speed falls on both; prints one JSON object with medians, the ratios
-(function / script) and the load average before and after.
+Two standalones run, one a setting. Each run fills an input topic with `--messages` messages
+(100 bytes, batched), then starts the consumer of that backlog: a function deployed on one of
+the workers (`def process(input): return input`, bytes in and out through a pass-through
+serde, or `--serde identity` for Pulsar's default IdentitySerDe), or the script below in a
+process of its own (receive, send_async to the output, acknowledge on the receipt: the
+at-least-once loop an instance runs). A function's start is timed from the create request:
+`create_s` until it answers (the worker checks the code in a child process started as an
+instance is), `consuming_s` until the instance has subscribed. Draining is timed the same
+way for all kinds, from the first output message to the last as a consumer of the output
+sees them, with the CPU of the working process (/proc) read at both moments, so start-up
+counts for none. The order of kinds turns run by run so drift in the machine's speed falls
+on all; prints one JSON object with medians, the ratios and the load average before and after.
 
     .venv/bin/python benchmarks/functions_bench.py --messages 20000 --runs 3
 """
@@ -29,10 +32,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pulsar
-from _broker_process import PAYLOAD, cpu_seconds, official_client, start_standalone
+from _broker_process import PAYLOAD, Standalone, cpu_seconds, official_client, start_standalone
+from procfs import descendants
 
-from magnetar.admin.client import AdminClient
+from magnetar.admin.client import AdminClient, AdminError
 from magnetar.admin.functions_client import FunctionsAdmin
+
+ISOLATIONS = ("bubblewrap", "none")
 
 FUNCTION = '''
 class Bytes:
@@ -82,8 +88,30 @@ def drain(output: pulsar.Consumer, count: int, pid_of: Callable[[], int]) -> tup
     return (count - 1) / seconds, cpu / (count - 1) * 1e6
 
 
-def run_function(client: pulsar.Client, functions: FunctionsAdmin, data_dir: Path, code: Path, run: int,
-                 count: int, serde: str) -> tuple[float, float]:
+def instance_pid(broker: Standalone) -> int:
+    """The instance's Python process (under bwrap's two, when sandboxed)."""
+    assert broker.proc is not None
+    for pid in descendants(broker.proc.pid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"magnetar.functions.bootstrap" in argv and not argv[0].endswith(b"bwrap"):
+            return pid
+    raise RuntimeError("no instance process found")
+
+
+def consuming(admin: AdminClient, topic: str, subscription: str) -> bool:
+    try:
+        return bool(admin.stats(topic)["subscriptions"].get(subscription, {}).get("consumers"))
+    except AdminError:  # not created yet
+        return False
+
+
+def run_function(client: pulsar.Client, broker: Standalone, code: Path, run: int, count: int,
+                 serde: str) -> tuple[float, float, float, float]:
+    """(messages a second, CPU us a message, seconds to create, seconds until consuming)."""
+    functions = FunctionsAdmin(AdminClient(broker.admin_url))
     name, source, sink = f"identity{run}", f"fn-in-{run}", f"fn-out-{run}"
     fill(client, source, count)
     output = client.subscribe(sink, "bench")
@@ -91,10 +119,14 @@ def run_function(client: pulsar.Client, functions: FunctionsAdmin, data_dir: Pat
               "inputs": [source], "output": sink, "subscriptionPosition": "Earliest"}
     if serde == "bytes":
         config.update(customSerdeInputs={source: "identity.Bytes"}, outputSerdeClassName="identity.Bytes")
+    started = time.perf_counter()
     functions.create(config, code)
-    stats = data_dir / "functions" / "public" / "default" / name / "stats-0.json"
+    created = time.perf_counter()
+    while not consuming(functions.admin, source, f"public/default/{name}"):
+        time.sleep(0.005)
+    subscribed = time.perf_counter()
     try:
-        return drain(output, count, lambda: json.loads(stats.read_text())["pid"])
+        return (*drain(output, count, lambda: instance_pid(broker)), created - started, subscribed - started)
     finally:
         output.close()
         functions.delete("public", "default", name)
@@ -120,30 +152,49 @@ def main() -> None:
     parser.add_argument("--serde", choices=("bytes", "identity"), default="bytes")
     args = parser.parse_args()
     load_before = os.getloadavg()
+    kinds = [*ISOLATIONS, "script"]
+    results: dict[str, list[tuple[float, ...]]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory() as scratch:
         code = Path(scratch) / "identity.py"
         code.write_text(FUNCTION)
-        broker = start_standalone(Path(scratch) / "data", [])
-        client = official_client(broker.url)
-        functions = FunctionsAdmin(AdminClient(broker.admin_url))
-        results: dict[str, list[tuple[float, float]]] = {"function": [], "script": []}
+        brokers = {kind: start_standalone(Path(scratch) / kind, [f"functionInstanceIsolation={kind}"])
+                   for kind in ISOLATIONS}
+        client = official_client(brokers["none"].url)
+        clients = {kind: official_client(broker.url) for kind, broker in brokers.items()}
         try:
             for run in range(args.runs):
-                results["function"].append(run_function(client, functions, broker.data_dir, code, run,
-                                                        args.messages, args.serde))
-                results["script"].append(run_script(client, broker.url, run, args.messages))
+                for kind in kinds[run % 3:] + kinds[:run % 3]:
+                    if kind == "script":
+                        results[kind].append(run_script(client, brokers["none"].url, run, args.messages))
+                    else:
+                        results[kind].append(run_function(clients[kind], brokers[kind], code, run, args.messages,
+                                                          args.serde))
         finally:
-            client.close()
-            broker.stop()
-    summary = {kind: {"msg_per_s": round(statistics.median(r[0] for r in runs)),
-                      "cpu_us_per_msg": round(statistics.median(r[1] for r in runs), 1),
-                      "runs": [[round(rate), round(cpu, 1)] for rate, cpu in runs]}
-               for kind, runs in results.items()}
+            for opened in (client, *clients.values()):
+                opened.close()
+            for broker in brokers.values():
+                broker.stop()
+    summary: dict[str, dict[str, object]] = {}
+    for kind, runs in results.items():
+        summary[kind] = {"msg_per_s": round(statistics.median(r[0] for r in runs)),
+                         "cpu_us_per_msg": round(statistics.median(r[1] for r in runs), 1),
+                         "runs": [[round(value, 3 if i > 1 else 1 if i else 0) for i, value in enumerate(r)]
+                                  for r in runs]}
+        if kind != "script":
+            summary[kind].update(create_s=round(statistics.median(r[2] for r in runs), 3),
+                                 consuming_s=round(statistics.median(r[3] for r in runs), 3))
+
+    def ratio(kind: str, other: str, key: str) -> float | None:
+        """None when the other is 0 (CPU is read in clock ticks: a tiny run may count none)."""
+        denominator = float(summary[other][key])  # type: ignore[arg-type]
+        return round(float(summary[kind][key]) / denominator, 2) if denominator else None  # type: ignore[arg-type]
+
     print(json.dumps({
         "messages": args.messages, "serde": args.serde, **summary,
-        "rate_ratio_function_to_script": round(summary["function"]["msg_per_s"] / summary["script"]["msg_per_s"], 2),
-        "cpu_ratio_function_to_script": round(summary["function"]["cpu_us_per_msg"]
-                                              / summary["script"]["cpu_us_per_msg"], 2),
+        "rate_ratio_bubblewrap_to_none": ratio("bubblewrap", "none", "msg_per_s"),
+        "cpu_ratio_bubblewrap_to_none": ratio("bubblewrap", "none", "cpu_us_per_msg"),
+        "start_ratio_bubblewrap_to_none": ratio("bubblewrap", "none", "consuming_s"),
+        "rate_ratio_function_to_script": ratio("none", "script", "msg_per_s"),
         "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
     }, indent=2))
 

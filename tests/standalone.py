@@ -40,9 +40,11 @@ class Standalone:
     tls_url: str = ""
     admin_tls_url: str = ""
     plaintext: bool = True  # False: no --port/--http-port flags, so `brokerServicePort=` can turn them off
+    log_dir: Path | None = None  # where the log goes (default: beside the data dir); elsewhere for a disk let fill
 
     def start(self) -> Standalone:
-        self.log_path = self.data_dir.parent / f"{self.data_dir.name}-broker-{time.monotonic_ns()}.log"
+        log_dir = self.log_dir or self.data_dir.parent
+        self.log_path = log_dir / f"{self.data_dir.name}-broker-{time.monotonic_ns()}.log"
         args = [sys.executable, "-m", "magnetar", "standalone", "--data-dir", str(self.data_dir)]
         if self.plaintext:
             args += ["--port", str(self.port), "--http-port", "0"]

@@ -12,6 +12,7 @@ from magnetar.broker.entry_metadata import EntryMetadataStamper
 from magnetar.broker.policies.resources import NamespaceResources
 from magnetar.broker.policies.topic_policies import TopicPolicies
 from magnetar.broker.topics.context import BrokerContext
+from magnetar.broker.topics.full_disk import FullDisk
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.storage import ManagedLedger, ManagedLedgerFactory
 from magnetar.wire.topic_name import TopicName
@@ -23,7 +24,8 @@ def broker_context(factory: ManagedLedgerFactory, config: ServiceConfiguration) 
     return BrokerContext(config, store, TopicPolicies(store, NamespaceResources(store), config),
                          EntryMetadataStamper(config.brokerEntryMetadataInterceptors),
                          EntryFilterProvider(config.entryFilterNames),
-                         lambda ledger: BuiltinCompactionService(ledger, factory, options))
+                         lambda ledger: BuiltinCompactionService(ledger, factory, options),
+                         FullDisk(factory.disk_space))
 
 
 def load_topic(factory: ManagedLedgerFactory, ledger: ManagedLedger, config: ServiceConfiguration) -> PersistentTopic:

@@ -27,7 +27,7 @@ MAGNETAR = {
                       "retention schemas security server subscriptions tenants topics web web.messages web.routing "
                       "web.server",
     "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
-    "magnetar.broker.auth": ". authentication authorization operations",
+    "magnetar.broker.auth": ". authentication authorization issued operations",
     "magnetar.broker.compaction": ". manager options service",
     "magnetar.broker.config": ". loading properties service_configuration",
     "magnetar.broker.delayed_delivery": ".",
@@ -35,8 +35,8 @@ MAGNETAR = {
     "magnetar.broker.monitors": ". backlog_quota compaction inactivity message_expiry periodic retention revalidation",
     "magnetar.broker.policies": ". backlog_quota resources retention topic_policies",
     "magnetar.broker.service": ". broker_service collector config_checks",
-    "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context loop_bridge "
-                              "positions producer stats topic_limits",
+    "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context full_disk "
+                              "loop_bridge positions producer stats topic_limits",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
                                          "key_shared_dispatcher message_expiry persistent_subscription "
                                          "persistent_topic shared_dispatcher single_active_dispatcher",
@@ -50,7 +50,8 @@ MAGNETAR = {
     "magnetar.plugins": ".",
     # the registry's model and rules; avro itself loads with the first Avro schema
     "magnetar.schemas": ". bounded_cache compatibility definitions errors model protocol registry",
-    "magnetar.storage": ". appends compacted_ledger config cursor entry_cache entry_reader errors faults file_pool "
+    "magnetar.storage": ". appends compacted_ledger config cursor disk_space entry_cache entry_reader errors faults "
+                        "file_pool "
                         "group_commit layout ledger ledger_files ledger_ids ledger_recovery ledger_slot "
                         "ledger_trimmer managed_ledger managed_ledger_factory message_finder metadata_store "
                         "position range_set rollover space_reserve",

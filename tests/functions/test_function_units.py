@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pulsar.functions.serde import IdentitySerDe, PickleSerDe
 
-from magnetar.functions import loader
+from magnetar.functions import loader, package, stats
 from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
 from magnetar.functions.instance import full_topic, sequence_id
 from magnetar.functions.stats_view import prometheus
@@ -33,7 +33,9 @@ def test_pulsars_defaults() -> None:
     assert config(retainOrdering=True).failover and config(processingGuarantees="EFFECTIVELY_ONCE").failover
     assert config(subName="mine").subscription == "mine"
     assert config(customSerdeInputs={"other": "s.S"}).input_topics == ["in", "other"]
-    assert config(jar="ignored.jar", resources={"cpu": 1}).name == "f"  # Pulsar fields without meaning here
+    assert config(jar="ignored.jar", customRuntimeOptions="{}").name == "f"  # Pulsar fields without meaning here
+    assert config(resources={"cpu": 1}).scratch_bytes == 256 << 20
+    assert config(resources={"disk": 2 << 20}).scratch_bytes == 2 << 20
 
 
 @pytest.mark.parametrize(("fields", "named"), [
@@ -53,6 +55,10 @@ def test_pulsars_defaults() -> None:
     ({"py": "code.jar"}, ".py, .zip or .whl"),
     ({"runtime": "JAVA"}, "PYTHON"),
     ({"inptus": ["x"]}, "inptus"),
+    ({"runtimeFlags": "-X importtime"}, "runtimeFlags"),
+    ({"resources": {"disk": 10}}, "resources.disk"),
+    ({"resources": {"gpu": 1}}, "resources.gpu"),
+    ({"resources": {"ram": True}}, "resources.ram"),
 ])
 def test_refusals_name_the_field(fields: dict[str, object], named: str) -> None:
     with pytest.raises(ConfigError, match=named):
@@ -199,3 +205,70 @@ def test_user_metric_names_become_valid_prometheus_names() -> None:
     assert any(line.startswith("pulsar_function_user_metric_latency_ms_sum{") and line.endswith(" 1.5")
                for line in samples)
     assert any(line.startswith("pulsar_function_last_invocation{") and line.endswith(" 0") for line in samples)
+
+
+@pytest.mark.parametrize(("py", "shown", "stored"), [
+    ("exclamation.py", "exclamation.py", "exclamation.py"),
+    ("/home/me/code/exclamation.py", "exclamation.py", "exclamation.py"),
+    ("../../../etc/cron.d/x.py", "x.py", "x.py"),
+    ("C:\\code\\fn.zip", "fn.zip", "fn.zip"),
+    ("..\\..\\x.whl", "x.whl", "x.whl"),
+    ("a b.py", "a b.py", "function.py"),
+    ("....py", "....py", "function.py"),
+    (".hidden.py", ".hidden.py", "function.py"),
+])
+def test_the_code_is_stored_under_a_plain_name(py: str, shown: str, stored: str) -> None:
+    made = config(py=py)
+    assert made.py == shown
+    assert package.stored_name(made.py) == stored
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "", "a\x00", "x" * 256, "a b"])
+def test_names_that_are_no_directory_of_their_own_are_refused(name: str) -> None:
+    for key in ("tenant", "namespace", "name"):
+        with pytest.raises(ConfigError, match=key):
+            config(**{key: name})
+
+
+def test_class_names_are_read_from_the_code_without_importing_it(tmp_path: Path) -> None:
+    """`className` and serdes must be classes or functions the uploaded code defines (re-exports
+    between its modules included), never a name imported from elsewhere; nothing is imported."""
+    wheel = tmp_path / "dep-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("dep_serdes.py", "class Serde:\n    pass\n")
+    code = tmp_path / "fn.zip"
+    with zipfile.ZipFile(code, "w") as archive:
+        archive.writestr("fn/src/pkg_x/__init__.py", "from .impl import Fn\nfrom os import system\nraise SystemExit\n")
+        archive.writestr("fn/src/pkg_x/impl.py", "import sys\ntry:\n    class Fn:\n        pass\nexcept Exception:\n"
+                                                 "    pass\n")
+        archive.writestr("fn/src/mod_x.py", "def process(value):\n    return value\n")
+        archive.writestr("fn/src/broken_x.py", "def (:\n")
+        archive.write(wheel, f"fn/deps/{wheel.name}")
+    for class_name, serdes in (("pkg_x.Fn", ["dep_serdes.Serde"]), ("pkg_x.impl.Fn", []), ("mod_x", []),
+                               ("mod_x.process", ["pkg_x.Fn"])):
+        package.check_names(code, class_name, serdes)
+    for class_name, serdes, reason in (
+            ("pkg_x.system", [], "names no class or function defined in the uploaded code"),
+            ("os.system", [], "os is a module of Python or of the function runtime"),
+            ("magnetar.functions.instance.Instance", [], "magnetar is a module of Python or of the function runtime"),
+            ("mod_x.process", ["mod_x.process"], "mod_x.process is a function; a serde must be a class"),
+            ("broken_x.F", [], "module broken_x cannot be parsed")):
+        with pytest.raises(package.PackageError, match=re.escape(reason)):
+            package.check_names(code, class_name, serdes)
+    assert not {"pkg_x", "mod_x", "dep_serdes", "broken_x"} & set(sys.modules)
+
+
+@pytest.mark.parametrize(("line", "kept"), [
+    (b'{"numReceived": 3, "averageLatency": 1.5}', {"numReceived": 3, "averageLatency": 1.5}),
+    (b'{"numReceived": "3\\nfake 1", "lastInvocationTime": true}', {}),
+    (b'{"numReceived": -1, "averageLatency": NaN}', {}),
+    (b'{"latestUserExceptions": [{"exceptionString": "boom", "timestampMs": 5}, {"exceptionString": 3}]}',
+     {"latestUserExceptions": [{"exceptionString": "boom", "timestampMs": 5}]}),
+    (b'{"userMetrics": {"m": {"sum": 2, "count": 1}, "bad": {"sum": "x", "count": 1}}}',
+     {"userMetrics": {"m": {"sum": 2.0, "count": 1}}}),
+    (b"[1, 2]", None), (b"not json", None), (b"[" * 100_000, None), (b'{"a": "' + b"x" * 300_000 + b'"}', None),
+])
+def test_a_stats_line_keeps_only_values_of_the_right_type(line: bytes, kept: dict[str, object] | None) -> None:
+    """What an instance sends on its stats pipe is read as a client's input: the function's
+    code could send anything there."""
+    assert stats.parse(line) == kept

@@ -64,7 +64,7 @@ def send_all(client: pulsar.Client, topic: str, values: list[str], rng: random.R
     producer.close()
 
 
-def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: pulsar.Client) -> None:
+def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: pulsar.Client, tmp_path: Path) -> None:
     rng = random.Random()
     url = fn_broker.admin_url
     created = magnetar_admin(url, "functions", "create", "--name", "excl", "--py", str(CODE / "exclamation.py"),
@@ -98,6 +98,10 @@ def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: p
 
     triggered = magnetar_admin(url, "functions", "trigger", "--name", "excl", "--trigger-value", "hello")
     assert triggered.stdout.strip() == "hello!", triggered.stderr
+    downloaded = magnetar_admin(url, "functions", "download", "--name", "excl", "--destination-file",
+                                str(tmp_path / "got.py"))
+    assert downloaded.returncode == 0, downloaded.stderr
+    assert (tmp_path / "got.py").read_bytes() == (CODE / "exclamation.py").read_bytes()
 
     assert magnetar_admin(url, "functions", "stop", "--name", "excl").returncode == 0
     assert status(admin, "excl")["numRunning"] == 0
@@ -110,6 +114,7 @@ def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: p
         admin.status("public", "default", "excl")
     assert refused.value.status == 404
     assert admin.admin.subscriptions("excl-in") == [], "cleanupSubscription, on by default, as in Pulsar"
+    assert not (fn_broker.data_dir / "functions" / "public" / "default" / "excl").exists(), "nor its files"
 
 
 def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:
@@ -212,12 +217,15 @@ def test_bad_code_and_config_are_refused_at_create(fn_broker: Standalone, tmp_pa
         return refused.value.reason
 
     assert "no_such_module_anywhere" in refusal(CODE / "broken.py", className="broken.process")
-    assert "has no Nope" in refusal(CODE / "exclamation.py", className="exclamation.Nope")
-    assert "no module named 'missing'" in refusal(CODE / "exclamation.py", className="missing.Function")
+    nothing = "names no class or function defined in the uploaded code"
+    assert f"exclamation.Nope {nothing} (its modules: exclamation)" in refusal(CODE / "exclamation.py",
+                                                                            className="exclamation.Nope")
+    assert f"missing.Function {nothing}" in refusal(CODE / "exclamation.py", className="missing.Function")
     empty_zip = tmp_path / "fn.zip"
     with zipfile.ZipFile(empty_zip, "w") as archive:
         archive.writestr("fn/src/other.py", "x = 1\n")
-    assert "no module named 'exclamation'" in refusal(empty_zip, className="exclamation.ExclamationFunction")
+    assert refusal(empty_zip, className="exclamation.ExclamationFunction").endswith(f"{nothing} (its modules: "
+                                                                                    "fn.src.other, other, src.other)")
     assert "processingGuarantees" in refusal(CODE / "exclamation.py", className="exclamation.ExclamationFunction",
                                             processingGuarantees="SOMETIMES")
     assert "Namespace nope/ns does not exist" in refusal(CODE / "exclamation.py", className="exclamation.Nope",
@@ -290,7 +298,7 @@ def test_update_restart_and_state_verbs(fn_broker: Standalone, client: pulsar.Cl
     wait_consumers(admin.admin, config, 2)
     producer.send(b"b")
     assert receive_all(out, 1)[0].data() == b"shout:b"
-    with pytest.raises(AdminError, match="no module named 'gone'"):
+    with pytest.raises(AdminError, match=r"className gone\.F names no class or function defined in the uploaded code"):
         admin.update({**config, "className": "gone.F"})
     assert admin.get("public", "default", "upd")["className"] == "plain.shout", "a refused update changes nothing"
 
@@ -369,3 +377,26 @@ def test_effectively_once_retries_a_failed_message_in_order(fn_broker: Standalon
     assert shown["numRestarts"] == 1
     assert any("first try of e-7 fails" in e["exceptionString"] for e in shown["latestUserExceptions"])
     admin.delete("public", "default", "eo-retry")
+
+
+def test_at_least_once_keeps_an_input_whose_output_failed(fn_broker: Standalone, client: pulsar.Client) -> None:
+    """ATLEAST_ONCE acknowledges an input once its output is stored: an output the broker
+    refuses (here the output topic was terminated after the first one) leaves the input to
+    come back, and fail again, rather than be acknowledged and lost (issue 40's audit found no
+    test that would notice)."""
+    admin = functions_admin(fn_broker.admin_url)
+    deploy(admin, "alo", "exclamation.py", "exclamation.ExclamationFunction", inputs=["alo-in"], output="alo-out")
+    out = client.subscribe("alo-out", "check")
+    producer = client.create_producer("alo-in")
+    producer.send(b"stored")
+    assert receive_all(out, 1)[0].data() == b"stored!"
+    admin.admin.terminate("alo-out")
+    producer.send(b"refused")
+
+    def failures() -> int:
+        return status(admin, "alo")["instances"][0]["status"]["numSystemExceptions"]
+
+    assert wait_for(lambda: failures() >= 3, timeout=30), "refused, redelivered, refused again..."
+    assert admin.admin.stats("alo-in")["subscriptions"]["public/default/alo"]["msgBacklog"] == 1, "never acknowledged"
+    assert "output to alo-out failed" in status(admin, "alo")["instances"][0]["status"]["latestSystemExceptions"][-1][
+        "exceptionString"]

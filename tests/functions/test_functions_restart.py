@@ -8,14 +8,17 @@ import json
 import os
 import random
 import signal
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
 import pytest
-from fn_helpers import deploy, functions_admin, make_client, status, wait_consumers
+from fn_helpers import CODE, deploy, functions_admin, make_client, status, wait_consumers
 from polling import wait_for
+from procfs import descendants
 from standalone import Standalone
 
 from magnetar.admin.client import AdminError
@@ -31,15 +34,16 @@ def brokers() -> Iterator[list[Standalone]]:
             broker.stop()
 
 
-def start(brokers: list[Standalone], data_dir: Path) -> Standalone:
-    broker = Standalone(data_dir).start()
+def start(brokers: list[Standalone], data_dir: Path, *config: str) -> Standalone:
+    broker = Standalone(data_dir, list(config)).start()
     brokers.append(broker)
     return broker
 
 
-def instance_pids(data_dir: Path, name: str) -> list[int]:
-    home = data_dir / "functions" / "public" / "default" / name
-    return [json.loads(path.read_text())["pid"] for path in home.glob("stats-*.json")]
+def instance_pids(broker: Standalone) -> list[int]:
+    """Every process the broker started (instances, their sandboxes), read before it goes."""
+    assert broker.proc is not None
+    return [pid for pid in descendants(broker.proc.pid) if pid != broker.proc.pid]
 
 
 def alive(pid: int) -> bool:
@@ -81,7 +85,8 @@ def test_word_count_state_and_deployment_survive_a_restart(brokers: list[Standal
 
     send(broker.url, 40)
     assert wait_for(lambda: counted(broker.admin_url), timeout=30)
-    pids = instance_pids(data_dir, "wordcount")
+    pids = instance_pids(broker)
+    assert pids
     assert broker.stop() == 0
     assert not any(alive(pid) for pid in pids), "a stopped broker stops its instances"
     assert "function public/default/wordcount:0 stopped (exit code 0)" in broker.log(), "and they end cleanly"
@@ -111,7 +116,8 @@ def test_sigkill_of_the_broker_loses_and_duplicates_nothing_effectively_once(
     producer.flush()
     client.close()
     assert wait_for(lambda: status(admin, "eo")["instances"][0]["status"]["numSuccessfullyProcessed"] >= 50)
-    pids = instance_pids(data_dir, "eo")
+    pids = instance_pids(broker)
+    assert pids
     broker.stop(signal.SIGKILL)
     assert wait_for(lambda: not any(alive(pid) for pid in pids), timeout=10), "instances end with their broker"
 
@@ -129,16 +135,65 @@ def test_sigkill_of_the_broker_loses_and_duplicates_nothing_effectively_once(
     assert Counter(got) == Counter(values)
 
 
-def test_a_stored_function_that_no_longer_loads_neither_stops_the_broker_nor_stays(
+def test_stored_functions_that_no_longer_load_neither_stop_the_broker_nor_stay(
         brokers: list[Standalone], tmp_path: Path) -> None:
+    """What earlier versions could store (a config of other rules, a function named `..`
+    whose start failed with `File exists`, a config naming another function, no code, not
+    JSON at all) is reported and skipped at start; the good one runs; each can be deleted."""
     data_dir = tmp_path / "data"
     data_dir.mkdir()
+    code = (CODE / "exclamation.py").read_bytes()
+    good = {"tenant": "public", "namespace": "default", "name": "good", "className": "exclamation.ExclamationFunction",
+            "inputs": ["good-in"], "py": "exclamation.py"}
+    stored = {"old": ({"name": "old", "planet": "x"}, code), "..": ({**good, "name": ".."}, code),
+              "mismatch": ({**good, "name": "other"}, code), "codeless": ({**good, "name": "codeless"}, None),
+              "good": (good, code)}
     store = SqliteMetadataStore(data_dir / "metadata.db")
-    store.put("/functions/meta/public/default/old", json.dumps({"config": {"name": "old", "planet": "x"}}).encode())
+    for name, (config, package) in stored.items():
+        store.put(f"/functions/meta/public/default/{name}",
+                  json.dumps({"config": config, "functionId": name, "version": 0}).encode())
+        if package is not None:
+            store.put(f"/functions/code/public/default/{name}", package)
+    store.put("/functions/meta/public/default/garbled", b"\xff not json")
     store.close()
+    # what a broker SIGKILLed while bubblewrap set a sandbox up may leave: a process naming the function's files
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                 str(data_dir / "functions" / "public" / "default" / "good" / "package" / "x.py")])
     broker = start(brokers, data_dir)
-    assert "function public/default/old not started: its stored config no longer loads" in broker.log()
+    assert leftover.wait(timeout=10) == -signal.SIGKILL, "the worker sweeps what an earlier broker left"
+    assert f"killed 1 process(es) an earlier broker of this data directory left running: [{leftover.pid}]" in \
+        broker.log()
     admin = functions_admin(broker.admin_url)
-    assert admin.list("public", "default") == ["old"]
-    admin.delete("public", "default", "old")
+    wait_consumers(admin.admin, good, 1)
+    log = broker.log()
+    for name, reason in (("old", "its stored config no longer loads"), ("..", "its stored config no longer loads"),
+                         ("mismatch", "its stored config names another function"),
+                         ("codeless", "its code is missing"), ("garbled", "its stored config no longer loads")):
+        assert f"function public/default/{name} not started: {reason}" in log, name
+    assert sorted(admin.list("public", "default")) == sorted([*stored, "garbled"])
+    with pytest.raises(AdminError) as refused:
+        admin.status("public", "default", "codeless")
+    assert refused.value.status == 400 and "not running" in refused.value.reason
+    for name in [*stored, "garbled"]:
+        admin.delete("public", "default", name)
     assert admin.list("public", "default") == []
+    assert broker.proc is not None and broker.proc.poll() is None
+
+
+@pytest.mark.parametrize("isolation", ["bubblewrap", "none"])
+def test_an_instance_dies_with_its_broker_even_while_it_imports(brokers: list[Standalone], tmp_path: Path,
+                                                                 isolation: str) -> None:
+    """Issue 40 item 4: killed while an instance imported its code, the broker left it alive
+    (it looked for its parent only after the import), to reconnect to the next broker and go
+    on after a DELETE. Sandboxed or not, the instance dies with the broker, in any phase,
+    even while its code keeps every other thread of the process from running."""
+    data_dir = tmp_path / "data"
+    broker = start(brokers, data_dir, f"functionInstanceIsolation={isolation}")
+    admin = functions_admin(broker.admin_url)
+    admin.create({"tenant": "public", "namespace": "default", "name": "slow", "className": "slow_start.process",
+                  "inputs": ["slow-in"]}, CODE / "slow_start.py")
+    assert wait_for(lambda: "importing slowly" in broker.log(), timeout=30)
+    pids = instance_pids(broker)
+    assert pids
+    broker.stop(signal.SIGKILL)
+    assert wait_for(lambda: not any(alive(pid) for pid in pids), timeout=5), "instances end with their broker"

@@ -8,7 +8,9 @@ import time
 import pytest
 
 from magnetar.storage import ManagedLedgerConfig, Position, StorageError
+from magnetar.storage import disk_space as disk_space_module
 from magnetar.storage import ledger as ledger_module
+from magnetar.storage.disk_space import PROBE_BYTES
 from magnetar.storage.errors import StorageFullError
 from magnetar.storage.metadata_store import SqliteMetadataStore
 
@@ -121,3 +123,80 @@ def test_sqlite_full_becomes_storage_full_error(tmp_path):
     with pytest.raises(sqlite3.OperationalError):
         store._conn.execute("SELECT * FROM missing_table")
     store.close()
+
+
+# --- the factory's one record of a full disk (storage.disk_space) ----------------------------------
+
+
+class Told:
+    """A DiskSpace listener keeping what it was told."""
+
+    def __init__(self, space) -> None:
+        self.changes = []
+        space.add_listener(self.changes.append)
+
+    @property
+    def states(self) -> list[bool]:
+        return [change.full for change in self.changes]
+
+
+@pytest.fixture
+def fallocate(monkeypatch, disk):
+    """posix_fallocate (the probe's call) refusing while the stub disk is full; the sizes asked."""
+    sizes = []
+    real = os.posix_fallocate
+
+    def fake(fd: int, offset: int, size: int) -> None:
+        sizes.append(size)
+        if disk.full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, offset, size)
+
+    monkeypatch.setattr(disk_space_module.os, "posix_fallocate", fake)
+    return sizes
+
+
+def test_the_factory_is_told_once_that_the_disk_filled_and_once_that_a_write_landed(open_factory, disk):
+    factory = open_factory()
+    told = Told(factory.disk_space)
+    ml = factory.open(TOPIC)
+    ml.append_sync(b"before")
+    disk.full = True
+    for _ in range(3):
+        with pytest.raises(StorageFullError):
+            ml.append_sync(b"x" * 1000)
+    assert factory.disk_space.full and "No space left" in factory.disk_space.reason
+    assert told.states == [True]
+    disk.full = False
+    retry_until_stored(ml, b"after")
+    assert not factory.disk_space.full
+    assert told.states == [True, False]
+    assert told.changes[1].refused >= 3 and told.changes[1].seconds > 0
+
+
+def test_a_probe_asks_for_the_room_refused_and_ends_a_ledgers_back_off(open_factory, disk, fallocate):
+    factory = open_factory()
+    ml = factory.open(TOPIC)
+    ml.append_sync(b"before")
+    disk.full = True
+    with pytest.raises(StorageFullError):
+        ml.append_sync(b"x" * (3 << 20))
+    ml._space_retry_at = time.monotonic() + 60  # a back-off that would outlast the test
+    assert not factory.disk_space.probe()
+    assert factory.disk_space.full and fallocate[-1] >= 3 << 20  # the room the refused write needed
+    disk.full = False
+    assert factory.disk_space.probe() and not factory.disk_space.full
+    assert ml.append_sync(b"at once") is not None  # not refused inside the back-off
+    assert factory.disk_space.probe() and fallocate[-1] == PROBE_BYTES
+
+
+def test_a_metadata_store_without_room_marks_the_disk_full(open_factory):
+    factory = open_factory()
+    ml = factory.open(TOPIC)
+    conn = factory.metadata_store._conn
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages}")  # the database cannot grow: SQLITE_FULL
+    with pytest.raises(StorageFullError):
+        for i in range(100):
+            ml.open_cursor(f"sub-{i}")
+    assert factory.disk_space.full and "metadata store" in factory.disk_space.reason

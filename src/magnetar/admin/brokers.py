@@ -26,7 +26,7 @@ class BrokersApi:
 
     def routes(self) -> list[web.RouteDef]:
         return [
-            web.get("/admin/v2/brokers/health", self.ok),
+            web.get("/admin/v2/brokers/health", self.health),
             web.get("/admin/v2/brokers/ready", self.ok),
             web.get("/admin/v2/brokers/version", self.version),
             web.get("/admin/v2/brokers/configuration/runtime", self.runtime_configuration),
@@ -35,6 +35,16 @@ class BrokersApi:
         ]
 
     async def ok(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def health(self, _request: web.Request) -> web.Response:
+        """Pulsar's check writes a message and reads it back, and answers 500 with the reason
+        when it cannot; the write is what can fail here, so the check asks storage whether
+        a write fits (broker.topics.full_disk). Readiness (`/ready`) is not affected: a
+        broker with a full disk still serves reads."""
+        reason = await self.service.full_disk.check()
+        if reason is not None:
+            raise fail(500, f"the broker cannot store messages: its disk is full ({reason})")
         return web.Response(text="ok")
 
     async def version(self, _request: web.Request) -> web.Response:

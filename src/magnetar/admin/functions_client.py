@@ -59,6 +59,11 @@ class FunctionsAdmin:
     def get(self, tenant: str, namespace: str, name: str) -> dict[str, Any]:
         return self.admin._json("GET", _path(tenant, namespace, name))
 
+    def download(self, tenant: str, namespace: str, name: str) -> bytes:
+        """The function's code as it was uploaded."""
+        content, _ = self.admin._request("GET", _path(tenant, namespace, name) + "/download")
+        return content
+
     def list(self, tenant: str, namespace: str) -> list[str]:
         return self.admin._json("GET", _path(tenant, namespace))
 

@@ -80,15 +80,25 @@ def number_text(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
-def render(topics: Iterable[AbstractTopic], cache: EntryCache) -> str:
+def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool = True) -> str:
     """All families, each with its HELP and TYPE lines followed by one sample per topic
-    (or per subscription), after the broker-wide ones."""
+    (or per subscription), after the broker-wide ones.
+
+    `pulsar_broker_storage_writable` is 0 while the data dir's disk is full: the broker-wide
+    prefix of Pulsar's aggregated broker metrics (pulsar_broker_storage_size, ...), valued as
+    BookKeeper's bookie_SERVER_STATUS (1 writable, 0 read-only), the gauge a Pulsar operator
+    already alerts on for a full bookie disk."""
     topics = sorted(topics, key=lambda t: str(t.name))
+    broker_labels = label_text([("cluster", CLUSTER)])
     lines = [
         "# HELP pulsar_ml_cache_used_size Bytes the entry cache holds, overhead included "
         "(bounded by managedLedgerCacheSizeMB).",
         "# TYPE pulsar_ml_cache_used_size gauge",
-        f"pulsar_ml_cache_used_size{{{label_text([('cluster', CLUSTER)])}}} {cache.size_bytes}",
+        f"pulsar_ml_cache_used_size{{{broker_labels}}} {cache.size_bytes}",
+        "# HELP pulsar_broker_storage_writable 1 while the broker's disk takes writes, 0 while it is full "
+        "(producers held, /admin/v2/brokers/health failing).",
+        "# TYPE pulsar_broker_storage_writable gauge",
+        f"pulsar_broker_storage_writable{{{broker_labels}}} {int(writable)}",
     ]
     for family in TOPIC_FAMILIES:
         lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]

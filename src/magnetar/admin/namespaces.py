@@ -34,6 +34,7 @@ from magnetar.broker.schema_registry import SCHEMA_AUTO_UPDATE, SCHEMA_COMPATIBI
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.topic_limits import (
     DELAYED_DELIVERY,
+    ENCRYPTION_REQUIRED,
     MAX_CONSUMERS,
     MAX_CONSUMERS_PER_SUBSCRIPTION,
     MAX_PRODUCERS,
@@ -44,6 +45,8 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
 Mode = pb.CommandGetTopicsOfNamespace
+_UNSET = {"encryptionRequired": False}
+"""What GET answers for a policy never set whose field in Pulsar's Policies is a primitive (not null)."""
 _MODES = {"PERSISTENT": Mode.PERSISTENT, "NON_PERSISTENT": Mode.NON_PERSISTENT, "ALL": Mode.ALL}
 
 
@@ -80,6 +83,7 @@ class NamespacesApi:
             ("schemaValidationEnforced", SCHEMA_VALIDATION_ENFORCED, boolean),
             ("isAllowAutoUpdateSchema", SCHEMA_AUTO_UPDATE, boolean),
             ("compactionThreshold", COMPACTION_THRESHOLD, non_negative_int),
+            ("encryptionRequired", ENCRYPTION_REQUIRED, boolean),
         ]
 
     def routes(self) -> list[web.RouteDef]:
@@ -105,9 +109,10 @@ class NamespacesApi:
 
     def _policy_routes(self, path: str, policy: Policy, valid: Validator) -> list[web.RouteDef]:
         policies = self.service.policies
+        unset = _UNSET.get(path)
         return policy_routes(
             f"{NAMESPACE}/{path}", path, valid,
-            lambda request: self.resources.policies(_namespace(request)).get(policy.namespace_field),
+            lambda request: self.resources.policies(_namespace(request)).get(policy.namespace_field, unset),
             lambda request, value: policies.set_namespace_value(_namespace(request), policy, value))
 
     async def list_namespaces(self, request: web.Request) -> web.Response:

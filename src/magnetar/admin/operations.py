@@ -31,7 +31,7 @@ NAMESPACE_POLICIES = {
     ALL_METHODS: ("messageTTL", "deduplication", "entryFilters", "maxProducersPerTopic", "maxConsumersPerTopic",
                   "maxConsumersPerSubscription", "maxUnackedMessagesPerConsumer", "subscriptionExpirationTime",
                   "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
-                  "isAllowAutoUpdateSchema", "compactionThreshold"),
+                  "isAllowAutoUpdateSchema", "compactionThreshold", "encryptionRequired"),
     "GET POST DELETE": ("retention",),
     "GET": ("backlogQuotaMap",),
     "POST DELETE": ("backlogQuota",),

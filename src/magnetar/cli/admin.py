@@ -239,6 +239,11 @@ RESOURCES: dict[str, list[Verb]] = {
              lambda a, n: a.get_namespace_retention(n.namespace), [NAMESPACE]),
         Verb("remove-retention", "remove the namespace's retention",
              lambda a, n: a.remove_namespace_retention(n.namespace), [NAMESPACE]),
+        Verb("set-encryption-required", "refuse (-e) or accept again (-d) unencrypted messages in the namespace",
+             lambda a, n: a.set_namespace_policy(n.namespace, "encryptionRequired", _switch(n.enable, n.disable)),
+             [NAMESPACE, *_ON_OFF]),
+        Verb("get-encryption-required", "show whether the namespace refuses unencrypted messages",
+             lambda a, n: a.get_namespace_policy(n.namespace, "encryptionRequired"), [NAMESPACE]),
     ],
     "topics": [
         Verb("set-retention", "set the topic's retention of consumed data",
@@ -359,7 +364,7 @@ def _print(result: Any, *, as_json: bool) -> None:
         return
     if isinstance(result, Message) or (isinstance(result, list) and result and isinstance(result[0], Message)):
         _print_messages(result if isinstance(result, list) else [result], as_json)
-    elif as_json:
+    elif as_json or isinstance(result, bool):  # true/false, as pulsar-admin prints them
         print(json.dumps(result))
     elif isinstance(result, list):
         for item in result:

@@ -146,6 +146,11 @@ def _trigger(admin: AdminClient, args: argparse.Namespace) -> str:
     return FunctionsAdmin(admin).trigger(*_names(args), value, args.topic)
 
 
+def _download(admin: AdminClient, args: argparse.Namespace) -> str:
+    args.destination_file.write_bytes(FunctionsAdmin(admin).download(*_names(args)))
+    return f"Downloaded successfully to {args.destination_file}"
+
+
 def _put_state(admin: AdminClient, args: argparse.Namespace) -> str:
     if "key" not in args.state:
         raise UsageError('--state needs a "key"')
@@ -159,6 +164,8 @@ FUNCTION_VERBS = [
     Verb("delete", "undeploy a function and its state",
          lambda a, n: FunctionsAdmin(a).delete(*_names(n)) or "Deleted successfully", NAME_ARGS),
     Verb("get", "show a function's config", lambda a, n: FunctionsAdmin(a).get(*_names(n)), NAME_ARGS),
+    Verb("download", "save a function's code to a file", _download,
+         [*NAME_ARGS, arg("--destination-file", dest="destination_file", type=Path, required=True)]),
     Verb("list", "list a namespace's functions",
          lambda a, n: FunctionsAdmin(a).list(n.tenant or "public", n.namespace or "default"),
          [arg("--tenant"), arg("--namespace")]),

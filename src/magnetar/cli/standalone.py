@@ -153,8 +153,7 @@ class Standalone:
 
         assert self.service is not None and self.admin is not None
         advertised = self.service.listeners.resolve(None)
-        return Endpoints(advertised.broker_service_url or advertised.broker_service_url_tls, self.admin.http_url(),
-                         self.config.brokerClientAuthenticationPlugin, self.config.brokerClientAuthenticationParameters)
+        return Endpoints(advertised.broker_service_url or advertised.broker_service_url_tls, self.admin.http_url())
 
     async def stop(self) -> None:
         if self.functions is not None:

@@ -3,7 +3,8 @@
 `from magnetar.client import Client` is the blocking facade (the official API); the
 asyncio core is `magnetar.client.aio`. Both speak only the protocol, so they work against
 Apache Pulsar as well as magnetar. Extras: `Message.index()` / `broker_publish_time()`
-(PIP-70) and `batched_filter_properties` on producers (PIP-191). See docs/client.md.
+(PIP-70) and `batched_filter_properties` on producers (PIP-191); end-to-end encryption
+(`CryptoKeyReader`, `encryption_key=`) as the official clients lay it out. See docs/client.md.
 
 `connection`, `lookup` and `raw_reader` are the blocking single-connection tools the
 Spark source uses.
@@ -25,9 +26,12 @@ from typing import Any
 
 from magnetar.client.aio.letters import DeadLetterPolicy as ConsumerDeadLetterPolicy
 from magnetar.client.blocking import Client, Consumer, Producer, Reader
+from magnetar.client.crypto.context import EncryptionContext, EncryptionKey
+from magnetar.client.crypto.key_reader import CryptoKeyReader, EncryptionKeyInfo
 from magnetar.client.enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     InitialPosition,
     KeySharedMode,
@@ -58,8 +62,13 @@ __all__ = [
     "Client",
     "CompressionType",
     "Consumer",
+    "ConsumerCryptoFailureAction",
     "ConsumerDeadLetterPolicy",
     "ConsumerType",
+    "CryptoKeyReader",
+    "EncryptionContext",
+    "EncryptionKey",
+    "EncryptionKeyInfo",
     "InitialPosition",
     "KeySharedMode",
     "Message",

@@ -65,6 +65,17 @@ class RegexSubscriptionMode(IntEnum):
     AllTopics = 2
 
 
+class ConsumerCryptoFailureAction(IntEnum):
+    """What a consumer does with a message it cannot decrypt (no key reader, or no key opens it)."""
+
+    FAIL = 0
+    """Leave it unacknowledged and undelivered (the unacked-message timeout brings it back)."""
+    DISCARD = 1
+    """Acknowledge it away (validation error DecryptionError), undelivered."""
+    CONSUME = 2
+    """Deliver it as stored (still compressed, a batch as one message) with its encryption context."""
+
+
 class Result(IntEnum):
     """What `send_async` callbacks receive, as `pulsar.Result`."""
 

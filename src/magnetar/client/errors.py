@@ -58,6 +58,7 @@ CumulativeAcknowledgementNotAllowedError = _define(
     "CumulativeAcknowledgementNotAllowedError", Result.CumulativeAcknowledgementNotAllowedError, PulsarException
 )
 Interrupted = _define("Interrupted", Result.Interrupted, PulsarException)
+CryptoError = _define("CryptoError", Result.CryptoError, PulsarException)
 
 # What brokers report, by ServerError.
 UnknownError = _define("UnknownError", Result.UnknownError, PulsarServerError)

@@ -2,7 +2,8 @@
 
 One pass per entry, as the C++ consumer does it: the broker-entry prefix (kept for
 `Message.index()` and `broker_publish_time()`), the checksum, MessageMetadata, then the
-payload, decompressed if `compression` is present and split if `num_messages_in_batch` is.
+payload, decrypted if `encryption_keys` are present, decompressed if `compression` is and
+split if `num_messages_in_batch` is.
 Messages the broker sent although they are already acknowledged (`ack_set` of a
 redelivered batch) or that lie before the consumer's start position are left out here,
 and counted, because their flow permits still have to go back to the broker.
@@ -15,9 +16,10 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+from magnetar.client.enums import ConsumerCryptoFailureAction
 from magnetar.client.message import EntryContext, Message, messages_of
 from magnetar.formats.processor import EntryPayload, ProcessorSet, UnknownFormatError
 from magnetar.wire.batch import BatchMessage, decode_batch, decompressed_payload
@@ -65,14 +67,22 @@ class Decoded(NamedTuple):
     messages: list[Message]
     skipped: int
     """Messages of the entry not handed to the application (permits to give back)."""
-    corrupt: bool
-    """The checksum failed: the entry must be acknowledged with a validation error."""
+    validation_error: int | None = None
+    """The entry must be acknowledged away with this CommandAck.ValidationError (a broken
+    checksum, or an undecryptable entry under crypto_failure_action=DISCARD)."""
+    undecryptable: bool = False
+    """The entry is encrypted and no key of the consumer opens it (whatever the action)."""
+
+
+Decrypt = Callable[[pb.MessageMetadata, memoryview], bytes | None]
+"""An entry's payload decrypted (client.crypto's Decryptor), None when no key opens it."""
 
 
 def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: bytes, *, max_size: int,
                  start: StartFilter | None = None, track_batch_acks: bool = True,
                  chunks: ChunkAssembler | None = None, skip_compacted_out: bool = False,
-                 processors: ProcessorSet | None = None) -> Decoded:
+                 processors: ProcessorSet | None = None, decrypt: Decrypt | None = None,
+                 crypto_failure_action: int = ConsumerCryptoFailureAction.FAIL) -> Decoded:
     """The messages of one entry, as Message objects ready for the receiver queue.
 
     `skip_compacted_out`: leave out the placeholders compaction leaves in batches (as the
@@ -80,48 +90,56 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
     can meet them, so other consumers skip the per-message check.
     `processors` (PIP-96) read entries of other formats; an entry in Pulsar's format takes the
     path it takes without them unless a catch-all processor wants every entry.
+    An encrypted entry is decrypted first (each chunk of a chunked message on its own), by
+    `decrypt`; when that cannot be done, `crypto_failure_action` says what becomes of it.
     Raises PayloadError for an entry no processor reads or its processor refuses.
     """
     try:
         verify_checksum(payload)
     except ValueError:
-        return Decoded([], 1, True)
+        return Decoded([], 1, pb.CommandAck.ChecksumMismatch)
     parsed = parse_entry(payload)
     metadata = parsed.metadata
+    body = parsed.payload
+    if metadata.encryption_keys:
+        plain = None if decrypt is None else decrypt(metadata, body)
+        if plain is None:
+            return _undecryptable(owner, topic, command, parsed, start, crypto_failure_action)
+        body = memoryview(plain)
     mid = command.message_id
     ledger, entry, partition = mid.ledgerId, mid.entryId, mid.partition
     redelivery = command.redelivery_count
     if metadata.HasField("chunk_id") and metadata.num_chunks_from_msg > 1 and chunks is not None:
-        whole = chunks.add(metadata, parsed.payload, WireId(ledger, entry, partition))
+        whole = chunks.add(metadata, body, WireId(ledger, entry, partition))
         if whole is None:
-            return Decoded([], 1, False)
+            return Decoded([], 1)
         first_id, chunk_ids, data = whole
         ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0, ledger, entry,
                            partition, chunk_ids)
         ctx.first_chunk = first_id
         value = decompressed_payload(metadata, data, max_size=max_size)
-        return Decoded([Message.of(ctx, None, value)], 0, False)
-    processed = _processed(parsed, processors, max_size) if processors is not None or metadata.properties else None
+        return Decoded([Message.of(ctx, None, value)], 0)
+    bem = parsed.broker_entry_metadata
+    processed = _processed(bem, metadata, body, processors, max_size) if processors is not None or \
+        metadata.properties else None
     if processed is None and not metadata.HasField("num_messages_in_batch"):
         if start is not None and not start.keeps(ledger, entry, -1):
-            return Decoded([], 1, False)
-        ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, 0, ledger, entry,
-                           partition)
-        value = decompressed_payload(metadata, parsed.payload, max_size=max_size)
-        return Decoded([Message.of(ctx, None, value)], 0, False)
+            return Decoded([], 1)
+        ctx = EntryContext(owner, topic, metadata, bem, redelivery, 0, ledger, entry, partition)
+        value = decompressed_payload(metadata, body, max_size=max_size)
+        return Decoded([Message.of(ctx, None, value)], 0)
     size = metadata.num_messages_in_batch
     if processed is not None:
         batch = processed
     else:
-        batch = decode_batch(decompressed_payload(metadata, parsed.payload, max_size=max_size), size)
+        batch = decode_batch(decompressed_payload(metadata, body, max_size=max_size), size)
     wanted: set[int] | None = set(unacked_indexes(command.ack_set, size)) if len(command.ack_set) else None
     acks = BatchAcks(size) if track_batch_acks else None
     if acks is not None and wanted is not None:
         acks.acked.update(set(range(size)) - wanted)
-    ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata, redelivery, size, ledger, entry,
-                       partition, acks)
+    ctx = EntryContext(owner, topic, metadata, bem, redelivery, size, ledger, entry, partition, acks)
     if wanted is None and start is None and not skip_compacted_out:  # the common case: nothing to check
-        return Decoded(messages_of(ctx, batch), 0, False)
+        return Decoded(messages_of(ctx, batch), 0)
     messages = []
     append = messages.append
     for single, value, index in batch:
@@ -134,19 +152,41 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
                 acks.acked.add(index)
             continue
         append(Message.of(ctx, single, value, index))
-    return Decoded(messages, size - len(messages), False)
+    return Decoded(messages, size - len(messages))
 
 
-def _processed(parsed: ParsedEntry, processors: ProcessorSet | None, max_size: int) -> Sequence[BatchMessage] | None:
-    """The entry's messages by its format's processor; None for Pulsar's format read the usual way."""
+def _undecryptable(owner: Any, topic: str, command: pb.CommandMessage, parsed: ParsedEntry,
+                   start: StartFilter | None, action: int) -> Decoded:
+    """An encrypted entry no key opens. FAIL: not delivered, not acknowledged; DISCARD:
+    acknowledged away; CONSUME: delivered as stored, as one message (a batch too, as the
+    official clients deliver it: its data the ciphertext of the whole batch, its fields the
+    entry's, its id the entry's) whose encryption_context() holds what decrypting it takes.
+    A chunk is delivered on its own, as the Java client does, since each chunk has its own
+    nonce and only chunk by chunk can it be decrypted later."""
+    if action != ConsumerCryptoFailureAction.CONSUME:
+        error = pb.CommandAck.DecryptionError if action == ConsumerCryptoFailureAction.DISCARD else None
+        return Decoded([], 1, error, True)
     metadata = parsed.metadata
+    mid = command.message_id
+    last = metadata.num_messages_in_batch - 1 if metadata.HasField("num_messages_in_batch") else -1
+    if start is not None and not start.keeps(mid.ledgerId, mid.entryId, last):
+        return Decoded([], 1)
+    ctx = EntryContext(owner, topic, metadata, parsed.broker_entry_metadata,
+                       command.redelivery_count, 0, mid.ledgerId, mid.entryId, mid.partition)
+    ctx.decryption_failed = True
+    return Decoded([Message.of(ctx, None, bytes(parsed.payload))], 0, None, True)
+
+
+def _processed(bem: pb.BrokerEntryMetadata | None, metadata: pb.MessageMetadata, body: memoryview,
+               processors: ProcessorSet | None, max_size: int) -> Sequence[BatchMessage] | None:
+    """The entry's messages by its format's processor; None for Pulsar's format read the usual way."""
     fmt = entry_format(metadata)
     if fmt == PULSAR_FORMAT and (processors is None or processors.catch_all is None):
         return None
     if processors is None:
         raise UnknownFormatError(fmt, ())
-    payload = memoryview(decompressed_payload(metadata, parsed.payload, max_size=max_size))
-    return processors.messages(EntryPayload(parsed.broker_entry_metadata, metadata, payload, fmt))
+    payload = memoryview(decompressed_payload(metadata, body, max_size=max_size))
+    return processors.messages(EntryPayload(bem, metadata, payload, fmt))
 
 
 class ChunkAssembler:

@@ -15,6 +15,7 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
+from magnetar.client.crypto.context import EncryptionContext
 from magnetar.client.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -22,8 +23,8 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 class EntryContext:
     """What every message of one entry shares."""
 
-    __slots__ = ("acks", "batch_size", "broker_metadata", "entry", "first_chunk", "ledger", "metadata", "owner",
-                 "partition", "redelivery_count", "topic")
+    __slots__ = ("acks", "batch_size", "broker_metadata", "decryption_failed", "entry", "first_chunk", "ledger",
+                 "metadata", "owner", "partition", "redelivery_count", "topic")
 
     def __init__(self, owner: Any, topic: str, metadata: pb.MessageMetadata,
                  broker_metadata: pb.BrokerEntryMetadata | None, redelivery_count: int, batch_size: int,
@@ -43,6 +44,8 @@ class EntryContext:
         """The batch's BatchAcks (which of its messages were acked), or a chunked message's chunk ids."""
         self.first_chunk: Any = None
         """A chunked message's first chunk id (a wire MessageId)."""
+        self.decryption_failed = False
+        """The entry is encrypted and was delivered undecrypted (crypto_failure_action=CONSUME)."""
 
 
 class Message(tuple):
@@ -141,9 +144,13 @@ class Message(tuple):
     def has_null_value(self) -> bool:
         return self._fields().null_value
 
-    def encryption_context(self) -> None:
-        """Encryption is not supported (yet): always None."""
-        return None
+    def encryption_context(self) -> EncryptionContext | None:
+        """How the message's entry was encrypted, None when it was not (as the official 3.x client)."""
+        ctx = self[1]
+        metadata = ctx.metadata
+        if not metadata.encryption_keys:
+            return None
+        return EncryptionContext(metadata, ctx.decryption_failed)
 
     # -- PIP-70 (the Java client's getIndex / getBrokerPublishTime)
     def index(self) -> int | None:

@@ -11,11 +11,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from magnetar.wire.compression import compress
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+
+class Sealer(Protocol):
+    """Encrypts an entry's payload (client.crypto's Encryptor), after compression."""
+
+    def encrypt(self, metadata: pb.MessageMetadata, payload: bytes) -> bytes:
+        """The sealed payload; sets the encryption fields of `metadata`."""
+        ...
+
+    def overhead(self) -> int:
+        """Bytes sealing adds to an entry (metadata and payload), at most."""
+        ...
 
 
 class PendingMessage:
@@ -73,18 +85,20 @@ def compressed(metadata: pb.MessageMetadata, payload: bytes, compression: int) -
 
 def build_batch_entry(messages: Sequence[PendingMessage], payload: bytes, *, producer_name: str,
                       publish_time: int, compression: int, batch_properties: Sequence[tuple[str, str]] = (),
-                      schema_version: bytes | None = None) -> bytes:
+                      schema_version: bytes | None = None, sealer: Sealer | None = None) -> bytes:
     """The entry of a batch whose (uncompressed) payload is `payload`.
 
     Like the C++ producer: sequence id, partition and ordering key come from the first
-    message, `num_messages_in_batch` is set, the payload is compressed as a whole.
-    `batch_properties` are PIP-191's batched filter properties (the same for every message).
+    message, `num_messages_in_batch` is set, the payload is compressed as a whole, then
+    encrypted as a whole by the `sealer` if any. `batch_properties` are PIP-191's batched
+    filter properties (the same for every message).
     """
     metadata = _entry_metadata(producer_name, messages[0], publish_time, schema_version)
     metadata.num_messages_in_batch = len(messages)
     for key, value in batch_properties:
         metadata.properties.add(key=key, value=value)
-    return build_entry(metadata, compressed(metadata, payload, compression))
+    payload = compressed(metadata, payload, compression)
+    return build_entry(metadata, payload if sealer is None else sealer.encrypt(metadata, payload))
 
 
 def single_metadata(message: PendingMessage, *, producer_name: str, publish_time: int, compression: int,
@@ -105,18 +119,16 @@ def single_metadata(message: PendingMessage, *, producer_name: str, publish_time
     return metadata, compressed(metadata, message.value, compression)
 
 
-def build_single_entry(message: PendingMessage, **kwargs: Any) -> bytes:
-    metadata, payload = single_metadata(message, **kwargs)
-    return build_entry(metadata, payload)
-
-
-def chunk_entries(metadata: pb.MessageMetadata, payload: bytes, max_message_size: int) -> Iterator[bytes]:
+def chunk_entries(metadata: pb.MessageMetadata, payload: bytes, max_message_size: int,
+                  sealer: Sealer | None = None) -> Iterator[bytes]:
     """Split a message bigger than the broker's limit into chunk entries, as the Java client does.
 
     Each chunk's payload is `max_message_size` less the metadata's size (so a chunk entry
     stays within the limit), and every chunk carries `uuid` = producer name + "-" +
     sequence id, `num_chunks_from_msg`, `total_chunk_msg_size` (the compressed size) and
     its `chunk_id`. The caller sends them with CommandSend.is_chunk and one sequence id.
+    With a `sealer`, each chunk is encrypted on its own, as both official clients do (the
+    consumer decrypts chunks before joining them), and its size leaves room for that.
     """
     metadata.uuid = f"{metadata.producer_name}-{metadata.sequence_id}"
     metadata.total_chunk_msg_size = len(payload)
@@ -124,9 +136,11 @@ def chunk_entries(metadata: pb.MessageMetadata, payload: bytes, max_message_size
     metadata.chunk_id = 0
     # Reserve the metadata's size with its chunk fields at their largest.
     metadata.num_chunks_from_msg = metadata.chunk_id = 0x7FFFFFFF
-    chunk_size = max(1, max_message_size - metadata.ByteSize() - 16)
+    sealing = 0 if sealer is None else sealer.overhead()
+    chunk_size = max(1, max_message_size - metadata.ByteSize() - 16 - sealing)
     chunks = max(1, math.ceil(len(payload) / chunk_size))
     metadata.num_chunks_from_msg = chunks
     for chunk_id in range(chunks):
         metadata.chunk_id = chunk_id
-        yield build_entry(metadata, payload[chunk_id * chunk_size:(chunk_id + 1) * chunk_size])
+        chunk = payload[chunk_id * chunk_size:(chunk_id + 1) * chunk_size]
+        yield build_entry(metadata, chunk if sealer is None else sealer.encrypt(metadata, chunk))

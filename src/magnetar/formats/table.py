@@ -47,6 +47,26 @@ BATCH_SIZE = "batch_size"
 a serialized message id carries."""
 EXTRA_COLUMNS = {SCHEMA_VERSION: pa.int64(), BATCH_SIZE: pa.int32()}
 
+Decrypt = Callable[[pb.MessageMetadata, memoryview], bytes | None]
+"""An encrypted entry's payload decrypted, or None when no key opens it (the client's Decryptor)."""
+
+
+class Undecryptable(NamedTuple):
+    """What to do with encrypted entries: `decrypt` them (None: no key), and with one that no
+    key opens, `action`: "consume" (one row of the payload as stored, encrypted and compressed,
+    as the official clients' CONSUME delivers it), "discard" (no row), or "fail"
+    (UndecryptableEntryError)."""
+
+    decrypt: Decrypt | None
+    action: str
+
+
+KEEP_ENCRYPTED = Undecryptable(None, "consume")
+
+
+class UndecryptableEntryError(ValueError):
+    """An encrypted entry no key opens, where the reader was told to fail on one."""
+
 
 class EntryColumnsOfRows(NamedTuple):
     """The columns whose value is the entry's, repeated for each of its rows."""
@@ -141,7 +161,7 @@ class TableBuilder:
 
     def __init__(self, topic: str, partition: int, processors: ProcessorSet | None = None,
                  skip_entry: Callable[[pb.MessageMetadata], bool] | None = None,
-                 extra_columns: Sequence[str] = ()) -> None:
+                 extra_columns: Sequence[str] = (), encrypted: Undecryptable = KEEP_ENCRYPTED) -> None:
         unknown = set(extra_columns) - set(EXTRA_COLUMNS)
         if unknown:
             raise ValueError(f"no such entry column: {', '.join(sorted(unknown))}")
@@ -153,6 +173,7 @@ class TableBuilder:
         self.processors = processors if processors is not None else all_builtins()
         self.skip_entry = skip_entry
         """Rules an entry out from MessageMetadata alone (pushed-down filters)."""
+        self.encrypted = encrypted
         self.entries_decoded = 0
         self.entries_skipped = 0
         self._reset()
@@ -177,21 +198,44 @@ class TableBuilder:
             self.entries_skipped += 1
             return 0
         self.entries_decoded += 1
-        count = self._add_messages(parsed.broker_entry_metadata, metadata, parsed.payload, keep)
+        payload = parsed.payload
+        sealed = False
+        if metadata.encryption_keys:
+            opened = self._decrypted(ledger_id, entry_id, metadata, payload)
+            if opened is None:
+                return 0
+            sealed = opened is payload
+            payload = opened
+        count = self._add_messages(parsed.broker_entry_metadata, metadata, payload, keep, sealed)
         if not count:
             return 0
-        batched = metadata.HasField("num_messages_in_batch") and not metadata.encryption_keys
+        batched = metadata.HasField("num_messages_in_batch") and not sealed
         size = metadata.num_messages_in_batch if batched else 1
         self._entries.add(ledger_id, entry_id, metadata, parsed.broker_entry_metadata, self.rows, count, size, batched)
         self.rows += count
         self.bytes += max(len(entry), metadata.uncompressed_size)
         return count
 
+    def _decrypted(self, ledger_id: int, entry_id: int, metadata: pb.MessageMetadata,
+                   payload: memoryview) -> memoryview | None:
+        """The plaintext to read; the payload itself for an entry kept as stored; None for none."""
+        decrypt, action = self.encrypted
+        plain = None if decrypt is None else decrypt(metadata, payload)
+        if plain is not None:
+            return memoryview(plain)
+        if action == "discard":
+            return None
+        if action == "fail":
+            raise UndecryptableEntryError(
+                f"{self.topic}: entry {ledger_id}:{entry_id} is encrypted and "
+                f"{'no private key was given' if decrypt is None else 'the private key given does not open it'}")
+        return payload
+
     def _add_messages(self, bem: pb.BrokerEntryMetadata | None, metadata: pb.MessageMetadata,
-                      payload: memoryview, keep: Collection[int] | None) -> int:
-        """The entry's per-message columns; returns how many messages it holds."""
-        if metadata.encryption_keys:
-            # Only the producer's key can open it: one row carrying the ciphertext as stored.
+                      payload: memoryview, keep: Collection[int] | None, sealed: bool) -> int:
+        """The entry's per-message columns; returns how many messages it holds. A `sealed`
+        (still encrypted) entry is one row carrying its payload as stored."""
+        if sealed:
             self._pending.add_whole_entry(metadata, payload)
             return 1
         fmt = entry_format(metadata) if metadata.properties else PULSAR_FORMAT

@@ -11,12 +11,15 @@ from typing import Any
 
 from magnetar.admin import web
 from magnetar.admin.responses import fail, no_content
-from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
+from magnetar.admin.security import PRINCIPAL
+from magnetar.functions.config import ConfigError, FunctionConfig, check_name, parse_json_flag
+from magnetar.functions.package import stored_name
 from magnetar.functions.stats_view import function_stats, instance_stats
 from magnetar.functions.worker import FunctionNotFound, FunctionsWorker
 
 log = logging.getLogger("magnetar.functions")
 TRIGGER_TIMEOUT_MS = 10_000
+MAX_JSON_PART_BYTES = 1024 * 1024
 
 
 class FunctionsApi:
@@ -25,36 +28,55 @@ class FunctionsApi:
 
     # -- deployments
     async def list(self, request: web.Request) -> web.Response:
-        info = request.match_info
+        info = _names(request)
         return web.json_response(self.worker.store.names(info["tenant"], info["namespace"]))
 
     async def create(self, request: web.Request) -> web.Response:
+        fqfn = _fqfn(request)
         parts = await _multipart(request)
         config = _config(request, parts)
         code = parts.get("data")
         if not code:
             raise fail(400, "Function package is not provided (multipart part `data`)")
-        if self.worker.store.get(config.fqfn) is not None:
+        if self.worker.store.get(fqfn) is not None:
             raise fail(400, f"Function {config.name} already exists")
-        config.py = config.py or parts.get("data.filename") or f"{config.name}.py"
+        # the name the code was uploaded under, as Pulsar's worker keeps it (pulsar-admin sends `py` as the path
+        # it read the file from): a display name and a hint, the worker picks the stored name from it
+        config.py = parts.get("data.filename") or config.py or f"{config.name}.py"
         with _refusals():
-            await self.worker.create(_check_config(config), code)
+            await self.worker.create(_check_config(config), code, _role(request))
         return no_content()
 
     async def update(self, request: web.Request) -> web.Response:
+        fqfn = _fqfn(request)
         parts = await _multipart(request)
         changes = _json_part(parts, "functionConfig")
-        fqfn = _fqfn(request)
         code = parts.get("data") or None
-        if code is not None and parts.get("data.filename"):
-            changes["py"] = parts["data.filename"]
+        if code is not None:
+            changes["py"] = parts.get("data.filename") or changes.get("py")
         with _refusals():
-            await self.worker.update(fqfn, {**changes, **_names(request)}, code)
+            await self.worker.update(fqfn, {**changes, **_names(request)}, code, _role(request))
         return no_content()
 
-    async def delete(self, request: web.Request) -> web.Response:
+    async def download(self, request: web.Request) -> web.Response:
+        """The code as it was uploaded (pulsar-admin's `functions download`)."""
+        fqfn = _fqfn(request)
         with _refusals():
-            await self.worker.delete(_fqfn(request))
+            config = self.worker.deployment(fqfn).config
+        code = self.worker.store.code(fqfn)
+        if code is None:
+            raise fail(404, f"Function {fqfn} has no code stored")
+        name = stored_name(config.py or f"{config.name}.py")  # a plain file name, safe in a header
+        return web.Response(body=code, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    async def delete(self, request: web.Request) -> web.Response:
+        """Also a function stored under a name that is no longer valid (by an earlier version):
+        that one is only taken out of the store."""
+        info = request.match_info
+        stored = f"{info['tenant']}/{info['namespace']}/{info['name']}"
+        fqfn = stored if self.worker.store.exists(stored) else _fqfn(request)
+        with _refusals():
+            await self.worker.delete(fqfn)
         return no_content()
 
     async def get(self, request: web.Request) -> web.Response:
@@ -101,29 +123,31 @@ class FunctionsApi:
         value = parts.get("dataStream") or parts.get("data")
         if value is None:
             raise fail(400, "Trigger data is not provided (`data` or `dataStream`)")
-        topic = (parts.get("topic") or b"").decode() or (config.input_topics or [""])[0]
+        topic = (parts.get("topic") or b"").decode(errors="replace") or (config.input_topics or [""])[0]
         if topic not in config.input_topics:
             raise fail(400, f"Function {config.name} has no input topic {topic}")
-        assert self.worker.endpoints is not None
         from magnetar.client import errors  # noqa: PLC0415 (a client only when a trigger comes, not at start-up)
         from magnetar.client.aio import Client  # noqa: PLC0415
         from magnetar.client.message_id import MessageId  # noqa: PLC0415
-        from magnetar.credentials.authentication import authentication_from_plugin  # noqa: PLC0415
+        from magnetar.credentials.authentication import AuthenticationToken  # noqa: PLC0415
 
-        endpoints = self.worker.endpoints
-        authentication = authentication_from_plugin(endpoints.auth_plugin, endpoints.auth_params) \
-            if endpoints.auth_plugin else None
-        async with Client(endpoints.service_url, authentication) as client:
-            reader = await client.create_reader(config.output, MessageId.latest) if config.output else None
-            producer = await client.create_producer(topic)
-            await producer.send(value)
-            if reader is None:
-                return web.Response(text="")
-            try:
-                message = await reader.read_next(TRIGGER_TIMEOUT_MS)
-            except errors.Timeout:
-                raise fail(408, "Request Timed Out") from None
-        return web.Response(text=message.data().decode(errors="replace"))
+        assert self.worker.launcher is not None
+        # as the requesting role, which must be able to produce to the input and read the output
+        with self.worker.acting_as(_role(request), f"trigger of {config.fqfn}") as credential:
+            authentication = AuthenticationToken(credential) if credential else None
+            async with Client(self.worker.launcher.endpoints.service_url, authentication) as client:
+                try:
+                    reader = await client.create_reader(config.output, MessageId.latest) if config.output else None
+                    producer = await client.create_producer(topic)
+                    await producer.send(value)
+                    message = await reader.read_next(TRIGGER_TIMEOUT_MS) if reader is not None else None
+                except errors.Timeout:
+                    raise fail(408, "Request Timed Out") from None
+                except errors.AuthorizationError as error:
+                    raise fail(403, f"trigger refused: {error}") from None
+                except errors.PulsarException as error:
+                    raise fail(400, f"trigger failed: {error}") from None
+        return web.Response(text=message.data().decode(errors="replace") if message is not None else "")
 
     # -- state
     async def get_state(self, request: web.Request) -> web.Response:
@@ -138,7 +162,7 @@ class FunctionsApi:
     async def put_state(self, request: web.Request) -> web.Response:
         fqfn, key = _fqfn(request), request.match_info["key"]
         if request.content_type.startswith("multipart/"):
-            state: Any = _json_object("state", (await _multipart(request)).get("state", b"").decode(errors="replace"))
+            state: Any = _json_part(await _multipart(request), "state")
         elif request.content_type.endswith("form-urlencoded"):
             state = _json_object("state", str((await request.post()).get("state", "")))
         else:
@@ -188,13 +212,27 @@ def _refusals() -> Iterator[None]:
 
 
 def _names(request: web.Request) -> dict[str, str]:
-    info = request.match_info
-    return {"tenant": info["tenant"], "namespace": info["namespace"], "name": info["name"]}
+    """The path's tenant, namespace and (when there) function name, each a valid name (400
+    otherwise: `..` or `%2E%2E` names no function, and no directory)."""
+    names = {key: request.match_info[key] for key in ("tenant", "namespace", "name") if key in request.match_info}
+    try:
+        for key, value in names.items():
+            check_name(key, value)
+    except ConfigError as error:
+        raise fail(400, str(error)) from None
+    return names
 
 
 def _fqfn(request: web.Request) -> str:
-    info = request.match_info
-    return f"{info['tenant']}/{info['namespace']}/{info['name']}"
+    names = _names(request)
+    return f"{names['tenant']}/{names['namespace']}/{names['name']}"
+
+
+def _role(request: web.Request) -> str | None:
+    """The role the request authenticated as (None with authentication off)."""
+    principal = request.get(PRINCIPAL)
+    return principal.role if principal is not None else None
+
 
 
 def _instance(request: web.Request) -> int | None:
@@ -217,7 +255,11 @@ async def _multipart(request: web.Request) -> dict[str, Any]:
 
 
 def _json_part(parts: dict[str, Any], name: str) -> dict[str, Any]:
+    """A JSON part (`functionConfig`, `state`), at most MAX_JSON_PART_BYTES: the routes take
+    the code's 64 MiB, and a config that large would hold the event loop while it parses."""
     raw = parts.get(name)
+    if raw is not None and len(raw) > MAX_JSON_PART_BYTES:
+        raise fail(413, f"{name} is {len(raw)} bytes, over the {MAX_JSON_PART_BYTES} accepted")
     return {} if raw is None else _json_object(name, raw.decode(errors="replace"))
 
 

@@ -9,14 +9,15 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from magnetar.wire.topic_name import InvalidTopicNameError, check_entity_name
+
 GUARANTEES = ("ATLEAST_ONCE", "ATMOST_ONCE", "EFFECTIVELY_ONCE")
 POSITIONS = ("Latest", "Earliest")
-_NAME = re.compile(r"[A-Za-z0-9_.-]+\Z")
 _CLASS_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
 CODE_SUFFIXES = (".py", ".zip", ".whl")
-AUTH_PLUGIN_VARIABLE = "MAGNETAR_FUNCTION_AUTH_PLUGIN"
-AUTH_PARAMS_VARIABLE = "MAGNETAR_FUNCTION_AUTH_PARAMS"
-"""The environment in which the worker hands an instance its broker credentials."""
+DEFAULT_SCRATCH_BYTES = 256 * 1024 * 1024
+"""An instance's writable space when the config's `resources` names no `disk` (Pulsar's is
+10 GB, a Kubernetes volume; here it is memory: a tmpfs in the sandbox)."""
 
 
 class ConfigError(ValueError):
@@ -25,8 +26,8 @@ class ConfigError(ValueError):
 
 @dataclass
 class FunctionConfig:
-    """The fields of Pulsar's FunctionConfig that a Python function uses. `py` is the file
-    name of the uploaded code (its bytes are stored beside the config)."""
+    """The fields of Pulsar's FunctionConfig that a Python function uses. `py` is the name the
+    uploaded code had (a display name: the worker stores it under a name of its own)."""
 
     tenant: str = "public"
     namespace: str = "default"
@@ -51,6 +52,7 @@ class FunctionConfig:
     parallelism: int = 1
     timeoutMs: int | None = None
     cleanupSubscription: bool = True
+    resources: dict[str, Any] = field(default_factory=dict)
     py: str | None = None
 
     @property
@@ -67,6 +69,18 @@ class FunctionConfig:
         """Pulsar subscribes Failover (one active instance a partition) when order matters or
         the output is deduplicated, Shared otherwise."""
         return self.retainOrdering or self.processingGuarantees == "EFFECTIVELY_ONCE"
+
+    @property
+    def dead_letter_topic(self) -> str | None:
+        """Where a message goes after maxMessageRetries redeliveries (Pulsar's default name)."""
+        if self.maxMessageRetries is None:
+            return None
+        return self.deadLetterTopic or f"persistent://{self.tenant}/{self.namespace}/{self.name}-DLQ"
+
+    @property
+    def scratch_bytes(self) -> int:
+        """Pulsar's `resources.disk`: the instance's writable space."""
+        return int(self.resources.get("disk") or DEFAULT_SCRATCH_BYTES)
 
     @property
     def input_topics(self) -> list[str]:
@@ -96,9 +110,7 @@ class FunctionConfig:
 
     def check(self) -> None:
         for key in ("tenant", "namespace", "name"):
-            value = getattr(self, key)
-            if not isinstance(value, str) or not _NAME.match(value):
-                raise ConfigError(f"{key} must be a non-empty name of letters, digits, '_', '-', '.': {value!r}")
+            check_name(key, getattr(self, key))
         if not isinstance(self.className, str) or not _CLASS_NAME.match(self.className):
             raise ConfigError(f"className must be module.Class or module.function: {self.className!r}")
         _check_types(self)
@@ -128,11 +140,42 @@ class FunctionConfig:
                               "drop maxMessageRetries")
         if self.runtime != "PYTHON":
             raise ConfigError(f"only the PYTHON runtime is served here, not {self.runtime}")
-        if self.py is not None and not self.py.endswith(CODE_SUFFIXES):
-            raise ConfigError(f"the code must be a .py, .zip or .whl file: {self.py}")
+        if self.py is not None:
+            self.py = display_name(self.py)
+        _check_resources(self.resources)
 
 
-_IGNORED = {"fqfn", "resources", "jar", "go", "inputSpecs", "customSchemaInputs", "producerConfig",
+def check_name(kind: str, value: Any) -> None:
+    """Pulsar's rule for names (letters, digits, `_ - = : .`), minus `.` and `..`: a tenant,
+    namespace or function name is a directory of the worker's, never a way out of it."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{kind} must be a name: {value!r}")
+    try:
+        check_entity_name(kind, value)
+    except InvalidTopicNameError as error:
+        raise ConfigError(str(error)) from None
+
+
+def display_name(py: str) -> str:
+    """What `py` says of the code: a file name (pulsar-admin sends the path it read the file
+    from, here or on the user's machine; only its last part means anything)."""
+    name = py.replace("\\", "/").rsplit("/", 1)[-1]
+    if not name.endswith(CODE_SUFFIXES):
+        raise ConfigError(f"the code must be a .py, .zip or .whl file: {py}")
+    return name
+
+
+def _check_resources(resources: dict[str, Any]) -> None:
+    """Pulsar's Resources (cpu cores, ram and disk bytes): numbers; only `disk` is acted on."""
+    for key, value in resources.items():
+        if key not in ("cpu", "ram", "disk") or not isinstance(value, int | float) or isinstance(value, bool) \
+                or value < 0:
+            raise ConfigError(f"resources.{key}: resources are cpu, ram and disk, as non-negative numbers")
+    if resources.get("disk") is not None and not 1 << 20 <= resources["disk"] <= 1 << 40:
+        raise ConfigError("resources.disk must be between 1 MiB and 1 TiB (bytes)")
+
+
+_IGNORED = {"fqfn", "jar", "go", "inputSpecs", "customSchemaInputs", "producerConfig",
             "batchBuilder", "customRuntimeOptions", "exposePulsarAdminClientEnabled", "skipToLatest",
             "forwardSourceMessageProperty", "retainKeyOrdering", "windowConfig", "outputSchemaType",
             "outputTypeClassName", "maxPendingAsyncRequests", "subscriptionType"}
@@ -141,7 +184,7 @@ accepted so a config written for Pulsar loads, and not acted on."""
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "inputs": list, "customSerdeInputs": dict, "userConfig": dict, "secrets": dict, "retainOrdering": bool,
-    "autoAck": bool, "parallelism": int, "cleanupSubscription": bool,
+    "autoAck": bool, "parallelism": int, "cleanupSubscription": bool, "resources": dict,
     "topicsPattern": str, "output": str, "outputSerdeClassName": str, "logTopic": str, "deadLetterTopic": str,
     "subName": str, "processingGuarantees": str, "subscriptionPosition": str, "runtime": str, "py": str,
 }

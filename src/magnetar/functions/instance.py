@@ -2,15 +2,13 @@
 instance): load the user's code, subscribe to the inputs, call `process` for each message
 and keep the processing guarantee the config names.
 
-`python -m magnetar.functions.instance --config FILE --code FILE ...`; `--check` only loads
-the code, so the worker can refuse code that does not import before deploying it.
+Started by magnetar.functions.bootstrap (`run`); a handoff with `check` only loads the code,
+so the worker can refuse code that does not import before deploying it.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
-import json
 import logging
 import os
 import re
@@ -23,9 +21,8 @@ from typing import Any
 
 import pulsar
 
-from magnetar.credentials.authentication import authentication_from_plugin
-from magnetar.functions import loader
-from magnetar.functions.config import AUTH_PARAMS_VARIABLE, AUTH_PLUGIN_VARIABLE, FunctionConfig
+from magnetar.functions import loader, package
+from magnetar.functions.config import FunctionConfig
 from magnetar.functions.context import Identity, InstanceContext
 from magnetar.functions.log_topic import LogTopicHandler
 from magnetar.functions.state_client import StateClient
@@ -40,7 +37,6 @@ NEGATIVE_ACK_DELAY_MS = 1000
 minute, would stall a dead-lettering function for retries times a minute)."""
 OUTPUT_PRODUCER = {"block_if_queue_full": True, "batching_enabled": True, "batching_max_publish_delay_ms": 1,
                    "max_pending_messages": 100000}
-PARENT_CHECK_SECONDS = 0.5
 _PARTITION = re.compile(r"-partition-\d+\Z")
 
 
@@ -101,8 +97,7 @@ class Instance:
         if config.maxMessageRetries is not None:
             options["dead_letter_policy"] = pulsar.ConsumerDeadLetterPolicy(
                 max_redeliver_count=config.maxMessageRetries,
-                dead_letter_topic=config.deadLetterTopic
-                or f"persistent://{config.tenant}/{config.namespace}/{config.name}-DLQ")
+                dead_letter_topic=config.dead_letter_topic)
         topics: Any = re.compile(config.topicsPattern) if config.topicsPattern else config.input_topics
         return self.client.subscribe(topics, config.subscription, **options)
 
@@ -192,7 +187,11 @@ class Instance:
         options: dict[str, Any] = {"properties": properties}
         if key := message.partition_key():
             options["partition_key"] = key
-        producer = self._producer(topic)
+        try:
+            producer = self._producer(topic)
+        except pulsar.PulsarException as error:  # the output refused (its role's permission revoked, ...)
+            self._failed(message, f"output to {self.config.output} failed: {error}", user=False)
+            return
         if self.effectively_once:
             options["sequence_id"] = sequence_id(message_id)
 
@@ -278,75 +277,51 @@ class Watchdog:
                 self.on_timeout(elapsed)
 
 
-def exit_with_parent() -> None:
-    """End when the worker's process is gone (a SIGKILLed broker cannot stop its
-    instances): the restarted broker starts their successors, and no orphan keeps consuming."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(PARENT_CHECK_SECONDS)
-        os._exit(0)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m magnetar.functions.instance")
-    parser.add_argument("--config", type=Path, required=True, help="the FunctionConfig JSON file")
-    parser.add_argument("--code", type=Path, required=True, help="the .py, .zip or .whl")
-    parser.add_argument("--workdir", type=Path, required=True, help="where a .zip is extracted")
-    parser.add_argument("--check", action="store_true", help="load the code and its serdes, then exit")
-    parser.add_argument("--instance-id", type=int, default=0)
-    parser.add_argument("--function-id", default="")
-    parser.add_argument("--function-version", default="")
-    parser.add_argument("--service-url", default="pulsar://127.0.0.1:6650")
-    parser.add_argument("--state-url", default="http://127.0.0.1:8080")
-    parser.add_argument("--stats-file", type=Path)
-    return parser.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = _arguments(argv)
+def run(handoff: dict[str, Any], code: Path) -> int:
+    """The instance, once magnetar.functions.bootstrap has confined its process and read what
+    the worker handed over: its config, ids, where the broker is, the credential it acts with
+    (as the role that deployed the function), the pipe its stats go to."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = FunctionConfig.from_json(json.loads(args.config.read_text()))
-    stats = InstanceStats(args.stats_file)
+    config = FunctionConfig.from_json(handoff["config"])
+    stats_fd = handoff.get("statsFd")
+    if stats_fd is not None:
+        os.set_inheritable(stats_fd, False)  # a process the function starts keeps none of the worker's pipes
+    stats = InstanceStats(open(stats_fd, "wb") if stats_fd is not None else None,  # noqa: SIM115  (the process's)
+                          handoff.get("carried"))
     try:
-        loader.add_code_to_path(args.code, args.workdir)
+        serdes = [name for name in {*config.customSerdeInputs.values(), config.outputSerdeClassName}
+                  if name and not loader.builtin_serde(name)]
+        package.check_names(code, config.className, serdes)
+        loader.add_code_to_path(code, Path.cwd() / "code")
         function = loader.UserFunction.load(config.className)
         for name in {*config.customSerdeInputs.values(), config.outputSerdeClassName}:
             loader.serde(name)
-    except loader.CodeError as error:
+    except (loader.CodeError, package.PackageError) as error:
         print(f"function code error: {error}", file=sys.stderr)
         stats.on_user_exception(error)
         stats.write(force=True)
         return EXIT_BAD_CODE
-    if args.check:
+    if handoff.get("check"):
         return 0
-    exit_with_parent()
-    identity = Identity(config, args.instance_id, args.function_id, args.function_version)
-    plugin, params = os.environ.get(AUTH_PLUGIN_VARIABLE, ""), os.environ.get(AUTH_PARAMS_VARIABLE, "")
-    client = pulsar.Client(args.service_url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-                           authentication=pulsar.Authentication(plugin, params) if plugin else None)
+    identity = Identity(config, handoff["instanceId"], handoff["functionId"], handoff["functionVersion"])
+    credential = handoff.get("credential")
+    client = pulsar.Client(handoff["serviceUrl"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+                           authentication=pulsar.AuthenticationToken(credential) if credential else None)
     logger = logging.getLogger(f"function.{config.fqfn}")
     if config.logTopic:
-        log_topic = LogTopicHandler(client, config.logTopic, config.fqfn, args.instance_id)
+        log_topic = LogTopicHandler(client, config.logTopic, config.fqfn, identity.instance_id)
         logger.addHandler(log_topic)
         log_topic.tee_output()
-    state = StateClient(args.state_url, config.fqfn,
-                        authentication_from_plugin(plugin, params).http_headers() if plugin else None)
+    state = StateClient(handoff["stateUrl"], config.fqfn,
+                        {"Authorization": f"Bearer {credential}"} if credential else None)
     instance = Instance(identity, client, function, stats, state, logger)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: instance.stop())
-    log.info("instance %d of %s running (%s, %s)", args.instance_id, config.fqfn, config.processingGuarantees,
+    log.info("instance %d of %s running (%s, %s)", identity.instance_id, config.fqfn, config.processingGuarantees,
              "Failover" if config.failover else "Shared")
     try:
         instance.run()
     finally:
         instance.close()
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -76,6 +76,20 @@ def add_code_to_path(code: Path, workdir: Path) -> None:
 def _prepend(path: Path) -> None:
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
+    _CODE_ROOTS.append(str(path.resolve()))
+
+
+_CODE_ROOTS: list[str] = []
+"""Where the user's code was put on sys.path: what `find` returns must come from there."""
+
+
+def _of_the_code(module: Any, name: str) -> Any:
+    """`module` when its file is one of the user's code; a module of the same name imported
+    before (the runtime's, the standard library's) is refused rather than used."""
+    file = str(Path(getattr(module, "__file__", None) or "/").resolve())
+    if not any(file == root or file.startswith(root + "/") for root in _CODE_ROOTS):
+        raise CodeError(f"{name}: module {module.__name__} is not the function's code ({file})")
+    return module
 
 
 def find(name: str) -> Any:
@@ -91,6 +105,7 @@ def find(name: str) -> Any:
             return _module(name)
         except Exception as error:
             raise _import_failed(name, error) from error
+        _of_the_code(module, name)
         if not hasattr(module, attr):
             raise CodeError(f"module {module_name} has no {attr} (className {name})")
         return getattr(module, attr)
@@ -99,25 +114,34 @@ def find(name: str) -> Any:
 
 def _module(name: str) -> Any:
     try:
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
     except ModuleNotFoundError as error:
         raise CodeError(f"no module named {error.name!r} in the function's code (className {name})") from error
     except Exception as error:
         raise _import_failed(name, error) from error
+    return _of_the_code(module, name)
 
 
 def _import_failed(name: str, error: BaseException) -> CodeError:
     return CodeError(f"importing {name} raised {type(error).__name__}: {error}")
 
 
-def serde(name: str | None) -> Any:
-    """An instance of the serde class `name`: Pulsar's short names (`serde.IdentitySerDe`,
-    `serde.PickleSerDe`) and the SDK's, else a class of the user's code."""
-    name = name or DEFAULT_SERDE
+def builtin_serde(name: str) -> type | None:
+    """The SDK's serde class `name` names (Pulsar's short names `serde.IdentitySerDe`,
+    `IdentitySerDe`, and the SDK's full ones), else None."""
     short = name.rpartition(".")[2]
     if name in (short, f"serde.{short}", f"pulsar.functions.serde.{short}", f"pulsar.{short}") and \
             hasattr(sdk_serde, short) and short != "SerDe":
-        return getattr(sdk_serde, short)()
+        return getattr(sdk_serde, short)
+    return None
+
+
+def serde(name: str | None) -> Any:
+    """An instance of the serde class `name`: the SDK's, else a class of the user's code."""
+    name = name or DEFAULT_SERDE
+    builtin = builtin_serde(name)
+    if builtin is not None:
+        return builtin()
     kind = find(name)
     if not inspect.isclass(kind):
         raise CodeError(f"serde {name} is not a class")

@@ -9,6 +9,7 @@ to does not pay for them (tests/broker/test_startup_imports.py keeps it so).
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     from magnetar.functions.supervisor import Endpoints
     from magnetar.functions.worker import FunctionsWorker
 
+log = logging.getLogger("magnetar.functions")
+
+
 class FunctionsOnDemand:
     def __init__(self, service: BrokerService, data_dir: Path, endpoints: Callable[[], Endpoints]) -> None:
         self.service = service
@@ -35,9 +39,14 @@ class FunctionsOnDemand:
         return [web.route(method, path, self._handler(name), max_body=MAX_CODE_BYTES) for method, path, name in ROUTES]
 
     async def start(self) -> None:
-        """Bring back what the store holds (a restart); nothing to load otherwise."""
+        """Bring back what the store holds (a restart); nothing to load otherwise. A worker
+        that cannot start (functionInstanceIsolation=bubblewrap on a machine without it) is
+        reported, and the broker runs on without it: the next functions request tries again."""
         if FunctionStore(self.service.metadata).fqfns():
-            await self.api()
+            try:
+                await self.api()
+            except Exception:
+                log.exception("functions worker not started: the stored functions do not run")
 
     async def stop(self) -> None:
         if self.worker is not None:

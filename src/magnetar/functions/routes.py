@@ -15,7 +15,7 @@ _INSTANCE = "/{instance:[0-9]+}"
 
 ROUTES: list[tuple[str, str, str]] = [
     ("GET", BASE, "list"), ("POST", FN, "create"), ("PUT", FN, "update"), ("DELETE", FN, "delete"),
-    ("GET", FN, "get"),
+    ("GET", FN, "get"), ("GET", FN + "/download", "download"),
     *(("GET", FN + instance + f"/{view}", view) for view in ("status", "stats") for instance in ("", _INSTANCE)),
     *(("POST", FN + instance + f"/{verb}", verb) for verb in ("start", "stop", "restart")
       for instance in ("", _INSTANCE)),

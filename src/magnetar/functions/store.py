@@ -27,21 +27,23 @@ def _new_id() -> str:
 @dataclass
 class Deployment:
     """What the worker keeps of a function: its config, its ids, which instances an operator
-    stopped (`functions stop`), and the name of the code file."""
+    stopped (`functions stop`), and the role that created or last updated it, which its
+    instances act as (None: deployed with authentication off)."""
 
     config: FunctionConfig
     function_id: str = field(default_factory=_new_id)
     version: int = 0
     stopped: list[int] = field(default_factory=list)
+    role: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"config": self.config.to_json(), "functionId": self.function_id, "version": self.version,
-                "stopped": self.stopped}
+                "stopped": self.stopped, "role": self.role}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Deployment:
         return cls(FunctionConfig.from_json(data["config"]), data["functionId"], data["version"],
-                   list(data.get("stopped", [])))
+                   list(data.get("stopped", [])), data.get("role"))
 
 
 class FunctionStore:
@@ -51,6 +53,10 @@ class FunctionStore:
     def get(self, fqfn: str) -> Deployment | None:
         raw = self.metadata.get(_META + fqfn)
         return None if raw is None else Deployment.from_json(json.loads(raw))
+
+    def exists(self, fqfn: str) -> bool:
+        """Whether something is stored as `fqfn`, loadable or not."""
+        return self.metadata.get(_META + fqfn) is not None
 
     def code(self, fqfn: str) -> bytes | None:
         return self.metadata.get(_CODE + fqfn)

@@ -31,6 +31,7 @@ from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches, to_pulsar_batch
 from magnetar.kafka.protocol.templates import Int64Templates
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
+from magnetar.storage import StorageFullError
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -139,7 +140,8 @@ class ProduceApi:
 
         def stored(base_offset: int | None, exc: BaseException | None) -> None:
             if exc is not None or base_offset is None:
-                log.warning("Kafka produce to %s-%d failed: %s", topic, partition, exc)
+                if not isinstance(exc, StorageFullError):  # a full disk is logged once, by the broker
+                    log.warning("Kafka produce to %s-%d failed: %s", topic, partition, exc)
                 self.states.forget(log_, fresh)
                 done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
                 return

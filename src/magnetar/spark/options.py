@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from magnetar.credentials.authentication import Authentication, authentication_from_plugin
 from magnetar.credentials.security import ClientSecurity
 from magnetar.formats.processor import load_processor
+from magnetar.spark.decryption import KNOWN as DECRYPTION_KNOWN
+from magnetar.spark.decryption import Decryption, decryption_options
 from magnetar.spark.message_ids import is_message_id_json, message_id_offsets, time_spec
 from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec, TimeSpec
 from magnetar.spark.option_errors import MagnetarOptionError, topic_option
@@ -58,6 +60,7 @@ SECURITY_KNOWN = {
 SECURITY_KNOWN["pulsar.client.operationtimeoutms"] = "pulsar-spark's operation timeout, in ms " \
                                                     "(operationTimeoutSeconds wins when both are given)"
 KNOWN.update(SECURITY_KNOWN)
+KNOWN.update(DECRYPTION_KNOWN)
 log = logging.getLogger(__name__)
 _said_ignored: set[str] = set()
 
@@ -86,6 +89,8 @@ class SourceOptions:
     """valueFormat=typed: a topic's schema types the `value` column."""
     pulsar_spark_rows: bool = False
     """rowFormat=pulsar-spark: the pulsar-spark connector's row layout."""
+    decryption: Decryption = field(default_factory=Decryption)
+    """decryptionKeyFile and cryptoFailureAction: encrypted messages."""
 
     @property
     def pattern(self) -> re.Pattern[str] | None:
@@ -286,6 +291,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
         security=security_options(lowered),
         typed_values=choice_option(lowered, "valueFormat", ("typed", "bytes")) == "typed",
         pulsar_spark_rows=choice_option(lowered, "rowFormat", ("magnetar", "pulsar-spark")) == "pulsar-spark",
+        decryption=decryption_options(lowered),
     )
 
 

@@ -308,7 +308,7 @@ def read_messages(options: SourceOptions, work: MessageRange, extra_columns: Seq
         with gc_paused():
             yield from rows_of_entries(
                 _entries_in_range(reader, work), work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH,
-                all_builtins(options.payload_processors), extra_columns,
+                all_builtins(options.payload_processors), extra_columns, options.decryption.undecryptable(),
             )
 
 

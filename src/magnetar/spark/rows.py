@@ -17,7 +17,16 @@ import pyarrow.compute as pc
 
 from magnetar.formats.columns import ARROW_SCHEMA, COLUMNS
 from magnetar.formats.processor import ProcessorSet
-from magnetar.formats.table import BATCH_SIZE, MAX_BATCH_BYTES, MAX_UNCOMPRESSED_BYTES, SCHEMA_VERSION, TableBuilder
+from magnetar.formats.table import (
+    BATCH_SIZE,
+    KEEP_ENCRYPTED,
+    MAX_BATCH_BYTES,
+    MAX_UNCOMPRESSED_BYTES,
+    SCHEMA_VERSION,
+    TableBuilder,
+    Undecryptable,
+    UndecryptableEntryError,
+)
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 __all__ = ["ARROW_SCHEMA", "BATCH_SIZE", "COLUMNS", "MAX_BATCH_BYTES", "MAX_UNCOMPRESSED_BYTES", "SCHEMA_VERSION",
@@ -115,12 +124,13 @@ class RowBuilder(TableBuilder):
     """A TableBuilder that skips entries and rows the pushed-down filters rule out."""
 
     def __init__(self, topic: str, partition: int, row_filter: RowFilter | None = None,
-                 processors: ProcessorSet | None = None, extra_columns: Sequence[str] = ()) -> None:
+                 processors: ProcessorSet | None = None, extra_columns: Sequence[str] = (),
+                 encrypted: Undecryptable = KEEP_ENCRYPTED) -> None:
         self.filter = row_filter or RowFilter()
         wanted = self.filter.properties
         super().__init__(topic, partition, processors,
                          (lambda metadata: _entry_rules_out(metadata, wanted)) if wanted else None,
-                         extra_columns)
+                         extra_columns, encrypted)
 
     def flush(self) -> pa.RecordBatch | None:
         """The rows added since the last flush (filtered), or None if there are none."""
@@ -163,13 +173,19 @@ def rows_of_entries(
     rows_per_batch: int = 65536,
     processors: ProcessorSet | None = None,
     extra_columns: Sequence[str] = (),
+    encrypted: Undecryptable = KEEP_ENCRYPTED,
 ) -> Iterable[pa.RecordBatch]:
     """Record batches of about `rows_per_batch` rows (or MAX_BATCH_BYTES of entries) from
     (ledger_id, entry_id, entry) triples, in any format `processors` read (default: the built-ins),
-    with the entry columns `extra_columns` (SCHEMA_VERSION, BATCH_SIZE) after the row schema's."""
-    builder = RowBuilder(topic, partition, row_filter, processors, extra_columns)
+    with the entry columns `extra_columns` (SCHEMA_VERSION, BATCH_SIZE) after the row schema's;
+    encrypted entries decrypted or not as `encrypted` says."""
+    builder = RowBuilder(topic, partition, row_filter, processors, extra_columns, encrypted)
     for ledger_id, entry_id, data in entries:
-        builder.add(ledger_id, entry_id, data)
+        try:
+            builder.add(ledger_id, entry_id, data)
+        except UndecryptableEntryError as exc:
+            raise UndecryptableEntryError(f"{exc} (give the option decryptionKeyFile=<its private key's PEM file>, "
+                                          "or cryptoFailureAction=discard or consume)") from None
         if builder.rows >= rows_per_batch or builder.bytes >= MAX_BATCH_BYTES:
             batch = builder.flush()
             if batch is not None:

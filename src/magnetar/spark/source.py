@@ -312,7 +312,8 @@ def _read_rows(options: SourceOptions, work: EntryRange | MessageRange, extra_co
         -> Iterator[pa.RecordBatch]:
     if isinstance(work, EntryRange):
         assert options.path is not None
-        batches = read_range(options.path, work, options.fail_on_data_loss, options.payload_processors, extra_columns)
+        batches = read_range(options.path, work, options.fail_on_data_loss, options.payload_processors, extra_columns,
+                             options.decryption)
     else:
         batches = read_messages(options, work, extra_columns)
     for batch in batches:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from magnetar.formats.processor import all_builtins
+from magnetar.spark.decryption import Decryption
 from magnetar.spark.offsets import EARLIEST_INDEX, LATEST_INDEX, TopicPartition
 from magnetar.spark.options import MagnetarOptionError, SourceOptions
 from magnetar.spark.rows import RowFilter, rows_of_entries
@@ -300,14 +301,15 @@ def resolve_index(topics: StorageTopics, tp: TopicPartition, index: int) -> int 
 
 
 def read_range(path: str, work: EntryRange, fail_on_data_loss: bool = True,
-               payload_processors: Sequence[str] = (), extra_columns: Sequence[str] = ()) \
-        -> Iterator[pa.RecordBatch]:
+               payload_processors: Sequence[str] = (), extra_columns: Sequence[str] = (),
+               decryption: Decryption | None = None) -> Iterator[pa.RecordBatch]:
     """Executor side: the rows of one entry range, as Arrow batches of ~ROWS_PER_BATCH rows
-    (with `extra_columns`, see rows_of_entries)."""
+    (with `extra_columns` and `decryption`, see rows_of_entries)."""
+    encrypted = (decryption or Decryption()).undecryptable()
     entries = entries_of_range(path, work, fail_on_data_loss, into=pa.allocate_buffer)
     with gc_paused():
         yield from rows_of_entries(entries, work.tp.topic, work.tp.partition, work.row_filter, ROWS_PER_BATCH,
-                                   all_builtins(payload_processors), extra_columns)
+                                   all_builtins(payload_processors), extra_columns, encrypted)
 
 
 def entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool, into: Allocator | None = None

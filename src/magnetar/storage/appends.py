@@ -166,7 +166,7 @@ class GroupCommitAppends:
         try:
             if self._failure is not None:
                 raise self._failure
-            if self._space_failures and time.monotonic() < self._space_retry_at:
+            if self._space_failures and time.monotonic() < self._space_retry_at and self._factory.disk_space.full:
                 self._fail_for_space(group, later, None)
                 return False
             ledger = self._rollover.start_writing(slot)
@@ -187,9 +187,10 @@ class GroupCommitAppends:
             slot.durable_bytes = ledger.size
             self._last_confirmed = positions[-1]
         if self._space_failures:
-            log.warning("managed ledger %s: writing again after %d writes failed for space", self.name,
-                        self._space_failures)
+            log.debug("managed ledger %s: writing again after %d writes failed for space", self.name,
+                      self._space_failures)
             self._space_failures = 0
+        self._factory.disk_space.wrote()
         notify_appends(positions, callbacks, None)
         return True
 
@@ -202,7 +203,8 @@ class GroupCommitAppends:
 
         Later appends fail too because their positions follow the failed ones: storing them
         would leave a gap that no reader could cross. `error` is None when no write was
-        tried (inside the back-off), which must not push the next attempt further away.
+        tried (inside the back-off), which must not push the next attempt further away; the
+        back-off ends early once the factory's DiskSpace has seen room (a probe, another write).
         """
         with self._lock:
             doomed = [*group, *(append for rest in later for append in rest), *self._pending]
@@ -214,7 +216,8 @@ class GroupCommitAppends:
             self._space_failures += 1
             self._space_retry_at = time.monotonic() + min(SPACE_RETRY_MAX_SECONDS, 0.05 * 2**self._space_failures)
             if self._space_failures == 1:
-                log.warning("managed ledger %s: disk full, failing writes until space returns: %s", self.name, error)
+                log.debug("managed ledger %s: disk full, failing writes until space returns: %s", self.name, error)
+        self._factory.disk_space.refused(len(doomed), error, sum(len(append[2]) for append in group))
         reason = error if error is not None else "no space left on device (next write attempt shortly)"
         _, positions, _, callbacks = zip(*doomed, strict=True)
         notify_appends(positions, callbacks, StorageFullError(f"{self.name}: {reason}"))

@@ -365,7 +365,7 @@ class Ledger:
         os.ftruncate(data_fd, self._end)
         os.ftruncate(index_fd, len(self._offsets) * INDEX_SLOT_BYTES)
         fdatasync(data_fd)
-        log.warning("ledger %d: disk full, write undone back to entry %d", self.ledger_id, len(self._offsets))
+        log.debug("ledger %d: disk full, write undone back to entry %d", self.ledger_id, len(self._offsets))
 
     def entries_within(self, first: int, max_count: int, max_bytes: int) -> tuple[int, int]:
         """How many entries from `first` (at most max_count) fit in max_bytes of entry data,

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from magnetar.storage.config import ManagedLedgerConfig
 from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.disk_space import DiskSpace
 from magnetar.storage.entry_cache import EntryCache
 from magnetar.storage.file_pool import FilePool
 from magnetar.storage.metadata_store import MetadataStore
@@ -48,6 +49,9 @@ class LedgerServices(Protocol):
 
     @property
     def space_reserve(self) -> SpaceReserve: ...
+
+    @property
+    def disk_space(self) -> DiskSpace: ...
 
     def allocate_ledger_id(self) -> int:
         """A ledger id never used before in this data dir."""

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from magnetar.storage import layout
 from magnetar.storage.config import ManagedLedgerConfig
 from magnetar.storage.cursor import ManagedCursor
+from magnetar.storage.disk_space import DiskSpace
 from magnetar.storage.entry_cache import EntryCache
 from magnetar.storage.errors import (
     DataDirLockedError,
@@ -52,8 +53,8 @@ def _trim_quietly(ml: OpenLedger) -> None:
         ml.trim()
     except StorageClosedError:
         pass  # closed (unloaded or deleted) between the request and now
-    except StorageFullError as exc:
-        log.warning("managed ledger %s: trim deferred: %s", ml.name, exc)
+    except StorageFullError as exc:  # the full disk is reported once (DiskSpace), not per trim
+        log.debug("managed ledger %s: trim deferred: %s", ml.name, exc)
 
 
 class ManagedLedgerFactory:
@@ -61,7 +62,8 @@ class ManagedLedgerFactory:
 
     Its managed ledgers see it as `LedgerServices` (storage/ledger_services.py).
 
-    Layout: `LOCK`, `metadata.db`, and `managed-ledgers/<escaped name>/<ledger id>.{log,idx}`.
+    Layout: `LOCK`, `metadata.db`, `RESERVED-SPACE`, `SPACE-PROBE` (docs/storage.md) and
+    `managed-ledgers/<escaped name>/<ledger id>.{log,idx}`.
     A read-only factory takes no lock and writes nothing, so it can run beside a live broker
     (a Spark reader); it sees only entries the broker has made durable.
     """
@@ -77,7 +79,10 @@ class ManagedLedgerFactory:
         if not read_only:
             (self.data_dir / "managed-ledgers").mkdir(parents=True, exist_ok=True)
             self._lock_fd = self._lock_data_dir()
-        self._store = SqliteMetadataStore(self.data_dir / "metadata.db", read_only=read_only)
+        self.disk_space = DiskSpace(self.data_dir / "SPACE-PROBE")
+        """Whether the data dir's file system takes writes (every writer below reports to it)."""
+        self._store = SqliteMetadataStore(self.data_dir / "metadata.db", read_only=read_only,
+                                          on_full=lambda exc: self.disk_space.refused(1, exc))
         self.entry_cache = EntryCache(self.config.cache_size_bytes, self.config.cache_max_age_seconds)
         self.file_pool = FilePool(self.config.max_open_files)
         """Bounds the ledger files held open by all managed ledgers of this factory."""
@@ -209,13 +214,13 @@ class ManagedLedgerFactory:
         state in memory) and are written on a later pass, once there is room."""
         try:
             self._flush_dirty_cursors()
-        except StorageFullError as exc:
+        except StorageFullError as exc:  # the full disk is reported once (DiskSpace)
             if not self._cursor_persist_failing:
-                log.warning("cannot persist cursors, keeping them in memory until there is space: %s", exc)
+                log.debug("cannot persist cursors, keeping them in memory until there is space: %s", exc)
             self._cursor_persist_failing = True
             return
         if self._cursor_persist_failing:
-            log.warning("cursors persisted again")
+            log.debug("cursors persisted again")
             self._cursor_persist_failing = False
 
     def _write_cursors(self, cursors: dict[ManagedCursor, str]) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -75,9 +75,12 @@ class SqliteMetadataStore:
     and SQLite allows one writer at a time anyway.
     """
 
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False,
+                 on_full: Callable[[StorageFullError], None] | None = None) -> None:
         self._lock = threading.RLock()
         self._read_only = read_only
+        self._on_full = on_full
+        """Told of each transaction the disk had no room for (the factory's DiskSpace)."""
         if read_only:
             self._conn = sqlite3.connect(
                 f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
@@ -142,9 +145,12 @@ class SqliteMetadataStore:
                     _rollback(conn)
                     raise
             except sqlite3.OperationalError as exc:
-                if _is_full(exc):
-                    raise StorageFullError(f"metadata store: {exc}") from exc
-                raise
+                if not _is_full(exc):
+                    raise
+                full = StorageFullError(f"metadata store: {exc}")
+                if self._on_full is not None:
+                    self._on_full(full)
+                raise full from exc
 
     def close(self) -> None:
         with self._lock:

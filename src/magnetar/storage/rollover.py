@@ -92,8 +92,8 @@ class LedgerRollover:
                 return current
             try:
                 current = self.roll_over()
-            except StorageFullError as exc:
-                log.warning("managed ledger %s: cannot roll over yet: %s", self._name, exc)
+            except StorageFullError as exc:  # the full disk is reported once (DiskSpace)
+                log.debug("managed ledger %s: cannot roll over yet: %s", self._name, exc)
                 return current
         current.created_at = now
         current.roll_at = now + self._config.max_ledger_rollover_time_seconds

@@ -90,12 +90,13 @@ def producer(
     topic_epoch: int | None = None,
     initial_subscription_name: str | None = None,
     schema: pb.Schema | None = None,
+    encrypted: bool = False,
 ) -> bytes:
     body = pb.CommandProducer(
         topic=topic,
         producer_id=producer_id,
         request_id=request_id,
-        encrypted=False,
+        encrypted=encrypted,
         epoch=epoch,
         user_provided_producer_name=user_provided_name,
         producer_access_mode=access_mode,

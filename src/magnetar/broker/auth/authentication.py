@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from magnetar.broker.auth.issued import METHOD as ISSUED_METHOD
+from magnetar.broker.auth.issued import IssuedCredentials, UnknownCredential
 from magnetar.plugins import PluginGroup
 
 if TYPE_CHECKING:
@@ -99,13 +101,21 @@ class AuthenticationService:
         self.enabled = config.authenticationEnabled
         self.anonymous_role = config.anonymousUserRole or None
         self.providers: dict[str, AuthenticationProvider] = {}
+        self.issued = IssuedCredentials()
         for name in config.authenticationProviders if self.enabled else ():
             provider = load_provider(name, config)
             self.providers[provider.auth_method_name] = provider
 
     def authenticate(self, credentials: Credentials) -> Principal:
         """The principal behind `credentials`: the provider of their method decides; a
-        client naming no method we have gets the anonymous role, if there is one."""
+        client naming no method we have gets the anonymous role, if there is one. A
+        credential the broker issued (broker.auth.issued) is checked by the broker itself."""
+        try:
+            issued = self.issued.role(credentials.method, credentials.data)
+        except UnknownCredential as exc:
+            raise AuthenticationError(str(exc)) from None
+        if issued is not None:
+            return Principal(issued, ISSUED_METHOD)
         provider = self.providers.get(credentials.method)
         if provider is None:
             if self.anonymous_role is not None:

@@ -22,6 +22,8 @@ from magnetar.schemas.model import CompatibilityStrategy
 #: Pulsar's modes of brokerDeleteInactiveTopicsMode (see broker.monitors.inactivity).
 _SCHEMA_STRATEGIES = tuple(strategy.value for strategy in CompatibilityStrategy)
 _INACTIVE_TOPIC_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
+#: functionInstanceIsolation's values (see magnetar.functions.sandbox).
+_ISOLATIONS = ("auto", "bubblewrap", "none")
 #: Pulsar's backlog quota retention policies (see broker.policies.backlog_quota).
 _BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 
@@ -187,6 +189,9 @@ class ServiceConfiguration:
     brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
     subscriptionExpirationTimeMinutes: float = 0.0  # Pulsar takes whole minutes; fractions are accepted
     subscriptionExpiryCheckIntervalInMinutes: float = 5.0
+    # end-to-end encryption: refuse producers that do not encrypt (the namespace policy
+    # encryption_required refuses their messages too)
+    encryptionRequireOnProducer: bool = False
     # deduplication (Pulsar's keys and defaults)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = 1000
@@ -212,9 +217,11 @@ class ServiceConfiguration:
     compactionServiceFactoryClassName: str = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
     # Pulsar Functions (magnetar.functions): the worker runs inside the standalone, on by default there
     functionsWorkerEnabled: bool = False
-    # the credentials the functions worker's instances (and its trigger) present to this broker
-    brokerClientAuthenticationPlugin: str = ""
-    brokerClientAuthenticationParameters: str = ""
+    # magnetar's own, in the functions worker's style: how instances are isolated (auto: a bubblewrap
+    # sandbox where it works, saying loudly when it does not; bubblewrap: only that; none: Pulsar's
+    # process runtime), and the OS user they run as when the broker runs as root (docs/functions.md)
+    functionInstanceIsolation: str = "auto"
+    functionInstanceUser: str = "nobody"
     delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
     # protocol handlers (Pulsar's key): names in the magnetar.protocol_handlers entry-point group,
     # loaded beside the Pulsar protocol; protocolHandlerDirectory (NAR files) means nothing here
@@ -270,6 +277,9 @@ class ServiceConfiguration:
         if self.backlogQuotaDefaultRetentionPolicy not in _BACKLOG_POLICIES:
             raise ConfigError(f"backlogQuotaDefaultRetentionPolicy must be one of {', '.join(_BACKLOG_POLICIES)}, "
                               f"not {self.backlogQuotaDefaultRetentionPolicy!r}")
+        if self.functionInstanceIsolation not in _ISOLATIONS:
+            raise ConfigError(f"functionInstanceIsolation must be one of {', '.join(_ISOLATIONS)}, "
+                              f"not {self.functionInstanceIsolation!r}")
         if self.entryFormat not in ("pulsar", "kafka"):
             raise ConfigError(f"entryFormat must be 'pulsar' or 'kafka', not {self.entryFormat!r}")
         if 0 < self.maxNumPartitionsPerPartitionedTopic < self.defaultNumPartitions:

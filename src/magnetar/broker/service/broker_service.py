@@ -35,6 +35,7 @@ from magnetar.broker.policies.topic_policies import TopicPolicies
 from magnetar.broker.schema_registry import SchemaRegistryService
 from magnetar.broker.tls import CertificateReloader, server_context
 from magnetar.broker.topics.context import BrokerContext
+from magnetar.broker.topics.full_disk import FullDisk
 from magnetar.broker.topics.loop_bridge import LoopBridge
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.transport.accept_errors import AcceptErrorReporter
@@ -127,8 +128,9 @@ class BrokerService:
         self._compaction_factory = load_compaction_service_factory(config.compactionServiceFactoryClassName)
         self.compaction = CompactionManager()
         self.compaction_monitor = CompactionMonitor(self, self.compaction)
+        self.full_disk = FullDisk(self.factory.disk_space)
         self.context = BrokerContext(config, self.metadata, self.policies, self.entry_metadata,
-                                     self.entry_filter_provider, self.new_compaction_service)
+                                     self.entry_filter_provider, self.new_compaction_service, self.full_disk)
         self.protocol_handlers: list[ProtocolHandler] = []
         if config.messagingProtocols:
             from magnetar.broker.service.protocol_handlers import load_protocol_handlers  # noqa: PLC0415 (only then)
@@ -157,6 +159,7 @@ class BrokerService:
         loop = asyncio.get_running_loop()
         AcceptErrorReporter.install(loop)
         self.context.bridge = LoopBridge(loop)
+        self.full_disk.start(self.context.bridge)
         config = self.config
         if config.brokerServicePort is not None:
             self.port = await self._listen(config.brokerServicePort, tls=False)
@@ -230,6 +233,7 @@ class BrokerService:
         self.compaction.stop()
         self.cache_evictor.stop()
         self.schemas.close()
+        self.full_disk.stop()
         if self._stats_timer is not None:
             self._stats_timer.cancel()
         if self.cert_reloader is not None:

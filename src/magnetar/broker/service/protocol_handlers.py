@@ -23,6 +23,7 @@ from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
+from magnetar.broker.topics.topic_limits import encryption_required
 from magnetar.storage import Position, bump_counter
 from magnetar.storage.message_finder import (
     entry_first_index,
@@ -76,6 +77,8 @@ class PartitionLog:
         topic = self._topic
         if topic.terminated:
             raise BrokerServiceError(pb.TopicTerminatedError, f"{topic.name} is terminated")
+        if encryption_required(topic):  # a handler's records are never encrypted as Pulsar's clients encrypt
+            raise BrokerServiceError(pb.MetadataError, "Messages must be encrypted")
         first = topic.entry_metadata_state.index + 1  # stamping numbers the group's messages from here
         topic.publish_many(entries, counts, counts[-1], lambda _positions, exc: done(
             None if exc is not None else first, exc))

@@ -36,5 +36,8 @@ class TransportCnx(Protocol):
     def tell_producer_closed(self, producer: Producer) -> None:
         """The broker closed `producer`: forget it and tell the client."""
 
+    def recall_producer(self, producer_id: int) -> None:
+        """A producer the broker refused (held) may come back now: tell its client."""
+
     def tell_consumer_closed(self, consumer: Consumer) -> None:
         """The broker closed `consumer`: forget it and tell the client."""

@@ -120,8 +120,7 @@ class Producer:
         try:
             self.topic.publish_many(entries, counts, sends[-1].batch_size,
                                     functools.partial(self._stored, group, dedup))
-        except StorageFullError as exc:  # expected on a full disk: one line, a clear answer
-            log.warning("%s cannot store on %s: %s", self.cnx, self.topic, exc)
+        except StorageFullError as exc:  # expected on a full disk: answered as a failed write is
             self._stored(group, dedup, None, exc)
         except Exception as exc:
             log.exception("%s failed to store on %s", self.cnx, self.topic)
@@ -148,10 +147,17 @@ class Producer:
         if positions is None or exc is not None:
             if dedup is not None:
                 dedup.forget_pushed(self.name)
-            reason = "the broker's disk is full" if isinstance(exc, StorageFullError) else "could not store the message"
-            group.answer = b"".join(
-                commands.send_error(self.producer_id, send.sequence_id, pb.PersistenceError, f"{reason}: {exc}")
-                for send in sends)
+            if isinstance(exc, StorageFullError):
+                # No SEND_ERROR, which the official client answers by dropping its connection:
+                # the producer is closed and held (topics.full_disk), and its client sends
+                # these again once it is let back in.
+                self.topic.context.full_disk.write_failed(self.topic)
+                group.answer = b""
+            else:
+                group.answer = b"".join(
+                    commands.send_error(self.producer_id, send.sequence_id, pb.PersistenceError,
+                                        f"could not store the message: {exc}")
+                    for send in sends)
         else:
             if dedup is not None:
                 for send, position in zip(sends, positions, strict=True):

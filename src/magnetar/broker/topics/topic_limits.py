@@ -1,6 +1,6 @@
 """Limits and settings that namespaces and topics may override: how many producers and
 consumers a topic takes, how many messages a consumer may hold unacknowledged, delayed
-delivery on or off.
+delivery on or off, whether messages must come encrypted.
 
 Each is a `Policy` of broker.policies, under Pulsar's three names (topic admin path,
 namespace `Policies` field, broker.conf key). A limit of 0 means none.
@@ -28,6 +28,8 @@ MAX_UNACKED_PER_CONSUMER = Policy(
 SUBSCRIPTION_EXPIRATION = Policy(
     "subscriptionExpirationTime", "subscription_expiration_time_minutes", "subscriptionExpirationTimeMinutes")
 DELAYED_DELIVERY = Policy("delayedDelivery", "delayed_delivery_policies", "delayedDeliveryEnabled")
+ENCRYPTION_REQUIRED = Policy("encryptionRequired", "encryption_required", "encryptionRequireOnProducer")
+"""A namespace policy in Pulsar (no topic-level path). Its broker key only gates producers."""
 
 
 def _limit(topic: AbstractTopic, policy: Policy) -> int:
@@ -38,6 +40,18 @@ def check_new_producer(topic: AbstractTopic) -> None:
     limit = _limit(topic, MAX_PRODUCERS)
     if limit and len(topic.producers) >= limit:
         raise BrokerServiceError(pb.ProducerBusy, f"Topic '{topic.name}' reached max producers limit ({limit})")
+
+
+def encryption_required(topic: AbstractTopic) -> bool:
+    """The namespace's `encryption_required`: every SEND must carry `encryption_keys`."""
+    return bool(topic.context.policies.configured(topic.name, ENCRYPTION_REQUIRED))
+
+
+def check_producer_encryption(topic: AbstractTopic, encrypted: bool) -> None:
+    """A producer that does not say it encrypts (CommandProducer.encrypted) is refused where
+    encryption is required, or everywhere with `encryptionRequireOnProducer`, as in Pulsar."""
+    if not encrypted and (topic.context.config.encryptionRequireOnProducer or encryption_required(topic)):
+        raise BrokerServiceError(pb.MetadataError, f"Encryption is required in {topic.name}")
 
 
 def check_new_consumer(topic: AbstractTopic, subscription: AbstractSubscription | None) -> None:

@@ -22,6 +22,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.schema_registry import SchemaCheckPending
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.producer import Producer, Send
+from magnetar.broker.topics.topic_limits import check_producer_encryption
 from magnetar.broker.transport import consumer_commands, lookup_commands, schema_commands
 from magnetar.broker.transport.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
 from magnetar.broker.transport.publish_checks import check_send
@@ -37,6 +38,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.auth.session import ConnectionAuth
+    from magnetar.broker.transport.advertised_listeners import AdvertisedListener
     from magnetar.broker.transport.seams import Broker
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,8 @@ class ServerCnx(asyncio.Protocol):
         """Producers holding SENDs of the current read, stored when the read is done."""
         self._max_message_size = config.maxMessageSize
         self._schema_waits = SchemaWaits(lambda: self.transport is not None, self._reply_error)
+        self.lookup_listener: AdvertisedListener | None = None
+        """The listener of the last LOOKUP answered here: where this client finds the broker."""
 
     def __repr__(self) -> str:
         return f"[{self.remote} #{self.id}]"
@@ -133,6 +137,7 @@ class ServerCnx(asyncio.Protocol):
             self.auth.stop()
         for producer in list(self.producers.values()):
             producer.topic.remove_producer(producer)
+        self.service.full_disk.forget(self)
         for consumer in list(self.consumers.values()):
             consumer.subscription.topic.remove_consumer(consumer)
         self.producers.clear()
@@ -224,10 +229,8 @@ class ServerCnx(asyncio.Protocol):
         except BrokerServiceError as exc:  # a refusal: answered in the response type the client awaits
             log.info("%s %s refused: %s", self, T.Type.Name(cmd.type), exc.message)
             self._reply_error(cmd, exc.code, exc.message)
-        except StorageFullError as exc:  # expected on a full disk: one line, a clear answer
-            log.warning("%s cannot %s: %s", self, T.Type.Name(cmd.type), exc)
-            code = pb.PersistenceError if cmd.type == T.SEND else pb.ServiceNotReady
-            self._reply_error(cmd, code, f"the broker's disk is full: {exc}")
+        except StorageFullError as exc:  # a full disk: a clear answer, counted rather than logged
+            self._reply_error(cmd, *self.service.full_disk.refusal(self, cmd, exc))
         except Exception:
             log.exception("%s failed to handle %s", self, T.Type.Name(cmd.type))
             self._reply_error(cmd, pb.UnknownError, "internal broker error")
@@ -288,6 +291,15 @@ class ServerCnx(asyncio.Protocol):
         if len(self._closed_by_broker) > MAX_CLOSED_PRODUCERS_KEPT:
             del self._closed_by_broker[next(iter(self._closed_by_broker))]
         self.send(commands.close_producer(producer.producer_id))
+
+    def recall_producer(self, producer_id: int) -> None:
+        """A producer held while the disk was full may come back: a CLOSE_PRODUCER naming this
+        broker as the one its topic is assigned to (PIP-307), at the address the client looked
+        it up by, has the official client re-create it now instead of after its backoff."""
+        if self.transport is None or producer_id in self.producers:
+            return
+        listener = self.lookup_listener or self.service.listeners.resolve(None)
+        self.send(commands.close_producer(producer_id, listener.broker_service_url, listener.broker_service_url_tls))
 
     def tell_consumer_closed(self, consumer: Consumer) -> None:
         """The broker closed `consumer` (seek, reset, unload, deletion): forget it and tell
@@ -415,6 +427,7 @@ class ServerCnx(asyncio.Protocol):
             self.authorize(COMMANDS[T.PRODUCER], req.topic)
             topic = self.service.get_topic(req.topic)
             schema = schema_commands.schema_of(req.schema, self.role) if req.HasField("schema") else None
+            check_producer_encryption(topic, req.encrypted)
             schema_version = self.service.schemas.add_schema(topic.name, schema)
             name = req.producer_name or self.service.generate_producer_name()
             epoch = req.topic_epoch if req.HasField("topic_epoch") else None
@@ -425,6 +438,7 @@ class ServerCnx(asyncio.Protocol):
             return
         producer.schema_version = schema_version
         self.producers[req.producer_id] = producer
+        self.service.full_disk.producer_admitted(self, req.producer_id)
         log.info("%s [%s] created producer %r (%s)", self, topic.name, producer.name,
                  pb.ProducerAccessMode.Name(producer.access_mode))
         self.send(commands.producer_success(req.request_id, producer.name, _last_sequence_id(producer),
@@ -458,6 +472,8 @@ class ServerCnx(asyncio.Protocol):
         if producer is not None:
             producer.topic.remove_producer(producer)
             log.info("%s [%s] closed producer %r", self, producer.topic.name, producer.name)
+        else:
+            self.service.full_disk.forget(self, req.producer_id)
         self.send(commands.success(req.request_id))
 
 

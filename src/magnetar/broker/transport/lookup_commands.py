@@ -54,6 +54,7 @@ def handle_lookup(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None)
     except ListenerNotFoundError as exc:
         cnx.send(commands.lookup_error(req.request_id, pb.ServiceNotReady, str(exc)))
         return
+    cnx.lookup_listener = listener
     cnx.send(commands.lookup_connect(req.request_id, listener.broker_service_url, listener.broker_service_url_tls))
 
 

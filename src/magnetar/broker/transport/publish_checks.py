@@ -3,7 +3,9 @@
 Each check answers None (publish it) or the (ServerError, message) the producer gets in
 SEND_ERROR; the connection stays up, as in Pulsar. Only metadata is parsed, never a
 Pulsar payload: a batch's count is checked against its size, a foreign entry's (PIP-96)
-against its own header, a delivery delay against the topic's delayedDelivery policy.
+against its own header (unless encrypted: then nobody here can read it), a delivery delay
+against the topic's delayedDelivery policy, and where the namespace requires encryption a
+message without `encryption_keys` is refused (MetadataError, Pulsar's answer).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from magnetar.broker.topics.topic_limits import delayed_delivery
+from magnetar.broker.topics.topic_limits import delayed_delivery, encryption_required
 from magnetar.wire.entry import PULSAR_FORMAT, entry_format, parse_entry, validate_publishable
 from magnetar.wire.errors import ChecksumError, WireError
 from magnetar.wire.frames import FRAME_PADDING
@@ -39,8 +41,11 @@ def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic
     if claimed != send.num_messages:  # an absent num_messages reads as its default, 1
         return pb.NotAllowedError, (
             f"malformed message: num_messages_in_batch {claimed} disagrees with the SEND's {send.num_messages}")
-    if metadata.properties and (refusal := _check_foreign_count(metadata, payload, claimed)):
-        return refusal
+    if not metadata.encryption_keys:
+        if encryption_required(topic):
+            return pb.MetadataError, "Messages must be encrypted"
+        if metadata.properties and (refusal := _check_foreign_count(metadata, payload, claimed)):
+            return refusal
     return _check_delivery_delay(metadata, topic) if metadata.HasField("deliver_at_time") else None
 
 

@@ -21,9 +21,10 @@ if TYPE_CHECKING:
     from magnetar.broker.config import ServiceConfiguration
     from magnetar.broker.schema_registry import SchemaRegistryService
     from magnetar.broker.topics.consumer import Consumer
+    from magnetar.broker.topics.full_disk import FullDisk
     from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
     from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
-    from magnetar.broker.transport.advertised_listeners import AdvertisedListeners
+    from magnetar.broker.transport.advertised_listeners import AdvertisedListener, AdvertisedListeners
     from magnetar.broker.transport.connection_controller import ConnectionController, PartialFrameBudget
     from magnetar.broker.transport.topic_list import TopicsPattern
     from magnetar.wire.topic_name import TopicName
@@ -39,6 +40,7 @@ class Broker(Protocol):
     """The open connections, which the broker closes when it stops."""
     listeners: AdvertisedListeners
     schemas: SchemaRegistryService
+    full_disk: FullDisk
 
     def generate_producer_name(self) -> str: ...
 
@@ -58,6 +60,7 @@ class CommandHost(TransportCnx, Protocol):
     service: Broker
     consumers: dict[int, Consumer]
     remote: str
+    lookup_listener: AdvertisedListener | None
 
     def authorize(self, operation: Operation, topic: str | None = None, namespace: str | None = None) -> None: ...
 

@@ -27,9 +27,11 @@ from magnetar.client.aio.producer import Producer, ProducerConfig
 from magnetar.client.aio.reader import Reader
 from magnetar.client.aio.retries import retried
 from magnetar.client.aio.writer_schemas import WriterSchemas
+from magnetar.client.crypto.key_reader import CryptoKeyReader
 from magnetar.client.enums import (
     BatchingType,
     CompressionType,
+    ConsumerCryptoFailureAction,
     ConsumerType,
     InitialPosition,
     PartitionsRoutingMode,
@@ -119,8 +121,6 @@ class Client:
                               batched_filter_properties: Sequence[str] = (),
                               config: ProducerConfig | None = None) -> AnyProducer:
         self._check_open()
-        if encryption_key is not None or crypto_key_reader is not None:
-            raise errors.InvalidConfiguration("encryption is not supported yet")
         if chunking_enabled and batching_enabled:
             raise errors.InvalidConfiguration("chunking and batching cannot both be enabled")
         if config is None:
@@ -133,6 +133,8 @@ class Client:
                 batching_max_publish_delay_ms=batching_max_publish_delay_ms, batching_type=int(batching_type),
                 chunking_enabled=chunking_enabled, access_mode=int(access_mode), properties=dict(properties or {}),
                 batched_filter_properties=tuple(batched_filter_properties), schema=_schema(schema),
+                encryption_keys=_encryption_keys(encryption_key, crypto_key_reader),
+                crypto_key_reader=_key_reader(crypto_key_reader),
             )
         topic = full_topic_name(topic)
         partitions = await self._partitions(topic)
@@ -181,6 +183,8 @@ class Client:
             max_pending_chunked_message=max_pending_chunked_message,
             dead_letter_policy=_dead_letter_policy(dead_letter_policy),
             payload_processors=_processors(payload_processor), schema=_schema(schema),
+            crypto_key_reader=_key_reader(crypto_key_reader),
+            crypto_failure_action=_failure_action(crypto_failure_action),
         )
         if key_shared_policy is not None:
             _apply_key_shared_policy(config, key_shared_policy)
@@ -228,7 +232,9 @@ class Client:
                         receiver_queue_size=receiver_queue_size, reader_name=reader_name,
                         subscription_role_prefix=subscription_role_prefix, is_read_compacted=is_read_compacted,
                         start_message_id_inclusive=start_message_id_inclusive, queue=queue,
-                        payload_processors=_processors(payload_processor), schema=_schema(schema))
+                        payload_processors=_processors(payload_processor), schema=_schema(schema),
+                        crypto_key_reader=_key_reader(crypto_key_reader),
+                        crypto_failure_action=_failure_action(crypto_failure_action))
         await reader.start()
         self._handles.add(reader)
         return reader
@@ -273,6 +279,37 @@ def _schema(schema: Any) -> Schema | None:
         raise errors.InvalidConfiguration(f"schema must be one of magnetar.client.schema's schemas (AvroSchema, "
                                           f"JsonSchema, StringSchema, ...), not {type(schema).__name__}")
     return schema
+
+
+def _key_reader(reader: Any) -> CryptoKeyReader | None:
+    if reader is None or isinstance(reader, CryptoKeyReader):
+        return reader
+    raise errors.InvalidConfiguration(f"crypto_key_reader must be magnetar.client's CryptoKeyReader (or a subclass), "
+                                      f"not {type(reader).__module__}.{type(reader).__name__}")
+
+
+def _encryption_keys(names: Any, reader: Any) -> tuple[str, ...]:
+    """`encryption_key`: a key name, or (beyond the official Python client, as its C++ and Java
+    cores allow) a list of them; every entry's data key is wrapped under each."""
+    if not names:
+        return ()
+    keys = (names,) if isinstance(names, str) else tuple(names)
+    if not all(isinstance(name, str) and name for name in keys):
+        raise errors.InvalidConfiguration(f"encryption_key must be a key name or a list of names, not {names!r}")
+    if reader is None:
+        raise errors.InvalidConfiguration("encryption_key needs a crypto_key_reader to find the public keys")
+    return keys
+
+
+def _failure_action(action: Any) -> int:
+    """`crypto_failure_action`: ours or the official client's enum (FAIL when None)."""
+    if action is None:
+        return ConsumerCryptoFailureAction.FAIL
+    try:
+        return ConsumerCryptoFailureAction(int(action))
+    except (TypeError, ValueError):
+        raise errors.InvalidConfiguration(f"crypto_failure_action must be FAIL, DISCARD or CONSUME, not {action!r}"
+                                          ) from None
 
 
 def _processors(spec: Any) -> ProcessorSet | None:

@@ -35,13 +35,13 @@ CLIENT_VERSION = f"magnetar-client-{__version__}"
 class ProducerHandler(Protocol):
     def on_receipt(self, receipt: pb.CommandSendReceipt) -> None: ...
     def on_send_error(self, error: pb.CommandSendError) -> None: ...
-    def on_broker_close(self) -> None: ...
+    def on_broker_close(self, *, now: bool = False) -> None: ...
     def connection_closed(self, conn: Connection) -> None: ...
 
 
 class ConsumerHandler(Protocol):
     def on_message(self, message: pb.CommandMessage, payload: bytes) -> None: ...
-    def on_broker_close(self) -> None: ...
+    def on_broker_close(self, *, now: bool = False) -> None: ...
     def on_active_change(self, active: bool) -> None: ...
     def connection_closed(self, conn: Connection) -> None: ...
 
@@ -149,11 +149,11 @@ class Connection(asyncio.Protocol):
         elif kind == T.CLOSE_PRODUCER:
             producer = self.producers.pop(cmd.close_producer.producer_id, None)
             if producer is not None:
-                producer.on_broker_close()
+                producer.on_broker_close(now=_names_a_broker(cmd.close_producer))
         elif kind == T.CLOSE_CONSUMER:
             consumer = self.consumers.pop(cmd.close_consumer.consumer_id, None)
             if consumer is not None:
-                consumer.on_broker_close()
+                consumer.on_broker_close(now=_names_a_broker(cmd.close_consumer))
         elif kind == T.ACTIVE_CONSUMER_CHANGE:
             consumer = self.consumers.get(cmd.active_consumer_change.consumer_id)
             if consumer is not None:
@@ -255,3 +255,9 @@ class Connection(asyncio.Protocol):
                 handler.connection_closed(self)
             except Exception:
                 log.exception("connection_closed handler")
+
+
+def _names_a_broker(close: pb.CommandCloseProducer | pb.CommandCloseConsumer) -> bool:
+    """A CLOSE_* naming the broker now serving the topic (PIP-307's assigned URLs): the handler
+    comes back at once, as the official client does, rather than after its backoff."""
+    return close.HasField("assignedBrokerServiceUrl") or close.HasField("assignedBrokerServiceUrlTls")

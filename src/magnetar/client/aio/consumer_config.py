@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING
 
 from magnetar.client.aio.letters import DeadLetterPolicy
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue, ThreadReceiveQueue
-from magnetar.client.enums import ConsumerType, InitialPosition
+from magnetar.client.enums import ConsumerCryptoFailureAction, ConsumerType, InitialPosition
 from magnetar.client.message_id import MessageId
 from magnetar.formats.processor import ProcessorSet
 
 if TYPE_CHECKING:
+    from magnetar.client.crypto.key_reader import CryptoKeyReader
     from magnetar.client.schema import Schema
 
 ReceiveQueue = AsyncReceiveQueue | ThreadReceiveQueue
@@ -49,5 +50,8 @@ class ConsumerConfig:
     """PIP-96: how entries are read; None = Pulsar's format only, exactly as without processors."""
     schema: Schema | None = None
     """Decodes `Message.value()` and is registered or checked on subscribing; None: bytes."""
+    crypto_key_reader: CryptoKeyReader | None = None
+    """Where private keys are found to decrypt encrypted entries; None: none is decrypted."""
+    crypto_failure_action: int = ConsumerCryptoFailureAction.FAIL
     columnar: bool = False
     """Set by the first receive_arrow(): entries are queued raw, for columns."""

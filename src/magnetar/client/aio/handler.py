@@ -33,6 +33,8 @@ class Handler:
         self.closed = False
         self._backoff = Backoff()
         self._reconnecting: asyncio.Task[None] | None = None
+        self._recalled = asyncio.Event()
+        """Set when the broker asked the handler to come back now: the backoff's wait ends."""
         self._loop = asyncio.get_running_loop()
 
     async def _register(self, conn: Connection) -> None:
@@ -54,8 +56,13 @@ class Handler:
         await retried(self._connect_once, self.context.operation_timeout, self.topic)
 
     # -- losing the broker
-    def on_broker_close(self) -> None:
+    def on_broker_close(self, *, now: bool = False) -> None:
+        """The broker closed the handler; `now`: it named where to come back (PIP-307), so the
+        backoff is skipped, as the official client skips it."""
         log.info("broker closed %s on %s: reconnecting", type(self).__name__, self.topic)
+        if now:
+            self._backoff.reset()
+            self._recalled.set()
         self._lost()
 
     def connection_closed(self, conn: Connection) -> None:
@@ -73,7 +80,7 @@ class Handler:
 
     async def _reconnect(self) -> None:
         while not self.closed:
-            await asyncio.sleep(self._backoff.next())
+            await self._pause(self._backoff.next())
             if self.closed:
                 return
             try:
@@ -83,6 +90,13 @@ class Handler:
                 continue
             self._backoff.reset()
             return
+
+    async def _pause(self, delay: float) -> None:
+        """The backoff's `delay`, cut short if the broker recalls the handler meanwhile."""
+        if not self._recalled.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._recalled.wait(), delay)
+        self._recalled.clear()
 
     def _stop_reconnecting(self) -> None:
         self.closed = True

@@ -13,6 +13,9 @@ Failed entries: an entry no processor reads, or whose processor refuses it, reac
 application as one `EntryFailure` raised by receive/receive_arrow (the next call goes on);
 a corrupt one is discarded as the Java client discards it (acknowledged with a validation
 error), one in an unknown format is left unacknowledged for a reader that has its processor.
+An encrypted entry no key of the consumer opens goes as `crypto_failure_action` says (left
+unacknowledged, acknowledged away with DecryptionError, or delivered sealed); encrypted
+entries always take the message path, which decrypts them, even under receive_arrow.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client.columnar import EntryFailure, RawEntry, RowAcks
-from magnetar.client.incoming import BatchAcks, ChunkAssembler, StartFilter, decode_entry
+from magnetar.client.enums import ConsumerCryptoFailureAction
+from magnetar.client.incoming import BatchAcks, ChunkAssembler, Decrypt, StartFilter, decode_entry
 from magnetar.formats.processor import PayloadError, UnknownFormatError
 from magnetar.wire import client_commands as cc
 from magnetar.wire.entry import parse_message_metadata, verify_checksum
@@ -40,6 +44,9 @@ log = logging.getLogger(__name__)
 
 MAX_UNCOMPRESSED = 64 * 1024 * 1024
 """Largest decompressed payload accepted (a batch or a reassembled chunked message)."""
+UNDECRYPTABLE_LOG_EVERY = 1000
+"""Entries no key opens are logged the first time and then once in so many (a consumer
+without the key would otherwise log every message of the topic)."""
 
 
 class Intake:
@@ -61,6 +68,8 @@ class Intake:
         self._write = write
         self._permits_used = permits_used
         self._chunks = ChunkAssembler(config.max_pending_chunked_message)
+        self._decrypt = _decryptor(config)
+        self._undecryptable_count = 0
         self.start: StartFilter | None = None
         """Messages before it are dropped (a reader's start, a seek target); cleared once passed."""
 
@@ -72,7 +81,8 @@ class Intake:
             decoded = decode_entry(self._owner, self._topic, message, payload, max_size=MAX_UNCOMPRESSED,
                                    start=self.start, track_batch_acks=not config.batch_index_ack_enabled,
                                    chunks=self._chunks, skip_compacted_out=config.is_read_compacted,
-                                   processors=config.payload_processors)
+                                   processors=config.payload_processors, decrypt=self._decrypt,
+                                   crypto_failure_action=config.crypto_failure_action)
         except PayloadError as exc:
             self._entry_failed(message.message_id.ledgerId, message.message_id.entryId, exc)
             return
@@ -83,10 +93,12 @@ class Intake:
                                validation_error=pb.CommandAck.BatchDeSerializeError))
             self._permits_used(1)
             return
-        if decoded.corrupt:
+        if decoded.validation_error is not None:
             mid = message.message_id
             self._write(cc.ack(self._consumer_id, [WireId(mid.ledgerId, mid.entryId).to_proto()],
-                               validation_error=pb.CommandAck.ChecksumMismatch))
+                               validation_error=decoded.validation_error))
+        if decoded.undecryptable:
+            self._undecryptable(message)
         messages = decoded.messages
         if messages:
             if self.start is not None:
@@ -99,6 +111,23 @@ class Intake:
             self._permits_used(decoded.skipped)
 
     # -- failures
+    def _undecryptable(self, message: pb.CommandMessage) -> None:
+        """Say so (and where) for an entry no key opened; under FAIL the unacked-message timeout,
+        when set, brings it back (as the Java client's tracker does) for a key that may come."""
+        mid = message.message_id
+        action = ConsumerCryptoFailureAction(self._config.crypto_failure_action)
+        self._undecryptable_count += 1
+        if self._undecryptable_count % UNDECRYPTABLE_LOG_EVERY == 1:  # the first, then one in so many
+            log.warning("%s: entry %d:%d is encrypted and %s opens it: %s (%d such entries so far)", self._topic,
+                        mid.ledgerId, mid.entryId,
+                        "no key of the crypto_key_reader" if self._decrypt is not None else "no crypto_key_reader",
+                        {ConsumerCryptoFailureAction.FAIL: "left unacknowledged (FAIL)",
+                         ConsumerCryptoFailureAction.DISCARD: "acknowledged away (DISCARD)",
+                         ConsumerCryptoFailureAction.CONSUME: "delivered encrypted (CONSUME)"}[action],
+                        self._undecryptable_count)
+        if action == ConsumerCryptoFailureAction.FAIL:
+            self._redelivery.held(mid.ledgerId, mid.entryId)
+
     def entry_unreadable(self, ledger: int, entry: int, exc: Exception, discard: bool) -> None:
         """Log a failed entry; discard it (ack with a validation error) unless it is only unknown.
         Any thread: the reader's thread finds failures while it builds columns."""
@@ -127,9 +156,9 @@ class Intake:
             metadata = parse_message_metadata(payload)
         except (ChecksumError, ValueError):
             return False  # the message path answers corrupt entries as it always did
-        if metadata.HasField("chunk_id") and metadata.num_chunks_from_msg > 1:
-            return False
-        batched = metadata.HasField("num_messages_in_batch") and not metadata.encryption_keys
+        if metadata.encryption_keys or (metadata.HasField("chunk_id") and metadata.num_chunks_from_msg > 1):
+            return False  # decrypted (or not) and joined on the message path
+        batched = metadata.HasField("num_messages_in_batch")
         size = metadata.num_messages_in_batch if batched else 0
         keep = self._kept_indexes(message, ledger, entry, size)
         total = max(size, 1)
@@ -161,3 +190,12 @@ class Intake:
         if keep is not None and len(keep) == len(indexes):
             return None
         return keep
+
+
+def _decryptor(config: ConsumerConfig) -> Decrypt | None:
+    """The consumer's Decryptor when it has a key reader; `cryptography` loads only then."""
+    if config.crypto_key_reader is None:
+        return None
+    from magnetar.client.crypto.message_crypto import Decryptor  # noqa: PLC0415 (see above)
+
+    return Decryptor(config.crypto_key_reader).decrypt

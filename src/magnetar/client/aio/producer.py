@@ -30,7 +30,7 @@ from magnetar.client.batching import Batch, BatchContainer, KeyBasedContainer
 from magnetar.client.entries import arrow_entries, check_count, entry_metadata
 from magnetar.client.enums import BatchingType, Result
 from magnetar.client.message_id import MessageId
-from magnetar.client.outgoing import PendingMessage, build_batch_entry, chunk_entries, single_metadata
+from magnetar.client.outgoing import PendingMessage, Sealer, build_batch_entry, chunk_entries, single_metadata
 from magnetar.wire import client_commands as cc
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -52,6 +52,16 @@ def _millis(value: int | timedelta | None) -> int | None:
     if isinstance(value, timedelta):
         return int(value.total_seconds() * 1000)
     return int(value)
+
+
+def _sealer(config: ProducerConfig) -> Sealer | None:
+    """The producer's Encryptor when it encrypts (CryptoError when a key cannot be used); the
+    crypto package, and `cryptography` with it, load only then."""
+    if not config.encryption_keys:
+        return None
+    from magnetar.client.crypto.message_crypto import Encryptor  # noqa: PLC0415 (see above)
+
+    return Encryptor(config.encryption_keys, config.crypto_key_reader)
 
 
 class Producer(Handler):
@@ -85,6 +95,11 @@ class Producer(Handler):
         self._send_timeout = config.send_timeout_millis / 1000
         self._timeout_timer: asyncio.TimerHandle | None = None
         self._schema = config.schema
+        self._sealer = _sealer(config)
+        self._registered = False
+        self._held_on: Connection | None = None
+        """The connection whose broker refused this producer's return with a hold (a full disk,
+        a backlog quota): it recalls the producer there (CLOSE_PRODUCER) when it may come back."""
         self.on_completed: Callable[[int], None] | None = None
         """Told how many messages completed (sent or failed); the blocking facade counts with it."""
 
@@ -101,18 +116,23 @@ class Producer(Handler):
     # -- registration
     async def _register(self, conn: Connection) -> None:
         self._ready = False
+        self._drop_hold()
         conn.producers[self.producer_id] = self
         try:
             answer = await conn.request(lambda rid: cc.producer(
                 rid, self.producer_id, self.topic, producer_name=self._name, user_provided_name=self._user_named,
                 epoch=self._epoch, access_mode=int(self.config.access_mode), properties=self.config.properties,
                 topic_epoch=self._topic_epoch, initial_subscription_name=self.config.initial_subscription_name,
-                schema=None if self._schema is None else self._schema.wire(),
+                schema=None if self._schema is None else self._schema.wire(), encrypted=self._sealer is not None,
             ))
-        except BaseException:
-            conn.producers.pop(self.producer_id, None)
+        except BaseException as exc:
+            if self._registered and isinstance(exc, errors.ProducerBlockedQuotaExceededError):
+                self._held_on = conn  # stays known there: the broker recalls it when it may come back
+            else:
+                conn.producers.pop(self.producer_id, None)
             self._epoch += 1
             raise
+        self._registered = True
         success = answer.producer_success
         self._epoch += 1
         self._name = success.producer_name
@@ -286,7 +306,7 @@ class Producer(Handler):
         metadata.producer_name = self._name or ""
         metadata.sequence_id = first
         metadata.publish_time = self._publish_time()
-        entry = build_entry(metadata, payload)
+        entry = build_entry(metadata, payload if self._sealer is None else self._sealer.encrypt(metadata, payload))
         future: asyncio.Future[MessageId] = self._loop.create_future()
         if len(entry) > self._max_message_size():
             future.set_exception(errors.MessageTooBig(f"an entry of {len(entry)} bytes exceeds the broker's limit"))
@@ -315,7 +335,8 @@ class Producer(Handler):
         messages = batch.messages
         entry = build_batch_entry(messages, batch.payload(), producer_name=self._name or "",
                                   publish_time=self._publish_time(), compression=self._compression,
-                                  batch_properties=batch.filter_values, schema_version=self._schema_version)
+                                  batch_properties=batch.filter_values, schema_version=self._schema_version,
+                                  sealer=self._sealer)
         if len(entry) > self._max_message_size():
             exc = errors.MessageTooBig(f"a batch of {len(entry)} bytes exceeds the broker's limit")
             self._fail_messages(messages, exc)
@@ -328,7 +349,10 @@ class Producer(Handler):
                                             publish_time=self._publish_time(), compression=self._compression,
                                             schema_version=self._schema_version)
         limit = self._max_message_size()
-        if len(payload) + metadata.ByteSize() + 16 <= limit:
+        sealer = self._sealer
+        if len(payload) + metadata.ByteSize() + 16 + (0 if sealer is None else sealer.overhead()) <= limit:
+            if sealer is not None:
+                payload = sealer.encrypt(metadata, payload)
             self._add_op(OpSend(message.sequence_id, message.sequence_id, build_entry(metadata, payload),
                                  [message.completion], 0))
             return
@@ -337,7 +361,7 @@ class Producer(Handler):
                 f"message of {len(payload)} bytes exceeds the broker's limit of {limit} (enable chunking)"))
             return
         state = ChunkState()
-        chunks = list(chunk_entries(metadata, payload, limit))
+        chunks = list(chunk_entries(metadata, payload, limit, sealer))
         for index, entry in enumerate(chunks):
             last = index == len(chunks) - 1
             op = OpSend(message.sequence_id, message.sequence_id, entry, [message.completion] if last else [],
@@ -430,8 +454,12 @@ class Producer(Handler):
 
     # -- timeouts and flush
     def _arm_timeout_check(self) -> None:
-        interval = min(1.0, max(self._send_timeout / 4, 0.05))
-        self._timeout_timer = self._loop.call_later(interval, self._check_timeouts)
+        """Due at the oldest pending send's deadline, so it fails at its send timeout and not a
+        polling interval later; with nothing pending, a send timeout from now (the official
+        client's timer, which a send made meanwhile waits for, then for what is left of it)."""
+        pending = self._pending
+        delay = pending[0].created + self._send_timeout - time.monotonic() if pending else self._send_timeout
+        self._timeout_timer = self._loop.call_later(max(0.0, delay), self._check_timeouts)
 
     def _check_timeouts(self) -> None:
         self._timeout_timer = None
@@ -490,6 +518,7 @@ class Producer(Handler):
         finally:
             self._stop_reconnecting()
             self._shutdown()
+            self._drop_hold()
         conn = self.conn
         if conn is not None and not conn.closed:
             conn.producers.pop(self.producer_id, None)
@@ -497,6 +526,12 @@ class Producer(Handler):
                 await conn.request(lambda rid: cc.close_producer(rid, self.producer_id))
             except errors.PulsarException as exc:
                 log.debug("close producer: %s", exc)
+
+    def _drop_hold(self) -> None:
+        if self._held_on is not None:
+            if self._held_on.producers.get(self.producer_id) is self:
+                del self._held_on.producers[self.producer_id]
+            self._held_on = None
 
     def _shutdown(self) -> None:
         self.closed = True

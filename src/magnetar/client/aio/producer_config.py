@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from magnetar.client.enums import BatchingType, CompressionType, ProducerAccessMode
 
 if TYPE_CHECKING:
+    from magnetar.client.crypto.key_reader import CryptoKeyReader
     from magnetar.client.schema import Schema
 
 
@@ -35,3 +36,6 @@ class ProducerConfig:
     initial_subscription_name: str | None = None
     schema: Schema | None = None
     """Encodes what is sent and is registered with the broker; None sends bytes as they are."""
+    encryption_keys: tuple[str, ...] = ()
+    """Names of the keys every entry's data key is wrapped under (none: not encrypted)."""
+    crypto_key_reader: CryptoKeyReader | None = None

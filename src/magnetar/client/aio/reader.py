@@ -12,13 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.client.aio.consumer import Consumer
 from magnetar.client.aio.consumer_config import ConsumerConfig, ReceiveQueue
-from magnetar.client.enums import ConsumerType
+from magnetar.client.enums import ConsumerCryptoFailureAction, ConsumerType
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
 from magnetar.formats.processor import ProcessorSet
 
 if TYPE_CHECKING:
     from magnetar.client.aio.context import ClientContext
+    from magnetar.client.crypto.key_reader import CryptoKeyReader
     from magnetar.client.schema import Schema
 
 
@@ -28,13 +29,15 @@ class Reader:
                  subscription_role_prefix: str | None = None, is_read_compacted: bool = False,
                  start_message_id_inclusive: bool = False,
                  queue: ReceiveQueue | None = None, payload_processors: ProcessorSet | None = None,
-                 schema: Schema | None = None) -> None:
+                 schema: Schema | None = None, crypto_key_reader: CryptoKeyReader | None = None,
+                 crypto_failure_action: int = ConsumerCryptoFailureAction.FAIL) -> None:
         prefix = subscription_role_prefix or "reader"
         subscription = reader_name or f"{prefix}-{uuid.uuid4().hex[:10]}"
         config = ConsumerConfig(
             consumer_type=ConsumerType.Exclusive, receiver_queue_size=receiver_queue_size, consumer_name="",
             is_read_compacted=is_read_compacted, start_message_id_inclusive=start_message_id_inclusive,
             durable=False, start_message_id=start_message_id, payload_processors=payload_processors, schema=schema,
+            crypto_key_reader=crypto_key_reader, crypto_failure_action=crypto_failure_action,
         )
         self.consumer = Consumer(context, topic, subscription, config, queue)
 

@@ -88,6 +88,12 @@ class Redelivery:
         if self._unacked_timer is not None:
             self._unacked[(ledger, entry)] = 0.0
 
+    def held(self, ledger: int, entry: int) -> None:
+        """An entry kept from the application (one it cannot decrypt): the unacked timeout,
+        when set, asks for it again once it is due, as for a message never acknowledged."""
+        if self._unacked_timer is not None:
+            self._unacked[(ledger, entry)] = time.monotonic()
+
     def acked(self, ledger: int, entry: int) -> None:
         unacked, nacks = self._unacked, self._nacks
         if unacked:

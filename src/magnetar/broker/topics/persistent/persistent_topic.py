@@ -146,6 +146,8 @@ class PersistentTopic(AbstractTopic):
     # -- producers
     def _check_new_producer(self) -> None:
         super()._check_new_producer()
+        if self.context.full_disk.full:  # held until a write fits again (topics.full_disk)
+            raise StorageFullError(self.context.full_disk.reason)
         backlog.check_producer_allowed(self)
 
     @property
@@ -245,18 +247,19 @@ class PersistentTopic(AbstractTopic):
         for subscription in self.subscriptions.values():
             if subscription.dispatcher is not None:
                 subscription.dispatcher.close()
-        try:
-            self.save_state()
-        except StorageFullError as exc:  # rebuilt from the ledger at the next load
-            log.warning("[%s] state not saved: %s", self.name, exc)
+        self.save_state()
         self.compaction_service.close()
         self.ledger.close()
 
     def save_state(self) -> None:
-        """What the broker keeps in memory and must find again after a restart."""
-        self.context.entry_metadata.save(self.ledger, self.entry_metadata_state)
-        if self._dedup is not None:
-            self._dedup.snapshot()
+        """What the broker keeps in memory and must find again after a restart; on a full
+        disk it is rebuilt from the ledger at the next load instead."""
+        try:
+            self.context.entry_metadata.save(self.ledger, self.entry_metadata_state)
+            if self._dedup is not None:
+                self._dedup.snapshot()
+        except StorageFullError as exc:
+            log.warning("[%s] state not saved: %s", self.name, exc)
 
     def storage_size(self) -> int:
         return self.ledger.total_size_bytes()
