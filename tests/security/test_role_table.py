@@ -44,7 +44,7 @@ NAMESPACE_POLICIES = [
         "messageTTL", "deduplication", "entryFilters", "maxProducersPerTopic", "maxConsumersPerTopic",
         "maxConsumersPerSubscription", "maxUnackedMessagesPerConsumer", "subscriptionExpirationTime",
         "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced", "isAllowAutoUpdateSchema",
-        "compactionThreshold")),
+        "compactionThreshold", "encryptionRequired")),
     ("retention", "GET POST DELETE"), ("backlogQuotaMap", "GET"), ("backlogQuota", "POST DELETE"),
 ]
 TOPIC_POLICIES = [
@@ -123,6 +123,7 @@ MAY: dict[tuple[str, str], frozenset[str]] = {
     # functions: their tenant's admins (and roles granted `functions`, which none here is)
     ("GET", "/admin/v3/functions/{tenant}/{namespace}"): ADMINS,
     **{(method, FUNCTION): ADMINS for method in ("GET", "POST", "PUT", "DELETE")},
+    ("GET", FUNCTION + "/download"): ADMINS,
     **{("GET", f"{FUNCTION}{instance}/{view}"): ADMINS for view in ("status", "stats")
        for instance in ("", "/{instance}")},
     **{("POST", f"{FUNCTION}{instance}/{verb}"): ADMINS for verb in ("start", "stop", "restart")
