@@ -97,7 +97,8 @@ class _Checks:
             returned, value = found
             if returned:
                 return value  # type: ignore[return-value]
-            raise value  # type: ignore[misc]
+            # without the traceback of the last raise, which each raise would add to
+            raise value.with_traceback(None)  # type: ignore[attr-defined]
         running = self._running.get(key)
         if running is None:
             if self._worker is None:
@@ -120,10 +121,12 @@ class _Checks:
 
 
 def _attempt(work: Callable[[], object]) -> tuple[bool, object]:
-    """(True, what `work` returned) or (False, what it raised, without the frames it held)."""
+    """(True, what `work` returned) or (False, what it raised), without the frames it held nor
+    the exceptions it was raised during: a kept outcome must not keep parsed schemas alive."""
     try:
         return True, work()
     except Exception as exc:  # raised again to whoever asks for the outcome
+        exc.__context__ = exc.__cause__ = None
         return False, exc.with_traceback(None)
 
 
