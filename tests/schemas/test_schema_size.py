@@ -5,6 +5,7 @@ Python executed, not timed), and the parse cache bounded by the bytes it was mad
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import uuid
@@ -110,6 +111,28 @@ def test_the_step_budget_at_its_edge() -> None:
     PulsarCompatibilityChecker(4).get_compatibility(record, other)
     with pytest.raises(TooComplexError):
         PulsarCompatibilityChecker(3).get_compatibility(record, other)
+
+
+def test_a_check_that_outgrows_the_stack_is_refused_not_failed() -> None:
+    """Arrays nested 100 deep, parsed, then compared with little stack left: the check is
+    refused with its reason (RecursionError would have been an internal error)."""
+    def nested(item: str) -> SchemaData:
+        definition: object = item
+        for _ in range(100):
+            definition = {"type": "array", "items": definition}
+        return avro(definition)
+
+    old, new = nested("int"), nested("long")
+    parse_avro(old.data), parse_avro(new.data)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + 150)
+    try:
+        with pytest.raises(IncompatibleSchemaError, match=r"^Incompatible schema with strategy BACKWARD: the new "
+                                                          r"schema cannot read data written with the latest version: "
+                                                          r"the schemas are nested too deeply to compare$"):
+            check_against_history([old], new, S.BACKWARD)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 def test_names_are_not_held_to_avro_s_strict_rule() -> None:

@@ -32,6 +32,7 @@ Imported on first use (it loads `avro`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from avro.compatibility import (
@@ -56,6 +57,9 @@ _PROMOTED_TO = {
     SchemaType.BYTES: frozenset({SchemaType.STRING}),
 }
 _INCOMPATIBLE = SchemaCompatibilityType.incompatible
+_problem = functools.partial(incompatible, SchemaIncompatibilityType.type_mismatch)
+"""An incompatibility: its message and where (the `avro` package's form); its type, which
+nothing reads (refusals show messages and locations), is left at one value."""
 _IN_PROGRESS = SchemaCompatibilityResult(SchemaCompatibilityType.recursion_in_progress)
 
 
@@ -124,8 +128,7 @@ class PulsarCompatibilityChecker(ReaderWriterCompatibilityChecker):
             assert isinstance(reader, UnionSchema)
             index = self._branch_for(reader, writer)
             if index is None:
-                return incompatible(SchemaIncompatibilityType.missing_union_branch,
-                                    f"reader union lacking writer type {writer.type}", location)
+                return _problem(f"reader union lacking writer type {writer.type}", location)
             return self.get_compatibility(reader.schemas[index], writer, str(index), location)
         return super().calculate_compatibility(reader, writer, location)
 
@@ -145,8 +148,7 @@ class PulsarCompatibilityChecker(ReaderWriterCompatibilityChecker):
             if source is not None:
                 results.append(self.get_compatibility(field.type, source.type, "type", where))
             elif not field.has_default:  # an enum's own default does not stand for the field's, as in Java
-                results.append(incompatible(SchemaIncompatibilityType.reader_field_missing_default_value,
-                                            field.name, where))
+                results.append(_problem(field.name, where))
         return _combined(results)
 
     def _from_union(self, reader: Schema, writer: UnionSchema, location: list[str]) -> SchemaCompatibilityResult:
@@ -155,8 +157,7 @@ class PulsarCompatibilityChecker(ReaderWriterCompatibilityChecker):
         if reader.type != SchemaType.UNION:
             return _combined(self.get_compatibility(reader, branch) for branch in writer.schemas)
         return _combined(
-            incompatible(SchemaIncompatibilityType.missing_union_branch,
-                         f"reader union lacking writer type: {branch.type.upper()}", [*location, str(index)])
+            _problem(f"reader union lacking writer type: {branch.type.upper()}", [*location, str(index)])
             for index, branch in enumerate(writer.schemas)
             if self.get_compatibility(reader, branch).compatibility is _INCOMPATIBLE)
 
@@ -215,4 +216,4 @@ def _check_names(reader: NamedSchema, writer: NamedSchema, location: list[str]) 
     qualified = {alias if "." in alias or not reader.namespace else f"{reader.namespace}.{alias}" for alias in aliases}
     if reader.name == writer.name or writer.fullname in qualified:
         return CompatibleResult
-    return incompatible(SchemaIncompatibilityType.name_mismatch, f"expected: {writer.fullname}", [*location, "name"])
+    return _problem(f"expected: {writer.fullname}", [*location, "name"])

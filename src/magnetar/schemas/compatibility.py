@@ -70,7 +70,7 @@ def _check_avro(existing: Sequence[SchemaData], new: SchemaData, strategy: Compa
     if parsed is None:
         return
     new_schema, olds = parsed
-    for age, (old, old_schema) in enumerate(zip(reversed(existing), reversed(olds), strict=True)):
+    for age, (old, old_schema) in enumerate(reversed(olds)):
         which = "the latest version" if age == 0 else f"the version {age} before the latest"
         budget = len(old.data) + len(new.data) + MIN_STEPS
         if strategy in _BACKWARD:
@@ -82,15 +82,16 @@ def _check_avro(existing: Sequence[SchemaData], new: SchemaData, strategy: Compa
 
 
 def _parsed(existing: Sequence[SchemaData], new: SchemaData, strategy: CompatibilityStrategy,
-            parse: Callable[[SchemaData], _Parsed]) -> tuple[_Parsed, list[_Parsed]] | None:
-    """The new and existing definitions parsed, for a strategy that compares them; None when
-    ALWAYS_COMPATIBLE needs no comparison. An unreadable stored definition refuses the new one."""
+            parse: Callable[[SchemaData], _Parsed]) -> tuple[_Parsed, list[tuple[SchemaData, _Parsed]]] | None:
+    """The new definition parsed, and each existing one beside its parsing, for a strategy
+    that compares them; None when ALWAYS_COMPATIBLE needs no comparison. An unreadable
+    stored definition refuses the new one."""
     if strategy == S.ALWAYS_COMPATIBLE:
         return None
     if strategy not in _BACKWARD | _FORWARD:
         raise IncompatibleSchemaError(f"Schema compatibility strategy is {strategy.name}")
     try:
-        return parse(new), [parse(old) for old in existing]
+        return parse(new), [(old, parse(old)) for old in existing]
     except InvalidSchemaError as exc:
         raise IncompatibleSchemaError(str(exc)) from None
 
@@ -149,7 +150,7 @@ def _check_protobuf_native(existing: Sequence[SchemaData], new: SchemaData, stra
     if parsed is None:
         return
     root, old_roots = parsed
-    for old_root in old_roots:
+    for _, old_root in old_roots:
         if old_root != root:
             raise IncompatibleSchemaError(
                 f"Incompatible schema: the Protobuf root message may not change ({old_root} -> {root})")
