@@ -9,7 +9,9 @@ answering), `--pipelined` GETs without credentials, then `--uploads` function up
 64 MiB each without credentials (POST /admin/v3/functions/..., Content-Length 64 MiB, no
 `Expect: 100-continue`), written until the broker stops reading them. The broker's resident
 memory is read before, once every connection is stalled (`attack_mb`), and after the clients
-left (once the broker's connections are closed, then `--settle` seconds later).
+left (once the broker's connections are closed, then `--settle` seconds later). With
+`--deep N`, then: N connections each write 14,000 GETs of 19 bytes at once (what 256 KB reads
+hold) and read nothing (`deep_*_mb`: before, with them open, after they left).
 
     .venv/bin/python benchmarks/hostile_http_bench.py --src /work/main/src --src src
 
@@ -19,6 +21,7 @@ Prints one JSON object, with the load average before and after.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -67,7 +70,29 @@ def attack(admin_url: str, token: str, pipelined: int, uploads: int, stalled: th
     sock.close()
 
 
-def run(src: str, connections: int, pipelined: int, uploads: int, settle: float) -> dict[str, object]:
+def deep_pipelining(admin_url: str, pid: int, port: int, connections: int) -> dict[str, float]:
+    parts = urlsplit(admin_url)
+    before, socks = rss_kb(pid) / 1024, []
+    for _ in range(connections):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect((parts.hostname, parts.port))
+        sock.settimeout(2)
+        with contextlib.suppress(TimeoutError):
+            sock.sendall(b"GET /x HTTP/1.1\r\n\r\n" * 14_000)
+        socks.append(sock)
+    time.sleep(2)  # a benchmark's settling time: what is measured is what the broker then holds
+    during = rss_kb(pid) / 1024
+    for sock in socks:
+        sock.close()
+    deadline = time.monotonic() + 30
+    while established(pid, port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return {"deep_before_mb": round(before, 1), "deep_open_mb": round(during, 1),
+            "deep_after_mb": round(rss_kb(pid) / 1024, 1)}
+
+
+def run(src: str, connections: int, pipelined: int, uploads: int, settle: float, deep: int) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         key = Path(tmp) / "secret.key"
         key.write_bytes(secrets.token_bytes(32))
@@ -106,9 +131,10 @@ def run(src: str, connections: int, pipelined: int, uploads: int, settle: float)
                 time.sleep(0.05)
             closed_mb = rss_kb(pid) / 1024
             time.sleep(settle)
-            return {"before_mb": round(before, 1), "attack_mb": round(attack_mb, 1),
-                    "stalled_after_s": round(stalled_after, 1), "after_close_mb": round(closed_mb, 1),
-                    f"after_{settle:g}s_mb": round(rss_kb(pid) / 1024, 1)}
+            result = {"before_mb": round(before, 1), "attack_mb": round(attack_mb, 1),
+                      "stalled_after_s": round(stalled_after, 1), "after_close_mb": round(closed_mb, 1),
+                      f"after_{settle:g}s_mb": round(rss_kb(pid) / 1024, 1)}
+            return {**result, **(deep_pipelining(broker.admin_url, pid, port, deep) if deep else {})}
         finally:
             broker.stop()
 
@@ -121,9 +147,10 @@ def main() -> None:
                         help="GETs between the peeks and the uploads (more than 8 keep the uploads unread)")
     parser.add_argument("--uploads", type=int, default=4)
     parser.add_argument("--settle", type=float, default=5.0, help="seconds after the clients left")
+    parser.add_argument("--deep", type=int, default=0, help="connections of 14,000 pipelined GETs each")
     args = parser.parse_args()
     report: dict[str, object] = {"load_before": os.getloadavg()}
-    report["runs"] = {src: {str(n): run(src, n, args.pipelined, args.uploads, args.settle)
+    report["runs"] = {src: {str(n): run(src, n, args.pipelined, args.uploads, args.settle, args.deep)
                             for n in sorted({1, args.connections})} for src in args.src}
     report["load_after"] = os.getloadavg()
     print(json.dumps(report, indent=1))
