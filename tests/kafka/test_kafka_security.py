@@ -175,7 +175,7 @@ def authenticate(secure: SecureKafka, user: str, password: str) -> tuple[RawKafk
     ("other/ns", "good", "names no namespace of this listener"),
     (NAMESPACE, "tls:whatever", "no authentication provider for method 'tls'"),
     (NAMESPACE, "basic:carol:wrong", "unknown user 'carol' or wrong password"),
-    (NAMESPACE, "forged", "Signature verification failed"),
+    (NAMESPACE, "forged", "its signature does not verify"),
     (NAMESPACE, "old", "the token has expired"),
 ])
 def test_bad_credentials_get_sasl_authentication_failed_and_the_connection_closes(secure, user, password,

@@ -18,6 +18,7 @@ from typing import Any, get_type_hints
 
 from magnetar.broker.config.properties import Setting
 from magnetar.schemas.model import CompatibilityStrategy
+from magnetar.spelling import did_you_mean
 
 #: Pulsar's modes of brokerDeleteInactiveTopicsMode (see broker.monitors.inactivity).
 _SCHEMA_STRATEGIES = tuple(strategy.value for strategy in CompatibilityStrategy)
@@ -358,14 +359,12 @@ def is_known_key(key: str) -> bool:
 
 def unknown_key(setting: Setting) -> str:
     """The report of a key neither magnetar nor any Pulsar release has, with the nearest real keys."""
-    import difflib  # noqa: PLC0415 (only a mistyped key needs it, not every start-up)
-
     from magnetar.broker.config.pulsar_keys import PULSAR_BROKER_KEYS  # noqa: PLC0415 (see is_known_key)
 
     message = f"unknown configuration key {setting.key!r} (a key of neither magnetar nor any Pulsar release)"
-    close = difflib.get_close_matches(setting.key, sorted(magnetar_keys() | PULSAR_BROKER_KEYS), n=2)
-    if close:
-        message += f"; did you mean {' or '.join(close)}?"
+    hint = did_you_mean(setting.key, sorted(magnetar_keys() | PULSAR_BROKER_KEYS))
+    if hint:
+        message += f"; {hint}"
     return _located(setting.origin, message)
 
 

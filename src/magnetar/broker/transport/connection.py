@@ -52,6 +52,8 @@ BEM_PROTOCOL_VERSION = 18
 #: every send, so a deeper buffer costs a memmove of megabytes per partial send.
 HIGH_WATER = 1024 * 1024
 _ids = itertools.count()
+#: How the official C++ client (the core of the Python, C++ and Node.js clients) names itself in CONNECT.
+CPP_CLIENT = "Pulsar-CPP"
 #: Producer ids a connection remembers the broker closed: a client has a handful at a time.
 MAX_CLOSED_PRODUCERS_KEPT = 1024
 #: Builds a Send without NamedTuple's Python-level __new__: one is made per SEND.
@@ -181,7 +183,7 @@ class ServerCnx(asyncio.Protocol):
         if decoder.buffered or had_partial:
             self._track_partial_frame(had_partial)
         for command, payload in frames:
-            if self.transport is None:
+            if self.transport is None or self.transport.is_closing():
                 self._staging.clear()  # closed mid-read: the client resends what has no receipt
                 return
             if command.type == _SEND and self.connected:  # most frames: straight to the handler
@@ -212,7 +214,10 @@ class ServerCnx(asyncio.Protocol):
 
     def _handle(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         if not self.connected and cmd.type != T.CONNECT:
-            log.warning("%s sent %s before CONNECT; closing", self, T.Type.Name(cmd.type))
+            if self.auth is not None and self.auth.refusal is not None:  # told now (auth.session)
+                self._reply_error(cmd, pb.AuthenticationError, self.auth.refusal)
+            else:
+                log.warning("%s sent %s before CONNECT; closing", self, T.Type.Name(cmd.type))
             self.close()
             return
         handler = _HANDLERS.get(cmd.type)
@@ -276,7 +281,7 @@ class ServerCnx(asyncio.Protocol):
     def send_reached_end_of_topic(self, consumer_id: int) -> None:
         """Told to clients that understand it. The official C++ client (4.2) does not: it
         drops the whole connection on a command it does not know, so it is not sent there."""
-        if not self.client_version.startswith("Pulsar-CPP"):
+        if not self.client_version.startswith(CPP_CLIENT):
             self.send(commands.reached_end_of_topic(consumer_id))
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
@@ -371,6 +376,7 @@ class ServerCnx(asyncio.Protocol):
             log.warning("%s sent CONNECT again; closing", self)
             self.close()
             return
+        self.client_version = connect.client_version
         if self.service.authentication.enabled:
             from magnetar.broker.auth.session import ConnectionAuth  # noqa: PLC0415 (a broker without authentication never needs it)
 
@@ -382,10 +388,18 @@ class ServerCnx(asyncio.Protocol):
 
     def _complete_connect(self, connect: pb.CommandConnect) -> None:
         self.connected = True
-        self.client_version = connect.client_version
         log.info("%s connected: %s, protocol version %d%s", self, connect.client_version, self.protocol_version,
                  f", role {self.role!r}" if self.auth is not None else "")
-        self.send(commands.connected(SERVER_VERSION, self.protocol_version, self.service.config.maxMessageSize))
+        self.send(self.connected_frame())
+
+    def connected_frame(self) -> bytes:
+        return commands.connected(SERVER_VERSION, self.protocol_version, self.service.config.maxMessageSize)
+
+    @property
+    def reads_connect_errors(self) -> bool:
+        """Whether the client reads an ERROR answering its CONNECT, as Pulsar's Java client
+        does; the official C++ client drops it (auth.session says what is done instead)."""
+        return not self.client_version.startswith(CPP_CLIENT)
 
     @property
     def role(self) -> str | None:
