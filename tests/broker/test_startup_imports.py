@@ -50,6 +50,8 @@ MAGNETAR = {
     "magnetar.plugins": ".",
     # the registry's model and rules; avro itself loads with the first Avro schema
     "magnetar.schemas": ". bounded_cache compatibility definitions errors model protocol registry",
+    # the did-you-mean of configuration errors
+    "magnetar.spelling": ".",
     "magnetar.storage": ". appends compacted_ledger config cursor disk_space entry_cache entry_reader errors faults "
                         "file_pool "
                         "group_commit layout ledger ledger_files ledger_ids ledger_recovery ledger_slot "
