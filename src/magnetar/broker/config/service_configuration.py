@@ -81,8 +81,11 @@ class ServiceConfiguration:
     superUserRoles: list[str] = field(default_factory=list)
     # /metrics asks for credentials (any authenticated role), as Pulsar's does
     authenticateMetricsEndpoint: bool = False
-    # magnetar's own: an admin request (its body included) must end within this
+    # magnetar's own: an admin request (its body included) must end within this, its answer be
+    # taken by the client within it too, and a new connection send its first request's headers
     webServiceRequestTimeoutSeconds: int = 30
+    # admin API connections at once (Pulsar's key and default; 0 = no limit): past it, closed at once
+    maxHttpServerConnections: int = 2048
     maxMessageSize: int = 5 * 1024 * 1024
     keepAliveIntervalSeconds: int = 30
     # connection limits (0 = none, Pulsar's default)
@@ -117,6 +120,9 @@ class ServiceConfiguration:
     schemaCompatibilityStrategy: str = "FULL"
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False
+    # magnetar's own: an Avro definition's fields, union branches and symbols at most (what parsing and
+    # comparing it cost grows with; schemas.definitions.avro_members)
+    schemaMaxFields: int = 10000
     # dispatch
     dispatcherMaxReadBatchSize: int = 100
     # entry bytes one read may take (at least one entry is read): without it a consumer's
@@ -258,7 +264,7 @@ class ServiceConfiguration:
                     "maxMessagePublishBufferSizeInMB",
                     "delayedDeliveryMinIndexCountPerBucket",
                     "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds",
-                    "brokerServiceCompactionMonitorIntervalInSeconds")
+                    "brokerServiceCompactionMonitorIntervalInSeconds", "schemaMaxFields")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
@@ -282,7 +288,8 @@ class ServiceConfiguration:
         if 0 < self.maxNumPartitionsPerPartitionedTopic < self.defaultNumPartitions:
             raise ConfigError(f"defaultNumPartitions ({self.defaultNumPartitions}) exceeds "
                               f"maxNumPartitionsPerPartitionedTopic ({self.maxNumPartitionsPerPartitionedTopic})")
-        for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
+        for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic",
+                     "maxHttpServerConnections"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
         for name in ("managedLedgerMinLedgerRolloverTimeMinutes", "journalMaxGroupWaitMSec"):

@@ -19,12 +19,14 @@ from magnetar import __version__
 from magnetar.broker.auth.authorization import Resource
 from magnetar.broker.auth.operations import COMMANDS, Operation
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.schema_registry import SchemaCheckPending
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.producer import Producer, Send
 from magnetar.broker.topics.topic_limits import check_producer_encryption
 from magnetar.broker.transport import consumer_commands, lookup_commands, schema_commands
 from magnetar.broker.transport.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
 from magnetar.broker.transport.publish_checks import check_send
+from magnetar.broker.transport.schema_waits import SchemaWaits
 from magnetar.storage import StorageFullError
 from magnetar.wire import commands
 from magnetar.wire.entry import (
@@ -97,6 +99,7 @@ class ServerCnx(asyncio.Protocol):
         self._staging: list[Producer] = []
         """Producers holding SENDs of the current read, stored when the read is done."""
         self._max_message_size = config.maxMessageSize
+        self._schema_waits = SchemaWaits(lambda: self.transport is not None, self._reply_error)
         self.lookup_listener: AdvertisedListener | None = None
         """The listener of the last LOOKUP answered here: where this client finds the broker."""
 
@@ -226,6 +229,8 @@ class ServerCnx(asyncio.Protocol):
     def _run_handler(self, handler: Handler, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         try:
             handler(self, cmd, payload)
+        except SchemaCheckPending as pending:
+            self._schema_waits.wait(pending.done, lambda: self._run_handler(handler, cmd, payload), cmd)
         except BrokerServiceError as exc:  # a refusal: answered in the response type the client awaits
             log.info("%s %s refused: %s", self, T.Type.Name(cmd.type), exc.message)
             self._reply_error(cmd, exc.code, exc.message)
@@ -234,6 +239,11 @@ class ServerCnx(asyncio.Protocol):
         except Exception:
             log.exception("%s failed to handle %s", self, T.Type.Name(cmd.type))
             self._reply_error(cmd, pb.UnknownError, "internal broker error")
+
+    def withdraw(self, kind: str, ident: int) -> None:
+        """The client closed producer or consumer `ident` (kind "producer" or "consumer"):
+        one still waiting for its schema's check is not created."""
+        self._schema_waits.withdraw(kind, ident)
 
     # -- output
     def send(self, frame: Frame) -> None:
@@ -471,6 +481,7 @@ class ServerCnx(asyncio.Protocol):
 
     def handle_close_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.close_producer
+        self.withdraw("producer", req.producer_id)
         producer = self.producers.pop(req.producer_id, None)
         if producer is not None:
             producer.topic.remove_producer(producer)
