@@ -51,7 +51,7 @@ TOPIC_POLICIES = [
     *((name, "GET POST PUT DELETE") for name in (
         "deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers", "maxConsumersPerSubscription",
         "maxUnackedMessagesOnConsumer", "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
-        "compactionThreshold")),
+        "compactionThreshold", "maxMessageSize")),
     ("messageTTL", "GET POST DELETE"), ("retention", "GET POST DELETE"), ("backlogQuotaMap", "GET"),
     ("backlogQuota", "POST DELETE"),
 ]
