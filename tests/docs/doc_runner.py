@@ -76,6 +76,8 @@ NOTES = re.compile(
     r"|WARN ResolveWriteToStream: spark\.sql\.adaptive\.enabled is not supported in streaming"
     r"|WARN DAGScheduler: Failed to cancel job group .* Cannot find active jobs"  # a stopped query
     r"|WARN .*TableViewImpl:\d+ \| Reader .* was interrupted: AlreadyClosed"  # any TableView's close()
+    # another Spark application on the machine (a parallel test's) holds the UI's port 4040
+    r"|WARN Utils: Service 'SparkUI' could not bind on port \d+\. Attempting port \d+\."
 )
 
 
