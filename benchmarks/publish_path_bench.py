@@ -145,8 +145,17 @@ def _timed(call: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def stage_costs(messages: int, chunk: int) -> dict[str, float]:
-    """Nanoseconds per unbatched SEND of each broker step, and of the protobuf calls under them."""
+def stage_costs(data_dir: Path, messages: int, chunk: int) -> dict[str, float]:
+    """Nanoseconds per unbatched SEND of each broker step, and of the protobuf calls under them.
+    The checks run against a real topic of a default broker (they read its policies)."""
+    service = BrokerService(ServiceConfiguration(), data_dir)
+    try:
+        return _stage_costs(service.get_topic("persistent://public/default/stages"), messages, chunk)
+    finally:
+        service.factory.close()
+
+
+def _stage_costs(real_topic: object, messages: int, chunk: int) -> dict[str, float]:
     frames = send_frames(messages, 1)
     reads = [b"".join(frames[i : i + chunk]) for i in range(0, len(frames), chunk)]
     decoder = FrameDecoder()
@@ -155,7 +164,7 @@ def stage_costs(messages: int, chunk: int) -> dict[str, float]:
     payloads = [payload for _, payload in sends]
     commands = [command.SerializeToString() for command, _ in sends]
     metadatas = [parse_message_metadata(payload).SerializeToString() for payload in payloads]
-    topic, max_size = itertools.repeat(PersistentTopicStandIn()), itertools.repeat(5 << 20)
+    topic, max_size = itertools.repeat(real_topic), itertools.repeat(5 << 20)
     if refused := next(filter(None, map(check_send, bodies, payloads, topic, max_size)), None):
         raise SystemExit(f"check_send refused the benchmark's own SENDs: {refused}")  # it would time the wrong path
     receipts = ReceiptEncoder(1)
@@ -178,10 +187,6 @@ def _drain(results: Iterable[object]) -> None:
     collections.deque(results, maxlen=0)
 
 
-class PersistentTopicStandIn:
-    """check_send reads its topic only for a delivery delay, which these SENDs do not carry."""
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
@@ -195,7 +200,7 @@ def main() -> None:
             "message_size": 100,
             "unbatched": asyncio.run(run_workload(base / "u", args.messages, 1, args.chunk, args.window)),
             "batched_100": asyncio.run(run_workload(base / "b", args.messages, 100, args.chunk, args.window)),
-            "unbatched_stages_ns": stage_costs(min(args.messages, 100_000), args.chunk),
+            "unbatched_stages_ns": stage_costs(base / "s", min(args.messages, 100_000), args.chunk),
         }
     finally:
         shutil.rmtree(base, ignore_errors=True)

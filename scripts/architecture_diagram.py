@@ -1,8 +1,8 @@
 """Draw docs/architecture.md's picture of the layers from the code.
 
 Usage:
-    python scripts/architecture_diagram.py            # rewrite the picture in docs/architecture.md
-    python scripts/architecture_diagram.py --check    # exit 1 if the page's picture is out of date
+    .venv/bin/python scripts/architecture_diagram.py            # rewrite the picture in docs/architecture.md
+    .venv/bin/python scripts/architecture_diagram.py --check    # exit 1 if the page's picture is out of date
 
 Two Mermaid flowcharts (GitHub draws them; the source reads as text): magnetar's top-level
 packages, and magnetar.broker's parts. The boxes are grouped by the `layers` contracts of
@@ -35,7 +35,7 @@ DETAILED = "magnetar.broker"
 LEGEND = """Boxes are grouped by layer, highest first, as the `layers` contracts in pyproject.toml
 state them (`lint-imports` enforces them); arrows are the imports the code has: solid at run
 time, dotted only for annotations (`if TYPE_CHECKING:`). Regenerate with
-`python scripts/architecture_diagram.py` after moving code."""
+`.venv/bin/python scripts/architecture_diagram.py` after moving code."""
 
 
 @dataclass(frozen=True)
@@ -161,7 +161,7 @@ def main(argv: Iterable[str] | None = None) -> int:
     updated = replaced(text, render())
     if args.check:
         if updated != text:
-            print(f"{DOC.relative_to(ROOT)} is out of date: run python scripts/architecture_diagram.py",
+            print(f"{DOC.relative_to(ROOT)} is out of date: run .venv/bin/python scripts/architecture_diagram.py",
                   file=sys.stderr)
             return 1
         return 0

@@ -30,3 +30,12 @@ def get_json(url: str) -> object:
     status, _, body = http_get(url)
     assert status == 200, f"GET {url}: {status} {body!r}"
     return json.loads(body)
+
+
+def admin_call(admin_url: str, token: str, method: str, path: str, body: object = None) -> object:
+    """`method` on `/admin/v2/{path}` as the bearer of `token`; the JSON answer (None when empty),
+    asserting success."""
+    data = None if body is None else json.dumps(body).encode()
+    status, _, answer = http(method, f"{admin_url}/admin/v2/{path}", data, headers={"Authorization": f"Bearer {token}"})
+    assert status in (200, 204), (method, path, status, answer)
+    return json.loads(answer) if answer else None

@@ -59,3 +59,17 @@ def rss_kb(*pids: int) -> int:
             continue
         total += next((int(line.split()[1]) for line in lines if line.startswith("VmRSS:")), 0)
     return total
+
+
+def established(pid: int, port: int) -> int:
+    """The process's established TCP connections (IPv4 and IPv6) whose local port is `port`."""
+    count = 0
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            local, state = row.split()[1], row.split()[3]
+            count += int(local.rsplit(":", 1)[1], 16) == port and state == "01"
+    return count

@@ -71,7 +71,7 @@ def test_a_target_s_path_and_query(target, path, query):
 
 
 def _request(body: bytes, content_type: str) -> Request:
-    incoming = Body(len(body) + 1, len(body))
+    incoming = Body(len(body) + 1, len(body), lambda _held: None)
     incoming.receive(body)
     incoming.end()
     headers = Headers([(b"content-type", content_type.encode())])

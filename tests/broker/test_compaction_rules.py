@@ -17,11 +17,21 @@ from compaction_helpers import PLACEHOLDER
 from magnetar.broker.compaction import CompactionOptions
 from magnetar.broker.compaction.compactor import CompactionCancelled
 from magnetar.broker.compaction.service import BuiltinCompactionService
+from magnetar.formats.kafka_records import (
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_NONE,
+    CODEC_SNAPPY,
+    CODEC_ZSTD,
+    decode_record_batch,
+    encode_record_batch,
+    kafka_entry_properties,
+)
 from magnetar.storage import ManagedLedgerConfig, ManagedLedgerFactory, Position
 from magnetar.wire.batch import decode_batch, encode_batch
 from magnetar.wire.compaction import last_retained_index
 from magnetar.wire.compression import compress, decompress
-from magnetar.wire.entry import build_entry, parse_entry
+from magnetar.wire.entry import build_entry, entry_format, parse_entry
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -293,3 +303,70 @@ def test_an_older_compactors_batch_needs_its_payload_and_cannot_be_all_placehold
         last_retained_index(md)
     with pytest.raises(WireError, match="every message of the compacted batch is compacted out"):
         last_retained_index(md, lambda: plain, max_size=MAX)
+
+
+# -- entries in Kafka's format (PIP-96: one record batch an entry, as the Kafka listener stores them)
+def kafka_entry(seq: int, records: list[tuple[bytes | None, bytes | None]], codec: int = CODEC_NONE) -> bytes:
+    md = _metadata(seq, num_messages_in_batch=len(records))
+    for key, value in kafka_entry_properties().items():
+        md.properties.add(key=key, value=value)
+    payload = encode_record_batch([(k, v, [], 1_700_000_000_000 + i) for i, (k, v) in enumerate(records)], codec)
+    return build_entry(md, payload)
+
+
+def kafka_visible(entry: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
+    """(offset delta, key, value) of each record a reader gets of a stored Kafka-format entry,
+    checking that the batch is whole (CRC, count) and still spans the producer's offsets."""
+    parsed = parse_entry(entry)
+    header, records = decode_record_batch(parsed.payload, check_crc=True)
+    assert header.last_offset_delta == parsed.metadata.num_messages_in_batch - 1
+    assert list(parsed.metadata.compacted_batch_indexes) == [r.offset_delta for r in records]
+    return [(r.offset_delta, r.key, r.value) for r in records]
+
+
+def kafka_compact(topic: Topic, **options) -> list[tuple]:
+    """Compact, then what a reader gets: (entry number, offset delta, key, value) of a Kafka-format
+    entry, (entry number, batch index, key, value) of a Pulsar one."""
+    service = BuiltinCompactionService(topic.ledger, topic.factory, CompactionOptions(**options))
+    service.compact()
+    topic.stored = service.read_compacted_entries(Position(0, 0), 10_000)
+    out: list[tuple] = []
+    for position, data in topic.stored:
+        number = topic.numbers[position]
+        if entry_format(parse_entry(data).metadata) == "kafka":
+            out += [(number, *record) for record in kafka_visible(data)]
+        else:
+            out += [(number, index, _key(md), value) for index, md, value in stored_messages(data)]
+    return out
+
+
+@pytest.mark.parametrize("codec", [CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD])
+def test_a_kafka_batch_keeps_its_latest_records_at_their_offsets(topic, codec):
+    topic.append(kafka_entry(0, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"\xff", b"x"), (b"c", b"")], codec),
+                 kafka_entry(1, [(b"b", None), (b"d", b"1")], codec))
+    assert kafka_compact(topic) == [(0, 2, b"a", b"2"), (0, 3, b"\xff", b"x"), (0, 4, b"c", b""), (1, 1, b"d", b"1")]
+    whole = topic.stored[-1][1]
+    original = kafka_entry(1, [(b"b", None), (b"d", b"1")], codec)
+    assert parse_entry(whole).payload != parse_entry(original).payload  # rewritten: the tombstone went
+
+
+def test_a_kafka_batch_whose_records_all_live_is_kept_byte_for_byte(topic):
+    entry = kafka_entry(0, [(b"a", b"1"), (b"b", b"2")], CODEC_LZ4)
+    topic.append(entry)
+    assert kafka_compact(topic) == [(0, 0, b"a", b"1"), (0, 1, b"b", b"2")]
+    assert parse_entry(topic.stored[0][1]).payload == parse_entry(entry).payload
+
+
+def test_kafka_and_pulsar_entries_share_their_keys(topic):
+    topic.append(single(0, S("a", b"pulsar")), kafka_entry(1, [(b"a", b"kafka"), (b"b", b"1")]),
+                 single(2, S("b", None)), kafka_entry(3, [(None, b"keyless"), (b"\xfe", b"bin")]),
+                 single(4, S("/g==", b"same key, base64")))
+    # the binary key b"\xfe" is Pulsar's base64 key "/g==": the later Pulsar message replaces it
+    assert kafka_compact(topic) == [(1, 0, b"a", b"kafka"), (4, -1, "/g==", b"same key, base64")]
+    topic.append(kafka_entry(5, [(b"k", b"1")]))  # a second run builds on the first one's view
+    assert [row[:3] for row in kafka_compact(topic)] == [(1, 0, b"a"), (4, -1, "/g=="), (5, 0, b"k")]
+
+
+def test_keyless_kafka_records_are_kept_when_asked(topic):
+    topic.append(kafka_entry(0, [(None, b"x"), (b"a", b"1"), (b"a", b"2"), (None, None)]))
+    assert kafka_compact(topic, retain_null_key=True) == [(0, 0, None, b"x"), (0, 2, b"a", b"2")]

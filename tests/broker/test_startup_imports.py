@@ -42,14 +42,16 @@ MAGNETAR = {
                                          "persistent_topic shared_dispatcher single_active_dispatcher",
     "magnetar.broker.transport": ". accept_errors advertised_listeners connection connection_controller "
                                  "consumer_commands frame_writes lookup_commands publish_checks schema_commands "
-                                 "topic_list",
+                                 "schema_waits topic_list",
     "magnetar.cli": ". parsing standalone",
     # the functions worker's routes, on in the standalone as in Pulsar's; the worker itself, its
     # REST handlers and supervisor load with the first request (or a stored function)
     "magnetar.functions": ". config on_demand routes store",
     "magnetar.plugins": ".",
     # the registry's model and rules; avro itself loads with the first Avro schema
-    "magnetar.schemas": ". compatibility definitions errors model protocol registry",
+    "magnetar.schemas": ". bounded_cache compatibility definitions errors model protocol registry",
+    # the did-you-mean of configuration errors
+    "magnetar.spelling": ".",
     "magnetar.storage": ". appends compacted_ledger config cursor disk_space entry_cache entry_reader errors faults "
                         "file_pool "
                         "group_commit layout ledger ledger_files ledger_ids ledger_recovery ledger_slot "

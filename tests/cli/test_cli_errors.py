@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import signal
 import subprocess
 import sys
 import uuid
 
+import pulsar
 import pytest
+from admin_http import get_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polling import wait_for
@@ -93,20 +96,52 @@ def test_a_second_standalone_on_a_data_dir_is_told_to_use_its_own(broker):
     assert "--data-dir" in result.stderr and "read_only" not in result.stderr
 
 
-def test_consuming_an_empty_topic_says_it_is_waiting(broker, tmp_path):
+@pytest.mark.parametrize("exists", [True, False])
+def test_consuming_an_empty_topic_says_it_is_waiting(broker, tmp_path, exists):
+    """On a topic that does not exist the subscription creates it: consume says it waits on a
+    new topic (a typo in the name would wait forever), not merely for messages."""
     topic = f"empty-{uuid.uuid4().hex[:8]}"
+    if exists:
+        assert magnetar("admin", "--admin-url", broker.admin_url, "topics", "create", topic).returncode == 0
     errors = tmp_path / "stderr"
     with open(errors, "w") as sink:
         consumer = subprocess.Popen([sys.executable, "-m", "magnetar", "client", "--url", broker.url, "consume", topic,
                                      "-s", "sub"], stdout=subprocess.PIPE, stderr=sink, text=True)
+    said = (f"waiting for messages on {topic} (subscription sub), Ctrl-C to stop" if exists else
+            f"{topic} did not exist: subscribing created it, a new topic, empty; waiting for its first message")
     try:
-        assert wait_for(lambda: "waiting for messages on" in errors.read_text(), timeout=30), errors.read_text()
-        assert f"waiting for messages on {topic} (subscription sub), Ctrl-C to stop" in errors.read_text()
+        assert wait_for(lambda: "waiting for" in errors.read_text(), timeout=30), errors.read_text()
+        assert said in errors.read_text()
     finally:
         consumer.send_signal(signal.SIGINT)
         out, _ = consumer.communicate(timeout=30)
     assert consumer.returncode == 130 and "0 messages consumed" in out
     assert "Traceback" not in errors.read_text()
+    assert errors.read_text().count("waiting for") == 1
+
+
+def test_an_interrupted_produce_says_what_was_sent_and_stored(broker, tmp_path):
+    topic = f"interrupted-{uuid.uuid4().hex[:8]}"
+    client = pulsar.Client(broker.url)
+    try:
+        consumer = client.subscribe(topic, "count")  # keeps what the producer stores as backlog
+        producer = subprocess.Popen([sys.executable, "-m", "magnetar", "client", "--url", broker.url, "produce",
+                                     topic, "-m", "x", "-n", "2000000"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+        try:
+            consumer.receive(30_000)  # it is sending
+        finally:
+            producer.send_signal(signal.SIGINT)
+            out, err = producer.communicate(timeout=60)
+    finally:
+        client.close()
+    assert producer.returncode == 130, err
+    said = re.search(r"interrupted: (\d+) messages sent, (\d+) acknowledged by the broker", out)
+    assert said is not None, out + err
+    sent, acknowledged = int(said.group(1)), int(said.group(2))
+    assert 1 <= acknowledged <= sent < 2_000_000
+    stats = get_json(f"{broker.admin_url}/admin/v2/persistent/public/default/{topic}/stats")
+    assert stats["msgInCounter"] >= acknowledged  # each one acknowledged was stored
 
 
 def test_log_level_help_shows_its_default():

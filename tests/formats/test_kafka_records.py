@@ -18,8 +18,10 @@ from magnetar.formats.kafka_records import (
     CODEC_NONE,
     CODEC_SNAPPY,
     CODEC_ZSTD,
+    compaction_records,
     decode_record_batch,
     encode_record_batch,
+    retain_records,
 )
 from magnetar.wire.entry import FORMAT_PROPERTY
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -130,3 +132,32 @@ def test_damaged_records_behind_a_valid_crc_decode_or_fail_clearly(data) -> None
     except CorruptPayloadError:
         return
     assert len(records) == len(RECORDS)
+
+
+@pytest.mark.parametrize("codec", [CODEC_NONE, CODEC_GZIP, CODEC_LZ4, CODEC_ZSTD])
+def test_a_compacted_batch_keeps_its_survivors_at_their_places(codec) -> None:
+    """retain_records (compaction of a Kafka-format entry) keeps each kept record's bytes, the
+    batch's offsets and producer fields; a reader numbers the survivors by their places."""
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=codec, is_transactional=False, producer_id=7,
+                                        producer_epoch=2, base_sequence=40, batch_size=1 << 20)
+    for offset, (key, value, headers, timestamp) in enumerate(RECORDS):
+        builder.append(offset, timestamp=timestamp, key=key, value=value, headers=headers)
+    original = bytes(builder.build())
+    kept = retain_records(original, [1, 3])
+    header, records = decode_record_batch(kept, check_crc=True)
+    before, _ = decode_record_batch(original)
+    assert (header.count, header.last_offset_delta, header.base_timestamp, header.max_timestamp) == (
+        2, 3, before.base_timestamp, before.max_timestamp)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence, header.attributes) == (
+        7, 2, 40, before.attributes)
+    assert [(r.offset_delta, r.key, r.value, r.timestamp) for r in records] == [
+        (1, b"key-1", b"second", 1_700_000_000_005), (3, b"\xff\xfe", b"", 1_700_000_000_010)]
+    assert [m.index for m in _messages(kept)] == [1, 3]  # numbered by place: the entry says 4 messages
+    assert retain_records(original, [9]) is None
+    assert compaction_records(original) == [(0, None, False), (1, "key-1", False), (2, "key-2", True),
+                                            (3, "//4=", False)]
+
+
+def test_a_compacted_batch_naming_places_past_the_entry_is_refused() -> None:
+    with pytest.raises(CorruptPayloadError, match="2 records, MessageMetadata says num_messages_in_batch=3"):
+        _messages(retain_records(_kafka_python(CODEC_NONE), [0, 3]), count=3)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import uuid
 import zipfile
 from pathlib import Path
@@ -14,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pulsar.functions.serde import IdentitySerDe, PickleSerDe
 
-from magnetar.functions import loader, package, stats
+from magnetar.functions import loader, package, sandbox, stats
 from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
 from magnetar.functions.instance import full_topic, sequence_id
 from magnetar.functions.stats_view import prometheus
@@ -272,3 +275,22 @@ def test_a_stats_line_keeps_only_values_of_the_right_type(line: bytes, kept: dic
     """What an instance sends on its stats pipe is read as a client's input: the function's
     code could send anything there."""
     assert stats.parse(line) == kept
+
+
+@pytest.mark.skipif(not shutil.which("bwrap"), reason="needs Debian's bubblewrap")
+def test_a_python_installation_under_tmp_is_seen_in_the_sandbox(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkout or venv under /tmp (a CI clone) is bound over the sandbox's private /tmp, not
+    hidden by it: the scratch tmpfs was mounted after the installation's binds, and every
+    sandboxed instance then failed with `execvp .../python3: No such file or directory`."""
+    installation = Path(tempfile.mkdtemp(dir="/tmp"))
+    try:
+        (installation / "marker").write_text("seen")
+        monkeypatch.setattr(sandbox, "python_roots", lambda: [str(installation)])
+        isolation = sandbox.Isolation("bubblewrap", shutil.which("bwrap"), None, sandbox.sandbox_options(None, []))
+        argv = isolation.launch(tmp_path / "code.py", tmp_path, 1 << 20).argv
+        command = [*argv[:argv.index("--")], "--", "/usr/bin/cat", str(installation / "marker")]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=False)
+        assert (done.returncode, done.stdout) == (0, "seen"), done.stderr
+    finally:
+        shutil.rmtree(installation)

@@ -83,9 +83,9 @@ class RawKafka:
         assert correlation == self._correlation
         return response
 
-    def produce(self, topic: str, records: bytes) -> tuple[ErrorCode, int]:
-        """(error, base offset) of a Produce (acks=all) of `records` to partition 0 of `topic`."""
-        (answer,) = self.call(0, 9, produce_request(topic, records)).responses
+    def produce(self, topic: str, records: bytes, partition: int = 0) -> tuple[ErrorCode, int]:
+        """(error, base offset) of a Produce (acks=all) of `records` to a partition of `topic`."""
+        (answer,) = self.call(0, 9, produce_request(topic, records, partition=partition)).responses
         (partition,) = answer.partition_responses
         return partition.error_code, partition.base_offset
 
@@ -124,7 +124,7 @@ def batch(values: list[bytes], producer: tuple[int, int, int] = (-1, -1, -1)) ->
     return bytes(builder.build())
 
 
-def produce_request(topic: str, records: bytes, acks: int = -1) -> produce.ProduceRequest:
+def produce_request(topic: str, records: bytes, acks: int = -1, partition: int = 0) -> produce.ProduceRequest:
     return produce.ProduceRequest(acks=acks, timeout=datetime.timedelta(seconds=10), topic_data=(
         produce.TopicProduceData(name=topic, partition_data=(
-            produce.PartitionProduceData(index=0, records=records),)),))
+            produce.PartitionProduceData(index=partition, records=records),)),))

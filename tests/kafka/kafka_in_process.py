@@ -105,7 +105,7 @@ async def in_process_kafka(data_dir: Path, **config: Any) -> AsyncIterator[InPro
     try:
         yield InProcessKafka(service, apis)
     finally:
-        apis.groups.coordinator.stop()
+        apis.groups.stop()
         for topic in list(service.topics.values()):
             with contextlib.suppress(StorageError):  # a ledger a test made fail cannot save its state
                 topic.close()

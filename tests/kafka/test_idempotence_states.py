@@ -18,6 +18,7 @@ from magnetar.kafka.protocol.records import ProducedBatch
 def partition(tmp_path) -> Iterator[PartitionLog]:
     service = BrokerService(ServiceConfiguration(), tmp_path)
     try:
+        service.get_topic("persistent://public/default/idempotence")  # a handler's log is never created
         yield HandlerBroker(service).partition_log("persistent://public/default/idempotence")
     finally:
         service.factory.close()

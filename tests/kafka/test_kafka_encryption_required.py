@@ -10,7 +10,7 @@ import uuid
 import pytest
 from admin_http import http
 from kafka import KafkaProducer
-from kafka.errors import KafkaError
+from kafka.errors import PolicyViolationError
 
 
 def test_produce_to_a_namespace_requiring_encryption_is_refused(kafka_broker) -> None:
@@ -20,7 +20,7 @@ def test_produce_to_a_namespace_requiring_encryption_is_refused(kafka_broker) ->
     try:
         assert producer.send(topic, b"before").get(timeout=30).offset == 0
         assert http("POST", url, json.dumps(True).encode())[0] == 204
-        with pytest.raises(KafkaError):
+        with pytest.raises(PolicyViolationError):
             producer.send(topic, b"refused").get(timeout=30)
         assert http("POST", url, json.dumps(False).encode())[0] == 204
         assert producer.send(topic, b"after").get(timeout=30).offset == 1

@@ -6,7 +6,6 @@ token's role by Pulsar's permissions; SSL with the broker's certificates. Real c
 from __future__ import annotations
 
 import datetime
-import json
 import re
 import secrets
 import time
@@ -15,7 +14,7 @@ from collections.abc import Iterator
 
 import jwt
 import pytest
-from admin_http import http
+from admin_http import admin_call
 from certs import CertificateAuthority
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -69,11 +68,8 @@ class SecureKafka:
             claims["exp"] = int(time.time() + expires_in)
         return jwt.encode(claims, self.key, algorithm="HS256")
 
-    def admin(self, method: str, path: str, body: object = None) -> None:
-        status, _, answer = http(method, f"{self.broker.admin_url}/admin/v2/{path}",
-                                 None if body is None else json.dumps(body).encode(),
-                                 headers={"Authorization": f"Bearer {self.token('admin')}"})
-        assert status in (200, 204), (method, path, status, answer)
+    def admin(self, method: str, path: str, body: object = None) -> object:
+        return admin_call(self.broker.admin_url, self.token("admin"), method, path, body)
 
     def grant(self, role: str, actions: list[str]) -> None:
         self.admin("POST", f"namespaces/{NAMESPACE}/permissions/{role}", actions)
@@ -172,10 +168,12 @@ def authenticate(secure: SecureKafka, user: str, password: str) -> tuple[RawKafk
 @pytest.mark.parametrize(("user", "password", "reason"), [
     (NAMESPACE, "token:not-a-jwt", "invalid token"),
     (NAMESPACE, "expired", "the password must be <method>:<credentials>"),
-    ("other/ns", "good", "names no namespace of this listener"),
+    ("other/ns", "good", "names namespace other/ns, which does not exist"),
+    ("kt/ns/extra", "good", "is not a tenant or tenant/namespace"),
+    ("kt/", "good", "is not a tenant or tenant/namespace"),
     (NAMESPACE, "tls:whatever", "no authentication provider for method 'tls'"),
     (NAMESPACE, "basic:carol:wrong", "unknown user 'carol' or wrong password"),
-    (NAMESPACE, "forged", "Signature verification failed"),
+    (NAMESPACE, "forged", "its signature does not verify"),
     (NAMESPACE, "old", "the token has expired"),
 ])
 def test_bad_credentials_get_sasl_authentication_failed_and_the_connection_closes(secure, user, password,

@@ -12,6 +12,7 @@ from kafka_in_process import run_in_process
 from kio.schema.errors import ErrorCode
 
 from magnetar.kafka.offsets_by_time import NOT_FOUND
+from magnetar.kafka.topic_settings import KAFKA_CONFIGS
 
 JAN_2020 = 1_577_836_800_000
 FORMATS = ["pulsar", "kafka"]
@@ -50,8 +51,9 @@ def test_a_time_finds_the_first_record_at_or_after_it_by_create_time(tmp_path, e
 def test_a_log_append_time_topic_is_searched_by_the_brokers_time(tmp_path) -> None:
     """With message.timestamp.type=LogAppendTime the records' own times do not count: the broker's do."""
     async def test(kafka) -> None:
-        kafka.apis._fetch._log_append_time = lambda topic: topic == "appended"  # as the topic's config says
         kafka.apis.topics.create("appended", 1)
+        kafka.apis.topics.broker.set_policy(kafka.apis.topics.pulsar_name("appended"), KAFKA_CONFIGS,
+                                            {"message.timestamp.type": "LogAppendTime"})
         started = int(time.time() * 1000)
         for timestamps in ([JAN_2020, JAN_2020 + 1], [JAN_2020 + 2]):
             assert (await kafka.produce("appended", 0, _batch(timestamps)))[0] == ErrorCode.none

@@ -296,3 +296,68 @@ def test_a_key_value_schema_with_a_broken_layout_is_refused_as_incompatible() ->
     good = SchemaData(SchemaType.KEY_VALUE, b"\x00\x00\x00\x00\x00\x00\x00\x00")
     with pytest.raises(IncompatibleSchemaError, match="Invalid KEY_VALUE schema: the data ends before the key"):
         check_against_history([broken], good, S.FULL)
+
+
+def test_a_union_refused_by_a_union_names_the_branch_it_lacks() -> None:
+    with pytest.raises(IncompatibleSchemaError, match=r"BACKWARD: .*: reader union lacking writer type: INT "
+                                                      r"\(at /fields/0/type/1\)$"):
+        check_against_history([schema(field(["null", "int"]))], schema(field(["null", "boolean"])), S.BACKWARD)
+
+
+def test_a_union_read_by_one_type_names_each_branch_it_cannot_read() -> None:
+    with pytest.raises(IncompatibleSchemaError, match=r"BACKWARD: .*: reader type: int not compatible with writer "
+                                                      r"type: null \(at /\)$"):
+        check_against_history([schema(field(["null", "int"]))], schema(field("int")), S.BACKWARD)
+
+
+def test_a_union_whose_only_record_cannot_read_the_writer_lacks_a_branch() -> None:
+    """A record of another name is tried and does not read it: no branch reads the writer."""
+    old = schema(field(inner(field("int", "x"), "A")))
+    new = schema(field(["null", inner(field("int", "y"), "B")]))
+    with pytest.raises(IncompatibleSchemaError, match=r": reader union lacking writer type record "
+                                                      r"\(at /fields/0/type\)$"):
+        check_against_history([old], new, S.BACKWARD)
+
+
+def test_aliases_that_name_no_writer_field_leave_the_field_missing() -> None:
+    old = schema(field("int", "a"))
+    with pytest.raises(IncompatibleSchemaError, match=r"BACKWARD: .*: b \(at /fields/0\)$"):
+        check_against_history([old], schema(field("int", "b", aliases=["c", "d"])), S.BACKWARD)
+    assert accepted([old], schema(field("int", "b", aliases=["c"], default=0)), S.BACKWARD)
+
+
+def test_an_enum_default_does_not_stand_for_a_missing_field_s() -> None:
+    old = schema(field("int", "a"))
+    with_enum = schema(field("int", "a") + field({**enum(["RED"]), "default": "RED"}, "colour"))
+    with pytest.raises(IncompatibleSchemaError, match=r"BACKWARD: .*: colour \(at /fields/1\)$"):
+        check_against_history([old], with_enum, S.BACKWARD)
+
+
+def test_a_recursive_record_evolves() -> None:
+    """A type met again inside itself counts as read there (the linked list's `next`)."""
+    def node(*extra: dict[str, Any]) -> SchemaData:
+        return schema([{"name": "value", "type": "int"}, {"name": "next", "type": ["null", "Rec"]}, *extra])
+
+    assert accepted([node()], node({"name": "tag", "type": ["null", "string"], "default": None}), S.FULL)
+    with pytest.raises(IncompatibleSchemaError, match=r"BACKWARD: .*: tag \(at /fields/2\)$"):
+        check_against_history([node()], node({"name": "tag", "type": "string"}), S.BACKWARD)
+
+
+def test_a_pair_tried_for_a_union_branch_still_counts_where_it_is_read() -> None:
+    """Record A, tried (and failing) as the union branch for B in `u`, is compared with B
+    again for `v`: the pair is compared once, and its problem is one of the refusal's."""
+    a = {"type": "record", "name": "A", "fields": [{"name": "y", "type": "int"}]}
+    b = {"type": "record", "name": "B", "fields": [{"name": "x", "type": "int"}]}
+    old = schema(field(b, "u") + field("t.B", "v"))
+    new = schema(field(["null", a], "u") + field("t.A", "v"))
+    with pytest.raises(IncompatibleSchemaError, match=r": reader union lacking writer type record; y "
+                                                      r"\(at /fields/0, /fields/0/type\)$"):
+        check_against_history([old], new, S.BACKWARD)
+
+
+def test_ten_problems_are_all_shown() -> None:
+    names = [f"n{i}" for i in range(10)]
+    new = schema([{"name": name, "type": "int"} for name in names])
+    with pytest.raises(IncompatibleSchemaError) as refused:
+        check_against_history([schema(field("int", "other"))], new, S.BACKWARD)
+    assert str(refused.value).endswith(f": {'; '.join(names)} (at {', '.join(f'/fields/{i}' for i in range(10))})")

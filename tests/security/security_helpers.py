@@ -3,15 +3,20 @@ Pulsar deployment signs them (PyJWT, not the broker's code), clients, round trip
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 import secrets
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import jwt
 import pulsar
 import pytest
 from admin_http import http
+from standalone import Standalone
 
 QUIET = pulsar.ConsoleLogger(pulsar.LoggerLevel.Error)
 
@@ -103,3 +108,52 @@ def build_scene(admin_url: str, signer: TokenSigner, namespace: str = "t1/ns") -
 def client_as(url: str, signer: TokenSigner, role: str, **kwargs) -> pulsar.Client:
     """The official client presenting a token for `role`."""
     return make_client(url, authentication=pulsar.AuthenticationToken(signer.token(role)), **kwargs)
+
+
+#: Path parameters of a walk of the admin routes, and the bodies some routes take.
+ROUTE_PARAMS = {"domain": "persistent", "subscription": "sub", "role": "someone", "ledger": "0", "entry": "0",
+                "count": "1", "n": "1", "seconds": "1", "timestamp": "0", "cluster": "standalone", "version": "0",
+                "name": "fn", "instance": "0", "key": "k"}
+ROUTE_BODIES = {"/admin/v2/tenants/{tenant}": {"adminRoles": ["scratch-admin"], "allowedClusters": ["standalone"]},
+                "permissions/{role}": ["consume"],
+                **{path: {"type": "STRING", "schema": ""} for path in ("/schema", "/compatibility", "/version")}}
+
+
+def route_url(path: str, *, scratch: bool) -> str:
+    """A route's pattern filled in on t1/ns and its topic `probe` (tenant routes: the tenant
+    `scratch`), or with `scratch`, on t1/scratch and its topic `scratch`: what a walk changes
+    or deletes there disturbs nothing walked after it."""
+    values = {**ROUTE_PARAMS, "tenant": "scratch" if path.startswith("/admin/v2/tenants/") else "t1",
+              "namespace": "scratch" if scratch else "ns", "topic": "scratch" if scratch else "probe"}
+    return re.sub(r"\{(\w+)\}", lambda match: quote(values[match.group(1)]), path)
+
+
+def route_body(path: str) -> bytes | None:
+    body = next((body for suffix, body in ROUTE_BODIES.items() if path.endswith(suffix)), None)
+    return None if body is None else json.dumps(body).encode()
+
+
+def admin_routes(data_dir: Path) -> set[tuple[str, str]]:
+    """(method, canonical pattern) of every route of a broker's admin API (built, not started)."""
+    from magnetar.admin.server import AdminServer  # noqa: PLC0415 (only the route tables load a broker)
+    from magnetar.broker.config import ServiceConfiguration  # noqa: PLC0415
+    from magnetar.broker.service.broker_service import BrokerService  # noqa: PLC0415
+
+    service = BrokerService(ServiceConfiguration(), data_dir)
+    try:
+        return {(route.method, route.canonical) for route in AdminServer(service).router.routes}
+    finally:
+        service.factory.close()
+
+
+@contextlib.contextmanager
+def scene_broker(data_dir: Path, signer: TokenSigner, *config: str) -> Iterator[Standalone]:
+    """A broker with authorization on and build_scene's t1/ns, stopped after; whatever its
+    tests did, its log must hold no traceback."""
+    broker = Standalone(data_dir, [*AUTHZ_SETTINGS, signer.setting, *config]).start()
+    try:
+        build_scene(broker.admin_url, signer)
+        yield broker
+        assert "Traceback" not in broker.log()
+    finally:
+        broker.stop()

@@ -12,6 +12,7 @@ from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics,
 from standalone import NO_ENTRY_METADATA
 
 from magnetar.spark.options import MagnetarOptionError, parse_options
+from magnetar.spark.write_options import parse_write_options
 
 pytestmark = pytest.mark.spark
 
@@ -128,6 +129,27 @@ def test_bad_options_fail_at_load(spark, produced, options, message):
         reader = reader.option(k, v)
     with pytest.raises(Exception, match=message):
         reader.load(str(data_dir))
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    # Spark hands options over lower-cased: the refusal names the documented spelling
+    ({"startingoffset": "earliest"}, "unknown option(s) startingoffset (did you mean startingOffsets?); known: "),
+    ({"topicspatern": "x"}, "topicspatern (did you mean topicsPattern?)"),
+    ({"splitsizebyte": "1"}, "splitsizebyte (did you mean splitSizeBytes?)"),
+    ({"decryptionkeyfiles": "k.pem"}, "decryptionkeyfiles (did you mean decryptionKeyFile?)"),
+    ({"splitsizebytes": "lots"}, "option 'splitSizeBytes' must be an integer"),
+])
+def test_a_misspelt_option_is_named_with_the_nearest_documented_one(options, says):
+    with pytest.raises(MagnetarOptionError) as info:
+        parse_options({"path": "/x", "topic": "t", **options}, streaming=False)
+    assert says in str(info.value)
+    if "known: " in str(info.value):  # as documented, not lower-cased
+        assert "startingOffsets, " in str(info.value).split("known: ", 1)[1]
+
+
+def test_a_misspelt_write_option_is_named_with_the_nearest_documented_one():
+    with pytest.raises(MagnetarOptionError, match=r"batchingmaxmessage \(did you mean batchingMaxMessages\?\)"):
+        parse_write_options({"service.url": "pulsar://127.0.0.1:6650", "batchingmaxmessage": "5"}, None)
 
 
 def test_max_messages_per_trigger_is_for_streams():

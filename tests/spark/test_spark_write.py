@@ -164,12 +164,12 @@ def test_option_errors_lead_and_every_listed_option_is_documented(spark, broker)
         spark.createDataFrame([(b"v",)], "value binary").write.format("magnetar").option("topic", "t") \
             .option("service.url", broker.url).option("compresion", "lz4").mode("append").save()
     first = str(info.value).splitlines()[0]
-    assert "unknown write option(s) compresion; known: " in first
+    assert "unknown write option(s) compresion (did you mean compression?); known: " in first
     listed += first.split("known: ", 1)[1].split(", ")
     docs = (Path(__file__).parents[2] / "docs" / "spark.md").read_text()
     documented = {name.lower() for name in re.findall(r"`([A-Za-z.]+)`", docs)}
     assert set(listed) == set(KNOWN) | set(WRITE_KNOWN)
-    assert not set(listed) - documented
+    assert not {name.lower() for name in listed} - documented
 
 
 def _slowly() -> object:

@@ -38,7 +38,7 @@ NAMESPACE_POLICIES = {
 }
 TOPIC_POLICIES = {
     ALL_METHODS: ("deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers",
-                  "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "delayedDelivery",
+                  "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "maxMessageSize", "delayedDelivery",
                   "schemaCompatibilityStrategy", "schemaValidationEnforced", "compactionThreshold"),
     "GET POST DELETE": ("messageTTL", "retention"),
     "GET": ("backlogQuotaMap",),

@@ -155,6 +155,8 @@ async def json_body(request: web.Request, default: Any = None) -> Any:
         raise fail(412, str(exc)) from exc
     except ValueError as exc:
         raise fail(400, f"the body is not JSON: {exc}") from exc
+    except RecursionError:
+        raise fail(400, "the body is not JSON this broker reads: it is nested too deeply") from None
 
 
 def no_content() -> web.Response:

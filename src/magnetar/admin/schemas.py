@@ -25,6 +25,7 @@ from magnetar.admin import web
 from magnetar.admin.responses import bool_param, fail, json_body, long_int
 from magnetar.admin.security import PRINCIPAL
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.schema_registry import settled
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.schemas import (
     IncompatibleSchemaError,
@@ -89,7 +90,7 @@ class SchemasApi:
         topic = self._topic(request)
         schema = await _payload(request)
         try:
-            version = self.registry.put_if_absent(schema_id(topic), schema, self.service.schemas.strategy(topic))
+            version = await settled(lambda: self.service.schemas.version_of(topic, schema, uploaded=True))
         except InvalidSchemaError as exc:
             raise fail(422, str(exc)) from None
         except IncompatibleSchemaError as exc:
@@ -109,7 +110,7 @@ class SchemasApi:
         schema = await _payload(request)
         strategy = self.service.schemas.strategy(topic)
         try:
-            self.registry.check_compatible(schema_id(topic), schema, strategy)
+            await settled(lambda: self.service.schemas.check_compatible(topic, schema))
             compatible = True
         except InvalidSchemaError as exc:
             raise fail(422, str(exc)) from None
@@ -119,7 +120,8 @@ class SchemasApi:
 
     async def version(self, request: web.Request) -> web.Response:
         topic = self._topic(request)
-        found = self.registry.find_version(schema_id(topic), await _payload(request))
+        schema = await _payload(request)
+        found = await settled(lambda: self.service.schemas.find_version(topic, schema))
         return web.json_response({"version": NO_VERSION if found is None else found})
 
 
@@ -152,7 +154,7 @@ def _user(request: web.Request) -> str:
 def _key_value_payload(definition: str, properties: dict[str, str]) -> SchemaData:
     try:
         sides = json.loads(definition)
-    except ValueError:
+    except (ValueError, RecursionError):
         sides = None
     if not isinstance(sides, dict) or not {"key", "value"} <= sides.keys():
         raise InvalidSchemaError('a KEY_VALUE schema is the JSON object {"key": ..., "value": ...} of two definitions')
@@ -187,5 +189,5 @@ def _data(schema: SchemaData) -> str:
 def _side_json(data: bytes) -> Any:
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return data.decode("utf-8", "replace")

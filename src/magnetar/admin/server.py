@@ -35,7 +35,8 @@ class AdminServer:
         self.router = web.Router()
         budget = service.config.webServiceRequestTimeoutSeconds
         self.server = web.WebServer(self.router, [request_log, errors_as_json(budget),
-                                                  security_middleware(service, self.rules)], budget)
+                                                  security_middleware(service, self.rules)], budget,
+                                    service.config.maxHttpServerConnections)
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
                     BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name),

@@ -3,7 +3,7 @@ topics resource (PersistentTopics / NonPersistentTopics)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from magnetar.admin import web
 from magnetar.admin.backlog_quotas import backlog_quota_routes
@@ -39,6 +39,7 @@ from magnetar.broker.topics.topic_limits import (
     DELAYED_DELIVERY,
     MAX_CONSUMERS,
     MAX_CONSUMERS_PER_SUBSCRIPTION,
+    MAX_MESSAGE_SIZE,
     MAX_PRODUCERS,
     MAX_UNACKED_PER_CONSUMER,
 )
@@ -92,6 +93,7 @@ class TopicsApi:
             *self._policy_routes("maxConsumers", MAX_CONSUMERS, non_negative_int),
             *self._policy_routes("maxConsumersPerSubscription", MAX_CONSUMERS_PER_SUBSCRIPTION, non_negative_int),
             *self._policy_routes("maxUnackedMessagesOnConsumer", MAX_UNACKED_PER_CONSUMER, non_negative_int),
+            *self._policy_routes("maxMessageSize", MAX_MESSAGE_SIZE, self._message_size),
             *self._policy_routes("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
             *self._policy_routes("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
             *self._policy_routes("schemaValidationEnforced", SCHEMA_VALIDATION_ENFORCED, boolean),
@@ -118,6 +120,14 @@ class TopicsApi:
             f"{PERSISTENT}/{path}", path, valid,
             lambda request: policies.topic_value(self.topic_name(request), policy),
             lambda request, value: policies.set_topic_value(self.topic_name(request), policy, value))
+
+    def _message_size(self, name: str, value: Any) -> int:
+        """Pulsar's rule: a topic's maxMessageSize is at most the broker's."""
+        size = non_negative_int(name, value)
+        if size > self.service.config.maxMessageSize:
+            raise fail(412, f"Invalid value for {name}: {size} is over the broker's maxMessageSize "
+                            f"({self.service.config.maxMessageSize})")
+        return size
 
     # -- helpers
     def topic_name(self, request: web.Request) -> TopicName:

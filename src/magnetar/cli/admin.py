@@ -166,6 +166,7 @@ TOPIC_POLICIES = [
                 arg("-c", "--max-consumers-per-subscription", type=int)),
     PolicyVerbs("max-unacked-messages-per-consumer", "maxUnackedMessagesOnConsumer",
                 arg("-m", "--maxNum", type=int)),
+    PolicyVerbs("max-message-size", "maxMessageSize", arg("-m", "--max-message-size", type=int)),
     _DELAYED, _SCHEMA, _SCHEMA_VALIDATION,
 ]
 
@@ -366,10 +367,10 @@ def _print(result: Any, *, as_json: bool) -> None:
         _print_messages(result if isinstance(result, list) else [result], as_json)
     elif as_json or isinstance(result, bool):  # true/false, as pulsar-admin prints them
         print(json.dumps(result))
-    elif isinstance(result, list):
-        for item in result:
+    elif isinstance(result, list) and not any(isinstance(item, dict | list) for item in result):
+        for item in result:  # names, one a line
             print(item)
-    elif isinstance(result, dict):
+    elif isinstance(result, dict | list):  # records (a schema's versions, ...): JSON, as pulsar-admin prints them
         print(json.dumps(result, indent=2, sort_keys=True))
     else:
         print(result)

@@ -10,8 +10,12 @@ Exit codes: 0 done, 1 the broker refused or could not be reached, 2 a usage erro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,9 +103,12 @@ def produce_messages(args: argparse.Namespace) -> int:
 
     properties = options.merged(args.properties)
     failures: list[Result] = []
+    counts = {"sent": 0, "acknowledged": 0}
 
     def sent(result: Result, _message_id: Any) -> None:
-        if result != Result.Ok:
+        if result == Result.Ok:
+            counts["acknowledged"] += 1
+        else:
             failures.append(result)
 
     def work(client: Client) -> int:
@@ -109,22 +116,32 @@ def produce_messages(args: argparse.Namespace) -> int:
             args.topic, batching_enabled=not args.disable_batching and not args.chunking,
             chunking_enabled=args.chunking, compression_type=args.compression, block_if_queue_full=True)
         pacer = Pacer(args.rate)
-        count = 0
-        for _ in range(args.num_produce):
-            for payload in payloads:
-                pacer.wait()
-                producer.send_async(payload, sent, properties=properties, partition_key=args.key)
-                count += 1
+        with _ctrl_c() as stop:
+            for _ in range(args.num_produce):
+                for payload in payloads:
+                    if stop.is_set():
+                        raise KeyboardInterrupt
+                    pacer.wait()
+                    producer.send_async(payload, sent, properties=properties, partition_key=args.key)
+                    counts["sent"] += 1
         producer.flush()
         producer.close()
         if failures:
-            print(f"magnetar client produce: {len(failures)} of {count} messages failed: {failures[0].name}",
+            print(f"magnetar client produce: {len(failures)} of {counts['sent']} messages failed: {failures[0].name}",
                   file=sys.stderr)
             return 1
-        print(f"{count} messages successfully produced")
+        print(f"{counts['sent']} messages successfully produced")
         return 0
 
-    return _with_client(args, work)
+    def interrupted() -> None:
+        """Ctrl-C: what was sent, and what the broker stored (acknowledged) by the time the
+        client closed; the rest may or may not be stored."""
+        unanswered = counts["sent"] - counts["acknowledged"] - len(failures)
+        print(f"interrupted: {counts['sent']} messages sent, {counts['acknowledged']} acknowledged by the broker"
+              + (f", {len(failures)} failed" if failures else "")
+              + (f", {unanswered} not answered before the client closed" if unanswered else ""), flush=True)
+
+    return _with_client(args, work, on_interrupt=interrupted)
 
 
 def consume_messages(args: argparse.Namespace) -> int:
@@ -135,29 +152,72 @@ def consume_messages(args: argparse.Namespace) -> int:
     def work(client: Client) -> int:
         nonlocal consumed
         topic = _topic_pattern(args.topic) if args.regex else args.topic
+        new = not args.regex and _does_not_exist(args)
         consumer = client.subscribe(topic, args.subscription_name, consumer_type=args.subscription_type,
                                     initial_position=args.subscription_position, receiver_queue_size=args.queue_size)
+        if new:
+            print(f"{args.topic} did not exist: subscribing created it, a new topic, empty; waiting for its first "
+                  "message (Ctrl-C to stop)", file=sys.stderr, flush=True)
         pacer = Pacer(args.rate)
-        waiting_said = False
-        while args.num_messages == 0 or consumed < args.num_messages:
-            try:
-                message = consumer.receive(_RECEIVE_SLICE_MS)
-            except Timeout:
-                if not waiting_said and not consumed:
-                    print(f"waiting for messages on {args.topic} (subscription {args.subscription_name}), "
-                          "Ctrl-C to stop", file=sys.stderr, flush=True)
-                    waiting_said = True
-                continue
-            pacer.wait()
-            print("----- got message -----")
-            print(_describe(message, args), flush=True)
-            consumer.acknowledge(message)
-            consumed += 1
+        waiting_said = new
+        with _ctrl_c() as stop:
+            while args.num_messages == 0 or consumed < args.num_messages:
+                if stop.is_set():
+                    raise KeyboardInterrupt
+                try:
+                    message = consumer.receive(_RECEIVE_SLICE_MS)
+                except Timeout:
+                    if not waiting_said and not consumed:
+                        print(f"waiting for messages on {args.topic} (subscription {args.subscription_name}), "
+                              "Ctrl-C to stop", file=sys.stderr, flush=True)
+                        waiting_said = True
+                    continue
+                pacer.wait()
+                print("----- got message -----")
+                print(_describe(message, args), flush=True)
+                consumer.acknowledge(message)
+                consumed += 1
         consumer.close()
         print(f"{consumed} messages successfully consumed")
         return 0
 
     return _with_client(args, work, on_interrupt=lambda: print(f"{consumed} messages consumed"))
+
+
+@contextlib.contextmanager
+def _ctrl_c() -> Iterator[threading.Event]:
+    """Ctrl-C sets the event, which the sending or receiving loop reads between messages,
+    instead of raising KeyboardInterrupt wherever this thread is: raised inside the client's
+    locks (a send waiting for room in the queue, an acknowledgement), it can leave one held
+    (CPython's `with` and signals, bpo-29988) and hang the client's I/O thread, and the close
+    that reports the counts with it."""
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda _signum, _frame: stop.set())
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _does_not_exist(args: argparse.Namespace) -> bool:
+    """Whether the topic is missing, asked without creating it (PIP-344), so that consume can
+    say it waits on a topic its own subscription creates. A broker that cannot answer so
+    (older Pulsar: it creates or says 0 partitions) counts as having it."""
+    from magnetar.client.connection import ClientConnection  # noqa: PLC0415 (only consume loads the client)
+    from magnetar.client.errors import PulsarException, TopicNotFound  # noqa: PLC0415
+    from magnetar.client.lookup import partitions_of  # noqa: PLC0415
+    from magnetar.credentials.security import ClientSecurity  # noqa: PLC0415
+
+    given = {name: value for name, value in options.security_arguments(args).items() if value is not None}
+    try:
+        with contextlib.closing(ClientConnection(args.service_url, args.operation_timeout,
+                                                 ClientSecurity(**given))) as conn:
+            partitions_of(conn, args.topic)
+    except TopicNotFound:
+        return True
+    except PulsarException:  # unreachable, refused, ...: subscribe says so
+        pass
+    return False
 
 
 def _topic_pattern(text: str) -> Any:
@@ -182,14 +242,16 @@ def _with_client(args: argparse.Namespace, work: Any, on_interrupt: Any = None) 
     from magnetar.client import Client  # noqa: PLC0415 (only the client verbs load the client)
 
     client = None
+    interrupted = False
     try:
         client = Client(args.service_url, operation_timeout_seconds=args.operation_timeout,
                         **options.security_arguments(args))
         return work(client)
     except KeyboardInterrupt:
-        if on_interrupt is not None:
-            on_interrupt()
+        interrupted = True
         return 130
     finally:
         if client is not None:
             client.close()
+        if interrupted and on_interrupt is not None:  # after close: what it settled counts
+            on_interrupt()

@@ -20,6 +20,7 @@ import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from magnetar.spelling import did_you_mean
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName, check_entity_name
 
 USAGE = 2
@@ -76,8 +77,6 @@ class CommandParser(argparse.ArgumentParser):
         """The flags given that this command does not have, each with the one meant if close.
         A command with subcommands owns only what precedes the first word that is neither a
         flag nor (by its place) a flag's value: the rest is the subcommand's."""
-        import difflib  # noqa: PLC0415 (only a mistake needs it; a broker's start-up does not)
-
         known = list(self._option_string_actions)
         found = []
         previous = ""
@@ -91,8 +90,8 @@ class CommandParser(argparse.ArgumentParser):
                     or self._negative_number_matcher.match(name)
                     or (not name.startswith("--") and name[:2] in self._option_string_actions)):
                 continue
-            close = difflib.get_close_matches(name, known, n=1)
-            found.append(f"{name} (did you mean {close[0]}?)" if close else name)
+            hint = did_you_mean(name, known, n=1)
+            found.append(f"{name} ({hint})" if hint else name)
         return found
 
 

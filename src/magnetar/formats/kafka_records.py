@@ -26,7 +26,7 @@ from __future__ import annotations
 import base64
 import gzip
 import struct
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 from magnetar.formats.payload import CorruptPayloadError, EntryPayload, PayloadContext, PayloadProcessor
@@ -236,14 +236,20 @@ def decode_record_batch(data: bytes | memoryview, check_crc: bool = True,
     return header, _read_records(records, header)
 
 
+def pulsar_key(key: bytes) -> tuple[str, bool]:
+    """A record key as a Pulsar partition key: UTF-8 text, else base64 (Pulsar's bytes keys)."""
+    try:
+        return key.decode(), False
+    except UnicodeDecodeError:
+        return base64.b64encode(key).decode(), True
+
+
 def single_message_metadata(record: KafkaRecord) -> pb.SingleMessageMetadata:
     """The Pulsar view of one record: what a consumer sees and what a Kafka handler stores."""
     single = pb.SingleMessageMetadata(payload_size=len(record.value or b""), event_time=max(record.timestamp, 0))
     if record.key is not None:
-        try:
-            single.partition_key = record.key.decode()
-        except UnicodeDecodeError:  # binary keys travel base64-encoded, as Pulsar's bytes keys do
-            single.partition_key = base64.b64encode(record.key).decode()
+        single.partition_key, encoded = pulsar_key(record.key)
+        if encoded:
             single.partition_key_b64_encoded = True
     if record.value is None:
         single.null_value = True
@@ -259,12 +265,18 @@ class KafkaProcessor(PayloadProcessor):
     name = KAFKA_FORMAT
 
     def messages(self, entry: EntryPayload, context: PayloadContext) -> Sequence[BatchMessage]:
+        """Record i is message i; a compacted batch (fewer records than the entry's count, as
+        the compactor leaves it) numbers each by its offset delta, its place in the batch."""
         _, records = decode_record_batch(entry.payload)
-        if records and context.is_batch and len(records) != context.num_messages:
+        compacted = context.is_batch and len(records) < context.num_messages
+        if records and context.is_batch and (
+                len(records) > context.num_messages
+                or (compacted and not all(0 <= r.offset_delta < context.num_messages for r in records))):
             raise CorruptPayloadError(KAFKA_FORMAT, f"{len(records)} records, MessageMetadata says "
                                                     f"num_messages_in_batch={context.num_messages}")
         new = tuple.__new__
-        return [new(BatchMessage, (single_message_metadata(r), memoryview(r.value or b""), i))
+        return [new(BatchMessage, (single_message_metadata(r), memoryview(r.value or b""),
+                                   r.offset_delta if compacted else i))
                 for i, r in enumerate(records)]
 
     def count(self, payload: memoryview) -> int | None:
@@ -287,20 +299,25 @@ def _sized(data: bytes | None) -> bytes:
 
 
 def encode_record_batch(records: Sequence[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes]], int]],
-                        codec: int = CODEC_NONE, base_offset: int = 0) -> bytes:
-    """A RecordBatch of (key, value, headers, timestamp ms) records, as a Kafka producer writes one."""
+                        codec: int = CODEC_NONE, base_offset: int = 0, deltas: Sequence[int] | None = None,
+                        span: int | None = None) -> bytes:
+    """A RecordBatch of (key, value, headers, timestamp ms) records, as a Kafka producer writes one;
+    with `deltas`, record i is at offset base + deltas[i] and the batch spans `span` offsets (a
+    compacted batch: Kafka's cleaner keeps the batch's offsets, so readers go on past it)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
+    deltas = deltas if deltas is not None else range(len(records))
+    span = span if span is not None else len(records)
     base_ts = records[0][3]
     body = []
-    for delta, (key, value, headers, timestamp) in enumerate(records):
+    for delta, (key, value, headers, timestamp) in zip(deltas, records, strict=True):
         fields = [b"\x00", _zigzag(timestamp - base_ts), _zigzag(delta), _sized(key), _sized(value),
                   _zigzag(len(headers))]
         fields += [_sized(name.encode()) + _sized(hv) for name, hv in headers]
         record = b"".join(fields)
         body.append(_zigzag(len(record)) + record)
     payload = _compress(codec, b"".join(body))
-    after_crc = struct.pack(">hiqqqhii", codec, len(records) - 1, base_ts, max(r[3] for r in records), -1, -1, -1,
+    after_crc = struct.pack(">hiqqqhii", codec, span - 1, base_ts, max(r[3] for r in records), -1, -1, -1,
                             len(records)) + payload
     crc = crc32c(after_crc)
     return struct.pack(">qiibI", base_offset, 4 + 1 + 4 + len(after_crc), 0, 2, crc) + after_crc
@@ -309,3 +326,37 @@ def encode_record_batch(records: Sequence[tuple[bytes | None, bytes | None, Sequ
 def kafka_entry_properties() -> dict[str, str]:
     """The MessageMetadata properties a Kafka-format entry carries."""
     return {FORMAT_PROPERTY: KAFKA_FORMAT}
+
+
+# -- compaction (a Kafka-format entry's records, as Kafka's log cleaner keeps them)
+def compaction_records(batch: bytes | memoryview) -> list[tuple[int, str | None, bool]]:
+    """(offset delta, key as a Pulsar partition key, deletes) of each record: a null value
+    deletes its key (Kafka's tombstone; an empty value is a value)."""
+    _, records = decode_record_batch(batch, check_crc=False)
+    return [(r.offset_delta, None if r.key is None else pulsar_key(r.key)[0], r.value is None) for r in records]
+
+
+def retain_records(batch: bytes | memoryview, keep: Collection[int]) -> bytes | None:
+    """The batch with only the records at offset deltas `keep`, each record's bytes as they
+    were, recompressed with its codec: what Kafka's cleaner writes. The batch keeps its base
+    offset, last offset delta, timestamps and producer fields, so readers go on past it and
+    producer state survives; None when no record is kept."""
+    data = bytes(batch)
+    header = read_header(data, check_crc=False)
+    codec = header.attributes & 0x07
+    records = _decompress(codec, data[HEADER_SIZE:])
+    wanted, kept, pos = set(keep), [], 0
+    for _ in range(header.count):
+        length, start = _varint(records, pos)
+        end = start + length
+        _timestamp_delta, after = _varint(records, start + 1)
+        offset_delta, _ = _varint(records, after)
+        if offset_delta in wanted:
+            kept.append(records[pos:end])
+        pos = end
+    if not kept:
+        return None
+    after_crc = (data[_CRC_START:HEADER_SIZE - 4] + struct.pack(">i", len(kept)) +
+                 _compress(codec, b"".join(kept)))
+    return struct.pack(">qiibI", header.base_offset, 4 + 1 + 4 + len(after_crc), header.leader_epoch, 2,
+                       crc32c(after_crc)) + after_crc

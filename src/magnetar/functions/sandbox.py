@@ -87,13 +87,16 @@ class Isolation:
             return Launch([*python, "--code", str(code), "--parent", str(os.getpid())],
                           {**env, "HOME": str(scratch)}, scratch, str(code))
         inside = f"{CODE_DIR}/{code.name}"
-        argv = [self.bwrap, *self.options, *_scratch(scratch_bytes), "--ro-bind", str(code.parent), CODE_DIR,
+        argv = [self.bwrap, *_scratch(scratch_bytes), *self.options, "--ro-bind", str(code.parent), CODE_DIR,
                 "--chdir", SCRATCH, "--", *python, "--code", inside,
                 *(["--run-as", f"{self.run_as[0]}:{self.run_as[1]}"] if self.run_as else [])]
         return Launch(argv, {**env, "HOME": SCRATCH}, Path("/"), inside)
 
 
 def _scratch(size: int) -> list[str]:
+    """The private /tmp, mounted before everything else: bubblewrap mounts in the order given,
+    so a Python installation or checkout under /tmp (a CI clone, a venv made there) is bound
+    on top of it rather than hidden by it."""
     return ["--perms", "1777", "--size", str(size), "--tmpfs", SCRATCH]
 
 
@@ -113,7 +116,7 @@ def sandbox_options(run_as: tuple[int, int] | None, hidden: list[str]) -> tuple[
             options += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             options += ["--ro-bind", str(path), str(path)]
-    made: set[str] = {"/", "/usr"}
+    made: set[str] = {"/", "/usr", SCRATCH}
     for source in [*(f"/etc/{name}" for name in _ETC), *python_roots()]:
         if os.path.lexists(source):
             options += [*_parents(source, made), "--ro-bind", source, source]
@@ -225,7 +228,7 @@ async def _probe(isolation: Isolation) -> str | None:
     """None when a sandboxed Python starts (and drops to run_as), else what went wrong."""
     drop = "import os; os.setgroups([]); os.setresgid({1}, {1}, {1}); os.setresuid({0}, {0}, {0})".format(
         *isolation.run_as) if isolation.run_as else "pass"
-    argv = [isolation.bwrap, *isolation.options, *_scratch(1 << 20), "--chdir", SCRATCH, "--", sys.executable,
+    argv = [isolation.bwrap, *_scratch(1 << 20), *isolation.options, "--chdir", SCRATCH, "--", sys.executable,
             "-c", drop]
     try:
         process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,

@@ -3,8 +3,9 @@
 KoP maps Kafka's operations onto Pulsar's permissions, and so does this: producing needs
 `produce` on the topic, fetching and a group's offsets `consume`, Metadata and ListOffsets
 a lookup (`produce` or `consume`), listing the namespace's topics `consume` on it,
-CreateTopics and DeleteTopics a tenant admin. Pulsar has no permission on groups; a
-group is a subscription, so group membership needs `consume` on the Kafka namespace.
+CreateTopics, DeleteTopics, changing a topic's configurations or partitions and deleting
+its records a tenant admin. Pulsar has no permission on groups; a group is a subscription,
+so group membership needs `consume` on the Kafka namespace.
 
 Nothing is remembered between requests: every request asks again, so a revoked
 permission refuses the connection's next request, as Pulsar closes the producers and
@@ -21,7 +22,7 @@ from magnetar.broker.auth.operations import Operation
 from magnetar.broker.errors import BrokerServiceError, ResourceNotFoundError
 from magnetar.broker.service.protocol_handlers import HandlerBroker
 from magnetar.kafka.groups import GroupError
-from magnetar.kafka.topics import UnknownPartition
+from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 
 #: Kafka's operations in Pulsar's terms (broker.auth.operations).
 PRODUCE = operations.PRODUCE
@@ -31,6 +32,8 @@ LIST_TOPICS = operations.GET_TOPICS
 CREATE_TOPIC = operations.CREATE_TOPIC
 DELETE_TOPIC = operations.DELETE_TOPIC
 GROUP = operations.SUBSCRIBE
+TOPIC_POLICY_WRITE = operations.TOPIC_POLICY_WRITE  # AlterConfigs, CreatePartitions: as the admin API's
+DELETE_RECORDS = operations.TRIM_TOPIC  # Pulsar's nearest: removing a topic's stored data
 
 
 class Unauthorized(Exception):
@@ -38,13 +41,15 @@ class Unauthorized(Exception):
 
 
 class Access:
-    """One connection's role (None on a listener without authentication) and its checks, and
-    the address of the listener it came in on as its clients reach it (advertised in
-    Metadata and FindCoordinator, so a client stays on the listener it chose)."""
+    """One connection's role (None on a listener without authentication) and its checks, the
+    topics of its namespace, and the address of the listener it came in on as its clients
+    reach it (advertised in Metadata and FindCoordinator, so a client stays on the listener
+    it chose)."""
 
-    def __init__(self, broker: HandlerBroker, namespace: str, role: str | None, address: tuple[str, int]) -> None:
-        self._broker = broker
-        self._namespace = namespace
+    def __init__(self, topics: KafkaTopics, role: str | None, address: tuple[str, int]) -> None:
+        self._broker: HandlerBroker = topics.broker
+        self._namespace = topics.namespace
+        self.topics = topics
         self.role = role
         self.address = address
 
@@ -72,3 +77,15 @@ class Access:
         """GroupError(GROUP_AUTHORIZATION_FAILED) unless the role may use consumer groups."""
         if not self.namespace(GROUP):
             raise GroupError(ErrorCode.group_authorization_failed)
+
+
+def refusal(access: Access, operation: Operation, topic: str) -> tuple[ErrorCode, str | None] | None:
+    """The error (and reason) a request's topic entry carries when the role may not perform
+    `operation` on `topic`; None when it may."""
+    try:
+        access.topic(operation, topic)
+    except Unauthorized as exc:
+        return ErrorCode.topic_authorization_failed, str(exc)
+    except UnknownPartition:
+        return ErrorCode.unknown_topic_or_partition, None
+    return None

@@ -17,12 +17,14 @@ from kio.schema.errors import ErrorCode
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.kafka.access import LIST_TOPICS, LOOKUP, Access, Unauthorized
 from magnetar.kafka.admin_apis import AdminApis
+from magnetar.kafka.config_apis import ConfigApis
 from magnetar.kafka.fetch import FetchApis
 from magnetar.kafka.group_apis import GroupApis
 from magnetar.kafka.idempotence import ProducerIds
 from magnetar.kafka.produce import ProduceApi
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request, encode_body
+from magnetar.kafka.sasl import UserNamespaces
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 
 #: api key -> (lowest, highest) version implemented
@@ -44,9 +46,14 @@ VERSIONS: dict[int, tuple[int, int]] = {
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
+    21: (0, 2),  # DeleteRecords
     22: (0, 4),  # InitProducerId
     32: (1, 4),  # DescribeConfigs
+    33: (0, 2),  # AlterConfigs
     36: (0, 2),  # SaslAuthenticate
+    37: (0, 3),  # CreatePartitions
+    44: (0, 1),  # IncrementalAlterConfigs
+    60: (0, 1),  # DescribeCluster
 }
 NO_RESPONSE = object()
 """What a handler returns for a request Kafka answers with nothing (a produce with acks=0)."""
@@ -72,8 +79,9 @@ class KafkaApis:
         self.connections: set[Any] = set()
         self.produce = ProduceApi(topics, config, NO_RESPONSE)
         self._fetch = FetchApis(topics)
-        self.admin = AdminApis(topics, config)
-        self.groups = GroupApis(topics, NODE_ID)
+        self.admin = AdminApis(config)
+        self.configs = ConfigApis(config)
+        self.groups = GroupApis(NODE_ID)
         self._handlers: dict[int, Handler] = {
             0: self.produce.produce,
             1: self._fetch.fetch,
@@ -91,13 +99,22 @@ class KafkaApis:
             18: _open(self.api_versions),
             19: self.admin.create_topics,
             20: self.admin.delete_topics,
+            21: self.admin.delete_records,
             22: _open(self.init_producer_id),
-            32: self.admin.describe_configs,
+            32: self.configs.describe_configs,
+            33: self.configs.alter_configs,
+            37: self.admin.create_partitions,
+            44: self.configs.incremental_alter_configs,
+            60: self.describe_cluster,
         }
+        self.user_namespaces = UserNamespaces(config.kafkaTenant, config.kafkaNamespace,
+                                              config.kafkaEnableMultiTenantMetadata, topics.broker.namespace_exists)
         self._producer_ids = ProducerIds(lambda count: topics.broker.reserve_ids("kafka-producer-ids", count))
 
-    def access(self, role: str | None, address: tuple[str, int]) -> Access:
-        return Access(self.topics.broker, self.topics.namespace, role, address)
+    def access(self, role: str | None, address: tuple[str, int], namespace: str | None = None) -> Access:
+        """A connection's access: its role, as it reaches this listener, to its namespace's topics
+        (the listener's, `kafkaTenant/kafkaNamespace`, unless its SASL user name chose another)."""
+        return Access(self.topics.in_namespace(namespace or self.topics.namespace), role, address)
 
     def handle(self, request: Request, access: Access) -> Any | Awaitable[Any]:
         return self._handlers[request.api_key](request, access)
@@ -128,7 +145,7 @@ class KafkaApis:
         module = response_module(3, request.api_version)
         body = request.body
         if body.topics is None:
-            names = self.topics.names() if access.namespace(LIST_TOPICS) else []
+            names = access.topics.names() if access.namespace(LIST_TOPICS) else []
         else:
             names = [t.name for t in body.topics if t.name is not None]
         create = bool(getattr(body, "allow_auto_topic_creation", True))
@@ -138,6 +155,16 @@ class KafkaApis:
         return build(module, "MetadataResponse", throttle_time=_NO_WAIT, brokers=(broker,), cluster_id=_CLUSTER_ID,
                      controller_id=NODE_ID, topics=topics, cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS)
 
+    def describe_cluster(self, request: Request, access: Access) -> Any:
+        """This broker, the cluster's only one and its controller, as the listener's clients reach it."""
+        module = response_module(60, request.api_version)
+        broker = build(module, "DescribeClusterBroker", broker_id=NODE_ID, host=access.address[0],
+                       port=access.address[1], rack=None)
+        return build(module, "DescribeClusterResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none,
+                     error_message=None, endpoint_type=getattr(request.body, "endpoint_type", 1),
+                     cluster_id=_CLUSTER_ID, controller_id=NODE_ID, brokers=(broker,),
+                     cluster_authorized_operations=_NO_AUTHORIZED_OPERATIONS)
+
     def _topic_metadata(self, module: Any, name: str, create: bool, access: Access) -> Any:
         try:
             access.topic(LOOKUP, name)
@@ -146,7 +173,9 @@ class KafkaApis:
         except UnknownPartition:
             count, error = None, ErrorCode.unknown_topic_or_partition
         else:
-            count = self.topics.partitions(name, create=create)
+            count = access.topics.partitions(name)
+            if count is None and create and self.config.allowAutoTopicCreation:
+                count = self.admin.auto_create(access, name)
             error = ErrorCode.none if count is not None else ErrorCode.unknown_topic_or_partition
         partitions = tuple(build(module, "MetadataResponsePartition", error_code=ErrorCode.none, partition_index=i,
                                  leader_id=NODE_ID, leader_epoch=0, replica_nodes=(NODE_ID,), isr_nodes=(NODE_ID,),

@@ -97,7 +97,7 @@ class KafkaConnection(asyncio.Protocol):
         if self._uses_sasl:
             ssl_object = transport.get_extra_info("ssl_object")
             certificate = ssl_object.getpeercert() if ssl_object is not None else None
-            self._sasl = SaslSession(self._apis.topics.broker.authentication, self._apis.topics.namespace, certificate,
+            self._sasl = SaslSession(self._apis.topics.broker.authentication, self._apis.user_namespaces, certificate,
                                      self._peer)
         self._apis.connections.add(self)
         self._arm_idle_timer(self._admission.max_idle_seconds)
@@ -234,7 +234,7 @@ class KafkaConnection(asyncio.Protocol):
             if sasl.expired():
                 raise _Refused(f"the credentials of role {sasl.role!r} expired")
             if self._access.role != sasl.role:
-                self._access = self._apis.access(sasl.role, self._address)
+                self._access = self._apis.access(sasl.role, self._address, sasl.namespace)
         return self._apis.handle(request, self._access)
 
     def _settle(self, request: Request, pending: asyncio.Future[Any]) -> None:

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Callable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.service.protocol_handlers import PartitionLog
+from magnetar.kafka import log_view
 from magnetar.kafka.access import CONSUME, LOOKUP, Access, Unauthorized
 from magnetar.kafka.offsets_by_time import offset_for_time
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import from_pulsar_messages, with_base_offset
+from magnetar.kafka.topic_settings import KAFKA_CONFIGS
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 from magnetar.storage import StorageClosedError
 from magnetar.wire.batch import decode_messages
@@ -40,6 +41,11 @@ def entry_as_batch(entry: bytes) -> list[bytes | memoryview]:
     if entry_format(metadata) == "kafka":
         return with_base_offset(parsed.payload, base)
     messages = decode_messages(metadata, parsed.payload, max_size=_MAX_DECOMPRESSED)
+    if metadata.compacted_batch_indexes:  # a compacted entry: its survivors, at their own offsets
+        retained = set(metadata.compacted_batch_indexes)
+        messages = [m for m in messages if m.index in retained and not m.metadata.compacted_out]
+        return [from_pulsar_messages(messages, base, metadata.publish_time, metadata.num_messages_in_batch)] \
+            if messages else []
     return [from_pulsar_messages(messages, base, metadata.publish_time)]
 
 
@@ -56,11 +62,15 @@ async def _wait_for_append(logs: list[PartitionLog], timeout: float) -> None:
             stop()
 
 
+def _log_append_time(topics: KafkaTopics, topic: str) -> bool:
+    """Whether the topic's records take the broker's time (message.timestamp.type=LogAppendTime)."""
+    configs, _ = topics.broker.policy(topics.pulsar_name(topic), KAFKA_CONFIGS)
+    return isinstance(configs, dict) and configs.get("message.timestamp.type") == "LogAppendTime"
+
+
 class FetchApis:
-    def __init__(self, topics: KafkaTopics, log_append_time: Callable[[str], bool] = lambda _topic: False) -> None:
+    def __init__(self, topics: KafkaTopics) -> None:
         self._topics = topics
-        self._log_append_time = log_append_time
-        """Whether a topic's records take the broker's time (message.timestamp.type=LogAppendTime)."""
 
     async def fetch(self, request: Request, access: Access) -> Any:
         """Each partition's log is resolved (and access checked) once, a partition named twice
@@ -113,7 +123,7 @@ class FetchApis:
     def _resolve(self, topic: str, partition: int, access: Access) -> PartitionLog | ErrorCode:
         try:
             access.topic(CONSUME, topic)
-            return self._topics.log(topic, partition)
+            return access.topics.log(topic, partition)
         except UnknownPartition:
             return ErrorCode.unknown_topic_or_partition
         except Unauthorized:
@@ -127,7 +137,7 @@ class FetchApis:
         if not isinstance(log, PartitionLog):
             return part.partition, log, -1, -1, b""
         try:
-            end, start = log.end_offset(), log.start_offset()
+            end, start = log.end_offset(), log_view.start_offset(log)
             offset = part.fetch_offset
             if not start <= offset <= end:
                 return part.partition, ErrorCode.offset_out_of_range, end, start, b""
@@ -135,7 +145,9 @@ class FetchApis:
                 return part.partition, ErrorCode.none, end, start, b""
             pieces: list[bytes | memoryview] = []
             size = 0
-            for entry in log.read(offset, 2 * max(limit, 1)):  # stored sizes differ from served ones: room
+            room = 2 * max(limit, 1)  # stored sizes differ from served ones
+            entries = log_view.read(log, offset, room)
+            for entry in log.read(offset, room) if entries is None else entries:
                 batch = entry_as_batch(entry)
                 grown = size + sum(map(len, batch))
                 if grown > limit and (size or not whole_first):
@@ -174,19 +186,20 @@ class FetchApis:
 
         try:
             access.topic(LOOKUP, topic)
-            log = self._topics.log(topic, part.partition_index)
+            log = access.topics.log(topic, part.partition_index)
         except UnknownPartition:
             return answer(ErrorCode.unknown_topic_or_partition)
         except Unauthorized:
             return answer(ErrorCode.topic_authorization_failed)
         try:
             if part.timestamp == _EARLIEST:
-                return answer(ErrorCode.none, log.start_offset())
+                return answer(ErrorCode.none, log_view.start_offset(log))
             if part.timestamp == _LATEST:
                 return answer(ErrorCode.none, log.end_offset())
             if part.timestamp < 0:
                 return answer(ErrorCode.unsupported_version)
-            offset, timestamp = offset_for_time(log, part.timestamp, log_append_time=self._log_append_time(topic))
+            offset, timestamp = offset_for_time(log, part.timestamp,
+                                            log_append_time=_log_append_time(access.topics, topic))
         except StorageClosedError:  # deleted or unloaded meanwhile: the client looks it up again
             return answer(ErrorCode.unknown_topic_or_partition)
         return answer(ErrorCode.none, offset, timestamp)

@@ -2,7 +2,9 @@
 
 This broker coordinates every group. A group's committed offset for a partition is the
 position of the Pulsar subscription named after the group on that partition's topic, so
-`magnetar admin topics stats` shows a Kafka group's backlog as any subscription's.
+`magnetar admin topics stats` shows a Kafka group's backlog as any subscription's. Groups
+belong to the namespace of the connection naming them: each namespace has a coordinator
+of its own, so teams sharing the broker neither see nor join each other's groups.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from magnetar.kafka.access import CONSUME, GROUP, Access, Unauthorized
 from magnetar.kafka.groups import GroupCoordinator, GroupError, Joiner
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
-from magnetar.kafka.topics import KafkaTopics, UnknownPartition
+from magnetar.kafka.topics import UnknownPartition
 
 _NO_WAIT = datetime.timedelta(0)
 _NO_AUTHORIZED_OPERATIONS = -2147483648
@@ -28,10 +30,21 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 1
 
 
 class GroupApis:
-    def __init__(self, topics: KafkaTopics, node_id: int) -> None:
-        self._topics = topics
+    def __init__(self, node_id: int) -> None:
         self._node_id = node_id
-        self.coordinator = GroupCoordinator()
+        self.coordinators: dict[str, GroupCoordinator] = {}
+
+    def coordinator(self, access: Access) -> GroupCoordinator:
+        """The coordinator of the connection's namespace, started by its first group."""
+        namespace = access.topics.namespace
+        found = self.coordinators.get(namespace)
+        if found is None:
+            found = self.coordinators[namespace] = GroupCoordinator()
+        return found
+
+    def stop(self) -> None:
+        for coordinator in self.coordinators.values():
+            coordinator.stop()
 
     # -- finding the coordinator: always this broker
     def find_coordinator(self, request: Request, access: Access) -> Any:
@@ -59,7 +72,7 @@ class GroupApis:
             access.group()
             joiner = Joiner(request.client_id or "", "", body.session_timeout.total_seconds(),
                             rebalance.total_seconds())
-            pending = self.coordinator.group(body.group_id).join(
+            pending = self.coordinator(access).group(body.group_id).join(
                 body.member_id, joiner, body.protocol_type, [(p.name, p.metadata) for p in body.protocols])
             result = await pending
         except GroupError as exc:
@@ -75,7 +88,7 @@ class GroupApis:
     async def sync_group(self, request: Request, access: Access) -> Any:
         module = response_module(SYNC_GROUP, request.api_version)
         body = request.body
-        group = self.coordinator.group(body.group_id)
+        group = self.coordinator(access).group(body.group_id)
         try:
             access.group()
             error, assignment = await group.sync(body.member_id, body.generation_id,
@@ -89,7 +102,7 @@ class GroupApis:
         body = request.body
         try:
             access.group()
-            error = self.coordinator.group(body.group_id).heartbeat(body.member_id, body.generation_id)
+            error = self.coordinator(access).group(body.group_id).heartbeat(body.member_id, body.generation_id)
         except GroupError as exc:
             error = exc.code
         return build(response_module(HEARTBEAT, request.api_version), "HeartbeatResponse", throttle_time=_NO_WAIT,
@@ -98,7 +111,7 @@ class GroupApis:
     def leave_group(self, request: Request, access: Access) -> Any:
         module = response_module(LEAVE_GROUP, request.api_version)
         body = request.body
-        group = self.coordinator.group(body.group_id)
+        group = self.coordinator(access).group(body.group_id)
         identities = getattr(body, "members", None)
         try:
             access.group()
@@ -117,7 +130,8 @@ class GroupApis:
         error = ErrorCode.none
         try:
             access.group()
-            self.coordinator.group(body.group_id).check_commit(body.member_id, body.generation_id_or_member_epoch)
+            group = self.coordinator(access).group(body.group_id)
+            group.check_commit(body.member_id, body.generation_id_or_member_epoch)
         except GroupError as exc:
             error = exc.code
         topics = []
@@ -133,7 +147,7 @@ class GroupApis:
                 access: Access) -> ErrorCode:
         try:
             access.topic(CONSUME, topic)
-            self._topics.log(topic, partition).commit_offset(group, offset, metadata)
+            access.topics.log(topic, partition).commit_offset(group, offset, metadata)
         except UnknownPartition:
             return ErrorCode.unknown_topic_or_partition
         except Unauthorized:
@@ -149,7 +163,7 @@ class GroupApis:
             return build(module, "OffsetFetchResponse", throttle_time=_NO_WAIT, topics=(),
                          error_code=ErrorCode.group_authorization_failed)
         if body.topics is None:
-            wanted = [(name, range(self._topics.partitions(name) or 0)) for name in self._topics.names()]
+            wanted = [(name, range(access.topics.partitions(name) or 0)) for name in access.topics.names()]
         else:
             wanted = [(t.name, t.partition_indexes) for t in body.topics]
         topics = []
@@ -166,7 +180,7 @@ class GroupApis:
         error, committed = ErrorCode.none, None
         try:
             access.topic(CONSUME, topic)
-            committed = self._topics.log(topic, partition).committed_offset(group)
+            committed = access.topics.log(topic, partition).committed_offset(group)
         except UnknownPartition:
             error = ErrorCode.unknown_topic_or_partition
         except Unauthorized:
@@ -181,7 +195,7 @@ class GroupApis:
         error = ErrorCode.none if access.namespace(GROUP) else ErrorCode.group_authorization_failed
         described = []
         for group_id in request.body.groups:
-            group = self.coordinator.groups.get(group_id) if error == ErrorCode.none else None
+            group = self.coordinator(access).groups.get(group_id) if error == ErrorCode.none else None
             members = () if group is None else tuple(build(
                 module, "DescribedGroupMember", member_id=m.member_id, group_instance_id=None, client_id=m.client_id,
                 client_host=m.client_host, member_metadata=dict(m.protocols).get(group.protocol or "", b""),
@@ -201,6 +215,6 @@ class GroupApis:
             return build(module, "ListGroupsResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none, groups=())
         wanted = set(getattr(request.body, "states_filter", ()) or ())
         groups = tuple(build(module, "ListedGroup", group_id=g.group_id, protocol_type=g.protocol_type or "",
-                             group_state=g.state.value) for g in self.coordinator.groups.values()
+                             group_state=g.state.value) for g in self.coordinator(access).groups.values()
                        if not wanted or g.state.value in wanted)
         return build(module, "ListGroupsResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none, groups=groups)

@@ -105,7 +105,7 @@ class KafkaProtocolHandler:
         return host, port
 
     async def stop(self) -> None:
-        self.apis.groups.coordinator.stop()
+        self.apis.groups.stop()
         self.apis.produce.states.snapshot_all()
         for server in self._servers:
             server.close()

@@ -23,6 +23,7 @@ from kio.schema.errors import ErrorCode
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.formats.kafka_records import kafka_entry_properties
+from magnetar.kafka import publish_policies
 from magnetar.kafka.access import PRODUCE, Access, Unauthorized
 from magnetar.kafka.idempotence import ACCEPT, ProducerStates
 from magnetar.kafka.producer_snapshots import producer_name
@@ -114,8 +115,12 @@ class ProduceApi:
         done: asyncio.Future[_Result] = asyncio.get_running_loop().create_future()
         try:
             access.topic(PRODUCE, topic)
-            log_ = self._topics.log(topic, partition)
-            batches = self._checked(records)
+            log_ = access.topics.log(topic, partition)
+            refused = publish_policies.refusal(access.topics.broker, log_)
+            if refused is not None:
+                done.set_result((refused[0], -1, refused[1]))
+                return done
+            batches = self._checked(records, publish_policies.max_batch_size(log_))
         except InvalidRecords as exc:
             code = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
             done.set_result((code, -1, str(exc)))
@@ -162,10 +167,10 @@ class ProduceApi:
             done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
         return done
 
-    def _checked(self, records: bytes | None) -> list[ProducedBatch]:
+    @staticmethod
+    def _checked(records: bytes | None, limit: int) -> list[ProducedBatch]:
         if not records:
             raise InvalidRecords("no records", corrupt=False)
-        limit = self._config.maxMessageSize
         batches = split_batches(records)
         for batch in batches:
             if len(batch.data) > limit:

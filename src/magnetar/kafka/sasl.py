@@ -1,11 +1,17 @@
 """SASL/PLAIN on a SASL_PLAINTEXT or SASL_SSL listener, as Kafka-on-Pulsar reads it.
 
 A client sends SaslHandshake (mechanism PLAIN), then SaslAuthenticate with RFC 4616's
-`authzid NUL user NUL password`. As in KoP the user name is the namespace (`tenant/ns`, or
-the tenant) the client's topics live in, and the password is `<method>:<credentials>`,
-`token:<jwt>` for the token provider: the credentials go to the broker's
-AuthenticationService, the same providers the binary protocol's CONNECT uses, and the
-role it answers is what every later request is authorized as.
+`authzid NUL user NUL password`. As in KoP the user name says where the client's topics
+and groups live and the password is `<method>:<credentials>`, `token:<jwt>` for the token
+provider: the credentials go to the broker's AuthenticationService, the same providers
+the binary protocol's CONNECT uses, and the role it answers is what every later request
+is authorized as.
+
+With `kafkaEnableMultiTenantMetadata` (on, as in KoP) the user name chooses the
+namespace: `tenant` is `tenant/<kafkaNamespace>` (KoP's rule), `tenant/namespace` that
+namespace (KoP takes only the tenant from it), and a namespace that does not exist is
+refused at authentication (KoP refuses a tenant that does not exist). Without it every
+connection has `kafkaTenant/kafkaNamespace`, and the user name must name it or its tenant.
 
 Kafka's rules for the exchange: before it completes a client may send ApiVersions and
 the two SASL requests only; anything else closes the connection. A refused
@@ -22,7 +28,7 @@ import datetime
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -65,23 +71,51 @@ def parse_plain(message: bytes) -> tuple[str, str, str]:
         raise AuthenticationError("the SASL/PLAIN user name and password must be UTF-8") from None
     method, _, credentials = password.partition(":")
     if not user:
-        raise AuthenticationError("no user name: it names the namespace (tenant/namespace)")
+        raise AuthenticationError("no user name: it names the tenant or tenant/namespace")
     if not method or not credentials:
         raise AuthenticationError("the password must be <method>:<credentials>, as token:<jwt>")
     return user, method, credentials
 
 
-class SaslSession:
-    """One connection's SASL exchange and, once it completes, its principal."""
+class UserNamespaces:
+    """The namespace a SASL user name chooses (see the module's docstring)."""
 
-    def __init__(self, authentication: AuthenticationService, namespace: str,
+    def __init__(self, tenant: str, namespace: str, multi_tenant: bool, exists: Callable[[str], bool]) -> None:
+        self.default = f"{tenant}/{namespace}"
+        self._local = namespace
+        self._multi_tenant = multi_tenant
+        self._exists = exists
+
+    def __call__(self, user: str) -> str:
+        """The namespace of `user`; AuthenticationError says why it names none."""
+        if not self._multi_tenant:
+            if user not in (self.default, self.default.split("/", 1)[0]):
+                raise AuthenticationError(f"user name {user!r} names no namespace of this listener: Kafka topics live "
+                                          f"in {self.default} (kafkaTenant/kafkaNamespace)")
+            return self.default
+        tenant, slash, local = user.partition("/")
+        if not tenant or "/" in local or (slash and not local):
+            raise AuthenticationError(f"user name {user!r} is not a tenant or tenant/namespace")
+        namespace = f"{tenant}/{local or self._local}"
+        if not self._exists(namespace):
+            raise AuthenticationError(f"user name {user!r} names namespace {namespace}, which does not exist")
+        return namespace
+
+
+class SaslSession:
+    """One connection's SASL exchange and, once it completes, its principal and namespace."""
+
+    def __init__(self, authentication: AuthenticationService, namespaces: Callable[[str], str],
                  peer_certificate: Mapping | None, peer: str) -> None:
         self._service = authentication
-        self._namespace = namespace
+        self._namespaces = namespaces
         self._certificate = peer_certificate
         self._peer = peer
         self._state = _State.HANDSHAKE
         self.principal: Principal | None = None
+        self.namespace: str | None = None
+        """The namespace the user name chose, once the credentials are accepted."""
+        self._chosen: str | None = None
         self.closing = False
         """Set once the exchange failed: the connection closes after this response."""
 
@@ -122,9 +156,7 @@ class SaslSession:
 
     def _credentials(self, message: bytes) -> Credentials:
         user, method, data = parse_plain(message)
-        if user not in (self._namespace, self._namespace.split("/", 1)[0]):
-            raise AuthenticationError(f"user name {user!r} names no namespace of this listener: Kafka topics live "
-                                      f"in {self._namespace} (kafkaTenant/kafkaNamespace)")
+        self._chosen = self._namespaces(user)
         if method not in self._service.providers:
             raise AuthenticationError(f"no authentication provider for method {method!r} (this broker has "
                                       f"{', '.join(sorted(self._service.providers)) or 'none'})")
@@ -143,8 +175,10 @@ class SaslSession:
 
     def _accept(self, request: Request, principal: Principal) -> Any:
         self.principal = principal
+        self.namespace = self._chosen
         self._state = _State.COMPLETE
-        log.info("Kafka client %s authenticated as role %r (%s)", self._peer, principal.role, principal.method)
+        log.info("Kafka client %s authenticated as role %r (%s) in namespace %s", self._peer, principal.role,
+                 principal.method, self.namespace)
         return sasl_response(request, ErrorCode.none)
 
     def _refuse(self, request: Request, error: ErrorCode, reason: str) -> Any:

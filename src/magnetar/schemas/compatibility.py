@@ -13,7 +13,7 @@ its root message; other types are refused only by ALWAYS_INCOMPATIBLE.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from magnetar.schemas.definitions import (
@@ -32,6 +32,11 @@ S = CompatibilityStrategy
 _Parsed = TypeVar("_Parsed")
 _BACKWARD = frozenset({S.BACKWARD, S.BACKWARD_TRANSITIVE, S.FULL, S.FULL_TRANSITIVE})
 _FORWARD = frozenset({S.FORWARD, S.FORWARD_TRANSITIVE, S.FULL, S.FULL_TRANSITIVE})
+MIN_STEPS = 1000
+"""A comparison may take one step per byte of the two definitions, plus this: a linear check
+takes fewer (every pair of types compared has a few bytes of definition on each side), and
+Java Avro's rule for unions of records named differently is quadratic."""
+SHOWN_PROBLEMS = 10
 
 
 def check_against_history(history: Sequence[SchemaData], new: SchemaData, strategy: CompatibilityStrategy) -> None:
@@ -65,40 +70,62 @@ def _check_avro(existing: Sequence[SchemaData], new: SchemaData, strategy: Compa
     if parsed is None:
         return
     new_schema, olds = parsed
-    for age, old_schema in enumerate(reversed(olds)):
+    for age, (old, old_schema) in enumerate(reversed(olds)):
         which = "the latest version" if age == 0 else f"the version {age} before the latest"
+        budget = len(old.data) + len(new.data) + MIN_STEPS
         if strategy in _BACKWARD:
-            _require_readable(new_schema, old_schema, strategy, f"the new schema cannot read data written with {which}")
+            _require_readable(new_schema, old_schema, budget, strategy,
+                              f"the new schema cannot read data written with {which}")
         if strategy in _FORWARD:
-            _require_readable(old_schema, new_schema, strategy, f"{which} cannot read data written with the new schema")
+            _require_readable(old_schema, new_schema, budget, strategy,
+                              f"{which} cannot read data written with the new schema")
 
 
 def _parsed(existing: Sequence[SchemaData], new: SchemaData, strategy: CompatibilityStrategy,
-            parse: Callable[[SchemaData], _Parsed]) -> tuple[_Parsed, list[_Parsed]] | None:
-    """The new and existing definitions parsed, for a strategy that compares them; None when
-    ALWAYS_COMPATIBLE needs no comparison. An unreadable stored definition refuses the new one."""
+            parse: Callable[[SchemaData], _Parsed]) -> tuple[_Parsed, list[tuple[SchemaData, _Parsed]]] | None:
+    """The new definition parsed, and each existing one beside its parsing, for a strategy
+    that compares them; None when ALWAYS_COMPATIBLE needs no comparison. An unreadable
+    stored definition refuses the new one."""
     if strategy == S.ALWAYS_COMPATIBLE:
         return None
     if strategy not in _BACKWARD | _FORWARD:
         raise IncompatibleSchemaError(f"Schema compatibility strategy is {strategy.name}")
     try:
-        return parse(new), [parse(old) for old in existing]
+        return parse(new), [(old, parse(old)) for old in existing]
     except InvalidSchemaError as exc:
         raise IncompatibleSchemaError(str(exc)) from None
 
 
-def _require_readable(reader: avro.schema.Schema, writer: avro.schema.Schema, strategy: CompatibilityStrategy,
-                      what: str) -> None:
+def _require_readable(reader: avro.schema.Schema, writer: avro.schema.Schema, budget: int,
+                      strategy: CompatibilityStrategy, what: str) -> None:
+    """`budget`: the steps the comparison may take (see avro_resolution)."""
     from avro.compatibility import SchemaCompatibilityType  # noqa: PLC0415 (loaded with the first Avro schema)
 
-    from magnetar.schemas.avro_resolution import PulsarCompatibilityChecker  # noqa: PLC0415
+    from magnetar.schemas.avro_resolution import PulsarCompatibilityChecker, TooComplexError  # noqa: PLC0415
 
-    result = PulsarCompatibilityChecker().get_compatibility(reader, writer)
+    try:
+        result = PulsarCompatibilityChecker(budget).get_compatibility(reader, writer)
+    except TooComplexError:
+        raise IncompatibleSchemaError(
+            f"Incompatible schema with strategy {strategy.name}: {what}: the two schemas are too complex to "
+            f"compare (more than {budget} pairs of types)") from None
+    except RecursionError:
+        raise IncompatibleSchemaError(
+            f"Incompatible schema with strategy {strategy.name}: {what}: the schemas are nested too deeply to "
+            f"compare") from None
     if result.compatibility is not SchemaCompatibilityType.compatible:
-        details = "; ".join(sorted(result.messages))
-        where = ", ".join(sorted(result.locations))
+        details = _listed(result.messages, "; ")
+        where = _listed(result.locations, ", ")
         raise IncompatibleSchemaError(
             f"Incompatible schema with strategy {strategy.name}: {what}: {details} (at {where})")
+
+
+def _listed(items: Iterable[str], separator: str) -> str:
+    """The first SHOWN_PROBLEMS of `items` in order, and how many more there are: a refusal of a
+    16,000-field record listed them all (350 KB of error message)."""
+    ordered = sorted(items)
+    shown = separator.join(ordered[:SHOWN_PROBLEMS])
+    return shown if len(ordered) <= SHOWN_PROBLEMS else f"{shown}{separator}and {len(ordered) - SHOWN_PROBLEMS} more"
 
 
 def _check_json(existing: Sequence[SchemaData], new: SchemaData, strategy: CompatibilityStrategy) -> None:
@@ -123,7 +150,7 @@ def _check_protobuf_native(existing: Sequence[SchemaData], new: SchemaData, stra
     if parsed is None:
         return
     root, old_roots = parsed
-    for old_root in old_roots:
+    for _, old_root in old_roots:
         if old_root != root:
             raise IncompatibleSchemaError(
                 f"Incompatible schema: the Protobuf root message may not change ({old_root} -> {root})")

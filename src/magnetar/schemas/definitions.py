@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import json
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from magnetar.schemas.bounded_cache import BoundedCache
 from magnetar.schemas.errors import InvalidSchemaError
 from magnetar.schemas.model import SchemaData, SchemaType
 
@@ -35,14 +35,16 @@ _JSON_SCHEMA_TYPES = frozenset({"object", "array", "string", "number", "integer"
 _CLIENT_SIDE = frozenset({SchemaType.AUTO, SchemaType.AUTO_CONSUME, SchemaType.AUTO_PUBLISH})
 
 
-def validate(schema: SchemaData) -> None:
-    """Refuse a definition its type cannot have, with a message that says what is wrong."""
+def validate(schema: SchemaData, max_fields: int | None = None) -> None:
+    """Refuse a definition its type cannot have, with a message that says what is wrong, and
+    an Avro one (AVRO, JSON, PROTOBUF) with more than `max_fields` fields, union branches and
+    symbols (see `avro_members`), counted before it is parsed."""
     kind = schema.type
-    if kind in (SchemaType.AVRO, SchemaType.PROTOBUF):
+    if kind in (SchemaType.AVRO, SchemaType.PROTOBUF) or \
+            (kind == SchemaType.JSON and not is_legacy_json_schema(schema.data)):
+        if max_fields is not None:
+            _check_members(schema.data, kind, max_fields)
         parse_avro(schema.data, kind)
-    elif kind == SchemaType.JSON:
-        if not is_legacy_json_schema(schema.data):
-            parse_avro(schema.data, kind)
     elif kind == SchemaType.PROTOBUF_NATIVE:
         protobuf_root_message(schema.data)
     elif kind == SchemaType.STRING:
@@ -50,8 +52,8 @@ def validate(schema: SchemaData) -> None:
             raise InvalidSchemaError(f"Invalid schema definition data for STRING schema: {_shown(schema.data)}")
     elif kind == SchemaType.KEY_VALUE:
         key, value = split_key_value(schema)
-        validate(key)
-        validate(value)
+        validate(key, max_fields)
+        validate(value, max_fields)
     elif kind in _CLIENT_SIDE:
         raise InvalidSchemaError(f"Schema {kind.name} is a client-side schema type")
     elif kind.primitive and kind not in (SchemaType.NONE, SchemaType.BYTES) and schema.data:
@@ -60,8 +62,11 @@ def validate(schema: SchemaData) -> None:
 
 
 PARSED_LIMIT = 512
-"""Definitions kept parsed: the registry compares every producer's schema with each live
-version of its topic, and parsing is what that costs (a producer per version per parse)."""
+PARSED_BYTES = 2 * 1024 * 1024
+"""Definitions kept parsed (at most PARSED_LIMIT, of PARSED_BYTES of text in all): the
+registry compares every producer's schema with each live version of its topic, and parsing
+is what that costs (a producer per version per parse)."""
+_parsed: BoundedCache[avro.schema.Schema] = BoundedCache(PARSED_LIMIT, PARSED_BYTES)
 
 
 def parse_avro(data: bytes, kind: SchemaType = SchemaType.AVRO) -> avro.schema.Schema:
@@ -69,10 +74,37 @@ def parse_avro(data: bytes, kind: SchemaType = SchemaType.AVRO) -> avro.schema.S
     Pulsar's broker does not (Java clients name inner classes with '$'). `avro` is imported
     on first use: a broker whose topics have no schemas never loads it. The result is
     shared by every caller of the same (definition, type): treat it as read-only."""
-    return _parse_avro(bytes(data), kind)
+    text = bytes(data)
+    return _parsed.get((text, kind), len(text), lambda: _parse_avro(text, kind))
 
 
-@functools.lru_cache(maxsize=PARSED_LIMIT)
+def avro_members(data: bytes) -> int | None:
+    """What parsing and comparing an Avro definition costs grows with: the elements of
+    every JSON array in it (its records' fields, its unions' branches, its enums' symbols,
+    any list a property holds). None when it is no JSON (the parser says what is wrong)."""
+    try:
+        stack: list[Any] = [json.loads(data)]
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    count = 0
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            count += len(value)
+            stack += value
+        elif isinstance(value, dict):
+            stack += value.values()
+    return count
+
+
+def _check_members(data: bytes, kind: SchemaType, max_fields: int) -> None:
+    members = avro_members(data)
+    if members is not None and members > max_fields:
+        raise InvalidSchemaError(f"Invalid schema definition data for {kind.name} schema: {members} fields, union "
+                                 f"branches and symbols, more than the {max_fields} the broker takes "
+                                 f"(schemaMaxFields)")
+
+
 def _parse_avro(data: bytes, kind: SchemaType) -> avro.schema.Schema:
     import avro.errors  # noqa: PLC0415
     import avro.schema  # noqa: PLC0415

@@ -114,7 +114,10 @@ class SchemaData:
         return self.hash, ()
 
     def same_as(self, other: SchemaData) -> bool:
-        return self.type == other.type and self.identity == other.identity
+        """The same type and `identity`, told by comparing the bytes (no hash is computed: a
+        producer's schema is compared with each live version on every PRODUCER)."""
+        return self.type == other.type and self.data == other.data and \
+            (self.type != SchemaType.KEY_VALUE or dict(self.properties) == dict(other.properties))
 
 
 class CompatibilityStrategy(enum.Enum):

@@ -8,20 +8,23 @@ tombstone count. Deleting the topic forgets the whole list. Each version is one 
 and a read-only process (a Spark reader) sees what the broker wrote.
 
 Plain, blocking calls: the metadata store is local and schema registrations are rare (a
-producer's or consumer's creation, an admin request).
+producer's or consumer's creation, an admin request). What costs in proportion to a
+definition's size (parsing, comparing) is in the `decide_*` methods: pure functions of a
+topic's live versions, which a caller may run on another thread while it keeps serving, then
+append with `append` if the live versions are still those it decided on.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from magnetar.schemas.bounded_cache import BoundedCache
 from magnetar.schemas.compatibility import check_against_history
-from magnetar.schemas.definitions import PARSED_LIMIT, parse_avro, validate
+from magnetar.schemas.definitions import PARSED_BYTES, PARSED_LIMIT, parse_avro, validate
 from magnetar.schemas.errors import IncompatibleSchemaError, InvalidSchemaError, SchemaNotFoundError
 from magnetar.schemas.model import CompatibilityStrategy, SchemaData, SchemaType
 from magnetar.storage import MetadataStore
@@ -50,9 +53,13 @@ class SchemaRegistry:
     """The versions of every topic's schema; the only writer of `/schemas/` keys, so it
     caches what it read."""
 
-    def __init__(self, store: MetadataStore, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: MetadataStore, *, clock: Callable[[], float] = time.time,
+                 max_fields: int | None = None) -> None:
+        """`max_fields`: an Avro definition's fields, union branches and symbols at most
+        (definitions.avro_members), None for no limit."""
         self._store = store
         self._clock = clock
+        self.max_fields = max_fields
         self._cache: dict[str, list[SchemaVersion]] = {}
 
     # -- reads
@@ -100,48 +107,71 @@ class SchemaRegistry:
     def find_version(self, sid: str, schema: SchemaData) -> int | None:
         """The live version equal to `schema`: same type and, for Avro-based types, the same
         parsed schema (whitespace aside), else the same definition bytes."""
-        wanted = _identity(schema)
-        for candidate in self.live(sid):
-            if candidate.schema.type == schema.type and _identity(candidate.schema) == wanted:
-                return candidate.version
-        return None
+        return find_equal(self.live(sid), schema)
 
     # -- checks
     def check_compatible(self, sid: str, schema: SchemaData, strategy: CompatibilityStrategy) -> None:
         """Raise unless `schema` is well formed and would be accepted now (nothing is written)."""
-        validate(schema)
-        check_against_history([v.schema for v in self.live(sid)], schema, _effective(strategy))
+        self.decide_compatible(self.live(sid), schema, strategy)
 
     def check_consumer(self, sid: str, schema: SchemaData, strategy: CompatibilityStrategy) -> None:
-        """A consumer's schema on a topic that is in use: it must be able to read what the
-        topic holds (BACKWARD against the latest for the plain strategies and
-        FORWARD_TRANSITIVE, the strategy itself against all versions for the others)."""
+        """A consumer's schema on a topic that is in use (see `decide_consumer`)."""
+        self.decide_consumer(self.live(sid), schema, strategy)
+
+    # -- decisions: what the checks cost, on the live versions given (no store, no cache)
+    def decide_compatible(self, live: list[SchemaVersion], schema: SchemaData,
+                          strategy: CompatibilityStrategy) -> None:
+        validate(schema, self.max_fields)
+        check_against_history([v.schema for v in live], schema, _effective(strategy))
+
+    def decide_consumer(self, live: list[SchemaVersion], schema: SchemaData, strategy: CompatibilityStrategy) -> None:
+        """It must be able to read what the topic holds (BACKWARD against the latest for the
+        plain strategies and FORWARD_TRANSITIVE, the strategy itself against all versions for
+        the others)."""
         strategy = _effective(strategy)
         if strategy == CompatibilityStrategy.ALWAYS_COMPATIBLE:
             return
-        validate(schema)
-        live = [v.schema for v in self.live(sid)]
-        if self.latest(sid) is None:
-            raise SchemaNotFoundError(f"Topic {sid} does not have schema to check")
+        validate(schema, self.max_fields)
+        if not live:
+            raise SchemaNotFoundError("The topic does not have schema to check")
         if strategy in (CompatibilityStrategy.BACKWARD, CompatibilityStrategy.FORWARD,
                         CompatibilityStrategy.FORWARD_TRANSITIVE, CompatibilityStrategy.FULL):
-            check_against_history(live, schema, CompatibilityStrategy.BACKWARD)
-        else:
-            check_against_history(live, schema, strategy)
+            strategy = CompatibilityStrategy.BACKWARD
+        check_against_history([v.schema for v in live], schema, strategy)
+
+    def decide_version(self, live: list[SchemaVersion], schema: SchemaData) -> int | None:
+        """`find_version`'s answer; None also for a definition `validate` refuses (within
+        `max_fields` before anything is parsed), which no version can equal."""
+        try:
+            validate(schema, self.max_fields)
+        except InvalidSchemaError:
+            return None
+        return find_equal(live, schema)
+
+    def decide(self, live: list[SchemaVersion], schema: SchemaData, strategy: CompatibilityStrategy, *,
+               allow_auto_update: bool = True) -> int | None:
+        """What `put_if_absent` does with `schema`: the version of an equal live one, or None
+        when it is to be appended. Raises InvalidSchemaError for a malformed definition and
+        IncompatibleSchemaError for a refusal."""
+        validate(schema, self.max_fields)
+        existing = find_equal(live, schema)
+        if existing is not None:
+            return existing
+        if not allow_auto_update:
+            raise IncompatibleSchemaError("Schema not found and schema auto updating is disabled.")
+        check_against_history([v.schema for v in live], schema, _effective(strategy))
+        return None
 
     # -- writes
     def put_if_absent(self, sid: str, schema: SchemaData, strategy: CompatibilityStrategy, *,
                       allow_auto_update: bool = True) -> int:
         """The version of `schema`: an existing equal one, else a new one appended once the
-        strategy accepts it. Raises InvalidSchemaError for a malformed definition and
-        IncompatibleSchemaError for a refusal."""
-        validate(schema)
-        existing = self.find_version(sid, schema)
-        if existing is not None:
-            return existing
-        if not allow_auto_update:
-            raise IncompatibleSchemaError("Schema not found and schema auto updating is disabled.")
-        check_against_history([v.schema for v in self.live(sid)], schema, _effective(strategy))
+        strategy accepts it (see `decide`)."""
+        existing = self.decide(self.live(sid), schema, strategy, allow_auto_update=allow_auto_update)
+        return existing if existing is not None else self.append(sid, schema)
+
+    def append(self, sid: str, schema: SchemaData) -> int:
+        """A new version of `schema`, stamped with the time, which `decide` accepted."""
         stamped = SchemaData(schema.type, schema.data, dict(schema.properties), schema.user, self._now(), False)
         return self._append(sid, stamped)
 
@@ -169,6 +199,21 @@ class SchemaRegistry:
         return int(self._clock() * 1000)
 
 
+def same_version(live: list[SchemaVersion], schema: SchemaData) -> int | None:
+    """The live version with the very definition of `schema` (its hash; nothing parsed)."""
+    return next((v.version for v in live if v.schema.same_as(schema)), None)
+
+
+def find_equal(live: list[SchemaVersion], schema: SchemaData) -> int | None:
+    """The live version equal to `schema`: same type and, for Avro-based types, the same
+    parsed schema (whitespace aside), else the same definition bytes."""
+    wanted = _identity(schema)
+    for candidate in live:
+        if candidate.schema.type == schema.type and _identity(candidate.schema) == wanted:
+            return candidate.version
+    return None
+
+
 def _effective(strategy: CompatibilityStrategy) -> CompatibilityStrategy:
     """UNDEFINED reaching the registry means nothing was set anywhere: Pulsar's default, FULL."""
     return CompatibilityStrategy.FULL if strategy == CompatibilityStrategy.UNDEFINED else strategy
@@ -182,11 +227,17 @@ def _identity(schema: SchemaData) -> object:
     return schema.identity
 
 
-@functools.lru_cache(maxsize=PARSED_LIMIT)
+_identities: BoundedCache[str | None] = BoundedCache(PARSED_LIMIT, PARSED_BYTES)
+
+
 def _avro_identity(data: bytes, kind: SchemaType) -> str | None:
     """An Avro-based definition as one string, the same whatever its whitespace or key order
     (what comparing the parsed schemas compares), computed once per definition: a producer's
     schema is compared with every live version."""
+    return _identities.get((data, kind), len(data), lambda: _canonical(data, kind))
+
+
+def _canonical(data: bytes, kind: SchemaType) -> str | None:
     try:
         return json.dumps(parse_avro(data, kind).to_json(), sort_keys=True)
     except InvalidSchemaError:

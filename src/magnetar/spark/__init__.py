@@ -39,7 +39,26 @@ def register(spark: Any) -> None:
     from magnetar.spark.source import MagnetarDataSource  # noqa: PLC0415 (pyspark is optional)
 
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    _quiet_replacement(spark)
     spark.dataSource.register(MagnetarDataSource)
+
+
+#: The JVM logger of Spark's registry of Python data sources.
+_DATA_SOURCE_MANAGER = "org.apache.spark.sql.execution.datasources.DataSourceManager"
+
+
+def _quiet_replacement(spark: Any) -> None:
+    """Registering replaces the source PySpark found by itself (pyspark_magnetar), which
+    Spark's DataSourceManager reports as a WARN on every call and again for every session it
+    clones (each streaming query's): a warning users can do nothing about, for the very thing
+    they asked. Those are the only two warnings that logger has ("replaced a statically
+    registered data source", "replaced a previously registered data source"), so it is set to
+    ERROR. A session without a JVM gateway (Spark Connect) is left as it is."""
+    try:
+        log4j = spark.sparkContext._jvm.org.apache.logging.log4j
+    except Exception:  # Spark Connect's sessions have no sparkContext here
+        return
+    log4j.core.config.Configurator.setLevel(_DATA_SOURCE_MANAGER, log4j.Level.ERROR)
 
 
 def compact(spark: Any, topic: str, service_url: str | None = None, path: str | None = None,

@@ -22,8 +22,8 @@ from magnetar.spark.option_errors import MagnetarOptionError
 
 ACTIONS = ("fail", "discard", "consume")
 KNOWN = {
-    "decryptionkeyfile": "a PEM private key (RSA or EC) that decrypts the topics' encrypted messages",
-    "cryptofailureaction": "fail (default), discard or consume: what becomes of an encrypted message no key opens",
+    "decryptionKeyFile": "a PEM private key (RSA or EC) that decrypts the topics' encrypted messages",
+    "cryptoFailureAction": "fail (default), discard or consume: what becomes of an encrypted message no key opens",
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from magnetar.credentials.authentication import Authentication, authentication_from_plugin
@@ -21,46 +21,74 @@ from magnetar.spark.decryption import Decryption, decryption_options
 from magnetar.spark.message_ids import is_message_id_json, message_id_offsets, time_spec
 from magnetar.spark.offsets import EARLIEST, LATEST, OffsetSpec, TimeSpec
 from magnetar.spark.option_errors import MagnetarOptionError, topic_option
+from magnetar.spelling import did_you_mean
 
 DEFAULT_SPLIT_BYTES = 32 * 1024 * 1024
-KNOWN = {
-    "payloadprocessor": "payload processors (names or module:Class, comma-separated) read before the built-ins",
+KNOWN_READ = {
+    "payloadProcessor": "payload processors (names or module:Class, comma-separated) read before the built-ins",
     "path": "a broker data directory (or .load(path))",
     "service.url": "pulsar://host:port of any Pulsar-compatible broker",
     "topic": "one topic",
     "topics": "comma-separated topics",
-    "topicspattern": "a regular expression over full topic names",
-    "startingoffsets": "earliest, latest, JSON {topic: {partition: index}} or pulsar-spark's JSON {topic: "
+    "topicsPattern": "a regular expression over full topic names",
+    "startingOffsets": "earliest, latest, JSON {topic: {partition: index}} or pulsar-spark's JSON {topic: "
                        "[message id bytes]}",
-    "endingoffsets": "latest, JSON {topic: {partition: index}} (exclusive) or pulsar-spark's JSON {topic: "
+    "endingOffsets": "latest, JSON {topic: {partition: index}} (exclusive) or pulsar-spark's JSON {topic: "
                      "[message id bytes]} (the entry of the id included)",
-    "startingtime": "broker time in ms (inclusive), or JSON {topic: ms}",
-    "endingtime": "broker time in ms (exclusive), or JSON {topic: ms}",
-    "failondataloss": "true or false",
-    "maxmessagespertrigger": "a positive message count per micro-batch",
-    "propertiesfilter": 'JSON {"key": "value"}: keep messages with these properties, skip entries ruled out',
-    "splitsizebytes": "bytes of entries per Spark partition",
-    "operationtimeoutseconds": "service.url only: seconds to wait for the broker",
-    "rowformat": "magnetar (this source's columns) or pulsar-spark (the pulsar-spark connector's layout)",
+    "startingTime": "broker time in ms (inclusive), or JSON {topic: ms}",
+    "endingTime": "broker time in ms (exclusive), or JSON {topic: ms}",
+    "failOnDataLoss": "true or false",
+    "maxMessagesPerTrigger": "a positive message count per micro-batch",
+    "propertiesFilter": 'JSON {"key": "value"}: keep messages with these properties, skip entries ruled out',
+    "splitSizeBytes": "bytes of entries per Spark partition",
+    "operationTimeoutSeconds": "service.url only: seconds to wait for the broker",
+    "rowFormat": "magnetar (this source's columns) or pulsar-spark (the pulsar-spark connector's layout)",
     "admin.url": "pulsar-spark's admin URL: accepted, not needed (schemas come from where the topic is read)",
-    "maxentriespertrigger": "pulsar-spark's name for maxMessagesPerTrigger",
-    "valueformat": "typed (a typed value column when the topic has a schema) or bytes (the payload as it is)",
+    "maxEntriesPerTrigger": "pulsar-spark's name for maxMessagesPerTrigger",
+    "valueFormat": "typed (a typed value column when the topic has a schema) or bytes (the payload as it is)",
 }
 #: The pulsar-spark connector passes client settings under `pulsar.client.`; reads and
 #: writes both take them.
 SECURITY_KNOWN = {
-    "pulsar.client.authpluginclassname": "AuthenticationToken, AuthenticationTls or AuthenticationBasic "
+    "pulsar.client.authPluginClassName": "AuthenticationToken, AuthenticationTls or AuthenticationBasic "
                                          "(org.apache.pulsar.client.impl.auth. names too)",
-    "pulsar.client.authparams": "token:<jwt> or file:///path; tlsCertFile:..,tlsKeyFile:..; "
+    "pulsar.client.authParams": "token:<jwt> or file:///path; tlsCertFile:..,tlsKeyFile:..; "
                                 '{"userId":..,"password":..}',
-    "pulsar.client.tlstrustcertsfilepath": "CA certificates to check a pulsar+ssl:// broker with",
-    "pulsar.client.tlsallowinsecureconnection": "true: do not check the broker's certificate",
-    "pulsar.client.tlshostnameverificationenable": "true: check the broker's host name against its certificate",
+    "pulsar.client.tlsTrustCertsFilePath": "CA certificates to check a pulsar+ssl:// broker with",
+    "pulsar.client.tlsAllowInsecureConnection": "true: do not check the broker's certificate",
+    "pulsar.client.tlsHostnameVerificationEnable": "true: check the broker's host name against its certificate",
+    "pulsar.client.operationTimeoutMs": "pulsar-spark's operation timeout, in ms "
+                                        "(operationTimeoutSeconds wins when both are given)",
 }
-SECURITY_KNOWN["pulsar.client.operationtimeoutms"] = "pulsar-spark's operation timeout, in ms " \
-                                                    "(operationTimeoutSeconds wins when both are given)"
-KNOWN.update(SECURITY_KNOWN)
-KNOWN.update(DECRYPTION_KNOWN)
+
+
+class OptionNames(Mapping[str, str]):
+    """Option names as the docs spell them (`startingOffsets`), each with what it takes, found
+    in any case: Spark's options are case-insensitive and reach a data source lower-cased, so
+    refusals name them as documented rather than as received."""
+
+    def __init__(self, described: Mapping[str, str]) -> None:
+        self._described = {name.lower(): (name, text) for name, text in described.items()}
+
+    def __getitem__(self, name: str) -> str:
+        return self._described[name.lower()][1]
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self._described.values())
+
+    def __len__(self) -> int:
+        return len(self._described)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name.lower() in self._described
+
+    def spelt(self, name: str) -> str:
+        """`name` as the docs spell it (as given when it is not an option)."""
+        found = self._described.get(name.lower())
+        return found[0] if found is not None else name
+
+
+KNOWN = OptionNames({**KNOWN_READ, **SECURITY_KNOWN, **DECRYPTION_KNOWN})
 log = logging.getLogger(__name__)
 _said_ignored: set[str] = set()
 
@@ -98,17 +126,18 @@ class SourceOptions:
 
 
 def integer_option(options: Mapping[str, str], name: str, minimum: int | None = None,
-                   known: Mapping[str, str] = KNOWN) -> int | None:
+                   known: OptionNames = KNOWN) -> int | None:
     """The option (lower-cased `name`) as an int, None when absent; `known` words the error."""
     raw = options.get(name)
     if raw is None:
         return None
+    spelt = known.spelt(name)
     try:
         value = int(str(raw).strip())
     except ValueError:
-        raise MagnetarOptionError(f"option {name!r} must be an integer ({known[name.lower()]}), got {raw!r}") from None
+        raise MagnetarOptionError(f"option {spelt!r} must be an integer ({known[name]}), got {raw!r}") from None
     if minimum is not None and value < minimum:
-        raise MagnetarOptionError(f"option {name!r} must be >= {minimum}, got {value}")
+        raise MagnetarOptionError(f"option {spelt!r} must be >= {minimum}, got {value}")
     return value
 
 
@@ -122,12 +151,18 @@ def _bool(options: Mapping[str, str], name: str, default: bool) -> bool:
     return text == "true"
 
 
-def known_options(options: Mapping[str, str], known: Mapping[str, str], what: str) -> dict[str, str]:
-    """The options lower-cased (Spark's options are case-insensitive), refused when one is unknown."""
+def known_options(options: Mapping[str, str], known: OptionNames, what: str) -> dict[str, str]:
+    """The options lower-cased (Spark's options are case-insensitive), refused when one is
+    unknown, with the documented name nearest each (broker config errors' "did you mean")."""
     lowered = {str(k).lower(): v for k, v in options.items()}
     unknown = sorted(k for k in lowered if k not in known)
     if unknown:
-        raise MagnetarOptionError(f"unknown {what}(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        named = []
+        for name in unknown:
+            hint = did_you_mean(name, known, n=1, ignore_case=True)
+            named.append(f"{name} ({hint})" if hint else name)
+        raise MagnetarOptionError(f"unknown {what}(s) {', '.join(named)}; "
+                                  f"known: {', '.join(sorted(known, key=str.lower))}")
     return lowered
 
 
@@ -295,7 +330,7 @@ def parse_options(options: Mapping[str, str], *, streaming: bool | None = False)
     )
 
 
-def without_passed_through(options: Mapping[str, str], known: Mapping[str, str],
+def without_passed_through(options: Mapping[str, str], known: OptionNames,
                            prefixes: tuple[str, ...]) -> dict[str, str]:
     """The options other than pulsar-spark's client settings (`prefixes`) that have no meaning
     here, which are named in the log once per process (not per query or batch)."""
@@ -308,7 +343,7 @@ def without_passed_through(options: Mapping[str, str], known: Mapping[str, str],
     return {k: v for k, v in options.items() if k not in ignored}
 
 
-def operation_timeout(options: Mapping[str, str], known: Mapping[str, str]) -> float:
+def operation_timeout(options: Mapping[str, str], known: OptionNames) -> float:
     """operationTimeoutSeconds, else pulsar-spark's pulsar.client.operationTimeoutMs, else 30 s."""
     seconds = integer_option(options, "operationtimeoutseconds", 1, known)
     if seconds is not None:

@@ -18,6 +18,7 @@ from magnetar.schemas import SchemaData
 from magnetar.spark.option_errors import fail, topic_option
 from magnetar.spark.options import (
     SECURITY_KNOWN,
+    OptionNames,
     check_service_url,
     choice_option,
     integer_option,
@@ -28,21 +29,21 @@ from magnetar.spark.options import (
 )
 from magnetar.spark.value_schemas import value_schema_for
 
-WRITE_KNOWN = {
+WRITE_KNOWN = OptionNames({
     "service.url": "pulsar://host:port (or pulsar+ssl://) of the broker to publish to",
     "topic": "the topic to write every row to (else a 'topic' column names each row's)",
     "compression": "none, lz4, zlib, zstd or snappy",
-    "batchedfilterproperties": "comma-separated property names whose values every message of a batch shares "
+    "batchedFilterProperties": "comma-separated property names whose values every message of a batch shares "
     "(PIP-191)",
-    "entryformat": "pulsar (batches of messages) or arrow (one Arrow IPC entry per block of rows)",
-    "batchingmaxmessages": "messages per Pulsar batch / rows per Arrow entry",
-    "batchingmaxbytes": "bytes per Pulsar batch",
-    "operationtimeoutseconds": "seconds to wait for the broker",
-    "checkpointlocation": "Spark's own (streams): where the query keeps its progress",
-    "valueformat": "typed (register the schema of the value column's type) or bytes (a binary or string value, "
+    "entryFormat": "pulsar (batches of messages) or arrow (one Arrow IPC entry per block of rows)",
+    "batchingMaxMessages": "messages per Pulsar batch / rows per Arrow entry",
+    "batchingMaxBytes": "bytes per Pulsar batch",
+    "operationTimeoutSeconds": "seconds to wait for the broker",
+    "checkpointLocation": "Spark's own (streams): where the query keeps its progress",
+    "valueFormat": "typed (register the schema of the value column's type) or bytes (a binary or string value, "
                    "registering nothing)",
     **SECURITY_KNOWN,
-}
+})
 
 COMPRESSIONS = {
     "none": CompressionType.NONE,

@@ -120,6 +120,15 @@ def mark_retained(entry: Buffer, indexes: Sequence[int]) -> bytes:
     return _rewrite(entry, metadata, parsed.payload)
 
 
+def with_payload(entry: Buffer, indexes: Sequence[int], payload: Buffer) -> bytes:
+    """The entry with field 31 = `indexes` and `payload` for its own: a foreign-format batch
+    (PIP-96) that its format's code rewrote to hold only those messages."""
+    metadata = parse_entry(entry).metadata
+    del metadata.compacted_batch_indexes[:]
+    metadata.compacted_batch_indexes.extend(sorted(indexes))
+    return _rewrite(entry, metadata, payload)
+
+
 def rebatch(entry: Buffer, keep: Collection[int], *, max_size: int) -> bytes | None:
     """A readable batch with only the messages at `keep` left (placeholders elsewhere),
     recompressed with its codec; None when nothing is kept."""

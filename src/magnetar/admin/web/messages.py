@@ -83,27 +83,49 @@ class FormPart:
         self.name, self.filename, self.data = name, filename, data
 
 
-class Body:
-    """The bytes of a request's body as they arrive, up to the route's limit."""
+BODY_WINDOW = 64 * 1024
+"""Body bytes read ahead of the handler asking for them."""
 
-    def __init__(self, limit: int, declared: int | None) -> None:
+
+class Body:
+    """The bytes of a request's body as they arrive, up to the route's limit.
+
+    Until its handler asks for them (`want`, from `Request.read`) at most BODY_WINDOW bytes
+    are read: past them `hold(True)` stops the connection's reading, and asking resumes it
+    (`hold(False)`). A request refused before its body is read (401, 403, 404), or waiting
+    behind others, never has more of it in memory, whatever size it declares."""
+
+    def __init__(self, limit: int, declared: int | None, hold: Callable[[bool], None]) -> None:
         self.limit = limit
+        self.declared = declared
         self.data = bytearray()
+        self.received = 0
         self.complete = asyncio.get_running_loop().create_future()
         self.too_large = declared is not None and declared > limit
         self.aborted = False
+        self.wanted = False
+        self._hold = hold
 
     def receive(self, chunk: bytes) -> None:
-        if self.too_large:
-            return
-        self.data += chunk
-        if len(self.data) > self.limit:
-            self.too_large = True
-            self.data.clear()
-            self.end()
+        self.received += len(chunk)
+        if not self.too_large and not self.aborted:
+            self.data += chunk
+            if len(self.data) > self.limit:
+                self.too_large = True
+                self.data.clear()
+                self.end()
+        if not self.wanted and self.received > BODY_WINDOW:
+            self._hold(True)
+
+    def want(self) -> None:
+        if not self.wanted:
+            self.wanted = True
+            self._hold(False)
 
     def abort(self) -> None:
+        """No more of it is kept (the client left, or its request was answered without it)."""
         self.aborted = True
+        self.data = bytearray()
         self.end()
 
     def end(self) -> None:
@@ -178,6 +200,7 @@ class Request:
             if self._expects_continue is not None:
                 self._expects_continue()
                 self._expects_continue = None
+            self._body.want()
             await self._body.complete
         if self._body.too_large:
             raise fail(413, f"the request body is over {self._body.limit} bytes")
@@ -193,10 +216,13 @@ class Request:
             raise fail(400, f"the body is not {self.charset} text: {exc}") from None
 
     async def json(self) -> Any:
+        text = await self.text()
         try:
-            return json.loads(await self.text())
+            return json.loads(text)
         except ValueError as exc:
             raise fail(400, f"the body is not JSON: {exc}") from None
+        except RecursionError:
+            raise fail(400, "the body is not JSON this server reads: it is nested too deeply") from None
 
     async def post(self) -> dict[str, str]:
         """The fields of an application/x-www-form-urlencoded body (of a repeated one, the first)."""

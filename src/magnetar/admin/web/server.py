@@ -8,10 +8,18 @@ needs a router, a body with a limit, keep-alive and TLS; llhttp does the parsing
 its strict checks against request smuggling (Content-Length with Transfer-Encoding,
 bad chunk sizes, bare CR/LF).
 
-Limits against misbehaving clients: a request's line and headers within 64 KiB and
-within the request time budget of their first byte (else 431 or 408, and the connection
-closes); a body within its route's limit (413); an idle keep-alive connection closes after
-75 s; at most 8 pipelined requests are read ahead of the one being answered.
+Limits against misbehaving clients, each per connection unless said:
+- a request's target and header lines within 64 KiB, received within the request time budget
+  of their first byte, or of the connection's opening for its first request (else 431 or 408,
+  and the connection closes); an idle keep-alive connection closes after 75 s;
+- a body within its route's limit (413), read only as its handler asks for it, after
+  authentication and authorization (64 KiB ahead of that at most: messages.Body);
+- at most 8 pipelined requests parsed ahead of the one being answered (what was read past
+  them waits unparsed, and reading stops), and those of a client that left dropped unanswered;
+- an answer taken by the client within the request time budget once the socket's buffers are
+  full (a client that reads a byte a second is cut off, not served for days);
+- at most `max_connections` at once (maxHttpServerConnections), over all: past it, a new one
+  is closed at once.
 """
 
 from __future__ import annotations
@@ -19,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import http
 import logging
+import socket
 import ssl
+import struct
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -33,6 +43,10 @@ log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 75.0
 MAX_PIPELINED = 8
+PARSE_SLICE = 1024
+"""Bytes parsed at a time outside a body of declared length: parsing stops this close past
+MAX_PIPELINED requests (the parser itself cannot be stopped mid-buffer)."""
+CHUNKED_SLICE = 16 * 1024
 SHUTDOWN_GRACE_SECONDS = 10.0
 LINGER_SECONDS = 2.0
 _DAYS = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
@@ -43,9 +57,13 @@ _FORBIDDEN_IN_HEADERS = str.maketrans("", "", "\r\n\0")
 class WebServer:
     """A router behind middlewares (outermost first), on as many listening sockets as asked."""
 
-    def __init__(self, router: Router, middlewares: Sequence[Middleware], head_seconds: float) -> None:
+    def __init__(self, router: Router, middlewares: Sequence[Middleware], head_seconds: float,
+                 max_connections: int = 0) -> None:
+        """`head_seconds`: the request time budget; `max_connections`: 0 for no limit."""
         self.router = router
         self.head_seconds = head_seconds
+        self.max_connections = max_connections
+        self.refusing = False
         handler: Handler = self._dispatch
         for middleware in reversed(middlewares):
             handler = _wrapped(middleware, handler)
@@ -56,9 +74,13 @@ class WebServer:
     async def listen(self, host: str, port: int, ssl_context: ssl.SSLContext | None) -> int:
         """Listens on (host, port), the port chosen by the system when 0; returns the port."""
         server = await asyncio.get_running_loop().create_server(
-            lambda: _Connection(self), host, port, ssl=ssl_context, reuse_address=True)
+            self.new_connection, host, port, ssl=ssl_context, reuse_address=True)
         self._servers.append(server)
         return int(server.sockets[0].getsockname()[1])
+
+    def new_connection(self) -> _Connection:
+        """The protocol of one accepted socket."""
+        return _Connection(self)
 
     async def close(self) -> None:
         """Stops listening, lets requests being answered finish (up to a grace period), then
@@ -133,7 +155,9 @@ class _Connection(asyncio.Protocol):
         self.incoming: _Incoming | None = None
         self.queue: deque[_Exchange] = deque()
         self.serving: asyncio.Task[None] | None = None
-        self.reading = True
+        self.paused: set[str] = set()
+        """Why reading is paused: "pipeline" (too many requests read ahead), "body" (a body read
+        ahead of its handler), "refused" (a request that could not be read). Empty: reading."""
         self.last_request = False
         """No request after those queued is read (an Upgrade request, a parse error, shutdown)."""
         self.refusal: HttpError | None = None
@@ -143,32 +167,93 @@ class _Connection(asyncio.Protocol):
         """Clear while the client does not read what was written: no more is answered (and so,
         past MAX_PIPELINED, no more is read) until it does."""
         self.drained.set()
+        self.stalled: asyncio.TimerHandle | None = None
+        """While `drained` is clear: the end of the time the client has to take the answers."""
+        self.unparsed: memoryview | None = None
+        """What was read and not yet parsed (past MAX_PIPELINED waiting requests)."""
 
     # -- the transport's side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
+        server = self.server
+        if server.max_connections and len(server.connections) >= server.max_connections:
+            if not server.refusing:
+                log.warning("admin API connections refused: %d are open (maxHttpServerConnections)",
+                            len(server.connections))
+                server.refusing = True
+            self.last_request = True
+            transport.abort()
+            return
+        server.refusing = False
         self.transport = transport
-        self.server.connections.add(self)
-        self._arm(KEEPALIVE_SECONDS, self.abort)
+        server.connections.add(self)
+        self._arm(server.head_seconds, self._head_too_slow)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Requests not being answered yet are dropped, with every body read."""
         self.server.connections.discard(self)
         self._disarm()
         self.last_request = True
         self.drained.set()
+        self.unparsed = None
+        if self.stalled is not None:
+            self.stalled.cancel()
         for body in (self.incoming.body if self.incoming else None, *(e.incoming.body for e in self.queue)):
             if body is not None:
                 body.abort()
+        while len(self.queue) > (self.serving is not None):
+            self.queue.pop()
 
     def pause_writing(self) -> None:
         self.drained.clear()
+        self.stalled = asyncio.get_running_loop().call_later(self.server.head_seconds, self._not_taken)
 
     def resume_writing(self) -> None:
         self.drained.set()
+        if self.stalled is not None:
+            self.stalled.cancel()
+            self.stalled = None
+
+    def _not_taken(self) -> None:
+        """The client left its answers unread for the whole budget: the connection is reset,
+        and what it did not take dropped, the kernel's copy too (a close would wait for it
+        to be sent, and the kernel go on sending what it holds)."""
+        log.debug("admin connection reset: its answers were not read within %s s", self.server.head_seconds)
+        if self.transport is not None:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
         if self.last_request:
             return
+        self.unparsed = memoryview(data if self.unparsed is None else bytes(self.unparsed) + data)
+        self._parse()
+
+    def _parse(self) -> None:
+        """Parses what was read a slice at a time, until more than MAX_PIPELINED requests
+        wait: the rest then waits, with reading paused, until they are answered."""
+        while self.unparsed is not None and not self.last_request:
+            if len(self.queue) > MAX_PIPELINED:
+                self._pause("pipeline")
+                return
+            size = self._slice()
+            piece, rest = self.unparsed[:size], self.unparsed[size:]
+            self.unparsed = rest if len(rest) else None
+            self._feed(piece)
+        self.unparsed = None
+        self._resume("pipeline")
+
+    def _slice(self) -> int:
+        """A body of declared length is parsed whole (as far as it was read)."""
+        incoming = self.incoming
+        body = incoming.body if incoming is not None else None
+        if body is None:
+            return PARSE_SLICE
+        return max(body.declared - body.received, 1) if body.declared is not None else CHUNKED_SLICE
+
+    def _feed(self, data: memoryview) -> None:
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:  # answered in HTTP/1.1 as if it had asked nothing
@@ -211,13 +296,10 @@ class _Connection(asyncio.Protocol):
         route = self.server.router.resolve(method, target.raw_path)
         declared = headers.get("Content-Length", "")
         incoming.body = Body(route[0].max_body if route is not None else MAX_BODY_BYTES,
-                             int(declared) if declared.isdigit() else None)
+                             int(declared) if declared.isdigit() else None, self._hold_body)
         request = Request(method, target, headers, self.transport, route, incoming.body,
                           self._continue if headers.get("Expect", "").lower() == "100-continue" else None)
         self.queue.append(_Exchange(request, incoming, self.parser.should_keep_alive()))
-        if len(self.queue) > MAX_PIPELINED and self.reading:
-            self.reading = False
-            self.transport.pause_reading()
         if self.serving is None:
             self.serving = asyncio.ensure_future(self._serve())
 
@@ -245,9 +327,8 @@ class _Connection(asyncio.Protocol):
                     return
                 self._write(exchange.request.method, response,
                             close=self.last_request and not self.queue and self.refusal is None)
-                if not self.reading and len(self.queue) <= MAX_PIPELINED and self.transport is not None:
-                    self.reading = True
-                    self.transport.resume_reading()
+                if len(self.queue) <= MAX_PIPELINED:
+                    self._parse()
             if self.last_request:
                 self._finish()
         finally:
@@ -282,8 +363,8 @@ class _Connection(asyncio.Protocol):
             self.incoming.body.abort()
         if self.serving is None:
             self._finish()
-        elif self.transport is not None:
-            self.transport.pause_reading()
+        else:
+            self._pause("refused")
 
     def _finish(self) -> None:
         if self.refusal is not None:
@@ -292,10 +373,12 @@ class _Connection(asyncio.Protocol):
 
     def _close(self) -> None:
         """Closes after the last response: the sending side at once, the receiving side when
-        the client stops sending or after LINGER_SECONDS. Closing both while a body the
-        server did not read still arrives would reset the connection, and the client could
-        lose the answer."""
+        the client stops sending or after LINGER_SECONDS (what it sends meanwhile is read and
+        dropped). Closing both while a body the server did not read still arrives would reset
+        the connection, and the client could lose the answer."""
         self.last_request = True
+        if self.incoming is not None and self.incoming.body is not None:
+            self.incoming.body.abort()
         transport = self.transport
         if transport is None or transport.is_closing():
             return
@@ -303,10 +386,27 @@ class _Connection(asyncio.Protocol):
             transport.close()
             return
         transport.write_eof()
-        if not self.reading:
-            self.reading = True
+        if self.paused:
+            self.paused.clear()
             transport.resume_reading()
         self._arm(LINGER_SECONDS, self.abort)
+
+    def _hold_body(self, held: bool) -> None:
+        if held:
+            self._pause("body")
+        else:
+            self._resume("body")
+
+    def _pause(self, reason: str) -> None:
+        if not self.paused and self.transport is not None:
+            self.transport.pause_reading()
+        self.paused.add(reason)
+
+    def _resume(self, reason: str) -> None:
+        if reason in self.paused:
+            self.paused.discard(reason)
+            if not self.paused and self.transport is not None and not self.transport.is_closing():
+                self.transport.resume_reading()
 
     def _head_too_slow(self) -> None:
         self._refuse(fail(408, f"request headers not received within {self.server.head_seconds} s"))

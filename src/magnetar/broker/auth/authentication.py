@@ -121,7 +121,8 @@ class AuthenticationService:
             if self.anonymous_role is not None:
                 return Principal(self.anonymous_role, "none")
             if credentials.method in NO_AUTH_METHODS:
-                raise AuthenticationError("authentication is required and no anonymousUserRole is set")
+                raise AuthenticationError("the client presented no credentials, and this broker requires them "
+                                          "(no anonymousUserRole is set)")
             raise AuthenticationError(f"no authentication provider for method {credentials.method!r} "
                                       f"(this broker has {', '.join(sorted(self.providers)) or 'none'})")
         try:

@@ -4,10 +4,18 @@ expire, by the protocol's AUTH_CHALLENGE / AUTH_RESPONSE.
 As in Pulsar's ServerCnx: every authenticationRefreshCheckSeconds the broker looks at
 the connection's credentials; once expired, a client that announced
 supports_auth_refresh is sent AUTH_CHALLENGE and must answer with fresh credentials
-(for the same role) before the next check, and one that did not is disconnected. A
-refused CONNECT is answered by ERROR (request id -1, AuthenticationError) and the
-connection closed; the C++ client, which takes only CONNECTED in that state, sees the
-connection close.
+(for the same role) before the next check, and one that did not is disconnected.
+
+A refused CONNECT is answered as Pulsar answers it, by ERROR (request id -1,
+AuthenticationError, with the reason) and the connection closed. The official C++ client
+(the core of the Python, C++ and Node.js clients; apache/pulsar-client-cpp#227) takes
+nothing but CONNECTED in that state: it drops the ERROR unread and retries until its
+operation timeout, so its user sees Timeout and never why. Such a client is answered
+CONNECTED instead and its first request (the lookup every producer, consumer and reader
+starts with) gets AuthenticationError with the reason, in the response it waits for; then
+the connection closes. Nothing is served in between: the connection never counts as
+connected, whatever command comes first gets the refusal, and what came with it in the same
+read is dropped unread.
 """
 
 from __future__ import annotations
@@ -27,11 +35,15 @@ log = logging.getLogger(__name__)
 
 class AuthenticatingConnection(Protocol):
     """What a session uses of its connection (transport.connection.ServerCnx): the client's
-    certificate, whether the connection is still open, and a way to talk and to hang up."""
+    certificate, whether the connection is still open, whether its client reads an ERROR
+    answering CONNECT, and ways to talk and to hang up."""
 
     peer_certificate: dict | None
     server_version: str
     protocol_version: int
+    reads_connect_errors: bool
+
+    def connected_frame(self) -> bytes: ...
 
     @property
     def closed(self) -> bool: ...
@@ -51,6 +63,9 @@ class ConnectionAuth:
         self._supports_refresh = False
         self._challenge_pending = False
         self._timer: asyncio.TimerHandle | None = None
+        self.refusal: str | None = None
+        """Why CONNECT was refused, while the connection stays to tell a client that reads no
+        ERROR to CONNECT (see the module's docstring): the answer to its first request."""
 
     @property
     def role(self) -> str | None:
@@ -66,7 +81,8 @@ class ConnectionAuth:
             self.principal = principal
             self._accept(accepted)
 
-        self._check_credentials(method, connect.auth_data, "Unable to authenticate", authenticated)
+        self._check_credentials(method, connect.auth_data, "Unable to authenticate", authenticated,
+                                self._refuse_connect)
 
     def _accept(self, accepted: Callable[[], None]) -> None:
         self._schedule()
@@ -80,7 +96,7 @@ class ConnectionAuth:
             self._refuse("AUTH_RESPONSE without an AUTH_CHALLENGE", data.auth_method_name)
             return
         self._check_credentials(data.auth_method_name or "none", data.auth_data,
-                                "Unable to refresh authentication", self._refreshed)
+                                "Unable to refresh authentication", self._refreshed, self._refuse)
 
     def _refreshed(self, principal: Principal) -> None:
         if self.principal is not None and principal.role != self.principal.role:
@@ -92,25 +108,25 @@ class ConnectionAuth:
         log.info("%s refreshed its credentials for role %r", self._cnx, principal.role)
 
     def _check_credentials(self, method: str, data: bytes, refusal: str,
-                           then: Callable[[Principal], None]) -> None:
-        """Authenticate, then `then(principal)`; refused, the client is told and dropped. A
-        quick provider has answered on return and the command is settled now; a slow one
-        answers from its worker thread."""
+                           then: Callable[[Principal], None], refuse: Callable[[str, str], None]) -> None:
+        """Authenticate, then `then(principal)`; refused, `refuse(message, method)` tells the
+        client. A quick provider has answered on return and the command is settled now; a
+        slow one answers from its worker thread."""
         credentials = Credentials(method, data, self._cnx.peer_certificate)
         pending = self._service.authenticate_async(credentials)
         if pending.done():
-            self._settle(pending, method, refusal, then)
+            self._settle(pending, method, refusal, then, refuse)
         else:
-            pending.add_done_callback(lambda done: self._settle(done, method, refusal, then))
+            pending.add_done_callback(lambda done: self._settle(done, method, refusal, then, refuse))
 
     def _settle(self, done: asyncio.Future[Principal], method: str, refusal: str,
-                then: Callable[[Principal], None]) -> None:
+                then: Callable[[Principal], None], refuse: Callable[[str, str], None]) -> None:
         error = done.exception()  # read even when the connection went: asyncio logs unread errors
         if self._cnx.closed:  # gone while its credentials were checked
             return
         if error is not None:
             reason = str(error) if isinstance(error, AuthenticationError) else "internal error"
-            self._refuse(f"{refusal}: {reason}", method)
+            refuse(f"{refusal}: {reason}", method)
             return
         then(done.result())
 
@@ -123,6 +139,16 @@ class ConnectionAuth:
         log.warning("%s authentication (%s) refused: %s", self._cnx, method or "none", message)
         self._cnx.send(commands.error(commands.NO_REQUEST_ID, pb.AuthenticationError, message))
         self._cnx.close()
+
+    def _refuse_connect(self, message: str, method: str) -> None:
+        """A refused CONNECT, told in the way the client reads (see the module's docstring)."""
+        if self._cnx.reads_connect_errors:
+            self._refuse(message, method)
+            return
+        log.warning("%s authentication (%s) refused: %s; told at its first request", self._cnx, method or "none",
+                    message)
+        self.refusal = message
+        self._cnx.send(self._cnx.connected_frame())
 
     def _schedule(self) -> None:
         if self.principal is not None and self.principal.expires_at is not None and self._timer is None:

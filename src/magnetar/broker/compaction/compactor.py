@@ -6,6 +6,10 @@ and keeps, per key, the id of its latest message; a message that deletes its key
 it. Phase two reads the same entries again from the first retained one and writes, in
 their original order and under their original positions, only what phase one retained.
 
+An entry in Kafka's format (one record batch, PIP-96) is compacted as Kafka's cleaner
+would: keyed by its records' keys, a null value deleting, the batch rewritten with the
+surviving records at their own offsets.
+
 Memory holds one id per live key, never one per message. Runs on a worker thread: it
 touches storage and wire only, never the event loop.
 """
@@ -16,10 +20,19 @@ import logging
 from collections.abc import Callable, Iterator
 
 from magnetar.broker.compaction.options import CompactionOptions, CompactionResult, Progress
+from magnetar.formats.kafka_records import KAFKA_FORMAT, compaction_records, retain_records
+from magnetar.formats.payload import CorruptPayloadError
 from magnetar.storage import Position
 from magnetar.storage.compacted_ledger import CompactedLedgerWriter
-from magnetar.wire.compaction import compaction_messages, is_readable_batch, mark_retained, rebatch
-from magnetar.wire.entry import parse_entry
+from magnetar.wire.compaction import (
+    CompactionMessage,
+    compaction_messages,
+    is_readable_batch,
+    mark_retained,
+    rebatch,
+    with_payload,
+)
+from magnetar.wire.entry import entry_format, parse_entry
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -45,9 +58,11 @@ def entry_messages(position: Position, data: bytes, options: CompactionOptions
         parsed = parse_entry(data)
         if parsed.metadata.HasField("marker_type"):
             return None, []
+        if entry_format(parsed.metadata) == KAFKA_FORMAT:  # one Kafka record batch (PIP-96): its records
+            return parsed.metadata, [CompactionMessage(*record) for record in compaction_records(parsed.payload)]
         return parsed.metadata, compaction_messages(parsed.metadata, parsed.payload,
                                                     max_size=options.max_message_size)
-    except WireError as exc:
+    except (WireError, CorruptPayloadError) as exc:
         log.warning("compaction skips unreadable entry %s: %s", position, exc)
         return None, []
 
@@ -107,6 +122,10 @@ def compacted_entry(position: Position, data: bytes, state: PhaseOne) -> bytes |
         return None
     if not metadata.HasField("num_messages_in_batch"):
         return data
+    if entry_format(metadata) == KAFKA_FORMAT:
+        if len(kept) == len(messages):
+            return mark_retained(data, kept)
+        return with_payload(data, kept, retain_records(parse_entry(data).payload, kept) or b"")
     if not is_readable_batch(metadata):  # encrypted: the whole batch under its first key
         return mark_retained(data, range(metadata.num_messages_in_batch))
     if len(kept) == len(messages):

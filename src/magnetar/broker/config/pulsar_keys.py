@@ -677,7 +677,7 @@ PULSAR_BROKER_KEYS: frozenset[str] = frozenset({
 #: ServiceConfiguration's fields.
 KOP_KEYS: frozenset[str] = frozenset({
     "listeners", "kafkaMetadataTenant", "kafkaMetadataNamespace", "kafkaManageSystemNamespaces",
-    "kafkaEnableMultiTenantMetadata", "kopAllowedNamespaces", "kafkaProtocolMap", "enableGroupCoordinator",
+    "kopAllowedNamespaces", "kafkaProtocolMap", "enableGroupCoordinator",
     "groupMinSessionTimeoutMs", "groupMaxSessionTimeoutMs", "groupInitialRebalanceDelayMs",
     "offsetsTopicCompressionCodec", "offsetsTopicNumPartitions", "offsetMetadataMaxSize", "offsetsRetentionMinutes",
     "offsetsRetentionCheckIntervalMs", "offsetCommitTimeoutMs", "groupIdZooKeeperPath", "kopSslProtocol",

@@ -18,6 +18,7 @@ from typing import Any, get_type_hints
 
 from magnetar.broker.config.properties import Setting
 from magnetar.schemas.model import CompatibilityStrategy
+from magnetar.spelling import did_you_mean
 
 #: Pulsar's modes of brokerDeleteInactiveTopicsMode (see broker.monitors.inactivity).
 _SCHEMA_STRATEGIES = tuple(strategy.value for strategy in CompatibilityStrategy)
@@ -80,8 +81,11 @@ class ServiceConfiguration:
     superUserRoles: list[str] = field(default_factory=list)
     # /metrics asks for credentials (any authenticated role), as Pulsar's does
     authenticateMetricsEndpoint: bool = False
-    # magnetar's own: an admin request (its body included) must end within this
+    # magnetar's own: an admin request (its body included) must end within this, its answer be
+    # taken by the client within it too, and a new connection send its first request's headers
     webServiceRequestTimeoutSeconds: int = 30
+    # admin API connections at once (Pulsar's key and default; 0 = no limit): past it, closed at once
+    maxHttpServerConnections: int = 2048
     maxMessageSize: int = 5 * 1024 * 1024
     keepAliveIntervalSeconds: int = 30
     # connection limits (0 = none, Pulsar's default)
@@ -116,6 +120,9 @@ class ServiceConfiguration:
     schemaCompatibilityStrategy: str = "FULL"
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False
+    # magnetar's own: an Avro definition's fields, union branches and symbols at most (what parsing and
+    # comparing it cost grows with; schemas.definitions.avro_members)
+    schemaMaxFields: int = 10000
     # dispatch
     dispatcherMaxReadBatchSize: int = 100
     # entry bytes one read may take (at least one entry is read): without it a consumer's
@@ -225,6 +232,8 @@ class ServiceConfiguration:
     kafkaAdvertisedListeners: str = ""
     kafkaTenant: str = "public"
     kafkaNamespace: str = "default"
+    # a SASL user name `tenant` or `tenant/namespace` chooses the connection's namespace (KoP's default: on)
+    kafkaEnableMultiTenantMetadata: bool = True
     entryFormat: str = "pulsar"
     # KoP's key for Kafka's connections.max.idle.ms: a Kafka connection with no request for this
     # long is closed (0: never)
@@ -258,7 +267,7 @@ class ServiceConfiguration:
                     "maxMessagePublishBufferSizeInMB",
                     "delayedDeliveryMinIndexCountPerBucket",
                     "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds",
-                    "brokerServiceCompactionMonitorIntervalInSeconds")
+                    "brokerServiceCompactionMonitorIntervalInSeconds", "schemaMaxFields")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
@@ -282,7 +291,8 @@ class ServiceConfiguration:
         if 0 < self.maxNumPartitionsPerPartitionedTopic < self.defaultNumPartitions:
             raise ConfigError(f"defaultNumPartitions ({self.defaultNumPartitions}) exceeds "
                               f"maxNumPartitionsPerPartitionedTopic ({self.maxNumPartitionsPerPartitionedTopic})")
-        for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic"):
+        for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic",
+                     "maxHttpServerConnections"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
         for name in ("managedLedgerMinLedgerRolloverTimeMinutes", "journalMaxGroupWaitMSec", "connectionMaxIdleMs"):
@@ -354,14 +364,12 @@ def is_known_key(key: str) -> bool:
 
 def unknown_key(setting: Setting) -> str:
     """The report of a key neither magnetar nor any Pulsar release has, with the nearest real keys."""
-    import difflib  # noqa: PLC0415 (only a mistyped key needs it, not every start-up)
-
     from magnetar.broker.config.pulsar_keys import PULSAR_BROKER_KEYS  # noqa: PLC0415 (see is_known_key)
 
     message = f"unknown configuration key {setting.key!r} (a key of neither magnetar nor any Pulsar release)"
-    close = difflib.get_close_matches(setting.key, sorted(magnetar_keys() | PULSAR_BROKER_KEYS), n=2)
-    if close:
-        message += f"; did you mean {' or '.join(close)}?"
+    hint = did_you_mean(setting.key, sorted(magnetar_keys() | PULSAR_BROKER_KEYS))
+    if hint:
+        message += f"; {hint}"
     return _located(setting.origin, message)
 
 

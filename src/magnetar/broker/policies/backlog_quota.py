@@ -53,9 +53,10 @@ class BacklogQuota:
 def effective_quotas(
     config: ServiceConfiguration, policies: TopicPolicies, topic: TopicName,
 ) -> dict[str, BacklogQuota]:
-    """Each quota type from the topic, else the namespace, else the broker defaults."""
-    topic_map = policies.topic_value(topic, BACKLOG_QUOTA) or {}
-    namespace_map = policies.existing_namespace_value(topic.namespace_name, BACKLOG_QUOTA) or {}
+    """Each quota type from the topic, else the namespace, else the broker defaults (the
+    policies cached: a Kafka produce asks on every request)."""
+    on_topic, on_namespace = policies.layers(topic, BACKLOG_QUOTA)
+    topic_map, namespace_map = on_topic or {}, on_namespace or {}
     defaults = {
         SIZE: BacklogQuota(config.backlogQuotaDefaultLimitBytes, -1, config.backlogQuotaDefaultRetentionPolicy),
         AGE: BacklogQuota(-1, config.backlogQuotaDefaultLimitSecond, config.backlogQuotaDefaultRetentionPolicy),

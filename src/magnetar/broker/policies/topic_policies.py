@@ -32,6 +32,8 @@ class Policy:
 
 
 MESSAGE_TTL = Policy("messageTTL", "message_ttl_in_seconds", "ttlDurationDefaultInSeconds")
+#: Where a policy's value in effect comes from (`TopicPolicies.resolved`).
+TOPIC, NAMESPACE, BROKER = "topic", "namespace", "broker"
 
 
 class TopicPolicies:
@@ -40,7 +42,7 @@ class TopicPolicies:
         self._namespaces = namespaces
         self._config = config
         self._changes = 0
-        self._cache: dict[tuple[TopicName, Policy], Any] = {}
+        self._cache: dict[tuple[TopicName, Policy], tuple[Any | None, Any | None]] = {}
         self._cache_version = 0
 
     @property
@@ -89,17 +91,34 @@ class TopicPolicies:
         a policy changes, so the publish path (a delayed message's maximum delay) and
         per-topic checks read it without touching the metadata store. The value is shared:
         callers do not modify it."""
+        on_topic, on_namespace = self.layers(topic, policy)
+        return on_namespace if on_topic is None else on_topic
+
+    def layers(self, topic: TopicName, policy: Policy) -> tuple[Any | None, Any | None]:
+        """(the topic's value, its namespace's), cached as `configured` is: for a policy whose
+        parts resolve one by one (a backlog quota of each type)."""
         version = self.version
         if version != self._cache_version or len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
             self._cache_version = version
         key = (topic, policy)
         if key not in self._cache:
-            value = self.topic_value(topic, policy)
-            if value is None:
-                value = self.existing_namespace_value(topic.namespace_name, policy)
-            self._cache[key] = value
+            self._cache[key] = (self.topic_value(topic, policy),
+                                self.existing_namespace_value(topic.namespace_name, policy))
         return self._cache[key]
+
+    def resolved(self, topic: TopicName, policy: Policy, *, below_topic: bool = False) -> tuple[Any, str]:
+        """The value in effect and where it is set (TOPIC, NAMESPACE, or BROKER: the value of
+        the policy's broker.conf key, None for a policy without one), read afresh: for
+        reports that name the source, as Kafka's DescribeConfigs does. `below_topic`: what
+        would be in effect without the topic's own value."""
+        value = None if below_topic else self.topic_value(topic, policy)
+        if value is not None:
+            return value, TOPIC
+        value = self.existing_namespace_value(topic.namespace_name, policy)
+        if value is not None:
+            return value, NAMESPACE
+        return (getattr(self._config, policy.broker_default) if policy.broker_default else None), BROKER
 
     def effective(self, topic: TopicName, policy: Policy) -> Any:
         """`configured`, else the broker default of the policy's broker.conf key."""

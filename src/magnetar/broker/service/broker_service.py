@@ -233,6 +233,7 @@ class BrokerService:
         self.compaction_monitor.stop()
         self.compaction.stop()
         self.cache_evictor.stop()
+        self.schemas.close()
         self.full_disk.stop()
         if self._stats_timer is not None:
             self._stats_timer.cancel()

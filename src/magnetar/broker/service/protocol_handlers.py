@@ -14,13 +14,16 @@ import logging
 import ssl
 from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.broker.auth.authentication import AuthenticationService
 from magnetar.broker.auth.authorization import Resource
 from magnetar.broker.auth.operations import Operation
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.policies.backlog_quota import AGE, SIZE, effective_quotas
+from magnetar.broker.policies.retention import RETENTION, Retention, check_against_backlog_quota
+from magnetar.broker.policies.topic_policies import Policy
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.topics.topic_limits import encryption_required
@@ -43,6 +46,11 @@ _INDEX_INTERCEPTOR = "AppendIndexMetadataInterceptor"
 # cursor properties ('#': magnetar's own, not the subscription's) of a handler's committed offset
 _OFFSET_PROPERTY = "#committed.offset"
 _OFFSET_METADATA_PROPERTY = "#committed.metadata"
+# ledger property: offsets below it were deleted (a handler's DeleteRecords)
+_DELETED_BEFORE_PROPERTY = "#records.deleted.before"
+_COMPACTED_START = Position(-1, -1)
+_COMPACTED_SCAN = 2000  # compacted entries one read may pass over looking for an offset
+_COMPACTED_READERS = 64  # next offsets remembered per partition
 _ID_COUNTER_PREFIX = "/protocol-handlers/id-counters/"
 
 AppendCallback = Callable[[int | None, BaseException | None], None]
@@ -60,12 +68,14 @@ class ProtocolHandler(Protocol):
 class PartitionLog:
     """One persistent topic partition as an offset-addressed log (offsets = PIP-70 indexes)."""
 
-    def __init__(self, topic: PersistentTopic, hints: dict[object, tuple[int, Position]]) -> None:
+    def __init__(self, topic: PersistentTopic, hints: dict[object, Any]) -> None:
         self._topic = topic
         # per partition name: (offset, position) where the last read ended, so a consumer reading
         # on skips find_by_index's binary search (a ledger read a step); under ("start", name)
         # and ("end", name) the first and last entries' positions with the offsets they give, so
-        # no fetch reads either entry again until it changes
+        # no fetch reads either entry again until it changes; under ("horizon", name) the same
+        # of the compaction horizon, and under ("compacted", name) compacted readers' next
+        # offsets with where the compacted view goes on
         self._hints = hints
 
     @property
@@ -77,8 +87,6 @@ class PartitionLog:
         topic = self._topic
         if topic.terminated:
             raise BrokerServiceError(pb.TopicTerminatedError, f"{topic.name} is terminated")
-        if encryption_required(topic):  # a handler's records are never encrypted as Pulsar's clients encrypt
-            raise BrokerServiceError(pb.MetadataError, "Messages must be encrypted")
         first = topic.entry_metadata_state.index + 1  # stamping numbers the group's messages from here
         topic.publish_many(entries, counts, counts[-1], lambda _positions, exc: done(
             None if exc is not None else first, exc))
@@ -135,6 +143,96 @@ class PartitionLog:
         position = first_at_or_above(ledger, key, target).position
         return None if position is None else ledger.read_entry(position)
 
+    def policy(self, policy: Policy) -> Any:
+        """The value of `policy` in effect for this partition (topic > namespace > broker
+        default), cached until a policy changes: for per-request checks."""
+        topic = self._topic
+        return topic.context.policies.effective(topic.name, policy)
+
+    # -- the compacted view
+    def compacted_end(self) -> int | None:
+        """The offset after the compaction horizon's last message, None when never compacted."""
+        topic = self._topic
+        horizon = topic.compaction_service.last_compacted_position()
+        if horizon is None:
+            return None
+        known = self._hints.get(("horizon", self.name))
+        if known is not None and known[1] == horizon:
+            return known[0]
+        ledger = topic.ledger
+        if ledger.has_entry(horizon):
+            end = entry_last_index(ledger.read_entry(horizon)) + 1
+        else:  # the horizon's entry was trimmed: everything stored before the first entry is below it
+            first = ledger.first_position
+            end = entry_first_index(ledger.read_entry(first)) if first is not None and ledger.has_entry(first) \
+                else self.end_offset()
+        self._hints[("horizon", self.name)] = (end, horizon)
+        return end
+
+    def compacted_start(self) -> int | None:
+        """The offset of the compacted view's first message, None when it has none."""
+        run = self._topic.compaction_service.read_compacted_entries(_COMPACTED_START, 1)
+        return entry_first_index(run[0][1]) if run else None
+
+    def read_compacted(self, offset: int, max_bytes: int, max_entries: int = 500) -> list[bytes] | None:
+        """Compacted entries from the one holding `offset` (or the first after it), at most
+        `max_bytes` (but at least one), none past the horizon; [] when the compacted view
+        has nothing from `offset` on.
+
+        Compacted entries keep their original positions, so the topic's entry for `offset`
+        places it; below the topic's first entry (trimmed since) the compacted view is
+        scanned, a bounded run per call: None says the scan stopped before finding one (ask
+        again: it goes on from there). Each reader's next offset is remembered, so readers
+        going on skip both."""
+        topic = self._topic
+        ledger = topic.ledger
+        hints: dict[int, Position] = self._hints.setdefault(("compacted", self.name), {})
+        start = hints.pop(offset, None)
+        if start is None:
+            found = find_by_index(ledger, offset).position if ledger.first_position is not None else None
+            start = found if found is not None and ledger.has_entry(found) else _COMPACTED_START
+        out: list[bytes] = []
+        size = scanned = 0
+        while len(out) < max_entries and size < max_bytes and scanned < _COMPACTED_SCAN:
+            run = topic.compaction_service.read_compacted_entries(start, min(64, max_entries - len(out)))
+            if not run:
+                break
+            for position, entry in run:
+                scanned += 1
+                start = Position(position.ledger_id, position.entry_id + 1)
+                if entry_last_index(entry) >= offset:
+                    out.append(entry)
+                    size += len(entry)
+                    if size >= max_bytes or len(out) >= max_entries:
+                        break
+        if len(hints) >= _COMPACTED_READERS:
+            hints.clear()
+        hints[entry_last_index(out[-1]) + 1 if out else offset] = start
+        return None if not out and scanned >= _COMPACTED_SCAN else out
+
+    # -- records deleted (Kafka's DeleteRecords)
+    def deleted_before(self) -> int:
+        """The offset below which records were deleted (0: none were)."""
+        return int(self._topic.ledger.get_property(_DELETED_BEFORE_PROPERTY) or 0)
+
+    def delete_before(self, offset: int) -> None:
+        """Records below `offset` are gone for the handler's readers (durably), and every
+        durable subscription acknowledges the entries wholly below it, so Pulsar readers skip
+        them too and retention can trim them. An entry holding `offset` stays whole."""
+        topic = self._topic
+        ledger = topic.ledger
+        if offset <= self.deleted_before():
+            return
+        ledger.set_property(_DELETED_BEFORE_PROPERTY, str(offset))
+        holding = find_by_index(ledger, offset).position if ledger.first_position is not None else None
+        last = ledger.last_confirmed_position if holding is None else ledger.previous_position(holding)
+        first = ledger.first_position
+        if last is None or first is None or last < first:
+            return
+        for subscription in topic.subscriptions.values():
+            if subscription.durable and subscription.cursor.mark_delete_position < last:
+                subscription.expire_up_to(last)
+
     def commit_offset(self, subscription: str, offset: int, metadata: str | None) -> None:
         """Durably record `offset` (the next to read) as `subscription`'s position, created if need be.
 
@@ -185,7 +283,7 @@ class HandlerBroker:
 
     def __init__(self, service: BrokerService) -> None:
         self._service = service
-        self._read_hints: dict[object, tuple[int, Position]] = {}
+        self._read_hints: dict[object, Any] = {}
 
     @property
     def config(self) -> ServiceConfiguration:
@@ -237,6 +335,10 @@ class HandlerBroker:
         end = bump_counter(self._service.metadata, _ID_COUNTER_PREFIX + name, count)
         return range(end - count, end)
 
+    def namespace_exists(self, namespace: str) -> bool:
+        """Whether `tenant/namespace` exists (a user may name one)."""
+        return self._service.resources.namespace_exists(namespace)
+
     def partitions(self, topic: str) -> int | None:
         """The partition count, 0 for an existing non-partitioned topic, None for no topic."""
         name = self._service.parse_topic(topic)
@@ -247,6 +349,46 @@ class HandlerBroker:
 
     def create_topic(self, topic: str, partitions: int) -> None:
         self._service.create_partitioned_topic(self._service.parse_topic(topic), partitions)
+
+    def check_partition_count(self, partitions: int) -> None:
+        """InvalidPartitionCountError unless a partitioned topic may have `partitions`."""
+        self._service.check_partition_count(partitions)
+
+    def update_partitions(self, topic: str, partitions: int) -> None:
+        """Grow a partitioned topic to `partitions` (BrokerServiceError names why not)."""
+        self._service.update_partitions(self._service.parse_topic(topic), partitions)
+
+    def policy(self, topic: str, policy: Policy, *, below_topic: bool = False) -> tuple[Any, str]:
+        """The value of `policy` in effect for `topic` and where it is set (topic_policies'
+        TOPIC, NAMESPACE or BROKER), as the admin API resolves it; `below_topic`: what
+        applies when the topic sets none."""
+        return self._service.policies.resolved(self._service.parse_topic(topic), policy, below_topic=below_topic)
+
+    def set_policy(self, topic: str, policy: Policy, value: Any | None) -> None:
+        """Set (None: remove) `policy` on `topic` itself, where the admin API's topic-level
+        writes go; the caller checks the value as the admin API does. It takes effect at once."""
+        self._service.policies.set_topic_value(self._service.parse_topic(topic), policy, value)
+        if policy == RETENTION:  # loaded topics hand their retention to their ledgers
+            self._service.retention_monitor.refresh()
+
+    def check_retention(self, topic: str, retention: Retention) -> None:
+        """InvalidRetentionError as the admin API refuses `retention` for `topic`: Pulsar's
+        rules, and a retention that its backlog quotas would already exceed."""
+        retention.validate()
+        quotas = effective_quotas(self.config, self._service.policies, self._service.parse_topic(topic))
+        check_against_backlog_quota(retention, quotas[SIZE].limit_size, quotas[AGE].limit_time)
+
+    def check_publish(self, log: PartitionLog) -> None:
+        """BrokerServiceError (Pulsar's code and words) unless a publisher without a schema may
+        store on `log` now: what a Pulsar producer is held to when it is created (a terminated
+        topic, a backlog quota's producer_request_hold or producer_exception, a topic whose
+        schema is enforced, a namespace requiring encryption: a handler's records are never
+        encrypted as Pulsar's clients encrypt), for a protocol whose publishers are not producers."""
+        topic = log._topic
+        topic.check_publisher()
+        self._service.schemas.add_schema(topic.name, None)
+        if encryption_required(topic):
+            raise BrokerServiceError(pb.MetadataError, "Messages must be encrypted")
 
     def delete_topic(self, topic: str) -> None:
         name = self._service.parse_topic(topic)
@@ -261,8 +403,9 @@ class HandlerBroker:
         return sorted(names)
 
     def partition_log(self, topic: str) -> PartitionLog:
-        """The log of `topic` (a full name), loaded if need be."""
-        loaded = self._service.get_topic(topic)
+        """The log of `topic` (a full name), loaded if need be; never created (a partition of a
+        partitioned topic deleted meanwhile is TopicNotFound, not a new topic of its name)."""
+        loaded = self._service.get_topic(topic, create=False)
         if not isinstance(loaded, PersistentTopic):
             raise BrokerServiceError(pb.NotAllowedError, f"{topic} is not persistent")
         return PartitionLog(loaded, self._read_hints)

@@ -84,6 +84,12 @@ class AbstractTopic:
         self.producers[name] = producer
         return producer
 
+    def check_publisher(self) -> None:
+        """Refuse what a new producer is refused for (a terminated topic; over a stored topic's
+        backlog quota, producer_request_hold or producer_exception) to a publisher with no
+        producer of its own: a protocol handler's, asked before each publish."""
+        self._check_new_producer()
+
     def _check_new_producer(self) -> None:
         """Refuse a producer the topic cannot take at all, before any access mode is claimed."""
         if self.terminated:

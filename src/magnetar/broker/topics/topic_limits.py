@@ -1,6 +1,6 @@
 """Limits and settings that namespaces and topics may override: how many producers and
 consumers a topic takes, how many messages a consumer may hold unacknowledged, delayed
-delivery on or off, whether messages must come encrypted.
+delivery on or off, how big a message may be, whether messages must come encrypted.
 
 Each is a `Policy` of broker.policies, under Pulsar's three names (topic admin path,
 namespace `Policies` field, broker.conf key). A limit of 0 means none.
@@ -28,6 +28,8 @@ MAX_UNACKED_PER_CONSUMER = Policy(
 SUBSCRIPTION_EXPIRATION = Policy(
     "subscriptionExpirationTime", "subscription_expiration_time_minutes", "subscriptionExpirationTimeMinutes")
 DELAYED_DELIVERY = Policy("delayedDelivery", "delayed_delivery_policies", "delayedDeliveryEnabled")
+#: Pulsar sets it on topics only (no namespace field); at most the broker's maxMessageSize.
+MAX_MESSAGE_SIZE = Policy("maxMessageSize", "", "maxMessageSize")
 ENCRYPTION_REQUIRED = Policy("encryptionRequired", "encryption_required", "encryptionRequireOnProducer")
 """A namespace policy in Pulsar (no topic-level path). Its broker key only gates producers."""
 
@@ -70,6 +72,12 @@ def max_unacked_per_consumer(topic: AbstractTopic, sub_type: int) -> int:
     if sub_type not in (pb.CommandSubscribe.Shared, pb.CommandSubscribe.Key_Shared):
         return 0
     return _limit(topic, MAX_UNACKED_PER_CONSUMER)
+
+
+def topic_max_message_size(topic: AbstractTopic) -> int | None:
+    """The topic's own maxMessageSize policy, None when it has none (the broker's applies)."""
+    value = topic.context.policies.configured(topic.name, MAX_MESSAGE_SIZE)
+    return int(value) if value else None
 
 
 @dataclass(frozen=True, slots=True)

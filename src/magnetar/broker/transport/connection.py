@@ -20,12 +20,14 @@ from magnetar import __version__
 from magnetar.broker.auth.authorization import Resource
 from magnetar.broker.auth.operations import COMMANDS, Operation
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.schema_registry import SchemaCheckPending
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.producer import Producer, Send
 from magnetar.broker.topics.topic_limits import check_producer_encryption
 from magnetar.broker.transport import consumer_commands, lookup_commands, schema_commands
 from magnetar.broker.transport.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
 from magnetar.broker.transport.publish_checks import check_send
+from magnetar.broker.transport.schema_waits import SchemaWaits
 from magnetar.storage import StorageFullError
 from magnetar.wire import commands
 from magnetar.wire.entry import (
@@ -51,6 +53,8 @@ BEM_PROTOCOL_VERSION = 18
 #: every send, so a deeper buffer costs a memmove of megabytes per partial send.
 HIGH_WATER = 1024 * 1024
 _ids = itertools.count()
+#: How the official C++ client (the core of the Python, C++ and Node.js clients) names itself in CONNECT.
+CPP_CLIENT = "Pulsar-CPP"
 #: Producer ids a connection remembers the broker closed: a client has a handful at a time.
 MAX_CLOSED_PRODUCERS_KEPT = 1024
 #: Builds a Send without NamedTuple's Python-level __new__: one is made per SEND.
@@ -98,6 +102,7 @@ class ServerCnx(asyncio.Protocol):
         self._staging: list[Producer] = []
         """Producers holding SENDs of the current read, stored when the read is done."""
         self._max_message_size = config.maxMessageSize
+        self._schema_waits = SchemaWaits(lambda: self.transport is not None, self._reply_error)
         self.lookup_listener: AdvertisedListener | None = None
         """The listener of the last LOOKUP answered here: where this client finds the broker."""
 
@@ -185,7 +190,7 @@ class ServerCnx(asyncio.Protocol):
         if decoder.buffered or had_partial:
             self._track_partial_frame(had_partial)
         for command, payload in frames:
-            if self.transport is None:
+            if self.transport is None or self.transport.is_closing():
                 self._staging.clear()  # closed mid-read: the client resends what has no receipt
                 return
             if command.type == _SEND and self.connected:  # most frames: straight to the handler
@@ -222,7 +227,10 @@ class ServerCnx(asyncio.Protocol):
 
     def _handle(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         if not self.connected and cmd.type != T.CONNECT:
-            log.warning("%s sent %s before CONNECT; closing", self, T.Type.Name(cmd.type))
+            if self.auth is not None and self.auth.refusal is not None:  # told now (auth.session)
+                self._reply_error(cmd, pb.AuthenticationError, self.auth.refusal)
+            else:
+                log.warning("%s sent %s before CONNECT; closing", self, T.Type.Name(cmd.type))
             self.close()
             return
         handler = _HANDLERS.get(cmd.type)
@@ -234,6 +242,8 @@ class ServerCnx(asyncio.Protocol):
     def _run_handler(self, handler: Handler, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         try:
             handler(self, cmd, payload)
+        except SchemaCheckPending as pending:
+            self._schema_waits.wait(pending.done, lambda: self._run_handler(handler, cmd, payload), cmd)
         except BrokerServiceError as exc:  # a refusal: answered in the response type the client awaits
             log.info("%s %s refused: %s", self, T.Type.Name(cmd.type), exc.message)
             self._reply_error(cmd, exc.code, exc.message)
@@ -242,6 +252,11 @@ class ServerCnx(asyncio.Protocol):
         except Exception:
             log.exception("%s failed to handle %s", self, T.Type.Name(cmd.type))
             self._reply_error(cmd, pb.UnknownError, "internal broker error")
+
+    def withdraw(self, kind: str, ident: int) -> None:
+        """The client closed producer or consumer `ident` (kind "producer" or "consumer"):
+        one still waiting for its schema's check is not created."""
+        self._schema_waits.withdraw(kind, ident)
 
     # -- output
     def send(self, frame: Frame) -> None:
@@ -279,7 +294,7 @@ class ServerCnx(asyncio.Protocol):
     def send_reached_end_of_topic(self, consumer_id: int) -> None:
         """Told to clients that understand it. The official C++ client (4.2) does not: it
         drops the whole connection on a command it does not know, so it is not sent there."""
-        if not self.client_version.startswith("Pulsar-CPP"):
+        if not self.client_version.startswith(CPP_CLIENT):
             self.send(commands.reached_end_of_topic(consumer_id))
 
     def send_active_consumer_change(self, consumer_id: int, is_active: bool) -> None:
@@ -374,6 +389,7 @@ class ServerCnx(asyncio.Protocol):
             log.warning("%s sent CONNECT again; closing", self)
             self.close()
             return
+        self.client_version = connect.client_version
         if self.service.authentication.enabled:
             from magnetar.broker.auth.session import ConnectionAuth  # noqa: PLC0415 (a broker without authentication never needs it)
 
@@ -385,10 +401,18 @@ class ServerCnx(asyncio.Protocol):
 
     def _complete_connect(self, connect: pb.CommandConnect) -> None:
         self.connected = True
-        self.client_version = connect.client_version
         log.info("%s connected: %s, protocol version %d%s", self, connect.client_version, self.protocol_version,
                  f", role {self.role!r}" if self.auth is not None else "")
-        self.send(commands.connected(SERVER_VERSION, self.protocol_version, self.service.config.maxMessageSize))
+        self.send(self.connected_frame())
+
+    def connected_frame(self) -> bytes:
+        return commands.connected(SERVER_VERSION, self.protocol_version, self.service.config.maxMessageSize)
+
+    @property
+    def reads_connect_errors(self) -> bool:
+        """Whether the client reads an ERROR answering its CONNECT, as Pulsar's Java client
+        does; the official C++ client drops it (auth.session says what is done instead)."""
+        return not self.client_version.startswith(CPP_CLIENT)
 
     @property
     def role(self) -> str | None:
@@ -470,6 +494,7 @@ class ServerCnx(asyncio.Protocol):
 
     def handle_close_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
         req = cmd.close_producer
+        self.withdraw("producer", req.producer_id)
         producer = self.producers.pop(req.producer_id, None)
         if producer is not None:
             producer.topic.remove_producer(producer)

@@ -83,6 +83,7 @@ def handle_redeliver(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | No
 
 def handle_close_consumer(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     req = cmd.close_consumer
+    cnx.withdraw("consumer", req.consumer_id)
     consumer = cnx.consumers.pop(req.consumer_id, None)
     if consumer is not None:
         consumer.subscription.topic.remove_consumer(consumer)

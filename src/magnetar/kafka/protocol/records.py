@@ -131,15 +131,19 @@ def _key_bytes(metadata: pb.SingleMessageMetadata) -> bytes | None:
     return metadata.partition_key.encode()
 
 
-def from_pulsar_messages(messages: Sequence[BatchMessage], base_offset: int, publish_time: int) -> bytes:
+def from_pulsar_messages(messages: Sequence[BatchMessage], base_offset: int, publish_time: int,
+                         span: int | None = None) -> bytes:
     """One uncompressed Kafka batch of a Pulsar entry's messages, starting at `base_offset`.
 
     Timestamps are the messages' event times, or the entry's publish time where a message
-    has none; properties become headers (UTF-8 values)."""
+    has none; properties become headers (UTF-8 values). With `span` (the entry's message
+    count) each message sits at its batch index: a compacted entry's survivors keep their
+    offsets and the batch still ends where the entry did."""
+    deltas = [max(message.index, 0) for message in messages] if span is not None else None
     records = []
     for message in messages:
         meta = message.metadata
         value = None if meta.null_value else bytes(message.value)
         headers = [(p.key, p.value.encode()) for p in meta.properties]
         records.append((_key_bytes(meta), value, headers, meta.event_time or publish_time))
-    return encode_record_batch(records, base_offset=base_offset)
+    return encode_record_batch(records, base_offset=base_offset, deltas=deltas, span=span)

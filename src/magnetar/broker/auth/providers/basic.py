@@ -38,5 +38,5 @@ class BasicAuthenticationProvider:
         except ValueError:  # an entry in a hash format passlib cannot check
             valid = False
         if not valid:
-            raise AuthenticationError(f"unknown user {user!r} or wrong password")
+            raise AuthenticationError(f"unknown user {user[:64]!r} or wrong password")
         return Principal(user, self.auth_method_name)

@@ -8,6 +8,7 @@ With tokenAudienceClaim set, the token must list tokenAudience under that claim.
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING, Any
 
 import jwt
@@ -35,6 +36,7 @@ class TokenAuthenticationProvider:
 
     def __init__(self, config: ServiceConfiguration) -> None:
         self._key, self._algorithms = _verification_key(config)
+        self._key_setting = "tokenSecretKey" if config.tokenSecretKey else "tokenPublicKey"
         self._claim = config.tokenAuthClaim or "sub"
         self._audience_claim = config.tokenAudienceClaim
         self._audience = config.tokenAudience
@@ -51,16 +53,33 @@ class TokenAuthenticationProvider:
         try:
             claims = jwt.decode(token, self._key, algorithms=self._algorithms, leeway=self._leeway,
                                 options={"verify_aud": False})
-        except jwt.ExpiredSignatureError:
-            raise AuthenticationError("the token has expired") from None
         except jwt.InvalidTokenError as exc:
-            raise AuthenticationError(f"invalid token: {exc}") from None
+            raise AuthenticationError(self._refusal(exc, token)) from None
         self._check_audience(claims)
         role = claims.get(self._claim)
         if not isinstance(role, str) or not role:
             raise AuthenticationError(f"the token has no {self._claim!r} claim naming a role")
         expiry = claims.get("exp")
         return Principal(role, self.auth_method_name, float(expiry) if isinstance(expiry, int | float) else None)
+
+    def _refusal(self, error: jwt.InvalidTokenError, token: bytes) -> str:
+        """What is wrong with the token, in words a client may read: PyJWT's messages ("The
+        specified alg value is not allowed") say little, and none of the token's own content
+        is repeated but its algorithm's name and its times."""
+        if isinstance(error, jwt.ExpiredSignatureError | jwt.ImmatureSignatureError):  # signature checked first
+            claims = jwt.decode(token, options={"verify_signature": False})
+            if isinstance(error, jwt.ExpiredSignatureError):
+                return f"the token has expired ({_instant(claims.get('exp'))})"
+            return f"the token is not valid yet (valid from {_instant(claims.get('nbf'))})"
+        accepted = f"this broker's {self._key_setting} ({', '.join(self._algorithms)})"
+        if isinstance(error, jwt.InvalidAlgorithmError):
+            algorithm = str(jwt.get_unverified_header(token).get("alg"))[:16]
+            return f"invalid token: it is signed with {algorithm!r}, not with {accepted}: another key signed it"
+        if isinstance(error, jwt.InvalidSignatureError):
+            return f"invalid token: its signature does not verify with {accepted}: another key signed it"
+        if isinstance(error, jwt.DecodeError):
+            return "invalid token: not a JWT (header.payload.signature, each part base64url)"
+        return f"invalid token ({type(error).__name__})"
 
     def _check_audience(self, claims: dict[str, Any]) -> None:
         if not self._audience_claim:
@@ -70,6 +89,13 @@ class TokenAuthenticationProvider:
         if self._audience not in listed:
             raise AuthenticationError(f"the token's {self._audience_claim!r} claim does not name this broker's "
                                       "audience (tokenAudience)")
+
+
+def _instant(epoch: object) -> str:
+    """A JWT time claim as UTC, for a refusal."""
+    if not isinstance(epoch, int | float):
+        return "no time"
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _verification_key(config: ServiceConfiguration) -> tuple[Any, list[str]]:
