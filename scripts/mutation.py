@@ -38,6 +38,7 @@ TARGETS: dict[str, list[str]] = {
              "magnetar.broker.topics.persistent.persistent_subscription.*"],
     "key_shared": ["magnetar.broker.topics.consumer_selectors.*"],
     "schemas": [f"magnetar.schemas.{module}.*" for module in ("compatibility", "avro_resolution", "definitions")],
+    **{f"kafka_{module}": [f"magnetar.kafka.{module}.*"] for module in ("groups", "idempotence", "fetch", "produce")},
     "kafka-admin": [f"magnetar.kafka.{module}.*" for module in
                     ("admin_apis", "config_apis", "topic_configs", "topic_settings", "topics", "access", "sasl")],
 }

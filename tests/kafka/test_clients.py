@@ -23,6 +23,7 @@ from magnetar.client import Client as MagnetarClient
 from magnetar.kafka.protocol.messages import decode_response, encode_request
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+_JAN_2020 = 1_577_836_800_000
 
 
 def _topic() -> str:
@@ -135,6 +136,20 @@ def test_list_offsets_earliest_latest_and_by_time(kafka_broker) -> None:
     assert found.offset == 5
     (past,) = consumer.offsets_for_times([TopicPartition(topic, 0, middle + 3_600_000)], timeout=10)
     assert past.offset in (-1, 8)  # librdkafka reports "no such offset" as -1 (OFFSET_END)
+    consumer.close()
+
+
+def test_kafka_python_finds_2020_records_by_their_timestamps(kafka_broker) -> None:
+    topic = f"t-{uuid.uuid4().hex[:10]}"
+    producer = KafkaProducer(bootstrap_servers=kafka_broker.bootstrap, linger_ms=0)
+    for i in range(20):
+        producer.send(topic, value=b"v%d" % i, timestamp_ms=_JAN_2020 + 1000 * i).get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=kafka_broker.bootstrap)
+    partition = KpTopicPartition(topic, 0)
+    found = consumer.offsets_for_times({partition: _JAN_2020 + 5500})[partition]
+    assert (found.offset, found.timestamp) == (6, _JAN_2020 + 6000)
+    assert consumer.offsets_for_times({partition: _JAN_2020 + 19_001})[partition] is None
     consumer.close()
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import struct
+import subprocess
 import uuid
 
 import pytest
@@ -15,6 +16,8 @@ from kafka_brokers import (
 )
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.errors import ErrorCode
+from polling import wait_for
+from standalone import Standalone
 
 from magnetar.kafka.protocol.messages import decode_response, encode_request
 
@@ -135,3 +138,31 @@ def test_a_request_refused_for_one_batch_leaves_the_others_sequences_free(raw) -
     assert connection.produce(topic, first + gap)[0] == ErrorCode.out_of_order_sequence_number
     assert connection.latest(topic) == 0
     assert connection.produce(topic, first) == (ErrorCode.none, 0)  # sent again alone, it is the next one
+
+
+def _kafka_clients_at(port: int) -> None:
+    """kcat, kafka-python's raw ApiVersions and librdkafka's Metadata sent to `port` (the Pulsar port)."""
+    connection = RawKafka(f"127.0.0.1:{port}")
+    connection.send_raw(encode_request(18, 3, 1, "wrong-port", api_versions.ApiVersionsRequest(
+        client_software_name="t", client_software_version="1")))
+    assert connection.receive_frame() is None  # closed at once, not left waiting for 30 s
+    connection.close()
+    subprocess.run(["kcat", "-L", "-b", f"127.0.0.1:{port}", "-m", "1"], check=False, capture_output=True, timeout=60)
+
+
+def test_a_kafka_client_at_the_pulsar_port_is_told_where_the_kafka_listener_is(broker) -> None:
+    _kafka_clients_at(broker.port)
+    lines = [line for line in broker.log().splitlines() if "Kafka request to the Pulsar protocol port" in line]
+    assert lines and all(line.endswith(f"(this broker's Kafka listener: PLAINTEXT://127.0.0.1:{broker.kafka_port})")
+                         for line in lines)
+    assert "command size" not in broker.log()
+
+
+def test_a_kafka_client_at_a_broker_without_kafka_is_told_there_is_no_listener(tmp_path) -> None:
+    plain = Standalone(tmp_path / "data").start()
+    try:
+        _kafka_clients_at(plain.port)
+        assert wait_for(lambda: "sent a Kafka request to the Pulsar protocol port; closing (this broker has no "
+                                "Kafka listener: messagingProtocols=kafka and kafkaListeners add one)" in plain.log())
+    finally:
+        plain.stop()

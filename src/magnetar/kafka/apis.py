@@ -23,7 +23,7 @@ from magnetar.kafka.group_apis import GroupApis
 from magnetar.kafka.idempotence import ProducerIds
 from magnetar.kafka.produce import ProduceApi
 from magnetar.kafka.protocol.layouts import build, response_module
-from magnetar.kafka.protocol.messages import Request
+from magnetar.kafka.protocol.messages import Request, encode_body
 from magnetar.kafka.sasl import UserNamespaces
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 
@@ -75,6 +75,7 @@ class KafkaApis:
         self.topics = topics
         self.config = config
         self.versions = VERSIONS
+        self._api_versions: dict[int, bytes] = {}
         self.connections: set[Any] = set()
         self.produce = ProduceApi(topics, config, NO_RESPONSE)
         self._fetch = FetchApis(topics)
@@ -122,10 +123,15 @@ class KafkaApis:
         return tuple(build(module, "ApiVersion", api_key=key, min_version=low, max_version=high)
                      for key, (low, high) in sorted(self.versions.items()))
 
-    def api_versions(self, request: Request) -> Any:
-        module = response_module(18, request.api_version)
-        return build(module, "ApiVersionsResponse", error_code=ErrorCode.none, api_keys=self._api_keys(module),
-                     throttle_time=_NO_WAIT)
+    def api_versions(self, request: Request) -> bytes:
+        """Encoded once per version: a client may send it before authenticating, as often as it likes."""
+        body = self._api_versions.get(request.api_version)
+        if body is None:
+            module = response_module(18, request.api_version)
+            body = self._api_versions[request.api_version] = encode_body(18, request.api_version, build(
+                module, "ApiVersionsResponse", error_code=ErrorCode.none, api_keys=self._api_keys(module),
+                throttle_time=_NO_WAIT))
+        return body
 
     def unsupported_api_versions(self) -> Any:
         """ApiVersions v0 with UNSUPPORTED_VERSION: how a broker answers a newer client's ApiVersions."""
@@ -179,12 +185,13 @@ class KafkaApis:
 
     def init_producer_id(self, request: Request) -> Any:
         """A producer id for idempotence; a producer that names its id and epoch gets the next epoch.
-        Transactions are not implemented: a transactional id is refused."""
+        Transactions are not implemented: a transactional id gets NOT_COORDINATOR, Kafka's answer
+        from a broker that is not the id's transaction coordinator."""
         module = response_module(22, request.api_version)
         body = request.body
         if body.transactional_id is not None:
             return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, producer_id=-1, producer_epoch=-1,
-                         error_code=ErrorCode.transactional_id_authorization_failed)
+                         error_code=ErrorCode.not_coordinator)
         known = getattr(body, "producer_id", -1)
         if known >= 0:
             producer_id, epoch = known, body.producer_epoch + 1

@@ -1,18 +1,29 @@
-"""One Kafka client connection: frames in, requests dispatched, responses out in request order.
+"""One Kafka client connection: frames in, one request handled at a time, responses out in order.
+
+As Kafka's brokers do, a connection handles one request at a time: the next is decoded only
+once the previous one's response is written. Frames read ahead wait in a queue, and while
+any wait, or while the transport's write buffer is full (asyncio's pause_writing: the
+client is not reading its answers), the socket is not read, so a client that pipelines
+without reading holds no more than one read's frames. A turn of the event loop handles at
+most `REQUESTS_PER_TURN` of them.
 
 On a SASL listener the connection holds a SaslSession: until it completes only ApiVersions
-and the SASL requests are read, and the role it names is what every request is authorized
-as (see access and sasl). Kafka clients pipeline requests and match responses by order as well as correlation id, so
-a produce waiting for its entries to be durable holds back the responses after it. A
-request that does not parse closes this connection (as a Kafka broker does) and nothing else.
+and the SASL requests are read, frames are capped at Kafka's `sasl.server.max.receive.size`
+(512 KiB), and the role it names is what every request is authorized as (see access and
+sasl). A connection idle for `connectionMaxIdleMs` (KoP's key for Kafka's
+`connections.max.idle.ms`) is closed, and connections count against the broker's
+`brokerMaxConnections` and `brokerMaxConnectionsPerIp`, as Pulsar clients' do. A request
+that does not parse closes this connection (as a Kafka broker does) and nothing else.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -32,56 +43,148 @@ from magnetar.kafka.protocol.messages import (
 from magnetar.kafka.sasl import SASL_APIS, SaslSession, sasl_response
 
 log = logging.getLogger(__name__)
+#: Kafka's `sasl.server.max.receive.size` default: the largest frame read before authentication.
+PRE_AUTH_MAX_FRAME = 512 * 1024
+#: Requests handled in one turn of the event loop before the rest wait for the next.
+REQUESTS_PER_TURN = 64
 
 
 class _Refused(Exception):
     """A request Kafka answers by closing the connection; the message says why."""
 
 
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """What a listener's connections share: the broker's connection count and the idle limit."""
+
+    admit: Callable[[str], bool]
+    """Counts a connection from an address in, or refuses it."""
+    release: Callable[[str], None]
+    max_idle_seconds: float
+
+
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, apis: KafkaApis, max_frame_size: int, *, sasl: bool, address: tuple[str, int]) -> None:
+    def __init__(self, apis: KafkaApis, max_frame_size: int, *, sasl: bool, address: tuple[str, int],
+                 admission: Admission) -> None:
         self._apis = apis
-        self._decoder = FrameDecoder(max_frame_size)
+        self._max_frame = max_frame_size
+        self._decoder = FrameDecoder(PRE_AUTH_MAX_FRAME if sasl else max_frame_size)
         self._transport: asyncio.Transport | None = None
-        self._slots: deque[asyncio.Future[bytes | None]] = deque()
+        self._frames: deque[bytes] = deque()
+        self._busy = False  # a request's response is being made
+        self._write_paused = False
+        self._reading = True
+        self._continuing = False  # a _drain is scheduled for the next turn
         self._peer = "?"
+        self._ip: str | None = None
         self._uses_sasl = sasl
         self._sasl: SaslSession | None = None
         self._address = address
+        self._admission = admission
+        self._last_active = time.monotonic()
+        self._idle_timer: asyncio.TimerHandle | None = None
         self._access: Access = apis.access(None, address)  # a SASL connection's, once it authenticates
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
+        peer = transport.get_extra_info("peername") or ("?", "?")
+        self._peer = "{}:{}".format(*peer[:2])
+        if not self._admission.admit(str(peer[0])):
+            transport.abort()
+            return
+        self._ip = str(peer[0])
         self._transport = transport
-        self._peer = "{}:{}".format(*(transport.get_extra_info("peername") or ("?", "?"))[:2])
         if self._uses_sasl:
             ssl_object = transport.get_extra_info("ssl_object")
             certificate = ssl_object.getpeercert() if ssl_object is not None else None
             self._sasl = SaslSession(self._apis.topics.broker.authentication, self._apis.user_namespaces, certificate,
                                      self._peer)
         self._apis.connections.add(self)
+        self._arm_idle_timer(self._admission.max_idle_seconds)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._apis.connections.discard(self)
-        for slot in self._slots:
-            slot.cancel()
-        self._slots.clear()
+        self._frames.clear()
         self._transport = None
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        if self._ip is not None:
+            self._admission.release(self._ip)
+            self._ip = None
 
     def close(self) -> None:
         if self._transport is not None:
             self._transport.close()
 
-    def data_received(self, data: bytes) -> None:
-        try:
-            frames = self._decoder.feed(data)
-        except FrameTooLarge as exc:
-            self._refuse(f"{exc} (maxMessageSize bounds a Kafka request)")
+    # -- back-pressure: asyncio calls these as the transport's write buffer crosses its marks
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._drain()
+
+    def _update_reading(self) -> None:
+        """Read the socket only while nothing waits: no frame queued, answers being taken."""
+        transport = self._transport
+        if transport is None or transport.is_closing():
             return
-        for frame in frames:
-            if self._transport is None:
-                return
-            self._dispatch(frame)
+        hold = bool(self._frames) or self._write_paused
+        if hold and self._reading:
+            transport.pause_reading()
+            self._reading = False
+        elif not hold and not self._reading:
+            transport.resume_reading()
+            self._reading = True
+
+    # -- idle connections (connectionMaxIdleMs)
+    def _arm_idle_timer(self, delay: float) -> None:
+        if delay > 0:
+            self._idle_timer = asyncio.get_running_loop().call_later(delay, self._check_idle)
+
+    def _check_idle(self) -> None:
+        limit = self._admission.max_idle_seconds
+        idle_until = self._last_active + limit
+        now = time.monotonic()
+        if self._busy or now < idle_until:
+            self._arm_idle_timer(max(idle_until - now, 0.05 * limit))
+            return
+        log.info("Kafka client %s: idle for %.0f ms (connectionMaxIdleMs); closing", self._peer, limit * 1000)
+        self.close()
+
+    # -- requests
+    def data_received(self, data: bytes) -> None:
+        self._last_active = time.monotonic()
+        try:
+            self._frames.extend(self._decoder.feed(data))
+        except FrameTooLarge as exc:
+            limit = ("sasl.server.max.receive.size bounds a request before authentication"
+                     if self._sasl is not None and not self._sasl.complete else "maxMessageSize bounds a Kafka request")
+            self._refuse(f"{exc} ({limit})")
+            return
+        self._drain()
+
+    def _drain(self) -> None:
+        """Handle queued frames one at a time, up to REQUESTS_PER_TURN this turn."""
+        self._continuing = False
+        handled = 0
+        while self._frames and not self._busy and not self._write_paused and self._open():
+            if handled == REQUESTS_PER_TURN:
+                self._continuing = True
+                asyncio.get_running_loop().call_soon(self._continue)
+                break
+            self._dispatch(self._frames.popleft())
+            handled += 1
+        self._update_reading()
+
+    def _open(self) -> bool:
+        """Not closed nor closing: a refused SASL exchange's answer is the connection's last."""
+        return self._transport is not None and not self._transport.is_closing()
+
+    def _continue(self) -> None:
+        if self._continuing:
+            self._drain()
 
     def _refuse(self, reason: str) -> None:
         log.warning("Kafka client %s: %s; closing its connection", self._peer, reason)
@@ -92,8 +195,8 @@ class KafkaConnection(asyncio.Protocol):
             request = decode_request(frame, self._apis.versions)
         except UnsupportedVersion as exc:
             if exc.api_key == API_VERSIONS:
-                self._queue_ready(encode_response(API_VERSIONS, 0, exc.correlation_id,
-                                                  self._apis.unsupported_api_versions()))
+                self._write(encode_response(API_VERSIONS, 0, exc.correlation_id,
+                                            self._apis.unsupported_api_versions()))
             else:
                 self._refuse(str(exc))
             return
@@ -111,11 +214,10 @@ class KafkaConnection(asyncio.Protocol):
             return
         if isinstance(result, Awaitable):
             # a future (a produce's) is answered from its callback: no task, one loop turn
-            slot: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
-            asyncio.ensure_future(result).add_done_callback(partial(self._settle, request, slot))
-            self._slots.append(slot)
+            self._busy = True
+            asyncio.ensure_future(result).add_done_callback(partial(self._settle, request))
         elif result is not NO_RESPONSE:
-            self._queue_ready(encode_response(request.api_key, request.api_version, request.correlation_id, result))
+            self._write(encode_response(request.api_key, request.api_version, request.correlation_id, result))
 
     def _handle(self, request: Request) -> Any:
         """Kafka's SASL rules around the dispatch: SASL requests to the session (refused with
@@ -135,46 +237,29 @@ class KafkaConnection(asyncio.Protocol):
                 self._access = self._apis.access(sasl.role, self._address, sasl.namespace)
         return self._apis.handle(request, self._access)
 
-    def _settle(self, request: Request, slot: asyncio.Future[bytes | None], pending: asyncio.Future[Any]) -> None:
-        """A deferred response encoded into its slot, and what is ready written."""
-        if slot.done():  # cancelled: the connection is gone
+    def _settle(self, request: Request, pending: asyncio.Future[Any]) -> None:
+        """A deferred response written, and the next request taken."""
+        self._busy = False
+        if self._transport is None or pending.cancelled():
             return
-        if pending.cancelled():
-            slot.cancel()
-        elif (exc := pending.exception()) is not None:
-            slot.set_exception(exc)
-        else:
-            body = pending.result()
-            slot.set_result(None if body is NO_RESPONSE else
-                            encode_response(request.api_key, request.api_version, request.correlation_id, body))
-        self._flush()
-
-    def _queue_ready(self, response: bytes) -> None:
-        if not self._slots and self._transport is not None:
-            self._transport.write(response)
-            self._close_if_refused()
-            return
-        done: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
-        done.set_result(response)
-        self._slots.append(done)
-        self._flush()
-
-    def _flush(self) -> None:
-        slots = self._slots
-        while slots and slots[0].done():
-            slot = slots.popleft()
-            if self._transport is None or slot.cancelled():
-                continue
-            if slot.exception() is not None:
-                log.error("Kafka client %s: a request failed", self._peer, exc_info=slot.exception())
-                self.close()
-                return
-            response = slot.result()
-            if response is not None:
-                self._transport.write(response)
-        self._close_if_refused()
-
-    def _close_if_refused(self) -> None:
-        """After a refused SASL exchange's answer is written (asyncio sends it before closing)."""
-        if self._sasl is not None and self._sasl.closing and not self._slots:
+        if (exc := pending.exception()) is not None:
+            log.error("Kafka client %s: a request failed", self._peer, exc_info=exc)
             self.close()
+            return
+        body = pending.result()
+        if body is not NO_RESPONSE:
+            self._write(encode_response(request.api_key, request.api_version, request.correlation_id, body))
+        self._drain()
+
+    def _write(self, response: bytes) -> None:
+        transport = self._transport
+        if transport is None:
+            return
+        transport.write(response)
+        self._last_active = time.monotonic()
+        sasl = self._sasl
+        if sasl is not None:
+            if sasl.closing:  # a refused SASL exchange: asyncio sends the answer before closing
+                self.close()
+            elif sasl.complete and self._decoder.max_frame_size != self._max_frame:
+                self._decoder.max_frame_size = self._max_frame

@@ -17,9 +17,11 @@ from kio.schema.errors import ErrorCode
 from magnetar.broker.service.protocol_handlers import PartitionLog
 from magnetar.kafka import log_view
 from magnetar.kafka.access import CONSUME, LOOKUP, Access, Unauthorized
+from magnetar.kafka.offsets_by_time import offset_for_time
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import from_pulsar_messages, with_base_offset
+from magnetar.kafka.topic_settings import KAFKA_CONFIGS
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 from magnetar.storage import StorageClosedError
 from magnetar.wire.batch import decode_messages
@@ -60,27 +62,63 @@ async def _wait_for_append(logs: list[PartitionLog], timeout: float) -> None:
             stop()
 
 
+def _log_append_time(topics: KafkaTopics, topic: str) -> bool:
+    """Whether the topic's records take the broker's time (message.timestamp.type=LogAppendTime)."""
+    configs, _ = topics.broker.policy(topics.pulsar_name(topic), KAFKA_CONFIGS)
+    return isinstance(configs, dict) and configs.get("message.timestamp.type") == "LogAppendTime"
+
+
 class FetchApis:
     def __init__(self, topics: KafkaTopics) -> None:
         self._topics = topics
 
     async def fetch(self, request: Request, access: Access) -> Any:
-        """Each partition's log is resolved (and access checked) once; each pass of the long poll reads them."""
+        """Each partition's log is resolved (and access checked) once, a partition named twice
+        once; each pass of the long poll reads them until the response's max_bytes is used."""
         body = request.body
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(body.max_wait.total_seconds(), 0)
-        wanted = [(topic.topic, [(part, self._resolve(topic.topic, part.partition, access))
-                                 for part in topic.partitions]) for topic in body.topics]
+        wanted = self._wanted(body.topics, access)
         logs = [log for _, parts in wanted for _, log in parts if isinstance(log, PartitionLog)]
         while True:
-            results = [(topic, [self._read(part, log) for part, log in parts]) for topic, parts in wanted]
+            results = self._read_all(wanted, body.max_bytes)
             size = sum(len(records) for _, parts in results for *_, records in parts)
             errors = any(error != ErrorCode.none for _, parts in results for _, error, *_ in parts)
             remaining = deadline - loop.time()
             if size >= body.min_bytes or errors or remaining <= 0 or not logs:
                 break
             await _wait_for_append(logs, remaining)
-        return self._response(request.api_version, results, body.max_bytes)
+        return self._response(request.api_version, results)
+
+    def _wanted(self, topics: Any, access: Access) -> list[tuple[str, list[tuple[Any, PartitionLog | ErrorCode]]]]:
+        """(topic, [(partition asked, its log or the error)]), each partition once (a repeat is dropped)."""
+        seen: set[tuple[str, int]] = set()
+        wanted = []
+        for topic in topics:
+            parts = []
+            for part in topic.partitions:
+                if (topic.topic, part.partition) not in seen:
+                    seen.add((topic.topic, part.partition))
+                    parts.append((part, self._resolve(topic.topic, part.partition, access)))
+            wanted.append((topic.topic, parts))
+        return wanted
+
+    def _read_all(self, wanted: list[tuple[str, list[tuple[Any, PartitionLog | ErrorCode]]]],
+                  max_bytes: int) -> list[tuple[str, list[tuple[int, ErrorCode, int, int, bytes]]]]:
+        """Every partition's answer, reading no more than max_bytes in all (Kafka's rule: the
+        first batch of the first partition with records is whole, however large)."""
+        budget = max_bytes if max_bytes > 0 else 1 << 31
+        first = True
+        results = []
+        for topic, parts in wanted:
+            answers = []
+            for part, log in parts:
+                answer = self._read(part, log, min(part.partition_max_bytes, budget), whole_first=first)
+                budget -= len(answer[-1])
+                first = first and not answer[-1]
+                answers.append(answer)
+            results.append((topic, answers))
+        return results
 
     def _resolve(self, topic: str, partition: int, access: Access) -> PartitionLog | ErrorCode:
         try:
@@ -92,8 +130,10 @@ class FetchApis:
             return ErrorCode.topic_authorization_failed
 
     @staticmethod
-    def _read(part: Any, log: PartitionLog | ErrorCode) -> tuple[int, ErrorCode, int, int, bytes]:
-        """(partition, error, high watermark, log start, records) of one partition."""
+    def _read(part: Any, log: PartitionLog | ErrorCode, limit: int,
+              whole_first: bool) -> tuple[int, ErrorCode, int, int, bytes]:
+        """(partition, error, high watermark, log start, records) of one partition: batches up to
+        `limit` bytes, the first one whatever its size if `whole_first`."""
         if not isinstance(log, PartitionLog):
             return part.partition, log, -1, -1, b""
         try:
@@ -101,30 +141,33 @@ class FetchApis:
             offset = part.fetch_offset
             if not start <= offset <= end:
                 return part.partition, ErrorCode.offset_out_of_range, end, start, b""
-            if offset == end:
+            if offset == end or (limit <= 0 and not whole_first):
                 return part.partition, ErrorCode.none, end, start, b""
             pieces: list[bytes | memoryview] = []
-            entries = log_view.read(log, offset, max(part.partition_max_bytes, 1))
-            for entry in log.read(offset, max(part.partition_max_bytes, 1)) if entries is None else entries:
-                pieces += entry_as_batch(entry)
+            size = 0
+            room = 2 * max(limit, 1)  # stored sizes differ from served ones
+            entries = log_view.read(log, offset, room)
+            for entry in log.read(offset, room) if entries is None else entries:
+                batch = entry_as_batch(entry)
+                grown = size + sum(map(len, batch))
+                if grown > limit and (size or not whole_first):
+                    break
+                pieces += batch
+                size = grown
         except StorageClosedError:  # deleted or unloaded during the long poll: the client looks it up again
             return part.partition, ErrorCode.unknown_topic_or_partition, -1, -1, b""
         return part.partition, ErrorCode.none, end, start, b"".join(pieces)
 
-    def _response(self, version: int, results: list[tuple[str, list[Any]]], max_bytes: int) -> Any:
+    @staticmethod
+    def _response(version: int, results: list[tuple[str, list[Any]]]) -> Any:
         module = response_module(1, version)
-        budget = max_bytes if max_bytes > 0 else 1 << 31
         topics = []
         for name, parts in results:
-            partitions = []
-            for index, error, end, start, read in parts:
-                # over the response's max_bytes (past its first partition): the client asks again from here
-                records = b"" if len(read) > budget and budget < max_bytes else read
-                budget -= len(records)
-                partitions.append(build(module, "PartitionData", partition_index=index, error_code=error,
-                                        high_watermark=end, last_stable_offset=end, log_start_offset=start,
-                                        aborted_transactions=None, preferred_read_replica=-1, records=records))
-            topics.append(build(module, "FetchableTopicResponse", topic=name, partitions=tuple(partitions)))
+            partitions = tuple(build(module, "PartitionData", partition_index=index, error_code=error,
+                                     high_watermark=end, last_stable_offset=end, log_start_offset=start,
+                                     aborted_transactions=None, preferred_read_replica=-1, records=records)
+                               for index, error, end, start, records in parts)
+            topics.append(build(module, "FetchableTopicResponse", topic=name, partitions=partitions))
         return build(module, "FetchResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none, session_id=0,
                      responses=tuple(topics))
 
@@ -148,12 +191,15 @@ class FetchApis:
             return answer(ErrorCode.unknown_topic_or_partition)
         except Unauthorized:
             return answer(ErrorCode.topic_authorization_failed)
-        if part.timestamp == _EARLIEST:
-            return answer(ErrorCode.none, log_view.start_offset(log))
-        if part.timestamp == _LATEST:
-            return answer(ErrorCode.none, log.end_offset())
-        if part.timestamp < 0:
-            return answer(ErrorCode.unsupported_version)
-        found = log.offset_for_time(part.timestamp)
-        return answer(ErrorCode.none, log.end_offset() if found is None else found,
-                      -1 if found is None else part.timestamp)
+        try:
+            if part.timestamp == _EARLIEST:
+                return answer(ErrorCode.none, log_view.start_offset(log))
+            if part.timestamp == _LATEST:
+                return answer(ErrorCode.none, log.end_offset())
+            if part.timestamp < 0:
+                return answer(ErrorCode.unsupported_version)
+            offset, timestamp = offset_for_time(log, part.timestamp,
+                                            log_append_time=_log_append_time(access.topics, topic))
+        except StorageClosedError:  # deleted or unloaded meanwhile: the client looks it up again
+            return answer(ErrorCode.unknown_topic_or_partition)
+        return answer(ErrorCode.none, offset, timestamp)

@@ -24,6 +24,7 @@ from magnetar.kafka.topics import UnknownPartition
 _NO_WAIT = datetime.timedelta(0)
 _NO_AUTHORIZED_OPERATIONS = -2147483648
 _GROUP_KEY = 0  # FindCoordinator's key_type of a consumer group (1: a transactional id)
+NO_TRANSACTIONS = "this broker does not serve Kafka transactions (transactional.id): see docs/kafka.md"
 FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH = 10, 8, 9
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
 
@@ -50,8 +51,14 @@ class GroupApis:
         module = response_module(FIND_COORDINATOR, request.api_version)
         (host, port), node_id = access.address, self._node_id
         is_group = getattr(request.body, "key_type", _GROUP_KEY) == _GROUP_KEY
-        error = ErrorCode.group_authorization_failed if is_group and not access.namespace(GROUP) else ErrorCode.none
-        found = {"node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": None}
+        message = None
+        if not is_group:  # what a Kafka broker whose transaction coordinator is not available answers
+            error, message = ErrorCode.coordinator_not_available, NO_TRANSACTIONS
+        elif not access.namespace(GROUP):
+            error = ErrorCode.group_authorization_failed
+        else:
+            error = ErrorCode.none
+        found = {"node_id": node_id, "host": host, "port": port, "error_code": error, "error_message": message}
         keys = getattr(request.body, "coordinator_keys", None)
         coordinators = tuple(build(module, "Coordinator", key=key, **found) for key in keys or ())
         return build(module, "FindCoordinatorResponse", throttle_time=_NO_WAIT, coordinators=coordinators, **found)

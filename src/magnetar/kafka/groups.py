@@ -123,7 +123,7 @@ class Group:
             for member in self.members.values():  # a sync still waiting: its generation is over
                 _resolve(member.sync, (ErrorCode.rebalance_in_progress, b""))
         self.state = GroupState.PREPARING_REBALANCE
-        timeout = max((m.rebalance_timeout for m in self.members.values()), default=0.0)
+        timeout = max(m.rebalance_timeout for m in self.members.values())  # called with members only
         self._rebalance_timer = asyncio.get_running_loop().call_later(timeout, self._rebalance_timed_out)
 
     def _rebalance_timed_out(self) -> None:
@@ -146,14 +146,14 @@ class Group:
             self._rebalance_timer = None
         self.generation += 1
         self.protocol = self._choose_protocol()
-        if self.leader not in self.members:
-            self.leader = next(iter(self.members))
+        # the oldest member: members keep their places, so a leader still a member stays the leader
+        leader = self.leader = next(iter(self.members))
         self.state = GroupState.COMPLETING_REBALANCE
         metadata = [(m.member_id, dict(m.protocols)[self.protocol]) for m in self.members.values()]
         for member in self.members.values():
             member.assignment = b""
-            is_leader = member.member_id == self.leader
-            _resolve(member.join, JoinResult(ErrorCode.none, self.generation, self.protocol, self.leader or "",
+            is_leader = member.member_id == leader
+            _resolve(member.join, JoinResult(ErrorCode.none, self.generation, self.protocol, leader,
                                              member.member_id, metadata if is_leader else []))
 
     def _choose_protocol(self) -> str:

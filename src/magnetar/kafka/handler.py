@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.service.protocol_handlers import HandlerBroker
 from magnetar.kafka.apis import KafkaApis
-from magnetar.kafka.connection import KafkaConnection
+from magnetar.kafka.connection import Admission, KafkaConnection
 from magnetar.kafka.topics import KafkaTopics
 
 log = logging.getLogger(__name__)
@@ -63,12 +63,15 @@ class KafkaProtocolHandler:
 
     def __init__(self, broker: HandlerBroker) -> None:
         config = broker.config
+        self._broker = broker
         self._listeners = parse_listeners(config.kafkaListeners, "kafkaListeners")
         check_security(config, {scheme for scheme, _, _ in self._listeners})
         self._ssl = broker.ssl_context() if any(s.endswith("SSL") for s, _, _ in self._listeners) else None
         self._advertised = (parse_listeners(config.kafkaAdvertisedListeners, "kafkaAdvertisedListeners")
                             if config.kafkaAdvertisedListeners else None)
         self._max_frame = config.maxMessageSize + FRAME_PADDING
+        self._admission = Admission(broker.admit_connection, broker.release_connection,
+                                    config.connectionMaxIdleMs / 1000)
         self.apis = KafkaApis(KafkaTopics(broker), config)
         self._servers: list[asyncio.Server] = []
 
@@ -81,11 +84,13 @@ class KafkaProtocolHandler:
             advertised: list[tuple[str, int]] = []  # known once bound, before the first connection is accepted
             server = await loop.create_server(
                 lambda sasl=sasl, advertised=advertised: KafkaConnection(self.apis, self._max_frame, sasl=sasl,
-                                                                         address=advertised[0]),
+                                                                         address=advertised[0],
+                                                                         admission=self._admission),
                 host, port, reuse_address=True, **tls)  # type: ignore[arg-type]
             self._servers.append(server)
             bound = server.sockets[0].getsockname()[1]
             advertised.append(self._advertised_address(index, scheme, host, bound))
+            self._broker.listening("kafka", "{}://{}:{}".format(scheme, *advertised[0]))
             log.info("Kafka listener on %s:%d (%s)", host, bound, scheme)
 
     def _advertised_address(self, index: int, scheme: str, host: str, port: int) -> tuple[str, int]:

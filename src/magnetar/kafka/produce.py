@@ -32,7 +32,7 @@ from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches, to_pulsar_batch
 from magnetar.kafka.protocol.templates import Int64Templates
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
-from magnetar.storage import StorageFullError
+from magnetar.storage import StorageError, StorageFullError
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -162,6 +162,9 @@ class ProduceApi:
         except (BrokerServiceError, InvalidRecords) as exc:
             self.states.forget(log_, fresh)
             done.set_result((ErrorCode.unknown_server_error, -1, str(exc)))
+        except StorageError as exc:  # the ledger failed a write, or closed: Kafka's answer for a failed log
+            self.states.forget(log_, fresh)
+            done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
         return done
 
     @staticmethod
@@ -187,6 +190,8 @@ class ProduceApi:
             for key, value in kafka_entry_properties().items():
                 metadata.properties.add(key=key, value=value)
             return build_entry(metadata, batch.data, checksum=False)
+        if header.max_timestamp > 0:  # what ListOffsets by time searches on (offsets_by_time)
+            metadata.event_time = header.max_timestamp
         converted = to_pulsar_batch(batch)
         if converted.compression != pb.NONE:
             metadata.compression = converted.compression  # type: ignore[assignment]

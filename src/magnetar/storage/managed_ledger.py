@@ -217,6 +217,11 @@ class ManagedLedger(GroupCommitAppends):
         return self._last_confirmed
 
     @property
+    def closed(self) -> bool:
+        """Closed (the topic unloaded or deleted): reads raise StorageClosedError."""
+        return self._closed
+
+    @property
     def first_position(self) -> Position | None:
         return self._reader.first_position()
 

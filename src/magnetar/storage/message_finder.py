@@ -77,7 +77,7 @@ def entry_first_index(entry: bytes) -> int:
     return first_message_index(parse_message_metadata(entry), entry_last_index(entry))
 
 
-def _first_at_or_above(ledger: ManagedLedger, key: Callable[[bytes], int], target: int) -> SearchResult:
+def first_at_or_above(ledger: ManagedLedger, key: Callable[[bytes], int], target: int) -> SearchResult:
     """Binary search for the first entry whose key is >= target (keys never decrease)."""
     entries = EntrySequence(ledger)
     low, high, reads = 0, entries.size, 0
@@ -93,7 +93,7 @@ def _first_at_or_above(ledger: ManagedLedger, key: Callable[[bytes], int], targe
 
 def find_first_at_or_after(ledger: ManagedLedger, timestamp: int) -> SearchResult:
     """The first entry whose time is >= `timestamp` (seek by time, TTL)."""
-    return _first_at_or_above(ledger, entry_timestamp, timestamp)
+    return first_at_or_above(ledger, entry_timestamp, timestamp)
 
 
 def find_by_index(ledger: ManagedLedger, index: int) -> SearchResult:
@@ -102,4 +102,4 @@ def find_by_index(ledger: ManagedLedger, index: int) -> SearchResult:
     An entry's index is that of its last message, so the entry holding message
     `index` is the first whose index is >= it.
     """
-    return _first_at_or_above(ledger, entry_last_index, index)
+    return first_at_or_above(ledger, entry_last_index, index)

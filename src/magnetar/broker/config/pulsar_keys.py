@@ -688,7 +688,7 @@ KOP_KEYS: frozenset[str] = frozenset({
     "enableTransactionCoordinator", "kafkaTransactionCoordinatorEnabled", "kafkaTxnLogTopicNumPartitions",
     "kafkaTxnProducerStateTopicNumPartitions", "kafkaTransactionProducerIdsNamespace", "brokerId",
     "kopSchemaRegistryEnable", "kopSchemaRegistryPort", "kopSchemaRegistryNamespace", "kopSchemaRegistryTopicName",
-    "kafkaRequestTimeoutMs", "kafkaHeartbeatIntervalMs", "requestTimeoutMs", "connectionMaxIdleMs",
+    "kafkaRequestTimeoutMs", "kafkaHeartbeatIntervalMs", "requestTimeoutMs",
     "failedAuthenticationDelayMs", "skipMessagesWithoutIndex", "kopPrometheusStatsLatencyRolloverSeconds",
     "kopEnableGroupLevelConsumerMetrics", "kafkaAdvertisedListenersName",
 })

@@ -235,6 +235,9 @@ class ServiceConfiguration:
     # a SASL user name `tenant` or `tenant/namespace` chooses the connection's namespace (KoP's default: on)
     kafkaEnableMultiTenantMetadata: bool = True
     entryFormat: str = "pulsar"
+    # KoP's key for Kafka's connections.max.idle.ms: a Kafka connection with no request for this
+    # long is closed (0: never)
+    connectionMaxIdleMs: int = 600_000
 
     @property
     def tls_enabled(self) -> bool:
@@ -292,7 +295,7 @@ class ServiceConfiguration:
                      "maxHttpServerConnections"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
-        for name in ("managedLedgerMinLedgerRolloverTimeMinutes", "journalMaxGroupWaitMSec"):
+        for name in ("managedLedgerMinLedgerRolloverTimeMinutes", "journalMaxGroupWaitMSec", "connectionMaxIdleMs"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or positive, not {getattr(self, name)}")
         self._validate_ports()

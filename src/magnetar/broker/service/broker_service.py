@@ -132,6 +132,7 @@ class BrokerService:
         self.context = BrokerContext(config, self.metadata, self.policies, self.entry_metadata,
                                      self.entry_filter_provider, self.new_compaction_service, self.full_disk)
         self.protocol_handlers: list[ProtocolHandler] = []
+        self.protocol_listeners: dict[str, list[str]] = {}
         if config.messagingProtocols:
             from magnetar.broker.service.protocol_handlers import load_protocol_handlers  # noqa: PLC0415 (only then)
 

@@ -27,12 +27,12 @@ from magnetar.broker.policies.topic_policies import Policy
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.topics.topic_limits import encryption_required
-from magnetar.storage import Position, bump_counter
+from magnetar.storage import Position, StorageClosedError, bump_counter
 from magnetar.storage.message_finder import (
     entry_first_index,
     entry_last_index,
     find_by_index,
-    find_first_at_or_after,
+    first_at_or_above,
 )
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
@@ -92,54 +92,56 @@ class PartitionLog:
             None if exc is not None else first, exc))
 
     def end_offset(self) -> int:
-        """The offset the next message will get, as far as durable entries tell (Kafka's high watermark)."""
-        ledger = self._topic.ledger
-        last = ledger.last_confirmed_position
-        if last is None:
-            return self._topic.entry_metadata_state.index + 1
-        known = self._hints.get(("end", self.name))
-        if known is not None and known[1] == last:
-            return known[0]
-        end = entry_last_index(ledger.read_entry(last)) + 1
-        self._hints[("end", self.name)] = (end, last)  # an idle partition's long polls read nothing
-        return end
+        """Kafka's high watermark: the offset after the last message whose entry is durable and
+        acknowledged. Messages are numbered when their write starts, so the stamping counter
+        (`entry_metadata_state`) runs ahead of this while a write is in flight. StorageClosedError
+        once the topic is unloaded or deleted (its client looks it up again)."""
+        if self._topic.ledger.closed:
+            raise StorageClosedError(f"{self.name} is closed")
+        return self._topic.durable_index + 1
 
     def start_offset(self) -> int:
-        """The offset of the first message still stored."""
+        """Kafka's log start: the offset of the first message still stored, or the end when
+        none is (never written, or all trimmed); never past the end."""
+        end = self.end_offset()
         ledger = self._topic.ledger
         first = ledger.first_position
         if first is None or not ledger.has_entry(first):
-            return self.end_offset()
+            return end
         known = self._hints.get(("start", self.name))
         if known is not None and known[1] == first:
-            return known[0]
+            return min(known[0], end)
         start = entry_first_index(ledger.read_entry(first))
         self._hints[("start", self.name)] = (start, first)  # the first entry changes only when trimmed
-        return start
+        return min(start, end)
 
     def read(self, offset: int, max_bytes: int, max_entries: int = 500) -> list[bytes]:
-        """Stored entries from the one holding `offset` on, at most `max_bytes` (but at least one)."""
+        """Stored entries from the one holding `offset` on, at most `max_bytes` (but at least one),
+        none past the high watermark (an entry durable whose append is not yet acknowledged)."""
         ledger = self._topic.ledger
+        end = self.end_offset()
         hint = self._hints.get(self.name)
         if hint is not None and hint[0] == offset and ledger.has_entry(hint[1]):
             position: Position | None = hint[1]
         else:
             position = find_by_index(ledger, offset).position
-        if position is None:
+        if position is None or offset >= end:
             return []
         read = ledger.read_entries(position, max_entries, max_bytes)
+        entries = [bytes(entry) for _, entry in read]
+        while entries and entry_last_index(entries[-1]) >= end:  # the end is always some group's last index
+            entries.pop()
+            read.pop()
         if read:
-            last_position, last_entry = read[-1]
-            self._hints[self.name] = (entry_last_index(bytes(last_entry)) + 1, ledger.next_position(last_position))
-        return [bytes(entry) for _, entry in read]
+            self._hints[self.name] = (entry_last_index(entries[-1]) + 1, ledger.next_position(read[-1][0]))
+        return entries
 
-    def offset_for_time(self, timestamp: int) -> int | None:
-        """The first offset of the first entry stored at or after `timestamp` (broker time), None past the end."""
+    def first_entry_at_or_above(self, key: Callable[[bytes], int], target: int) -> bytes | None:
+        """The first stored entry whose `key` is >= `target` (a binary search, reading about
+        log2(entries) of them: `key` must not decrease along the log), None if there is none."""
         ledger = self._topic.ledger
-        position = find_first_at_or_after(ledger, timestamp).position
-        if position is None:
-            return None
-        return entry_first_index(ledger.read_entry(position))
+        position = first_at_or_above(ledger, key, target).position
+        return None if position is None else ledger.read_entry(position)
 
     def policy(self, policy: Policy) -> Any:
         """The value of `policy` in effect for this partition (topic > namespace > broker
@@ -313,6 +315,19 @@ class HandlerBroker:
             return server_context(self.config)
         except TlsConfigError as exc:
             raise ConfigError(str(exc)) from None
+
+    def listening(self, protocol: str, address: str) -> None:
+        """The handler of `protocol` accepts clients at `address` (a URL): named in the log when
+        a client of that protocol connects to the Pulsar port instead."""
+        self._service.protocol_listeners.setdefault(protocol, []).append(address)
+
+    def admit_connection(self, ip: str) -> bool:
+        """Count a handler's connection from `ip` against brokerMaxConnections and
+        brokerMaxConnectionsPerIp, with the Pulsar protocol's; False: refused (close it)."""
+        return self._service.connection_controller.admit(ip)
+
+    def release_connection(self, ip: str) -> None:
+        self._service.connection_controller.release(ip)
 
     def reserve_ids(self, name: str, count: int) -> range:
         """`count` ids of the sequence `name` that no start of this broker's data handed out

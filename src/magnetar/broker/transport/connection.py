@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import struct
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -59,6 +60,8 @@ MAX_CLOSED_PRODUCERS_KEPT = 1024
 #: Builds a Send without NamedTuple's Python-level __new__: one is made per SEND.
 _new_send = tuple.__new__
 _SEND = T.SEND
+_KAFKA_HEAD = struct.Struct(">hh")
+_KAFKA_MAX_API_KEY, _KAFKA_MAX_VERSION = 100, 30
 Handler = Callable[["ServerCnx", pb.BaseCommand, bytes | None], None]
 
 
@@ -173,7 +176,11 @@ class ServerCnx(asyncio.Protocol):
         try:
             frames = decoder.feed(data)
         except WireError as exc:
-            log.warning("%s closing connection: %s", self, exc)
+            if not self.connected and _kafka_request_head(data):
+                log.warning("%s sent a Kafka request to the Pulsar protocol port; closing (%s)", self,
+                            self._kafka_hint())
+            else:
+                log.warning("%s closing connection: %s", self, exc)
             self.close()
             return
         if frames:
@@ -194,6 +201,12 @@ class ServerCnx(asyncio.Protocol):
             self._handle(command, payload)
         if self._staging:
             self._publish_staged()
+
+    def _kafka_hint(self) -> str:
+        kafka = self.service.protocol_listeners.get("kafka")
+        if kafka:
+            return f"this broker's Kafka listener: {', '.join(kafka)}"
+        return "this broker has no Kafka listener: messagingProtocols=kafka and kafkaListeners add one"
 
     def _publish_staged(self) -> None:
         """Store the SENDs of one read of the socket, a group per producer: one append to
@@ -520,3 +533,12 @@ _HANDLERS: dict[int, Handler] = {
     T.GET_LAST_MESSAGE_ID: consumer_commands.handle_get_last_message_id,
     T.CONSUMER_STATS: consumer_commands.handle_consumer_stats,
 }
+
+
+def _kafka_request_head(data: bytes) -> bool:
+    """Whether a read starts as a Kafka request does: its size, then an API key and version where a
+    Pulsar frame has its command's size (so that size overruns the frame, as the decoder found)."""
+    if len(data) < 8:
+        return False
+    api_key, version = _KAFKA_HEAD.unpack_from(data, 4)
+    return 0 < api_key <= _KAFKA_MAX_API_KEY and 0 <= version <= _KAFKA_MAX_VERSION

@@ -41,6 +41,9 @@ class Broker(Protocol):
     listeners: AdvertisedListeners
     schemas: SchemaRegistryService
     full_disk: FullDisk
+    protocol_listeners: dict[str, list[str]]
+    """Where each protocol handler listens (`kafka` -> its listener URLs), to tell a client
+    of that protocol that came to the Pulsar port where to go."""
 
     def generate_producer_name(self) -> str: ...
 

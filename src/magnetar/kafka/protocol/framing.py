@@ -26,7 +26,8 @@ class FrameDecoder:
     read itself."""
 
     def __init__(self, max_frame_size: int) -> None:
-        self._max = max_frame_size
+        self.max_frame_size = max_frame_size
+        """The largest frame taken (a SASL listener raises it once the client authenticates)."""
         self._chunks: deque[bytes] = deque()
         self._skip = 0  # bytes of the first chunk already taken
         self._buffered = 0
@@ -43,8 +44,8 @@ class FrameDecoder:
                 if self._buffered < 4:
                     return frames
                 (size,) = _SIZE.unpack(self._take(4))
-                if size < 0 or size > self._max:
-                    raise FrameTooLarge(f"a frame of {size} bytes; the limit is {self._max}")
+                if size < 0 or size > self.max_frame_size:
+                    raise FrameTooLarge(f"a frame of {size} bytes; the limit is {self.max_frame_size}")
                 self._size = size
             if self._buffered < self._size:
                 return frames

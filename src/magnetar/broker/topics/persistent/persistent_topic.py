@@ -61,6 +61,9 @@ class PersistentTopic(AbstractTopic):
         last_entry = self._last_entry()
         self._last_batch_size = _batch_size(last_entry)
         self.entry_metadata_state = context.entry_metadata.recover(ledger, last_entry)
+        self.durable_index = self.entry_metadata_state.index
+        """The PIP-70 index of the last message known durable: stamping numbers messages before
+        they are stored, so `entry_metadata_state.index` runs ahead of this while a write is in flight."""
         self._dedup: MessageDeduplication | None = None
         self._dedup_policy_version = -1
         self._filters: EntryFilterChain | None = None
@@ -77,23 +80,24 @@ class PersistentTopic(AbstractTopic):
         num_messages = sum(counts)
         self.inbound.add(num_messages, sum(map(len, entries)))
         entry_metadata = self.context.entry_metadata
+        state = self.entry_metadata_state
         if entry_metadata.interceptors:
-            state = self.entry_metadata_state
             entries = [entry_metadata.stamp(state, entry, count) for entry, count in zip(entries, counts, strict=True)]
+        last_index = state.index
         bridge = self.context.bridge
         positions: list[Position] = []
 
         def stored(_last: Position | None, exc: BaseException | None) -> None:
             # Posted to this loop, so _stored runs after the line below has filled `positions`.
-            bridge.post(self._stored, callback, batch_size, positions, exc)
+            bridge.post(self._stored, callback, batch_size, positions, last_index, exc)
 
         positions += self.ledger.append_many(entries, stored, num_messages)
 
-    def _stored(
-        self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], exc: BaseException | None
-    ) -> None:
+    def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
+                exc: BaseException | None) -> None:
         if exc is None:
             self._last_batch_size = batch_size
+            self.durable_index = max(self.durable_index, last_index)
             for subscription in self.subscriptions.values():
                 if subscription.dispatcher is not None and subscription.dispatcher.consumers:
                     subscription.dispatcher.schedule()
