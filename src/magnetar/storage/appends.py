@@ -15,7 +15,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from magnetar.storage.errors import ReadOnlyError, StorageClosedError, StorageFullError, is_space_error
+from magnetar.storage.errors import (
+    ReadOnlyError,
+    StorageClosedError,
+    StorageFullError,
+    WriteFailedError,
+    is_space_error,
+)
 from magnetar.storage.ledger_files import HEADER
 from magnetar.storage.ledger_slot import AppendCallback, PendingAppend, notify_appends
 from magnetar.storage.position import Position
@@ -141,7 +147,7 @@ class GroupCommitAppends:
         if self._closed:
             raise StorageClosedError(f"managed ledger {self.name} is closed")
         if self._failure is not None:
-            raise StorageClosedError(f"managed ledger {self.name} failed a write: {self._failure}")
+            raise WriteFailedError(f"managed ledger {self.name} failed a write: {self._failure}")
 
     def _commit_pending(self) -> None:
         """Sync thread: write, fsync and acknowledge everything queued, one group per ledger."""
