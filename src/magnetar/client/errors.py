@@ -19,6 +19,9 @@ class PulsarException(Exception):
     result: Result = Result.UnknownError
     code: int | None = None
     """The broker's ServerError when the broker refused the request."""
+    retriable: bool = False
+    """Whether trying again (after a new lookup, with backoff) may succeed: a broker coming back
+    or taking the topic over would cure it. The retry loop (aio.retries) asks the error."""
 
 
 class PulsarServerError(PulsarException):
@@ -35,19 +38,21 @@ class PulsarServerError(PulsarException):
         return pb.ServerError.Name(self.code) if self.code in pb.ServerError.values() else str(self.code)
 
 
-def _define(name: str, result: Result, base: type[PulsarException]) -> type[PulsarException]:
-    cls = type(name, (base,), {"result": result, "__doc__": f"The official client's `{name}`."})
+def _define(name: str, result: Result, base: type[PulsarException], *, retriable: bool = False
+            ) -> type[PulsarException]:
+    cls = type(name, (base,), {"result": result, "retriable": retriable,
+                               "__doc__": f"The official client's `{name}`."})
     cls.__module__ = __name__
     return cls
 
 
-# The client's own failures.
+# The client's own failures; retriable: a broker that could not be reached or did not answer.
 InvalidConfiguration = _define("InvalidConfiguration", Result.InvalidConfiguration, PulsarException)
-Timeout = _define("Timeout", Result.Timeout, PulsarException)
-LookupError = _define("LookupError", Result.LookupError, PulsarException)
-ConnectError = _define("ConnectError", Result.ConnectError, PulsarException)
+Timeout = _define("Timeout", Result.Timeout, PulsarException, retriable=True)
+LookupError = _define("LookupError", Result.LookupError, PulsarException, retriable=True)
+ConnectError = _define("ConnectError", Result.ConnectError, PulsarException, retriable=True)
 ReadError = _define("ReadError", Result.ReadError, PulsarException)
-NotConnected = _define("NotConnected", Result.NotConnected, PulsarException)
+NotConnected = _define("NotConnected", Result.NotConnected, PulsarException, retriable=True)
 AlreadyClosed = _define("AlreadyClosed", Result.AlreadyClosed, PulsarException)
 InvalidMessage = _define("InvalidMessage", Result.InvalidMessage, PulsarException)
 InvalidUrl = _define("InvalidUrl", Result.InvalidUrl, PulsarException)
@@ -60,14 +65,16 @@ CumulativeAcknowledgementNotAllowedError = _define(
 Interrupted = _define("Interrupted", Result.Interrupted, PulsarException)
 CryptoError = _define("CryptoError", Result.CryptoError, PulsarException)
 
-# What brokers report, by ServerError.
-UnknownError = _define("UnknownError", Result.UnknownError, PulsarServerError)
-BrokerMetadataError = _define("BrokerMetadataError", Result.BrokerMetadataError, PulsarServerError)
-BrokerPersistenceError = _define("BrokerPersistenceError", Result.BrokerPersistenceError, PulsarServerError)
+# What brokers report, by ServerError; retriable: what the official producer retries until its
+# operation timeout (ServiceNotReady, UnknownError, MetadataError, PersistenceError).
+UnknownError = _define("UnknownError", Result.UnknownError, PulsarServerError, retriable=True)
+BrokerMetadataError = _define("BrokerMetadataError", Result.BrokerMetadataError, PulsarServerError, retriable=True)
+BrokerPersistenceError = _define("BrokerPersistenceError", Result.BrokerPersistenceError, PulsarServerError,
+                                 retriable=True)
 AuthenticationError = _define("AuthenticationError", Result.AuthenticationError, PulsarServerError)
 AuthorizationError = _define("AuthorizationError", Result.AuthorizationError, PulsarServerError)
 ConsumerBusy = _define("ConsumerBusy", Result.ConsumerBusy, PulsarServerError)
-ServiceUnitNotReady = _define("ServiceUnitNotReady", Result.ServiceUnitNotReady, PulsarServerError)
+ServiceUnitNotReady = _define("ServiceUnitNotReady", Result.ServiceUnitNotReady, PulsarServerError, retriable=True)
 ProducerBlockedQuotaExceededError = _define(
     "ProducerBlockedQuotaExceededError", Result.ProducerBlockedQuotaExceededError, PulsarServerError
 )
@@ -124,10 +131,6 @@ _BY_SERVER_ERROR: dict[int, type[PulsarException]] = {
     pb.TransactionNotFound: TransactionNotFound,
     pb.ProducerFenced: ProducerFenced,
 }
-
-RETRYABLE_SERVER_ERRORS = frozenset({pb.ServiceNotReady, pb.UnknownError, pb.MetadataError, pb.PersistenceError})
-"""Refusals the official producer retries until the operation timeout (official-client-trace §10.1)."""
-
 
 def server_error(code: int, message: str) -> PulsarException:
     """The exception for a ServerError the broker sent; its message starts with the code's name."""
