@@ -31,12 +31,6 @@ class PulsarServerError(PulsarException):
         super().__init__(message)
         self.code = code
 
-    @property
-    def code_name(self) -> str:
-        if self.code is None:
-            return type(self).__name__
-        return pb.ServerError.Name(self.code) if self.code in pb.ServerError.values() else str(self.code)
-
 
 def _define(name: str, result: Result, base: type[PulsarException], *, retriable: bool = False
             ) -> type[PulsarException]:
