@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.service.protocol_handlers import HandlerBroker, PartitionLog
 from magnetar.broker.topics.topic_limits import MAX_MESSAGE_SIZE
+from magnetar.storage import StorageFullError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 _ERRORS = {
@@ -41,6 +42,8 @@ def refusal(broker: HandlerBroker, log: PartitionLog) -> tuple[ErrorCode, str] |
         broker.check_publish(log)
     except BrokerServiceError as exc:
         return _ERRORS.get(exc.code, ErrorCode.policy_violation), exc.message
+    except StorageFullError as exc:  # producers are held while the disk is full: a log that cannot write
+        return ErrorCode.kafka_storage_error, str(exc)
     return None
 
 
