@@ -10,7 +10,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from magnetar.admin.client import AdminClient
+from magnetar.admin_client.client import AdminClient
 
 
 def _path(tenant: str, namespace: str, name: str | None = None) -> str:

@@ -1,10 +1,11 @@
-"""The admin API's HTTP/1.1 server: llhttp (through httptools) reads requests, asyncio
-carries the bytes, and each connection answers its requests in order.
+"""The HTTP/1.1 server of the admin API and the functions worker: llhttp (through
+httptools) reads requests, asyncio carries the bytes, and each connection answers its
+requests in order.
 
 Why not a web framework: aiohttp, which served here before, costs a third of a
 standalone's start-up (its import builds two TLS client contexts from the system's CA
-bundle, for a client the broker never uses) and 9 MB of its idle memory. The admin API
-needs a router, a body with a limit, keep-alive and TLS; llhttp does the parsing, with
+bundle, for a client the broker never uses) and 9 MB of its idle memory. The APIs served
+here need a router, a body with a limit, keep-alive and TLS; llhttp does the parsing, with
 its strict checks against request smuggling (Content-Length with Transfer-Encoding,
 bad chunk sizes, bare CR/LF).
 
@@ -36,8 +37,8 @@ from collections.abc import Callable, Sequence
 
 import httptools
 
-from magnetar.admin.web.messages import Body, Handler, Headers, HttpError, Middleware, Request, Response, Target, fail
-from magnetar.admin.web.routing import MAX_BODY_BYTES, Router
+from magnetar.web.messages import Body, Handler, Headers, HttpError, Middleware, Request, Response, Target, fail
+from magnetar.web.routing import MAX_BODY_BYTES, Router
 
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 64 * 1024
