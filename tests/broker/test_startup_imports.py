@@ -58,7 +58,7 @@ MAGNETAR = {
                         "ledger_trimmer managed_ledger managed_ledger_factory message_finder metadata_store "
                         "position range_set rollover space_reserve",
     # the HTTP server the admin API and the functions worker's routes are served on
-    "magnetar.web": ". messages routing server",
+    "magnetar.web": ". connection_state messages routing server",
     "magnetar.wire": ". checksum commands entry errors frames message_id proto proto.pulsar_api_pb2 topic_name",
 }
 ALLOWED_MAGNETAR = frozenset(package if name == "." else f"{package}.{name}"
