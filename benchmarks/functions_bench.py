@@ -35,8 +35,7 @@ import pulsar
 from _broker_process import PAYLOAD, Standalone, cpu_seconds, official_client, start_standalone
 from procfs import descendants
 
-from magnetar.admin.client import AdminClient, AdminError
-from magnetar.admin.functions_client import FunctionsAdmin
+from magnetar.admin_client import AdminClient, AdminError, FunctionsAdmin
 
 ISOLATIONS = ("bubblewrap", "none")
 

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _broker_process import official_client, produce
 from standalone import Standalone
 
-from magnetar.admin.client import AdminClient
+from magnetar.admin_client import AdminClient
 
 
 def _official_child(url: str, topic: str, rows: int, results: multiprocessing.Queue) -> None:

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from spark_write_bench import stored_counts
 from standalone import Standalone
 
-from magnetar.admin.client import AdminClient
+from magnetar.admin_client import AdminClient
 
 EVENT_COLUMNS = ("concat('user-', cast(id % 1000 as string)) as name", "id", "id / 7 as score",
                  "id % 2 = 0 as active", "cast(id % 100 as int) as count",

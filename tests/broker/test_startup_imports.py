@@ -23,9 +23,7 @@ import pytest
 MAGNETAR = {
     "magnetar": ".",
     "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces operations permissions "
-                      "responses "
-                      "retention schemas security server subscriptions tenants topics web web.messages web.routing "
-                      "web.server",
+                      "responses retention schemas security server subscriptions tenants topics",
     "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
     "magnetar.broker.auth": ". authentication authorization issued operations",
     "magnetar.broker.compaction": ". manager options service",
@@ -48,6 +46,8 @@ MAGNETAR = {
     # REST handlers and supervisor load with the first request (or a stored function)
     "magnetar.functions": ". config on_demand routes store",
     "magnetar.plugins": ".",
+    # /metrics' text format, for the admin API's metrics
+    "magnetar.prometheus": ".",
     # the registry's model and rules; avro itself loads with the first Avro schema
     "magnetar.schemas": ". bounded_cache compatibility definitions errors model protocol registry",
     # the did-you-mean of configuration errors
@@ -57,6 +57,8 @@ MAGNETAR = {
                         "group_commit layout ledger ledger_files ledger_ids ledger_recovery ledger_slot "
                         "ledger_trimmer managed_ledger managed_ledger_factory message_finder metadata_store "
                         "position range_set rollover space_reserve",
+    # the HTTP server the admin API and the functions worker's routes are served on
+    "magnetar.web": ". connection_state messages routing server",
     "magnetar.wire": ". checksum commands entry errors frames message_id proto proto.pulsar_api_pb2 topic_name",
 }
 ALLOWED_MAGNETAR = frozenset(package if name == "." else f"{package}.{name}"
@@ -157,10 +159,11 @@ def test_a_pulsar_conf_file_loads_its_parser_and_pulsars_keys_and_nothing_else(t
 
 
 def test_the_binary_listener_does_not_wait_for_the_admin_apis_code(tmp_path):
-    """The admin API (magnetar.admin, httptools) and the functions worker load in a thread once
-    the binary listener serves (test_startup_order.py shows clients served meanwhile)."""
+    """The admin API (magnetar.admin, its HTTP server magnetar.web, httptools) and the functions
+    worker load in a thread once the binary listener serves (test_startup_order.py shows clients
+    served meanwhile)."""
     modules = modules_at_start(tmp_path, line=BINARY_READY)
     assert "magnetar.broker.service.broker_service" in modules
     admin_side = [name for name in modules if name.split(".")[0] in ADMIN_THIRD_PARTY
-                  or name.startswith(("magnetar.admin", "magnetar.functions"))]
+                  or name.startswith(("magnetar.admin", "magnetar.web", "magnetar.prometheus", "magnetar.functions"))]
     assert admin_side == []

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 import magnetar.client
 import magnetar.testing
-from magnetar.admin.client import AdminClient
+from magnetar.admin_client import AdminClient
 from magnetar.client import CryptoKeyReader, EncryptionKeyInfo
 from magnetar.client.connection import ClientConnection
 from magnetar.client.crypto import message_crypto

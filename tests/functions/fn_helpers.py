@@ -12,8 +12,7 @@ from typing import Any
 import pulsar
 from polling import wait_for
 
-from magnetar.admin.client import AdminClient, AdminError
-from magnetar.admin.functions_client import FunctionsAdmin
+from magnetar.admin_client import AdminClient, AdminError, FunctionsAdmin
 
 CODE = Path(__file__).parent / "code"
 EXAMPLES = Path(__file__).parents[2] / "examples"

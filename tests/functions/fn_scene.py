@@ -19,8 +19,7 @@ import pulsar
 from fn_helpers import CODE, wait_consumers
 from standalone import Standalone
 
-from magnetar.admin.client import AdminClient
-from magnetar.admin.functions_client import FunctionsAdmin
+from magnetar.admin_client import AdminClient, FunctionsAdmin
 from magnetar.credentials.authentication import AuthenticationToken
 
 GRANTS = {"app": ["produce", "consume"], "ingest": ["produce"], "reader": ["consume"], "fndev": ["functions"],

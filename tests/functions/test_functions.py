@@ -31,7 +31,7 @@ from fn_helpers import (
 from polling import wait_for
 from standalone import Standalone
 
-from magnetar.admin.client import AdminError
+from magnetar.admin_client import AdminError
 
 
 @pytest.fixture(scope="module")

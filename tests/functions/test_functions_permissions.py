@@ -14,7 +14,7 @@ import pytest
 from fn_helpers import CODE
 from fn_scene import Scene, start_scene
 
-from magnetar.admin.functions_client import multipart
+from magnetar.admin_client.functions import multipart
 
 DOC = Path(__file__).parents[2] / "docs" / "security.md"
 BEGIN, END = "<!-- functions permission table", "<!-- end of the functions permission table -->"

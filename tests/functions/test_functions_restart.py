@@ -21,7 +21,7 @@ from polling import wait_for
 from procfs import descendants
 from standalone import Standalone
 
-from magnetar.admin.client import AdminError
+from magnetar.admin_client import AdminError
 from magnetar.storage.metadata_store import SqliteMetadataStore
 
 

@@ -21,8 +21,8 @@ from polling import wait_for
 from procfs import descendants
 from standalone import Standalone
 
-from magnetar.admin.client import AdminClient, AdminError
-from magnetar.admin.functions_client import FunctionsAdmin, multipart
+from magnetar.admin_client import AdminClient, AdminError, FunctionsAdmin
+from magnetar.admin_client.functions import multipart
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from security_helpers import assert_producer_refused
 from standalone import Standalone
 
 import magnetar.client as mc
-from magnetar.admin.client import AdminClient, AdminError
+from magnetar.admin_client import AdminClient, AdminError
 from magnetar.cli import main
 from magnetar.client.connection import ClientConnection
 from magnetar.client.lookup import lookup

@@ -16,7 +16,7 @@ from compaction_helpers import NS, drain, stored_compacted, topic_path
 from compaction_helpers import compact as broker_compact
 from standalone import Standalone
 
-from magnetar.admin.client import AdminClient
+from magnetar.admin_client import AdminClient
 from magnetar.cli import main as cli_main
 from magnetar.spark import compact
 from magnetar.spark.compaction import SparkCompactionError

@@ -22,7 +22,7 @@ from pyspark.sql.utils import AnalysisException
 from spark_helpers import INTERCEPTORS, millis, official_client
 from standalone import Standalone
 
-from magnetar.admin.client import AdminClient
+from magnetar.admin_client import AdminClient
 from magnetar.client.aio.routing import boost_string_hash
 from magnetar.spark.options import KNOWN
 from magnetar.spark.write_options import WRITE_KNOWN

@@ -22,7 +22,7 @@ from pyspark.sql import types as T
 from spark_helpers import INTERCEPTORS, official_client
 from standalone import Standalone
 
-from magnetar.admin.client import AdminClient
+from magnetar.admin_client import AdminClient
 
 pytestmark = pytest.mark.spark
 

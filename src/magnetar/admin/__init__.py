@@ -1,10 +1,14 @@
-"""The admin REST API: the broker's HTTP server of Pulsar's /admin/v2 paths (`server`, a
-module per resource, and `web`, the HTTP/1.1 server they run on) and `AdminClient`, which
-drives one from Python as pulsar-admin does.
+"""The admin REST API: the broker's resources under Pulsar's /admin/v2 paths, a module per
+resource, the routes' authorization (`operations`, `security`), /metrics (`metrics`), and
+`server`, which wires them, with their middlewares, onto magnetar.web's HTTP server.
 
-Layering: above magnetar.broker and magnetar.client (the server reads and changes the broker's
-topics, policies and configuration); may import those and everything below them (formats,
-credentials, storage, wire, plugins). Never imports magnetar.spark, magnetar.cli or
-magnetar.testing, which use it. `client` needs only the standard library, credentials and
-wire, so a script loads no broker to administer one. Enforced by import-linter (pyproject.toml).
+The HTTP server itself is magnetar.web (the functions worker serves on it too), the REST
+client magnetar.admin_client (`client` and `functions_client` here are its deprecated
+paths), Prometheus' text format magnetar.prometheus.
+
+Layering: above magnetar.broker (the resources read and change the broker's topics,
+policies and configuration) and magnetar.web; may import those and everything below them.
+Beside magnetar.functions, magnetar.spark and magnetar.kafka, which it never imports (the
+standalone hands it the functions worker's routes); below magnetar.cli and magnetar.testing.
+Enforced by import-linter (pyproject.toml).
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.responses import fail, json_body, no_content
 from magnetar.broker.policies.backlog_quota import AGE, SIZE, BacklogQuota
 

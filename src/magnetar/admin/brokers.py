@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import asdict
 
-from magnetar import __version__
-from magnetar.admin import web
+from magnetar import __version__, web
 from magnetar.admin.responses import bool_param, fail
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.service.broker_service import BrokerService

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.responses import fail, json_body, no_content
 from magnetar.broker.compaction import AdoptionConflict, AdoptionRefused, CompactionStatus
 from magnetar.broker.service.broker_service import BrokerService

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.responses import fail
 from magnetar.storage import Position
 from magnetar.wire.entry import parse_entry

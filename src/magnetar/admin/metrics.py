@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from magnetar.broker.policies.resources import CLUSTER
 from magnetar.broker.topics.abstract_subscription import AbstractSubscription
 from magnetar.broker.topics.abstract_topic import AbstractTopic
+from magnetar.prometheus import label_text, number_text
 from magnetar.storage.entry_cache import EntryCache
-
-CLUSTER = "standalone"
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,19 +65,6 @@ SUBSCRIPTION_FAMILIES = (
       for what, verb, field in (("processed", "judged", "processed"), ("accepted", "accepted", "accepted"),
                                 ("rejected", "rejected", "rejected"), ("rescheduled", "rescheduled", "rescheduled"))),
 )
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def label_text(pairs: Iterable[tuple[str, str]]) -> str:
-    """Label pairs as exposition text, values escaped (shared with the functions worker's metrics)."""
-    return ",".join(f'{key}="{_escape(value)}"' for key, value in pairs)
-
-
-def number_text(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool = True) -> str:

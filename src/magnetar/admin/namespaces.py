@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cached_property
 from typing import Any
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.backlog_quotas import backlog_quota_routes, quota_map_value
 from magnetar.admin.policy_table import PolicyRoute, policy_table
 from magnetar.admin.responses import Validator, bool_param, fail, json_body, no_content, policy_routes

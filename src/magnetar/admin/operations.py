@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.broker.auth import operations as op
 from magnetar.broker.auth.operations import Operation
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.operations import ANY_TOPIC, NAMESPACE
 from magnetar.admin.responses import fail, json_body, no_content
 from magnetar.broker.service.broker_service import BrokerService

@@ -10,13 +10,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.admin import web
-from magnetar.admin.web import fail
+from magnetar import web
 from magnetar.broker.entry_filters import EntryFilterProvider, parse_names
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.schema_registry import SCHEMA_STRATEGIES
 from magnetar.plugins import PluginError
 from magnetar.storage import StorageFullError
+from magnetar.web import fail, no_content
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -157,10 +157,6 @@ async def json_body(request: web.Request, default: Any = None) -> Any:
         raise fail(400, f"the body is not JSON: {exc}") from exc
     except RecursionError:
         raise fail(400, "the body is not JSON this broker reads: it is nested too deeply") from None
-
-
-def no_content() -> web.Response:
-    return web.Response(status=204)
 
 
 #: Checks a policy value from a request body; refuses with 412 naming the policy.

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.responses import fail, json_body, no_content
 from magnetar.broker.policies.backlog_quota import SIZE, BacklogQuota
 from magnetar.broker.policies.retention import InvalidRetentionError, Retention, check_against_backlog_quota

@@ -21,9 +21,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.responses import bool_param, fail, json_body, long_int
-from magnetar.admin.security import PRINCIPAL
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.schema_registry import settled
 from magnetar.broker.service.broker_service import BrokerService
@@ -37,6 +36,7 @@ from magnetar.schemas import (
     schema_id,
 )
 from magnetar.schemas.definitions import join_key_value, key_value_parts
+from magnetar.web import PRINCIPAL
 from magnetar.wire.topic_name import TopicName
 
 SCHEMAS = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"

@@ -13,17 +13,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.operations import Route, route_of
 from magnetar.admin.responses import fail
 from magnetar.broker.auth.authentication import AuthenticationError, Principal
 from magnetar.broker.auth.authorization import Resource
 from magnetar.broker.auth.operations import Need, Operation
 from magnetar.broker.service.broker_service import BrokerService
+from magnetar.web import PRINCIPAL
 
 log = logging.getLogger(__name__)
-PRINCIPAL = "principal"
-"""The request's authenticated Principal, for the handlers that record who did something."""
 
 
 def security_middleware(service: BrokerService,

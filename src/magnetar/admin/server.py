@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from magnetar.admin import metrics, web
+from magnetar import web
+from magnetar.admin import metrics
 from magnetar.admin.brokers import BrokersApi
 from magnetar.admin.namespaces import NamespacesApi
 from magnetar.admin.operations import ROUTES, Route

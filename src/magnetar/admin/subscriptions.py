@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.messages import entry_response
 from magnetar.admin.responses import bool_param, fail, json_body, no_content, path_int
 from magnetar.admin.topics import PERSISTENT, TopicsApi

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.responses import fail, json_body, no_content
 from magnetar.broker.policies.resources import CLUSTER, default_tenant_info
 from magnetar.broker.service.broker_service import BrokerService

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.admin.backlog_quotas import backlog_quota_routes
 from magnetar.admin.compaction import compaction_routes
 from magnetar.admin.messages import entry_response

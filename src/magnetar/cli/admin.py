@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar.admin.client import AdminClient, AdminError, Message
+from magnetar.admin_client import AdminClient, AdminError, Message
 from magnetar.cli import options as cli_options
 from magnetar.cli import schema_verbs
 from magnetar.cli.function_verbs import FUNCTION_VERBS

@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 
-from magnetar.admin.client import AdminClient
+from magnetar.admin_client import AdminClient
 from magnetar.cli.admin import DEFAULT_ADMIN_URL, compact_and_wait, progress_bar
 from magnetar.cli.parsing import UsageError, add_log_level, topic_name
 

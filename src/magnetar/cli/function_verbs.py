@@ -13,8 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from magnetar.admin.client import AdminClient
-from magnetar.admin.functions_client import FunctionsAdmin
+from magnetar.admin_client import AdminClient, FunctionsAdmin
 from magnetar.cli.parsing import UsageError
 from magnetar.cli.verbs import Verb, arg
 from magnetar.functions.config import ConfigError, parse_json_flag

@@ -206,7 +206,7 @@ def describe(exc: Exception) -> tuple[int, str]:
     """The exit code and the line for an exception a command raised."""
     # Each kind of refusal is looked for only if the command loaded its module: `magnetar
     # standalone` must not import the admin client's HTTP stack to report a bad flag.
-    admin_client = sys.modules.get("magnetar.admin.client")
+    admin_client = sys.modules.get("magnetar.admin_client.client")
     if admin_client is not None and isinstance(exc, admin_client.AdminError):
         return REFUSED, exc.reason + (f" ({exc.status})" if exc.status else "")
     client_errors = sys.modules.get("magnetar.client.errors")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.cli.parsing import UsageError, topic_name
 
 if TYPE_CHECKING:
-    from magnetar.admin.client import AdminClient
+    from magnetar.admin_client import AdminClient
 
 TOPIC = (("topic",), {"type": topic_name, "help": "persistent://tenant/namespace/topic (or a short name)"})
 FILENAME = (("-f", "--filename"), {"required": True, "help": "a file holding the schema payload (JSON)"})

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from magnetar.admin.client import AdminClient
+from magnetar.admin_client import AdminClient
 
 Action = Callable[[AdminClient, argparse.Namespace], Any]
 

@@ -9,13 +9,12 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from magnetar.admin import web
-from magnetar.admin.responses import fail, no_content
-from magnetar.admin.security import PRINCIPAL
+from magnetar import web
 from magnetar.functions.config import ConfigError, FunctionConfig, check_name, parse_json_flag
 from magnetar.functions.package import stored_name
 from magnetar.functions.stats_view import function_stats, instance_stats
 from magnetar.functions.worker import FunctionNotFound, FunctionsWorker
+from magnetar.web import PRINCIPAL, fail, no_content
 
 log = logging.getLogger("magnetar.functions")
 TRIGGER_TIMEOUT_MS = 10_000

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from magnetar.admin import web
+from magnetar import web
 from magnetar.functions.routes import MAX_CODE_BYTES, ROUTES
 from magnetar.functions.store import FunctionStore
 

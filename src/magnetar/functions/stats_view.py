@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from magnetar.admin.metrics import label_text, number_text
 from magnetar.functions.supervisor import FunctionRuntime
+from magnetar.prometheus import label_text, number_text
 
 _COUNTERS = (("receivedTotal", "numReceived"), ("processedSuccessfullyTotal", "numSuccessfullyProcessed"),
              ("systemExceptionsTotal", "numSystemExceptions"), ("userExceptionsTotal", "numUserExceptions"))

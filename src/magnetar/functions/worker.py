@@ -13,11 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from magnetar.admin.metrics import CLUSTER
 from magnetar.broker.auth.authorization import Resource
 from magnetar.broker.auth.operations import GET_TOPICS, PRODUCE, SUBSCRIBE, Operation
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.policies.resources import CLUSTER
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.functions import sandbox

@@ -25,6 +25,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.service.protocol_handlers import HandlerBroker, PartitionLog
 from magnetar.broker.topics.topic_limits import MAX_MESSAGE_SIZE
 from magnetar.kafka.errors import Answer, kafka_error
+from magnetar.storage import StorageFullError
 
 
 def refusal(broker: HandlerBroker, log: PartitionLog) -> Answer | None:
@@ -32,7 +33,8 @@ def refusal(broker: HandlerBroker, log: PartitionLog) -> Answer | None:
     (kafka.errors; a refusal Kafka has no name for is POLICY_VIOLATION)."""
     try:
         broker.check_publish(log)
-    except BrokerServiceError as exc:
+    # StorageFullError: producers are held while the disk is full, a log that cannot write
+    except (BrokerServiceError, StorageFullError) as exc:
         return kafka_error(exc, otherwise=ErrorCode.policy_violation)
     return None
 

@@ -3,9 +3,11 @@
 Install with the `[spark]` extra and call `register(spark)` once per session. The row schema
 and the options are documented in docs/spark.md.
 
-Layering: above magnetar.admin; may import it and everything below (broker for compaction's
-rules, client, formats, credentials, storage for reading a data dir directly, wire, plugins).
-Never imports magnetar.cli or magnetar.testing. Enforced by import-linter (pyproject.toml).
+Layering: above magnetar.broker, magnetar.client and magnetar.admin_client; may import them
+and everything below (broker for compaction's rules, the admin client to run compaction
+through a broker, formats, credentials, storage for reading a data dir directly, wire,
+plugins). Beside magnetar.admin, magnetar.functions and magnetar.kafka, which it never
+imports; never imports magnetar.cli or magnetar.testing. Enforced by import-linter (pyproject.toml).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from magnetar.admin.client import AdminClient, AdminError
+from magnetar.admin_client import AdminClient, AdminError
 from magnetar.broker.compaction.compactor import CompactionOptions
 from magnetar.broker.compaction.manager import hold_trimming
 from magnetar.broker.compaction.service import AdoptionRefused, BuiltinCompactionService

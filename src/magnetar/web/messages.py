@@ -1,7 +1,7 @@
-"""An admin request and its response, as the handlers see them.
+"""A request and its response, as the handlers see them.
 
-The request's body arrives while its handler runs (the time budget of
-responses.errors_as_json covers a body that trickles in); the route it matched says how
+The request's body arrives while its handler runs (the admin API's time budget,
+magnetar.admin.responses.errors_as_json, covers a body that trickles in); the route it matched says how
 large the body may be, so an upload of function code and a JSON policy have limits of
 their own.
 """
@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from magnetar.admin.web.routing import RouteDef
+    from magnetar.web.routing import RouteDef
 
 Handler = Callable[["Request"], Awaitable["Response"]]
 Middleware = Callable[["Request", Handler], Awaitable["Response"]]
@@ -51,6 +51,16 @@ class Response:
 
 def json_response(data: Any, *, status: int = 200) -> Response:
     return Response(status=status, body=json.dumps(data).encode(), content_type="application/json")
+
+
+def no_content() -> Response:
+    return Response(status=204)
+
+
+PRINCIPAL = "principal"
+"""The request's key for who sent it, which an authenticating middleware sets (an object with
+a `role`: the admin API's is magnetar.broker's Principal) for the handlers that record who did
+something; absent while the server authenticates nobody."""
 
 
 class Headers(Mapping[str, str]):

@@ -1,10 +1,11 @@
-"""The admin API's HTTP/1.1 server: llhttp (through httptools) reads requests, asyncio
-carries the bytes, and each connection answers its requests in order.
+"""The HTTP/1.1 server of the admin API and the functions worker: llhttp (through
+httptools) reads requests, asyncio carries the bytes, and each connection answers its
+requests in order.
 
 Why not a web framework: aiohttp, which served here before, costs a third of a
 standalone's start-up (its import builds two TLS client contexts from the system's CA
-bundle, for a client the broker never uses) and 9 MB of its idle memory. The admin API
-needs a router, a body with a limit, keep-alive and TLS; llhttp does the parsing, with
+bundle, for a client the broker never uses) and 9 MB of its idle memory. The APIs served
+here need a router, a body with a limit, keep-alive and TLS; llhttp does the parsing, with
 its strict checks against request smuggling (Content-Length with Transfer-Encoding,
 bad chunk sizes, bare CR/LF).
 
@@ -32,12 +33,13 @@ import ssl
 import struct
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import httptools
 
-from magnetar.admin.web.messages import Body, Handler, Headers, HttpError, Middleware, Request, Response, Target, fail
-from magnetar.admin.web.routing import MAX_BODY_BYTES, Router
+from magnetar.web.connection_state import ConnectionState, Deadline, Event, Pause
+from magnetar.web.messages import Body, Handler, Headers, HttpError, Middleware, Request, Response, Target, fail
+from magnetar.web.routing import MAX_BODY_BYTES, Router
 
 log = logging.getLogger(__name__)
 MAX_HEAD_BYTES = 64 * 1024
@@ -146,23 +148,20 @@ class _Exchange:
 
 class _Connection(asyncio.Protocol):
     """One client's connection: httptools' callbacks (on_*) build requests, `_serve` answers
-    them one after the other."""
+    them one after the other. Where it is (reading requests or not, closing, paused and why,
+    which deadline runs) is `state`'s (connection_state.py); what is here carries it out."""
 
     def __init__(self, server: WebServer) -> None:
         self.server = server
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
+        self.state = ConnectionState()
         self.incoming: _Incoming | None = None
         self.queue: deque[_Exchange] = deque()
         self.serving: asyncio.Task[None] | None = None
-        self.paused: set[str] = set()
-        """Why reading is paused: "pipeline" (too many requests read ahead), "body" (a body read
-        ahead of its handler), "refused" (a request that could not be read). Empty: reading."""
-        self.last_request = False
-        """No request after those queued is read (an Upgrade request, a parse error, shutdown)."""
-        self.refusal: HttpError | None = None
-        """The answer to a request that could not be read, sent after those queued before it."""
+        """The task answering the queue's requests, while there are any."""
         self.timer: asyncio.TimerHandle | None = None
+        """The deadline the state runs, if any."""
         self.drained = asyncio.Event()
         """Clear while the client does not read what was written: no more is answered (and so,
         past MAX_PIPELINED, no more is read) until it does."""
@@ -181,19 +180,19 @@ class _Connection(asyncio.Protocol):
                 log.warning("admin API connections refused: %d are open (maxHttpServerConnections)",
                             len(server.connections))
                 server.refusing = True
-            self.last_request = True
+            self.state.on(Event.TURNED_AWAY)
             transport.abort()
             return
         server.refusing = False
         self.transport = transport
         server.connections.add(self)
-        self._arm(server.head_seconds, self._head_too_slow)
+        self._arm(Deadline.HEAD)
 
     def connection_lost(self, exc: Exception | None) -> None:
         """Requests not being answered yet are dropped, with every body read."""
         self.server.connections.discard(self)
         self._disarm()
-        self.last_request = True
+        self.state.on(Event.LOST)
         self.drained.set()
         self.unparsed = None
         if self.stalled is not None:
@@ -226,7 +225,7 @@ class _Connection(asyncio.Protocol):
             self.transport.abort()
 
     def data_received(self, data: bytes) -> None:
-        if self.last_request:
+        if not self.state.reads_requests:
             return
         self.unparsed = memoryview(data if self.unparsed is None else bytes(self.unparsed) + data)
         self._parse()
@@ -234,16 +233,16 @@ class _Connection(asyncio.Protocol):
     def _parse(self) -> None:
         """Parses what was read a slice at a time, until more than MAX_PIPELINED requests
         wait: the rest then waits, with reading paused, until they are answered."""
-        while self.unparsed is not None and not self.last_request:
+        while self.unparsed is not None and self.state.reads_requests:
             if len(self.queue) > MAX_PIPELINED:
-                self._pause("pipeline")
+                self._pause(Pause.PIPELINE)
                 return
             size = self._slice()
             piece, rest = self.unparsed[:size], self.unparsed[size:]
             self.unparsed = rest if len(rest) else None
             self._feed(piece)
         self.unparsed = None
-        self._resume("pipeline")
+        self._resume(Pause.PIPELINE)
 
     def _slice(self) -> int:
         """A body of declared length is parsed whole (as far as it was read)."""
@@ -257,7 +256,7 @@ class _Connection(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:  # answered in HTTP/1.1 as if it had asked nothing
-            self.last_request = True
+            self.state.on(Event.UPGRADE)
         except httptools.HttpParserCallbackError as error:
             self._refuse(error.__context__ if isinstance(error.__context__, HttpError) else
                          fail(400, f"malformed request: {error.__context__ or error}"))
@@ -265,7 +264,7 @@ class _Connection(asyncio.Protocol):
             self._refuse(fail(400, f"malformed request: {error}"))
 
     def close_when_idle(self) -> None:
-        self.last_request = True
+        self.state.on(Event.SHUTDOWN)
         if self.serving is None:
             self.abort()
 
@@ -276,7 +275,7 @@ class _Connection(asyncio.Protocol):
     # -- httptools' callbacks
     def on_message_begin(self) -> None:
         self.incoming = _Incoming()
-        self._arm(self.server.head_seconds, self._head_too_slow)
+        self._arm(Deadline.HEAD)
 
     def on_url(self, url: bytes) -> None:
         assert self.incoming is not None
@@ -325,16 +324,15 @@ class _Connection(asyncio.Protocol):
                     self._write(exchange.request.method, response, close=True)
                     self._close()
                     return
-                self._write(exchange.request.method, response,
-                            close=self.last_request and not self.queue and self.refusal is None)
+                self._write(exchange.request.method, response, close=self.state.closes_with(bool(self.queue)))
                 if len(self.queue) <= MAX_PIPELINED:
                     self._parse()
-            if self.last_request:
+            if not self.state.reads_requests:
                 self._finish()
         finally:
             self.serving = None
         if self.incoming is None and self.transport is not None and not self.transport.is_closing():
-            self._arm(KEEPALIVE_SECONDS, self.abort)
+            self._arm(Deadline.KEEP_ALIVE)
 
     def _write(self, method: str, response: Response, *, close: bool) -> None:
         if self.transport is None or self.transport.is_closing():
@@ -356,19 +354,18 @@ class _Connection(asyncio.Protocol):
         (logged at DEBUG only: a scanner's garbage would flood INFO)."""
         peer = self.transport.get_extra_info("peername") if self.transport is not None else None
         log.debug("admin connection from %s refused: %s", peer, error)
-        self.last_request = True
-        self.refusal = error
+        self.state.on(Event.REFUSED, error)
         self._disarm()
         if self.incoming is not None and self.incoming.body is not None:  # its handler awaits the rest
             self.incoming.body.abort()
         if self.serving is None:
             self._finish()
         else:
-            self._pause("refused")
+            self._pause(Pause.REFUSED)
 
     def _finish(self) -> None:
-        if self.refusal is not None:
-            self._write("", self.refusal.response, close=True)
+        if self.state.refusal is not None:
+            self._write("", self.state.refusal.response, close=True)
         self._close()
 
     def _close(self) -> None:
@@ -376,7 +373,7 @@ class _Connection(asyncio.Protocol):
         the client stops sending or after LINGER_SECONDS (what it sends meanwhile is read and
         dropped). Closing both while a body the server did not read still arrives would reset
         the connection, and the client could lose the answer."""
-        self.last_request = True
+        self.state.on(Event.CLOSE)
         if self.incoming is not None and self.incoming.body is not None:
             self.incoming.body.abort()
         transport = self.transport
@@ -386,27 +383,23 @@ class _Connection(asyncio.Protocol):
             transport.close()
             return
         transport.write_eof()
-        if self.paused:
-            self.paused.clear()
+        if self.state.resume_all():
             transport.resume_reading()
-        self._arm(LINGER_SECONDS, self.abort)
+        self._arm(Deadline.LINGER)
 
     def _hold_body(self, held: bool) -> None:
         if held:
-            self._pause("body")
+            self._pause(Pause.BODY)
         else:
-            self._resume("body")
+            self._resume(Pause.BODY)
 
-    def _pause(self, reason: str) -> None:
-        if not self.paused and self.transport is not None:
+    def _pause(self, reason: Pause) -> None:
+        if self.state.pause(reason) and self.transport is not None:
             self.transport.pause_reading()
-        self.paused.add(reason)
 
-    def _resume(self, reason: str) -> None:
-        if reason in self.paused:
-            self.paused.discard(reason)
-            if not self.paused and self.transport is not None and not self.transport.is_closing():
-                self.transport.resume_reading()
+    def _resume(self, reason: Pause) -> None:
+        if self.state.resume(reason) and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
 
     def _head_too_slow(self) -> None:
         self._refuse(fail(408, f"request headers not received within {self.server.head_seconds} s"))
@@ -417,8 +410,15 @@ class _Connection(asyncio.Protocol):
         if self.incoming.size > MAX_HEAD_BYTES:
             raise fail(431, f"the request line and headers are over {MAX_HEAD_BYTES} bytes")
 
-    def _arm(self, seconds: float, action: Callable[[], None]) -> None:
+    def _arm(self, deadline: Deadline) -> None:
+        """Runs `deadline` in place of the one running, if the state's phase has it (so a
+        connection closing keeps its linger, not the keep-alive of one that goes on)."""
+        if not self.state.runs(deadline):
+            return
         self._disarm()
+        seconds, action = {Deadline.HEAD: (self.server.head_seconds, self._head_too_slow),
+                           Deadline.KEEP_ALIVE: (KEEPALIVE_SECONDS, self.abort),
+                           Deadline.LINGER: (LINGER_SECONDS, self.abort)}[deadline]
         self.timer = asyncio.get_running_loop().call_later(seconds, action)
 
     def _disarm(self) -> None:

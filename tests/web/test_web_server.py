@@ -19,9 +19,9 @@ from admin_http import get_json, http
 from procfs import established, rss_kb
 from standalone import Standalone
 
-from magnetar.admin.web import MAX_BODY_BYTES
-from magnetar.admin.web.server import MAX_HEAD_BYTES
 from magnetar.functions.routes import MAX_CODE_BYTES
+from magnetar.web import MAX_BODY_BYTES
+from magnetar.web.server import MAX_HEAD_BYTES
 
 BUDGET = 2  # webServiceRequestTimeoutSeconds: how long a client may take to send its headers
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from magnetar.admin.client import AdminClient, AdminError
+from magnetar.admin_client import AdminClient, AdminError
 
 
 def test_admin_client_round_trip(pulsar_broker_factory, client_factory):

@@ -13,7 +13,7 @@ import re
 import urllib.parse
 from collections.abc import Iterable
 
-from magnetar.admin.web.messages import Handler, fail
+from magnetar.web.messages import Handler, fail
 
 #: Bodies are small JSON or a number: the admin API answers 413 past this.
 MAX_BODY_BYTES = 1024 * 1024

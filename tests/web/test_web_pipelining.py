@@ -10,8 +10,8 @@ import asyncio
 
 import httptools
 
-from magnetar.admin import web
-from magnetar.admin.web.server import MAX_PIPELINED, PARSE_SLICE, WebServer
+from magnetar import web
+from magnetar.web.server import MAX_PIPELINED, PARSE_SLICE, WebServer
 
 REQUEST = b"GET /q HTTP/1.1\r\nHost: x\r\n\r\n"
 

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from magnetar.admin import web
-from magnetar.admin.functions_client import multipart
-from magnetar.admin.web.messages import Body, Headers, Request, Target
+from magnetar import web
+from magnetar.admin_client.functions import multipart
+from magnetar.web.messages import Body, Headers, Request, Target
 
 
 async def _nothing(_request: web.Request) -> web.Response:
