@@ -40,7 +40,8 @@ TARGETS: dict[str, list[str]] = {
     "schemas": [f"magnetar.schemas.{module}.*" for module in ("compatibility", "avro_resolution", "definitions")],
     **{f"kafka_{module}": [f"magnetar.kafka.{module}.*"] for module in ("groups", "idempotence", "fetch", "produce")},
     "kafka-admin": [f"magnetar.kafka.{module}.*" for module in
-                    ("admin_apis", "config_apis", "topic_configs", "topic_settings", "topics", "access", "sasl")],
+                    ("admin_apis", "config_apis", "topic_configs", "topic_settings", "topics", "access", "sasl",
+                     "errors")],
 }
 #: mutmut's exit codes of a mutant's test run, as its `results` names them
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped",

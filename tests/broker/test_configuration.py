@@ -20,6 +20,7 @@ from magnetar.broker.config.loading import (
 )
 from magnetar.broker.config.properties import PropertiesError, Setting, parse_properties
 from magnetar.broker.config.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
+from magnetar.broker.config.rules import NotNegative, OneOf, Port, Positive
 from magnetar.broker.config.service_configuration import ConfigError, ServiceConfiguration, magnetar_keys
 from magnetar.broker.service.broker_service import managed_ledger_config
 from magnetar.cli import parser
@@ -415,3 +416,62 @@ def test_group_commit_wait_comes_from_journalMaxGroupWaitMSec():
     assert managed_ledger_config(loaded).group_commit_max_delay_seconds == 0
     with pytest.raises(ConfigError, match="journalMaxGroupWaitMSec must be 0 or positive, not -1"):
         load_configuration(None, ["journalMaxGroupWaitMSec=-1"])
+
+
+# --- the rules on the fields (config.rules) ------------------------------------------------
+
+RULED = [item for item in fields(ServiceConfiguration) if item.metadata.get("rule") is not None]
+#: (refused, taken) at each rule's edge
+EDGES = {Positive: ([0, -1], [1]), NotNegative: ([-1], [0]), Port: ([-1, 65536], [0, 65535]),
+         OneOf: (["bogus"], [])}
+
+
+def _problem(**values) -> str | None:
+    try:
+        ServiceConfiguration(**values).validate()
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+@pytest.mark.parametrize("item", RULED, ids=[item.name for item in RULED])
+def test_every_rule_refuses_past_its_edge_naming_the_key_and_takes_the_edge(item):
+    rule = item.metadata["rule"]
+    assert item.metadata["doc"], f"{item.name} has no doc line"
+    refused, taken = EDGES[type(rule)]
+    taken = taken or list(rule.choices)
+    for value in refused:
+        problem = _problem(**{item.name: value})
+        assert problem is not None and problem.startswith(f"{item.name} must be "), (item.name, value, problem)
+    for value in taken:
+        assert _problem(**{item.name: value}) is None, (item.name, value)
+    assert _problem(**{item.name: item.default}) is None
+
+
+@pytest.mark.parametrize(("key", "value", "words"), [
+    ("maxMessageSize", 0, "maxMessageSize must be positive, not 0"),
+    ("tlsHandshakeTimeoutSeconds", -0.5, "tlsHandshakeTimeoutSeconds must be positive, not -0.5"),
+    ("brokerMaxConnections", -1, "brokerMaxConnections must be 0 (no limit) or positive, not -1"),
+    ("brokerServiceCompactionThresholdInBytes", -2,
+     "brokerServiceCompactionThresholdInBytes must be 0 (never) or positive, not -2"),
+    ("connectionMaxIdleMs", -1, "connectionMaxIdleMs must be 0 or positive, not -1"),
+    ("entryFormat", "avro", "entryFormat must be 'pulsar' or 'kafka', not 'avro'"),
+    ("backlogQuotaDefaultRetentionPolicy", "drop", "backlogQuotaDefaultRetentionPolicy must be one of "
+     "producer_request_hold, producer_exception, consumer_backlog_eviction, not 'drop'"),
+    ("schemaCompatibilityStrategy", "sideways", "schemaCompatibilityStrategy must be one of UNDEFINED, "),
+    ("webServicePort", 70000, "webServicePort must be a port number (0-65535) or empty (off), not 70000"),
+    ("messageExpiryCheckIntervalInMinutes", 0, "messageExpiryCheckIntervalInMinutes must be positive, not 0"),
+])
+def test_refusals_say_what_the_key_takes(key, value, words):
+    assert (_problem(**{key: value}) or "").startswith(words)
+
+
+def test_what_rules_leave_to_two_keys_together_and_what_they_allow():
+    assert _problem(schemaCompatibilityStrategy="backward") is None  # any case
+    assert _problem(tlsHandshakeTimeoutSeconds=0.01) is None  # positive, not at least 1
+    assert _problem(webServicePort=None) is None
+    assert _problem(brokerServicePort=None, brokerServicePortTls=6651) is None
+    assert _problem(brokerServicePort=None) == ("brokerServicePort and brokerServicePortTls are both empty: clients "
+                                                "could not connect")
+    assert _problem(defaultNumPartitions=8, maxNumPartitionsPerPartitionedTopic=4) == (
+        "defaultNumPartitions (8) exceeds maxNumPartitionsPerPartitionedTopic (4)")

@@ -22,6 +22,7 @@ from polling import wait_for
 from standalone import run_standalone
 
 from magnetar import cli
+from magnetar.cli.parsing import CommandParser
 
 MALFORMED_TOPICS = ["persistent:/public/default/t", "public/default", "a/b/c/d/e"]
 DEAD_PULSAR = "pulsar://127.0.0.1:1"
@@ -75,6 +76,23 @@ def test_flags_are_never_matched_by_a_prefix(command):
     result = magnetar(*command)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "unrecognized arguments" in result.stderr and "did you mean" in result.stderr
+
+
+def test_one_letter_flags_take_attached_values_and_group_and_no_prefix_stands_for_a_flag(capsys):
+    parser = CommandParser(prog="t")
+    parser.add_argument("-time")
+    parser.add_argument("-p", type=int)
+    parser.add_argument("-d", action="store_true")
+    parser.add_argument("-b", action="store_true")
+    keys = parser.add_mutually_exclusive_group()
+    keys.add_argument("-sk")
+    parsed = parser.parse_args(["-p4", "-db", "-time=3", "-sk", "k"])
+    assert (parsed.p, parsed.d, parsed.b, parsed.time, parsed.sk) == (4, True, True, "3", "k")
+    for line, flag in ((["-tim", "3"], "-tim (did you mean -time?)"), (["-s", "k"], "-s (did you mean -sk?)")):
+        with pytest.raises(SystemExit) as exit_:
+            parser.parse_args(line)
+        assert exit_.value.code == 2
+        assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
 
 
 def test_a_refusal_names_its_error_once_and_exits_1(broker):

@@ -21,6 +21,8 @@ from magnetar.functions import loader, package, sandbox, stats
 from magnetar.functions.config import ConfigError, FunctionConfig, parse_json_flag
 from magnetar.functions.instance import full_topic, sequence_id
 from magnetar.functions.stats_view import prometheus
+from magnetar.functions.store import Deployment, FunctionStore
+from magnetar.storage import SqliteMetadataStore
 
 
 def config(**fields: object) -> FunctionConfig:
@@ -294,3 +296,20 @@ def test_a_python_installation_under_tmp_is_seen_in_the_sandbox(tmp_path: Path,
         assert (done.returncode, done.stdout) == (0, "seen"), done.stderr
     finally:
         shutil.rmtree(installation)
+
+
+def test_deleting_a_function_takes_its_config_code_and_state_and_nothing_of_another(tmp_path: Path) -> None:
+    metadata = SqliteMetadataStore(tmp_path / "metadata.db")
+    try:
+        store = FunctionStore(metadata)
+        for name in ("f", "f2"):  # f2 shares f's name as a prefix
+            store.save(Deployment(FunctionConfig(name=name, className="m.F", inputs=["in"])), b"code")
+            store.put_state(f"public/default/{name}", "count", {"numberValue": 1})
+            store.put_state(f"public/default/{name}", "note", {"stringValue": "x"})
+        store.delete("public/default/f")
+        assert (store.get("public/default/f"), store.code("public/default/f")) == (None, None)
+        assert store.state("public/default/f", "count") is None and store.state("public/default/f", "note") is None
+        assert store.get("public/default/f2") is not None and store.code("public/default/f2") == b"code"
+        assert store.state("public/default/f2", "count")["numberValue"] == 1
+    finally:
+        metadata.close()

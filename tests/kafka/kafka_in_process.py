@@ -1,8 +1,14 @@
-"""The Kafka APIs over an in-process BrokerService (no network, no listener): requests built with kio
-and handed to KafkaApis as a connection would, on the test's own event loop.
+"""Kafka in the test's own process, for tests whose code under test must run there (mutation
+testing, scripts/mutation.py), in two forms:
 
-The storage's sync thread is real, so a test can hold a write in flight (`held_writes`) and look at
-what readers see meanwhile. A module of its own: test files import it by name.
+- the Kafka APIs over an in-process BrokerService (no network, no listener): requests built with
+  kio and handed to KafkaApis as a connection would, on the test's own event loop
+  (`run_in_process`). The storage's sync thread is real, so a test can hold a write in flight
+  (`held_writes`) and look at what readers see meanwhile;
+- a whole broker with its Kafka listeners (magnetar.testing's InProcessBroker), for raw clients
+  on a socket (`start`).
+
+A module of its own: test files import it by name.
 """
 
 from __future__ import annotations
@@ -10,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import logging
+import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -29,10 +37,12 @@ from magnetar.kafka.apis import KafkaApis
 from magnetar.kafka.protocol.messages import Request, decode_response, encode_response
 from magnetar.kafka.topics import KafkaTopics
 from magnetar.storage import StorageError
+from magnetar.testing import InProcessBroker
 
 INTERCEPTORS = ["org.apache.pulsar.common.intercept.AppendIndexMetadataInterceptor",
                 "org.apache.pulsar.common.intercept.AppendBrokerTimestampMetadataInterceptor"]
 EARLIEST, LATEST = -2, -1
+_LISTENER = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+) \((\w+)\)")
 
 
 class InProcessKafka:
@@ -131,3 +141,31 @@ def run_in_process(data_dir: Path, test: Callable[[InProcessKafka], Awaitable[No
             await asyncio.wait_for(test(kafka), 60)  # an answer that never comes fails, not hangs
 
     asyncio.run(run())
+
+
+class _Ports(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ports: dict[str, int] = {}
+
+    def emit(self, record: logging.LogRecord) -> None:
+        found = _LISTENER.search(record.getMessage())
+        if found:
+            self.ports[found.group(2)] = int(found.group(1))
+
+
+def start(config: dict[str, Any]) -> tuple[InProcessBroker, dict[str, int]]:
+    """A started broker with `config` (and a Kafka listener unless it names one) and its Kafka
+    ports by listener protocol."""
+    ports = _Ports()
+    logger = logging.getLogger("magnetar.kafka.handler")
+    logger.addHandler(ports)
+    previous = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        broker = InProcessBroker({"messagingProtocols": "kafka", "kafkaListeners": "PLAINTEXT://127.0.0.1:0",
+                                  **config}).start()
+    finally:
+        logger.removeHandler(ports)
+        logger.setLevel(previous)
+    return broker, ports.ports

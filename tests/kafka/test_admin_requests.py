@@ -12,8 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 from admin_http import http
-from in_process_kafka import start
 from kafka_brokers import RawKafka, batch
+from kafka_in_process import start
 from kio.schema.alter_configs.v2 import request as alter
 from kio.schema.create_partitions.v3 import request as partitions_request
 from kio.schema.create_topics.v4 import request as create_v4

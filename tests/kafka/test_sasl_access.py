@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import jwt
 import pytest
 from admin_http import admin_call
-from in_process_kafka import start
 from kafka_brokers import RawKafka, batch
+from kafka_in_process import start
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.create_partitions.v3 import request as partitions_request
 from kio.schema.create_topics.v7 import request as create_topics

@@ -15,8 +15,10 @@ import pytest
 from admin_http import http
 from certs import Pair
 from polling import wait_for
-from security_helpers import assert_producer_refused, cert_client, make_client, round_trip
+from security_helpers import QUIET, assert_producer_refused, cert_client, make_client, round_trip
 from standalone import Standalone, run_standalone
+
+import magnetar.client
 
 
 def tls_settings(broker_pair: Pair, ca: Path) -> list[str]:
@@ -64,6 +66,26 @@ def test_client_certificate_from_the_trusted_ca(strict_broker, pki):
     ca, _ = pki
     pair = ca.issue("client-ok", "app")
     assert round_trip(cert_client(strict_broker.tls_url, ca, pair), "tls-client-cert") == b"secured"
+
+
+@pytest.mark.parametrize("module", [pulsar, magnetar.client], ids=["official", "magnetar"])
+def test_client_certificate_from_the_tls_paths_without_authentication(strict_broker, pki, module):
+    """`tls_certificate_file_path` and `tls_private_key_file_path`: the client's certificate in
+    the handshake whatever the authentication (here none), in both clients."""
+    ca, _ = pki
+    pair = ca.issue(f"client-paths-{module.__name__}", "app")
+    kwargs = {"logger": QUIET} if module is pulsar else {}
+    client = module.Client(strict_broker.tls_url, tls_trust_certs_file_path=str(ca.pem),
+                           tls_certificate_file_path=str(pair.cert), tls_private_key_file_path=str(pair.key),
+                           operation_timeout_seconds=3, **kwargs)
+    assert round_trip(client, f"tls-paths-{module.__name__}") == b"secured"
+
+
+def test_magnetar_client_without_a_certificate_is_refused_by_the_strict_broker(strict_broker, pki):
+    ca, _ = pki
+    client = magnetar.client.Client(strict_broker.tls_url, tls_trust_certs_file_path=str(ca.pem),
+                                    operation_timeout_seconds=2)
+    assert_producer_refused(client, "no-client-cert", magnetar.client.PulsarException)
 
 
 @pytest.mark.parametrize("credentials", ["none", "rogue", "mismatched"])

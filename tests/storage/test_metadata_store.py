@@ -32,6 +32,33 @@ def test_list_is_a_sorted_prefix_scan(store):
     assert store.list("v") == []
 
 
+def test_delete_prefix_takes_the_keys_under_it_and_nothing_beside(store):
+    for key in ["t/x/2", "t/x/1", "t/x", "t/xy/1", "t/y", "t0", "s/x/1"]:
+        store.put(key, b"")
+    store.delete_prefix("t/x/")
+    assert store.list("") == ["s/x/1", "t/x", "t/xy/1", "t/y", "t0"]
+    store.delete_prefix("t/")
+    assert store.list("") == ["s/x/1", "t0"]
+    store.delete_prefix("nothing/")  # no key: nothing happens
+    with pytest.raises(ValueError, match="every key"):
+        store.delete_prefix("")
+    assert store.list("") == ["s/x/1", "t0"]
+
+
+def test_delete_prefix_in_a_transaction_goes_with_it(store):
+    for key in ["t/1", "t/2", "name"]:
+        store.put(key, b"")
+    with pytest.raises(RuntimeError), store.transaction() as txn:
+        txn.delete("name")
+        txn.delete_prefix("t/")
+        raise RuntimeError("abort")
+    assert store.list("") == ["name", "t/1", "t/2"]
+    with store.transaction() as txn:
+        txn.delete("name")
+        txn.delete_prefix("t/")
+    assert store.list("") == []
+
+
 def test_transaction_is_atomic(store):
     store.put("keep", b"old")
     with pytest.raises(RuntimeError), store.transaction() as txn:

@@ -7,40 +7,14 @@ from typing import Any
 
 from magnetar import web
 from magnetar.admin.backlog_quotas import backlog_quota_routes, quota_map_value
-from magnetar.admin.responses import (
-    Validator,
-    bool_param,
-    boolean,
-    delayed_delivery_policies,
-    entry_filter_policy,
-    fail,
-    json_body,
-    no_content,
-    non_negative_int,
-    non_negative_number,
-    policy_routes,
-    schema_compatibility_strategy,
-)
+from magnetar.admin.policy_table import PolicyRoute, policy_table
+from magnetar.admin.responses import Validator, bool_param, fail, json_body, no_content, policy_routes
 from magnetar.admin.retention import default_size_quota, retention_routes, retention_value
 from magnetar.broker.auth.authorization import AUTH_POLICIES, InvalidPermissionError, valid_auth_policies
-from magnetar.broker.compaction import COMPACTION_THRESHOLD
-from magnetar.broker.deduplication import DEDUPLICATION
-from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import ResourceConflictError
 from magnetar.broker.policies.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.policies.retention import RETENTION
-from magnetar.broker.policies.topic_policies import MESSAGE_TTL, Policy
-from magnetar.broker.schema_registry import SCHEMA_AUTO_UPDATE, SCHEMA_COMPATIBILITY, SCHEMA_VALIDATION_ENFORCED
 from magnetar.broker.service.broker_service import BrokerService
-from magnetar.broker.topics.topic_limits import (
-    DELAYED_DELIVERY,
-    ENCRYPTION_REQUIRED,
-    MAX_CONSUMERS,
-    MAX_CONSUMERS_PER_SUBSCRIPTION,
-    MAX_PRODUCERS,
-    MAX_UNACKED_PER_CONSUMER,
-    SUBSCRIPTION_EXPIRATION,
-)
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 NAMESPACE = "/admin/v2/namespaces/{tenant}/{namespace}"
@@ -67,24 +41,9 @@ class NamespacesApi:
         self.resources = service.resources
 
     @cached_property
-    def _policies(self) -> list[tuple[str, Policy, Validator]]:
-        """The policies of `{namespace}/{path}`, each with the check of its value."""
-        return [
-            ("messageTTL", MESSAGE_TTL, non_negative_int),
-            ("deduplication", DEDUPLICATION, boolean),
-            ("entryFilters", ENTRY_FILTERS, entry_filter_policy(self.service.entry_filter_provider)),
-            ("maxProducersPerTopic", MAX_PRODUCERS, non_negative_int),
-            ("maxConsumersPerTopic", MAX_CONSUMERS, non_negative_int),
-            ("maxConsumersPerSubscription", MAX_CONSUMERS_PER_SUBSCRIPTION, non_negative_int),
-            ("maxUnackedMessagesPerConsumer", MAX_UNACKED_PER_CONSUMER, non_negative_int),
-            ("subscriptionExpirationTime", SUBSCRIPTION_EXPIRATION, non_negative_number),
-            ("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
-            ("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
-            ("schemaValidationEnforced", SCHEMA_VALIDATION_ENFORCED, boolean),
-            ("isAllowAutoUpdateSchema", SCHEMA_AUTO_UPDATE, boolean),
-            ("compactionThreshold", COMPACTION_THRESHOLD, non_negative_int),
-            ("encryptionRequired", ENCRYPTION_REQUIRED, boolean),
-        ]
+    def _policies(self) -> list[tuple[str, PolicyRoute]]:
+        """The policies of `{namespace}/{path}`, by path."""
+        return [(row.namespace_path, row) for row in policy_table(self.service) if row.namespace_path is not None]
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -93,7 +52,7 @@ class NamespacesApi:
             web.put(NAMESPACE, self.create_namespace),
             web.delete(NAMESPACE, self.delete_namespace),
             web.get(NAMESPACE + "/topics", self.list_topics),
-            *(route for path, policy, valid in self._policies for route in self._policy_routes(path, policy, valid)),
+            *(route for path, row in self._policies for route in self._policy_routes(path, row)),
             *retention_routes(
                 self.service, NAMESPACE,
                 lambda request: self.resources.policies(_namespace(request)).get(RETENTION.namespace_field),
@@ -107,11 +66,11 @@ class NamespacesApi:
                                                                                  value)),
         ]
 
-    def _policy_routes(self, path: str, policy: Policy, valid: Validator) -> list[web.RouteDef]:
-        policies = self.service.policies
+    def _policy_routes(self, path: str, row: PolicyRoute) -> list[web.RouteDef]:
+        policies, policy = self.service.policies, row.policy
         unset = _UNSET.get(path)
         return policy_routes(
-            f"{NAMESPACE}/{path}", path, valid,
+            f"{NAMESPACE}/{path}", path, row.valid,
             lambda request: self.resources.policies(_namespace(request)).get(policy.namespace_field, unset),
             lambda request, value: policies.set_namespace_value(_namespace(request), policy, value))
 
@@ -132,7 +91,7 @@ class NamespacesApi:
         """The policies a creation carries, each field magnetar reads checked as its own route
         checks it (412 naming it); fields it does not read are kept as given, as Pulsar's."""
         checks: dict[str, tuple[str, Validator]] = {
-            policy.namespace_field: (path, valid) for path, policy, valid in self._policies}
+            row.policy.namespace_field: (path, row.valid) for path, row in self._policies}
         checks.update({RETENTION.namespace_field: ("retention", retention_value),
                        BACKLOG_QUOTA.namespace_field: ("backlogQuotaMap", quota_map_value),
                        AUTH_POLICIES: ("auth_policies", _auth_policies)})

@@ -3,46 +3,29 @@ topics resource (PersistentTopics / NonPersistentTopics)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from magnetar import web
 from magnetar.admin.backlog_quotas import backlog_quota_routes
 from magnetar.admin.compaction import compaction_routes
 from magnetar.admin.messages import entry_response
+from magnetar.admin.policy_table import PolicyRoute, policy_table
 from magnetar.admin.responses import (
-    Validator,
     bool_param,
-    boolean,
-    delayed_delivery_policies,
-    entry_filter_policy,
     fail,
     int_param,
     no_content,
-    non_negative_int,
     path_int,
     policy_routes,
-    schema_compatibility_strategy,
 )
 from magnetar.admin.retention import default_size_quota, retention_routes, trim_topics
-from magnetar.broker.compaction import COMPACTION_THRESHOLD
-from magnetar.broker.deduplication import DEDUPLICATION
-from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.policies.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.policies.retention import RETENTION
-from magnetar.broker.policies.topic_policies import MESSAGE_TTL, Policy
-from magnetar.broker.schema_registry import SCHEMA_COMPATIBILITY, SCHEMA_VALIDATION_ENFORCED
+from magnetar.broker.policies.topic_policies import MESSAGE_TTL
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.persistent.internal_stats import internal_stats
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
-from magnetar.broker.topics.topic_limits import (
-    DELAYED_DELIVERY,
-    MAX_CONSUMERS,
-    MAX_CONSUMERS_PER_SUBSCRIPTION,
-    MAX_MESSAGE_SIZE,
-    MAX_PRODUCERS,
-    MAX_UNACKED_PER_CONSUMER,
-)
 from magnetar.storage import NoSuchEntryError, Position
 from magnetar.storage.message_finder import EntrySequence
 from magnetar.wire.message_id import MessageId
@@ -66,7 +49,6 @@ class TopicsApi:
         self.service = service
 
     def routes(self) -> list[web.RouteDef]:
-        filters = entry_filter_policy(self.service.entry_filter_provider)
         return [
             web.get(DOMAIN + "/{tenant}/{namespace}", self.list_topics),
             web.put(PERSISTENT, self.create_topic),
@@ -87,16 +69,8 @@ class TopicsApi:
             web.get(PERSISTENT + "/messageTTL", self.get_ttl),
             web.post(PERSISTENT + "/messageTTL", self.set_ttl),
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
-            *self._policy_routes("deduplicationEnabled", DEDUPLICATION, boolean),
-            *self._policy_routes("entryFilters", ENTRY_FILTERS, filters),
-            *self._policy_routes("maxProducers", MAX_PRODUCERS, non_negative_int),
-            *self._policy_routes("maxConsumers", MAX_CONSUMERS, non_negative_int),
-            *self._policy_routes("maxConsumersPerSubscription", MAX_CONSUMERS_PER_SUBSCRIPTION, non_negative_int),
-            *self._policy_routes("maxUnackedMessagesOnConsumer", MAX_UNACKED_PER_CONSUMER, non_negative_int),
-            *self._policy_routes("maxMessageSize", MAX_MESSAGE_SIZE, self._message_size),
-            *self._policy_routes("delayedDelivery", DELAYED_DELIVERY, delayed_delivery_policies),
-            *self._policy_routes("schemaCompatibilityStrategy", SCHEMA_COMPATIBILITY, schema_compatibility_strategy),
-            *self._policy_routes("schemaValidationEnforced", SCHEMA_VALIDATION_ENFORCED, boolean),
+            *(route for row in policy_table(self.service) if row.topic_path is not None
+              for route in self._policy_routes(row.topic_path, row)),
             web.post(PERSISTENT + "/trim", self.trim),
             *retention_routes(
                 self.service, PERSISTENT,
@@ -105,7 +79,6 @@ class TopicsApi:
                                                                              value),
                 lambda request: default_size_quota(
                     self.service, self.service.policies.topic_value(self.topic_name(request), BACKLOG_QUOTA))),
-            *self._policy_routes("compactionThreshold", COMPACTION_THRESHOLD, non_negative_int),
             *compaction_routes(PERSISTENT + "/compaction", self.service, self.topic_name),
             *backlog_quota_routes(
                 PERSISTENT,
@@ -114,20 +87,12 @@ class TopicsApi:
                                                                              BACKLOG_QUOTA, value)),
         ]
 
-    def _policy_routes(self, path: str, policy: Policy, valid: Validator) -> list[web.RouteDef]:
-        policies = self.service.policies
+    def _policy_routes(self, path: str, row: PolicyRoute) -> list[web.RouteDef]:
+        policies, policy = self.service.policies, row.policy
         return policy_routes(
-            f"{PERSISTENT}/{path}", path, valid,
+            f"{PERSISTENT}/{path}", path, row.valid,
             lambda request: policies.topic_value(self.topic_name(request), policy),
             lambda request, value: policies.set_topic_value(self.topic_name(request), policy, value))
-
-    def _message_size(self, name: str, value: Any) -> int:
-        """Pulsar's rule: a topic's maxMessageSize is at most the broker's."""
-        size = non_negative_int(name, value)
-        if size > self.service.config.maxMessageSize:
-            raise fail(412, f"Invalid value for {name}: {size} is over the broker's maxMessageSize "
-                            f"({self.service.config.maxMessageSize})")
-        return size
 
     # -- helpers
     def topic_name(self, request: web.Request) -> TopicName:

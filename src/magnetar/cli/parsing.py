@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import traceback
 from collections.abc import Sequence
@@ -34,19 +35,59 @@ class UsageError(Exception):
     """Something given on the command line that the command cannot use (exit code 2)."""
 
 
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+"""What argparse takes for a negative number rather than a flag (its own pattern)."""
+
+
 class CommandParser(argparse.ArgumentParser):
-    """argparse with the habits described above; subcommands get the same class."""
+    """argparse with the habits described above; subcommands get the same class.
+
+    The parser keeps its own list of the flags it was given (`add_argument`, groups included),
+    so it judges a command line through argparse's public API alone."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        self._flags: dict[str, None] = {}  # in the order given (the hints' order); set before argparse adds -h
+        self._has_subcommands = False
         super().__init__(*args, **kwargs)
         self._arguments: list[str] = []
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        self._flags.update(dict.fromkeys(action.option_strings))
+        return action
+
+    def add_argument_group(self, *args: Any, **kwargs: Any) -> Any:
+        return self._recording(super().add_argument_group(*args, **kwargs))
+
+    def add_mutually_exclusive_group(self, **kwargs: Any) -> Any:
+        return self._recording(super().add_mutually_exclusive_group(**kwargs))
+
+    def _recording(self, group: Any) -> Any:
+        """A group whose flags this parser learns too (a group adds them to the parser itself)."""
+        add = group.add_argument
+
+        def add_argument(*args: Any, **kwargs: Any) -> argparse.Action:
+            action = add(*args, **kwargs)
+            self._flags.update(dict.fromkeys(action.option_strings))
+            return action
+
+        group.add_argument = add_argument
+        return group
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        self._has_subcommands = True
+        return super().add_subparsers(**kwargs)
 
     def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                          namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
         """Strict at every level, so that a subcommand refuses what it does not know itself
-        instead of leaving it to the top-level parser and its usage."""
+        instead of leaving it to the top-level parser and its usage. A prefix of a one-dash
+        flag (`-tim` for `-time`) is refused here, before argparse would take it for the flag
+        (allow_abbrev=False stops that only for `--` flags before Python 3.12)."""
         self._arguments = list(sys.argv[1:] if args is None else args)
+        if any(self._abbreviates(text) for text in self._own_arguments()):
+            self.error("unrecognized arguments")
         parsed, extras = super().parse_known_args(self._arguments, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
@@ -54,11 +95,13 @@ class CommandParser(argparse.ArgumentParser):
             parsed.command_prog = self.prog
         return parsed, extras
 
-    def _get_option_tuples(self, option_string: str) -> list[tuple[Any, ...]]:
-        """Only a one-letter flag with its value or further flags attached (`-p4`, `-db`);
-        allow_abbrev=False still lets `-tim` stand for `-time` before Python 3.12."""
-        return [found for found in super()._get_option_tuples(option_string)
-                if not option_string.startswith("--") and found[1] == option_string[:2]]
+    def _abbreviates(self, text: str) -> bool:
+        """Whether `text` is only the start of one-dash flags: not a flag itself, nor a one-letter
+        flag with its value or further one-letter flags attached (`-p4`, `-db`)."""
+        name = text.split("=", 1)[0]
+        if name.startswith("--") or not name.startswith("-") or name in self._flags or name[:2] in self._flags:
+            return False
+        return any(flag.startswith(name) for flag in self._flags if not flag.startswith("--"))
 
     def error(self, message: str) -> NoReturn:
         """Unknown flags first (argparse may be reporting only what they left missing); a bad
@@ -73,22 +116,28 @@ class CommandParser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         self.exit(USAGE, f"{self.prog}: error: {message}\n")
 
-    def _unknown_flags(self) -> list[str]:
-        """The flags given that this command does not have, each with the one meant if close.
-        A command with subcommands owns only what precedes the first word that is neither a
-        flag nor (by its place) a flag's value: the rest is the subcommand's."""
-        known = list(self._option_string_actions)
-        found = []
+    def _own_arguments(self) -> list[str]:
+        """The words of the command line this command owns: with subcommands, only what precedes
+        the first word that is neither a flag nor (by its place) a flag's value; the rest is the
+        subcommand's."""
+        owned = []
         previous = ""
         for text in self._arguments:
-            is_flag = text.startswith("-") and not self._negative_number_matcher.match(text)
-            if text == "--" or (self._subparsers is not None and not is_flag and not previous.startswith("-")):
+            is_flag = text.startswith("-") and not _NEGATIVE_NUMBER.match(text)
+            if text == "--" or (self._has_subcommands and not is_flag and not previous.startswith("-")):
                 break
+            owned.append(text)
             previous = text
+        return owned
+
+    def _unknown_flags(self) -> list[str]:
+        """The flags given that this command does not have, each with the one meant if close."""
+        known = list(self._flags)
+        found = []
+        for text in self._own_arguments():
             name = text.split("=", 1)[0]
-            if (len(name) < 2 or not name.startswith("-") or name in self._option_string_actions
-                    or self._negative_number_matcher.match(name)
-                    or (not name.startswith("--") and name[:2] in self._option_string_actions)):
+            if (len(name) < 2 or not name.startswith("-") or name in self._flags or _NEGATIVE_NUMBER.match(name)
+                    or (not name.startswith("--") and name[:2] in self._flags)):
                 continue
             hint = did_you_mean(name, known, n=1)
             found.append(f"{name} ({hint})" if hint else name)

@@ -24,6 +24,7 @@ imports included.
 import importlib
 from typing import Any
 
+from magnetar.client.aio.consumer_config import ConsumerBatchReceivePolicy
 from magnetar.client.aio.letters import DeadLetterPolicy as ConsumerDeadLetterPolicy
 from magnetar.client.blocking import Client, Consumer, Producer, Reader
 from magnetar.client.crypto.context import EncryptionContext, EncryptionKey
@@ -62,6 +63,7 @@ __all__ = [
     "Client",
     "CompressionType",
     "Consumer",
+    "ConsumerBatchReceivePolicy",
     "ConsumerCryptoFailureAction",
     "ConsumerDeadLetterPolicy",
     "ConsumerType",

@@ -19,6 +19,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -26,6 +27,7 @@ from typing import Any, TypeVar
 from magnetar.client import errors
 from magnetar.client.aio import client as aio_client
 from magnetar.client.aio.consumer import Consumer as CoreConsumer
+from magnetar.client.aio.consumer_config import overridden
 from magnetar.client.aio.multi_consumer import MultiTopicsConsumer
 from magnetar.client.aio.reader import Reader as CoreReader
 from magnetar.client.aio.receive_queue import ThreadReceiveQueue
@@ -72,20 +74,14 @@ class Client:
     """The official `pulsar.Client` API over magnetar's asyncio core."""
 
     def __init__(self, service_url: str, authentication: Any = None, operation_timeout_seconds: float = 30,
-                 io_threads: int = 1, message_listener_threads: int = 1, concurrent_lookup_requests: int = 50000,
-                 log_conf_file_path: str | None = None, stats_interval_in_seconds: int = 600, use_tls: bool = False,
-                 tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
-                 tls_validate_hostname: bool = False, logger: Any = None, connection_timeout_ms: int = 10000,
-                 listener_name: str | None = None, **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:
+        """The official arguments (`io_threads`, `use_tls`, `logger`, ...), as the asyncio Client
+        takes them: each works or is refused (magnetar.client.aio.options)."""
         self._io = _LoopThread()
         self._timeout = float(operation_timeout_seconds)
 
         async def make() -> aio_client.Client:
-            return aio_client.Client(service_url, authentication, operation_timeout_seconds,
-                                     connection_timeout_ms=connection_timeout_ms, listener_name=listener_name,
-                                     tls_trust_certs_file_path=tls_trust_certs_file_path,
-                                     tls_allow_insecure_connection=tls_allow_insecure_connection,
-                                     tls_validate_hostname=tls_validate_hostname, **kwargs)
+            return aio_client.Client(service_url, authentication, operation_timeout_seconds, **kwargs)
 
         try:
             self._core = self._io.run(make())
@@ -286,22 +282,28 @@ class Consumer(_Receiving):
     def receive(self, timeout_millis: int | None = None) -> Message:
         return self._take(timeout_millis)
 
-    def batch_receive(self, max_num_messages: int = -1, timeout_ms: int = 100) -> list[Message]:
-        """What is queued or arrives within `timeout_ms` (the official default policy), at least waiting once."""
-        out = []
-        try:
-            out.append(self._take(timeout_ms))
-        except errors.Timeout:
-            return out
-        while max_num_messages <= 0 or len(out) < max_num_messages:
-            message = self._queue.get_nowait()
-            if message is None:
+    def batch_receive(self, max_num_messages: int | None = None, max_num_bytes: int | None = None,
+                      timeout_ms: int | None = None) -> list[Message]:
+        """A batch as the consumer's `batch_receive_policy` says (the asyncio consumer's
+        batch_receive, here on the caller's thread)."""
+        policy = overridden(self._core.config.batch_receive_policy, max_num_messages, max_num_bytes, timeout_ms)
+        out: list[Message] = []
+        size = 0
+        deadline = policy.deadline(time.monotonic())
+        while not policy.full(len(out), size):
+            item = self._queue.get(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if item is None:
+                if not out and self._core.closed:
+                    raise errors.AlreadyClosed("consumer is closed")
                 break
-            if type(message) is not Message:  # raised by the next receive, after these messages
-                self._queue.put_back(message)
+            if out and (type(item) is not Message or not policy.takes(len(out), size, len(item._data))):
+                self._queue.put_back(item)
                 break
-            message._ctx.owner.taken(message)
-            out.append(message)
+            if type(item) is not Message:
+                raise not_a_message(item)
+            item._ctx.owner.taken(item)
+            out.append(item)
+            size += len(item._data)
         return out
 
     def __iter__(self) -> Consumer:

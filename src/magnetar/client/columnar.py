@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.client.incoming import BatchAcks
 from magnetar.client.message import EntryContext, Message
-from magnetar.formats.processor import PayloadError, ProcessorSet, UnknownFormatError
+from magnetar.formats.payload import PayloadError, UnknownFormatError
+from magnetar.formats.processor import ProcessorSet
 from magnetar.wire.errors import WireError
 
 if TYPE_CHECKING:

@@ -13,7 +13,8 @@ from typing import Any
 
 from magnetar.client import errors
 from magnetar.client.outgoing import compressed
-from magnetar.formats.processor import PayloadError, count_messages
+from magnetar.formats.payload import PayloadError
+from magnetar.formats.processor import count_messages
 from magnetar.wire.entry import FORMAT_PROPERTY, PULSAR_FORMAT
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 

@@ -19,6 +19,9 @@ class PulsarException(Exception):
     result: Result = Result.UnknownError
     code: int | None = None
     """The broker's ServerError when the broker refused the request."""
+    retriable: bool = False
+    """Whether trying again (after a new lookup, with backoff) may succeed: a broker coming back
+    or taking the topic over would cure it. The retry loop (aio.retries) asks the error."""
 
 
 class PulsarServerError(PulsarException):
@@ -28,73 +31,61 @@ class PulsarServerError(PulsarException):
         super().__init__(message)
         self.code = code
 
-    @property
-    def code_name(self) -> str:
-        if self.code is None:
-            return type(self).__name__
-        return pb.ServerError.Name(self.code) if self.code in pb.ServerError.values() else str(self.code)
 
-
-def _define(name: str, result: Result, base: type[PulsarException]) -> type[PulsarException]:
-    cls = type(name, (base,), {"result": result, "__doc__": f"The official client's `{name}`."})
+def _define(result: Result, base: type[PulsarException], *, retriable: bool = False) -> type[PulsarException]:
+    """The exception class the official client names after `result`."""
+    name = result.name
+    cls = type(name, (base,), {"result": result, "retriable": retriable,
+                               "__doc__": f"The official client's `{name}`."})
     cls.__module__ = __name__
     return cls
 
 
-# The client's own failures.
-InvalidConfiguration = _define("InvalidConfiguration", Result.InvalidConfiguration, PulsarException)
-Timeout = _define("Timeout", Result.Timeout, PulsarException)
-LookupError = _define("LookupError", Result.LookupError, PulsarException)
-ConnectError = _define("ConnectError", Result.ConnectError, PulsarException)
-ReadError = _define("ReadError", Result.ReadError, PulsarException)
-NotConnected = _define("NotConnected", Result.NotConnected, PulsarException)
-AlreadyClosed = _define("AlreadyClosed", Result.AlreadyClosed, PulsarException)
-InvalidMessage = _define("InvalidMessage", Result.InvalidMessage, PulsarException)
-InvalidUrl = _define("InvalidUrl", Result.InvalidUrl, PulsarException)
-OperationNotSupported = _define("OperationNotSupported", Result.OperationNotSupported, PulsarException)
-ProducerQueueIsFull = _define("ProducerQueueIsFull", Result.ProducerQueueIsFull, PulsarException)
-MessageTooBig = _define("MessageTooBig", Result.MessageTooBig, PulsarException)
-CumulativeAcknowledgementNotAllowedError = _define(
-    "CumulativeAcknowledgementNotAllowedError", Result.CumulativeAcknowledgementNotAllowedError, PulsarException
-)
-Interrupted = _define("Interrupted", Result.Interrupted, PulsarException)
-CryptoError = _define("CryptoError", Result.CryptoError, PulsarException)
+# The client's own failures; retriable: a broker that could not be reached or did not answer.
+InvalidConfiguration = _define(Result.InvalidConfiguration, PulsarException)
+Timeout = _define(Result.Timeout, PulsarException, retriable=True)
+LookupError = _define(Result.LookupError, PulsarException, retriable=True)
+ConnectError = _define(Result.ConnectError, PulsarException, retriable=True)
+ReadError = _define(Result.ReadError, PulsarException)
+NotConnected = _define(Result.NotConnected, PulsarException, retriable=True)
+AlreadyClosed = _define(Result.AlreadyClosed, PulsarException)
+InvalidMessage = _define(Result.InvalidMessage, PulsarException)
+InvalidUrl = _define(Result.InvalidUrl, PulsarException)
+OperationNotSupported = _define(Result.OperationNotSupported, PulsarException)
+ProducerQueueIsFull = _define(Result.ProducerQueueIsFull, PulsarException)
+MessageTooBig = _define(Result.MessageTooBig, PulsarException)
+CumulativeAcknowledgementNotAllowedError = _define(Result.CumulativeAcknowledgementNotAllowedError, PulsarException)
+Interrupted = _define(Result.Interrupted, PulsarException)
+CryptoError = _define(Result.CryptoError, PulsarException)
 
-# What brokers report, by ServerError.
-UnknownError = _define("UnknownError", Result.UnknownError, PulsarServerError)
-BrokerMetadataError = _define("BrokerMetadataError", Result.BrokerMetadataError, PulsarServerError)
-BrokerPersistenceError = _define("BrokerPersistenceError", Result.BrokerPersistenceError, PulsarServerError)
-AuthenticationError = _define("AuthenticationError", Result.AuthenticationError, PulsarServerError)
-AuthorizationError = _define("AuthorizationError", Result.AuthorizationError, PulsarServerError)
-ConsumerBusy = _define("ConsumerBusy", Result.ConsumerBusy, PulsarServerError)
-ServiceUnitNotReady = _define("ServiceUnitNotReady", Result.ServiceUnitNotReady, PulsarServerError)
-ProducerBlockedQuotaExceededError = _define(
-    "ProducerBlockedQuotaExceededError", Result.ProducerBlockedQuotaExceededError, PulsarServerError
-)
-ProducerBlockedQuotaExceededException = _define(
-    "ProducerBlockedQuotaExceededException", Result.ProducerBlockedQuotaExceededException, PulsarServerError
-)
-ChecksumError = _define("ChecksumError", Result.ChecksumError, PulsarServerError)
-UnsupportedVersionError = _define("UnsupportedVersionError", Result.UnsupportedVersionError, PulsarServerError)
-TopicNotFound = _define("TopicNotFound", Result.TopicNotFound, PulsarServerError)
-SubscriptionNotFound = _define("SubscriptionNotFound", Result.SubscriptionNotFound, PulsarServerError)
-ConsumerNotFound = _define("ConsumerNotFound", Result.ConsumerNotFound, PulsarServerError)
-TooManyLookupRequestException = _define(
-    "TooManyLookupRequestException", Result.TooManyLookupRequestException, PulsarServerError
-)
-TopicTerminated = _define("TopicTerminated", Result.TopicTerminated, PulsarServerError)
-ProducerBusy = _define("ProducerBusy", Result.ProducerBusy, PulsarServerError)
-InvalidTopicName = _define("InvalidTopicName", Result.InvalidTopicName, PulsarServerError)
-IncompatibleSchema = _define("IncompatibleSchema", Result.IncompatibleSchema, PulsarServerError)
-ConsumerAssignError = _define("ConsumerAssignError", Result.ConsumerAssignError, PulsarServerError)
-TransactionCoordinatorNotFoundError = _define(
-    "TransactionCoordinatorNotFoundError", Result.TransactionCoordinatorNotFoundError, PulsarServerError
-)
-InvalidTxnStatusError = _define("InvalidTxnStatusError", Result.InvalidTxnStatusError, PulsarServerError)
-NotAllowedError = _define("NotAllowedError", Result.NotAllowedError, PulsarServerError)
-TransactionConflict = _define("TransactionConflict", Result.TransactionConflict, PulsarServerError)
-TransactionNotFound = _define("TransactionNotFound", Result.TransactionNotFound, PulsarServerError)
-ProducerFenced = _define("ProducerFenced", Result.ProducerFenced, PulsarServerError)
+# What brokers report, by ServerError; retriable: what the official producer retries until its
+# operation timeout (ServiceNotReady, UnknownError, MetadataError, PersistenceError).
+UnknownError = _define(Result.UnknownError, PulsarServerError, retriable=True)
+BrokerMetadataError = _define(Result.BrokerMetadataError, PulsarServerError, retriable=True)
+BrokerPersistenceError = _define(Result.BrokerPersistenceError, PulsarServerError, retriable=True)
+AuthenticationError = _define(Result.AuthenticationError, PulsarServerError)
+AuthorizationError = _define(Result.AuthorizationError, PulsarServerError)
+ConsumerBusy = _define(Result.ConsumerBusy, PulsarServerError)
+ServiceUnitNotReady = _define(Result.ServiceUnitNotReady, PulsarServerError, retriable=True)
+ProducerBlockedQuotaExceededError = _define(Result.ProducerBlockedQuotaExceededError, PulsarServerError)
+ProducerBlockedQuotaExceededException = _define(Result.ProducerBlockedQuotaExceededException, PulsarServerError)
+ChecksumError = _define(Result.ChecksumError, PulsarServerError)
+UnsupportedVersionError = _define(Result.UnsupportedVersionError, PulsarServerError)
+TopicNotFound = _define(Result.TopicNotFound, PulsarServerError)
+SubscriptionNotFound = _define(Result.SubscriptionNotFound, PulsarServerError)
+ConsumerNotFound = _define(Result.ConsumerNotFound, PulsarServerError)
+TooManyLookupRequestException = _define(Result.TooManyLookupRequestException, PulsarServerError)
+TopicTerminated = _define(Result.TopicTerminated, PulsarServerError)
+ProducerBusy = _define(Result.ProducerBusy, PulsarServerError)
+InvalidTopicName = _define(Result.InvalidTopicName, PulsarServerError)
+IncompatibleSchema = _define(Result.IncompatibleSchema, PulsarServerError)
+ConsumerAssignError = _define(Result.ConsumerAssignError, PulsarServerError)
+TransactionCoordinatorNotFoundError = _define(Result.TransactionCoordinatorNotFoundError, PulsarServerError)
+InvalidTxnStatusError = _define(Result.InvalidTxnStatusError, PulsarServerError)
+NotAllowedError = _define(Result.NotAllowedError, PulsarServerError)
+TransactionConflict = _define(Result.TransactionConflict, PulsarServerError)
+TransactionNotFound = _define(Result.TransactionNotFound, PulsarServerError)
+ProducerFenced = _define(Result.ProducerFenced, PulsarServerError)
 
 _BY_SERVER_ERROR: dict[int, type[PulsarException]] = {
     pb.UnknownError: UnknownError,
@@ -124,10 +115,6 @@ _BY_SERVER_ERROR: dict[int, type[PulsarException]] = {
     pb.TransactionNotFound: TransactionNotFound,
     pb.ProducerFenced: ProducerFenced,
 }
-
-RETRYABLE_SERVER_ERRORS = frozenset({pb.ServiceNotReady, pb.UnknownError, pb.MetadataError, pb.PersistenceError})
-"""Refusals the official producer retries until the operation timeout (official-client-trace §10.1)."""
-
 
 def server_error(code: int, message: str) -> PulsarException:
     """The exception for a ServerError the broker sent; its message starts with the code's name."""

@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 
 from magnetar.client.enums import ConsumerCryptoFailureAction
 from magnetar.client.message import EntryContext, Message, messages_of
-from magnetar.formats.processor import EntryPayload, ProcessorSet, UnknownFormatError
+from magnetar.formats.payload import EntryPayload, UnknownFormatError
+from magnetar.formats.processor import ProcessorSet
 from magnetar.wire.batch import BatchMessage, decode_batch, decompressed_payload
 from magnetar.wire.entry import PULSAR_FORMAT, ParsedEntry, entry_format, parse_entry, verify_checksum
 from magnetar.wire.message_id import MessageId as WireId

@@ -22,6 +22,10 @@ class ClientSecurity:
     tls_allow_insecure_connection: bool = False
     tls_validate_hostname: bool = False
     """The official client's default: the certificate is checked, the host name in it is not."""
+    tls_certificate: tuple[str, str] | None = None
+    """The client's certificate and key files for the TLS handshake (the official client's
+    tls_certificate_file_path and tls_private_key_file_path), whatever the authentication;
+    AuthenticationTLS's pair is shown when it has one."""
 
     def ssl_context(self) -> ssl.SSLContext:
         """Checks the broker against the trusted certificates (the system's when none are
@@ -29,7 +33,7 @@ class ClientSecurity:
         AuthenticationTLS. Built once per settings, not per connection: loading the system's
         certificates takes about 20 ms, on the event loop in the asyncio client."""
         return _ssl_context(self.tls_trust_certs_file_path or None, self.tls_allow_insecure_connection,
-                            self.tls_validate_hostname, self.authentication.tls_pair)
+                            self.tls_validate_hostname, self.authentication.tls_pair or self.tls_certificate)
 
     def connect_frame(self, client_version: str) -> bytes:
         data = self.authentication.auth_data()

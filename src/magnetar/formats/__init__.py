@@ -12,18 +12,16 @@ processor and `processor` (the choice of one per entry) above them. Enforced by 
 (pyproject.toml).
 """
 
-from magnetar.formats.processor import (
-    FORMAT_PROPERTY,
+from magnetar.formats.payload import (
     CorruptPayloadError,
     EntryPayload,
     PayloadContext,
     PayloadError,
     PayloadProcessor,
-    ProcessorSet,
     UnknownFormatError,
-    entry_format,
-    resolve_processors,
 )
+from magnetar.formats.processor import ProcessorSet, resolve_processors
+from magnetar.wire.entry import FORMAT_PROPERTY, entry_format
 
 __all__ = [
     "FORMAT_PROPERTY",

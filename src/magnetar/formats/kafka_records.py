@@ -40,7 +40,6 @@ KAFKA_FORMAT = "kafka"
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = _HEADER.size  # 61
 _CRC_START = 21  # attributes onwards
-MAX_RECORDS_BYTES = 64 * 1024 * 1024
 
 CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = range(5)
 _CODEC_NAMES = {CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4",

@@ -6,7 +6,7 @@ source) decides how to read each one. An entry names its format in a MessageMeta
 property (`entry.format`: ``kafka`` as Kafka-on-Pulsar writes it, ``arrow`` for ours; absent
 means Pulsar's batch format), so a reader holding several processors picks one per entry
 from MessageMetadata alone. What a processor is handed and subclasses is in
-magnetar.formats.payload (below every processor; re-exported here).
+magnetar.formats.payload (below every processor).
 
 Processors are found by name: the built-ins (``pulsar``, ``kafka``, ``arrow``) directly, others
 through the entry-point group ``magnetar.payload_processors``, and by nothing else: a name may
@@ -29,27 +29,12 @@ from magnetar.formats.payload import (
 )
 from magnetar.plugins import PluginGroup
 from magnetar.wire.batch import BatchMessage
-from magnetar.wire.entry import FORMAT_PROPERTY, PULSAR_FORMAT, entry_format
+from magnetar.wire.entry import PULSAR_FORMAT
 
 if TYPE_CHECKING:
     from magnetar.formats.columns import MessageColumns
 
 ENTRY_POINT_GROUP = "magnetar.payload_processors"
-
-__all__ = [
-    "ENTRY_POINT_GROUP",
-    "FORMAT_PROPERTY",
-    "PULSAR_FORMAT",
-    "CorruptPayloadError",
-    "EntryPayload",
-    "PayloadContext",
-    "PayloadError",
-    "PayloadProcessor",
-    "ProcessorSet",
-    "UnknownFormatError",
-    "entry_format",
-    "resolve_processors",
-]
 
 
 class ProcessorSet:

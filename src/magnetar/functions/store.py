@@ -81,8 +81,7 @@ class FunctionStore:
         with self.metadata.transaction() as writer:
             writer.delete(_META + fqfn)
             writer.delete(_CODE + fqfn)
-            for key in self.metadata.list(f"{_STATE}{fqfn}/"):
-                writer.delete(key)
+            writer.delete_prefix(f"{_STATE}{fqfn}/")
 
     # -- state (Pulsar's FunctionState JSON: key, stringValue | byteValue | numberValue, version)
     def state(self, fqfn: str, key: str) -> dict[str, Any] | None:

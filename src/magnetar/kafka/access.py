@@ -21,6 +21,7 @@ from magnetar.broker.auth.authorization import AuthorizationError
 from magnetar.broker.auth.operations import Operation
 from magnetar.broker.errors import BrokerServiceError, ResourceNotFoundError
 from magnetar.broker.service.protocol_handlers import HandlerBroker
+from magnetar.kafka.errors import Answer, Unauthorized, kafka_error
 from magnetar.kafka.groups import GroupError
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 
@@ -34,10 +35,6 @@ DELETE_TOPIC = operations.DELETE_TOPIC
 GROUP = operations.SUBSCRIBE
 TOPIC_POLICY_WRITE = operations.TOPIC_POLICY_WRITE  # AlterConfigs, CreatePartitions: as the admin API's
 DELETE_RECORDS = operations.TRIM_TOPIC  # Pulsar's nearest: removing a topic's stored data
-
-
-class Unauthorized(Exception):
-    """The role may not do this to a topic (Kafka's TOPIC_AUTHORIZATION_FAILED); says why."""
 
 
 class Access:
@@ -79,13 +76,11 @@ class Access:
             raise GroupError(ErrorCode.group_authorization_failed)
 
 
-def refusal(access: Access, operation: Operation, topic: str) -> tuple[ErrorCode, str | None] | None:
+def refusal(access: Access, operation: Operation, topic: str) -> Answer | None:
     """The error (and reason) a request's topic entry carries when the role may not perform
     `operation` on `topic`; None when it may."""
     try:
         access.topic(operation, topic)
-    except Unauthorized as exc:
-        return ErrorCode.topic_authorization_failed, str(exc)
-    except UnknownPartition:
-        return ErrorCode.unknown_topic_or_partition, None
+    except (Unauthorized, UnknownPartition) as exc:
+        return kafka_error(exc)
     return None

@@ -18,14 +18,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
-from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError
+from magnetar.broker.errors import BrokerServiceError
 from magnetar.kafka import log_view
 from magnetar.kafka.access import CREATE_TOPIC, DELETE_RECORDS, DELETE_TOPIC, TOPIC_POLICY_WRITE, Access, refusal
+from magnetar.kafka.errors import ANSWERABLE, Answer, kafka_error
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.topic_configs import InvalidConfig, normalized
 from magnetar.kafka.topic_settings import TopicSettings
-from magnetar.kafka.topics import UnknownPartition
 
 _NO_WAIT = datetime.timedelta(0)
 CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS_KEY, CREATE_PARTITIONS = 19, 20, 21, 37
@@ -62,7 +62,7 @@ class AdminApis:
                                  replication_factor=1 if error == ErrorCode.none else -1, configs=configs))
         return build(module, "CreateTopicsResponse", throttle_time=_NO_WAIT, topics=tuple(results))
 
-    def _create(self, access: Access, topic: Any, partitions: int, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    def _create(self, access: Access, topic: Any, partitions: int, validate_only: bool) -> Answer:
         name = topic.name
         if not _valid_name(name):
             return ErrorCode.invalid_topic_exception, f"{name!r} is not a topic name"
@@ -77,19 +77,12 @@ class AdminApis:
                 raise InvalidConfig("a topic's configuration needs a value (null given)")
             writes = settings.plan(normalized(given), kafka_retention=True)
             access.topics.broker.check_partition_count(partitions)
-        except InvalidConfig as exc:
-            return ErrorCode.invalid_config, str(exc)
-        except InvalidPartitionCountError as exc:
-            return ErrorCode.invalid_partitions, exc.message
-        if validate_only:
-            return ErrorCode.none, None
-        try:
-            access.topics.create(name, partitions)
-        except InvalidPartitionCountError as exc:
-            return ErrorCode.invalid_partitions, exc.message
-        except BrokerServiceError as exc:
-            return ErrorCode.invalid_request, exc.message
-        settings.apply(writes)
+            if not validate_only:
+                access.topics.create(name, partitions)
+        except ANSWERABLE as exc:
+            return kafka_error(exc, otherwise=ErrorCode.invalid_request)
+        if not validate_only:
+            settings.apply(writes)
         return ErrorCode.none, None
 
     def auto_create(self, access: Access, name: str) -> int | None:
@@ -122,13 +115,13 @@ class AdminApis:
         return build(module, "DeleteTopicsResponse", throttle_time=_NO_WAIT, responses=tuple(results))
 
     @staticmethod
-    def _delete(access: Access, name: str | None) -> tuple[ErrorCode, str | None]:
+    def _delete(access: Access, name: str | None) -> Answer:
         if name is None or access.topics.partitions(name) is None:
             return ErrorCode.unknown_topic_or_partition, None
         try:
             access.topics.delete(name)
-        except BrokerServiceError as exc:
-            return ErrorCode.unknown_server_error, exc.message
+        except ANSWERABLE as exc:
+            return kafka_error(exc)
         return ErrorCode.none, None
 
     # -- CreatePartitions
@@ -148,7 +141,7 @@ class AdminApis:
         return build(module, "CreatePartitionsResponse", throttle_time=_NO_WAIT, results=tuple(results))
 
     @staticmethod
-    def _grow(access: Access, topic: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    def _grow(access: Access, topic: Any, validate_only: bool) -> Answer:
         name, count = topic.name, topic.count
         pulsar_name = access.topics.pulsar_name(name)
         current = access.topics.broker.partitions(pulsar_name) if _valid_name(name) else None
@@ -165,10 +158,8 @@ class AdminApis:
             access.topics.broker.check_partition_count(count)
             if not validate_only:
                 access.topics.broker.update_partitions(pulsar_name, count)
-        except InvalidPartitionCountError as exc:
-            return ErrorCode.invalid_partitions, exc.message
-        except BrokerServiceError as exc:
-            return ErrorCode.invalid_request, exc.message
+        except ANSWERABLE as exc:
+            return kafka_error(exc, otherwise=ErrorCode.invalid_request)
         return ErrorCode.none, None
 
     # -- DeleteRecords
@@ -183,13 +174,13 @@ class AdminApis:
         return build(module, "DeleteRecordsResponse", throttle_time=_NO_WAIT, topics=tuple(topics))
 
     @staticmethod
-    def _deleted(access: Access, topic: str, part: Any, refused: tuple[ErrorCode, str | None] | None) -> dict:
+    def _deleted(access: Access, topic: str, part: Any, refused: Answer | None) -> dict:
         if refused is not None:
             return {"low_watermark": -1, "error_code": refused[0]}
         try:
             log = access.topics.log(topic, part.partition_index)
-        except UnknownPartition:
-            return {"low_watermark": -1, "error_code": ErrorCode.unknown_topic_or_partition}
+        except ANSWERABLE as exc:
+            return {"low_watermark": -1, "error_code": kafka_error(exc)[0]}
         end = log.end_offset()
         offset = end if part.offset == _HIGH_WATERMARK else part.offset
         if not 0 <= offset <= end:

@@ -15,9 +15,10 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
-from magnetar.kafka.access import LIST_TOPICS, LOOKUP, Access, Unauthorized
+from magnetar.kafka.access import LIST_TOPICS, LOOKUP, Access
 from magnetar.kafka.admin_apis import AdminApis
 from magnetar.kafka.config_apis import ConfigApis
+from magnetar.kafka.errors import ANSWERABLE, kafka_error
 from magnetar.kafka.fetch import FetchApis
 from magnetar.kafka.group_apis import GroupApis
 from magnetar.kafka.idempotence import ProducerIds
@@ -25,7 +26,7 @@ from magnetar.kafka.produce import ProduceApi
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request, encode_body
 from magnetar.kafka.sasl import UserNamespaces
-from magnetar.kafka.topics import KafkaTopics, UnknownPartition
+from magnetar.kafka.topics import KafkaTopics
 
 #: api key -> (lowest, highest) version implemented
 VERSIONS: dict[int, tuple[int, int]] = {
@@ -168,10 +169,8 @@ class KafkaApis:
     def _topic_metadata(self, module: Any, name: str, create: bool, access: Access) -> Any:
         try:
             access.topic(LOOKUP, name)
-        except Unauthorized:
-            count, error = None, ErrorCode.topic_authorization_failed
-        except UnknownPartition:
-            count, error = None, ErrorCode.unknown_topic_or_partition
+        except ANSWERABLE as exc:
+            count, error = None, kafka_error(exc)[0]
         else:
             count = access.topics.partitions(name)
             if count is None and create and self.config.allowAutoTopicCreation:

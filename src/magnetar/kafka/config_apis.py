@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.kafka.access import LOOKUP, TOPIC_POLICY_WRITE, Access, refusal
+from magnetar.kafka.errors import ANSWERABLE, Answer, kafka_error
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.topic_configs import KEYS, ConfigType, InvalidConfig, key, normalized
@@ -31,7 +32,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _RETENTION_MS = str(7 * 24 * 3600 * 1000)
 
 
-def _refusal(access: Access, operation: Any, topic: str) -> tuple[ErrorCode, str | None] | None:
+def _refusal(access: Access, operation: Any, topic: str) -> Answer | None:
     """The error a topic's resource gets when it cannot be used as asked, None when it can."""
     refused = refusal(access, operation, topic)
     if refused is None and access.topics.partitions(topic) is None:
@@ -112,7 +113,7 @@ class ConfigApis:
         return build(module, response, throttle_time=_NO_WAIT, responses=tuple(results))
 
     @staticmethod
-    def _altered(resource: Any, access: Access, changes_of: Any, validate_only: bool) -> tuple[ErrorCode, str | None]:
+    def _altered(resource: Any, access: Access, changes_of: Any, validate_only: bool) -> Answer:
         if resource.resource_type == BROKER_RESOURCE:
             return ErrorCode.invalid_config, "the broker's configuration is its broker.conf: change it there"
         if resource.resource_type != TOPIC_RESOURCE:
@@ -125,8 +126,8 @@ class ConfigApis:
         try:
             changes, replace = changes_of(resource)
             writes = settings.plan(normalized(changes), replace=replace)
-        except InvalidConfig as exc:
-            return ErrorCode.invalid_config, str(exc)
+        except ANSWERABLE as exc:
+            return kafka_error(exc, otherwise=ErrorCode.invalid_request)
         if not validate_only:
             settings.apply(writes)
         return ErrorCode.none, None

@@ -16,13 +16,14 @@ from kio.schema.errors import ErrorCode
 
 from magnetar.broker.service.protocol_handlers import PartitionLog
 from magnetar.kafka import log_view
-from magnetar.kafka.access import CONSUME, LOOKUP, Access, Unauthorized
+from magnetar.kafka.access import CONSUME, LOOKUP, Access
+from magnetar.kafka.errors import ANSWERABLE, kafka_error
 from magnetar.kafka.offsets_by_time import offset_for_time
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import from_pulsar_messages, with_base_offset
 from magnetar.kafka.topic_settings import KAFKA_CONFIGS
-from magnetar.kafka.topics import KafkaTopics, UnknownPartition
+from magnetar.kafka.topics import KafkaTopics
 from magnetar.storage import StorageClosedError
 from magnetar.wire.batch import decode_messages
 from magnetar.wire.entry import entry_format, first_message_index, parse_entry
@@ -124,10 +125,8 @@ class FetchApis:
         try:
             access.topic(CONSUME, topic)
             return access.topics.log(topic, partition)
-        except UnknownPartition:
-            return ErrorCode.unknown_topic_or_partition
-        except Unauthorized:
-            return ErrorCode.topic_authorization_failed
+        except ANSWERABLE as exc:
+            return kafka_error(exc)[0]
 
     @staticmethod
     def _read(part: Any, log: PartitionLog | ErrorCode, limit: int,
@@ -154,8 +153,8 @@ class FetchApis:
                     break
                 pieces += batch
                 size = grown
-        except StorageClosedError:  # deleted or unloaded during the long poll: the client looks it up again
-            return part.partition, ErrorCode.unknown_topic_or_partition, -1, -1, b""
+        except StorageClosedError as exc:  # deleted or unloaded during the long poll
+            return part.partition, kafka_error(exc)[0], -1, -1, b""
         return part.partition, ErrorCode.none, end, start, b"".join(pieces)
 
     @staticmethod
@@ -187,10 +186,8 @@ class FetchApis:
         try:
             access.topic(LOOKUP, topic)
             log = access.topics.log(topic, part.partition_index)
-        except UnknownPartition:
-            return answer(ErrorCode.unknown_topic_or_partition)
-        except Unauthorized:
-            return answer(ErrorCode.topic_authorization_failed)
+        except ANSWERABLE as exc:
+            return answer(kafka_error(exc)[0])
         try:
             if part.timestamp == _EARLIEST:
                 return answer(ErrorCode.none, log_view.start_offset(log))
@@ -200,6 +197,6 @@ class FetchApis:
                 return answer(ErrorCode.unsupported_version)
             offset, timestamp = offset_for_time(log, part.timestamp,
                                             log_append_time=_log_append_time(access.topics, topic))
-        except StorageClosedError:  # deleted or unloaded meanwhile: the client looks it up again
-            return answer(ErrorCode.unknown_topic_or_partition)
+        except StorageClosedError as exc:  # deleted or unloaded meanwhile
+            return answer(kafka_error(exc)[0])
         return answer(ErrorCode.none, offset, timestamp)

@@ -14,12 +14,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from magnetar.broker.errors import BrokerServiceError
-from magnetar.kafka.access import CONSUME, GROUP, Access, Unauthorized
+from magnetar.kafka.access import CONSUME, GROUP, Access
+from magnetar.kafka.errors import ANSWERABLE, kafka_error
 from magnetar.kafka.groups import GroupCoordinator, GroupError, Joiner
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
-from magnetar.kafka.topics import UnknownPartition
 
 _NO_WAIT = datetime.timedelta(0)
 _NO_AUTHORIZED_OPERATIONS = -2147483648
@@ -148,12 +147,8 @@ class GroupApis:
         try:
             access.topic(CONSUME, topic)
             access.topics.log(topic, partition).commit_offset(group, offset, metadata)
-        except UnknownPartition:
-            return ErrorCode.unknown_topic_or_partition
-        except Unauthorized:
-            return ErrorCode.topic_authorization_failed
-        except BrokerServiceError:
-            return ErrorCode.unknown_server_error
+        except ANSWERABLE as exc:
+            return kafka_error(exc)[0]
         return ErrorCode.none
 
     def offset_fetch(self, request: Request, access: Access) -> Any:
@@ -181,10 +176,8 @@ class GroupApis:
         try:
             access.topic(CONSUME, topic)
             committed = access.topics.log(topic, partition).committed_offset(group)
-        except UnknownPartition:
-            error = ErrorCode.unknown_topic_or_partition
-        except Unauthorized:
-            error = ErrorCode.topic_authorization_failed
+        except ANSWERABLE as exc:
+            error = kafka_error(exc)[0]
         offset, metadata = committed if committed is not None else (-1, "")
         return build(module, "OffsetFetchResponsePartition", partition_index=partition, committed_offset=offset,
                      committed_leader_epoch=-1, metadata=metadata, error_code=error)

@@ -21,18 +21,18 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
-from magnetar.broker.errors import BrokerServiceError
 from magnetar.formats.kafka_records import kafka_entry_properties
 from magnetar.kafka import publish_policies
-from magnetar.kafka.access import PRODUCE, Access, Unauthorized
+from magnetar.kafka.access import PRODUCE, Access
+from magnetar.kafka.errors import ANSWERABLE, Answer, MessageTooLarge, kafka_error
 from magnetar.kafka.idempotence import ACCEPT, ProducerStates
 from magnetar.kafka.producer_snapshots import producer_name
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches, to_pulsar_batch
 from magnetar.kafka.protocol.templates import Int64Templates
-from magnetar.kafka.topics import KafkaTopics, UnknownPartition
-from magnetar.storage import StorageError, StorageFullError
+from magnetar.kafka.topics import KafkaTopics
+from magnetar.storage import StorageFullError
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -121,19 +121,8 @@ class ProduceApi:
                 done.set_result((refused[0], -1, refused[1]))
                 return done
             batches = self._checked(records, publish_policies.max_batch_size(log_))
-        except InvalidRecords as exc:
-            code = ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record
-            done.set_result((code, -1, str(exc)))
-            return done
-        except UnknownPartition:
-            done.set_result((ErrorCode.unknown_topic_or_partition, -1, None))
-            return done
-        except Unauthorized as exc:
-            done.set_result((ErrorCode.topic_authorization_failed, -1, str(exc)))
-            return done
-        except _TooLarge as exc:
-            done.set_result((ErrorCode.message_too_large, -1, str(exc)))
-            return done
+        except ANSWERABLE as exc:
+            return _failed(done, kafka_error(exc))
         verdicts = [self.states.check(log_, batch) for batch in batches]
         refused = next((v.error for v in verdicts if v.error != ErrorCode.none), None)
         fresh = [batch for batch, verdict in zip(batches, verdicts, strict=True) if verdict is ACCEPT]
@@ -148,7 +137,7 @@ class ProduceApi:
                 if not isinstance(exc, StorageFullError):  # a full disk is logged once, by the broker
                     log.warning("Kafka produce to %s-%d failed: %s", topic, partition, exc)
                 self.states.forget(log_, fresh)
-                done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
+                _failed(done, (ErrorCode.kafka_storage_error, str(exc)))  # the write itself failed
                 return
             offset = base_offset
             for batch in fresh:
@@ -159,12 +148,9 @@ class ProduceApi:
         try:
             now = int(time.time() * 1000)
             log_.append([self._entry(producer, batch, now) for batch in fresh], [b.count for b in fresh], stored)
-        except (BrokerServiceError, InvalidRecords) as exc:
+        except ANSWERABLE as exc:  # a ledger that failed a write or closed is KAFKA_STORAGE_ERROR
             self.states.forget(log_, fresh)
-            done.set_result((ErrorCode.unknown_server_error, -1, str(exc)))
-        except StorageError as exc:  # the ledger failed a write, or closed: Kafka's answer for a failed log
-            self.states.forget(log_, fresh)
-            done.set_result((ErrorCode.kafka_storage_error, -1, str(exc)))
+            _failed(done, kafka_error(exc))
         return done
 
     @staticmethod
@@ -174,7 +160,7 @@ class ProduceApi:
         batches = split_batches(records)
         for batch in batches:
             if len(batch.data) > limit:
-                raise _TooLarge(f"a record batch of {len(batch.data)} bytes is over maxMessageSize={limit}")
+                raise MessageTooLarge(f"a record batch of {len(batch.data)} bytes is over maxMessageSize={limit}")
         return batches
 
     def _entry(self, producer: str, batch: ProducedBatch, now: int) -> bytes:
@@ -199,5 +185,6 @@ class ProduceApi:
         return build_entry(metadata, converted.payload, checksum=False)
 
 
-class _TooLarge(ValueError):
-    """A batch over maxMessageSize (Kafka's MESSAGE_TOO_LARGE)."""
+def _failed(done: asyncio.Future[_Result], answer: Answer) -> asyncio.Future[_Result]:
+    done.set_result((answer[0], -1, answer[1]))
+    return done

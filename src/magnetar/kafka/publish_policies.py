@@ -24,26 +24,18 @@ from kio.schema.errors import ErrorCode
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.service.protocol_handlers import HandlerBroker, PartitionLog
 from magnetar.broker.topics.topic_limits import MAX_MESSAGE_SIZE
+from magnetar.kafka.errors import Answer, kafka_error
 from magnetar.storage import StorageFullError
-from magnetar.wire.proto import pulsar_api_pb2 as pb
-
-_ERRORS = {
-    pb.TopicTerminatedError: ErrorCode.policy_violation,
-    pb.ProducerBlockedQuotaExceededException: ErrorCode.policy_violation,
-    pb.ProducerBlockedQuotaExceededError: ErrorCode.not_enough_replicas,
-    pb.IncompatibleSchema: ErrorCode.invalid_record,
-    pb.MetadataError: ErrorCode.policy_violation,
-}
 
 
-def refusal(broker: HandlerBroker, log: PartitionLog) -> tuple[ErrorCode, str] | None:
-    """Kafka's error and the broker's reason when `log` takes nothing from a producer now."""
+def refusal(broker: HandlerBroker, log: PartitionLog) -> Answer | None:
+    """Kafka's error and the broker's reason when `log` takes nothing from a producer now
+    (kafka.errors; a refusal Kafka has no name for is POLICY_VIOLATION)."""
     try:
         broker.check_publish(log)
-    except BrokerServiceError as exc:
-        return _ERRORS.get(exc.code, ErrorCode.policy_violation), exc.message
-    except StorageFullError as exc:  # producers are held while the disk is full: a log that cannot write
-        return ErrorCode.kafka_storage_error, str(exc)
+    # StorageFullError: producers are held while the disk is full, a log that cannot write
+    except (BrokerServiceError, StorageFullError) as exc:
+        return kafka_error(exc, otherwise=ErrorCode.policy_violation)
     return None
 
 

@@ -181,12 +181,8 @@ class SchemaRegistry:
 
     def delete_all(self, sid: str) -> None:
         """Forget every version (a deleted topic; a forced delete)."""
-        keys = self._store.list(f"{_PREFIX}{sid}/")
         self._cache.pop(sid, None)
-        if keys:
-            with self._store.transaction() as txn:
-                for key in keys:
-                    txn.delete(key)
+        self._store.delete_prefix(f"{_PREFIX}{sid}/")
 
     def _append(self, sid: str, schema: SchemaData) -> int:
         versions = self.history(sid)

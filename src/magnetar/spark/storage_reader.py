@@ -27,7 +27,7 @@ from magnetar.spark.worker_heap import gc_paused
 from magnetar.storage import ManagedLedger, ManagedLedgerFactory, NoSuchManagedLedgerError, Position
 from magnetar.storage.ledger import Allocator
 from magnetar.storage.message_finder import EntrySequence, find_by_index, find_first_at_or_after
-from magnetar.wire.entry import parse_message_metadata, peek_broker_entry_metadata
+from magnetar.wire.entry import first_message_index, parse_message_metadata, peek_broker_entry_metadata
 from magnetar.wire.topic_name import TopicName
 
 PARTITIONED_PREFIX = "/admin/partitioned-topics/"
@@ -113,12 +113,8 @@ def storage_name(tp: TopicPartition) -> str:
 
 def first_index(entry: bytes) -> int | None:
     """The PIP-70 index of the entry's first message (None without the prefix)."""
-    bem = peek_broker_entry_metadata(entry)
-    if bem is None or not bem.HasField("index"):
-        return None
-    metadata = parse_message_metadata(entry)
-    count = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
-    return bem.index - count + 1
+    last = last_index(entry)
+    return None if last is None else first_message_index(parse_message_metadata(entry), last)
 
 
 def last_index(entry: bytes) -> int | None:

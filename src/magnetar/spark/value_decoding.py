@@ -29,6 +29,8 @@ from magnetar.schemas.definitions import key_value_parts, unpack_pair, writer_de
 from magnetar.schemas.errors import InvalidSchemaError
 from magnetar.spark.avro_columns import Reader, compile_records, decode_records
 from magnetar.spark.value_types import (
+    FIXED_WIDTH,
+    MS_PER_DAY,
     PRIMITIVE_TYPES,
     UnsupportedSchemaError,
     record_schema,
@@ -40,12 +42,6 @@ from magnetar.spark.value_types import (
 WriterLookup = Callable[[int], "SchemaData | None"]
 """A schema version -> that version's schema (None when the registry no longer has it)."""
 NO_VERSION = -1
-_FIXED_WIDTH = {
-    SchemaType.BOOLEAN: ">u1", SchemaType.INT8: ">i1", SchemaType.INT16: ">i2", SchemaType.INT32: ">i4",
-    SchemaType.INT64: ">i8", SchemaType.FLOAT: ">f4", SchemaType.DOUBLE: ">f8", SchemaType.DATE: ">i8",
-    SchemaType.TIMESTAMP: ">i8",
-}
-_MS_PER_DAY = 86_400_000
 
 
 class ValueDecoder:
@@ -69,7 +65,7 @@ def _decoder(reader: SchemaData, writers: WriterLookup) -> Decode:
         return lambda values, versions, keys: values
     if kind == SchemaType.STRING:
         return lambda values, versions, keys: pc.cast(values, pa.string())
-    if kind in _FIXED_WIDTH:
+    if kind in FIXED_WIDTH:
         return lambda values, versions, keys: _fixed_width(values, kind)
     if kind in (SchemaType.AVRO, SchemaType.JSON):
         records = RecordDecoder(reader, writers).column
@@ -90,7 +86,7 @@ def _empty_as_null(payloads: pa.Array) -> pa.Array:
 def _fixed_width(values: pa.Array, kind: SchemaType) -> pa.Array:
     """Big-endian numbers of one width each (Pulsar's primitive encodings), from the payload
     buffer at once; a null value stays null, a payload of the wrong size reads as null."""
-    dtype = np.dtype(_FIXED_WIDTH[kind])
+    dtype = np.dtype(FIXED_WIDTH[kind])
     width = dtype.itemsize
     lengths = pc.binary_length(values)
     good = pc.fill_null(pc.equal(lengths, width), False)
@@ -103,7 +99,7 @@ def _fixed_width(values: pa.Array, kind: SchemaType) -> pa.Array:
     if kind == SchemaType.BOOLEAN:
         return pa.array(numbers != 0, pa.bool_(), mask=mask)
     if kind == SchemaType.DATE:
-        return pa.array(numbers // _MS_PER_DAY, pa.int32(), mask=mask).cast(pa.date32())
+        return pa.array(numbers // MS_PER_DAY, pa.int32(), mask=mask).cast(pa.date32())
     if kind == SchemaType.TIMESTAMP:
         return pa.array(numbers * 1000, pa.int64(), mask=mask).cast(PRIMITIVE_TYPES[kind])
     return pa.array(numbers, PRIMITIVE_TYPES[kind], mask=mask)

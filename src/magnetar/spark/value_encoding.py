@@ -25,16 +25,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from magnetar.schemas import SchemaData, SchemaType
+from magnetar.spark.value_types import FIXED_WIDTH, MS_PER_DAY
 from magnetar.spark.varint_widths import varint_widths
 
 BYTES = pa.large_binary()
 _EMPTY = pa.scalar(b"", BYTES)
-_FIXED_WIDTH = {
-    SchemaType.BOOLEAN: "u1", SchemaType.INT8: ">i1", SchemaType.INT16: ">i2", SchemaType.INT32: ">i4",
-    SchemaType.INT64: ">i8", SchemaType.FLOAT: ">f4", SchemaType.DOUBLE: ">f8", SchemaType.DATE: ">i8",
-    SchemaType.TIMESTAMP: ">i8",
-}
-_MS_PER_DAY = 86_400_000
 
 
 class ValueEncoder:
@@ -90,12 +85,12 @@ def _plain(value: Any, arrow_type: pa.DataType) -> Any:
 def _fixed_width(values: pa.Array, kind: SchemaType) -> pa.Array:
     """Pulsar's primitive encodings: one big-endian number of a fixed width per row."""
     if kind == SchemaType.DATE:
-        numbers = _numbers(values, np.int64) * _MS_PER_DAY
+        numbers = _numbers(values, np.int64) * MS_PER_DAY
     elif kind == SchemaType.TIMESTAMP:
         numbers = _numbers(values, np.int64) // 1000
     else:
         numbers = _numbers(values, None)
-    dtype = np.dtype(_FIXED_WIDTH[kind])
+    dtype = np.dtype(FIXED_WIDTH[kind])
     return _fixed_binary(np.ascontiguousarray(numbers.astype(dtype)).view(np.uint8), dtype.itemsize)
 
 

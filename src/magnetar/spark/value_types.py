@@ -19,6 +19,15 @@ import pyarrow as pa
 from magnetar.schemas import SchemaData, SchemaType
 from magnetar.schemas.definitions import is_legacy_json_schema, key_value_parts, parse_avro
 
+#: Pulsar's primitive schemas as the Java client writes them: fixed-width big-endian numbers,
+#: dates and timestamps as epoch milliseconds (numpy dtypes; a Spark date is days).
+FIXED_WIDTH = {
+    SchemaType.BOOLEAN: ">u1", SchemaType.INT8: ">i1", SchemaType.INT16: ">i2", SchemaType.INT32: ">i4",
+    SchemaType.INT64: ">i8", SchemaType.FLOAT: ">f4", SchemaType.DOUBLE: ">f8", SchemaType.DATE: ">i8",
+    SchemaType.TIMESTAMP: ">i8",
+}
+MS_PER_DAY = 86_400_000
+
 SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
 PRIMITIVE_TYPES: dict[SchemaType, pa.DataType] = {
     SchemaType.NONE: pa.binary(),

@@ -20,6 +20,7 @@ from magnetar.storage.errors import (
     StorageClosedError,
     StorageError,
     StorageFullError,
+    WriteFailedError,
 )
 from magnetar.storage.ledger import RecoveryReport
 from magnetar.storage.ledger_slot import AppendCallback, LedgerInfo
@@ -48,5 +49,6 @@ __all__ = [
     "StorageClosedError",
     "StorageError",
     "StorageFullError",
+    "WriteFailedError",
     "bump_counter",
 ]

@@ -15,7 +15,13 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from magnetar.storage.errors import ReadOnlyError, StorageClosedError, StorageFullError, is_space_error
+from magnetar.storage.errors import (
+    ReadOnlyError,
+    StorageClosedError,
+    StorageFullError,
+    WriteFailedError,
+    is_space_error,
+)
 from magnetar.storage.ledger_files import HEADER
 from magnetar.storage.ledger_slot import AppendCallback, PendingAppend, notify_appends
 from magnetar.storage.position import Position
@@ -37,7 +43,6 @@ SPACE_RETRY_MAX_SECONDS = 2.0
 
 class GroupCommitAppends:
     name: str
-    messages_appended: int
     _factory: LedgerServices
     _config: ManagedLedgerConfig
     _rollover: LedgerRollover
@@ -55,18 +60,16 @@ class GroupCommitAppends:
     _max_entries: int
     _max_bytes: int
 
-    def append(self, data: bytes, callback: AppendCallback | None = None, num_messages: int = 1) -> Position:
+    def append(self, data: bytes, callback: AppendCallback | None = None) -> Position:
         """Give `data` its position now; `callback` runs on the sync thread once it is durable.
 
         Callbacks run in append order. On a write failure they get (None, error) and the
         managed ledger refuses further appends: after a failed fsync the file's state is
         unknown, so carrying on could acknowledge lost data.
         """
-        return self.append_many((data,), callback, num_messages)[0]
+        return self.append_many((data,), callback)[0]
 
-    def append_many(
-        self, datas: Sequence[bytes], callback: AppendCallback | None = None, num_messages: int = 1
-    ) -> list[Position]:
+    def append_many(self, datas: Sequence[bytes], callback: AppendCallback | None = None) -> list[Position]:
         """Append entries in order and give their positions now; `callback` runs once, with
         the last one's position, when all are durable (or with the error that failed them).
 
@@ -103,7 +106,6 @@ class GroupCommitAppends:
                 self._unqueue(len(positions))
                 raise
             pending[-1] = (slot, position, data, callback)
-            self.messages_appended += num_messages
             queued_before = self._pending_bytes
             self._pending_bytes += size
         if first_pending:
@@ -141,7 +143,7 @@ class GroupCommitAppends:
         if self._closed:
             raise StorageClosedError(f"managed ledger {self.name} is closed")
         if self._failure is not None:
-            raise StorageClosedError(f"managed ledger {self.name} failed a write: {self._failure}")
+            raise WriteFailedError(f"managed ledger {self.name} failed a write: {self._failure}")
 
     def _commit_pending(self) -> None:
         """Sync thread: write, fsync and acknowledge everything queued, one group per ledger."""

@@ -25,6 +25,11 @@ class StorageClosedError(StorageError):
     """The managed ledger or factory was closed; its files may no longer be open."""
 
 
+class WriteFailedError(StorageClosedError):
+    """A managed ledger that failed a write (other than for space) refuses appends for as long
+    as it stays open."""
+
+
 class ReadOnlyError(StorageError):
     """A read-only factory never writes, so that it can run beside a live broker."""
 

@@ -79,8 +79,6 @@ class ManagedLedger(GroupCommitAppends):
         self._cursors: dict[str, ManagedCursor] = {}
         self._non_durable_ids = itertools.count()
         self._properties: dict[str, str] = json.loads(self._store.get(layout.properties_key(name)) or b"{}")
-        self.messages_appended = 0
-        """Messages (not entries) appended through this object, for the broker's stats."""
         self.recovery_reports: list[RecoveryReport] = []
         """What opening had to repair in ledgers a previous writer left open."""
         self.retention = RetentionPolicy(self._config.retention_time_seconds, self._config.retention_size_bytes)

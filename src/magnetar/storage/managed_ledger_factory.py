@@ -157,8 +157,7 @@ class ManagedLedgerFactory:
         def unlist() -> None:
             with self._store.transaction() as txn:
                 txn.delete(layout.name_key(name))
-                for key in self._store.list(prefix):
-                    txn.delete(key)
+                txn.delete_prefix(prefix)
 
         self.space_reserve.freeing_space(unlist)
         shutil.rmtree(self._ml_dir(name), ignore_errors=True)

@@ -21,6 +21,10 @@ class MetadataWriter(Protocol):
 
     def delete(self, key: str) -> None: ...
 
+    def delete_prefix(self, prefix: str) -> None:
+        """Delete every key starting with `prefix` (never empty: that would be every key)."""
+        ...
+
 
 class MetadataStore(MetadataWriter, Protocol):
     """What storage and the broker need from a metadata backend.
@@ -123,6 +127,10 @@ class SqliteMetadataStore:
         with self.transaction() as txn:
             txn.delete(key)
 
+    def delete_prefix(self, prefix: str) -> None:
+        with self.transaction() as txn:
+            txn.delete_prefix(prefix)
+
     @contextmanager
     def transaction(self) -> Iterator[MetadataWriter]:
         """A write transaction; a full disk surfaces as StorageFullError with nothing applied.
@@ -168,6 +176,12 @@ class _SqliteWriter:
 
     def delete(self, key: str) -> None:
         self._conn.execute("DELETE FROM kv WHERE key = ?", (key,))
+
+    def delete_prefix(self, prefix: str) -> None:
+        upper = _prefix_upper_bound(prefix)
+        if upper is None:
+            raise ValueError("delete_prefix needs a prefix: an empty one would delete every key")
+        self._conn.execute("DELETE FROM kv WHERE key >= ? AND key < ?", (prefix, upper))
 
 
 def _rollback(conn: sqlite3.Connection) -> None:

@@ -186,7 +186,10 @@ def test_clear_and_recreated_subscription_start_empty(factory, cursor):
     ledger = factory.open("public/default/persistent/t")
     tracker = bucket_tracker(factory, cursor, clock, flush_threshold=1)
     tracker.add(Position(1, 0), clock.now + DAY_MS)
+    replaced = {key for key in factory.metadata_store.list("") if "/delayed/" in key}
+    assert replaced
     tracker.clear()
+    assert not replaced & set(factory.metadata_store.list(""))  # the replaced index's keys went with it
     assert len(tracker) == 0
     assert len(bucket_tracker(factory, cursor, clock)) == 0
     tracker.add(Position(1, 1), clock.now + DAY_MS)

@@ -17,16 +17,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
 from magnetar.broker.config.properties import Setting
+from magnetar.broker.config.rules import PORT, POSITIVE, NotNegative, OneOf, key
 from magnetar.schemas.model import CompatibilityStrategy
 from magnetar.spelling import did_you_mean
-
-#: Pulsar's modes of brokerDeleteInactiveTopicsMode (see broker.monitors.inactivity).
-_SCHEMA_STRATEGIES = tuple(strategy.value for strategy in CompatibilityStrategy)
-_INACTIVE_TOPIC_MODES = ("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")
-#: functionInstanceIsolation's values (see magnetar.functions.sandbox).
-_ISOLATIONS = ("auto", "bubblewrap", "none")
-#: Pulsar's backlog quota retention policies (see broker.policies.backlog_quota).
-_BACKLOG_POLICIES = ("producer_request_hold", "producer_exception", "consumer_backlog_eviction")
 
 
 class ConfigError(ValueError):
@@ -49,11 +42,11 @@ class ServiceConfiguration:
     advertisedListeners: str = ""
     internalListenerName: str = ""
     # a port set empty (`brokerServicePort=`) is not listened on, as in Pulsar
-    brokerServicePort: int | None = 6650
-    webServicePort: int | None = 8080
+    brokerServicePort: int | None = key(6650, PORT, "the pulsar:// port (0: any free one)")
+    webServicePort: int | None = key(8080, PORT, "the admin API's http:// port")
     # TLS (see broker.tls): pulsar+ssl:// and https:// on their own ports
-    brokerServicePortTls: int | None = None
-    webServicePortTls: int | None = None
+    brokerServicePortTls: int | None = key(None, PORT, "the pulsar+ssl:// port")
+    webServicePortTls: int | None = key(None, PORT, "the admin API's https:// port")
     tlsCertificateFilePath: str = ""
     tlsKeyFilePath: str = ""
     tlsTrustCertsFilePath: str = ""
@@ -61,13 +54,14 @@ class ServiceConfiguration:
     tlsAllowInsecureConnection: bool = False
     tlsProtocols: list[str] = field(default_factory=list)
     tlsCiphers: list[str] = field(default_factory=list)
-    tlsCertRefreshCheckDurationSec: int = 300
-    # magnetar's own: a TLS handshake must end within this, or the connection is dropped
-    tlsHandshakeTimeoutSeconds: float = 10.0
+    tlsCertRefreshCheckDurationSec: int = key(300, POSITIVE, "how often the certificate files are read again")
+    tlsHandshakeTimeoutSeconds: float = key(
+        10.0, POSITIVE, "magnetar's own: a TLS handshake must end within this, or the connection is dropped")
     # authentication and authorization (see broker.auth), Pulsar's keys and defaults
     authenticationEnabled: bool = False
     authenticationProviders: list[str] = field(default_factory=list)
-    authenticationRefreshCheckSeconds: int = 60
+    authenticationRefreshCheckSeconds: int = key(
+        60, POSITIVE, "how often the credentials of open connections are checked for expiry")
     anonymousUserRole: str = ""
     tokenSecretKey: str = ""
     tokenPublicKey: str = ""
@@ -81,28 +75,33 @@ class ServiceConfiguration:
     superUserRoles: list[str] = field(default_factory=list)
     # /metrics asks for credentials (any authenticated role), as Pulsar's does
     authenticateMetricsEndpoint: bool = False
-    # magnetar's own: an admin request (its body included) must end within this, its answer be
-    # taken by the client within it too, and a new connection send its first request's headers
-    webServiceRequestTimeoutSeconds: int = 30
-    # admin API connections at once (Pulsar's key and default; 0 = no limit): past it, closed at once
-    maxHttpServerConnections: int = 2048
-    maxMessageSize: int = 5 * 1024 * 1024
-    keepAliveIntervalSeconds: int = 30
-    # connection limits (0 = none, Pulsar's default)
-    brokerMaxConnections: int = 0
-    brokerMaxConnectionsPerIp: int = 0
-    # bytes of frames received in part, over all connections (see broker.transport.connection_controller);
-    # Pulsar's default is half the JVM's direct memory, which has no Python equivalent
-    maxMessagePublishBufferSizeInMB: int = 64
+    webServiceRequestTimeoutSeconds: int = key(
+        30, POSITIVE, "magnetar's own: an admin request (its body included) must end within this, its answer be "
+        "taken by the client within it too, and a new connection send its first request's headers")
+    maxHttpServerConnections: int = key(
+        2048, NotNegative("no limit"), "admin API connections at once (Pulsar's key and default): past it, closed "
+        "at once")
+    maxMessageSize: int = key(5 * 1024 * 1024, POSITIVE, "the largest entry a producer may send, in bytes")
+    keepAliveIntervalSeconds: int = key(
+        30, POSITIVE, "how often connections are pinged: one that has not answered (or sent CONNECT) by the next "
+        "time is closed")
+    # connection limits (Pulsar's keys and defaults)
+    brokerMaxConnections: int = key(0, NotNegative("no limit"), "client connections at once")
+    brokerMaxConnectionsPerIp: int = key(0, NotNegative("no limit"), "client connections at once from one address")
+    maxMessagePublishBufferSizeInMB: int = key(
+        64, POSITIVE, "bytes of frames received in part, over all connections (see "
+        "broker.transport.connection_controller); Pulsar's default is half the JVM's direct memory, which has no "
+        "Python equivalent")
     # topics
     allowAutoTopicCreation: bool = True
-    allowAutoTopicCreationType: str = "non-partitioned"
-    defaultNumPartitions: int = 1
-    # Pulsar's default is 0 (no limit). A client that may create topics could then ask for
-    # a trillion partitions, and every partition is a managed ledger that listings name one
-    # by one; 1024 is far beyond what one standalone serves well. 0 still means "no limit"
-    # up to the broker's absolute ceiling (65536).
-    maxNumPartitionsPerPartitionedTopic: int = 1024
+    allowAutoTopicCreationType: str = key(
+        "non-partitioned", OneOf(("non-partitioned", "partitioned")), "what a topic created on first use is")
+    defaultNumPartitions: int = key(1, POSITIVE, "the partitions of a partitioned topic created on first use")
+    maxNumPartitionsPerPartitionedTopic: int = key(
+        1024, NotNegative("no limit"), "Pulsar's default is 0 (no limit). A client that may create topics could "
+        "then ask for a trillion partitions, and every partition is a managed ledger that listings name one by "
+        "one; 1024 is far beyond what one standalone serves well. 0 still means no limit up to the broker's "
+        "absolute ceiling (65536)")
     enableNonPersistentTopics: bool = True
     # GET_TOPICS_OF_NAMESPACE filters by the client's pattern (RE2) only up to this length,
     # else answers the whole list for the client to filter (Pulsar's keys and defaults)
@@ -117,17 +116,19 @@ class ServiceConfiguration:
     # schema registry (broker.schema_registry): the strategy when neither topic nor namespace
     # sets one, whether new schemas may be added, whether a producer without a schema may use a
     # topic that has one (Pulsar's keys and defaults)
-    schemaCompatibilityStrategy: str = "FULL"
+    schemaCompatibilityStrategy: str = key(
+        "FULL", OneOf(tuple(strategy.value for strategy in CompatibilityStrategy), fold_case=True),
+        "the compatibility strategy of topics whose namespace sets none")
     isAllowAutoUpdateSchemaEnabled: bool = True
     isSchemaValidationEnforced: bool = False
-    # magnetar's own: an Avro definition's fields, union branches and symbols at most (what parsing and
-    # comparing it cost grows with; schemas.definitions.avro_members)
-    schemaMaxFields: int = 10000
+    schemaMaxFields: int = key(
+        10000, POSITIVE, "magnetar's own: an Avro definition's fields, union branches and symbols at most (what "
+        "parsing and comparing it cost grows with; schemas.definitions.avro_members)")
     # dispatch
-    dispatcherMaxReadBatchSize: int = 100
-    # entry bytes one read may take (at least one entry is read): without it a consumer's
-    # permits, counted in messages, let 100 reads of 10,000-message batches (a GB) go at once
-    dispatcherMaxReadSizeBytes: int = 5 * 1024 * 1024
+    dispatcherMaxReadBatchSize: int = key(100, POSITIVE, "entries one read of a dispatcher takes at most")
+    dispatcherMaxReadSizeBytes: int = key(
+        5 * 1024 * 1024, POSITIVE, "entry bytes one read may take (at least one entry is read): without it a "
+        "consumer's permits, counted in messages, let 100 reads of 10,000-message batches (a GB) go at once")
     dispatcherMaxRoundRobinBatchSize: int = 20
     subscriptionRedeliveryTrackerEnabled: bool = True
     # magnetar honours ack_set by default: Pulsar's default (false) turns a
@@ -135,73 +136,81 @@ class ServiceConfiguration:
     acknowledgmentAtBatchIndexLevelEnabled: bool = True
     subscriptionKeySharedUseConsistentHashing: bool = True
     # storage
-    managedLedgerMaxEntriesPerLedger: int = 50000
-    managedLedgerMaxSizePerLedgerMbytes: int = 2048
-    managedLedgerMaxLedgerRolloverTimeMinutes: float = 240.0
-    # a full ledger keeps taking entries until this old (Pulsar's default; Pulsar takes
-    # whole minutes, fractions are accepted so tests can use small values)
-    managedLedgerMinLedgerRolloverTimeMinutes: float = 10.0
+    managedLedgerMaxEntriesPerLedger: int = key(50000, POSITIVE, "a ledger rolls over at this many entries")
+    managedLedgerMaxSizePerLedgerMbytes: int = key(2048, POSITIVE, "a ledger rolls over at this size")
+    managedLedgerMaxLedgerRolloverTimeMinutes: float = key(240.0, POSITIVE, "a ledger rolls over at this age")
+    managedLedgerMinLedgerRolloverTimeMinutes: float = key(
+        10.0, NotNegative(), "a full ledger keeps taking entries until this old (Pulsar's default; Pulsar takes "
+        "whole minutes, fractions are accepted so tests can use small values)")
     # retention of consumed data (see broker.policies.retention): -1 = no limit; 0 and 0 delete
     # what every subscription has consumed. Minutes may be fractional (Pulsar: whole).
     defaultRetentionTimeInMinutes: float = 0.0
     defaultRetentionSizeInMB: int = 0
-    retentionCheckIntervalInSeconds: int = 120
+    retentionCheckIntervalInSeconds: int = key(120, POSITIVE, "how often consumed data is trimmed to the retention")
     managedLedgerCacheSizeMB: int = 64
-    # cached entries older than this are dropped (Pulsar's default), checked at every append
-    # and every managedLedgerCacheEvictionIntervalMs. Pulsar checks every 10 ms; here the
-    # timer only matters to an idle broker (a busy one evicts as it appends), and waking a
-    # Python process 100 times a second cost an idle broker 1.2% of a core (0.1% at 1 s)
-    managedLedgerCacheEvictionTimeThresholdMillis: int = 1000
-    managedLedgerCacheEvictionIntervalMs: int = 1000
+    managedLedgerCacheEvictionTimeThresholdMillis: int = key(
+        1000, POSITIVE, "cached entries older than this are dropped (Pulsar's default), checked at every append "
+        "and every managedLedgerCacheEvictionIntervalMs")
+    managedLedgerCacheEvictionIntervalMs: int = key(
+        1000, POSITIVE, "Pulsar checks every 10 ms; here the timer only matters to an idle broker (a busy one "
+        "evicts as it appends), and waking a Python process 100 times a second cost an idle broker 1.2% of a core "
+        "(0.1% at 1 s)")
     journalSyncData: bool = True
-    # The journal's group commit (BookKeeper's key, 1 ms in Pulsar's standalone.conf): how long
-    # the first append of a group may wait for others to share its fsync.
-    journalMaxGroupWaitMSec: float = 1.0
-    # magnetar's own key (broker.conf has none; BookKeeper's bookie has openFileLimit):
-    # ledger files held open at once, closed least recently used first and reopened on
-    # demand. Half a common soft limit of 1024, so connections keep the other half even
-    # where the limit cannot be raised; two files per topic being written.
-    managedLedgerMaxOpenFiles: int = 512
+    journalMaxGroupWaitMSec: float = key(
+        1.0, NotNegative(), "the journal's group commit (BookKeeper's key, 1 ms in Pulsar's standalone.conf): how "
+        "long the first append of a group may wait for others to share its fsync")
+    managedLedgerMaxOpenFiles: int = key(
+        512, POSITIVE, "magnetar's own key (broker.conf has none; BookKeeper's bookie has openFileLimit): ledger "
+        "files held open at once, closed least recently used first and reopened on demand. Half a common soft "
+        "limit of 1024, so connections keep the other half even where the limit cannot be raised; two files per "
+        "topic being written")
     # PIP-70
     brokerEntryMetadataInterceptors: list[str] = field(default_factory=list)
     exposingBrokerEntryMetadataToClientEnabled: bool = False
     # magnetar's own key: the index of a partition's first message (Pulsar: 0).
     brokerEntryMetadataIndexBase: int = 0
-    # how often rates in stats and /metrics are worked out (Pulsar's default)
-    statsUpdateFrequencyInSecs: int = 60
+    statsUpdateFrequencyInSecs: int = key(
+        60, POSITIVE, "how often rates in stats and /metrics are worked out (Pulsar's default)")
     # entry filters (PIP-105, see broker.entry_filters): plugin names of the
     # magnetar.entry_filters entry-point group; the directory of Pulsar's NAR files means
     # nothing here and is accepted and ignored
     entryFilterNames: list[str] = field(default_factory=list)
     entryFiltersDirectory: str = ""
     allowOverrideEntryFilters: bool = False
-    dispatcherFilterRescheduledMessageDelay: int = 1000
+    dispatcherFilterRescheduledMessageDelay: int = key(
+        1000, POSITIVE, "ms before what a filter answered RESCHEDULE is read again")
     # backlog quotas (Pulsar's keys and defaults: -1 = no limit)
     backlogQuotaCheckEnabled: bool = True
-    backlogQuotaCheckIntervalInSeconds: int = 60
+    backlogQuotaCheckIntervalInSeconds: int = key(60, POSITIVE, "how often backlogs are held to their quotas")
     backlogQuotaDefaultLimitBytes: int = -1
     backlogQuotaDefaultLimitSecond: int = -1
-    backlogQuotaDefaultRetentionPolicy: str = "producer_request_hold"
+    backlogQuotaDefaultRetentionPolicy: str = key(
+        "producer_request_hold", OneOf(("producer_request_hold", "producer_exception", "consumer_backlog_eviction")),
+        "what a quota no namespace or topic sets does when exceeded (broker.policies.backlog_quota)")
     # inactive topics and subscriptions (see broker.monitors.inactivity; Pulsar's keys, and Pulsar's
     # defaults except brokerDeleteInactiveTopicsEnabled, which Pulsar turns on)
     brokerDeleteInactiveTopicsEnabled: bool = False
-    brokerDeleteInactiveTopicsFrequencySeconds: int = 60
+    brokerDeleteInactiveTopicsFrequencySeconds: int = key(60, POSITIVE, "how often inactive topics are looked for")
     brokerDeleteInactiveTopicsMaxInactiveDurationSeconds: int = 60
-    brokerDeleteInactiveTopicsMode: str = "delete_when_no_subscriptions"
+    brokerDeleteInactiveTopicsMode: str = key(
+        "delete_when_no_subscriptions", OneOf(("delete_when_no_subscriptions", "delete_when_subscriptions_caught_up")),
+        "which inactive topics go: without subscriptions, or also those whose subscriptions have read everything")
     subscriptionExpirationTimeMinutes: float = 0.0  # Pulsar takes whole minutes; fractions are accepted
-    subscriptionExpiryCheckIntervalInMinutes: float = 5.0
+    subscriptionExpiryCheckIntervalInMinutes: float = key(
+        5.0, POSITIVE, "how often subscriptions are held to their expiration time")
     # end-to-end encryption: refuse producers that do not encrypt (the namespace policy
     # encryption_required refuses their messages too)
     encryptionRequireOnProducer: bool = False
     # deduplication (Pulsar's keys and defaults)
     brokerDeduplicationEnabled: bool = False
-    brokerDeduplicationEntriesInterval: int = 1000
+    brokerDeduplicationEntriesInterval: int = key(
+        1000, POSITIVE, "appends between two snapshots of the deduplication state")
     # message expiry
     ttlDurationDefaultInSeconds: int = 0
-    messageExpiryCheckIntervalInMinutes: float = 5.0
+    messageExpiryCheckIntervalInMinutes: float = key(5.0, POSITIVE, "how often topics are held to their message TTL")
     # PIP-26
     delayedDeliveryEnabled: bool = True
-    delayedDeliveryTickTimeMillis: int = 1000
+    delayedDeliveryTickTimeMillis: int = key(1000, POSITIVE, "how often the delayed-delivery trackers look at the time")
     # magnetar never delivers early by default: Pulsar's default (false) lets a
     # message out up to one tick before deliver_at_time, its users' top complaint.
     isDelayedDeliveryDeliverAtTimeStrict: bool = True
@@ -210,10 +219,12 @@ class ServiceConfiguration:
         "org.apache.pulsar.broker.delayed.InMemoryDelayedDeliveryTrackerFactory"
     )
     # bucket tracker: entries buffered before they are sealed into segments, and bucket width
-    delayedDeliveryMinIndexCountPerBucket: int = 50000
+    delayedDeliveryMinIndexCountPerBucket: int = key(50000, POSITIVE, "entries buffered before they are sealed")
     # compaction (see broker.compaction)
-    brokerServiceCompactionMonitorIntervalInSeconds: int = 60
-    brokerServiceCompactionThresholdInBytes: int = 0
+    brokerServiceCompactionMonitorIntervalInSeconds: int = key(
+        60, POSITIVE, "how often backlogs are held to the compaction threshold")
+    brokerServiceCompactionThresholdInBytes: int = key(
+        0, NotNegative("never"), "the backlog past which a topic is compacted")
     topicCompactionRetainNullKey: bool = False
     compactionServiceFactoryClassName: str = "org.apache.pulsar.compaction.PulsarCompactionServiceFactory"
     # Pulsar Functions (magnetar.functions): the worker runs inside the standalone, on by default there
@@ -221,9 +232,11 @@ class ServiceConfiguration:
     # magnetar's own, in the functions worker's style: how instances are isolated (auto: a bubblewrap
     # sandbox where it works, saying loudly when it does not; bubblewrap: only that; none: Pulsar's
     # process runtime), and the OS user they run as when the broker runs as root (docs/functions.md)
-    functionInstanceIsolation: str = "auto"
+    functionInstanceIsolation: str = key(
+        "auto", OneOf(("auto", "bubblewrap", "none")), "how function instances are isolated (functions.sandbox)")
     functionInstanceUser: str = "nobody"
-    delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = 300
+    delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds: int = key(
+        300, POSITIVE, "the width of a delayed-delivery bucket")
     # protocol handlers (Pulsar's key): names in the magnetar.protocol_handlers entry-point group,
     # loaded beside the Pulsar protocol; protocolHandlerDirectory (NAR files) means nothing here
     messagingProtocols: list[str] = field(default_factory=list)
@@ -234,10 +247,12 @@ class ServiceConfiguration:
     kafkaNamespace: str = "default"
     # a SASL user name `tenant` or `tenant/namespace` chooses the connection's namespace (KoP's default: on)
     kafkaEnableMultiTenantMetadata: bool = True
-    entryFormat: str = "pulsar"
-    # KoP's key for Kafka's connections.max.idle.ms: a Kafka connection with no request for this
-    # long is closed (0: never)
-    connectionMaxIdleMs: int = 600_000
+    entryFormat: str = key(
+        "pulsar", OneOf(("pulsar", "kafka")), "how Kafka producers' batches are stored: as Pulsar batches every "
+        "client reads, or as the Kafka batches they came as")
+    connectionMaxIdleMs: int = key(
+        600_000, NotNegative(), "KoP's key for Kafka's connections.max.idle.ms: a Kafka connection with no request "
+        "for this long is closed (0: never)")
 
     @property
     def tls_enabled(self) -> bool:
@@ -245,66 +260,17 @@ class ServiceConfiguration:
         return self.brokerServicePortTls is not None or self.webServicePortTls is not None
 
     def validate(self) -> None:
-        """Refuse values no broker could run with, naming the key: what the values alone
-        say. What needs a feature to tell is checked by a `Check` (see apply_settings)."""
-        if self.allowAutoTopicCreationType not in ("non-partitioned", "partitioned"):
-            raise ConfigError(
-                "allowAutoTopicCreationType must be 'non-partitioned' or 'partitioned', "
-                f"not {self.allowAutoTopicCreationType!r}"
-            )
-        positive = ("maxMessageSize", "defaultNumPartitions", "dispatcherMaxReadBatchSize",
-                    "dispatcherMaxReadSizeBytes", "managedLedgerMaxEntriesPerLedger",
-                    "managedLedgerMaxSizePerLedgerMbytes",
-                    "managedLedgerMaxOpenFiles", "managedLedgerCacheEvictionIntervalMs",
-                    "managedLedgerCacheEvictionTimeThresholdMillis",
-                    "delayedDeliveryTickTimeMillis", "keepAliveIntervalSeconds", "statsUpdateFrequencyInSecs",
-                    "backlogQuotaCheckIntervalInSeconds", "brokerDeleteInactiveTopicsFrequencySeconds",
-                    "subscriptionExpiryCheckIntervalInMinutes", "dispatcherFilterRescheduledMessageDelay",
-                    "brokerDeduplicationEntriesInterval", "retentionCheckIntervalInSeconds",
-                    "managedLedgerMaxLedgerRolloverTimeMinutes",
-                    "webServiceRequestTimeoutSeconds", "tlsCertRefreshCheckDurationSec",
-                    "tlsHandshakeTimeoutSeconds", "authenticationRefreshCheckSeconds",
-                    "maxMessagePublishBufferSizeInMB",
-                    "delayedDeliveryMinIndexCountPerBucket",
-                    "delayedDeliveryMaxTimeStepPerBucketSnapshotSegmentSeconds",
-                    "brokerServiceCompactionMonitorIntervalInSeconds", "schemaMaxFields")
-        for name in positive:
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
-        if self.schemaCompatibilityStrategy.upper() not in _SCHEMA_STRATEGIES:
-            raise ConfigError(f"schemaCompatibilityStrategy must be one of {', '.join(_SCHEMA_STRATEGIES)}, "
-                              f"not {self.schemaCompatibilityStrategy!r}")
-        if self.brokerServiceCompactionThresholdInBytes < 0:
-            raise ConfigError("brokerServiceCompactionThresholdInBytes must be 0 (never) or positive, "
-                              f"not {self.brokerServiceCompactionThresholdInBytes}")
-        if self.brokerDeleteInactiveTopicsMode not in _INACTIVE_TOPIC_MODES:
-            raise ConfigError(f"brokerDeleteInactiveTopicsMode must be one of {', '.join(_INACTIVE_TOPIC_MODES)}, "
-                              f"not {self.brokerDeleteInactiveTopicsMode!r}")
-        if self.backlogQuotaDefaultRetentionPolicy not in _BACKLOG_POLICIES:
-            raise ConfigError(f"backlogQuotaDefaultRetentionPolicy must be one of {', '.join(_BACKLOG_POLICIES)}, "
-                              f"not {self.backlogQuotaDefaultRetentionPolicy!r}")
-        if self.functionInstanceIsolation not in _ISOLATIONS:
-            raise ConfigError(f"functionInstanceIsolation must be one of {', '.join(_ISOLATIONS)}, "
-                              f"not {self.functionInstanceIsolation!r}")
-        if self.entryFormat not in ("pulsar", "kafka"):
-            raise ConfigError(f"entryFormat must be 'pulsar' or 'kafka', not {self.entryFormat!r}")
+        """Refuse values no broker could run with, naming the key: each field's own rule, then
+        what two keys say together. What needs a feature to tell is checked by a `Check` (see
+        apply_settings)."""
+        for item in fields(self):
+            rule = item.metadata.get("rule")
+            problem = None if rule is None else rule.problem(item.name, getattr(self, item.name))
+            if problem is not None:
+                raise ConfigError(problem)
         if 0 < self.maxNumPartitionsPerPartitionedTopic < self.defaultNumPartitions:
             raise ConfigError(f"defaultNumPartitions ({self.defaultNumPartitions}) exceeds "
                               f"maxNumPartitionsPerPartitionedTopic ({self.maxNumPartitionsPerPartitionedTopic})")
-        for name in ("brokerMaxConnections", "brokerMaxConnectionsPerIp", "maxNumPartitionsPerPartitionedTopic",
-                     "maxHttpServerConnections"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be 0 (no limit) or positive, not {getattr(self, name)}")
-        for name in ("managedLedgerMinLedgerRolloverTimeMinutes", "journalMaxGroupWaitMSec", "connectionMaxIdleMs"):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be 0 or positive, not {getattr(self, name)}")
-        self._validate_ports()
-
-    def _validate_ports(self) -> None:
-        for name in ("brokerServicePort", "webServicePort", "brokerServicePortTls", "webServicePortTls"):
-            port = getattr(self, name)
-            if port is not None and not 0 <= port <= 65535:
-                raise ConfigError(f"{name} must be a port number (0-65535) or empty (off), not {port}")
         if self.brokerServicePort is None and self.brokerServicePortTls is None:
             raise ConfigError("brokerServicePort and brokerServicePortTls are both empty: clients could not connect")
 

@@ -70,8 +70,4 @@ def drop_delayed_index(store: MetadataStore, ledger_name: str, subscription: str
     """Remove what a deleted subscription's bucket tracker kept in the metadata store."""
     from magnetar.broker.delayed_delivery.bucket import index_prefix  # noqa: PLC0415 (see the module's docstring)
 
-    keys = store.list(index_prefix(ledger_name, subscription))
-    if keys:
-        with store.transaction() as txn:
-            for key in keys:
-                txn.delete(key)
+    store.delete_prefix(index_prefix(ledger_name, subscription))

@@ -37,7 +37,6 @@ import logging
 import sys
 import uuid
 from array import array
-from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 
 from pyroaring import BitMap
@@ -109,16 +108,18 @@ class BucketDelayedDeliveryTracker(DelayedDeliveryTracker):
             self._cursor.set_property(INDEX_PROPERTY, index_id)
             self._cursor.flush()
         prefix = f"{self._sub_prefix}{index_id}/"
-        self._drop_keys(key for key in self._store.list(self._sub_prefix) if not key.startswith(prefix))
+        self._drop_other_indexes(index_id)
         self._recover(prefix)
         return prefix
 
-    def _drop_keys(self, keys: Iterable[str]) -> None:
-        stale = list(keys)
+    def _drop_other_indexes(self, kept: str) -> None:
+        """What an earlier index left (one a seek replaced, or a crash kept from going)."""
+        sub = self._sub_prefix
+        stale = {key[len(sub):].split("/", 1)[0] for key in self._store.list(sub)} - {kept}
         if stale:
             with self._store.transaction() as txn:
-                for key in stale:
-                    txn.delete(key)
+                for index_id in stale:
+                    txn.delete_prefix(f"{sub}{index_id}/")
 
     def _recover(self, prefix: str) -> None:
         """Directory and membership only: segments stay in storage until their bucket is near."""
@@ -206,8 +207,11 @@ class BucketDelayedDeliveryTracker(DelayedDeliveryTracker):
         return near
 
     # -- persistence
+    def _segments_prefix(self, bucket: int) -> str:
+        return f"{self._prefix}seg/{bucket:015d}/"
+
     def _segment_key(self, bucket: int, seq: int) -> str:
-        return f"{self._prefix}seg/{bucket:015d}/{seq:08d}"
+        return f"{self._segments_prefix(bucket)}{seq:08d}"
 
     def flush(self, retired: AbstractSet[int] = frozenset()) -> None:
         """Seal buffered entries as segments, persist changed membership, drop retired buckets."""
@@ -219,8 +223,8 @@ class BucketDelayedDeliveryTracker(DelayedDeliveryTracker):
                 txn.put(self._segment_key(bucket, seq), _encode(triples))
                 self._segments[bucket] = seq + 1
             for bucket in retired:
-                for seq in range(self._segments.pop(bucket, 0)):
-                    txn.delete(self._segment_key(bucket, seq))
+                self._segments.pop(bucket, None)
+                txn.delete_prefix(self._segments_prefix(bucket))
             self._write_members(txn)
             txn.put(self._prefix + "buckets", json.dumps(self._segments).encode())
         self._buffers.clear()

@@ -72,12 +72,8 @@ class TopicPolicies:
 
     def delete_topic(self, topic: TopicName) -> None:
         """Forget every policy set on a deleted topic."""
-        keys = self._store.list(f"{_TOPIC_POLICIES}{topic.storage_name}/")
         self._changes += 1
-        if keys:
-            with self._store.transaction() as txn:
-                for key in keys:
-                    txn.delete(key)
+        self._store.delete_prefix(f"{_TOPIC_POLICIES}{topic.storage_name}/")
 
     def namespace_value(self, namespace: str, policy: Policy) -> Any | None:
         return self._namespaces.policies(namespace).get(policy.namespace_field)

@@ -168,3 +168,18 @@ class StickyKeyConsumerSelector:
             return None
         index = bisect.bisect_left(self._ring, key_hash, key=lambda item: item[0])
         return self._ring[index % len(self._ring)][2]
+
+
+class KeySharedConsumers:
+    """Key_Shared dispatchers, stored or not: the selector hears of every consumer that comes or
+    goes, before the dispatcher does."""
+
+    selector: StickyKeyConsumerSelector
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.selector.add(consumer)
+        super().add_consumer(consumer)  # type: ignore[misc]
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        self.selector.remove(consumer)
+        super().remove_consumer(consumer)  # type: ignore[misc]

@@ -62,7 +62,6 @@ class _Refusals:
 class FullDisk:
     def __init__(self, space: DiskSpace) -> None:
         self._space = space
-        self._bridge: LoopBridge | None = None
         self._held: dict[tuple[TransportCnx, int], None] = {}
         """Producers refused while the disk is full, on connections still open: told to come back."""
         self._refusals = _Refusals()
@@ -81,7 +80,6 @@ class FullDisk:
 
     def start(self, bridge: LoopBridge) -> None:
         """Listen to storage (whose changes come on any thread) from the running loop."""
-        self._bridge = bridge
         self._space.add_listener(lambda change: bridge.post(self._changed, change))
         if self._space.full:
             self._changed(None)

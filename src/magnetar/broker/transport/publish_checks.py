@@ -69,7 +69,8 @@ def _check_foreign_count(metadata: pb.MessageMetadata, payload: bytes, claimed: 
     fmt = entry_format(metadata)
     if fmt == PULSAR_FORMAT:
         return None
-    from magnetar.formats.processor import PayloadError, count_messages  # noqa: PLC0415 (see above)
+    from magnetar.formats.payload import PayloadError  # noqa: PLC0415 (see above)
+    from magnetar.formats.processor import count_messages  # noqa: PLC0415
 
     try:
         held = count_messages(fmt, parse_entry(payload).payload, verify=False)

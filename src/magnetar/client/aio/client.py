@@ -18,31 +18,42 @@ from magnetar.client import errors
 from magnetar.client.aio.consumer import Consumer
 from magnetar.client.aio.consumer_config import ConsumerConfig, ReceiveQueue
 from magnetar.client.aio.context import ClientContext
-from magnetar.client.aio.letters import DeadLetterPolicy, Letters
+from magnetar.client.aio.letters import Letters
 from magnetar.client.aio.lookup import LookupService
 from magnetar.client.aio.multi_consumer import MultiTopicsConsumer
+from magnetar.client.aio.options import (
+    apply_key_shared_policy,
+    batch_receive_policy_of,
+    check_tls,
+    counted,
+    dead_letter_policy_of,
+    encryption_keys_of,
+    failure_action_of,
+    key_reader_of,
+    processors_of,
+    refuse_unsupported,
+    regex_mode_of,
+    schema_of,
+    start_id_of,
+)
 from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.pool import ConnectionPool, PoolConfig
 from magnetar.client.aio.producer import Producer, ProducerConfig
 from magnetar.client.aio.reader import Reader
 from magnetar.client.aio.retries import retried
 from magnetar.client.aio.writer_schemas import WriterSchemas
-from magnetar.client.crypto.key_reader import CryptoKeyReader
 from magnetar.client.enums import (
     BatchingType,
     CompressionType,
-    ConsumerCryptoFailureAction,
     ConsumerType,
     InitialPosition,
     PartitionsRoutingMode,
     ProducerAccessMode,
 )
-from magnetar.client.message_id import MessageId, as_message_id
 from magnetar.client.topic_name import full_topic_name, partition_name
 from magnetar.client.url import parse_service_url
 from magnetar.credentials.authentication import Authentication
 from magnetar.credentials.security import ClientSecurity
-from magnetar.formats.processor import ProcessorSet, resolve_processors
 from magnetar.wire.frames import DEFAULT_MAX_MESSAGE_SIZE
 
 if TYPE_CHECKING:
@@ -59,20 +70,28 @@ class Client:
     """
 
     def __init__(self, service_url: str, authentication: Authentication | None = None,
-                 operation_timeout_seconds: float = 30, connection_timeout_ms: int = 10000,
-                 listener_name: str | None = None, keep_alive_interval_seconds: float = 30,
+                 operation_timeout_seconds: float = 30, io_threads: int = 1, message_listener_threads: int = 1,
+                 concurrent_lookup_requests: int = 50000, log_conf_file_path: str | None = None,
+                 stats_interval_in_seconds: int = 600, use_tls: bool = False,
                  tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
-                 tls_validate_hostname: bool = False, **_ignored: Any) -> None:
+                 tls_validate_hostname: bool = False, logger: Any = None, connection_timeout_ms: int = 10000,
+                 listener_name: str | None = None, tls_private_key_file_path: str | None = None,
+                 tls_certificate_file_path: str | None = None, keep_alive_interval_seconds: float = 30) -> None:
         if authentication is not None and not isinstance(authentication, Authentication):
             raise errors.InvalidConfiguration("authentication must be one of magnetar.client's AuthenticationToken, "
                                               f"AuthenticationTLS or AuthenticationBasic, not {type(authentication)}")
+        refuse_unsupported(io_threads=io_threads, message_listener_threads=message_listener_threads,
+                           log_conf_file_path=log_conf_file_path, logger=logger,
+                           stats_interval_in_seconds=stats_interval_in_seconds)
+        certificate = check_tls(service_url, use_tls, tls_certificate_file_path, tls_private_key_file_path)
         self.service_url = parse_service_url(service_url).url
         self.operation_timeout = float(operation_timeout_seconds)
         security = ClientSecurity(authentication or Authentication(), tls_trust_certs_file_path,
-                                  tls_allow_insecure_connection, tls_validate_hostname)
+                                  tls_allow_insecure_connection, tls_validate_hostname, certificate)
         self.pool = ConnectionPool(PoolConfig(self.operation_timeout, connection_timeout_ms / 1000,
                                               keep_alive_interval_seconds, security))
-        self.lookup = LookupService(self.pool, self.service_url, listener_name or "")
+        self.lookup = LookupService(self.pool, self.service_url, listener_name or "",
+                                    counted("concurrent_lookup_requests", concurrent_lookup_requests, 1))
         self.max_message_size = DEFAULT_MAX_MESSAGE_SIZE
         self.context = ClientContext(self.pool, self.lookup, self.operation_timeout, self.max_message_size,
                                      WriterSchemas(self.pool, self.lookup, self.operation_timeout))
@@ -123,6 +142,7 @@ class Client:
         self._check_open()
         if chunking_enabled and batching_enabled:
             raise errors.InvalidConfiguration("chunking and batching cannot both be enabled")
+        refuse_unsupported(lazy_start_partitioned_producers=lazy_start_partitioned_producers)
         if config is None:
             config = ProducerConfig(
                 producer_name=producer_name, initial_sequence_id=initial_sequence_id,
@@ -132,9 +152,11 @@ class Client:
                 batching_max_allowed_size_in_bytes=batching_max_allowed_size_in_bytes,
                 batching_max_publish_delay_ms=batching_max_publish_delay_ms, batching_type=int(batching_type),
                 chunking_enabled=chunking_enabled, access_mode=int(access_mode), properties=dict(properties or {}),
-                batched_filter_properties=tuple(batched_filter_properties), schema=_schema(schema),
-                encryption_keys=_encryption_keys(encryption_key, crypto_key_reader),
-                crypto_key_reader=_key_reader(crypto_key_reader),
+                batched_filter_properties=tuple(batched_filter_properties), schema=schema_of(schema),
+                encryption_keys=encryption_keys_of(encryption_key, crypto_key_reader),
+                crypto_key_reader=key_reader_of(crypto_key_reader),
+                max_pending_messages_across_partitions=counted("max_pending_messages_across_partitions",
+                                                             max_pending_messages_across_partitions),
             )
         topic = full_topic_name(topic)
         partitions = await self._partitions(topic)
@@ -169,6 +191,8 @@ class Client:
         self._check_open()
         if message_listener is not None:
             raise errors.InvalidConfiguration("message listeners are not supported: use `async for`")
+        refuse_unsupported(broker_consumer_stats_cache_time_ms=broker_consumer_stats_cache_time_ms,
+                           auto_ack_oldest_chunked_message_on_queue_full=auto_ack_oldest_chunked_message_on_queue_full)
         if unacked_messages_timeout_ms and unacked_messages_timeout_ms < 10_000:
             raise ValueError("Unacknowledged message timeout should be greater than 10 seconds (as the official "
                              "client requires)")
@@ -181,13 +205,17 @@ class Client:
             batch_index_ack_enabled=batch_index_ack_enabled,
             replicate_subscription_state_enabled=replicate_subscription_state_enabled,
             max_pending_chunked_message=max_pending_chunked_message,
-            dead_letter_policy=_dead_letter_policy(dead_letter_policy),
-            payload_processors=_processors(payload_processor), schema=_schema(schema),
-            crypto_key_reader=_key_reader(crypto_key_reader),
-            crypto_failure_action=_failure_action(crypto_failure_action),
+            dead_letter_policy=dead_letter_policy_of(dead_letter_policy),
+            payload_processors=processors_of(payload_processor), schema=schema_of(schema),
+            crypto_key_reader=key_reader_of(crypto_key_reader),
+            crypto_failure_action=failure_action_of(crypto_failure_action),
+            batch_receive_policy=batch_receive_policy_of(batch_receive_policy),
+            max_total_receiver_queue_size_across_partitions=counted(
+                "max_total_receiver_queue_size_across_partitions", max_total_receiver_queue_size_across_partitions),
+            regex_subscription_mode=regex_mode_of(regex_subscription_mode),
         )
         if key_shared_policy is not None:
-            _apply_key_shared_policy(config, key_shared_policy)
+            apply_key_shared_policy(config, key_shared_policy)
         letters = None
         if config.dead_letter_policy is not None:
             first = topic.pattern if isinstance(topic, re.Pattern) else topic if isinstance(topic, str) else topic[0]
@@ -228,13 +256,13 @@ class Client:
         self._check_open()
         if reader_listener is not None:
             raise errors.InvalidConfiguration("reader listeners are not supported: use `async for`")
-        reader = Reader(self.context, full_topic_name(topic), _start_id(start_message_id),
+        reader = Reader(self.context, full_topic_name(topic), start_id_of(start_message_id),
                         receiver_queue_size=receiver_queue_size, reader_name=reader_name,
                         subscription_role_prefix=subscription_role_prefix, is_read_compacted=is_read_compacted,
                         start_message_id_inclusive=start_message_id_inclusive, queue=queue,
-                        payload_processors=_processors(payload_processor), schema=_schema(schema),
-                        crypto_key_reader=_key_reader(crypto_key_reader),
-                        crypto_failure_action=_failure_action(crypto_failure_action))
+                        payload_processors=processors_of(payload_processor), schema=schema_of(schema),
+                        crypto_key_reader=key_reader_of(crypto_key_reader),
+                        crypto_failure_action=failure_action_of(crypto_failure_action))
         await reader.start()
         self._handles.add(reader)
         return reader
@@ -264,86 +292,3 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def _schema(schema: Any) -> Schema | None:
-    """`schema=`: one of magnetar.client.schema's; BytesSchema (the default) changes nothing.
-    The schema package (and fastavro, the schema registry's model) loads with the first schema."""
-    if schema is None:
-        return None
-    from magnetar.client.schema import BytesSchema, Schema  # noqa: PLC0415 (loaded when schemas are used)
-
-    if isinstance(schema, BytesSchema):
-        return None
-    if not isinstance(schema, Schema):
-        raise errors.InvalidConfiguration(f"schema must be one of magnetar.client.schema's schemas (AvroSchema, "
-                                          f"JsonSchema, StringSchema, ...), not {type(schema).__name__}")
-    return schema
-
-
-def _key_reader(reader: Any) -> CryptoKeyReader | None:
-    if reader is None or isinstance(reader, CryptoKeyReader):
-        return reader
-    raise errors.InvalidConfiguration(f"crypto_key_reader must be magnetar.client's CryptoKeyReader (or a subclass), "
-                                      f"not {type(reader).__module__}.{type(reader).__name__}")
-
-
-def _encryption_keys(names: Any, reader: Any) -> tuple[str, ...]:
-    """`encryption_key`: a key name, or (beyond the official Python client, as its C++ and Java
-    cores allow) a list of them; every entry's data key is wrapped under each."""
-    if not names:
-        return ()
-    keys = (names,) if isinstance(names, str) else tuple(names)
-    if not all(isinstance(name, str) and name for name in keys):
-        raise errors.InvalidConfiguration(f"encryption_key must be a key name or a list of names, not {names!r}")
-    if reader is None:
-        raise errors.InvalidConfiguration("encryption_key needs a crypto_key_reader to find the public keys")
-    return keys
-
-
-def _failure_action(action: Any) -> int:
-    """`crypto_failure_action`: ours or the official client's enum (FAIL when None)."""
-    if action is None:
-        return ConsumerCryptoFailureAction.FAIL
-    try:
-        return ConsumerCryptoFailureAction(int(action))
-    except (TypeError, ValueError):
-        raise errors.InvalidConfiguration(f"crypto_failure_action must be FAIL, DISCARD or CONSUME, not {action!r}"
-                                          ) from None
-
-
-def _processors(spec: Any) -> ProcessorSet | None:
-    """`payload_processor=`: an instance, a name (built-in or entry point), or a list of them."""
-    try:
-        return resolve_processors(spec)
-    except (ValueError, TypeError, ImportError) as exc:
-        raise errors.InvalidConfiguration(f"payload_processor: {exc}") from exc
-
-
-def _start_id(value: Any) -> MessageId:
-    if value is None:
-        raise ValueError("a reader needs a start message id")
-    text = str(value)
-    if text == "(-1,-1,-1,-1)":
-        return MessageId.earliest
-    if text == "(9223372036854775807,9223372036854775807,-1,-1)":
-        return MessageId.latest
-    return as_message_id(value)
-
-
-def _dead_letter_policy(policy: Any) -> DeadLetterPolicy | None:
-    if policy is None or isinstance(policy, DeadLetterPolicy):
-        return policy
-    # the official ConsumerDeadLetterPolicy exposes these as properties
-    return DeadLetterPolicy(policy.max_redeliver_count, policy.dead_letter_topic or None,
-                            policy.initial_subscription_name or None, getattr(policy, "retry_letter_topic", None))
-
-
-def _apply_key_shared_policy(config: ConsumerConfig, policy: Any) -> None:
-    mode = policy.key_shared_mode() if callable(getattr(policy, "key_shared_mode", None)) else \
-        getattr(policy, "key_shared_mode", 0)
-    config.key_shared_mode = int(mode)
-    allow = getattr(policy, "allow_out_of_order_delivery", False)
-    config.allow_out_of_order_delivery = bool(allow() if callable(allow) else allow)
-    ranges = getattr(policy, "sticky_ranges", ())
-    config.sticky_ranges = tuple(ranges() if callable(ranges) else ranges)

@@ -61,7 +61,8 @@ class Consumer(Handler, Receiving):
     """MESSAGE frames, from the connection: the intake's `on_message`, bound once."""
 
     def __init__(self, context: ClientContext, topic: str, subscription: str, config: ConsumerConfig,
-                 queue: ReceiveQueue | None = None, partition: int = -1, letters: Letters | None = None) -> None:
+                 queue: ReceiveQueue | None = None, partition: int = -1, letters: Letters | None = None,
+                 queue_size: int | None = None) -> None:
         super().__init__(context, topic)
         self.letters = letters
         """The subscription's dead-letter and retry-letter topics (with a dead_letter_policy)."""
@@ -72,7 +73,8 @@ class Consumer(Handler, Receiving):
         self.queue: ReceiveQueue = queue if queue is not None else AsyncReceiveQueue()
         self._threaded = self.queue.threaded
         self._name = config.consumer_name if config.consumer_name is not None else ""
-        self._queue_size = max(1, config.receiver_queue_size)
+        self._queue_size = max(1, config.receiver_queue_size if queue_size is None else queue_size)
+        """Permits granted at most: receiver_queue_size, or a partition's share of a multi-topic consumer's."""
         self._flow_threshold = max(1, self._queue_size // 2)
         self._taken = 0
         """Messages the application took (written by the thread that takes them)."""

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.client.aio.letters import DeadLetterPolicy
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue, ThreadReceiveQueue
-from magnetar.client.enums import ConsumerCryptoFailureAction, ConsumerType, InitialPosition
+from magnetar.client.enums import ConsumerCryptoFailureAction, ConsumerType, InitialPosition, RegexSubscriptionMode
 from magnetar.client.message_id import MessageId
 from magnetar.formats.processor import ProcessorSet
 
@@ -22,6 +22,60 @@ if TYPE_CHECKING:
     from magnetar.client.schema import Schema
 
 ReceiveQueue = AsyncReceiveQueue | ThreadReceiveQueue
+_DEFAULT_MAX_BYTES = 10 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class BatchReceivePolicy:
+    """What one `batch_receive()` returns, as the official client's policy says: it ends as soon
+    as the batch holds `max_num_messages` messages or `max_num_bytes` of payload (the message
+    that would pass it stays queued), else when `timeout_ms` has passed, with what arrived. A
+    limit below 1 (a timeout below 0) is none."""
+
+    max_num_messages: int = -1
+    max_num_bytes: int = _DEFAULT_MAX_BYTES
+    timeout_ms: int = 100
+
+    @classmethod
+    def of(cls, max_num_messages: int, max_num_bytes: int, timeout_ms: int) -> BatchReceivePolicy:
+        """Checked as the official client checks it: without a count or size limit the size
+        limit is its default, and a policy needs a limit or a timeout."""
+        if max_num_messages <= 0 and max_num_bytes <= 0 and timeout_ms <= 0:
+            raise ValueError("At least one of max_num_messages, max_num_bytes and timeout_ms must be specified")
+        if max_num_messages <= 0 and max_num_bytes <= 0:
+            max_num_bytes = _DEFAULT_MAX_BYTES
+        return cls(max_num_messages, max_num_bytes, timeout_ms)
+
+    def full(self, count: int, size: int) -> bool:
+        return 0 < self.max_num_messages <= count or 0 < self.max_num_bytes <= size
+
+    def takes(self, count: int, size: int, length: int) -> bool:
+        """Whether a message of `length` bytes joins a batch of `count` messages and `size` bytes
+        (the first always does)."""
+        return count == 0 or self.max_num_bytes <= 0 or size + length <= self.max_num_bytes
+
+    def deadline(self, now: float) -> float | None:
+        return None if self.timeout_ms < 0 else now + self.timeout_ms / 1000
+
+
+def overridden(policy: BatchReceivePolicy, max_num_messages: int | None, max_num_bytes: int | None,
+               timeout_ms: int | None) -> BatchReceivePolicy:
+    """`policy` with the limits a batch_receive call gives itself (None: the policy's)."""
+    if max_num_messages is None and max_num_bytes is None and timeout_ms is None:
+        return policy
+    return BatchReceivePolicy(policy.max_num_messages if max_num_messages is None else max_num_messages,
+                              policy.max_num_bytes if max_num_bytes is None else max_num_bytes,
+                              policy.timeout_ms if timeout_ms is None else timeout_ms)
+
+
+class ConsumerBatchReceivePolicy:
+    """The official `pulsar.ConsumerBatchReceivePolicy(max_num_message, max_num_bytes, timeout_ms)`."""
+
+    def __init__(self, max_num_message: int, max_num_bytes: int, timeout_ms: int) -> None:
+        self._policy = BatchReceivePolicy.of(max_num_message, max_num_bytes, timeout_ms)
+
+    def policy(self) -> BatchReceivePolicy:
+        return self._policy
 
 
 @dataclass(slots=True)
@@ -55,3 +109,8 @@ class ConsumerConfig:
     crypto_failure_action: int = ConsumerCryptoFailureAction.FAIL
     columnar: bool = False
     """Set by the first receive_arrow(): entries are queued raw, for columns."""
+    batch_receive_policy: BatchReceivePolicy = BatchReceivePolicy()
+    max_total_receiver_queue_size_across_partitions: int = 50000
+    """A topic of n partitions: each partition's consumer queues at most this / n (and at most
+    receiver_queue_size), as the official client divides it."""
+    regex_subscription_mode: int = RegexSubscriptionMode.PersistentOnly

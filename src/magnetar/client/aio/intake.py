@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.client.columnar import EntryFailure, RawEntry, RowAcks
 from magnetar.client.enums import ConsumerCryptoFailureAction
 from magnetar.client.incoming import BatchAcks, ChunkAssembler, Decrypt, StartFilter, decode_entry
-from magnetar.formats.processor import PayloadError, UnknownFormatError
+from magnetar.formats.payload import PayloadError, UnknownFormatError
 from magnetar.wire import client_commands as cc
 from magnetar.wire.entry import parse_message_metadata, verify_checksum
 from magnetar.wire.errors import ChecksumError

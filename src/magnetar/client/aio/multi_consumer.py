@@ -21,13 +21,23 @@ from magnetar.client.aio.consumer_config import ConsumerConfig, ReceiveQueue
 from magnetar.client.aio.letters import Letters
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue
 from magnetar.client.aio.receiver import Receiver, Receiving
+from magnetar.client.enums import RegexSubscriptionMode
 from magnetar.client.message_id import MessageId, as_message_id
 from magnetar.client.topic_name import base_topic_name, full_topic_name, namespace_of, partition_name
+from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.client.aio.context import ClientContext
 
 log = logging.getLogger(__name__)
+_MODES = {RegexSubscriptionMode.PersistentOnly: pb.CommandGetTopicsOfNamespace.PERSISTENT,
+          RegexSubscriptionMode.NonPersistentOnly: pb.CommandGetTopicsOfNamespace.NON_PERSISTENT,
+          RegexSubscriptionMode.AllTopics: pb.CommandGetTopicsOfNamespace.ALL}
+
+
+def _local(name: str) -> str:
+    """A topic name (or pattern) without its `persistent://` or `non-persistent://`."""
+    return name.split("://", 1)[1] if "://" in name else name
 
 
 class MultiTopicsConsumer(Receiving):
@@ -60,22 +70,26 @@ class MultiTopicsConsumer(Receiving):
             self._discovery = asyncio.get_running_loop().create_task(self._discover())
 
     async def _matching_topics(self) -> list[str]:
+        """The namespace's topics of the domains `regex_subscription_mode` names whose names
+        match the pattern, both without their domain (as the official client matches them)."""
         assert self.pattern is not None
-        namespace = namespace_of(self.pattern.pattern.split("://", 1)[-1] if "://" in self.pattern.pattern
-                                 else self.pattern.pattern)
-        names = await self.context.lookup.topics_of_namespace(namespace)
+        without_domain = re.compile(_local(self.pattern.pattern), self.pattern.flags)
+        names = await self.context.lookup.topics_of_namespace(namespace_of(without_domain.pattern),
+                                                             _MODES[self.config.regex_subscription_mode])
         bases = sorted({base_topic_name(name) for name in names})
-        return [name for name in bases if self.pattern.fullmatch(name)]
+        return [name for name in bases if without_domain.fullmatch(_local(name))]
 
     async def _subscribe_all(self, topics: list[str]) -> None:
         partitions = await asyncio.gather(*(self.context.lookup.partitions(t) for t in topics))
         consumers = []
         for topic, count in zip(topics, partitions, strict=True):
             names = [(topic, -1)] if count == 0 else [(partition_name(topic, i), i) for i in range(count)]
+            share = min(self.config.receiver_queue_size,
+                        self.config.max_total_receiver_queue_size_across_partitions // len(names))
             for name, index in names:
                 if name not in self.consumers:
                     consumer = Consumer(self.context, name, self.subscription, self.config, self.queue, index,
-                                        self.letters)
+                                        self.letters, queue_size=share)
                     self.consumers[name] = consumer
                     consumers.append(consumer)
         results = await asyncio.gather(*(c.start() for c in consumers), return_exceptions=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,9 @@ class PartitionedProducer:
     def __init__(self, context: ClientContext, topic: str, config: ProducerConfig, partitions: int, routing_mode: int,
                  message_router: Callable[[Any, int], int] | None = None) -> None:
         self.topic = topic
+        share = max(1, config.max_pending_messages_across_partitions // partitions)
+        if config.max_pending_messages <= 0 or share < config.max_pending_messages:
+            config = dataclasses.replace(config, max_pending_messages=share)
         self.producers = [Producer(context, partition_name(topic, i), config, partition=i) for i in range(partitions)]
         self.router = Router(routing_mode, partitions, batching=config.batching_enabled,
                              switch_ms=config.batching_max_publish_delay_ms, custom=message_router)

@@ -39,3 +39,6 @@ class ProducerConfig:
     encryption_keys: tuple[str, ...] = ()
     """Names of the keys every entry's data key is wrapped under (none: not encrypted)."""
     crypto_key_reader: CryptoKeyReader | None = None
+    max_pending_messages_across_partitions: int = 50000
+    """A topic of n partitions: each partition's producer holds at most this / n pending (and
+    at most max_pending_messages), as the official client divides it."""

@@ -15,6 +15,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client import errors
+from magnetar.client.aio.consumer_config import overridden
 from magnetar.client.aio.receive_queue import AsyncReceiveQueue
 from magnetar.client.columnar import ArrowReceiving, RowOwner, ack_rows, last_rows, not_a_message
 from magnetar.client.message import Message
@@ -44,31 +45,37 @@ class Receiver:
         """The next message; Timeout after `timeout_millis`. Cancelling loses no message."""
         if self.closed:
             raise errors.AlreadyClosed(f"consumer on {self._topic} is closed")
+        return await self._taken(await self._next(None if timeout_millis is None else timeout_millis / 1000))
+
+    async def _next(self, timeout: float | None) -> Any:
+        """The next item of the queue (a message, or the failure to raise in its place), not yet
+        taken; Timeout after `timeout` seconds."""
         queue = self._queue
         assert isinstance(queue, AsyncReceiveQueue), "the blocking facade reads its queue itself"
-        message = queue.get_nowait()
-        if message is None:
-            waiter = queue.waiter()
-            try:
-                if timeout_millis is None:
-                    message = await waiter
-                else:
-                    async with asyncio.timeout(timeout_millis / 1000):
-                        message = await waiter
-            except TimeoutError:
-                raise errors.Timeout(f"no message within {timeout_millis} ms") from None
-            except asyncio.CancelledError:
-                if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                    queue.requeue_front(waiter.result())  # handed over, but nobody will use it
-                waiter.cancel()
-                raise
+        item = queue.get_nowait()
+        if item is not None:
+            return item
+        waiter = queue.waiter()
+        try:
+            async with asyncio.timeout(timeout):
+                return await waiter
+        except TimeoutError:
+            raise errors.Timeout(f"no message within {round((timeout or 0) * 1000)} ms") from None
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                queue.requeue_front(waiter.result())  # handed over, but nobody will use it
+            waiter.cancel()
+            raise
+
+    async def _taken(self, message: Any) -> Message:
+        """`message` handed to the application: its consumer gets the permit back."""
         if type(message) is not Message:
             raise not_a_message(message)
         if self._config.schema is not None:
             try:
                 await message._ctx.owner.load_writer_schema(message)  # so that value() need not wait
             except BaseException:
-                queue.requeue_front(message)
+                self._queue.requeue_front(message)  # type: ignore[union-attr]
                 raise
         message._ctx.owner.taken(message)
         return message
@@ -112,20 +119,26 @@ class Receiver:
         for topic, ledger, entry, index in last_rows(batch):
             self._row_owner(topic).ack_row_cumulative(ledger, entry, index)
 
-    async def batch_receive(self, max_num_messages: int = -1, max_num_bytes: int = 10 * 1024 * 1024,
-                            timeout_ms: int = 100) -> list[Message]:
-        """What arrives within `timeout_ms`, up to the limits (the official client's default policy)."""
+    async def batch_receive(self, max_num_messages: int | None = None, max_num_bytes: int | None = None,
+                            timeout_ms: int | None = None) -> list[Message]:
+        """A batch as the consumer's `batch_receive_policy` says (each limit given here overrides
+        the policy's): it ends once full, else at the timeout with what arrived; a message the
+        byte limit leaves out stays first in the queue, as does a failure after some messages."""
+        if self.closed:
+            raise errors.AlreadyClosed(f"consumer on {self._topic} is closed")
+        policy = overridden(self._config.batch_receive_policy, max_num_messages, max_num_bytes, timeout_ms)
         out: list[Message] = []
         size = 0
-        deadline = time.monotonic() + timeout_ms / 1000
-        while (max_num_messages <= 0 or len(out) < max_num_messages) and size < max_num_bytes:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                break
+        deadline = policy.deadline(time.monotonic())
+        while not policy.full(len(out), size):
             try:
-                message = await self.receive(max(1, int(remaining * 1000)))
+                item = await self._next(None if deadline is None else max(0.0, deadline - time.monotonic()))
             except errors.Timeout:
                 break
+            if out and (type(item) is not Message or not policy.takes(len(out), size, len(item._data))):
+                self._queue.requeue_front(item)  # type: ignore[union-attr]
+                break
+            message = await self._taken(item)
             out.append(message)
             size += len(message._data)
         return out

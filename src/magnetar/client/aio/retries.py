@@ -1,6 +1,7 @@
 """Riding out a broker that cannot be reached for a while (a restart), as the official clients
 do: an operation is tried again, with their backoff (0.1 s doubling), until the client's
-operation timeout, when its failure is one that a broker coming back would cure."""
+operation timeout, when its failure is one that a broker coming back would cure: the error
+says so itself (`PulsarException.retriable`)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,6 @@ from magnetar.client.backoff import Backoff
 
 T = TypeVar("T")
 
-RETRYABLE = (errors.NotConnected, errors.ConnectError, errors.Timeout, errors.ServiceUnitNotReady,
-             errors.BrokerMetadataError, errors.BrokerPersistenceError, errors.UnknownError, errors.LookupError)
-
 
 async def retried(attempt: Callable[[], Awaitable[T]], timeout: float, what: str) -> T:
     """`attempt()`'s result, tried again while it fails retryably; Timeout naming `what` and the
@@ -27,7 +25,9 @@ async def retried(attempt: Callable[[], Awaitable[T]], timeout: float, what: str
     while True:
         try:
             return await attempt()
-        except RETRYABLE as exc:
+        except errors.PulsarException as exc:
+            if not exc.retriable:
+                raise
             delay = backoff.next()
             if time.monotonic() + delay >= deadline:
                 raise errors.Timeout(f"{what}: {exc}") from exc

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.consumer_selectors import (
+    KeySharedConsumers,
     RoundRobinSelector,
     SingleActiveElection,
     StickyKeyConsumerSelector,
@@ -88,7 +89,7 @@ class NonPersistentMultipleConsumersDispatcher(NonPersistentDispatcher):
         self._push_or_drop(self._round_robin.select(self.consumers), entry)
 
 
-class NonPersistentKeySharedDispatcher(NonPersistentDispatcher):
+class NonPersistentKeySharedDispatcher(KeySharedConsumers, NonPersistentDispatcher):
     """Key_Shared: the consumer owning the key's hash, with no ordering to keep across
     consumer changes, since nothing is ever delivered twice."""
 
@@ -97,14 +98,6 @@ class NonPersistentKeySharedDispatcher(NonPersistentDispatcher):
     def __init__(self, subscription: NonPersistentSubscription, meta: pb.KeySharedMeta | None) -> None:
         super().__init__(subscription)
         self.selector = StickyKeyConsumerSelector(meta)
-
-    def add_consumer(self, consumer: Consumer) -> None:
-        self.selector.add(consumer)
-        super().add_consumer(consumer)
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        self.selector.remove(consumer)
-        super().remove_consumer(consumer)
 
     def send(self, entry: DispatchEntry) -> None:
         owner = self.selector.owner(sticky_key_hash(entry.sticky_key))

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.consumer_selectors import (
+    KeySharedConsumers,
     StickyKeyConsumerSelector,
     sticky_key_hash,
 )
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
 
 
-class KeySharedDispatcher(MultipleConsumersDispatcher):
+class KeySharedDispatcher(KeySharedConsumers, MultipleConsumersDispatcher):
     """Key_Shared: each key's hash belongs to one consumer, and order per key holds.
 
     Order per key survives consumers coming and going because (1) an entry that
@@ -38,14 +39,6 @@ class KeySharedDispatcher(MultipleConsumersDispatcher):
         self._in_order = not (meta is not None and meta.allowOutOfOrderDelivery)
         self._out_hash: dict[Position, int] = {}  # outstanding entry -> its hash
         self._holders: dict[int, Counter[Consumer]] = {}  # hash -> consumers holding entries of it
-
-    def add_consumer(self, consumer: Consumer) -> None:
-        self.selector.add(consumer)
-        super().add_consumer(consumer)
-
-    def remove_consumer(self, consumer: Consumer) -> None:
-        self.selector.remove(consumer)
-        super().remove_consumer(consumer)
 
     def owner(self, key_hash: int) -> Consumer | None:
         return self.selector.owner(key_hash)

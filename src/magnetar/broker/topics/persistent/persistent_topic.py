@@ -91,7 +91,7 @@ class PersistentTopic(AbstractTopic):
             # Posted to this loop, so _stored runs after the line below has filled `positions`.
             bridge.post(self._stored, callback, batch_size, positions, last_index, exc)
 
-        positions += self.ledger.append_many(entries, stored, num_messages)
+        positions += self.ledger.append_many(entries, stored)
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
                 exc: BaseException | None) -> None:
