@@ -5,6 +5,7 @@ the ones that work are run against both clients, the refused ones against magnet
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import uuid
 
@@ -172,3 +173,26 @@ def test_concurrent_lookups_in_the_asyncio_client(shared_broker):
     results = asyncio.run(run())
     assert sum(isinstance(r, errors.TooManyLookupRequestException) for r in results) == 3
     assert sum(isinstance(r, list) for r in results) == 2
+
+
+def test_a_logging_logger_gets_the_clients_records(shared_broker, topic):
+    """The official client takes a Python `logging.Logger` and logs there: so does magnetar's
+    (a broker's unload makes the producer log its reconnection)."""
+    seen: list[logging.LogRecord] = []
+    target = logging.getLogger(f"app-{uuid.uuid4().hex}")
+    target.setLevel(logging.INFO)
+    target.propagate = False
+    target.addHandler(type("Keep", (logging.Handler,), {"emit": lambda self, record: seen.append(record)})())
+    ours = logging.getLogger("magnetar.client")
+    saved = ours.handlers[:], ours.level, ours.propagate
+    client = magnetar.client.Client(shared_broker.service_url, logger=target)
+    try:
+        client.create_producer(topic).send(b"x")
+        status, _, body = http("PUT", f"{shared_broker.admin_url}/admin/v2/persistent/"
+                                      f"{topic.removeprefix('persistent://')}/unload")
+        assert status == 204, body
+        assert wait_for(lambda: any("reconnecting" in record.getMessage() for record in seen))
+        assert all(record.name.startswith("magnetar.client") for record in seen)
+    finally:
+        client.close()
+        ours.handlers[:], ours.level, ours.propagate = saved

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from magnetar.client.aio.options import (
     regex_mode_of,
     schema_of,
     start_id_of,
+    use_logger,
 )
 from magnetar.client.aio.partitioned_producer import PartitionedProducer
 from magnetar.client.aio.pool import ConnectionPool, PoolConfig
@@ -80,6 +82,9 @@ class Client:
         if authentication is not None and not isinstance(authentication, Authentication):
             raise errors.InvalidConfiguration("authentication must be one of magnetar.client's AuthenticationToken, "
                                               f"AuthenticationTLS or AuthenticationBasic, not {type(authentication)}")
+        if isinstance(logger, logging.Logger):
+            use_logger(logger)
+            logger = None
         refuse_unsupported(io_threads=io_threads, message_listener_threads=message_listener_threads,
                            log_conf_file_path=log_conf_file_path, logger=logger,
                            stats_interval_in_seconds=stats_interval_in_seconds)

@@ -9,6 +9,7 @@ ConsumerKeySharedPolicy, ConsumerBatchReceivePolicy, enums) or magnetar.client's
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from magnetar.client import errors
@@ -29,7 +30,8 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
     "message_listener_threads": ((1,), "message listeners are not supported: receive, or iterate (`async for`)"),
     "log_conf_file_path": ((None,), "magnetar.client logs through Python's logging, not log4cxx: configure "
                                     "logging.getLogger('magnetar.client')"),
-    "logger": ((None,), "magnetar.client logs through Python's logging: configure "
+    "logger": ((None,), "magnetar.client logs through Python's logging: give a logging.Logger (pulsar's "
+                        "ConsoleLogger and FileLogger configure the official client's C++ core), or configure "
                         "logging.getLogger('magnetar.client')"),
     "stats_interval_in_seconds": ((600, 0), "magnetar.client logs no periodic statistics (0, none, is taken)"),
     "broker_consumer_stats_cache_time_ms": ((30000,), "magnetar.client has no call for a consumer's broker "
@@ -39,6 +41,32 @@ _ONLY_DEFAULT: dict[str, tuple[tuple[Any, ...], str]] = {
     "lazy_start_partitioned_producers": ((False,), "magnetar.client starts every partition's producer with the "
                                                    "partitioned producer"),
 }
+
+
+CLIENT_LOGGER = "magnetar.client"
+
+
+class _HandedOn(logging.Handler):
+    """Hands magnetar.client's records to the logger a Client was given."""
+
+    def __init__(self, target: logging.Logger) -> None:
+        super().__init__()
+        self.target = target
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.target.isEnabledFor(record.levelno):
+            self.target.handle(record)
+
+
+def use_logger(logger: logging.Logger) -> None:
+    """The official Python client takes a `logging.Logger` and logs only there: magnetar.client's
+    records (`magnetar.client` and below, one logger for the process) are handed to it, at its
+    level, and no longer propagate to the root logger."""
+    ours = logging.getLogger(CLIENT_LOGGER)
+    if not any(isinstance(handler, _HandedOn) and handler.target is logger for handler in ours.handlers):
+        ours.addHandler(_HandedOn(logger))
+    ours.setLevel(logger.getEffectiveLevel())
+    ours.propagate = False
 
 
 def refuse_unsupported(**given: Any) -> None:
