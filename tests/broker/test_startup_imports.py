@@ -23,11 +23,12 @@ import pytest
 MAGNETAR = {
     "magnetar": ".",
     "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces operations permissions "
-                      "responses retention schemas security server subscriptions tenants topics",
+                      "policy_table responses retention schemas security server subscriptions tenants topics",
     "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
     "magnetar.broker.auth": ". authentication authorization issued operations",
     "magnetar.broker.compaction": ". manager options service",
-    "magnetar.broker.config": ". loading properties service_configuration",
+    # the configuration's keys carry their rules
+    "magnetar.broker.config": ". loading properties rules service_configuration",
     "magnetar.broker.delayed_delivery": ".",
     "magnetar.broker.entry_filters": ". policy",
     "magnetar.broker.monitors": ". backlog_quota compaction inactivity message_expiry periodic retention revalidation",
