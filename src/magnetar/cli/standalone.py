@@ -20,6 +20,7 @@ from magnetar.broker.auth.operations import FUNCTIONS
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.config.loading import LoadedConfiguration, load_configuration
 from magnetar.broker.config.properties import Setting
+from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.service.collector import settle_after_start
 from magnetar.broker.service.config_checks import check_features
@@ -29,8 +30,10 @@ from magnetar.storage import DataDirLockedError
 
 if TYPE_CHECKING:
     from magnetar.admin.server import AdminServer
+    from magnetar.broker.policies.resources import NamespaceResources
     from magnetar.functions.on_demand import FunctionsOnDemand
     from magnetar.functions.supervisor import Endpoints
+    from magnetar.replication import ReplicationService
 
 log = logging.getLogger("magnetar")
 _NO_HARD_LIMIT_TARGET = 1 << 20
@@ -109,6 +112,7 @@ class Standalone:
         self.service: BrokerService | None = None
         self.admin: AdminServer | None = None
         self.functions: FunctionsOnDemand | None = None
+        self.replication: ReplicationService | None = None
 
     async def start(self) -> None:
         """Listen on both APIs; a failure half-way closes what had started (and the data
@@ -118,6 +122,7 @@ class Standalone:
             await self.service.start()
             log.info("binary protocol listener ready on %s (admin API starting)",
                      " and ".join(self.service.service_urls))
+            self._start_replication_when_used()
             await self._start_admin()
         except BaseException:
             await self.stop()
@@ -147,6 +152,28 @@ class Standalone:
         if self.functions is not None:
             await self.functions.start()
 
+    def _start_replication_when_used(self) -> None:
+        """Geo-replication loads (magnetar.replication, and the client it produces with) only
+        once a namespace replicates to another cluster: now, or when one is set to."""
+        assert self.service is not None
+        resources = self.service.resources
+        if any(_replicates(resources, namespace) for namespace in resources.all_namespaces()):
+            self._start_replication()
+        else:
+            resources.watch(self._replication_maybe_wanted)
+
+    def _replication_maybe_wanted(self, scope: str) -> None:
+        if self.replication is None and self.service is not None and "/" in scope \
+                and _replicates(self.service.resources, scope):
+            self._start_replication()
+
+    def _start_replication(self) -> None:
+        from magnetar.replication import ReplicationService  # noqa: PLC0415  (only once a namespace replicates)
+
+        assert self.service is not None
+        self.replication = ReplicationService(self.service)
+        self.replication.start()
+
     def _endpoints(self) -> Endpoints:
         """Where instances connect: the broker's and the admin API's advertised URLs."""
         from magnetar.functions.supervisor import Endpoints  # noqa: PLC0415  (with the worker)
@@ -162,9 +189,20 @@ class Standalone:
         if self.admin is not None:
             await self.admin.stop()
             self.admin = None
+        if self.replication is not None:
+            self.replication.stop()
+            self.replication = None
         if self.service is not None:
             service, self.service = self.service, None
             await service.stop()
+
+
+def _replicates(resources: NamespaceResources, namespace: str) -> bool:
+    """Whether `namespace` names a cluster other than this one to replicate to."""
+    try:
+        return bool(set(resources.replication_clusters(namespace)) - {resources.clusters.local})
+    except BrokerServiceError:  # deleted meanwhile
+        return False
 
 
 def _import_all(modules: list[str]) -> None:

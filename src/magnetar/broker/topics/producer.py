@@ -15,7 +15,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from magnetar.broker.deduplication import DupStatus, MessageDeduplication
+from magnetar.broker.deduplication import DupStatus, MessageDeduplication, replicated_id
+from magnetar.broker.topics.replicators import is_replicator_cursor
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.storage import Position, StorageFullError
 from magnetar.wire import commands
@@ -69,6 +70,8 @@ class Producer:
         self._pending: deque[_PendingGroup] = deque()
         self._receipts = commands.ReceiptEncoder(producer_id)
         self._staged: list[Send] = []
+        self.replicator = is_replicator_cursor(name, topic.context.config.replicatorPrefix)
+        """Another cluster's replicator: deduplicated by source positions, not sequence ids."""
 
     def stage(self, send: Send) -> bool:
         """Hold a checked SEND until the connection's read is done (publish_staged); True
@@ -96,7 +99,8 @@ class Producer:
             return
         run: list[Send] = []
         for send in sends:
-            status = dedup.check(self.name, send.sequence_id, send.highest_sequence_id)
+            sequence_id, highest = self._dedup_ids(send)
+            status = dedup.check(self.name, sequence_id, highest)
             if status is DupStatus.NEW:
                 run.append(send)
                 continue
@@ -110,6 +114,16 @@ class Producer:
                             "Cannot determine whether the message is a duplicate at this time")
         if run:
             self._publish_group(run, dedup)
+
+    def _dedup_ids(self, send: Send) -> tuple[int, int]:
+        """(sequence id, highest sequence id) deduplication judges the SEND by: a
+        replicator's entry by its position in the source topic (the metadata is read for
+        these producers only), anyone else's by the SEND's ids."""
+        if self.replicator:
+            source = replicated_id(send.entry)
+            if source is not None:
+                return source, source
+        return send.sequence_id, send.highest_sequence_id
 
     def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None) -> None:
         group = _PendingGroup(sends)
@@ -161,7 +175,7 @@ class Producer:
         else:
             if dedup is not None:
                 for send, position in zip(sends, positions, strict=True):
-                    dedup.persisted(self.name, send.highest_sequence_id, position)
+                    dedup.persisted(self.name, self._dedup_ids(send)[1], position)
             group.answer = self._receipts.encode(sends, positions)
         self._flush()
 
