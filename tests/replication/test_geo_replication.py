@@ -34,6 +34,19 @@ def link(brokers: dict, namespace: str = "public/default", *, clusters: list[str
         admin.set_replication_clusters(namespace, clusters or list(brokers))
 
 
+class Sent:
+    """send_async's callback: every result kept, so a test knows all were stored."""
+
+    def __init__(self) -> None:
+        self.results: list = []
+
+    def __call__(self, result, _message_id) -> None:
+        self.results.append(result)
+
+    def all_ok(self, count: int) -> bool:
+        return len(self.results) == count and all(r == pulsar.Result.Ok for r in self.results)
+
+
 def start_clusters(broker_factory, *names: str) -> dict:
     return {name: broker_factory(f"clusterName={name}") for name in names}
 
@@ -74,11 +87,13 @@ def test_both_ways_at_once_with_many_keys_and_no_loops(two, client_factory):
                  for name, b in two.items()}
 
     def produce(name: str) -> None:
-        producer = client_factory(two[name].url).create_producer(topic)
+        producer = client_factory(two[name].url).create_producer(topic, block_if_queue_full=True)
+        sent = Sent()
         for i in range(count):
-            producer.send_async(f"{name}-{i}".encode(), None, partition_key=f"k{i % 37}",
+            producer.send_async(f"{name}-{i}".encode(), sent, partition_key=f"k{i % 37}",
                                 properties={"from": name, "i": str(i)}, event_timestamp=1000 + i)
         producer.flush()
+        assert sent.all_ok(count)
 
     threads = [threading.Thread(target=produce, args=(name,)) for name in two]
     for thread in threads:
@@ -102,3 +117,121 @@ def test_both_ways_at_once_with_many_keys_and_no_loops(two, client_factory):
         for origin in two:
             order = [int(m.data().decode().split("-")[1]) for m in got if m.data().decode().startswith(origin)]
             assert order == sorted(order)
+
+
+def test_magnetar_client_produces_here_the_official_client_reads_there(two, client_factory):
+    """And the other way round: magnetar.client on the receiving side, batching on both."""
+    topic = f"persistent://public/default/mixed-{random.randrange(1 << 30)}"
+    east, west = two["east"], two["west"]
+    ours = mc.Client(east.url)
+    try:
+        official = client_factory(west.url)
+        on_west = official.subscribe(topic, "sub", initial_position=EARLIEST)
+        on_east = ours.subscribe(topic, "sub", initial_position=EARLIEST)
+        producer = ours.create_producer(topic)
+        for i in range(300):
+            producer.send_async(f"m{i}".encode(), None, partition_key=f"k{i % 11}", ordering_key=b"o%d" % (i % 5))
+        producer.flush()
+        got = drain(on_west, 300)
+        assert [m.data() for m in got] == [f"m{i}".encode() for i in range(300)]
+        assert [m.ordering_key() for m in got[:5]] == ["o0", "o1", "o2", "o3", "o4"]
+        official_producer = official.create_producer(topic, block_if_queue_full=True)
+        sent = Sent()
+        for i in range(200):
+            official_producer.send_async(f"w{i}".encode(), sent)
+        official_producer.flush()
+        assert sent.all_ok(200)
+        got = drain(on_east, 500)
+        assert [m.data() for m in got] == [f"m{i}".encode() for i in range(300)] + [f"w{i}".encode()
+                                                                                  for i in range(200)]
+    finally:
+        ours.close()
+
+
+def test_a_remote_killed_and_restarted_during_produce_loses_nothing_and_duplicates_nothing(two, client_factory):
+    """SIGKILL the remote while two producers (the official client and magnetar.client, both
+    batching) publish on the local cluster: the replicator's cursor holds the backlog, it
+    reconnects with backoff, and the remote's deduplication by source position stores what it
+    had stored before the crash once, though the two producers' sequence ids interleave."""
+    topic = f"persistent://public/default/crash-{random.randrange(1 << 30)}"
+    east, west = two["east"], two["west"]
+    with_west = mc.Client(west.url)
+    with_west.subscribe(topic, "sub", initial_position=EARLIEST).close()  # the subscription exists before produce
+    with_west.close()
+    count = 1500
+    halfway = threading.Event()
+    ours = mc.Client(east.url)
+    try:
+        producers = {"official": client_factory(east.url).create_producer(topic, block_if_queue_full=True),
+                     "magnetar": ours.create_producer(topic, block_if_queue_full=True)}
+
+        def produce(name: str) -> None:
+            sent = Sent()
+            for i in range(count):
+                producers[name].send_async(f"{name}-{i}".encode(), sent)
+                if i == count // 3:
+                    halfway.set()
+            producers[name].flush()
+            assert sent.all_ok(count), name
+
+        threads = [threading.Thread(target=produce, args=(name,)) for name in producers]
+        for thread in threads:
+            thread.start()
+        halfway.wait(30)
+        west.stop(signal.SIGKILL)
+        for thread in threads:
+            thread.join()
+    finally:
+        ours.close()
+    admin = AdminClient(east.admin_url)
+    down = admin.stats(topic)["replication"]["west"]
+    assert down["connected"] is False and down["replicationBacklog"] > 0
+    west.start()  # same data dir, same port
+    with_west = mc.Client(west.url)
+    try:
+        got = drain(with_west.subscribe(topic, "sub"), 2 * count, timeout=60)
+    finally:
+        with_west.close()
+    values = [m.data().decode() for m in got]
+    assert collections.Counter(values) == collections.Counter(f"{name}-{i}" for name in producers
+                                                              for i in range(count))
+    for name in producers:
+        assert [v for v in values if v.startswith(name)] == [f"{name}-{i}" for i in range(count)]
+    assert wait_for(lambda: admin.stats(topic)["replication"]["west"]["replicationBacklog"] == 0)
+    up = admin.stats(topic)["replication"]["west"]
+    assert up["connected"] is True and up["replicationDelayInSeconds"] == 0
+
+
+def test_three_clusters_each_gets_every_message_once(broker_factory):
+    brokers = start_clusters(broker_factory, "east", "west", "north")
+    link(brokers)
+    topic = f"persistent://public/default/three-{random.randrange(1 << 30)}"
+    clients = {name: mc.Client(b.url) for name, b in brokers.items()}
+    try:
+        consumers = {name: c.subscribe(topic, "sub", initial_position=EARLIEST) for name, c in clients.items()}
+        for name, c in clients.items():
+            producer = c.create_producer(topic)
+            for i in range(100):
+                producer.send_async(f"{name}-{i}".encode(), None)
+            producer.flush()
+        expected = collections.Counter(f"{origin}-{i}" for origin in brokers for i in range(100))
+        for name, consumer in consumers.items():
+            assert collections.Counter(m.data().decode() for m in drain(consumer, 300)) == expected, name
+    finally:
+        for c in clients.values():
+            c.close()
+
+
+def test_per_message_replication_clusters_and_disable_replication(broker_factory, client_factory):
+    brokers = start_clusters(broker_factory, "east", "west", "north")
+    link(brokers)
+    topic = f"persistent://public/default/per-message-{random.randrange(1 << 30)}"
+    consumers = {name: client_factory(b.url).subscribe(topic, "sub", initial_position=EARLIEST)
+                 for name, b in brokers.items()}
+    producer = client_factory(brokers["east"].url).create_producer(topic, batching_enabled=False)
+    producer.send(b"to-west", replication_clusters=["west"])
+    producer.send(b"here-only", disable_replication=True)
+    producer.send(b"everywhere")
+    assert [m.data() for m in drain(consumers["east"], 3)] == [b"to-west", b"here-only", b"everywhere"]
+    assert [m.data() for m in drain(consumers["west"], 2)] == [b"to-west", b"everywhere"]
+    assert [m.data() for m in drain(consumers["north"], 1)] == [b"everywhere"]
