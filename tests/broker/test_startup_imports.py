@@ -153,7 +153,7 @@ def test_features_that_are_off_are_not_imported(default_start, module):
 
 def test_a_pulsar_conf_file_loads_its_parser_and_pulsars_keys_and_nothing_else(tmp_path):
     conf = tmp_path / "broker.conf"
-    conf.write_text("clusterName=standalone\nmaxMessageSize=1048576\n")
+    conf.write_text("metadataStoreUrl=zk:1\nmaxMessageSize=1048576\n")
     modules = modules_at_start(tmp_path, "--config", str(conf))
     assert "javaproperties" in modules and "magnetar.broker.config.pulsar_keys" in modules
     assert [name for name in unexpected(modules)

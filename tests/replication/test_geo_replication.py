@@ -11,7 +11,6 @@ import time
 
 import pulsar
 import pytest
-from conftest import official_client
 from polling import wait_for
 
 import magnetar.client as mc

@@ -51,7 +51,7 @@ class NotEmpty(Rule):
     """A name the broker puts on the wire (a cluster's, a prefix): empty would name nothing."""
 
     def problem(self, name: str, value: Any) -> str | None:
-        return None if value.strip() else f"{name} must not be empty"
+        return None if value.strip() else f"{name} must be a name, not empty"
 
 
 @dataclass(frozen=True, slots=True)
