@@ -277,7 +277,8 @@ def test_summary_logs_one_warning_and_the_non_default_keys(caplog):
     with caplog.at_level(logging.INFO, logger="magnetar.config"):
         loaded.log_summary()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["2 Pulsar keys that magnetar does not implement are ignored: metadataStoreUrl, tlsKeyStorePassword"]
+    assert warnings == [
+        "2 Pulsar keys that magnetar does not implement are ignored: metadataStoreUrl, tlsKeyStorePassword"]
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert infos == ["configuration (keys not at their defaults): maxMessageSize=10 [-c]"]
     assert "pw" not in caplog.text

@@ -28,7 +28,7 @@ def link(brokers: dict, namespace: str = "public/default", *, clusters: list[str
         for other, remote in brokers.items():
             if other != name:
                 admin.create_cluster(other, {"serviceUrl": remote.admin_url, "brokerServiceUrl": remote.url})
-        admin.update_tenant(namespace.split("/")[0], [], list(brokers))
+        admin.update_tenant(namespace.partition("/")[0], [], list(brokers))
         admin.set_namespace_policy(namespace, "deduplication", True)
         admin.set_replication_clusters(namespace, clusters or list(brokers))
 
