@@ -237,3 +237,52 @@ def test_per_message_replication_clusters_and_disable_replication(broker_factory
     assert [m.data() for m in drain(consumers["east"], 3)] == [b"to-west", b"here-only", b"everywhere"]
     assert [m.data() for m in drain(consumers["west"], 2)] == [b"to-west", b"everywhere"]
     assert [m.data() for m in drain(consumers["north"], 1)] == [b"everywhere"]
+
+
+def test_replication_carries_on_across_a_restart_of_the_local_broker(two, client_factory):
+    """Messages written while the remote is down wait in the ledger behind the replicator's
+    cursor, which survives the local broker's restart; taking the remote out of the namespace's
+    clusters removes the replicator and its cursor."""
+    topic = f"persistent://public/default/restart-{random.randrange(1 << 30)}"
+    east, west = two["east"], two["west"]
+    client_factory(west.url).subscribe(topic, "sub", initial_position=EARLIEST).close()
+    west.stop()
+    producer = client_factory(east.url).create_producer(topic, block_if_queue_full=True)
+    sent = Sent()
+    for i in range(500):
+        producer.send_async(f"m{i}".encode(), sent)
+    producer.flush()
+    assert sent.all_ok(500)
+    east.stop()
+    east.start()
+    west.start()
+    consumer = client_factory(west.url).subscribe(topic, "sub")
+    assert [m.data() for m in drain(consumer, 500)] == [f"m{i}".encode() for i in range(500)]
+    admin = AdminClient(east.admin_url)
+    assert wait_for(lambda: admin.stats(topic)["replication"]["west"]["replicationBacklog"] == 0)
+    assert admin.internal_stats(topic)["cursors"]["pulsar.repl.west"]["active"] is True
+    admin.set_replication_clusters("public/default", ["east"])
+    assert admin.stats(topic)["replication"] == {}
+    assert "pulsar.repl.west" not in admin.internal_stats(topic)["cursors"]
+    client_factory(east.url).create_producer(topic).send(b"stays here")
+    assert drain(consumer, 0) == []
+
+
+def test_a_partitioned_topic_is_replicated_partition_by_partition(two, client_factory):
+    """Created with the same partitions on both clusters (creating them on the remote is a
+    later slice), each partition's replicator produces to the same partition there."""
+    topic = f"persistent://public/default/parts-{random.randrange(1 << 30)}"
+    for broker in two.values():
+        AdminClient(broker.admin_url).create_partitioned_topic(topic, 3)
+    consumer = client_factory(two["west"].url).subscribe(topic, "sub", initial_position=EARLIEST)
+    producer = client_factory(two["east"].url).create_producer(topic, block_if_queue_full=True)
+    sent = Sent()
+    for i in range(300):
+        producer.send_async(f"m{i}".encode(), sent, partition_key=f"k{i % 17}")
+    producer.flush()
+    assert sent.all_ok(300)
+    got = drain(consumer, 300)
+    assert sorted(m.data() for m in got) == sorted(f"m{i}".encode() for i in range(300))
+    partitions = {m.partition_key(): m.topic_name() for m in got}
+    on_east = client_factory(two["east"].url).subscribe(topic, "check", initial_position=EARLIEST)
+    assert {m.partition_key(): m.topic_name() for m in drain(on_east, 300)} == partitions
