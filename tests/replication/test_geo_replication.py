@@ -11,6 +11,7 @@ import time
 
 import pulsar
 import pytest
+from admin_http import http
 from polling import wait_for
 
 import magnetar.client as mc
@@ -261,6 +262,10 @@ def test_replication_carries_on_across_a_restart_of_the_local_broker(two, client
     admin = AdminClient(east.admin_url)
     assert wait_for(lambda: admin.stats(topic)["replication"]["west"]["replicationBacklog"] == 0)
     assert admin.internal_stats(topic)["cursors"]["pulsar.repl.west"]["active"] is True
+    labels = f'cluster="east",namespace="public/default",topic="{topic}",remote_cluster="west"'
+    metrics = http("GET", f"{east.admin_url}/metrics")[2].decode()
+    assert f"pulsar_replication_backlog{{{labels}}} 0\n" in metrics
+    assert f"pulsar_replication_connected_count{{{labels}}} 1\n" in metrics
     admin.set_replication_clusters("public/default", ["east"])
     assert admin.stats(topic)["replication"] == {}
     assert "pulsar.repl.west" not in admin.internal_stats(topic)["cursors"]
