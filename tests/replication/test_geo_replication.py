@@ -291,3 +291,21 @@ def test_a_partitioned_topic_is_replicated_partition_by_partition(two, client_fa
     partitions = {m.partition_key(): m.topic_name() for m in got}
     on_east = client_factory(two["east"].url).subscribe(topic, "check", initial_position=EARLIEST)
     assert {m.partition_key(): m.topic_name() for m in drain(on_east, 300)} == partitions
+
+
+@pytest.mark.parametrize("start_at", ["latest", "earliest"])
+def test_replication_starts_at_replication_start_at(broker_factory, client_factory, start_at):
+    """What a topic held before its namespace replicated goes too with
+    replicationStartAt=earliest (the move of a topic's history); by default (latest), as in
+    Pulsar, only what is written from then on."""
+    brokers = {name: broker_factory(f"clusterName={name}", f"replicationStartAt={start_at}")
+               for name in ("east", "west")}
+    topic = f"persistent://public/default/start-{random.randrange(1 << 30)}"
+    consumer = client_factory(brokers["west"].url).subscribe(topic, "sub", initial_position=EARLIEST)
+    producer = client_factory(brokers["east"].url).create_producer(topic, batching_enabled=False)
+    for i in range(20):
+        producer.send(f"before-{i}".encode())
+    link(brokers)
+    producer.send(b"after")
+    expected = [f"before-{i}".encode() for i in range(20)] if start_at == "earliest" else []
+    assert [m.data() for m in drain(consumer, len(expected) + 1)] == [*expected, b"after"]

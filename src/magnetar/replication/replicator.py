@@ -41,7 +41,8 @@ class Replicator:
         self.local_cluster = config.clusterName
         self._prefix = config.replicatorPrefix
         self.producer_name = f"{self._prefix}.{self.local_cluster}-->{remote.name}"
-        self.cursor = topic.ledger.open_cursor(replicator_cursor_name(self._prefix, remote.name))
+        start = "earliest" if config.replicationStartAt == "earliest" else "latest"
+        self.cursor = topic.ledger.open_cursor(replicator_cursor_name(self._prefix, remote.name), start)
         self._window = config.replicationProducerQueueSize
         self._in_flight: deque[tuple[Position, int, int]] = deque()  # position, messages, bytes
         self._wake = asyncio.Event()

@@ -209,6 +209,8 @@ class ServiceConfiguration:
     replicatorPrefix: str = key("pulsar.repl", NOT_EMPTY,
                                 "the prefix of replicators' cursor and producer names")
     replicationProducerQueueSize: int = key(1000, POSITIVE, "entries a replicator sends before a receipt comes back")
+    replicationStartAt: str = key("latest", OneOf(("latest", "earliest")),
+                                  "where a new replicator starts: after the topic's last entry, or at its first")
     # deduplication (Pulsar's keys and defaults)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = key(
