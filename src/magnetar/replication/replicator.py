@@ -30,6 +30,9 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
 _READ_BATCH = 100  # entries one turn of the loop reads and sends at most
+_MAX_IN_FLIGHT_BYTES = 16 << 20
+"""Bytes sent and not yet answered at most (one entry more, whatever its size): a remote that
+stops reading holds this much of the broker's memory, not a queue's worth of large entries."""
 _MAX_BACKOFF = 60.0
 
 
@@ -45,6 +48,7 @@ class Replicator:
         self.cursor = topic.ledger.open_cursor(replicator_cursor_name(self._prefix, remote.name), start)
         self._window = config.replicationProducerQueueSize
         self._in_flight: deque[tuple[Position, int, int]] = deque()  # position, messages, bytes
+        self._in_flight_bytes = 0
         self._wake = asyncio.Event()
         self._lost: str | None = None
         self.connected_since: str = ""
@@ -79,6 +83,7 @@ class Replicator:
             finally:
                 producer.close()
                 self._in_flight.clear()
+                self._in_flight_bytes = 0
                 self.connected_since = ""
             if not self.closed:
                 delay = backoff.next()
@@ -93,7 +98,9 @@ class Replicator:
         while not self.closed and self._lost is None:
             self._wake.clear()
             room = self._window - len(self._in_flight)
-            entries = ledger.read_entries(position, min(room, _READ_BATCH)) if room > 0 else []
+            byte_room = _MAX_IN_FLIGHT_BYTES - self._in_flight_bytes
+            entries = ledger.read_entries(position, min(room, _READ_BATCH), byte_room) \
+                if room > 0 and byte_room > 0 else []
             if not entries:
                 await self._wake.wait()
                 continue
@@ -107,6 +114,7 @@ class Replicator:
                         self._in_flight.append((at, 0, 0))
                     continue
                 self._in_flight.append((at, send.messages, len(send.send)))
+                self._in_flight_bytes += len(send.send)
                 producer.send(send.send)
             if skipped:
                 self.cursor.delete(skipped)
@@ -122,6 +130,7 @@ class Replicator:
             done.append(position)
             if messages:
                 self.outbound.add(messages, size)
+                self._in_flight_bytes -= size
                 break
         while self._in_flight and self._in_flight[0][1] == 0:
             done.append(self._in_flight.popleft()[0])

@@ -11,7 +11,7 @@ import logging
 from magnetar.broker.errors import ResourceNotFoundError
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
-from magnetar.broker.topics.replicators import is_replicator_cursor, replicator_cursor_name
+from magnetar.broker.topics.replicators import has_replicator_prefix, replicator_cursor_name
 from magnetar.replication.remote import RemoteCluster
 from magnetar.replication.replicator import Replicator
 
@@ -54,7 +54,7 @@ class ReplicationService:
         prefix = self.service.config.replicatorPrefix
         for remote in set(topic.replicators) - wanted:
             topic.replicators.pop(remote).close()
-        for name in [n for n in topic.ledger.cursors if is_replicator_cursor(n, prefix)]:
+        for name in [n for n in topic.ledger.cursors if has_replicator_prefix(n, prefix)]:
             if name not in {replicator_cursor_name(prefix, remote) for remote in wanted}:
                 topic.ledger.delete_cursor(name)
                 log.info("[%s] no longer replicated to %s", topic.name, name.removeprefix(prefix + "."))

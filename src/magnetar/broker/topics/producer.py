@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.deduplication import DupStatus, MessageDeduplication, replicated_id
-from magnetar.broker.topics.replicators import is_replicator_cursor
+from magnetar.broker.topics.replicators import has_replicator_prefix
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.storage import Position, StorageFullError
 from magnetar.wire import commands
@@ -70,7 +70,7 @@ class Producer:
         self._pending: deque[_PendingGroup] = deque()
         self._receipts = commands.ReceiptEncoder(producer_id)
         self._staged: list[Send] = []
-        self.replicator = is_replicator_cursor(name, topic.context.config.replicatorPrefix)
+        self.replicator = has_replicator_prefix(name, topic.context.config.replicatorPrefix)
         """Another cluster's replicator: deduplicated by source positions, not sequence ids."""
 
     def stage(self, send: Send) -> bool:

@@ -30,8 +30,9 @@ class TopicReplicator(Protocol):
         ...
 
 
-def is_replicator_cursor(name: str, prefix: str) -> bool:
-    """A cursor of a replicator, not a subscription: Pulsar tells them apart by the prefix."""
+def has_replicator_prefix(name: str, prefix: str) -> bool:
+    """A replicator's cursor (not a subscription) or producer (another cluster's replicator):
+    Pulsar tells them apart by the prefix."""
     return name.startswith(prefix + ".")
 
 

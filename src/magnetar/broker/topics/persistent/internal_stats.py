@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from magnetar.broker.topics.replicators import is_replicator_cursor
+from magnetar.broker.topics.replicators import has_replicator_prefix
 from magnetar.storage import Position
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def _replicator_cursors(topic: PersistentTopic) -> dict[str, dict[str, object]]:
     prefix = topic.context.config.replicatorPrefix
     shown = {}
     for name, cursor in topic.ledger.cursors.items():
-        if is_replicator_cursor(name, prefix):
+        if has_replicator_prefix(name, prefix):
             ranges = cursor.individually_deleted
             shown[name] = {
                 "markDeletePosition": str(cursor.mark_delete_position),

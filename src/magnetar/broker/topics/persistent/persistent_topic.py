@@ -19,7 +19,7 @@ from magnetar.broker.topics.persistent import backlog
 from magnetar.broker.topics.persistent.compacted_reads import compacted_last_message_id, compacted_position_by_time
 from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
 from magnetar.broker.topics.positions import position_of
-from magnetar.broker.topics.replicators import TopicReplicator, is_replicator_cursor
+from magnetar.broker.topics.replicators import TopicReplicator, has_replicator_prefix
 from magnetar.storage import ManagedLedger, Position, StorageFullError
 from magnetar.storage.message_finder import find_first_at_or_after
 from magnetar.wire.entry import parse_message_metadata
@@ -59,7 +59,7 @@ class PersistentTopic(AbstractTopic):
         self.subscriptions: dict[str, PersistentSubscription] = {
             sub_name: PersistentSubscription(self, sub_name, cursor, durable=True)
             for sub_name, cursor in ledger.cursors.items()
-            if sub_name != COMPACTION_CURSOR and not is_replicator_cursor(sub_name, prefix)
+            if sub_name != COMPACTION_CURSOR and not has_replicator_prefix(sub_name, prefix)
         }
         self.replicators: dict[str, TopicReplicator] = {}
         """Per remote cluster, the replicator reading this topic (magnetar.replication sets them)."""
@@ -175,7 +175,7 @@ class PersistentTopic(AbstractTopic):
 
     # -- consumers
     def _check_subscribe(self, cmd: pb.CommandSubscribe) -> None:
-        if is_replicator_cursor(cmd.subscription, self.context.config.replicatorPrefix):
+        if has_replicator_prefix(cmd.subscription, self.context.config.replicatorPrefix):
             # a replicator's cursor: a consumer on it would take the remote cluster's messages
             raise BrokerServiceError(pb.NotAllowedError, "Subscription with reserved subscription name attempted")
         if cmd.read_compacted and cmd.subType not in (Sub.Exclusive, Sub.Failover):

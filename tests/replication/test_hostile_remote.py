@@ -1,0 +1,99 @@
+"""A remote cluster that takes the replicator's producer and then never reads: the local
+broker holds a bounded amount for it, keeps serving its own clients, and the cursor keeps
+the backlog."""
+
+from __future__ import annotations
+
+import random
+import socket
+import threading
+
+from procfs import rss_kb
+
+from magnetar.admin_client import AdminClient
+from magnetar.wire.frames import FrameDecoder, encode_command
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+T = pb.BaseCommand
+ENTRY = 200 * 1024
+ENTRIES = 400  # 80 MB for a remote that reads none of it
+
+
+class SilentRemote:
+    """Answers CONNECT, LOOKUP and PRODUCER like a broker, then stops reading its sockets."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"pulsar://127.0.0.1:{self.server.getsockname()[1]}"
+        self.producing = threading.Event()
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self.server.accept()
+            except OSError:
+                return
+            self.sockets.append(sock)
+            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        decoder = FrameDecoder(64 << 20)
+        while not self.producing.is_set():
+            data = sock.recv(65536)
+            if not data:
+                return
+            for frame in decoder.feed(data):
+                answer = self._answer(frame.command)
+                if answer is not None:
+                    sock.sendall(encode_command(answer))
+        # from here on nothing is read: the replicator's SENDs pile up in front of this socket
+
+    def _answer(self, cmd: pb.BaseCommand) -> pb.BaseCommand | None:
+        if cmd.type == T.CONNECT:
+            return T(type=T.CONNECTED, connected=pb.CommandConnected(server_version="silent", protocol_version=20))
+        if cmd.type == T.LOOKUP:
+            return T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=pb.CommandLookupTopicResponse(
+                request_id=cmd.lookupTopic.request_id, brokerServiceUrl=self.url,
+                response=pb.CommandLookupTopicResponse.Connect, authoritative=True))
+        if cmd.type == T.PRODUCER:
+            self.producing.set()
+            return T(type=T.PRODUCER_SUCCESS, producer_success=pb.CommandProducerSuccess(
+                request_id=cmd.producer.request_id, producer_name=cmd.producer.producer_name))
+        return None
+
+    def close(self) -> None:
+        self.server.close()
+        for sock in self.sockets:
+            sock.close()
+
+
+def test_a_remote_that_never_reads_costs_a_bounded_amount_of_memory(broker_factory, client_factory):
+    east = broker_factory("clusterName=east", "managedLedgerCacheSizeMB=4")
+    remote = SilentRemote()
+    try:
+        admin = AdminClient(east.admin_url)
+        admin.create_cluster("silent", {"brokerServiceUrl": remote.url})
+        admin.update_tenant("public", [], ["east", "silent"])
+        admin.set_replication_clusters("public/default", ["east", "silent"])
+        topic = f"persistent://public/default/silent-{random.randrange(1 << 30)}"
+        client = client_factory(east.url)
+        consumer = client.subscribe(topic, "local")
+        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+        assert remote.producing.wait(15), "the replicator never created its producer"
+        before = rss_kb(east.proc.pid)
+        payload = random.randbytes(ENTRY)
+        for _ in range(ENTRIES):
+            producer.send_async(payload, None)
+        producer.flush()
+        for _ in range(ENTRIES):  # the broker still serves its own clients
+            consumer.acknowledge(consumer.receive(10_000))
+        grown_mb = (rss_kb(east.proc.pid) - before) / 1024
+        stats = admin.stats(topic)["replication"]["silent"]
+        assert stats["replicationBacklog"] == ENTRIES
+        # 80 MB went to a remote that read nothing: the replicator sent 16 MB of it (and the
+        # kernel's socket buffers took some), the cursor holds the rest on disk
+        assert grown_mb < 50, f"the broker grew {grown_mb:.0f} MB"
+    finally:
+        remote.close()
