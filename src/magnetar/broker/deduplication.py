@@ -53,12 +53,21 @@ def source_position_id(metadata: pb.MessageMetadata) -> int | None:
     return None
 
 
-def replicated_id(entry: bytes) -> int | None:
-    """What a replicator's SEND is deduplicated by (None: an entry without a source position)."""
+def replicated_identity(entry: bytes, replicator: str, by_position: bool) -> tuple[str, int, int] | None:
+    """(producer, sequence id, highest sequence id) a replicator's SEND is deduplicated by, as
+    Pulsar judges it: by source position under the replicator's name when its client
+    announced that (`supports_repl_dedup_by_lid_and_eid`), else by the original producer's
+    name and sequence ids in the metadata. None: the entry cannot say (the SEND is refused as
+    undecidable, as Pulsar refuses it)."""
     try:
-        return source_position_id(parse_message_metadata(entry))
+        metadata = parse_message_metadata(entry)
     except WireError:
         return None
+    if by_position:
+        source = source_position_id(metadata)
+        return None if source is None else (replicator, source, source)
+    highest = max(metadata.highest_sequence_id, metadata.sequence_id)
+    return metadata.producer_name, metadata.sequence_id, highest
 
 
 class DupStatus(enum.Enum):

@@ -15,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from magnetar.broker.deduplication import DupStatus, MessageDeduplication, replicated_id
+from magnetar.broker.deduplication import DupStatus, MessageDeduplication, replicated_identity
 from magnetar.broker.topics.replicators import has_replicator_prefix
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.storage import Position, StorageFullError
@@ -99,8 +99,8 @@ class Producer:
             return
         run: list[Send] = []
         for send in sends:
-            sequence_id, highest = self._dedup_ids(send)
-            status = dedup.check(self.name, sequence_id, highest)
+            identity = self._dedup_identity(send)
+            status = DupStatus.UNKNOWN if identity is None else dedup.check(*identity)
             if status is DupStatus.NEW:
                 run.append(send)
                 continue
@@ -115,15 +115,14 @@ class Producer:
         if run:
             self._publish_group(run, dedup)
 
-    def _dedup_ids(self, send: Send) -> tuple[int, int]:
-        """(sequence id, highest sequence id) deduplication judges the SEND by: a
-        replicator's entry by its position in the source topic (the metadata is read for
-        these producers only), anyone else's by the SEND's ids."""
+    def _dedup_identity(self, send: Send) -> tuple[str, int, int] | None:
+        """(producer, sequence id, highest sequence id) deduplication judges the SEND by:
+        another cluster's replicator's entry by what its metadata says (read for these
+        producers only; see deduplication.replicated_identity), anyone else's by its name and
+        the SEND's ids."""
         if self.replicator:
-            source = replicated_id(send.entry)
-            if source is not None:
-                return source, source
-        return send.sequence_id, send.highest_sequence_id
+            return replicated_identity(send.entry, self.name, self.cnx.repl_dedup_by_position)
+        return self.name, send.sequence_id, send.highest_sequence_id
 
     def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None) -> None:
         group = _PendingGroup(sends)
@@ -160,7 +159,8 @@ class Producer:
         sends = group.sends
         if positions is None or exc is not None:
             if dedup is not None:
-                dedup.forget_pushed(self.name)
+                for name in {identity[0] for send in sends if (identity := self._dedup_identity(send))}:
+                    dedup.forget_pushed(name)
             if isinstance(exc, StorageFullError):
                 # No SEND_ERROR, which the official client answers by dropping its connection:
                 # the producer is closed and held (topics.full_disk), and its client sends
@@ -175,7 +175,9 @@ class Producer:
         else:
             if dedup is not None:
                 for send, position in zip(sends, positions, strict=True):
-                    dedup.persisted(self.name, self._dedup_ids(send)[1], position)
+                    identity = self._dedup_identity(send)
+                    if identity is not None:
+                        dedup.persisted(identity[0], identity[2], position)
             group.answer = self._receipts.encode(sends, positions)
         self._flush()
 
