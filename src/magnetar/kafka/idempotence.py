@@ -91,6 +91,13 @@ def _next(sequence: int, count: int) -> int:
     return (sequence + count) % _INT32
 
 
+def _behind(sequence: int, expected: int) -> bool:
+    """Whether `sequence` is at or before `expected` (sequences wrap at 2**31). A failed write
+    fails every request pipelined after it, each forgotten in turn: the expected sequence goes
+    back to the first of them, never forward to a later one."""
+    return (expected - sequence) % _INT32 < _INT32 // 2
+
+
 class ProducerIds:
     """Ids never handed out before, by any start of the broker: blocks reserved in the metadata store."""
 
@@ -170,7 +177,8 @@ class ProducerStates:
                 continue
             producers.pending -= 1
             state = producers.producers.get(header.producer_id)
-            if state is not None and state.epoch == header.producer_epoch:
+            if state is not None and state.epoch == header.producer_epoch and _behind(header.base_sequence,
+                                                                                       state.next_sequence):
                 state.next_sequence = header.base_sequence
 
     def snapshot_all(self) -> None:
