@@ -36,8 +36,8 @@ MAGNETAR = {
     "magnetar.broker.policies": ". backlog_quota clusters resources retention topic_policies",
     "magnetar.broker.service": ". broker_service collector config_checks",
     # failed_writes: the context every topic gets carries it (main's failed-writes change)
-    "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context failed_writes "
-                              "full_disk loop_bridge positions producer replicators stats topic_limits",
+    "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context "
+                              "failed_writes full_disk loop_bridge positions producer replicators stats topic_limits",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
                                          "key_shared_dispatcher message_expiry persistent_subscription "
                                          "persistent_topic shared_dispatcher single_active_dispatcher",
