@@ -1,6 +1,6 @@
-"""A remote cluster that takes the replicator's producer and then never reads: the local
-broker holds a bounded amount for it, keeps serving its own clients, and the cursor keeps
-the backlog."""
+"""Remote clusters that misbehave: one that takes the replicator's producer and then never
+reads (the local broker holds a bounded amount for it, keeps serving its own clients, and the
+cursor keeps the backlog), one that answers with receipts for what it was not sent."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import random
 import socket
 import threading
 
+from polling import wait_for
 from procfs import rss_kb
 
 from magnetar.admin_client import AdminClient
@@ -20,9 +21,12 @@ ENTRIES = 400  # 80 MB for a remote that reads none of it
 
 
 class SilentRemote:
-    """Answers CONNECT, LOOKUP and PRODUCER like a broker, then stops reading its sockets."""
+    """Answers CONNECT, LOOKUP and PRODUCER like a broker, then stops reading its sockets
+    (`lying`: reads on, and answers every SEND with a receipt for the next sequence id)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, lying: bool = False) -> None:
+        self.lying = lying
+        self.sends = 0
         self.server = socket.create_server(("127.0.0.1", 0))
         self.url = f"pulsar://127.0.0.1:{self.server.getsockname()[1]}"
         self.producing = threading.Event()
@@ -40,7 +44,7 @@ class SilentRemote:
 
     def _serve(self, sock: socket.socket) -> None:
         decoder = FrameDecoder(64 << 20)
-        while not self.producing.is_set():
+        while self.lying or not self.producing.is_set():
             data = sock.recv(65536)
             if not data:
                 return
@@ -57,6 +61,11 @@ class SilentRemote:
             return T(type=T.LOOKUP_RESPONSE, lookupTopicResponse=pb.CommandLookupTopicResponse(
                 request_id=cmd.lookupTopic.request_id, brokerServiceUrl=self.url,
                 response=pb.CommandLookupTopicResponse.Connect, authoritative=True))
+        if cmd.type == T.SEND:
+            self.sends += 1
+            return T(type=T.SEND_RECEIPT, send_receipt=pb.CommandSendReceipt(
+                producer_id=cmd.send.producer_id, sequence_id=cmd.send.sequence_id + 1,
+                message_id=pb.MessageIdData(ledgerId=1, entryId=self.sends)))
         if cmd.type == T.PRODUCER:
             self.producing.set()
             return T(type=T.PRODUCER_SUCCESS, producer_success=pb.CommandProducerSuccess(
@@ -95,5 +104,23 @@ def test_a_remote_that_never_reads_costs_a_bounded_amount_of_memory(broker_facto
         # 80 MB went to a remote that read nothing: the replicator sent 16 MB of it (and the
         # kernel's socket buffers took some), the cursor holds the rest on disk
         assert grown_mb < 50, f"the broker grew {grown_mb:.0f} MB"
+    finally:
+        remote.close()
+
+
+def test_receipts_for_what_was_not_sent_delete_nothing(broker_factory, client_factory):
+    east = broker_factory("clusterName=east")
+    remote = SilentRemote(lying=True)
+    try:
+        admin = AdminClient(east.admin_url)
+        admin.create_cluster("liar", {"brokerServiceUrl": remote.url})
+        admin.update_tenant("public", [], ["east", "liar"])
+        admin.set_replication_clusters("public/default", ["east", "liar"])
+        topic = f"persistent://public/default/lies-{random.randrange(1 << 30)}"
+        producer = client_factory(east.url).create_producer(topic, batching_enabled=False)
+        for i in range(20):
+            producer.send(b"m%d" % i)
+        assert wait_for(lambda: remote.sends >= 40), "the replicator did not send again after the bad receipts"
+        assert admin.stats(topic)["replication"]["liar"]["replicationBacklog"] == 20
     finally:
         remote.close()

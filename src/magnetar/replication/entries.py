@@ -15,6 +15,8 @@ from magnetar.wire.errors import WireError
 class Outgoing(NamedTuple):
     send: bytes
     """The SEND frame, its sequence id the original producer's."""
+    sequence_id: int
+    """What the remote's receipt must name."""
     messages: int
     publish_time: int
 
@@ -45,4 +47,5 @@ def outgoing(entry: bytes, position: Position, producer_id: int, local: str, rem
         highest_sequence_id=metadata.highest_sequence_id if metadata.HasField("highest_sequence_id") else None,
         is_chunk=metadata.HasField("chunk_id"),
     )
-    return Outgoing(send, metadata.num_messages_in_batch if batched else 1, metadata.publish_time)
+    return Outgoing(send, metadata.sequence_id, metadata.num_messages_in_batch if batched else 1,
+                    metadata.publish_time)

@@ -16,6 +16,7 @@ import datetime
 import logging
 import time
 from collections import deque
+from typing import NamedTuple
 
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.topics.replicators import replicator_cursor_name
@@ -29,6 +30,16 @@ from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
+
+
+class _InFlight(NamedTuple):
+    """An entry sent (or, with no messages, skipped behind one sent) and not yet answered."""
+
+    position: Position
+    sequence_id: int
+    messages: int
+    size: int
+
 _READ_BATCH = 100  # entries one turn of the loop reads and sends at most
 _MAX_IN_FLIGHT_BYTES = 16 << 20
 """Bytes sent and not yet answered at most (one entry more, whatever its size): a remote that
@@ -47,7 +58,7 @@ class Replicator:
         start = "earliest" if config.replicationStartAt == "earliest" else "latest"
         self.cursor = topic.ledger.open_cursor(replicator_cursor_name(self._prefix, remote.name), start)
         self._window = config.replicationProducerQueueSize
-        self._in_flight: deque[tuple[Position, int, int]] = deque()  # position, messages, bytes
+        self._in_flight: deque[_InFlight] = deque()
         self._in_flight_bytes = 0
         self._wake = asyncio.Event()
         self._lost: str | None = None
@@ -111,9 +122,9 @@ class Replicator:
                     if not self._in_flight:
                         skipped.append(at)
                     else:  # deleted in turn, after what is on its way (receipts delete in order)
-                        self._in_flight.append((at, 0, 0))
+                        self._in_flight.append(_InFlight(at, -1, 0, 0))
                     continue
-                self._in_flight.append((at, send.messages, len(send.send)))
+                self._in_flight.append(_InFlight(at, send.sequence_id, send.messages, len(send.send)))
                 self._in_flight_bytes += len(send.send)
                 producer.send(send.send)
             if skipped:
@@ -123,17 +134,20 @@ class Replicator:
 
     def _received(self, receipt: pb.CommandSendReceipt) -> None:
         """The remote stored (or had stored) the oldest entry on its way: delete it and the
-        skipped ones queued behind it from the cursor."""
-        done: list[Position] = []
-        while self._in_flight:
-            position, messages, size = self._in_flight.popleft()
-            done.append(position)
-            if messages:
-                self.outbound.add(messages, size)
-                self._in_flight_bytes -= size
-                break
-        while self._in_flight and self._in_flight[0][1] == 0:
-            done.append(self._in_flight.popleft()[0])
+        skipped ones queued behind it from the cursor. A receipt for anything else (a remote
+        that lies or lost count) deletes nothing: the producer is dropped and what was on its
+        way is sent again."""
+        if self._lost is not None:
+            return
+        if not self._in_flight or self._in_flight[0].sequence_id != receipt.sequence_id:
+            self._producer_lost(f"a receipt for sequence id {receipt.sequence_id}, which was not the next one")
+            return
+        sent = self._in_flight.popleft()
+        self.outbound.add(sent.messages, sent.size)
+        self._in_flight_bytes -= sent.size
+        done = [sent.position]
+        while self._in_flight and self._in_flight[0].messages == 0:
+            done.append(self._in_flight.popleft().position)
         if done and not self.closed:
             self.cursor.delete(done)
         self._wake.set()
