@@ -114,5 +114,21 @@ def test_the_cli_mirrors_pulsar_admin(edge):
     assert refused.returncode != 0 and "Cluster not empty" in refused.stderr
     assert magnetar_admin(edge, "namespaces", "set-clusters", "public/default", "-c", "edge").returncode == 0
     assert magnetar_admin(edge, "clusters", "delete", "hq").returncode == 0
+    topic = "persistent://public/default/cli-topic"
+    assert magnetar_admin(edge, "topics", "set-replication-clusters", topic, "-c", "edge").returncode == 0
+    assert magnetar_admin(edge, "topics", "get-replication-clusters", topic).stdout.split() == ["edge"]
+    assert magnetar_admin(edge, "topics", "remove-replication-clusters", topic).returncode == 0
     bad = magnetar_admin(edge, "clusters", "create", "x", "--broker-url", "http://oops:1")
     assert bad.returncode != 0 and "brokerServiceUrl" in bad.stderr
+
+
+def test_a_topics_replication_clusters_are_checked_as_a_namespaces(edge):
+    path = "/admin/v2/persistent/public/default/own/replication"
+    assert call(edge, "GET", path) == (200, None)
+    assert call(edge, "POST", path, ["edge", "mars"]) == (403, {"reason": "Invalid cluster id: mars"})
+    assert call(edge, "POST", path, []) == (412, {"reason": "ClusterIds should not be null or empty"})
+    assert call(edge, "POST", path, "edge")[0] == 400
+    assert call(edge, "POST", path, ["edge"]) == (204, None)
+    assert call(edge, "GET", path) == (200, ["edge"])
+    assert call(edge, "DELETE", path) == (204, None)
+    assert call(edge, "GET", path) == (200, None)

@@ -309,3 +309,24 @@ def test_replication_starts_at_replication_start_at(broker_factory, client_facto
     producer.send(b"after")
     expected = [f"before-{i}".encode() for i in range(20)] if start_at == "earliest" else []
     assert [m.data() for m in drain(consumer, len(expected) + 1)] == [*expected, b"after"]
+
+
+def test_a_topic_replicates_to_its_own_clusters_over_its_namespaces(broker_factory, client_factory):
+    brokers = start_clusters(broker_factory, "east", "west", "north")
+    link(brokers)
+    topic = f"persistent://public/default/own-{random.randrange(1 << 30)}"
+    consumers = {name: client_factory(b.url).subscribe(topic, "sub", initial_position=EARLIEST)
+                 for name, b in brokers.items()}
+    east = AdminClient(brokers["east"].admin_url)
+    east.set_topic_replication_clusters(topic, ["east", "west"])
+    assert east.topic_replication_clusters(topic) == ["east", "west"]
+    producer = client_factory(brokers["east"].url).create_producer(topic, batching_enabled=False)
+    producer.send(b"east and west")
+    assert [m.data() for m in drain(consumers["west"], 1)] == [b"east and west"]
+    assert drain(consumers["north"], 0) == []
+    assert east.stats(topic)["replication"].keys() == {"west"}
+    east.remove_topic_replication_clusters(topic)
+    assert east.topic_replication_clusters(topic) is None
+    producer.send(b"everywhere")
+    assert [m.data() for m in drain(consumers["north"], 1)] == [b"everywhere"]
+    assert [m.data() for m in drain(consumers["west"], 1)] == [b"everywhere"]

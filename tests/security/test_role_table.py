@@ -53,7 +53,8 @@ TOPIC_POLICIES = [
         "deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers", "maxConsumersPerSubscription",
         "maxUnackedMessagesOnConsumer", "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
         "compactionThreshold", "maxMessageSize")),
-    ("messageTTL", "GET POST DELETE"), ("retention", "GET POST DELETE"), ("backlogQuotaMap", "GET"),
+    ("messageTTL", "GET POST DELETE"), ("retention", "GET POST DELETE"), ("replication", "GET POST DELETE"),
+    ("backlogQuotaMap", "GET"),
     ("backlogQuota", "POST DELETE"),
 ]
 

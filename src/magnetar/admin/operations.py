@@ -41,7 +41,7 @@ TOPIC_POLICIES = {
     ALL_METHODS: ("deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers",
                   "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "maxMessageSize", "delayedDelivery",
                   "schemaCompatibilityStrategy", "schemaValidationEnforced", "compactionThreshold"),
-    "GET POST DELETE": ("messageTTL", "retention"),
+    "GET POST DELETE": ("messageTTL", "retention", "replication"),
     "GET": ("backlogQuotaMap",),
     "POST DELETE": ("backlogQuota",),
 }

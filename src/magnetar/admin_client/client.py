@@ -282,6 +282,16 @@ class AdminClient:
     def remove_retention(self, topic: str) -> None:
         self.remove_topic_policy(topic, "retention")
 
+    def topic_replication_clusters(self, topic: str) -> list[str] | None:
+        """The topic's own replication clusters (None: it follows its namespace's)."""
+        return self.get_topic_policy(topic, "replication")
+
+    def set_topic_replication_clusters(self, topic: str, clusters: list[str]) -> None:
+        self.set_topic_policy(topic, "replication", clusters)
+
+    def remove_topic_replication_clusters(self, topic: str) -> None:
+        self.remove_topic_policy(topic, "replication")
+
     def trim_topic(self, topic: str) -> None:
         self._json("POST", _topic(topic, "trim"))
 

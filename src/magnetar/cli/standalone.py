@@ -21,6 +21,7 @@ from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.config.loading import LoadedConfiguration, load_configuration
 from magnetar.broker.config.properties import Setting
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.policies.topic_policies import REPLICATION_CLUSTERS
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.service.collector import settle_after_start
 from magnetar.broker.service.config_checks import check_features
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from magnetar.functions.on_demand import FunctionsOnDemand
     from magnetar.functions.supervisor import Endpoints
     from magnetar.replication import ReplicationService
+    from magnetar.wire.topic_name import TopicName
 
 log = logging.getLogger("magnetar")
 _NO_HARD_LIMIT_TARGET = 1 << 20
@@ -154,18 +156,28 @@ class Standalone:
 
     def _start_replication_when_used(self) -> None:
         """Geo-replication loads (magnetar.replication, and the client it produces with) only
-        once a namespace replicates to another cluster: now, or when one is set to."""
+        once a namespace or a topic replicates to another cluster: now, or when one is set to."""
         assert self.service is not None
-        resources = self.service.resources
-        if any(_replicates(resources, namespace) for namespace in resources.all_namespaces()):
+        resources, policies = self.service.resources, self.service.policies
+        local = {resources.clusters.local}
+        if any(_replicates(resources, namespace) for namespace in resources.all_namespaces()) \
+                or any(set(value) - local for value in policies.topic_values(REPLICATION_CLUSTERS)):
             self._start_replication()
         else:
-            resources.watch(self._replication_maybe_wanted)
+            resources.watch(self._namespace_may_replicate)
+            policies.watch(self._topic_may_replicate)
 
-    def _replication_maybe_wanted(self, scope: str) -> None:
+    def _namespace_may_replicate(self, scope: str) -> None:
         if self.replication is None and self.service is not None and "/" in scope \
                 and _replicates(self.service.resources, scope):
             self._start_replication()
+
+    def _topic_may_replicate(self, topic: TopicName) -> None:
+        service = self.service
+        if self.replication is None and service is not None:
+            clusters = service.policies.topic_value(topic, REPLICATION_CLUSTERS) or ()
+            if set(clusters) - {service.resources.clusters.local}:
+                self._start_replication()
 
     def _start_replication(self) -> None:
         from magnetar.replication import ReplicationService  # noqa: PLC0415  (only once a namespace replicates)

@@ -1,6 +1,6 @@
-"""Which replicators run: one per loaded persistent topic and remote cluster its namespace
-replicates to (`replication_clusters` minus this cluster), kept so as topics load and
-namespaces' clusters change. A remote taken out of the list loses its replicator and its
+"""Which replicators run: one per loaded persistent topic and remote cluster it replicates
+to (the topic's replication clusters, else its namespace's, minus this cluster), kept so as
+topics load and topics' or namespaces' clusters change. A remote taken out of the list loses its replicator and its
 cursor, as in Pulsar; the cursor of one still listed survives restarts, so replication
 carries on where the remote's last receipt left it."""
 
@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import logging
 
-from magnetar.broker.errors import ResourceNotFoundError
+from magnetar.broker.policies.topic_policies import REPLICATION_CLUSTERS
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.topics.replicators import has_replicator_prefix, replicator_cursor_name
 from magnetar.replication.remote import RemoteCluster
 from magnetar.replication.replicator import Replicator
+from magnetar.wire.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 _OPERATION_TIMEOUT = 30.0
@@ -29,8 +30,16 @@ class ReplicationService:
     def start(self) -> None:
         self.service.topic_watchers.append(self.reconcile)
         self._resources.watch(self._policies_changed)
+        self.service.policies.watch(self._topic_policies_changed)
         for topic in list(self.service.topics.values()):
             self.reconcile(topic)
+
+    def _topic_policies_changed(self, name: TopicName) -> None:
+        if self._stopped:
+            return
+        for topic in list(self.service.topics.values()):
+            if name in (topic.name, topic.name.partitioned_topic_name):
+                self.reconcile(topic)
 
     def _policies_changed(self, scope: str) -> None:
         if self._stopped or "/" not in scope:
@@ -40,10 +49,8 @@ class ReplicationService:
                 self.reconcile(topic)
 
     def _wanted(self, topic: PersistentTopic) -> set[str]:
-        try:
-            clusters = self._resources.replication_clusters(topic.name.namespace_name)
-        except ResourceNotFoundError:
-            return set()
+        """The topic's replication clusters, else its namespace's, but this one."""
+        clusters = self.service.policies.configured(topic.name, REPLICATION_CLUSTERS) or ()
         return set(clusters) - {self._resources.clusters.local}
 
     def reconcile(self, topic: PersistentTopic) -> None:

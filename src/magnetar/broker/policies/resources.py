@@ -164,8 +164,11 @@ class NamespaceResources:
         return self.policies(namespace).get(REPLICATION_CLUSTERS) or [self.clusters.local]
 
     def set_replication_clusters(self, namespace: str, clusters: list[str]) -> None:
-        """Pulsar's checks, in its order and words: a list, not `global`, clusters that exist,
-        clusters the tenant allows."""
+        self.set_policy(namespace, REPLICATION_CLUSTERS, self.checked_replication_clusters(namespace, clusters))
+
+    def checked_replication_clusters(self, namespace: str, clusters: list[str]) -> list[str]:
+        """`clusters` for the namespace or one of its topics, sorted, after Pulsar's checks in
+        its order and words: a list, not `global`, clusters that exist, clusters the tenant allows."""
         self.policies(namespace)
         if not clusters:
             raise InvalidResourceError("ClusterIds should not be null or empty")
@@ -179,7 +182,7 @@ class NamespaceResources:
             if cluster not in allowed:
                 raise ResourceForbiddenError(
                     f"Cluster [{cluster}] is not in the list of allowed clusters list for tenant [{tenant}]")
-        self.set_policy(namespace, REPLICATION_CLUSTERS, sorted(set(clusters)))
+        return sorted(set(clusters))
 
     def replicating_to(self, cluster: str) -> list[str]:
         """The namespaces whose replication clusters name `cluster`."""
