@@ -273,19 +273,21 @@ def test_replication_carries_on_across_a_restart_of_the_local_broker(two, client
     assert drain(consumer, 0) == []
 
 
-def test_a_partitioned_topic_is_replicated_partition_by_partition(two, client_factory):
-    """Created with the same partitions on both clusters (creating them on the remote is a
-    later slice), each partition's replicator produces to the same partition there."""
+def test_a_partitioned_topic_is_created_on_the_remote_and_replicated_partition_by_partition(two, client_factory):
+    """Created on east only: each partition's replicator creates the partitioned topic on west
+    through west's admin API (createTopicToRemoteClusterForReplication, on by default) and
+    produces to the same partition there."""
     topic = f"persistent://public/default/parts-{random.randrange(1 << 30)}"
-    for broker in two.values():
-        AdminClient(broker.admin_url).create_partitioned_topic(topic, 3)
-    consumer = client_factory(two["west"].url).subscribe(topic, "sub", initial_position=EARLIEST)
+    AdminClient(two["east"].admin_url).create_partitioned_topic(topic, 3)
     producer = client_factory(two["east"].url).create_producer(topic, block_if_queue_full=True)
     sent = Sent()
     for i in range(300):
         producer.send_async(f"m{i}".encode(), sent, partition_key=f"k{i % 17}")
     producer.flush()
     assert sent.all_ok(300)
+    west_admin = AdminClient(two["west"].admin_url)
+    assert wait_for(lambda: west_admin.partitions(topic) == 3)
+    consumer = client_factory(two["west"].url).subscribe(topic, "sub", initial_position=EARLIEST)
     got = drain(consumer, 300)
     assert sorted(m.data() for m in got) == sorted(f"m{i}".encode() for i in range(300))
     partitions = {m.partition_key(): m.topic_name() for m in got}

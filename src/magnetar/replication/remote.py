@@ -9,12 +9,14 @@ import itertools
 import logging
 from collections.abc import Callable
 
+from magnetar.admin_client import AdminClient, AdminError
 from magnetar.broker.policies.clusters import ClusterResources
 from magnetar.client.aio.connection import Connection
 from magnetar.client.aio.lookup import LookupService
 from magnetar.client.aio.pool import ConnectionPool, PoolConfig
 from magnetar.wire import client_commands as cc
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.topic_name import TopicName
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +68,39 @@ class RemoteCluster:
             handler.detach()
             raise RemoteUnavailableError(f"cannot produce to {topic} in cluster {self.name}: {exc}") from exc
 
+    async def create_topic(self, topic: TopicName, partitions: int) -> None:
+        """Create `topic` on the remote as Pulsar's replicator does before it produces: a
+        partitioned topic with this cluster's partitions (`partitions` of its base topic, 0:
+        not partitioned), through the remote's admin API. One that exists is fine unless its
+        partitions cannot hold this one (RemoteUnavailableError, the replicator backs off)."""
+        url = (self._clusters.stored(self.name) or {}).get("serviceUrl", "")
+        if not url:
+            return  # nothing to ask: the remote's auto-creation makes it, as a plain topic
+        admin = AdminClient(url, self._timeout)
+        try:
+            await asyncio.to_thread(_create_topic, admin, topic, partitions)
+        except AdminError as exc:
+            raise RemoteUnavailableError(f"cannot create {topic} in cluster {self.name}: {exc}") from exc
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
         self._pool = self._lookup = None
+
+
+def _create_topic(admin: AdminClient, topic: TopicName, partitions: int) -> None:
+    """Runs in a thread (the admin client blocks)."""
+    base = str(topic.partitioned_topic_name)
+    try:
+        if partitions:
+            admin.create_partitioned_topic(base, partitions)
+        else:
+            admin.create_topic(str(topic))
+    except AdminError as exc:
+        if exc.status != 409:
+            raise
+    if partitions and admin.partitions(base) <= topic.partition_index:
+        raise AdminError(412, f"{base} has fewer partitions there than the {partitions} here")
 
 
 class RemoteProducer:

@@ -48,10 +48,13 @@ _MAX_BACKOFF = 60.0
 
 
 class Replicator:
-    def __init__(self, topic: PersistentTopic, remote: RemoteCluster) -> None:
+    def __init__(self, topic: PersistentTopic, remote: RemoteCluster, partitions: int) -> None:
+        """`partitions`: of the partitioned topic `topic` is a partition of (0: not one)."""
         config = topic.context.config
         self.topic = topic
         self.remote = remote
+        self._partitions = partitions
+        self._create_remote_topic = config.createTopicToRemoteClusterForReplication
         self.local_cluster = config.clusterName
         self._prefix = config.replicatorPrefix
         self.producer_name = f"{self._prefix}.{self.local_cluster}-->{remote.name}"
@@ -75,6 +78,9 @@ class Replicator:
         while not self.closed:
             producer = RemoteProducer(self._received, self._producer_lost)
             try:
+                if self._create_remote_topic:
+                    await self.remote.create_topic(self.topic.name, self._partitions)
+                    self._create_remote_topic = False  # once: a deletion there is not undone by reconnects
                 await self.remote.create_producer(str(self.topic.name), self.producer_name, producer)
             except RemoteUnavailableError as exc:
                 delay = backoff.next()

@@ -65,8 +65,10 @@ class ReplicationService:
             if name not in {replicator_cursor_name(prefix, remote) for remote in wanted}:
                 topic.ledger.delete_cursor(name)
                 log.info("[%s] no longer replicated to %s", topic.name, name.removeprefix(prefix + "."))
+        name = topic.name
+        partitions = (self.service.partitions_of(name.partitioned_topic_name) or 0) if name.partition_index >= 0 else 0
         for remote in sorted(wanted - set(topic.replicators)):
-            topic.replicators[remote] = Replicator(topic, self._remote(remote))
+            topic.replicators[remote] = Replicator(topic, self._remote(remote), partitions)
 
     def _remote(self, name: str) -> RemoteCluster:
         remote = self._remotes.get(name)

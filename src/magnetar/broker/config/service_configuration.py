@@ -211,6 +211,9 @@ class ServiceConfiguration:
     replicationProducerQueueSize: int = key(1000, POSITIVE, "entries a replicator sends before a receipt comes back")
     replicationStartAt: str = key("latest", OneOf(("latest", "earliest")),
                                   "where a new replicator starts: after the topic's last entry, or at its first")
+    # a replicator creates its topic on the remote (partitioned as here) through the remote's
+    # admin API (serviceUrl) before it produces
+    createTopicToRemoteClusterForReplication: bool = True
     # deduplication (Pulsar's keys and defaults)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = key(
