@@ -132,3 +132,11 @@ def test_a_topics_replication_clusters_are_checked_as_a_namespaces(edge):
     assert call(edge, "GET", path) == (200, ["edge"])
     assert call(edge, "DELETE", path) == (204, None)
     assert call(edge, "GET", path) == (200, None)
+    # a cluster a topic replicates to stays
+    assert call(edge, "PUT", f"{CLUSTERS}/dc3", {"brokerServiceUrl": "pulsar://127.0.0.1:9"})[0] == 204
+    assert call(edge, "POST", "/admin/v2/tenants/public", {"allowedClusters": ["edge", "dc3"]})[0] == 204
+    assert call(edge, "POST", path, ["edge", "dc3"]) == (204, None)
+    assert call(edge, "DELETE", f"{CLUSTERS}/dc3") == (412, {"reason": "Cluster not empty"})
+    assert call(edge, "DELETE", path) == (204, None)
+    assert call(edge, "DELETE", f"{CLUSTERS}/dc3") == (204, None)
+    assert call(edge, "POST", "/admin/v2/tenants/public", {"allowedClusters": ["edge"]})[0] == 204

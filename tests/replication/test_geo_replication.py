@@ -255,8 +255,9 @@ def test_replication_carries_on_across_a_restart_of_the_local_broker(two, client
     producer.flush()
     assert sent.all_ok(500)
     east.stop()
+    west.start()  # the same binary port, a new admin port: the cluster's data says so
     east.start()
-    west.start()
+    AdminClient(east.admin_url).update_cluster("west", {"serviceUrl": west.admin_url, "brokerServiceUrl": west.url})
     consumer = client_factory(west.url).subscribe(topic, "sub")
     assert [m.data() for m in drain(consumer, 500)] == [f"m{i}".encode() for i in range(500)]
     admin = AdminClient(east.admin_url)

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from magnetar import web
 from magnetar.admin.responses import fail, json_body, no_content
 from magnetar.broker.policies.resources import default_tenant_info
+from magnetar.broker.policies.topic_policies import REPLICATION_CLUSTERS
 from magnetar.broker.service.broker_service import BrokerService
 
 TENANT = "/admin/v2/tenants/{tenant}"
@@ -78,7 +79,9 @@ class TenantsApi:
 
     async def delete_cluster(self, request: web.Request) -> web.Response:
         cluster = request.match_info["cluster"]
-        self.resources.clusters.delete(cluster, bool(self.resources.replicating_to(cluster)))
+        topics = self.service.policies.topic_values(REPLICATION_CLUSTERS)
+        in_use = bool(self.resources.replicating_to(cluster)) or any(cluster in clusters for clusters in topics)
+        self.resources.clusters.delete(cluster, in_use)
         return no_content()
 
 
