@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.service.broker_service import BrokerService
@@ -56,3 +57,19 @@ def test_pipelined_batches_failing_in_turn_let_the_first_of_them_come_again(part
     for failed in batches:
         states.forget(partition, [failed])
     assert states.check(partition, batches[0]) is ACCEPT
+
+
+def test_a_retry_sent_while_its_first_try_is_being_written_is_asked_to_retry(partition) -> None:
+    """Not OUT_OF_ORDER_SEQUENCE_NUMBER, which librdkafka takes as fatal: a retriable error, and
+    the next retry, once the first try is durable, is answered with its offset."""
+    states = ProducerStates(snapshot_interval=100)
+    durable, in_flight = _batch(producer_id=9, sequence=0), _batch(producer_id=9, sequence=3)
+    assert states.check(partition, durable) is ACCEPT
+    assert states.check(partition, durable).error == ErrorCode.not_enough_replicas  # its own first try in flight
+    states.stored(partition, durable, base_offset=0)
+    assert states.check(partition, in_flight) is ACCEPT
+    assert states.check(partition, durable).duplicate_of == 0
+    assert states.check(partition, in_flight).error == ErrorCode.not_enough_replicas
+    states.stored(partition, in_flight, base_offset=3)
+    assert states.check(partition, in_flight).duplicate_of == 3
+    assert states.check(partition, _batch(producer_id=9, sequence=9)).error == ErrorCode.out_of_order_sequence_number
