@@ -225,12 +225,18 @@ def test_three_clusters_each_gets_every_message_once(broker_factory):
             c.close()
 
 
-def test_per_message_replication_clusters_and_disable_replication(broker_factory, client_factory):
+def three_consuming(broker_factory, client_factory, name: str) -> tuple[dict, str, dict]:
+    """Three linked clusters, a topic, and a consumer of it on each (brokers, topic, consumers)."""
     brokers = start_clusters(broker_factory, "east", "west", "north")
     link(brokers)
-    topic = f"persistent://public/default/per-message-{random.randrange(1 << 30)}"
-    consumers = {name: client_factory(b.url).subscribe(topic, "sub", initial_position=EARLIEST)
-                 for name, b in brokers.items()}
+    topic = f"persistent://public/default/{name}-{random.randrange(1 << 30)}"
+    consumers = {cluster: client_factory(b.url).subscribe(topic, "sub", initial_position=EARLIEST)
+                 for cluster, b in brokers.items()}
+    return brokers, topic, consumers
+
+
+def test_per_message_replication_clusters_and_disable_replication(broker_factory, client_factory):
+    brokers, topic, consumers = three_consuming(broker_factory, client_factory, "per-message")
     producer = client_factory(brokers["east"].url).create_producer(topic, batching_enabled=False)
     producer.send(b"to-west", replication_clusters=["west"])
     producer.send(b"here-only", disable_replication=True)
@@ -315,11 +321,7 @@ def test_replication_starts_at_replication_start_at(broker_factory, client_facto
 
 
 def test_a_topic_replicates_to_its_own_clusters_over_its_namespaces(broker_factory, client_factory):
-    brokers = start_clusters(broker_factory, "east", "west", "north")
-    link(brokers)
-    topic = f"persistent://public/default/own-{random.randrange(1 << 30)}"
-    consumers = {name: client_factory(b.url).subscribe(topic, "sub", initial_position=EARLIEST)
-                 for name, b in brokers.items()}
+    brokers, topic, consumers = three_consuming(broker_factory, client_factory, "own")
     east = AdminClient(brokers["east"].admin_url)
     east.set_topic_replication_clusters(topic, ["east", "west"])
     assert east.topic_replication_clusters(topic) == ["east", "west"]

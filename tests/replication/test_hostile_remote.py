@@ -78,15 +78,20 @@ class SilentRemote:
             sock.close()
 
 
+def replicate_to(east, name: str, remote: SilentRemote) -> tuple[AdminClient, str]:
+    """public/default on `east` replicating to `remote` as cluster `name`; a fresh topic's name."""
+    admin = AdminClient(east.admin_url)
+    admin.create_cluster(name, {"brokerServiceUrl": remote.url})
+    admin.update_tenant("public", [], ["east", name])
+    admin.set_replication_clusters("public/default", ["east", name])
+    return admin, f"persistent://public/default/{name}-{random.randrange(1 << 30)}"
+
+
 def test_a_remote_that_never_reads_costs_a_bounded_amount_of_memory(broker_factory, client_factory):
     east = broker_factory("clusterName=east", "managedLedgerCacheSizeMB=4")
     remote = SilentRemote()
     try:
-        admin = AdminClient(east.admin_url)
-        admin.create_cluster("silent", {"brokerServiceUrl": remote.url})
-        admin.update_tenant("public", [], ["east", "silent"])
-        admin.set_replication_clusters("public/default", ["east", "silent"])
-        topic = f"persistent://public/default/silent-{random.randrange(1 << 30)}"
+        admin, topic = replicate_to(east, "silent", remote)
         client = client_factory(east.url)
         consumer = client.subscribe(topic, "local")
         producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
@@ -112,11 +117,7 @@ def test_receipts_for_what_was_not_sent_delete_nothing(broker_factory, client_fa
     east = broker_factory("clusterName=east")
     remote = SilentRemote(lying=True)
     try:
-        admin = AdminClient(east.admin_url)
-        admin.create_cluster("liar", {"brokerServiceUrl": remote.url})
-        admin.update_tenant("public", [], ["east", "liar"])
-        admin.set_replication_clusters("public/default", ["east", "liar"])
-        topic = f"persistent://public/default/lies-{random.randrange(1 << 30)}"
+        admin, topic = replicate_to(east, "liar", remote)
         producer = client_factory(east.url).create_producer(topic, batching_enabled=False)
         for i in range(20):
             producer.send(b"m%d" % i)
