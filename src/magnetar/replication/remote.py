@@ -64,9 +64,13 @@ class RemoteCluster:
             handler.attach(conn, producer_id)
             await conn.request(lambda rid: cc.producer(rid, producer_id, topic, producer_name=name,
                                                        user_provided_name=True))
-        except Exception as exc:
-            handler.detach()
-            raise RemoteUnavailableError(f"cannot produce to {topic} in cluster {self.name}: {exc}") from exc
+        except BaseException as exc:
+            # the remote may have made the producer (its answer lost, or this replicator stopped
+            # meanwhile): close it there, or the next replicator of that name is ProducerBusy
+            handler.close()
+            if isinstance(exc, Exception):
+                raise RemoteUnavailableError(f"cannot produce to {topic} in cluster {self.name}: {exc}") from exc
+            raise
 
     async def create_topic(self, topic: TopicName, partitions: int) -> None:
         """Create `topic` on the remote as Pulsar's replicator does before it produces: a
