@@ -24,6 +24,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 if TYPE_CHECKING:
     from magnetar.broker.topics.abstract_topic import AbstractTopic
     from magnetar.broker.topics.cnx import TransportCnx
+    from magnetar.wire.txn import TxnId
 
 log = logging.getLogger(__name__)
 
@@ -111,15 +112,27 @@ class Producer:
         if run:
             self._publish_group(run, dedup)
 
-    def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None) -> None:
+    def publish_transactional(self, send: Send, txn: TxnId) -> None:
+        """A message of an open transaction, after the SENDs staged before it (never
+        deduplicated: a transaction that fails is aborted and produced again)."""
+        self.publish_staged()
+        if self.topic.terminated:
+            self.refuse(send.sequence_id, pb.TopicTerminatedError, f"Topic {self.topic.name} was already terminated")
+            return
+        self._publish_group([send], None, txn)
+
+    def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None, txn: TxnId | None = None) -> None:
         group = _PendingGroup(sends)
         self._pending.append(group)
         entries = [send.entry for send in sends]
         counts = [send.num_messages for send in sends]
         self.inbound.add(sum(counts), sum(map(len, entries)))
+        stored = functools.partial(self._stored, group, dedup)
         try:
-            self.topic.publish_many(entries, counts, sends[-1].batch_size,
-                                    functools.partial(self._stored, group, dedup))
+            if txn is None:
+                self.topic.publish_many(entries, counts, sends[-1].batch_size, stored)
+            else:
+                self.topic.publish_transactional(entries, counts, sends[-1].batch_size, txn, stored)
         except StorageFullError as exc:  # expected on a full disk: answered as a failed write is
             self._stored(group, dedup, None, exc)
         except Exception as exc:

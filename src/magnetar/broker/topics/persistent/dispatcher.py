@@ -156,7 +156,9 @@ class Dispatcher:
         after a restart, so it may lie ahead of it). At most dispatcherMaxReadSizeBytes of
         them (but at least one entry): permits count messages, and a consumer's receiver
         queue of batches of thousands would otherwise let a hundred megabytes out at once."""
-        ledger = self.subscription.topic.ledger
+        topic = self.subscription.topic
+        ledger = topic.ledger
+        transactions = topic.transaction_buffer  # None unless the topic has held transactions
         entries: list[DispatchEntry] = []
         scanned = 0
         byte_budget = self.max_read_bytes
@@ -166,6 +168,8 @@ class Dispatcher:
                 break
             count = self._readable_run(max_entries - len(entries), taken)  # may move the read position
             raw = self._read_stored(self.read_position, count, byte_budget)
+            if transactions is not None:
+                raw = transactions.readable(raw)
             if not raw:
                 break
             scanned += len(raw)
@@ -173,8 +177,13 @@ class Dispatcher:
             for position, data in raw:
                 if self._deliverable(position) and position not in taken:
                     entry = self._entry(position, data)
-                    if entry is not None and not self._hold(entry):
-                        entries.append(entry)
+                    if entry is None or self._hold(entry):
+                        continue
+                    if transactions is not None and entry.metadata is not None and \
+                            transactions.hides(entry.metadata):
+                        self.subscription.acknowledge_filtered(position)  # a marker or an aborted message
+                        continue
+                    entries.append(entry)
             self.read_position = ledger.next_position(raw[-1][0])
         return entries
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -29,6 +30,8 @@ from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.topics.context import BrokerContext
+    from magnetar.broker.transactions.buffer import TransactionBuffer
+    from magnetar.wire.txn import TxnId
 
 log = logging.getLogger(__name__)
 Sub = pb.CommandSubscribe
@@ -37,6 +40,9 @@ TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"
 #: magnetar's managed-ledger property marking a terminated topic (Pulsar keeps it as a
 #: managed-ledger state; a property survives restarts the same way).
 TERMINATED_PROPERTY = "#magnetar.terminated"
+#: magnetar's managed-ledger property of a topic that has held transactional messages: only
+#: such a topic has a transaction buffer (broker.transactions.buffer), rebuilt when it loads.
+TRANSACTIONS_PROPERTY = "#magnetar.transactions"
 
 
 def _batch_size(entry: bytes | None) -> int:
@@ -71,12 +77,23 @@ class PersistentTopic(AbstractTopic):
         self.compaction_service = context.new_compaction_service(ledger)
         # called after each durable append (a protocol handler's long-polling fetches wait on it)
         self.append_listeners: list[Callable[[], None]] = []
+        self.transaction_buffer: TransactionBuffer | None = None
+        """What dispatch may read of a topic that has held transactions (None: all of it)."""
+        if ledger.get_property(TRANSACTIONS_PROPERTY) is not None:
+            from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
+
+            self.transaction_buffer = TransactionBuffer.load(ledger)
 
     # -- publishing
     def publish_many(self, entries: list[bytes], counts: list[int], batch_size: int,
                      callback: GroupPublishCallback) -> None:
         """Append entries (holding `counts` messages each) as one group; `callback` runs on
         the loop once all are durable (or failed)."""
+        self._append(entries, counts, batch_size, callback)
+
+    def _append(self, entries: list[bytes], counts: list[int], batch_size: int,
+                callback: GroupPublishCallback) -> list[Position]:
+        """Stamp and append entries; their positions are handed out at once (not yet durable)."""
         num_messages = sum(counts)
         self.inbound.add(num_messages, sum(map(len, entries)))
         entry_metadata = self.context.entry_metadata
@@ -92,6 +109,43 @@ class PersistentTopic(AbstractTopic):
             bridge.post(self._stored, callback, batch_size, positions, last_index, exc)
 
         positions += self.ledger.append_many(entries, stored)
+        return positions
+
+    # -- transactions
+    def publish_transactional(self, entries: list[bytes], counts: list[int], batch_size: int, txn: TxnId,
+                              callback: GroupPublishCallback) -> None:
+        """Store messages of an open transaction: nothing from the first of them on is
+        dispatched until it ends (the transaction buffer's max read position)."""
+        buffer = self.transaction_buffer
+        if buffer is None:
+            from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
+
+            self.ledger.set_property(TRANSACTIONS_PROPERTY, "1")  # before the entry: a restart rebuilds the buffer
+            buffer = self.transaction_buffer = TransactionBuffer(self.ledger)
+        positions = self._append(entries, counts, batch_size, callback)
+        buffer.appended(txn, positions[0])
+
+    def end_transaction(self, txn: TxnId, action: int) -> asyncio.Future[None]:
+        """END_TXN_ON_PARTITION: store the commit or abort marker; done once it is durable
+        and dispatch may read past the transaction's messages (or must skip them)."""
+        from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, marker_entry  # noqa: PLC0415
+
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        buffer = self.transaction_buffer
+        if buffer is None:  # none of its messages came here: nothing to mark
+            done.set_result(None)
+            return done
+
+        def stored(_positions: list[Position] | None, exc: BaseException | None) -> None:
+            if exc is not None:
+                done.set_exception(exc)
+                return
+            buffer.ended(txn, action)
+            done.set_result(None)
+
+        marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn)
+        self._append([marker], [1], -1, stored)
+        return done
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
                 exc: BaseException | None) -> None:

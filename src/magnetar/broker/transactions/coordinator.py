@@ -1,0 +1,220 @@
+"""The transaction coordinator (Pulsar's TransactionMetadataStoreService, one coordinator).
+
+Each transaction is a record in the metadata store, written before its answer leaves:
+opened (with its deadline), the partitions and subscriptions it touched, then COMMITTING
+or ABORTING once END_TXN decides, and deleted when every participant has its marker.
+A restart reads the records back: an open transaction's deadline is armed again (it is
+aborted when it passes, as Pulsar's timeout tracker does), and a decided one is ended
+again on every participant (ending twice writes a second marker, which changes nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.storage import MetadataStore
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.txn import ABORT, COMMIT, TxnId
+
+log = logging.getLogger(__name__)
+_PREFIX = "/transactions/coordinator/"
+OPEN, COMMITTING, ABORTING = "OPEN", "COMMITTING", "ABORTING"
+#: What a NEW_TXN without a timeout gets (the Java client's default transaction timeout).
+DEFAULT_TIMEOUT_SECONDS = 60
+#: The longest timeout a client may ask for: a forgotten transaction holds back every
+#: reader of the topics it wrote to, so it cannot be open for ever.
+MAX_TIMEOUT_SECONDS = 24 * 3600
+#: The longest list of partitions or subscriptions one command may name.
+MAX_NAMES_PER_COMMAND = 1000
+
+
+class Participants(Protocol):
+    """The topics a coordinator ends a transaction on (the broker service)."""
+
+    def end_on_partition(self, topic: str, txn: TxnId, action: int) -> Awaitable[None]: ...
+
+    def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> Awaitable[None]: ...
+
+
+@dataclass
+class TxnMeta:
+    txn: TxnId
+    status: str
+    deadline: float
+    """Wall-clock seconds when an open transaction is aborted."""
+    partitions: list[str] = field(default_factory=list)
+    subscriptions: list[tuple[str, str]] = field(default_factory=list)
+
+    def encode(self) -> bytes:
+        return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
+                           "subscriptions": self.subscriptions}).encode()
+
+    @classmethod
+    def decode(cls, txn: TxnId, raw: bytes) -> TxnMeta:
+        data = json.loads(raw)
+        return cls(txn, data["status"], float(data["deadline"]), list(data["partitions"]),
+                   [(topic, sub) for topic, sub in data["subscriptions"]])
+
+
+def _not_found(txn: TxnId) -> BrokerServiceError:
+    return BrokerServiceError(pb.TransactionNotFound, f"transaction {txn} not found (ended, timed out or never opened)")
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+class TransactionCoordinator:
+    def __init__(self, coordinator_id: int, store: MetadataStore, participants: Participants,
+                 max_active: int = 0) -> None:
+        self.coordinator_id = coordinator_id
+        self._store = store
+        self._participants = participants
+        self._max_active = max_active
+        self._txns: dict[TxnId, TxnMeta] = {}
+        self._timers: dict[TxnId, asyncio.TimerHandle] = {}
+        self._endings: dict[TxnId, asyncio.Task[None]] = {}
+        self._prefix = f"{_PREFIX}{coordinator_id}/"
+
+    # -- records
+    def _key(self, txn: TxnId) -> str:
+        return f"{self._prefix}txn/{txn.least:020d}"
+
+    def _save(self, meta: TxnMeta) -> None:
+        self._store.put(self._key(meta.txn), meta.encode())
+
+    def recover(self) -> None:
+        """Read every unfinished transaction back, on the running loop: open ones get their
+        deadline again, decided ones are ended again."""
+        for key in self._store.list(f"{self._prefix}txn/"):
+            raw = self._store.get(key)
+            if raw is None:
+                continue
+            txn = TxnId(self.coordinator_id, int(key.rsplit("/", 1)[1]))
+            meta = self._txns[txn] = TxnMeta.decode(txn, raw)
+            if meta.status == OPEN:
+                self._arm(meta)
+            else:
+                self._start_ending(meta, COMMIT if meta.status == COMMITTING else ABORT)
+        if self._txns:
+            log.info("transaction coordinator %d recovered %d unfinished transactions", self.coordinator_id,
+                     len(self._txns))
+
+    # -- commands
+    def new_txn(self, timeout_seconds: int) -> TxnId:
+        if self._max_active and len(self._txns) >= self._max_active:
+            raise BrokerServiceError(pb.NotAllowedError,
+                                     f"{len(self._txns)} transactions are open (maxActiveTransactionsPerCoordinator)")
+        timeout = min(timeout_seconds or DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
+        counter_key = f"{self._prefix}sequence"
+        raw = self._store.get(counter_key)
+        txn = TxnId(self.coordinator_id, int(raw) + 1 if raw else 0)
+        meta = TxnMeta(txn, OPEN, time.time() + timeout)
+        with self._store.transaction() as writer:  # the id is never handed out twice, even after a crash
+            writer.put(counter_key, str(txn.least).encode())
+            writer.put(self._key(txn), meta.encode())
+        self._txns[txn] = meta
+        self._arm(meta)
+        return txn
+
+    def open_txn(self, txn: TxnId) -> TxnMeta:
+        """The transaction, which must still take messages and acknowledgements."""
+        meta = self._txns.get(txn)
+        if meta is None:
+            raise _not_found(txn)
+        if meta.status != OPEN:
+            raise BrokerServiceError(pb.InvalidTxnStatus, f"transaction {txn} is {meta.status}, not OPEN")
+        return meta
+
+    def add_partitions(self, txn: TxnId, partitions: list[str]) -> None:
+        meta = self.open_txn(txn)
+        new = [p for p in dict.fromkeys(partitions) if p not in meta.partitions]
+        if len(meta.partitions) + len(new) > MAX_NAMES_PER_COMMAND:
+            raise BrokerServiceError(pb.NotAllowedError, f"a transaction spans at most {MAX_NAMES_PER_COMMAND} "
+                                     "partitions")
+        if new:
+            meta.partitions += new
+            self._save(meta)
+
+    def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]]) -> None:
+        meta = self.open_txn(txn)
+        new = [s for s in dict.fromkeys(subscriptions) if s not in meta.subscriptions]
+        if len(meta.subscriptions) + len(new) > MAX_NAMES_PER_COMMAND:
+            raise BrokerServiceError(pb.NotAllowedError, f"a transaction spans at most {MAX_NAMES_PER_COMMAND} "
+                                     "subscriptions")
+        if new:
+            meta.subscriptions += new
+            self._save(meta)
+
+    async def end_txn(self, txn: TxnId, action: int) -> None:
+        """Commit or abort: the decision is stored before any participant hears it, and the
+        answer waits until every participant has ended the transaction."""
+        if action not in (COMMIT, ABORT):
+            raise BrokerServiceError(pb.NotAllowedError, f"unknown transaction action {action}")
+        meta = self._txns.get(txn)
+        if meta is None:
+            raise _not_found(txn)
+        wanted = COMMITTING if action == COMMIT else ABORTING
+        if meta.status == OPEN:
+            meta.status = wanted
+            self._save(meta)
+            self._disarm(txn)
+            self._start_ending(meta, action)
+        elif meta.status != wanted:
+            raise BrokerServiceError(pb.InvalidTxnStatus, f"transaction {txn} is already {meta.status}")
+        await asyncio.shield(self._endings[txn])
+
+    # -- ending
+    def _start_ending(self, meta: TxnMeta, action: int) -> None:
+        if meta.txn not in self._endings:
+            task = self._endings[meta.txn] = asyncio.get_running_loop().create_task(self._end(meta, action))
+            task.add_done_callback(_retrieve)  # logged in _end; a timeout's ending has no one awaiting it
+
+    async def _end(self, meta: TxnMeta, action: int) -> None:
+        participants = self._participants
+        ends = [participants.end_on_partition(topic, meta.txn, action) for topic in meta.partitions]
+        ends += [participants.end_on_subscription(topic, sub, meta.txn, action) for topic, sub in meta.subscriptions]
+        try:
+            await asyncio.gather(*ends)
+        except Exception:
+            log.exception("transaction %s: ending on its participants failed; tried again after a restart", meta.txn)
+            raise
+        finally:
+            self._endings.pop(meta.txn, None)
+        self._store.delete(self._key(meta.txn))
+        self._txns.pop(meta.txn, None)
+        log.info("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
+
+    # -- timeouts
+    def _arm(self, meta: TxnMeta) -> None:
+        delay = max(0.0, meta.deadline - time.time())
+        self._timers[meta.txn] = asyncio.get_running_loop().call_later(delay, self._timed_out, meta.txn)
+
+    def _disarm(self, txn: TxnId) -> None:
+        timer = self._timers.pop(txn, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _timed_out(self, txn: TxnId) -> None:
+        self._timers.pop(txn, None)
+        meta = self._txns.get(txn)
+        if meta is not None and meta.status == OPEN:
+            log.info("transaction %s timed out: aborted", txn)
+            meta.status = ABORTING
+            self._save(meta)
+            self._start_ending(meta, ABORT)
+
+    def stop(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for task in self._endings.values():
+            task.cancel()
