@@ -364,8 +364,16 @@ class Consumer(_Receiving):
         Shared or Key_Shared subscriptions)."""
         self._core.acknowledge_cumulative_arrow(batch)
 
-    def acknowledge(self, message: Any) -> None:
-        self._core.acknowledge(message)
+    def acknowledge(self, message: Any, txn: Transaction | None = None) -> None:
+        """With `txn`, waits until the broker holds the acknowledgement for the transaction."""
+        if txn is None:
+            self._core.acknowledge(message)
+            return
+        self._client._run(self._acknowledge_in_txn(message, txn._core))
+
+    async def _acknowledge_in_txn(self, message: Any, txn: Any) -> None:
+        done = self._core.acknowledge(message, txn)
+        await done
 
     def acknowledge_cumulative(self, message: Any) -> None:
         self._core.acknowledge_cumulative(message)

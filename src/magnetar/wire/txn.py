@@ -112,3 +112,11 @@ def end_txn(request_id: int, txn: TxnId, action: int) -> bytes:
     body = pb.CommandEndTxn(request_id=request_id, txnid_most_bits=txn.most, txnid_least_bits=txn.least,
                             txn_action=action)
     return encode_command(T(type=T.END_TXN, endTxn=body))
+
+
+def ack(consumer_id: int, request_id: int, txn: TxnId, ledger_id: int, entry_id: int) -> bytes:
+    """An individual ACK in a transaction, answered (ACK_RESPONSE) under `request_id`."""
+    body = pb.CommandAck(consumer_id=consumer_id, ack_type=pb.CommandAck.Individual,
+                         message_id=[pb.MessageIdData(ledgerId=ledger_id, entryId=entry_id)],
+                         txnid_most_bits=txn.most, txnid_least_bits=txn.least, request_id=request_id)
+    return encode_command(T(type=T.ACK, ack=body))

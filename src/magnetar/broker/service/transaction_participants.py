@@ -13,7 +13,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
 from magnetar.wire.proto import pulsar_api_pb2 as pb
-from magnetar.wire.txn import TxnId
+from magnetar.wire.txn import COMMIT, TxnId
 
 if TYPE_CHECKING:
     from magnetar.broker.service.broker_service import BrokerService
@@ -26,18 +26,27 @@ class TopicParticipants:
     def __init__(self, service: BrokerService) -> None:
         self._service = service
 
-    async def end_on_partition(self, topic: str, txn: TxnId, action: int) -> None:
+    def _topic(self, topic: str) -> PersistentTopic | None:
         try:
             loaded = self._service.get_topic(topic, create=False)
         except BrokerServiceError as exc:
             if exc.code == pb.TopicNotFound:
-                return
+                return None
             raise
-        if isinstance(loaded, PersistentTopic):
+        return loaded if isinstance(loaded, PersistentTopic) else None
+
+    async def end_on_partition(self, topic: str, txn: TxnId, action: int) -> None:
+        loaded = self._topic(topic)
+        if loaded is not None:
             await loaded.end_transaction(txn, action)
 
     async def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> None:
-        """No acknowledgement is taken in a transaction yet (ADD_SUBSCRIPTION_TO_TXN is refused)."""
+        """Apply or release what the transaction acknowledged; a subscription deleted since
+        has nothing left to apply it to."""
+        loaded = self._topic(topic)
+        held = loaded.subscriptions.get(subscription) if loaded is not None else None
+        if held is not None:
+            held.end_txn_acks(txn, commit=action == COMMIT)
 
 
 def new_coordinator(service: BrokerService) -> TransactionCoordinator:

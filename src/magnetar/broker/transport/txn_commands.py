@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.wire import commands
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
 from magnetar.wire.frames import command_body
@@ -20,6 +21,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import COMMIT, TxnId, txn_id_of, txn_response
 
 if TYPE_CHECKING:
+    from magnetar.broker.topics.consumer import Consumer
     from magnetar.broker.topics.producer import Producer, Send
     from magnetar.broker.transactions.coordinator import TransactionCoordinator
     from magnetar.broker.transport.seams import CommandHost
@@ -89,8 +91,8 @@ def _add_partitions(cnx: CommandHost, body: pb.CommandAddPartitionToTxn) -> None
 
 
 def _add_subscriptions(cnx: CommandHost, body: pb.CommandAddSubscriptionToTxn) -> None:
-    raise BrokerServiceError(pb.NotAllowedError, "acknowledgements in a transaction are not supported by magnetar "
-                             "yet: only produced messages are transactional")
+    subscriptions = [(str(cnx.service.parse_topic(sub.topic)), sub.subscription) for sub in body.subscription]
+    _coordinator(cnx).add_subscriptions(txn_id_of(body), subscriptions)
 
 
 def _end_txn(cnx: CommandHost, body: pb.CommandEndTxn) -> asyncio.Future[None]:
@@ -130,3 +132,21 @@ def handle_send(cnx: CommandHost, producer: Producer, send: pb.CommandSend, reco
         producer.refuse(send.sequence_id, exc.code, exc.message)
         return
     producer.publish_transactional(record, txn)
+
+
+def handle_ack(cnx: CommandHost, consumer: Consumer, ack: pb.CommandAck) -> None:
+    """An ACK naming a transaction: its entries are held for it until it ends (the
+    subscription is registered with the transaction here if the client did not)."""
+    refusal: str | None = None
+    code = pb.NotAllowedError
+    try:
+        coordinator = _coordinator(cnx)
+        txn = txn_id_of(ack)
+        subscription = consumer.subscription
+        coordinator.add_subscriptions(txn, [(str(subscription.topic.name), subscription.name)])
+        subscription.acknowledge_in_txn(ack, txn)  # type: ignore[attr-defined]
+    except BrokerServiceError as exc:
+        log.info("%s transactional ack refused: %s", cnx, exc.message)
+        refusal, code = exc.message, exc.code
+    if ack.HasField("request_id"):
+        cnx.send(commands.ack_response(ack.consumer_id, ack.request_id, refusal, code))

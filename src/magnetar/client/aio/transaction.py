@@ -81,7 +81,8 @@ class Transaction:
         self.txn_id = txn_id
         self.timeout_seconds = timeout_seconds
         self.state = OPEN
-        self._partitions: dict[str, asyncio.Future[Any]] = {}
+        self._partitions: dict[tuple[str, ...], asyncio.Future[Any]] = {}
+        """Registrations with the coordinator: partitions produced to, subscriptions acknowledged on."""
         self._sends: list[asyncio.Future[Any]] = []
 
     def __repr__(self) -> str:
@@ -93,16 +94,26 @@ class Transaction:
 
     async def register_produced(self, topic: str) -> None:
         """ADD_PARTITION_TO_TXN, once per partition: answered before a message goes there."""
+        txn = self.txn_id
+        await self._register(("partition", topic),
+                             lambda request_id: wire_txn.add_partition_to_txn(request_id, txn, [topic]))
+
+    async def register_acked(self, topic: str, subscription: str) -> None:
+        """ADD_SUBSCRIPTION_TO_TXN, once per subscription: answered before an ACK goes there."""
+        txn = self.txn_id
+        await self._register(("subscription", topic, subscription),
+                             lambda request_id: wire_txn.add_subscription_to_txn(request_id, txn, topic, subscription))
+
+    async def _register(self, key: tuple[str, ...], build: Any) -> None:
         self._check_open()
-        registered = self._partitions.get(topic)
+        registered = self._partitions.get(key)
         if registered is None:
-            txn = self.txn_id
-            registered = self._partitions[topic] = asyncio.ensure_future(self._coordinators.request(
-                txn.most, lambda request_id: wire_txn.add_partition_to_txn(request_id, txn, [topic])))
+            registered = self._partitions[key] = asyncio.ensure_future(self._coordinators.request(self.txn_id.most,
+                                                                                                  build))
         await asyncio.shield(registered)
 
     def track(self, sent: asyncio.Future[Any]) -> None:
-        """A message sent in the transaction: the commit waits for its receipt."""
+        """A message sent or acknowledged in the transaction: the commit waits for its answer."""
         self._sends.append(sent)
 
     async def commit(self) -> None:
@@ -112,7 +123,7 @@ class Transaction:
         failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
         if failed is not None:
             await self._end(ABORT, ABORTED)
-            raise errors.TransactionConflict(f"transaction {self.txn_id} aborted: a message sent in it failed "
+            raise errors.TransactionConflict(f"transaction {self.txn_id} aborted: a send or acknowledgement in it failed "
                                              f"({failed})")
         await self._end(COMMIT, COMMITTED)
 

@@ -116,6 +116,12 @@ class Dispatcher:
         if was_blocked:
             self.schedule()  # the consumer may be under half its limit again
 
+    def requeue(self, positions: list[Position]) -> None:
+        """Entries an aborted transaction had acknowledged: delivered again (here by reading
+        again from the first of them; entries still out are skipped as ever)."""
+        self.read_position = min(self.read_position, *positions)
+        self.schedule()
+
     def close(self) -> None:
         """The subscription goes away (topic unloaded or deleted): stop every timer."""
 
@@ -148,7 +154,10 @@ class Dispatcher:
         return DispatchEntry(position, data, metadata, count, sub.redelivery_counts.get(position, 0), list(ack_set))
 
     def _deliverable(self, position: Position) -> bool:
-        return position not in self.outstanding and not self.subscription.cursor.is_acknowledged(position)
+        if position in self.outstanding or self.subscription.cursor.is_acknowledged(position):
+            return False
+        pending = self.subscription.pending_acks  # None unless a transaction acknowledged here
+        return pending is None or position not in pending.positions
 
     def _read_new(self, max_entries: int, taken: AbstractSet[Position] = frozenset()) -> list[DispatchEntry]:
         """Entries from the read position on, skipping acknowledged and held ones, and
