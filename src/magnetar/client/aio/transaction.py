@@ -123,7 +123,7 @@ class Transaction:
         failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
         if failed is not None:
             await self._end(ABORT, ABORTED)
-            raise errors.TransactionConflict(f"transaction {self.txn_id} aborted: a send or acknowledgement in it failed "
+            raise errors.TransactionConflict(f"transaction {self.txn_id} aborted: a send or ack in it failed "
                                              f"({failed})")
         await self._end(COMMIT, COMMITTED)
 
