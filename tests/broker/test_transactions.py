@@ -1,0 +1,332 @@
+"""Transactions (PIP-31) against a real broker: produced with magnetar.client (the official
+Python client has no transactions), consumed with both clients.
+
+What a consumer must see: a committed transaction's messages whole, an aborted one's
+never, an open one's not yet, and nothing published after an open transaction's first
+message before that transaction ends (Pulsar's maxReadPosition).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+from polling import wait_for
+from rawclient import RawClient
+from standalone import Standalone
+
+import magnetar.client
+from magnetar.wire.entry import build_entry
+from magnetar.wire.frames import encode_payload_command
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+TXN_ON = "transactionCoordinatorEnabled=true"
+CONSUMERS = ["official", "magnetar"]
+QUIET = 0.3
+"""How long a receive waits to show that nothing is delivered (a message that is there comes in ms)."""
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    broker = Standalone(tmp_path_factory.mktemp("txn") / "data", [TXN_ON]).start()
+    yield broker
+    broker.stop()
+
+
+def _client(kind: str, url: str):
+    if kind == "official":
+        return pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    return magnetar.client.Client(url, operation_timeout_seconds=10)
+
+
+@pytest.fixture
+def clients() -> Iterator:
+    made: list = []
+
+    def make(kind: str, url: str, **kwargs):
+        client = magnetar.client.Client(url, operation_timeout_seconds=10, **kwargs) if kwargs else _client(kind, url)
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def _topic(name: str) -> str:
+    return f"persistent://public/default/txn-{name}-{uuid.uuid4().hex[:8]}"
+
+
+def _drain(consumer, timeout_ms: int = int(QUIET * 1000)) -> list[bytes]:
+    """Everything the consumer gets until it stays quiet for `timeout_ms`, acknowledged."""
+    got = []
+    while True:
+        try:
+            message = consumer.receive(timeout_ms)
+        except Exception:  # Timeout, in either client's spelling
+            return got
+        got.append(message.data())
+        consumer.acknowledge(message)
+
+
+def _receive(consumer, count: int) -> list[bytes]:
+    got = []
+    for _ in range(count):
+        message = consumer.receive(10_000)
+        got.append(message.data())
+        consumer.acknowledge(message)
+    return got
+
+
+@pytest.mark.parametrize("kind", CONSUMERS)
+def test_open_transaction_holds_back_its_topic_until_commit_then_delivers_whole(txn_broker, clients, kind):
+    producing = clients("magnetar", txn_broker.url, enable_transaction=True)
+    t1, t2 = _topic("a"), _topic("b")
+    consuming = clients(kind, txn_broker.url)
+    c1 = consuming.subscribe(t1, "s", initial_position=pulsar.InitialPosition.Earliest)
+    c2 = consuming.subscribe(t2, "s", initial_position=pulsar.InitialPosition.Earliest)
+    p1, p2 = producing.create_producer(t1), producing.create_producer(t2)
+    p1.send(b"before")
+    txn = producing.new_transaction(timeout=30)
+    for i in range(3):
+        p1.send(f"t1-{i}".encode(), txn=txn)
+    p2.send(b"t2-0", txn=txn)
+    p1.send(b"after")  # behind the open transaction: held too
+    assert _drain(c1) == [b"before"]
+    assert _drain(c2) == []
+    txn.commit()
+    assert _receive(c1, 4) == [b"t1-0", b"t1-1", b"t1-2", b"after"]
+    assert _receive(c2, 1) == [b"t2-0"]
+    aborted = producing.new_transaction(timeout=30)
+    p1.send(b"aborted-1", txn=aborted)
+    p2.send(b"aborted-2", txn=aborted)
+    p1.send(b"later")
+    aborted.abort()
+    assert _drain(c1) == [b"later"]
+    assert _drain(c2) == []
+
+
+@pytest.mark.parametrize("kind", CONSUMERS)
+def test_randomized_commits_and_aborts_across_two_topics(txn_broker, clients, kind):
+    rng = random.Random()
+    seed = rng.randrange(1 << 30)
+    rng.seed(seed)
+    producing = clients("magnetar", txn_broker.url, enable_transaction=True)
+    topics = [_topic("r1"), _topic("r2")]
+    producers = [producing.create_producer(t) for t in topics]
+    expected: dict[str, list[bytes]] = {t: [] for t in topics}
+    open_txns = []
+    for n in range(12):
+        txn = producing.new_transaction(timeout=30)
+        sent = []
+        for i in range(rng.randint(1, 4)):
+            which = rng.randrange(2)
+            value = f"txn{n}-{i}".encode()
+            producers[which].send_async(value, None, txn=txn)
+            sent.append((topics[which], value))
+        if rng.random() < 0.3:  # plain messages among them, held behind whatever is open
+            which = rng.randrange(2)
+            producers[which].send(f"plain{n}".encode())
+            expected[topics[which]].append(f"plain{n}".encode())
+        open_txns.append((txn, sent, rng.random() < 0.5))
+        if len(open_txns) > 2 or n == 11:  # end them out of order
+            rng.shuffle(open_txns)
+            for txn_, sent_, commit in open_txns:
+                if commit:
+                    txn_.commit()
+                    for topic, value in sent_:
+                        expected[topic].append(value)
+                else:
+                    txn_.abort()
+            open_txns = []
+    consuming = clients(kind, txn_broker.url)
+    for topic in topics:
+        consumer = consuming.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        got = _receive(consumer, len(expected[topic])) + _drain(consumer)
+        assert sorted(got) == sorted(expected[topic]), f"seed {seed}"
+        assert len(got) == len(set(got)), f"seed {seed}: duplicates"
+
+
+def test_readers_skip_markers_and_aborted_messages(txn_broker, clients):
+    producing = clients("magnetar", txn_broker.url, enable_transaction=True)
+    topic = _topic("reader")
+    producer = producing.create_producer(topic)
+    for commit in (True, False, True):
+        txn = producing.new_transaction(timeout=30)
+        producer.send(b"c" if commit else b"a", txn=txn)
+        txn.commit() if commit else txn.abort()
+    for kind in CONSUMERS:
+        reader = clients(kind, txn_broker.url).create_reader(topic, pulsar.MessageId.earliest)
+        got = []
+        while True:
+            try:
+                got.append(reader.read_next(int(QUIET * 1000)).data())
+            except Exception:
+                break
+        assert got == [b"c", b"c"], kind
+
+
+@pytest.mark.parametrize("kind", CONSUMERS)
+def test_ack_in_open_transaction_is_held_from_other_consumers_and_released_by_abort(txn_broker, clients, kind):
+    topic = _topic("acks")
+    txn_client = clients("magnetar", txn_broker.url, enable_transaction=True)
+    producer = txn_client.create_producer(topic, batching_enabled=False)
+    first = txn_client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                 initial_position=pulsar.InitialPosition.Earliest)
+    for i in range(4):
+        producer.send(f"m{i}".encode())
+    held = [first.receive(10_000), first.receive(10_000)]
+    txn = txn_client.new_transaction(timeout=30)
+    for message in held:
+        first.acknowledge(message, txn=txn)
+    other = txn_client.new_transaction(timeout=30)
+    with pytest.raises(magnetar.client.errors.TransactionConflict):
+        first.acknowledge(held[0], txn=other)
+    first.close()  # what it held but did not acknowledge goes to the next consumer; what the txn holds does not
+    second = clients(kind, txn_broker.url).subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    rest = sorted(_receive(second, 2) + _drain(second))
+    assert rest == sorted({b"m0", b"m1", b"m2", b"m3"} - {m.data() for m in held})
+    txn.abort()
+    assert sorted(_receive(second, 2)) == sorted(m.data() for m in held)
+
+
+def test_committed_acks_stay_acknowledged_across_a_restart(tmp_path: Path, clients):
+    broker = Standalone(tmp_path / "data", [TXN_ON]).start()
+    try:
+        topic = _topic("ack-commit")
+        txn_client = clients("magnetar", broker.url, enable_transaction=True)
+        producer = txn_client.create_producer(topic)
+        consumer = txn_client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                        initial_position=pulsar.InitialPosition.Earliest)
+        for i in range(3):
+            producer.send(f"m{i}".encode())
+        txn = txn_client.new_transaction(timeout=30)
+        consumer.acknowledge(consumer.receive(10_000), txn=txn)
+        txn.commit()
+        consumer.close()  # else it takes the rest back once the broker is up again
+        broker.kill()
+        broker.start()
+        again = clients("official", broker.url).subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+        assert sorted(_receive(again, 2) + _drain(again)) == [b"m1", b"m2"]
+    finally:
+        broker.stop()
+
+
+def test_commit_answered_before_sigkill_is_visible_after_restart(tmp_path: Path, clients):
+    broker = Standalone(tmp_path / "data", [TXN_ON]).start()
+    try:
+        topics = [_topic("k1"), _topic("k2")]
+        producing = clients("magnetar", broker.url, enable_transaction=True)
+        producers = [producing.create_producer(t) for t in topics]
+        txn = producing.new_transaction(timeout=30)
+        for producer in producers:
+            producer.send(b"committed", txn=txn)
+        txn.commit()
+        broker.kill()  # SIGKILL: nothing saved on the way out
+        broker.start()
+        consumers = [clients(kind, broker.url).subscribe(topic, f"s-{kind}",
+                                                         initial_position=pulsar.InitialPosition.Earliest)
+                     for kind in CONSUMERS for topic in topics]  # all before any acknowledges (retention 0)
+        for consumer in consumers:
+            assert _receive(consumer, 1) + _drain(consumer) == [b"committed"]
+        later = clients("magnetar", broker.url, enable_transaction=True).new_transaction(timeout=30)
+        assert later.txn_id.least > txn.txn_id.least  # the coordinator's sequence survived the kill
+    finally:
+        broker.stop()
+
+
+def test_transaction_open_at_sigkill_is_aborted_at_its_timeout_after_restart(tmp_path: Path, clients):
+    broker = Standalone(tmp_path / "data", [TXN_ON]).start()
+    try:
+        topic = _topic("open")
+        producing = clients("magnetar", broker.url, enable_transaction=True)
+        producer = producing.create_producer(topic)
+        txn = producing.new_transaction(timeout=2)
+        producer.send(b"never", txn=txn)
+        producer.send(b"plain")
+        broker.kill()
+        broker.start()
+        consumers = [clients(kind, broker.url).subscribe(topic, f"s-{kind}",
+                                                         initial_position=pulsar.InitialPosition.Earliest)
+                     for kind in CONSUMERS]
+        for consumer in consumers:
+            assert _receive(consumer, 1) == [b"plain"]  # once the timeout aborted the transaction
+            assert _drain(consumer) == []
+        assert wait_for(lambda: "timed out: aborted" in broker.log())
+        raw = RawClient(broker.url)  # a commit now, from anyone, finds nothing to commit
+        try:
+            raw.connect()
+            most, least = txn.txn_id
+            raw.command(pb.BaseCommand(type=pb.BaseCommand.END_TXN, endTxn=pb.CommandEndTxn(
+                request_id=5, txnid_most_bits=most, txnid_least_bits=least, txn_action=pb.COMMIT)))
+            answer = raw.expect(pb.BaseCommand.END_TXN_RESPONSE).endTxnResponse
+            assert (answer.request_id, answer.error) == (5, pb.TransactionNotFound)
+        finally:
+            raw.close()
+    finally:
+        broker.stop()
+
+
+def test_transactions_refused_clearly_when_the_coordinator_is_off(broker_factory):
+    broker = broker_factory()
+    with magnetar.client.Client(broker.url, enable_transaction=True, operation_timeout_seconds=5) as client:
+        with pytest.raises(magnetar.client.errors.PulsarException):
+            client.new_transaction(timeout=5)
+    raw = RawClient(broker.url)
+    try:
+        raw.connect()
+        raw.command(pb.BaseCommand(type=pb.BaseCommand.NEW_TXN,
+                                   newTxn=pb.CommandNewTxn(request_id=1, txn_ttl_seconds=10)))
+        answer = raw.expect(pb.BaseCommand.NEW_TXN_RESPONSE)
+        assert answer.newTxnResponse.error == pb.TransactionCoordinatorNotFound
+        assert "transactionCoordinatorEnabled" in answer.newTxnResponse.message
+        raw.create_producer(_topic("off"))
+        raw.write(_txn_send(0, 1, (0, 0), (0, 0)))
+        error = raw.expect(pb.BaseCommand.SEND_ERROR)
+        assert error.send_error.error == pb.TransactionCoordinatorNotFound
+    finally:
+        raw.close()
+
+
+def _txn_send(producer_id: int, sequence_id: int, send_txn: tuple[int, int],
+              metadata_txn: tuple[int, int] | None) -> bytes:
+    metadata = pb.MessageMetadata(producer_name="raw", sequence_id=sequence_id, publish_time=1)
+    if metadata_txn is not None:
+        metadata.txnid_most_bits, metadata.txnid_least_bits = metadata_txn
+    send = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id, txnid_most_bits=send_txn[0],
+                          txnid_least_bits=send_txn[1])
+    return encode_payload_command(pb.BaseCommand(type=pb.BaseCommand.SEND, send=send),
+                                  build_entry(metadata, b"x"))
+
+
+def test_hostile_transactional_sends_are_refused(txn_broker, clients):
+    producing = clients("magnetar", txn_broker.url, enable_transaction=True)
+    txn = producing.new_transaction(timeout=30)
+    most, least = txn.txn_id
+    raw = RawClient(txn_broker.url)
+    try:
+        raw.connect()
+        topic = _topic("hostile")
+        raw.create_producer(topic)
+        cases = [
+            ((most, least), None, pb.NotAllowedError),  # the message does not name the transaction
+            ((most, least), (most, least + 1), pb.NotAllowedError),  # it names another one
+            ((most, least + 10_000), (most, least + 10_000), pb.TransactionNotFound),  # never opened
+            ((most + 7, 0), (most + 7, 0), pb.TransactionNotFound),
+        ]
+        for sequence_id, (send_txn, metadata_txn, code) in enumerate(cases):
+            raw.write(_txn_send(0, sequence_id, send_txn, metadata_txn))
+            error = raw.expect(pb.BaseCommand.SEND_ERROR)
+            assert (error.send_error.sequence_id, error.send_error.error) == (sequence_id, code)
+        txn.commit()
+        raw.write(_txn_send(0, 9, (most, least), (most, least)))  # ended: no more messages
+        assert raw.expect(pb.BaseCommand.SEND_ERROR).send_error.error == pb.TransactionNotFound
+        raw.ping()  # the connection and the broker are fine
+    finally:
+        raw.close()
+    with pytest.raises(magnetar.client.errors.InvalidTxnStatusError):
+        txn.abort()  # the client knows it committed
