@@ -273,9 +273,9 @@ def test_transaction_open_at_sigkill_is_aborted_at_its_timeout_after_restart(tmp
 
 def test_transactions_refused_clearly_when_the_coordinator_is_off(broker_factory):
     broker = broker_factory()
-    with magnetar.client.Client(broker.url, enable_transaction=True, operation_timeout_seconds=5) as client:
-        with pytest.raises(magnetar.client.errors.PulsarException):
-            client.new_transaction(timeout=5)
+    with magnetar.client.Client(broker.url, enable_transaction=True, operation_timeout_seconds=5) as client, \
+            pytest.raises(magnetar.client.errors.PulsarException):
+        client.new_transaction(timeout=5)
     raw = RawClient(broker.url)
     try:
         raw.connect()
