@@ -8,6 +8,7 @@ message before that transaction ends (Pulsar's maxReadPosition).
 
 from __future__ import annotations
 
+import asyncio
 import random
 import uuid
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from rawclient import RawClient
 from standalone import Standalone
 
 import magnetar.client
+from magnetar.client import aio
 from magnetar.wire.entry import build_entry
 from magnetar.wire.frames import encode_payload_command
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -274,7 +276,7 @@ def test_transaction_open_at_sigkill_is_aborted_at_its_timeout_after_restart(tmp
 def test_transactions_refused_clearly_when_the_coordinator_is_off(broker_factory):
     broker = broker_factory()
     with magnetar.client.Client(broker.url, enable_transaction=True, operation_timeout_seconds=5) as client, \
-            pytest.raises(magnetar.client.errors.PulsarException):
+            pytest.raises(magnetar.client.errors.TransactionCoordinatorNotFoundError):
         client.new_transaction(timeout=5)
     raw = RawClient(broker.url)
     try:
@@ -330,3 +332,31 @@ def test_hostile_transactional_sends_are_refused(txn_broker, clients):
         raw.close()
     with pytest.raises(magnetar.client.errors.InvalidTxnStatusError):
         txn.abort()  # the client knows it committed
+
+
+def test_the_asyncio_client_commits_and_aborts(txn_broker):
+    async def run() -> None:
+        topic_in, topic_out = _topic("aio-in"), _topic("aio-out")
+        async with aio.Client(txn_broker.url, enable_transaction=True, operation_timeout_seconds=10) as client:
+            source = await client.create_producer(topic_in)
+            await source.send(b"input")
+            consumer = await client.subscribe(topic_in, "s", initial_position=pulsar.InitialPosition.Earliest)
+            reader = await client.subscribe(topic_out, "check", initial_position=pulsar.InitialPosition.Earliest)
+            sink = await client.create_producer(topic_out)
+            message = await consumer.receive()
+            for commit in (False, True):  # consume-transform-produce, aborted once, then committed
+                txn = await client.new_transaction(timeout=30)
+                await sink.send(message.data().upper(), txn=txn)
+                await consumer.acknowledge(message, txn=txn)
+                await (txn.commit() if commit else txn.abort())
+                if not commit:
+                    message = await consumer.receive()  # given back by the abort
+            assert (await reader.receive()).data() == b"INPUT"
+            with pytest.raises(TimeoutError):  # nothing of the aborted attempt
+                await asyncio.wait_for(reader.receive(), QUIET)
+            assert txn.state == "COMMITTED"
+        async with aio.Client(txn_broker.url) as plain:
+            with pytest.raises(magnetar.client.errors.InvalidConfiguration):
+                await plain.new_transaction()
+
+    asyncio.run(run())

@@ -42,7 +42,12 @@ class CoordinatorClient:
 
     async def _connect_all(self) -> None:
         lookup = self._context.lookup
-        count = await lookup.partitions(wire_txn.COORDINATOR_ASSIGN_TOPIC)
+        try:
+            count = await lookup.partitions(wire_txn.COORDINATOR_ASSIGN_TOPIC)
+        except errors.PulsarServerError as exc:  # TopicNotFound and the like: nobody serves it
+            raise errors.TransactionCoordinatorNotFoundError(
+                f"the broker runs no transaction coordinator (looking up {wire_txn.COORDINATOR_ASSIGN_TOPIC}: {exc})"
+            ) from exc
         if count <= 0:
             raise errors.TransactionCoordinatorNotFoundError(
                 f"{wire_txn.COORDINATOR_ASSIGN_TOPIC} has no partitions: the broker runs no transaction coordinator")
