@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 #: The ledger property of a topic that has held transactional messages.
 TRANSACTIONAL_PROPERTY = "#magnetar.transactions"
 _REPLAY_CHUNK = 1000
+_LOOK_BACK = 1000
 _MARKERS = (TXN_COMMIT_MARKER, TXN_ABORT_MARKER)
 
 
@@ -89,6 +90,27 @@ class TransactionBuffer:
         if limit is None or not entries or entries[-1][0] < limit:
             return entries
         return [entry for entry in entries if entry[0] < limit]
+
+    def last_visible(self, last: Position) -> tuple[Position, pb.MessageMetadata | None] | None:
+        """The last entry at or before `last` a consumer may receive (not past the max read
+        position, not a marker, not aborted), and its metadata: what GetLastMessageId names,
+        so a reader does not wait for a message that never comes. Looks back over at most
+        _LOOK_BACK hidden entries (then names the entry it stopped at); None: there is none."""
+        ledger = self._ledger
+        first = ledger.first_position
+        position = last if self._max_read is None or last < self._max_read else ledger.previous_position(
+            self._max_read)
+        for _ in range(_LOOK_BACK):
+            if first is None or position < first:
+                return None
+            try:
+                metadata = parse_message_metadata(ledger.read_entry(position))
+            except WireError:
+                return position, None
+            if not self.hides(metadata):
+                return position, metadata
+            position = ledger.previous_position(position)
+        return position, None
 
     def _replay(self) -> None:
         position = self._ledger.first_position

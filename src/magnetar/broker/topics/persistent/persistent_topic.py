@@ -183,7 +183,16 @@ class PersistentTopic(AbstractTopic):
         if last is None:
             ledgers = self.ledger.ledgers
             return MessageId(ledgers[-1].ledger_id if ledgers else -1, -1, self.partition).to_proto()
-        batch_index = self._last_batch_size - 1 if self._last_batch_size > 0 else -1
+        batch_size = self._last_batch_size
+        if self.transaction_buffer is not None:  # not a marker, an aborted message or one still held back
+            visible = self.transaction_buffer.last_visible(last)
+            if visible is None:
+                first = self.ledger.first_position or last
+                return MessageId(first.ledger_id, first.entry_id - 1, self.partition).to_proto()
+            last, metadata = visible
+            batch_size = metadata.num_messages_in_batch if metadata is not None and metadata.HasField(
+                "num_messages_in_batch") else -1
+        batch_index = batch_size - 1 if batch_size > 0 else -1
         return MessageId(last.ledger_id, last.entry_id, self.partition, batch_index).to_proto()
 
     def find_position_by_time(self, timestamp: int, *, read_compacted: bool = False) -> Position:
