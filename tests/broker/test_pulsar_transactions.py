@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from compaction_helpers import compact
 from polling import wait_for
 from rawclient import RawClient
 from standalone import Standalone
@@ -360,3 +361,37 @@ def test_the_asyncio_client_commits_and_aborts(txn_broker):
                 await plain.new_transaction()
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("kind", CONSUMERS)
+def test_compaction_keeps_no_aborted_message_and_stops_at_an_open_transaction(txn_broker, clients, kind):
+    name = f"txn-compact-{uuid.uuid4().hex[:8]}"
+    topic = f"persistent://public/default/{name}"
+    producing = clients("magnetar", txn_broker.url, enable_transaction=True)
+    producer = producing.create_producer(topic)
+    consuming = clients(kind, txn_broker.url)
+    consuming.subscribe(topic, "keep")  # retention 0: a subscription keeps the entries for the readers
+    committed = producing.new_transaction(timeout=30)
+    producer.send(b"k1-committed", partition_key="k1", txn=committed)
+    committed.commit()
+    aborted = producing.new_transaction(timeout=30)
+    producer.send(b"k1-aborted", partition_key="k1", txn=aborted)
+    producer.send(b"k9-aborted", partition_key="k9", txn=aborted)
+    aborted.abort()
+    still_open = producing.new_transaction(timeout=30)
+    producer.send(b"k2-open", partition_key="k2", txn=still_open)
+    producer.send(b"k3-plain", partition_key="k3")
+    assert compact(txn_broker.admin_url, name)["status"] == "SUCCESS"
+
+    def read_compacted() -> list[bytes]:
+        reader = consuming.create_reader(topic, pulsar.MessageId.earliest, is_read_compacted=True)
+        got = []
+        while reader.has_message_available():
+            got.append(reader.read_next(10_000).data())
+        reader.close()
+        return got
+
+    assert read_compacted() == [b"k1-committed"]
+    still_open.commit()
+    assert compact(txn_broker.admin_url, name)["status"] == "SUCCESS"
+    assert read_compacted() == [b"k1-committed", b"k2-open", b"k3-plain"]

@@ -7,7 +7,7 @@ the decision; once the commit or abort marker is stored, reading moves on, and t
 messages of an aborted transaction, and the markers, are skipped for good.
 
 A topic that never saw a transaction has no buffer and pays nothing. One that did keeps a
-ledger property saying so, and its buffer is rebuilt when it loads by reading its entries'
+ledger property saying so (the topic's), and its buffer is rebuilt when it loads by reading its entries'
 MessageMetadata: markers say which transactions ended and how, and a transactional entry
 without a marker belongs to one still open (its coordinator ends it, or times it out).
 """
@@ -24,8 +24,6 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, TxnId
 
 log = logging.getLogger(__name__)
-#: The ledger property of a topic that has held transactional messages.
-TRANSACTIONAL_PROPERTY = "#magnetar.transactions"
 _REPLAY_CHUNK = 1000
 _LOOK_BACK = 1000
 _MARKERS = (TXN_COMMIT_MARKER, TXN_ABORT_MARKER)
@@ -40,20 +38,11 @@ class TransactionBuffer:
         self._max_read: Position | None = None
 
     @classmethod
-    def load(cls, ledger: ManagedLedger) -> TransactionBuffer | None:
-        """The buffer of a topic that has held transactions, rebuilt; None for the others."""
-        if ledger.get_property(TRANSACTIONAL_PROPERTY) is None:
-            return None
+    def load(cls, ledger: ManagedLedger) -> TransactionBuffer:
+        """The buffer of a topic that has held transactions, rebuilt from its entries."""
         buffer = cls(ledger)
         buffer._replay()
         return buffer
-
-    @classmethod
-    def create(cls, ledger: ManagedLedger) -> TransactionBuffer:
-        """The first transactional message of a topic: recorded before it is stored, so a
-        restart knows to rebuild the buffer."""
-        ledger.set_property(TRANSACTIONAL_PROPERTY, "1")
-        return cls(ledger)
 
     @property
     def max_read_position(self) -> Position | None:

@@ -82,7 +82,7 @@ class PersistentTopic(AbstractTopic):
         if ledger.get_property(TRANSACTIONS_PROPERTY) is not None:
             from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
 
-            self.transaction_buffer = TransactionBuffer.load(ledger)
+            self._use_transaction_buffer(TransactionBuffer.load(ledger))
 
     # -- publishing
     def publish_many(self, entries: list[bytes], counts: list[int], batch_size: int,
@@ -121,9 +121,17 @@ class PersistentTopic(AbstractTopic):
             from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
 
             self.ledger.set_property(TRANSACTIONS_PROPERTY, "1")  # before the entry: a restart rebuilds the buffer
-            buffer = self.transaction_buffer = TransactionBuffer(self.ledger)
+            buffer = self._use_transaction_buffer(TransactionBuffer(self.ledger))
         positions = self._append(entries, counts, batch_size, callback)
         buffer.appended(txn, positions[0])
+
+    def _use_transaction_buffer(self, buffer: TransactionBuffer) -> TransactionBuffer:
+        """Dispatch reads through it from now on, and so does the built-in compaction (a
+        compaction service of a plugin is not told: it sees markers only)."""
+        self.transaction_buffer = buffer
+        if hasattr(self.compaction_service, "transactions"):
+            self.compaction_service.transactions = buffer
+        return buffer
 
     def end_transaction(self, txn: TxnId, action: int) -> asyncio.Future[None]:
         """END_TXN_ON_PARTITION: store the commit or abort marker; done once it is durable
