@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 
 from magnetar.storage import ManagedLedger, Position
 from magnetar.wire.entry import parse_message_metadata
@@ -27,6 +28,15 @@ log = logging.getLogger(__name__)
 _REPLAY_CHUNK = 1000
 _LOOK_BACK = 1000
 _MARKERS = (TXN_COMMIT_MARKER, TXN_ABORT_MARKER)
+
+
+def hidden(metadata: pb.MessageMetadata, aborted: AbstractSet[TxnId]) -> bool:
+    """A transaction's marker, or a message of one of the `aborted` transactions: no reader
+    of the topic gets it (a Spark executor asks with the aborted set its driver found)."""
+    if metadata.marker_type in _MARKERS:
+        return True
+    return bool(aborted) and metadata.HasField("txnid_most_bits") and \
+        TxnId(metadata.txnid_most_bits, metadata.txnid_least_bits) in aborted
 
 
 class TransactionBuffer:
@@ -68,10 +78,7 @@ class TransactionBuffer:
     def hides(self, metadata: pb.MessageMetadata) -> bool:
         """Whether dispatch skips (and acknowledges) this entry: a marker, or a message of an
         aborted transaction."""
-        if metadata.marker_type in _MARKERS:
-            return True
-        return bool(self.aborted) and metadata.HasField("txnid_most_bits") and \
-            TxnId(metadata.txnid_most_bits, metadata.txnid_least_bits) in self.aborted
+        return hidden(metadata, self.aborted)
 
     def readable(self, entries: list[tuple[Position, bytes | None]]) -> list[tuple[Position, bytes | None]]:
         """The leading part of a read that lies before the max read position."""

@@ -20,6 +20,7 @@ from magnetar.broker.topics.persistent import backlog
 from magnetar.broker.topics.persistent.compacted_reads import compacted_last_message_id, compacted_position_by_time
 from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
 from magnetar.broker.topics.positions import position_of
+from magnetar.broker.transactions import TRANSACTIONS_PROPERTY
 from magnetar.storage import ManagedLedger, Position, StorageFullError
 from magnetar.storage.message_finder import find_first_at_or_after
 from magnetar.wire.entry import parse_message_metadata
@@ -40,9 +41,6 @@ TOPIC_EPOCH_PROPERTY = "pulsar.topic.epoch"
 #: magnetar's managed-ledger property marking a terminated topic (Pulsar keeps it as a
 #: managed-ledger state; a property survives restarts the same way).
 TERMINATED_PROPERTY = "#magnetar.terminated"
-#: magnetar's managed-ledger property of a topic that has held transactional messages: only
-#: such a topic has a transaction buffer (broker.transactions.buffer), rebuilt when it loads.
-TRANSACTIONS_PROPERTY = "#magnetar.transactions"
 
 
 def _batch_size(entry: bytes | None) -> int:
