@@ -288,7 +288,7 @@ def test_transactions_refused_clearly_when_the_coordinator_is_off(broker_factory
         assert answer.newTxnResponse.error == pb.TransactionCoordinatorNotFound
         assert "transactionCoordinatorEnabled" in answer.newTxnResponse.message
         raw.create_producer(_topic("off"))
-        raw.write(_txn_send(0, 1, (0, 0), (0, 0)))
+        raw.write(_txn_send(0, 1, (0, 1), (0, 1)))
         error = raw.expect(pb.BaseCommand.SEND_ERROR)
         assert error.send_error.error == pb.TransactionCoordinatorNotFound
     finally:
@@ -319,7 +319,7 @@ def test_hostile_transactional_sends_are_refused(txn_broker, clients):
             ((most, least), None, pb.NotAllowedError),  # the message does not name the transaction
             ((most, least), (most, least + 1), pb.NotAllowedError),  # it names another one
             ((most, least + 10_000), (most, least + 10_000), pb.TransactionNotFound),  # never opened
-            ((most + 7, 0), (most + 7, 0), pb.TransactionNotFound),
+            ((most + 7, 1), (most + 7, 1), pb.TransactionNotFound),  # another coordinator's
         ]
         for sequence_id, (send_txn, metadata_txn, code) in enumerate(cases):
             raw.write(_txn_send(0, sequence_id, send_txn, metadata_txn))

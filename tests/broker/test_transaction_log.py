@@ -60,12 +60,12 @@ def test_a_decision_stored_before_a_crash_is_carried_out_after_it(tmp_path: Path
         revived.recover()
         await asyncio.sleep(0)  # the recovered end runs as a task
         assert await _ends(after, 3) == [
-            ("partition", "persistent://t/n/a", "(0,0)", "COMMIT"),
-            ("partition", "persistent://t/n/b", "(0,0)", "COMMIT"),
-            ("subscription", "persistent://t/n/c", "sub", "(0,0)", "COMMIT"),
+            ("partition", "persistent://t/n/a", "(0,1)", "COMMIT"),
+            ("partition", "persistent://t/n/b", "(0,1)", "COMMIT"),
+            ("subscription", "persistent://t/n/c", "sub", "(0,1)", "COMMIT"),
         ]
         assert revived.open_txn(still_open).partitions == ["persistent://t/n/a"]
-        assert revived.new_txn(60) == TxnId(0, 2)  # ids are never handed out twice
+        assert revived.new_txn(60) == TxnId(0, 3)  # ids are never handed out twice (they start at 1)
         with pytest.raises(BrokerServiceError) as gone:
             revived.open_txn(committed)
         assert gone.value.code == pb.TransactionNotFound
@@ -107,7 +107,7 @@ def test_status_rules(tmp_path: Path) -> None:
         first = coordinator.new_txn(0)  # no timeout asked: the default, not "never"
         assert coordinator.open_txn(first).deadline > time.time() + 30
         coordinator.new_txn(10**9)  # clamped: a forgotten transaction cannot hold its topics for ever
-        assert coordinator.open_txn(TxnId(0, 1)).deadline < time.time() + 2 * 24 * 3600
+        assert coordinator.open_txn(TxnId(0, 2)).deadline < time.time() + 2 * 24 * 3600
         with pytest.raises(BrokerServiceError) as full:
             coordinator.new_txn(10)
         assert full.value.code == pb.NotAllowedError
@@ -116,10 +116,10 @@ def test_status_rules(tmp_path: Path) -> None:
             coordinator.add_partitions(first, ["persistent://t/n/x"])
         assert ended.value.code == pb.TransactionNotFound
         with pytest.raises(BrokerServiceError) as too_many:
-            coordinator.add_partitions(TxnId(0, 1), [f"persistent://t/n/p{i}" for i in range(1001)])
+            coordinator.add_partitions(TxnId(0, 2), [f"persistent://t/n/p{i}" for i in range(1001)])
         assert too_many.value.code == pb.NotAllowedError
         with pytest.raises(BrokerServiceError):
-            await coordinator.end_txn(TxnId(0, 1), 7)  # no such action
+            await coordinator.end_txn(TxnId(0, 2), 7)  # no such action
         coordinator.stop()
         store.close()
 

@@ -73,6 +73,10 @@ def _retrieve(task: asyncio.Task[None]) -> None:
 
 
 class TransactionCoordinator:
+    """Transaction ids' least significant bits count from 1: a SEND or an ACK whose
+    txnid_least_bits is 0 (the field's default) is no transaction's, which the publish path
+    tells by one attribute read instead of a HasField per SEND."""
+
     def __init__(self, coordinator_id: int, store: MetadataStore, participants: Participants,
                  max_active: int = 0) -> None:
         self.coordinator_id = coordinator_id
@@ -116,7 +120,7 @@ class TransactionCoordinator:
         timeout = min(timeout_seconds or DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
         counter_key = f"{self._prefix}sequence"
         raw = self._store.get(counter_key)
-        txn = TxnId(self.coordinator_id, int(raw) + 1 if raw else 0)
+        txn = TxnId(self.coordinator_id, int(raw) + 1 if raw else 1)
         meta = TxnMeta(txn, OPEN, time.time() + timeout)
         with self._store.transaction() as writer:  # the id is never handed out twice, even after a crash
             writer.put(counter_key, str(txn.least).encode())

@@ -490,7 +490,7 @@ class ServerCnx(asyncio.Protocol):
         batch_size = num_messages if send.HasField("num_messages") else -1
         highest = max(send.highest_sequence_id, sequence_id)  # Pulsar's rule: a lower highest id is ignored
         record = _new_send(Send, (sequence_id, highest, payload, num_messages, batch_size))
-        if send.HasField("txnid_most_bits"):  # a transactional message (PIP-31): rare, so loaded when met
+        if send.txnid_least_bits:  # a transactional message (PIP-31; ids start at 1): loaded when met
             from magnetar.broker.transport import txn_commands  # noqa: PLC0415
 
             txn_commands.handle_send(self, producer, send, record)

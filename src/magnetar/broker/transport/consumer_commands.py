@@ -67,7 +67,7 @@ def handle_flow(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -
 def handle_ack(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     ack = cmd.ack
     consumer = _consumer(cnx, ack.consumer_id)
-    if consumer is not None and ack.HasField("txnid_most_bits"):  # in a transaction (PIP-31): loaded when met
+    if consumer is not None and ack.txnid_least_bits:  # in a transaction (PIP-31; ids start at 1): loaded when met
         from magnetar.broker.transport import txn_commands  # noqa: PLC0415
 
         txn_commands.handle_ack(cnx, consumer, ack)
