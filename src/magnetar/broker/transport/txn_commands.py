@@ -44,12 +44,10 @@ def _coordinator(cnx: CommandHost, tc_id: int | None = None) -> TransactionCoord
 
 def handle(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     """Every coordinator command: answered now, or (END_TXN) once the participants are done."""
-    body = command_body(cmd)
-    request_id = body.request_id if body is not None else 0
-    txn = txn_id_of(body) if body is not None and "txnid_most_bits" in body.DESCRIPTOR.fields_by_name else None
+    body = command_body(cmd)  # never None: the frame decoder closes a connection that sends a command without it
+    request_id = body.request_id
+    txn = txn_id_of(body) if "txnid_most_bits" in body.DESCRIPTOR.fields_by_name else None
     try:
-        if body is None:
-            raise BrokerServiceError(pb.UnknownError, f"{T.Type.Name(cmd.type)} without its body")
         if cmd.type not in _COMMANDS:
             raise BrokerServiceError(pb.NotAllowedError, f"magnetar does not support {T.Type.Name(cmd.type)}")
         answer = _COMMANDS[cmd.type](cnx, body)
