@@ -173,12 +173,16 @@ def test_readers_skip_markers_and_aborted_messages(txn_broker, clients):
     still_open.abort()
 
 
+@pytest.mark.parametrize("sub_type", [pulsar.ConsumerType.Shared, pulsar.ConsumerType.Failover])
 @pytest.mark.parametrize("kind", CONSUMERS)
-def test_ack_in_open_transaction_is_held_from_other_consumers_and_released_by_abort(txn_broker, clients, kind):
+def test_ack_in_open_transaction_is_held_from_other_consumers_and_released_by_abort(txn_broker, clients, kind,
+                                                                                     sub_type):
+    """Failover: the next active consumer reads again from the first unacknowledged entry,
+    past what the transaction holds; Shared: it gets what the first one held unacknowledged."""
     topic = _topic("acks")
     txn_client = clients("magnetar", txn_broker.url, enable_transaction=True)
     producer = txn_client.create_producer(topic, batching_enabled=False)
-    first = txn_client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+    first = txn_client.subscribe(topic, "s", consumer_type=sub_type,
                                  initial_position=pulsar.InitialPosition.Earliest)
     for i in range(4):
         producer.send(f"m{i}".encode())
@@ -190,7 +194,7 @@ def test_ack_in_open_transaction_is_held_from_other_consumers_and_released_by_ab
     with pytest.raises(magnetar.client.errors.TransactionConflict):
         first.acknowledge(held[0], txn=other)
     first.close()  # what it held but did not acknowledge goes to the next consumer; what the txn holds does not
-    second = clients(kind, txn_broker.url).subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    second = clients(kind, txn_broker.url).subscribe(topic, "s", consumer_type=sub_type)
     rest = sorted(_receive(second, 2) + _drain(second))
     assert rest == sorted({b"m0", b"m1", b"m2", b"m3"} - {m.data() for m in held})
     txn.abort()
