@@ -47,6 +47,14 @@ def _client(kind: str, url: str):
 
 
 @pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[Standalone]:
+    """A broker of the test's own, for the tests that kill and restart it."""
+    broker = Standalone(tmp_path / "data", [TXN_ON]).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture
 def clients() -> Iterator:
     made: list = []
 
@@ -201,81 +209,72 @@ def test_ack_in_open_transaction_is_held_from_other_consumers_and_released_by_ab
     assert sorted(_receive(second, 2)) == sorted(m.data() for m in held)
 
 
-def test_committed_acks_stay_acknowledged_across_a_restart(tmp_path: Path, clients):
-    broker = Standalone(tmp_path / "data", [TXN_ON]).start()
+def test_committed_acks_stay_acknowledged_across_a_restart(own_broker: Standalone, clients):
+    broker = own_broker
+    topic = _topic("ack-commit")
+    txn_client = clients("magnetar", broker.url, enable_transaction=True)
+    producer = txn_client.create_producer(topic)
+    consumer = txn_client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                    initial_position=pulsar.InitialPosition.Earliest)
+    for i in range(3):
+        producer.send(f"m{i}".encode())
+    txn = txn_client.new_transaction(timeout=30)
+    consumer.acknowledge(consumer.receive(10_000), txn=txn)
+    txn.commit()
+    consumer.close()  # else it takes the rest back once the broker is up again
+    broker.kill()
+    broker.start()
+    again = clients("official", broker.url).subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    assert sorted(_receive(again, 2) + _drain(again)) == [b"m1", b"m2"]
+
+
+def test_commit_answered_before_sigkill_is_visible_after_restart(own_broker: Standalone, clients):
+    broker = own_broker
+    topics = [_topic("k1"), _topic("k2")]
+    producing = clients("magnetar", broker.url, enable_transaction=True)
+    producers = [producing.create_producer(t) for t in topics]
+    txn = producing.new_transaction(timeout=30)
+    for producer in producers:
+        producer.send(b"committed", txn=txn)
+    txn.commit()
+    broker.kill()  # SIGKILL: nothing saved on the way out
+    broker.start()
+    consumers = [clients(kind, broker.url).subscribe(topic, f"s-{kind}",
+                                                     initial_position=pulsar.InitialPosition.Earliest)
+                 for kind in CONSUMERS for topic in topics]  # all before any acknowledges (retention 0)
+    for consumer in consumers:
+        assert _receive(consumer, 1) + _drain(consumer) == [b"committed"]
+    later = clients("magnetar", broker.url, enable_transaction=True).new_transaction(timeout=30)
+    assert later.txn_id.least > txn.txn_id.least  # the coordinator's sequence survived the kill
+
+
+def test_transaction_open_at_sigkill_is_aborted_at_its_timeout_after_restart(own_broker: Standalone, clients):
+    broker = own_broker
+    topic = _topic("open")
+    producing = clients("magnetar", broker.url, enable_transaction=True)
+    producer = producing.create_producer(topic)
+    txn = producing.new_transaction(timeout=2)
+    producer.send(b"never", txn=txn)
+    producer.send(b"plain")
+    broker.kill()
+    broker.start()
+    consumers = [clients(kind, broker.url).subscribe(topic, f"s-{kind}",
+                                                     initial_position=pulsar.InitialPosition.Earliest)
+                 for kind in CONSUMERS]
+    for consumer in consumers:
+        assert _receive(consumer, 1) == [b"plain"]  # once the timeout aborted the transaction
+        assert _drain(consumer) == []
+    assert wait_for(lambda: "timed out: aborted" in broker.log())
+    raw = RawClient(broker.url)  # a commit now, from anyone, finds nothing to commit
     try:
-        topic = _topic("ack-commit")
-        txn_client = clients("magnetar", broker.url, enable_transaction=True)
-        producer = txn_client.create_producer(topic)
-        consumer = txn_client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
-                                        initial_position=pulsar.InitialPosition.Earliest)
-        for i in range(3):
-            producer.send(f"m{i}".encode())
-        txn = txn_client.new_transaction(timeout=30)
-        consumer.acknowledge(consumer.receive(10_000), txn=txn)
-        txn.commit()
-        consumer.close()  # else it takes the rest back once the broker is up again
-        broker.kill()
-        broker.start()
-        again = clients("official", broker.url).subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
-        assert sorted(_receive(again, 2) + _drain(again)) == [b"m1", b"m2"]
+        raw.connect()
+        most, least = txn.txn_id
+        raw.command(pb.BaseCommand(type=pb.BaseCommand.END_TXN, endTxn=pb.CommandEndTxn(
+            request_id=5, txnid_most_bits=most, txnid_least_bits=least, txn_action=pb.COMMIT)))
+        answer = raw.expect(pb.BaseCommand.END_TXN_RESPONSE).endTxnResponse
+        assert (answer.request_id, answer.error) == (5, pb.TransactionNotFound)
     finally:
-        broker.stop()
-
-
-def test_commit_answered_before_sigkill_is_visible_after_restart(tmp_path: Path, clients):
-    broker = Standalone(tmp_path / "data", [TXN_ON]).start()
-    try:
-        topics = [_topic("k1"), _topic("k2")]
-        producing = clients("magnetar", broker.url, enable_transaction=True)
-        producers = [producing.create_producer(t) for t in topics]
-        txn = producing.new_transaction(timeout=30)
-        for producer in producers:
-            producer.send(b"committed", txn=txn)
-        txn.commit()
-        broker.kill()  # SIGKILL: nothing saved on the way out
-        broker.start()
-        consumers = [clients(kind, broker.url).subscribe(topic, f"s-{kind}",
-                                                         initial_position=pulsar.InitialPosition.Earliest)
-                     for kind in CONSUMERS for topic in topics]  # all before any acknowledges (retention 0)
-        for consumer in consumers:
-            assert _receive(consumer, 1) + _drain(consumer) == [b"committed"]
-        later = clients("magnetar", broker.url, enable_transaction=True).new_transaction(timeout=30)
-        assert later.txn_id.least > txn.txn_id.least  # the coordinator's sequence survived the kill
-    finally:
-        broker.stop()
-
-
-def test_transaction_open_at_sigkill_is_aborted_at_its_timeout_after_restart(tmp_path: Path, clients):
-    broker = Standalone(tmp_path / "data", [TXN_ON]).start()
-    try:
-        topic = _topic("open")
-        producing = clients("magnetar", broker.url, enable_transaction=True)
-        producer = producing.create_producer(topic)
-        txn = producing.new_transaction(timeout=2)
-        producer.send(b"never", txn=txn)
-        producer.send(b"plain")
-        broker.kill()
-        broker.start()
-        consumers = [clients(kind, broker.url).subscribe(topic, f"s-{kind}",
-                                                         initial_position=pulsar.InitialPosition.Earliest)
-                     for kind in CONSUMERS]
-        for consumer in consumers:
-            assert _receive(consumer, 1) == [b"plain"]  # once the timeout aborted the transaction
-            assert _drain(consumer) == []
-        assert wait_for(lambda: "timed out: aborted" in broker.log())
-        raw = RawClient(broker.url)  # a commit now, from anyone, finds nothing to commit
-        try:
-            raw.connect()
-            most, least = txn.txn_id
-            raw.command(pb.BaseCommand(type=pb.BaseCommand.END_TXN, endTxn=pb.CommandEndTxn(
-                request_id=5, txnid_most_bits=most, txnid_least_bits=least, txn_action=pb.COMMIT)))
-            answer = raw.expect(pb.BaseCommand.END_TXN_RESPONSE).endTxnResponse
-            assert (answer.request_id, answer.error) == (5, pb.TransactionNotFound)
-        finally:
-            raw.close()
-    finally:
-        broker.stop()
+        raw.close()
 
 
 def test_transactions_refused_clearly_when_the_coordinator_is_off(broker_factory):

@@ -140,22 +140,19 @@ class TransactionCoordinator:
 
     def add_partitions(self, txn: TxnId, partitions: list[str]) -> None:
         meta = self.open_txn(txn)
-        new = [p for p in dict.fromkeys(partitions) if p not in meta.partitions]
-        if len(meta.partitions) + len(new) > MAX_NAMES_PER_COMMAND:
-            raise BrokerServiceError(pb.NotAllowedError, f"a transaction spans at most {MAX_NAMES_PER_COMMAND} "
-                                     "partitions")
-        if new:
-            meta.partitions += new
-            self._save(meta)
+        self._add(meta, meta.partitions, partitions, "partitions")
 
     def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]]) -> None:
         meta = self.open_txn(txn)
-        new = [s for s in dict.fromkeys(subscriptions) if s not in meta.subscriptions]
-        if len(meta.subscriptions) + len(new) > MAX_NAMES_PER_COMMAND:
-            raise BrokerServiceError(pb.NotAllowedError, f"a transaction spans at most {MAX_NAMES_PER_COMMAND} "
-                                     "subscriptions")
+        self._add(meta, meta.subscriptions, subscriptions, "subscriptions")
+
+    def _add(self, meta: TxnMeta, known: list, names: list, what: str) -> None:
+        """Record the participants not known yet (durably, before the answer leaves)."""
+        new = [name for name in dict.fromkeys(names) if name not in known]
+        if len(known) + len(new) > MAX_NAMES_PER_COMMAND:
+            raise BrokerServiceError(pb.NotAllowedError, f"a transaction spans at most {MAX_NAMES_PER_COMMAND} {what}")
         if new:
-            meta.subscriptions += new
+            known += new
             self._save(meta)
 
     async def end_txn(self, txn: TxnId, action: int) -> None:
