@@ -1,8 +1,10 @@
 """The transaction coordinator (Pulsar's TransactionMetadataStoreService, one coordinator).
 
-Each transaction is a record in the metadata store, written before its answer leaves:
-opened (with its deadline), the partitions and subscriptions it touched, then COMMITTING
-or ABORTING once END_TXN decides, and deleted when every participant has its marker.
+Each transaction with a participant is a record in the metadata store, written before the
+answer leaves: its deadline and the partitions and subscriptions it touched (from the first
+one on: a transaction that touched nothing has nothing to end after a crash), then
+COMMITTING or ABORTING once END_TXN decides, and deleted (with the next record written) when
+every participant has ended it.
 A restart reads the records back: an open transaction's deadline is armed again (it is
 aborted when it passes, as Pulsar's timeout tracker does), and a decided one is ended
 again on every participant (ending twice writes a second marker, which changes nothing).
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.storage import MetadataStore
+from magnetar.storage import MetadataStore, bump_counter
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
 
@@ -31,6 +33,8 @@ DEFAULT_TIMEOUT_SECONDS = 60
 #: The longest timeout a client may ask for: a forgotten transaction holds back every
 #: reader of the topics it wrote to, so it cannot be open for ever.
 MAX_TIMEOUT_SECONDS = 24 * 3600
+#: Transaction ids reserved in the store at a time.
+ID_BLOCK = 1000
 #: The longest list of partitions or subscriptions one command may name.
 MAX_NAMES_PER_COMMAND = 1000
 
@@ -51,6 +55,8 @@ class TxnMeta:
     """Wall-clock seconds when an open transaction is aborted."""
     partitions: list[str] = field(default_factory=list)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
+    stored: bool = False
+    """Whether the store holds its record (one with no participant needs none)."""
 
     def encode(self) -> bytes:
         return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
@@ -87,13 +93,39 @@ class TransactionCoordinator:
         self._timers: dict[TxnId, asyncio.TimerHandle] = {}
         self._endings: dict[TxnId, asyncio.Task[None]] = {}
         self._prefix = f"{_PREFIX}{coordinator_id}/"
+        self._ended: list[str] = []
+        self._next_least = 1
+        self._reserved_until = 1
 
     # -- records
     def _key(self, txn: TxnId) -> str:
         return f"{self._prefix}txn/{txn.least:020d}"
 
     def _save(self, meta: TxnMeta) -> None:
-        self._store.put(self._key(meta.txn), meta.encode())
+        """One commit of the store (an fsync): the record, and the records of transactions
+        ended since the last one, deleted (a record left by a crash is ended again, which
+        changes nothing)."""
+        ended, self._ended = self._ended, []
+        with self._store.transaction() as writer:
+            writer.put(self._key(meta.txn), meta.encode())
+            for key in ended:
+                writer.delete(key)
+        meta.stored = True
+
+    def _decided(self, meta: TxnMeta, status: str) -> None:
+        meta.status = status
+        if meta.partitions or meta.subscriptions:  # else there is nothing to end after a crash
+            self._save(meta)
+
+    def _next_id(self) -> TxnId:
+        """Ids come from blocks reserved in the store, a write per ID_BLOCK transactions: no
+        id is handed out twice, even after a crash (the rest of a block is skipped)."""
+        if self._next_least >= self._reserved_until:
+            self._reserved_until = bump_counter(self._store, f"{self._prefix}sequence", ID_BLOCK)
+            self._next_least = max(self._next_least, self._reserved_until - ID_BLOCK + 1)
+        txn = TxnId(self.coordinator_id, self._next_least)
+        self._next_least += 1
+        return txn
 
     def recover(self) -> None:
         """Read every unfinished transaction back, on the running loop: open ones get their
@@ -104,6 +136,7 @@ class TransactionCoordinator:
                 continue
             txn = TxnId(self.coordinator_id, int(key.rsplit("/", 1)[1]))
             meta = self._txns[txn] = TxnMeta.decode(txn, raw)
+            meta.stored = True
             if meta.status == OPEN:
                 self._arm(meta)
             else:
@@ -118,13 +151,8 @@ class TransactionCoordinator:
             raise BrokerServiceError(pb.NotAllowedError,
                                      f"{len(self._txns)} transactions are open (maxActiveTransactionsPerCoordinator)")
         timeout = min(timeout_seconds or DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
-        counter_key = f"{self._prefix}sequence"
-        raw = self._store.get(counter_key)
-        txn = TxnId(self.coordinator_id, int(raw) + 1 if raw else 1)
-        meta = TxnMeta(txn, OPEN, time.time() + timeout)
-        with self._store.transaction() as writer:  # the id is never handed out twice, even after a crash
-            writer.put(counter_key, str(txn.least).encode())
-            writer.put(self._key(txn), meta.encode())
+        txn = self._next_id()
+        meta = TxnMeta(txn, OPEN, time.time() + timeout)  # stored with its first participant
         self._txns[txn] = meta
         self._arm(meta)
         return txn
@@ -153,7 +181,7 @@ class TransactionCoordinator:
             raise BrokerServiceError(pb.NotAllowedError, f"a transaction spans at most {MAX_NAMES_PER_COMMAND} {what}")
         if new:
             known += new
-            self._save(meta)
+            self._save(meta)  # the first participant stores the transaction, with its deadline
 
     async def end_txn(self, txn: TxnId, action: int) -> None:
         """Commit or abort: the decision is stored before any participant hears it, and the
@@ -165,8 +193,7 @@ class TransactionCoordinator:
             raise _not_found(txn)
         wanted = COMMITTING if action == COMMIT else ABORTING
         if meta.status == OPEN:
-            meta.status = wanted
-            self._save(meta)
+            self._decided(meta, wanted)
             self._disarm(txn)
             self._start_ending(meta, action)
         elif meta.status != wanted:
@@ -190,7 +217,8 @@ class TransactionCoordinator:
             raise
         finally:
             self._endings.pop(meta.txn, None)
-        self._store.delete(self._key(meta.txn))
+        if meta.stored:
+            self._ended.append(self._key(meta.txn))  # deleted with the next record written
         self._txns.pop(meta.txn, None)
         log.info("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
 
@@ -209,8 +237,7 @@ class TransactionCoordinator:
         meta = self._txns.get(txn)
         if meta is not None and meta.status == OPEN:
             log.info("transaction %s timed out: aborted", txn)
-            meta.status = ABORTING
-            self._save(meta)
+            self._decided(meta, ABORTING)
             self._start_ending(meta, ABORT)
 
     def stop(self) -> None:

@@ -493,7 +493,8 @@ class ServerCnx(asyncio.Protocol):
         if send.txnid_least_bits:  # a transactional message (PIP-31; ids start at 1): loaded when met
             from magnetar.broker.transport import txn_commands  # noqa: PLC0415
 
-            txn_commands.handle_send(self, producer, send, record)
+            if txn_commands.handle_send(self, producer, send, record):
+                self._staging.append(producer)
             return
         if producer.stage(record):
             self._staging.append(producer)

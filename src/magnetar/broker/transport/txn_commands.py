@@ -108,10 +108,12 @@ _COMMANDS = {
 }
 
 
-def handle_send(cnx: CommandHost, producer: Producer, send: pb.CommandSend, record: Send) -> None:
-    """A SEND naming a transaction: stored now, dispatched once the transaction commits.
-    The message's own metadata must name the same transaction, since dispatch decides by
-    it (a message claiming another transaction's id could otherwise escape its abort)."""
+def handle_send(cnx: CommandHost, producer: Producer, send: pb.CommandSend, record: Send) -> bool:
+    """A SEND naming a transaction: staged to be stored with the rest of the read (True when
+    the producer had nothing staged: the connection comes back to it), dispatched once the
+    transaction commits. The message's own metadata must name the same transaction, since
+    dispatch decides by it (a message claiming another transaction's id could otherwise
+    escape its abort)."""
     try:
         coordinator = _coordinator(cnx)
         txn = txn_id_of(send)
@@ -128,8 +130,8 @@ def handle_send(cnx: CommandHost, producer: Producer, send: pb.CommandSend, reco
     except BrokerServiceError as exc:
         log.info("%s transactional send refused: %s", cnx, exc.message)
         producer.refuse(send.sequence_id, exc.code, exc.message)
-        return
-    producer.publish_transactional(record, txn)
+        return False
+    return producer.stage_transactional(record, txn)
 
 
 def handle_ack(cnx: CommandHost, consumer: Consumer, ack: pb.CommandAck) -> None:

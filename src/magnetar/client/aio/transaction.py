@@ -115,6 +115,9 @@ class Transaction:
         if registered is None:
             registered = self._partitions[key] = asyncio.ensure_future(self._coordinators.request(self.txn_id.most,
                                                                                                   build))
+        if registered.done():  # every message after the first: no wait, no shield made per message
+            registered.result()
+            return
         await asyncio.shield(registered)
 
     def track(self, sent: asyncio.Future[Any]) -> None:
