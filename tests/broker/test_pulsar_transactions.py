@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from compaction_helpers import compact
+from admin_http import http
+from compaction_helpers import compact, topic_path
 from polling import wait_for
 from rawclient import RawClient
 from standalone import Standalone
@@ -398,3 +399,40 @@ def test_compaction_keeps_no_aborted_message_and_stops_at_an_open_transaction(tx
     still_open.commit()
     assert compact(txn_broker.admin_url, name)["status"] == "SUCCESS"
     assert read_compacted() == [b"k1-committed", b"k2-open", b"k3-plain"]
+
+
+@pytest.mark.parametrize("kind", CONSUMERS)
+def test_a_partitioned_topic_commits_and_aborts_across_its_partitions(txn_broker, clients, kind):
+    name = f"txn-parts-{uuid.uuid4().hex[:8]}"
+    topic = f"persistent://public/default/{name}"
+    status, _, body = http("PUT", f"{topic_path(txn_broker.admin_url, name)}/partitions", b"3")
+    assert status == 204, body
+    producing = clients("magnetar", txn_broker.url, enable_transaction=True)
+    producer = producing.create_producer(topic)
+    consumer = clients(kind, txn_broker.url).subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    kept, dropped = producing.new_transaction(timeout=30), producing.new_transaction(timeout=30)
+    for i in range(6):  # keys spread them over the partitions
+        producer.send(f"kept-{i}".encode(), partition_key=f"k{i}", txn=kept)
+        producer.send(f"dropped-{i}".encode(), partition_key=f"k{i}", txn=dropped)
+    assert _drain(consumer) == []
+    dropped.abort()
+    kept.commit()
+    assert sorted(_receive(consumer, 6) + _drain(consumer)) == sorted(f"kept-{i}".encode() for i in range(6))
+
+
+def test_acks_held_at_a_crash_stay_held_until_the_transaction_times_out(own_broker, clients):
+    broker = own_broker
+    topic = _topic("ack-crash")
+    txn_client = clients("magnetar", broker.url, enable_transaction=True)
+    producer = txn_client.create_producer(topic)
+    consumer = txn_client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
+                                    initial_position=pulsar.InitialPosition.Earliest)
+    producer.send(b"held")
+    txn = txn_client.new_transaction(timeout=3)
+    consumer.acknowledge(consumer.receive(10_000), txn=txn)
+    consumer.close()
+    broker.kill()
+    broker.start()
+    again = clients("official", broker.url).subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    assert _drain(again) == []  # still held by the open transaction, after the crash too
+    assert _receive(again, 1) == [b"held"]  # given back when it timed out
