@@ -50,6 +50,11 @@ def test_a_decision_stored_before_a_crash_is_carried_out_after_it(tmp_path: Path
         recorder.fail = True  # the markers cannot be written: the end fails, the decision stays
         with pytest.raises(OSError):
             await coordinator.end_txn(committed, COMMIT)
+        with pytest.raises(OSError):  # the client's retry tries again (and fails again)
+            await coordinator.end_txn(committed, COMMIT)
+        with pytest.raises(BrokerServiceError) as decided:
+            await coordinator.end_txn(committed, ABORT)
+        assert decided.value.code == pb.InvalidTxnStatus
         still_open = coordinator.new_txn(60)
         coordinator.add_partitions(still_open, ["persistent://t/n/a"])
         coordinator.stop()

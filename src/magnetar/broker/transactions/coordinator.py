@@ -195,9 +195,9 @@ class TransactionCoordinator:
         if meta.status == OPEN:
             self._decided(meta, wanted)
             self._disarm(txn)
-            self._start_ending(meta, action)
         elif meta.status != wanted:
             raise BrokerServiceError(pb.InvalidTxnStatus, f"transaction {txn} is already {meta.status}")
+        self._start_ending(meta, action)  # the one under way, or again after one that failed
         await asyncio.shield(self._endings[txn])
 
     # -- ending
