@@ -436,3 +436,15 @@ def test_acks_held_at_a_crash_stay_held_until_the_transaction_times_out(own_brok
     again = clients("official", broker.url).subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
     assert _drain(again) == []  # still held by the open transaction, after the crash too
     assert _receive(again, 1) == [b"held"]  # given back when it timed out
+
+
+def test_a_subscription_made_again_holds_nothing_of_the_one_deleted(txn_broker, clients):
+    topic = _topic("ack-unsub")
+    txn_client = clients("magnetar", txn_broker.url, enable_transaction=True)
+    txn_client.create_producer(topic).send(b"m0")
+    consumer = txn_client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    txn = txn_client.new_transaction(timeout=30)
+    consumer.acknowledge(consumer.receive(10_000), txn=txn)
+    consumer.unsubscribe()
+    again = clients("official", txn_broker.url).subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+    assert _receive(again, 1) == [b"m0"]

@@ -448,6 +448,9 @@ class BrokerService:
         self.unload_topic(name)
         if name.persistent:
             self.factory.delete(name.storage_name)
+            from magnetar.broker.transactions.pending_ack import drop_topic  # noqa: PLC0415 (deletions only)
+
+            drop_topic(self.metadata, name.storage_name)  # acknowledgements a transaction held there
         self.policies.delete_topic(name)
 
     def _check_idle(self, names: list[TopicName]) -> None:

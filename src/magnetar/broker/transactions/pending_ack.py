@@ -24,6 +24,11 @@ _PREFIX = "/transactions/pending-ack/"
 MAX_POSITIONS_PER_TXN = 10_000
 
 
+def drop_topic(store: MetadataStore, ledger_name: str) -> None:
+    """The topic is deleted: the records of all its subscriptions go."""
+    store.delete_prefix(f"{_PREFIX}{ledger_name}/")
+
+
 class PendingAcks:
     def __init__(self, store: MetadataStore, ledger_name: str, subscription: str) -> None:
         self._store = store
@@ -84,3 +89,9 @@ class PendingAcks:
     def forget(self, txn: TxnId) -> None:
         """The transaction's end is applied (and the cursor stored): its record goes."""
         self._store.delete(self._key(txn))
+
+    def drop(self) -> None:
+        """The subscription is deleted: every record of it goes."""
+        self._store.delete_prefix(self._prefix)
+        self.positions.clear()
+        self._by_txn.clear()

@@ -294,6 +294,8 @@ class PersistentTopic(AbstractTopic):
         if subscription.durable:
             self.ledger.delete_cursor(subscription.name)
             drop_delayed_index(self.context.metadata, self.ledger.name, subscription.name)
+            if subscription.pending_acks is not None:
+                subscription.pending_acks.drop()
 
     # -- admin operations
     def create_subscription_at(self, name: str, position: Position) -> None:
