@@ -210,17 +210,24 @@ def test_ack_in_open_transaction_is_held_from_other_consumers_and_released_by_ab
     assert sorted(_receive(second, 2)) == sorted(m.data() for m in held)
 
 
-def test_committed_acks_stay_acknowledged_across_a_restart(own_broker: Standalone, clients):
-    broker = own_broker
-    topic = _topic("ack-commit")
-    txn_client = clients("magnetar", broker.url, enable_transaction=True)
+def _ack_first_in_txn(clients, url: str, topic: str, values: list[bytes], timeout: int):
+    """`values` produced, the first received on Shared subscription "s" and acknowledged in a
+    new transaction: (the consumer, the transaction)."""
+    txn_client = clients("magnetar", url, enable_transaction=True)
     producer = txn_client.create_producer(topic)
     consumer = txn_client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
                                     initial_position=pulsar.InitialPosition.Earliest)
-    for i in range(3):
-        producer.send(f"m{i}".encode())
-    txn = txn_client.new_transaction(timeout=30)
+    for value in values:
+        producer.send(value)
+    txn = txn_client.new_transaction(timeout=timeout)
     consumer.acknowledge(consumer.receive(10_000), txn=txn)
+    return consumer, txn
+
+
+def test_committed_acks_stay_acknowledged_across_a_restart(own_broker: Standalone, clients):
+    broker = own_broker
+    topic = _topic("ack-commit")
+    consumer, txn = _ack_first_in_txn(clients, broker.url, topic, [b"m0", b"m1", b"m2"], timeout=30)
     txn.commit()
     consumer.close()  # else it takes the rest back once the broker is up again
     broker.kill()
@@ -423,13 +430,7 @@ def test_a_partitioned_topic_commits_and_aborts_across_its_partitions(txn_broker
 def test_acks_held_at_a_crash_stay_held_until_the_transaction_times_out(own_broker, clients):
     broker = own_broker
     topic = _topic("ack-crash")
-    txn_client = clients("magnetar", broker.url, enable_transaction=True)
-    producer = txn_client.create_producer(topic)
-    consumer = txn_client.subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared,
-                                    initial_position=pulsar.InitialPosition.Earliest)
-    producer.send(b"held")
-    txn = txn_client.new_transaction(timeout=3)
-    consumer.acknowledge(consumer.receive(10_000), txn=txn)
+    consumer, _ = _ack_first_in_txn(clients, broker.url, topic, [b"held"], timeout=3)
     consumer.close()
     broker.kill()
     broker.start()
