@@ -346,6 +346,17 @@ class BrokerService:
                 f"Number of new partitions must be greater than existing number of partitions ({current})")
         self.metadata.put(_PARTITIONED_PREFIX + topic.storage_name, json.dumps({"partitions": partitions}).encode())
 
+    def is_coordinator_topic(self, name: str) -> bool:
+        """Whether `name` is the coordinator-assign topic or one of its partitions, while this
+        broker runs the coordinator: any client may look it up (it is how a client reaches
+        the coordinator, whose commands hold each transaction to the role that opened it)."""
+        if self.transactions is None:
+            return False
+        try:
+            return str(self.parse_topic(name).partitioned_topic_name) == _COORDINATOR_ASSIGN_TOPIC
+        except BrokerServiceError:
+            return False
+
     def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int:
         """PARTITIONED_METADATA: the partition count, auto-creating as configured.
 

@@ -33,6 +33,9 @@ DEFAULT_TIMEOUT_SECONDS = 60
 #: The longest timeout a client may ask for: a forgotten transaction holds back every
 #: reader of the topics it wrote to, so it cannot be open for ever.
 MAX_TIMEOUT_SECONDS = 24 * 3600
+Caller = tuple[str | None, bool]
+"""Who asks: the connection's role (None: authentication is off) and whether it is a super user."""
+ANYONE: Caller = (None, False)
 #: Transaction ids reserved in the store at a time.
 ID_BLOCK = 1000
 #: The longest list of partitions or subscriptions one command may name.
@@ -55,18 +58,21 @@ class TxnMeta:
     """Wall-clock seconds when an open transaction is aborted."""
     partitions: list[str] = field(default_factory=list)
     subscriptions: list[tuple[str, str]] = field(default_factory=list)
+    owner: str | None = None
+    """The role that opened it (None: authentication is off): only that role, or a super
+    user, may use or end it."""
     stored: bool = False
     """Whether the store holds its record (one with no participant needs none)."""
 
     def encode(self) -> bytes:
         return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
-                           "subscriptions": self.subscriptions}).encode()
+                           "subscriptions": self.subscriptions, "owner": self.owner}).encode()
 
     @classmethod
     def decode(cls, txn: TxnId, raw: bytes) -> TxnMeta:
         data = json.loads(raw)
         return cls(txn, data["status"], float(data["deadline"]), list(data["partitions"]),
-                   [(topic, sub) for topic, sub in data["subscriptions"]])
+                   [(topic, sub) for topic, sub in data["subscriptions"]], data.get("owner"))
 
 
 def _not_found(txn: TxnId) -> BrokerServiceError:
@@ -146,32 +152,41 @@ class TransactionCoordinator:
                      len(self._txns))
 
     # -- commands
-    def new_txn(self, timeout_seconds: int) -> TxnId:
+    def new_txn(self, timeout_seconds: int, owner: str | None = None) -> TxnId:
         if self._max_active and len(self._txns) >= self._max_active:
             raise BrokerServiceError(pb.NotAllowedError,
                                      f"{len(self._txns)} transactions are open (maxActiveTransactionsPerCoordinator)")
         timeout = min(timeout_seconds or DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
         txn = self._next_id()
-        meta = TxnMeta(txn, OPEN, time.time() + timeout)  # stored with its first participant
+        meta = TxnMeta(txn, OPEN, time.time() + timeout, owner=owner)  # stored with its first participant
         self._txns[txn] = meta
         self._arm(meta)
         return txn
 
-    def open_txn(self, txn: TxnId) -> TxnMeta:
-        """The transaction, which must still take messages and acknowledgements."""
+    def _owned(self, txn: TxnId, caller: Caller) -> TxnMeta:
         meta = self._txns.get(txn)
         if meta is None:
             raise _not_found(txn)
+        role, privileged = caller
+        if meta.owner is not None and meta.owner != role and not privileged:
+            raise BrokerServiceError(pb.AuthorizationError,
+                                     f"transaction {txn} belongs to another role than {role!r}")
+        return meta
+
+    def open_txn(self, txn: TxnId, caller: Caller = ANYONE) -> TxnMeta:
+        """The transaction, which must still take messages and acknowledgements, and belong
+        to the caller (role, whether a super user)."""
+        meta = self._owned(txn, caller)
         if meta.status != OPEN:
             raise BrokerServiceError(pb.InvalidTxnStatus, f"transaction {txn} is {meta.status}, not OPEN")
         return meta
 
-    def add_partitions(self, txn: TxnId, partitions: list[str]) -> None:
-        meta = self.open_txn(txn)
+    def add_partitions(self, txn: TxnId, partitions: list[str], caller: Caller = ANYONE) -> None:
+        meta = self.open_txn(txn, caller)
         self._add(meta, meta.partitions, partitions, "partitions")
 
-    def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]]) -> None:
-        meta = self.open_txn(txn)
+    def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]], caller: Caller = ANYONE) -> None:
+        meta = self.open_txn(txn, caller)
         self._add(meta, meta.subscriptions, subscriptions, "subscriptions")
 
     def _add(self, meta: TxnMeta, known: list, names: list, what: str) -> None:
@@ -183,14 +198,12 @@ class TransactionCoordinator:
             known += new
             self._save(meta)  # the first participant stores the transaction, with its deadline
 
-    async def end_txn(self, txn: TxnId, action: int) -> None:
+    async def end_txn(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> None:
         """Commit or abort: the decision is stored before any participant hears it, and the
         answer waits until every participant has ended the transaction."""
         if action not in (COMMIT, ABORT):
             raise BrokerServiceError(pb.NotAllowedError, f"unknown transaction action {action}")
-        meta = self._txns.get(txn)
-        if meta is None:
-            raise _not_found(txn)
+        meta = self._owned(txn, caller)
         wanted = COMMITTING if action == COMMIT else ABORTING
         if meta.status == OPEN:
             self._decided(meta, wanted)

@@ -23,7 +23,7 @@ from magnetar.wire.txn import COMMIT, TxnId, txn_id_of, txn_response
 if TYPE_CHECKING:
     from magnetar.broker.topics.consumer import Consumer
     from magnetar.broker.topics.producer import Producer, Send
-    from magnetar.broker.transactions.coordinator import TransactionCoordinator
+    from magnetar.broker.transactions.coordinator import Caller, TransactionCoordinator
     from magnetar.broker.transport.seams import CommandHost
 
 log = logging.getLogger("magnetar.broker.transport.connection")
@@ -75,28 +75,33 @@ async def _answer_later(cnx: CommandHost, request_type: int, request_id: int, tx
         cnx.send(txn_response(request_type, request_id, txn))
 
 
+def _caller(cnx: CommandHost) -> Caller:
+    role = cnx.role
+    return role, cnx.service.authorization.is_super_user(role)
+
+
 def _tc_connect(cnx: CommandHost, body: pb.CommandTcClientConnectRequest) -> None:
     _coordinator(cnx, body.tc_id)
 
 
 def _new_txn(cnx: CommandHost, body: pb.CommandNewTxn) -> TxnId:
-    return _coordinator(cnx, body.tc_id).new_txn(body.txn_ttl_seconds)
+    return _coordinator(cnx, body.tc_id).new_txn(body.txn_ttl_seconds, cnx.role)
 
 
 def _add_partitions(cnx: CommandHost, body: pb.CommandAddPartitionToTxn) -> None:
     topics = [str(cnx.service.parse_topic(name)) for name in body.partitions]
-    _coordinator(cnx).add_partitions(txn_id_of(body), topics)
+    _coordinator(cnx).add_partitions(txn_id_of(body), topics, _caller(cnx))
 
 
 def _add_subscriptions(cnx: CommandHost, body: pb.CommandAddSubscriptionToTxn) -> None:
     subscriptions = [(str(cnx.service.parse_topic(sub.topic)), sub.subscription) for sub in body.subscription]
-    _coordinator(cnx).add_subscriptions(txn_id_of(body), subscriptions)
+    _coordinator(cnx).add_subscriptions(txn_id_of(body), subscriptions, _caller(cnx))
 
 
 def _end_txn(cnx: CommandHost, body: pb.CommandEndTxn) -> asyncio.Future[None]:
     coordinator = _coordinator(cnx)
     action = body.txn_action if body.HasField("txn_action") else COMMIT
-    return asyncio.ensure_future(coordinator.end_txn(txn_id_of(body), action))
+    return asyncio.ensure_future(coordinator.end_txn(txn_id_of(body), action, _caller(cnx)))
 
 
 _COMMANDS = {
@@ -126,7 +131,7 @@ def handle_send(cnx: CommandHost, producer: Producer, send: pb.CommandSend, reco
         if txn_id_of(metadata) != txn or not metadata.HasField("txnid_most_bits"):
             raise BrokerServiceError(pb.NotAllowedError,
                                      f"the message's metadata does not name transaction {txn}, which its SEND does")
-        coordinator.add_partitions(txn, [str(producer.topic.name)])
+        coordinator.add_partitions(txn, [str(producer.topic.name)], _caller(cnx))
     except BrokerServiceError as exc:
         log.info("%s transactional send refused: %s", cnx, exc.message)
         producer.refuse(send.sequence_id, exc.code, exc.message)
@@ -143,7 +148,7 @@ def handle_ack(cnx: CommandHost, consumer: Consumer, ack: pb.CommandAck) -> None
         coordinator = _coordinator(cnx)
         txn = txn_id_of(ack)
         subscription = consumer.subscription
-        coordinator.add_subscriptions(txn, [(str(subscription.topic.name), subscription.name)])
+        coordinator.add_subscriptions(txn, [(str(subscription.topic.name), subscription.name)], _caller(cnx))
         subscription.acknowledge_in_txn(ack, txn)  # type: ignore[attr-defined]
     except BrokerServiceError as exc:
         log.info("%s transactional ack refused: %s", cnx, exc.message)
