@@ -35,9 +35,11 @@ MAGNETAR = {
     # clusters: tenants' allowedClusters are checked against them
     "magnetar.broker.policies": ". backlog_quota clusters resources retention topic_policies",
     "magnetar.broker.service": ". broker_service collector config_checks",
-    # failed_writes: the context every topic gets carries it (main's failed-writes change)
+    # replicators: what a topic knows of replication (the replicators themselves load when used)
     "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context "
                               "failed_writes full_disk loop_bridge positions producer replicators stats topic_limits",
+    # only the ledger property a topic that held transactions carries (the feature loads when used)
+    "magnetar.broker.transactions": ".",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
                                          "key_shared_dispatcher message_expiry persistent_subscription "
                                          "persistent_topic shared_dispatcher single_active_dispatcher",
