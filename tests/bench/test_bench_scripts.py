@@ -195,6 +195,16 @@ def test_admin_http_bench_names_the_flag_it_refuses():
     assert "--requests" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_replication_bench_replicates_every_message_and_reports_both_lags():
+    done = run_script("replication_bench.py", "--rates", "300", "--seconds", "1", "--rounds", "1")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    (only,) = report["rounds"]
+    assert only["messages"] == only["west_received"] == only["east_received"] == 300
+    summary = report["summary"]["300"]
+    assert summary["all_replicated"] and summary["west_lag_p50_ms"] > 0 and summary["east_lag_p50_ms"] > 0
+
+
 def test_kafka_latency_bench_counts_every_record_of_each_cell():
     done = run_script("kafka_latency_bench.py", "--rates", "200,400", "--seconds", "1")
     assert done.returncode == 0, done.stderr

@@ -20,7 +20,7 @@ from magnetar.broker.config.loading import (
 )
 from magnetar.broker.config.properties import PropertiesError, Setting, parse_properties
 from magnetar.broker.config.pulsar_keys import PULSAR_BROKER_KEYS, is_pulsar_key
-from magnetar.broker.config.rules import NotNegative, OneOf, Port, Positive
+from magnetar.broker.config.rules import NotEmpty, NotNegative, OneOf, Port, Positive
 from magnetar.broker.config.service_configuration import ConfigError, ServiceConfiguration, magnetar_keys
 from magnetar.broker.service.broker_service import managed_ledger_config
 from magnetar.cli import parser
@@ -201,41 +201,41 @@ def test_precedence_file_environment_c_flags(tmp_path):
 
 def test_unknown_keys_of_c_are_all_refused_at_once_with_the_nearest_keys(tmp_path):
     with pytest.raises(ConfigError) as caught:
-        load_configuration(None, ["maxMesageSize=1", "noSuchKey=2", "clusterName=standalone"])
+        load_configuration(None, ["maxMesageSize=1", "noSuchKey=2", "metadataStoreUrl=zk:1"])
     message = str(caught.value)
     assert message.startswith("2 problems:")
     assert "-c: unknown configuration key 'maxMesageSize'" in message and "did you mean maxMessageSize?" in message
     assert "-c: unknown configuration key 'noSuchKey'" in message
-    assert "clusterName" not in message
+    assert "metadataStoreUrl" not in message
 
 
 def test_unknown_keys_of_the_file_and_environment_are_set_aside_with_their_origin(tmp_path):
-    conf = write(tmp_path / "broker.conf", "# Pulsar's", "clusterName=standalone", "maxMesageSize=1",
+    conf = write(tmp_path / "broker.conf", "# Pulsar's", "metadataStoreUrl=zk:1", "maxMesageSize=1",
                  "noSuchKey=2", "zookeeperServers=", "alsoNot: 3", "maxMessageSize=10")
     loaded = load_configuration(conf, environ={"PULSAR_PREFIX_fromEnv": "1"})
     assert [(s.key, s.origin) for s in loaded.unknown] == [
         ("maxMesageSize", f"{conf}:3"), ("noSuchKey", f"{conf}:4"), ("alsoNot", f"{conf}:6"),
         ("fromEnv", "environment (PULSAR_PREFIX_fromEnv)")]
-    assert loaded.ignored == ["clusterName", "zookeeperServers"]
+    assert loaded.ignored == ["metadataStoreUrl", "zookeeperServers"]
     assert loaded.config.maxMessageSize == 10
     assert "maxMesageSize" not in loaded.settings
 
 
 def test_summary_warns_of_each_unknown_key_with_its_line_and_the_nearest_keys(tmp_path, caplog):
-    conf = write(tmp_path / "broker.conf", "maxMesageSize=1", "clusterName=standalone")
+    conf = write(tmp_path / "broker.conf", "maxMesageSize=1", "metadataStoreUrl=zk:1")
     with caplog.at_level(logging.INFO, logger="magnetar.config"):
         load_configuration(conf).log_summary()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [f"{conf}:1: unknown configuration key 'maxMesageSize' (a key of neither magnetar nor any "
                         "Pulsar release); did you mean maxMessageSize?; ignored",
-                        "1 Pulsar keys that magnetar does not implement are ignored: clusterName"]
+                        "1 Pulsar keys that magnetar does not implement are ignored: metadataStoreUrl"]
 
 
 def test_pulsar_keys_magnetar_lacks_are_ignored_and_listed_once_sorted(tmp_path):
-    conf = write(tmp_path / "broker.conf", "zookeeperServers=", "clusterName=a", "clusterName=b",
+    conf = write(tmp_path / "broker.conf", "zookeeperServers=", "metadataStoreUrl=a", "metadataStoreUrl=b",
                  "bookkeeper_tcpKeepIdle=300", "maxMessageSize=10")
     loaded = load_configuration(conf)
-    assert loaded.ignored == ["bookkeeper_tcpKeepIdle", "clusterName", "zookeeperServers"]
+    assert loaded.ignored == ["bookkeeper_tcpKeepIdle", "metadataStoreUrl", "zookeeperServers"]
     assert loaded.config.maxMessageSize == 10
 
 
@@ -272,12 +272,13 @@ def test_environment_reads_only_the_pulsar_prefix():
 
 
 def test_summary_logs_one_warning_and_the_non_default_keys(caplog):
-    loaded = load_configuration(None, ["maxMessageSize=10"], environ={"PULSAR_PREFIX_clusterName": "x",
+    loaded = load_configuration(None, ["maxMessageSize=10"], environ={"PULSAR_PREFIX_metadataStoreUrl": "x",
                                                                       "PULSAR_PREFIX_tlsKeyStorePassword": "pw"})
     with caplog.at_level(logging.INFO, logger="magnetar.config"):
         loaded.log_summary()
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["2 Pulsar keys that magnetar does not implement are ignored: clusterName, tlsKeyStorePassword"]
+    assert warnings == [
+        "2 Pulsar keys that magnetar does not implement are ignored: metadataStoreUrl, tlsKeyStorePassword"]
     infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert infos == ["configuration (keys not at their defaults): maxMessageSize=10 [-c]"]
     assert "pw" not in caplog.text
@@ -361,7 +362,7 @@ def test_a_pulsar_standalone_conf_starts_with_one_warning(tmp_path):
 
 
 def test_unknown_keys_in_a_file_are_warned_about_and_the_broker_starts(tmp_path):
-    conf = write(tmp_path / "broker.conf", "clusterName=standalone", "maxMesageSize=1", "# typo below",
+    conf = write(tmp_path / "broker.conf", "metadataStoreUrl=zk:1", "maxMesageSize=1", "# typo below",
                  "brokerServicePorts=6650", "webServicePort=8080")
     broker = Standalone(tmp_path / "data", args=["--config", str(conf)]).start()
     assert broker.stop() == 0
@@ -423,7 +424,7 @@ def test_group_commit_wait_comes_from_journalMaxGroupWaitMSec():
 RULED = [item for item in fields(ServiceConfiguration) if item.metadata.get("rule") is not None]
 #: (refused, taken) at each rule's edge
 EDGES = {Positive: ([0, -1], [1]), NotNegative: ([-1], [0]), Port: ([-1, 65536], [0, 65535]),
-         OneOf: (["bogus"], [])}
+         OneOf: (["bogus"], []), NotEmpty: (["", " "], ["x"])}
 
 
 def _problem(**values) -> str | None:

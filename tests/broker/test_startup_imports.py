@@ -32,10 +32,12 @@ MAGNETAR = {
     "magnetar.broker.delayed_delivery": ".",
     "magnetar.broker.entry_filters": ". policy",
     "magnetar.broker.monitors": ". backlog_quota compaction inactivity message_expiry periodic retention revalidation",
-    "magnetar.broker.policies": ". backlog_quota resources retention topic_policies",
+    # clusters: tenants' allowedClusters are checked against them
+    "magnetar.broker.policies": ". backlog_quota clusters resources retention topic_policies",
     "magnetar.broker.service": ". broker_service collector config_checks",
+    # replicators: what a topic knows of replication (the replicators themselves load when used)
     "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context "
-                              "failed_writes full_disk loop_bridge positions producer stats topic_limits",
+                              "failed_writes full_disk loop_bridge positions producer replicators stats topic_limits",
     # only the ledger property a topic that held transactions carries (the feature loads when used)
     "magnetar.broker.transactions": ".",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
@@ -154,7 +156,7 @@ def test_features_that_are_off_are_not_imported(default_start, module):
 
 def test_a_pulsar_conf_file_loads_its_parser_and_pulsars_keys_and_nothing_else(tmp_path):
     conf = tmp_path / "broker.conf"
-    conf.write_text("clusterName=standalone\nmaxMessageSize=1048576\n")
+    conf.write_text("metadataStoreUrl=zk:1\nmaxMessageSize=1048576\n")
     modules = modules_at_start(tmp_path, "--config", str(conf))
     assert "javaproperties" in modules and "magnetar.broker.config.pulsar_keys" in modules
     assert [name for name in unexpected(modules)

@@ -45,14 +45,16 @@ NAMESPACE_POLICIES = [
         "maxConsumersPerSubscription", "maxUnackedMessagesPerConsumer", "subscriptionExpirationTime",
         "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced", "isAllowAutoUpdateSchema",
         "compactionThreshold", "encryptionRequired")),
-    ("retention", "GET POST DELETE"), ("backlogQuotaMap", "GET"), ("backlogQuota", "POST DELETE"),
+    ("retention", "GET POST DELETE"), ("replication", "GET POST"), ("backlogQuotaMap", "GET"),
+    ("backlogQuota", "POST DELETE"),
 ]
 TOPIC_POLICIES = [
     *((name, "GET POST PUT DELETE") for name in (
         "deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers", "maxConsumersPerSubscription",
         "maxUnackedMessagesOnConsumer", "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
         "compactionThreshold", "maxMessageSize")),
-    ("messageTTL", "GET POST DELETE"), ("retention", "GET POST DELETE"), ("backlogQuotaMap", "GET"),
+    ("messageTTL", "GET POST DELETE"), ("retention", "GET POST DELETE"), ("replication", "GET POST DELETE"),
+    ("backlogQuotaMap", "GET"),
     ("backlogQuota", "POST DELETE"),
 ]
 
@@ -65,7 +67,7 @@ MAY: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/admin/v2/brokers/health"): SUPER,
     ("GET", "/admin/v2/brokers/configuration/runtime"): SUPER,
     ("GET", "/admin/v2/brokers/{cluster}"): SUPER,
-    ("GET", "/admin/v2/clusters/{cluster}"): SUPER,
+    **{(method, "/admin/v2/clusters/{cluster}"): SUPER for method in ("GET", "PUT", "POST", "DELETE")},
     # tenants are the super user's
     ("GET", "/admin/v2/tenants"): SUPER,
     **{(method, "/admin/v2/tenants/{tenant}"): SUPER for method in ("GET", "PUT", "POST", "DELETE")},

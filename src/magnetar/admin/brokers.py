@@ -55,7 +55,7 @@ class BrokersApi:
         return web.json_response({key: _as_text(value) for key, value in sorted(values.items())})
 
     async def list_brokers(self, request: web.Request) -> web.Response:
-        if request.match_info["cluster"] != "standalone":
+        if request.match_info["cluster"] != self.service.config.clusterName:
             raise fail(404, "Cluster does not exist")
         return web.json_response([self._http_url().removeprefix("http://")])
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from magnetar.broker.policies.resources import CLUSTER
 from magnetar.broker.topics.abstract_subscription import AbstractSubscription
 from magnetar.broker.topics.abstract_topic import AbstractTopic
 from magnetar.prometheus import label_text, number_text
@@ -66,8 +65,27 @@ SUBSCRIPTION_FAMILIES = (
                                 ("rejected", "rejected", "rejected"), ("rescheduled", "rescheduled", "rescheduled"))),
 )
 
+#: Per topic and remote cluster, read from the replicator's stats (Pulsar's names, label remote_cluster).
+REPLICATION_FAMILIES = (
+    Family("pulsar_replication_rate_in", "gauge", "Messages per second the remote cluster's replicator publishes.",
+           lambda r: r["msgRateIn"]),
+    Family("pulsar_replication_rate_out", "gauge", "Messages per second replicated to the remote cluster.",
+           lambda r: r["msgRateOut"]),
+    Family("pulsar_replication_throughput_in", "gauge", "Bytes per second the remote cluster's replicator publishes.",
+           lambda r: r["msgThroughputIn"]),
+    Family("pulsar_replication_throughput_out", "gauge", "Bytes per second replicated to the remote cluster.",
+           lambda r: r["msgThroughputOut"]),
+    Family("pulsar_replication_backlog", "gauge", "Entries not yet received by the remote cluster.",
+           lambda r: r["replicationBacklog"]),
+    Family("pulsar_replication_connected_count", "gauge", "1 while the replicator's producer is connected.",
+           lambda r: int(r["connected"])),
+    Family("pulsar_replication_delay_in_seconds", "gauge", "Age of the oldest message not yet replicated.",
+           lambda r: r["replicationDelayInSeconds"]),
+)
 
-def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool = True) -> str:
+
+def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool = True, cluster: str = "standalone"
+           ) -> str:
     """All families, each with its HELP and TYPE lines followed by one sample per topic
     (or per subscription), after the broker-wide ones.
 
@@ -76,7 +94,7 @@ def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool
     BookKeeper's bookie_SERVER_STATUS (1 writable, 0 read-only), the gauge a Pulsar operator
     already alerts on for a full bookie disk."""
     topics = sorted(topics, key=lambda t: str(t.name))
-    broker_labels = label_text([("cluster", CLUSTER)])
+    broker_labels = label_text([("cluster", cluster)])
     lines = [
         "# HELP pulsar_ml_cache_used_size Bytes the entry cache holds, overhead included "
         "(bounded by managedLedgerCacheSizeMB).",
@@ -95,11 +113,18 @@ def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool
         lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
         lines += [f"{family.name}{{{label_text(_subscription_labels(t, s))}}} {number_text(family.value(s))}"
                   for t, s in subscriptions]
+    replicators = [(t, remote, replicator.stats()) for t in topics
+                   for remote, replicator in sorted(getattr(t, "replicators", {}).items())]
+    for family in REPLICATION_FAMILIES:
+        lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
+        lines += [f"{family.name}{{{label_text([*_topic_labels(t), ('remote_cluster', remote)])}}} "
+                  f"{number_text(family.value(stats))}" for t, remote, stats in replicators]
     return "\n".join(lines) + "\n"
 
 
 def _topic_labels(topic: AbstractTopic) -> list[tuple[str, str]]:
-    return [("cluster", CLUSTER), ("namespace", topic.name.namespace_name), ("topic", str(topic.name))]
+    return [("cluster", topic.context.config.clusterName), ("namespace", topic.name.namespace_name),
+            ("topic", str(topic.name))]
 
 
 def _subscription_labels(topic: AbstractTopic, subscription: AbstractSubscription) -> list[tuple[str, str]]:

@@ -52,6 +52,8 @@ class NamespacesApi:
             web.put(NAMESPACE, self.create_namespace),
             web.delete(NAMESPACE, self.delete_namespace),
             web.get(NAMESPACE + "/topics", self.list_topics),
+            web.get(NAMESPACE + "/replication", self.get_replication_clusters),
+            web.post(NAMESPACE + "/replication", self.set_replication_clusters),
             *(route for path, row in self._policies for route in self._policy_routes(path, row)),
             *retention_routes(
                 self.service, NAMESPACE,
@@ -73,6 +75,17 @@ class NamespacesApi:
             f"{NAMESPACE}/{path}", path, row.valid,
             lambda request: self.resources.policies(_namespace(request)).get(policy.namespace_field, unset),
             lambda request, value: policies.set_namespace_value(_namespace(request), policy, value))
+
+    async def get_replication_clusters(self, request: web.Request) -> web.Response:
+        return web.json_response(self.resources.replication_clusters(_namespace(request)))
+
+    async def set_replication_clusters(self, request: web.Request) -> web.Response:
+        """pulsar-admin namespaces set-clusters: a JSON list of cluster names."""
+        clusters = await json_body(request, None)
+        if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+            raise fail(400, "the body must be a JSON list of cluster names")
+        self.resources.set_replication_clusters(_namespace(request), clusters)
+        return no_content()
 
     async def list_namespaces(self, request: web.Request) -> web.Response:
         return web.json_response(self.resources.namespaces(request.match_info["tenant"]))

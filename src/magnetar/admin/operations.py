@@ -33,6 +33,7 @@ NAMESPACE_POLICIES = {
                   "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
                   "isAllowAutoUpdateSchema", "compactionThreshold", "encryptionRequired"),
     "GET POST DELETE": ("retention",),
+    "GET POST": ("replication",),
     "GET": ("backlogQuotaMap",),
     "POST DELETE": ("backlogQuota",),
 }
@@ -40,7 +41,7 @@ TOPIC_POLICIES = {
     ALL_METHODS: ("deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers",
                   "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "maxMessageSize", "delayedDelivery",
                   "schemaCompatibilityStrategy", "schemaValidationEnforced", "compactionThreshold"),
-    "GET POST DELETE": ("messageTTL", "retention"),
+    "GET POST DELETE": ("messageTTL", "retention", "replication"),
     "GET": ("backlogQuotaMap",),
     "POST DELETE": ("backlogQuota",),
 }
@@ -69,6 +70,9 @@ ROUTES: dict[Route, Operation] = {
     **_each("GET", ["/admin/v2/brokers/{cluster}"], op.LIST_BROKERS),
     **_each("GET", ["/admin/v2/clusters"], op.LIST_CLUSTERS),
     **_each("GET", ["/admin/v2/clusters/{cluster}"], op.GET_CLUSTER),
+    **_each("PUT", ["/admin/v2/clusters/{cluster}"], op.CREATE_CLUSTER),
+    **_each("POST", ["/admin/v2/clusters/{cluster}"], op.UPDATE_CLUSTER),
+    **_each("DELETE", ["/admin/v2/clusters/{cluster}"], op.DELETE_CLUSTER),
     **_each("GET", ["/admin/v2/tenants"], op.LIST_TENANTS),
     **_each("GET", [TENANT], op.GET_TENANT),
     **_each("PUT", [TENANT], op.CREATE_TENANT),

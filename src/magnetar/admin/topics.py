@@ -14,6 +14,7 @@ from magnetar.admin.responses import (
     bool_param,
     fail,
     int_param,
+    json_body,
     no_content,
     path_int,
     policy_routes,
@@ -22,7 +23,7 @@ from magnetar.admin.retention import default_size_quota, retention_routes, trim_
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.policies.backlog_quota import BACKLOG_QUOTA
 from magnetar.broker.policies.retention import RETENTION
-from magnetar.broker.policies.topic_policies import MESSAGE_TTL
+from magnetar.broker.policies.topic_policies import MESSAGE_TTL, REPLICATION_CLUSTERS
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.persistent.internal_stats import internal_stats
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
@@ -69,6 +70,9 @@ class TopicsApi:
             web.get(PERSISTENT + "/messageTTL", self.get_ttl),
             web.post(PERSISTENT + "/messageTTL", self.set_ttl),
             web.delete(PERSISTENT + "/messageTTL", self.remove_ttl),
+            web.get(PERSISTENT + "/replication", self.get_replication_clusters),
+            web.post(PERSISTENT + "/replication", self.set_replication_clusters),
+            web.delete(PERSISTENT + "/replication", self.remove_replication_clusters),
             *(route for row in policy_table(self.service) if row.topic_path is not None
               for route in self._policy_routes(row.topic_path, row)),
             web.post(PERSISTENT + "/trim", self.trim),
@@ -268,6 +272,25 @@ class TopicsApi:
 
     async def remove_ttl(self, request: web.Request) -> web.Response:
         self.service.policies.set_topic_value(self.topic_name(request), MESSAGE_TTL, None)
+        return no_content()
+
+
+    async def get_replication_clusters(self, request: web.Request) -> web.Response:
+        """The topic's own list (null when it has none and follows its namespace's)."""
+        return web.json_response(self.service.policies.topic_value(self.topic_name(request), REPLICATION_CLUSTERS))
+
+    async def set_replication_clusters(self, request: web.Request) -> web.Response:
+        """pulsar-admin topics set-replication-clusters: a JSON list, checked as a namespace's is."""
+        name = self.topic_name(request)
+        clusters = await json_body(request, None)
+        if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+            raise fail(400, "the body must be a JSON list of cluster names")
+        checked = self.service.resources.checked_replication_clusters(name.namespace_name, clusters)
+        self.service.policies.set_topic_value(name, REPLICATION_CLUSTERS, checked)
+        return no_content()
+
+    async def remove_replication_clusters(self, request: web.Request) -> web.Response:
+        self.service.policies.set_topic_value(self.topic_name(request), REPLICATION_CLUSTERS, None)
         return no_content()
 
 

@@ -89,6 +89,19 @@ class AdminClient:
     def clusters(self) -> list[str]:
         return self._json("GET", "/admin/v2/clusters")
 
+    def cluster(self, cluster: str) -> dict[str, Any]:
+        return self._json("GET", f"/admin/v2/clusters/{_seg(cluster)}")
+
+    def create_cluster(self, cluster: str, data: dict[str, Any]) -> None:
+        """`data`: Pulsar's ClusterData fields (serviceUrl, brokerServiceUrl, ...)."""
+        self._json("PUT", f"/admin/v2/clusters/{_seg(cluster)}", data)
+
+    def update_cluster(self, cluster: str, data: dict[str, Any]) -> None:
+        self._json("POST", f"/admin/v2/clusters/{_seg(cluster)}", data)
+
+    def delete_cluster(self, cluster: str) -> None:
+        self._json("DELETE", f"/admin/v2/clusters/{_seg(cluster)}")
+
     def tenants(self) -> list[str]:
         return self._json("GET", "/admin/v2/tenants")
 
@@ -98,7 +111,12 @@ class AdminClient:
     def create_tenant(self, tenant: str, admin_roles: list[str] | None = None,
                       allowed_clusters: list[str] | None = None) -> None:
         self._json("PUT", f"/admin/v2/tenants/{_seg(tenant)}",
-                   {"adminRoles": admin_roles or [], "allowedClusters": allowed_clusters or ["standalone"]})
+                   {"adminRoles": admin_roles or [], "allowedClusters": allowed_clusters or []})
+
+    def update_tenant(self, tenant: str, admin_roles: list[str] | None = None,
+                      allowed_clusters: list[str] | None = None) -> None:
+        self._json("POST", f"/admin/v2/tenants/{_seg(tenant)}",
+                   {"adminRoles": admin_roles or [], "allowedClusters": allowed_clusters or []})
 
     def delete_tenant(self, tenant: str) -> None:
         self._json("DELETE", f"/admin/v2/tenants/{_seg(tenant)}")
@@ -106,6 +124,12 @@ class AdminClient:
     # -- namespaces
     def namespaces(self, tenant: str) -> list[str]:
         return self._json("GET", f"/admin/v2/namespaces/{_seg(tenant)}")
+
+    def replication_clusters(self, namespace: str) -> list[str]:
+        return self._json("GET", f"/admin/v2/namespaces/{_ns(namespace)}/replication")
+
+    def set_replication_clusters(self, namespace: str, clusters: list[str]) -> None:
+        self._json("POST", f"/admin/v2/namespaces/{_ns(namespace)}/replication", clusters)
 
     def create_namespace(self, namespace: str) -> None:
         self._json("PUT", f"/admin/v2/namespaces/{_ns(namespace)}")
@@ -257,6 +281,16 @@ class AdminClient:
 
     def remove_retention(self, topic: str) -> None:
         self.remove_topic_policy(topic, "retention")
+
+    def topic_replication_clusters(self, topic: str) -> list[str] | None:
+        """The topic's own replication clusters (None: it follows its namespace's)."""
+        return self.get_topic_policy(topic, "replication")
+
+    def set_topic_replication_clusters(self, topic: str, clusters: list[str]) -> None:
+        self.set_topic_policy(topic, "replication", clusters)
+
+    def remove_topic_replication_clusters(self, topic: str) -> None:
+        self.remove_topic_policy(topic, "replication")
 
     def trim_topic(self, topic: str) -> None:
         self._json("POST", _topic(topic, "trim"))

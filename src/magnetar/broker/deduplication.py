@@ -8,6 +8,12 @@ still be on its way to disk, so it is refused (PersistenceError) and the client 
 again, as Pulsar answers. Sequence ids come from CommandSend: the publish path opens
 nothing it did not open before.
 
+A replicator's producer (its name starts with `replicatorPrefix`) sends messages of many
+producers of the other cluster, so it is deduplicated as Pulsar deduplicates it: by the
+position each message had in the source topic (the `__MSG_PROP_REPL_SOURCE_POSITION`
+property, "ledgerId:entryId"), which grows with every entry the replicator reads, under
+the replicator's own producer name.
+
 The persisted map is snapshotted into the ledger's properties every
 `brokerDeduplicationEntriesInterval` entries; after a restart or a crash the entries
 written since the snapshot are read back (their MessageMetadata only) to finish it.
@@ -23,11 +29,45 @@ from magnetar.broker.policies.topic_policies import Policy
 from magnetar.storage import ManagedLedger, Position
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
+from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
 DEDUPLICATION = Policy("deduplicationEnabled", "deduplicationEnabled", "brokerDeduplicationEnabled")
 SNAPSHOT_PROPERTY = "#magnetar.dedup.snapshot"
 _REPLAY_CHUNK = 1000
+
+
+REPL_SOURCE_POSITION = "__MSG_PROP_REPL_SOURCE_POSITION"
+"""The property a replicator puts on each message: its position in the source topic."""
+_ENTRY_BITS = 40
+
+
+def source_position_id(metadata: pb.MessageMetadata) -> int | None:
+    """A replicated message's source position as one growing number, or None without one."""
+    for prop in metadata.properties:
+        if prop.key == REPL_SOURCE_POSITION:
+            ledger, _, entry = prop.value.partition(":")
+            if ledger.isdigit() and entry.isdigit() and int(entry) < 1 << _ENTRY_BITS:
+                return (int(ledger) << _ENTRY_BITS) | int(entry)
+            return None
+    return None
+
+
+def replicated_identity(entry: bytes, replicator: str, by_position: bool) -> tuple[str, int, int] | None:
+    """(producer, sequence id, highest sequence id) a replicator's SEND is deduplicated by, as
+    Pulsar judges it: by source position under the replicator's name when its client
+    announced that (`supports_repl_dedup_by_lid_and_eid`), else by the original producer's
+    name and sequence ids in the metadata. None: the entry cannot say (the SEND is refused as
+    undecidable, as Pulsar refuses it)."""
+    try:
+        metadata = parse_message_metadata(entry)
+    except WireError:
+        return None
+    if by_position:
+        source = source_position_id(metadata)
+        return None if source is None else (replicator, source, source)
+    highest = max(metadata.highest_sequence_id, metadata.sequence_id)
+    return metadata.producer_name, metadata.sequence_id, highest
 
 
 class DupStatus(enum.Enum):
@@ -37,9 +77,12 @@ class DupStatus(enum.Enum):
 
 
 class MessageDeduplication:
-    def __init__(self, ledger: ManagedLedger, snapshot_interval: int) -> None:
+    def __init__(self, ledger: ManagedLedger, snapshot_interval: int, local_cluster: str = "standalone",
+                 replicator_prefix: str = "pulsar.repl") -> None:
         self._ledger = ledger
         self._interval = snapshot_interval
+        self._local_cluster = local_cluster
+        self._replicator_prefix = replicator_prefix
         self._pushed: dict[str, int] = {}
         self._persisted: dict[str, int] = {}
         self._since_snapshot = 0
@@ -113,7 +156,20 @@ class MessageDeduplication:
                 highest = max(metadata.highest_sequence_id, metadata.sequence_id)
                 if highest > self._persisted.get(metadata.producer_name, -1):
                     self._persisted[metadata.producer_name] = highest
+                self._replay_replicated(metadata)
                 self._last_position = at
                 replayed += 1
             position = self._ledger.next_position(chunk[-1][0])
         return replayed
+
+    def _replay_replicated(self, metadata: pb.MessageMetadata) -> None:
+        """A replicated entry also advances its replicator's source position, under the name
+        that replicator produces with (`<prefix>.<source cluster>--><this cluster>`)."""
+        if not metadata.replicated_from:
+            return
+        source = source_position_id(metadata)
+        if source is None:
+            return
+        name = f"{self._replicator_prefix}.{metadata.replicated_from}-->{self._local_cluster}"
+        if source > self._persisted.get(name, -1):
+            self._persisted[name] = source

@@ -50,6 +50,15 @@ class ResourceConflictError(BrokerServiceError):
         super().__init__(pb.NotAllowedError, message)
 
 
+class ResourceForbiddenError(BrokerServiceError):
+    """A request naming what its scope may not use (a cluster a tenant is not allowed): 403, as in Pulsar."""
+
+    http_status = 403
+
+    def __init__(self, message: str) -> None:
+        super().__init__(pb.NotAllowedError, message)
+
+
 class InvalidResourceError(BrokerServiceError):
     """A name or a body the admin API refuses (Precondition Failed, as in Pulsar)."""
 

@@ -200,12 +200,58 @@ RETENTION_ARGS = [
     arg("-s", "--size", type=retention_size_mb, required=True, help="-1 (no limit) or a size: 100M, 10G"),
 ]
 
+#: pulsar-admin clusters create/update's flags and the ClusterData field each sets.
+_CLUSTER_FLAGS = (
+    ("--url", "serviceUrl", "the cluster's admin API, http://host:port"),
+    ("--url-secure", "serviceUrlTls", "the cluster's admin API over TLS, https://host:port"),
+    ("--broker-url", "brokerServiceUrl", "the cluster's brokers, pulsar://host:port"),
+    ("--broker-url-secure", "brokerServiceUrlTls", "the cluster's brokers over TLS, pulsar+ssl://host:port"),
+    ("--proxy-url", "proxyServiceUrl", "a proxy in front of the cluster"),
+    ("--auth-plugin", "authenticationPlugin", "the authentication plugin to reach the cluster with"),
+    ("--auth-parameters", "authenticationParameters", "the plugin's parameters"),
+    ("--tls-trust-certs-filepath", "brokerClientTrustCertsFilePath", "CA certificates trusted for the cluster"),
+    ("--tls-key-filepath", "brokerClientKeyFilePath", "the client key (mTLS)"),
+    ("--tls-certificate-filepath", "brokerClientCertificateFilePath", "the client certificate (mTLS)"),
+    ("--listener-name", "listenerName", "the listener to ask the cluster's lookups for"),
+)
+CLUSTER_ARGS = [
+    *(arg(flag, dest=name, default=None, help=doc) for flag, name, doc in _CLUSTER_FLAGS),
+    arg("--tls-enable", dest="brokerClientTlsEnabled", action="store_true", default=None,
+        help="reach the cluster over TLS"),
+    arg("--tls-allow-insecure", dest="tlsAllowInsecureConnection", action="store_true", default=None,
+        help="accept any certificate from the cluster"),
+]
+
+
+def _cluster_data(args: argparse.Namespace) -> dict[str, Any]:
+    """The ClusterData fields the flags set (pulsar-admin leaves the others out)."""
+    names = [name for _, name, _ in _CLUSTER_FLAGS] + ["brokerClientTlsEnabled", "tlsAllowInsecureConnection"]
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def _names(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 RESOURCES: dict[str, list[Verb]] = {
-    "clusters": [Verb("list", "list clusters", lambda a, _: a.clusters())],
+    "clusters": [
+        Verb("list", "list clusters", lambda a, _: a.clusters()),
+        Verb("get", "show a cluster's data", lambda a, n: a.cluster(n.cluster), [arg("cluster")]),
+        Verb("create", "add a cluster: how this broker reaches it",
+             lambda a, n: a.create_cluster(n.cluster, _cluster_data(n)), [arg("cluster"), *CLUSTER_ARGS]),
+        Verb("update", "change a cluster's data", lambda a, n: a.update_cluster(n.cluster, _cluster_data(n)),
+             [arg("cluster"), *CLUSTER_ARGS]),
+        Verb("delete", "remove a cluster no namespace replicates to", lambda a, n: a.delete_cluster(n.cluster),
+             [arg("cluster")]),
+    ],
     "tenants": [
         Verb("list", "list tenants", lambda a, _: a.tenants()),
         Verb("get", "show a tenant", lambda a, n: a.tenant(n.tenant), [arg("tenant")]),
         Verb("create", "create a tenant", lambda a, n: a.create_tenant(n.tenant, n.admin_roles, n.allowed_clusters),
+             [arg("tenant"), arg("-r", "--admin-roles", type=lambda s: s.split(","), default=None),
+              arg("-c", "--allowed-clusters", type=lambda s: s.split(","), default=None)]),
+        Verb("update", "change a tenant's admin roles and allowed clusters",
+             lambda a, n: a.update_tenant(n.tenant, n.admin_roles, n.allowed_clusters),
              [arg("tenant"), arg("-r", "--admin-roles", type=lambda s: s.split(","), default=None),
               arg("-c", "--allowed-clusters", type=lambda s: s.split(","), default=None)]),
         Verb("delete", "delete a tenant", lambda a, n: a.delete_tenant(n.tenant), [arg("tenant")]),
@@ -217,6 +263,11 @@ RESOURCES: dict[str, list[Verb]] = {
         Verb("policies", "show a namespace's policies", lambda a, n: a.namespace_policies(n.namespace),
              [NAMESPACE]),
         Verb("topics", "list a namespace's topics", lambda a, n: a.namespace_topics(n.namespace), [NAMESPACE]),
+        Verb("set-clusters", "set the clusters the namespace's topics are replicated to",
+             lambda a, n: a.set_replication_clusters(n.namespace, n.clusters),
+             [NAMESPACE, arg("-c", "--clusters", required=True, type=_names, help="cluster names, comma separated")]),
+        Verb("get-clusters", "show the clusters the namespace is replicated to",
+             lambda a, n: a.replication_clusters(n.namespace), [NAMESPACE]),
         Verb("permissions", "show the roles' permissions on a namespace", lambda a, n: a.permissions(n.namespace),
              [NAMESPACE]),
         Verb("grant-permission", "grant a role actions on a namespace",
@@ -253,6 +304,13 @@ RESOURCES: dict[str, list[Verb]] = {
         Verb("remove-retention", "remove the topic's retention", lambda a, n: a.remove_retention(n.topic), [TOPIC]),
         Verb("trim-topic", "delete consumed ledgers out of retention now", lambda a, n: a.trim_topic(n.topic),
              [TOPIC]),
+        Verb("set-replication-clusters", "replicate the topic to these clusters (over its namespace's)",
+             lambda a, n: a.set_topic_replication_clusters(n.topic, n.clusters),
+             [TOPIC, arg("-c", "--clusters", required=True, type=_names, help="cluster names, comma separated")]),
+        Verb("get-replication-clusters", "show the topic's own replication clusters",
+             lambda a, n: a.topic_replication_clusters(n.topic), [TOPIC]),
+        Verb("remove-replication-clusters", "let the topic follow its namespace's replication clusters",
+             lambda a, n: a.remove_topic_replication_clusters(n.topic), [TOPIC]),
         Verb("list", "list a namespace's topics", lambda a, n: a.topics(n.namespace), [NAMESPACE]),
         Verb("create", "create a non-partitioned topic", lambda a, n: a.create_topic(n.topic), [TOPIC]),
         Verb("create-partitioned-topic", "create a partitioned topic",

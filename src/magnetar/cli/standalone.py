@@ -20,6 +20,8 @@ from magnetar.broker.auth.operations import FUNCTIONS
 from magnetar.broker.config import ConfigError, ServiceConfiguration
 from magnetar.broker.config.loading import LoadedConfiguration, load_configuration
 from magnetar.broker.config.properties import Setting
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.policies.topic_policies import REPLICATION_CLUSTERS
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.service.collector import settle_after_start
 from magnetar.broker.service.config_checks import check_features
@@ -29,8 +31,11 @@ from magnetar.storage import DataDirLockedError
 
 if TYPE_CHECKING:
     from magnetar.admin.server import AdminServer
+    from magnetar.broker.policies.resources import NamespaceResources
     from magnetar.functions.on_demand import FunctionsOnDemand
     from magnetar.functions.supervisor import Endpoints
+    from magnetar.replication import ReplicationService
+    from magnetar.wire.topic_name import TopicName
 
 log = logging.getLogger("magnetar")
 _NO_HARD_LIMIT_TARGET = 1 << 20
@@ -109,6 +114,7 @@ class Standalone:
         self.service: BrokerService | None = None
         self.admin: AdminServer | None = None
         self.functions: FunctionsOnDemand | None = None
+        self.replication: ReplicationService | None = None
 
     async def start(self) -> None:
         """Listen on both APIs; a failure half-way closes what had started (and the data
@@ -118,6 +124,7 @@ class Standalone:
             await self.service.start()
             log.info("binary protocol listener ready on %s (admin API starting)",
                      " and ".join(self.service.service_urls))
+            self._start_replication_when_used()
             await self._start_admin()
         except BaseException:
             await self.stop()
@@ -147,6 +154,38 @@ class Standalone:
         if self.functions is not None:
             await self.functions.start()
 
+    def _start_replication_when_used(self) -> None:
+        """Geo-replication loads (magnetar.replication, and the client it produces with) only
+        once a namespace or a topic replicates to another cluster: now, or when one is set to."""
+        assert self.service is not None
+        resources, policies = self.service.resources, self.service.policies
+        local = {resources.clusters.local}
+        if any(_replicates(resources, namespace) for namespace in resources.all_namespaces()) \
+                or any(set(value) - local for value in policies.topic_values(REPLICATION_CLUSTERS)):
+            self._start_replication()
+        else:
+            resources.watch(self._namespace_may_replicate)
+            policies.watch(self._topic_may_replicate)
+
+    def _namespace_may_replicate(self, scope: str) -> None:
+        if self.replication is None and self.service is not None and "/" in scope \
+                and _replicates(self.service.resources, scope):
+            self._start_replication()
+
+    def _topic_may_replicate(self, topic: TopicName) -> None:
+        service = self.service
+        if self.replication is None and service is not None:
+            clusters = service.policies.topic_value(topic, REPLICATION_CLUSTERS) or ()
+            if set(clusters) - {service.resources.clusters.local}:
+                self._start_replication()
+
+    def _start_replication(self) -> None:
+        from magnetar.replication import ReplicationService  # noqa: PLC0415  (only once a namespace replicates)
+
+        assert self.service is not None
+        self.replication = ReplicationService(self.service)
+        self.replication.start()
+
     def _endpoints(self) -> Endpoints:
         """Where instances connect: the broker's and the admin API's advertised URLs."""
         from magnetar.functions.supervisor import Endpoints  # noqa: PLC0415  (with the worker)
@@ -162,9 +201,20 @@ class Standalone:
         if self.admin is not None:
             await self.admin.stop()
             self.admin = None
+        if self.replication is not None:
+            self.replication.stop()
+            self.replication = None
         if self.service is not None:
             service, self.service = self.service, None
             await service.stop()
+
+
+def _replicates(resources: NamespaceResources, namespace: str) -> bool:
+    """Whether `namespace` names a cluster other than this one to replicate to."""
+    try:
+        return bool(set(resources.replication_clusters(namespace)) - {resources.clusters.local})
+    except BrokerServiceError:  # deleted meanwhile
+        return False
 
 
 def _import_all(modules: list[str]) -> None:

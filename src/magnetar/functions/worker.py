@@ -17,7 +17,6 @@ from magnetar.broker.auth.authorization import Resource
 from magnetar.broker.auth.operations import GET_TOPICS, PRODUCE, SUBSCRIBE, Operation
 from magnetar.broker.deduplication import DEDUPLICATION
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.policies.resources import CLUSTER
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.functions import sandbox
@@ -95,7 +94,7 @@ class FunctionsWorker:
         await asyncio.gather(*(runtime.stop() for runtime in runtimes))
 
     def metrics(self) -> str:
-        return prometheus(list(self.runtimes.values()), CLUSTER)
+        return prometheus(list(self.runtimes.values()), self.service.config.clusterName)
 
     def deployment(self, fqfn: str) -> Deployment:
         deployment = self.store.get(fqfn)

@@ -26,7 +26,8 @@ def _key_values(pairs: Mapping[str, str] | None) -> list[pb.KeyValue]:
 
 def connect(client_version: str, *, auth_method_name: str = "none", auth_data: bytes | None = None,
             proxy_to_broker_url: str | None = None) -> bytes:
-    """CONNECT announcing broker entry metadata support, so PIP-70 prefixes reach the client.
+    """CONNECT announcing broker entry metadata support, so PIP-70 prefixes reach the client,
+    and replication's deduplication by source position (a replicator's producer sends them).
 
     The authentication fields are parameters, not constants, so an authentication provider
     (a later issue) fills them without touching the connection code.
@@ -35,6 +36,7 @@ def connect(client_version: str, *, auth_method_name: str = "none", auth_data: b
         supports_auth_refresh=True,
         supports_broker_entry_metadata=True,
         supports_get_partitioned_metadata_without_auto_creation=True,
+        supports_repl_dedup_by_lid_and_eid=True,  # as the Java client: a replicator on it sends source positions
     )
     body = pb.CommandConnect(
         client_version=client_version,

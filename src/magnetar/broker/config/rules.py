@@ -47,6 +47,14 @@ class OneOf(Rule):
 
 
 @dataclass(frozen=True, slots=True)
+class NotEmpty(Rule):
+    """A name the broker puts on the wire (a cluster's, a prefix): empty would name nothing."""
+
+    def problem(self, name: str, value: Any) -> str | None:
+        return None if value.strip() else f"{name} must be a name, not empty"
+
+
+@dataclass(frozen=True, slots=True)
 class Port(Rule):
     """A port to listen on; empty (None) turns the listener off, as in Pulsar."""
 
@@ -62,4 +70,5 @@ def key(default: Any, rule: Rule, doc: str) -> Any:
 
 
 POSITIVE = Positive()
+NOT_EMPTY = NotEmpty()
 PORT = Port()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, get_type_hints
 
 from magnetar.broker.config.properties import Setting
-from magnetar.broker.config.rules import PORT, POSITIVE, NotNegative, OneOf, key
+from magnetar.broker.config.rules import NOT_EMPTY, PORT, POSITIVE, NotNegative, OneOf, key
 from magnetar.schemas.model import CompatibilityStrategy
 from magnetar.spelling import did_you_mean
 
@@ -201,6 +201,19 @@ class ServiceConfiguration:
     # end-to-end encryption: refuse producers that do not encrypt (the namespace policy
     # encryption_required refuses their messages too)
     encryptionRequireOnProducer: bool = False
+    # geo-replication (see docs/scaling.md): this cluster's name (Pulsar's standalone.conf sets
+    # `standalone`), the prefix of replicators' cursors and producers, and how many entries one
+    # replicator has on the wire to its remote at most
+    clusterName: str = key("standalone", NOT_EMPTY,
+                           "this broker's cluster: what replicated messages say they came from")
+    replicatorPrefix: str = key("pulsar.repl", NOT_EMPTY,
+                                "the prefix of replicators' cursor and producer names")
+    replicationProducerQueueSize: int = key(1000, POSITIVE, "entries a replicator sends before a receipt comes back")
+    replicationStartAt: str = key("latest", OneOf(("latest", "earliest")),
+                                  "where a new replicator starts: after the topic's last entry, or at its first")
+    # a replicator creates its topic on the remote (partitioned as here) through the remote's
+    # admin API (serviceUrl) before it produces
+    createTopicToRemoteClusterForReplication: bool = True
     # deduplication (Pulsar's keys and defaults)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = key(

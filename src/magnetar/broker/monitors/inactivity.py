@@ -69,6 +69,8 @@ class InactivityMonitor:
                 self._registry.delete_topic(topic.name)
 
     def _deletable(self, topic: PersistentTopic) -> bool:
+        if any(replicator.backlog() for replicator in topic.replicators.values()):
+            return False  # what a remote cluster has not received yet stays, as Pulsar keeps it
         if self._registry.config.brokerDeleteInactiveTopicsMode == "delete_when_no_subscriptions":
             return not topic.subscriptions
         return all(subscription.backlog() == 0 for subscription in topic.subscriptions.values())

@@ -4,7 +4,8 @@ NamespaceResources).
 A topic lives in a namespace of a tenant, and nothing may be produced to or read from
 a namespace that does not exist, as in Pulsar. A namespace's policies are stored as one
 JSON object under the field names of Pulsar's `Policies`, so `GET .../namespaces/t/ns`
-reads as a Pulsar user expects. The one cluster is `standalone`.
+reads as a Pulsar user expects. Tenants list the clusters they may use (`allowedClusters`),
+and a namespace replicates only to clusters its tenant allows (policies.clusters).
 """
 
 from __future__ import annotations
@@ -14,25 +15,35 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from magnetar.broker.errors import InvalidResourceError, ResourceConflictError, ResourceNotFoundError
+from magnetar.broker.errors import (
+    InvalidResourceError,
+    ResourceConflictError,
+    ResourceForbiddenError,
+    ResourceNotFoundError,
+)
+from magnetar.broker.policies.clusters import ClusterResources
 from magnetar.storage import MetadataStore
 from magnetar.wire.topic_name import InvalidTopicNameError, check_entity_name
 
 log = logging.getLogger(__name__)
 CLUSTER = "standalone"
+"""The local cluster's name unless `clusterName` says otherwise."""
+REPLICATION_CLUSTERS = "replication_clusters"
+"""The field of Pulsar's Policies listing the clusters a namespace's topics are replicated to."""
 #: What a first start creates, as Pulsar's standalone does.
 DEFAULT_NAMESPACES = ("public/default", "pulsar/system")
 _TENANTS = "/admin/tenants/"
 _NAMESPACES = "/admin/namespaces/"
 
 
-def default_tenant_info() -> dict[str, Any]:
-    return {"adminRoles": [], "allowedClusters": [CLUSTER]}
+def default_tenant_info(local_cluster: str = CLUSTER) -> dict[str, Any]:
+    return {"adminRoles": [], "allowedClusters": [local_cluster]}
 
 
 class NamespaceResources:
-    def __init__(self, store: MetadataStore) -> None:
+    def __init__(self, store: MetadataStore, local_cluster: str = CLUSTER) -> None:
         self._store = store
+        self.clusters = ClusterResources(store, local_cluster)
         self.version = 0
         """Bumped whenever a namespace or its policies change (TopicPolicies caches by it)."""
         self._watchers: list[Callable[[str], None]] = []
@@ -55,7 +66,7 @@ class NamespaceResources:
         for namespace in [*DEFAULT_NAMESPACES, *namespaces_in_use]:
             tenant = namespace.split("/", 1)[0]
             if self.get_tenant(tenant) is None:
-                self._store.put(_TENANTS + tenant, json.dumps(default_tenant_info()).encode())
+                self._store.put(_TENANTS + tenant, json.dumps(default_tenant_info(self.clusters.local)).encode())
             if not self.namespace_exists(namespace):
                 self._store.put(_NAMESPACES + namespace, b"{}")
 
@@ -77,11 +88,11 @@ class NamespaceResources:
         _check_name("tenant", tenant)
         if self.get_tenant(tenant) is not None:
             raise ResourceConflictError("Tenant already exists")
-        self._store.put(_TENANTS + tenant, json.dumps(_valid_tenant_info(info)).encode())
+        self._store.put(_TENANTS + tenant, json.dumps(self._valid_tenant_info(info)).encode())
 
     def update_tenant(self, tenant: str, info: dict[str, Any]) -> None:
         self.tenant_info(tenant)
-        self._store.put(_TENANTS + tenant, json.dumps(_valid_tenant_info(info)).encode())
+        self._store.put(_TENANTS + tenant, json.dumps(self._valid_tenant_info(info)).encode())
         self._changed(tenant)
 
     def delete_tenant(self, tenant: str) -> None:
@@ -89,6 +100,18 @@ class NamespaceResources:
         if self.namespaces(tenant):
             raise ResourceConflictError("The tenant still has active namespaces")
         self._store.delete(_TENANTS + tenant)
+
+    def _valid_tenant_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        """TenantInfo as Pulsar takes it: the clusters it allows must exist, as Pulsar answers."""
+        roles = info.get("adminRoles", [])
+        clusters = info.get("allowedClusters", [self.clusters.local])
+        if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
+            raise InvalidResourceError("adminRoles must be a list of role names")
+        if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
+            raise InvalidResourceError("allowedClusters must be a list of cluster names")
+        if not all(self.clusters.exists(cluster) for cluster in clusters):
+            raise InvalidResourceError("Clusters do not exist")
+        return {"adminRoles": roles, "allowedClusters": clusters or [self.clusters.local]}
 
     # -- namespaces
     def namespaces(self, tenant: str) -> list[str]:
@@ -132,21 +155,43 @@ class NamespaceResources:
         self._changed(namespace)
 
 
+    def all_namespaces(self) -> list[str]:
+        return sorted(key.removeprefix(_NAMESPACES) for key in self._store.list(_NAMESPACES))
+
+    # -- replication
+    def replication_clusters(self, namespace: str) -> list[str]:
+        """The clusters the namespace's topics are replicated to (Pulsar: the local one when unset)."""
+        return self.policies(namespace).get(REPLICATION_CLUSTERS) or [self.clusters.local]
+
+    def set_replication_clusters(self, namespace: str, clusters: list[str]) -> None:
+        self.set_policy(namespace, REPLICATION_CLUSTERS, self.checked_replication_clusters(namespace, clusters))
+
+    def checked_replication_clusters(self, namespace: str, clusters: list[str]) -> list[str]:
+        """`clusters` for the namespace or one of its topics, sorted, after Pulsar's checks in
+        its order and words: a list, not `global`, clusters that exist, clusters the tenant allows."""
+        self.policies(namespace)
+        if not clusters:
+            raise InvalidResourceError("ClusterIds should not be null or empty")
+        if "global" in clusters:
+            raise InvalidResourceError("Cannot specify global in the list of replication clusters")
+        tenant = namespace.split("/", 1)[0]
+        allowed = self.tenant_info(tenant).get("allowedClusters", [])
+        for cluster in dict.fromkeys(clusters):
+            if not self.clusters.exists(cluster):
+                raise ResourceForbiddenError(f"Invalid cluster id: {cluster}")
+            if cluster not in allowed:
+                raise ResourceForbiddenError(
+                    f"Cluster [{cluster}] is not in the list of allowed clusters list for tenant [{tenant}]")
+        return sorted(set(clusters))
+
+    def replicating_to(self, cluster: str) -> list[str]:
+        """The namespaces whose replication clusters name `cluster`."""
+        return [ns for ns in self.all_namespaces()
+                if cluster in (self.policies(ns).get(REPLICATION_CLUSTERS) or ())]
+
+
 def _check_name(kind: str, name: str) -> None:
     try:
         check_entity_name(kind, name)
     except InvalidTopicNameError as exc:
         raise InvalidResourceError(str(exc)) from exc
-
-
-def _valid_tenant_info(info: dict[str, Any]) -> dict[str, Any]:
-    """TenantInfo as Pulsar takes it; a cluster other than ours is refused with its words."""
-    roles = info.get("adminRoles", [])
-    clusters = info.get("allowedClusters", [CLUSTER])
-    if not isinstance(roles, list) or not all(isinstance(r, str) for r in roles):
-        raise InvalidResourceError("adminRoles must be a list of role names")
-    if not isinstance(clusters, list) or not all(isinstance(c, str) for c in clusters):
-        raise InvalidResourceError("allowedClusters must be a list of cluster names")
-    if any(cluster != CLUSTER for cluster in clusters):
-        raise InvalidResourceError("Clusters do not exist")
-    return {"adminRoles": roles, "allowedClusters": clusters or [CLUSTER]}

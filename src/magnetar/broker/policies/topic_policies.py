@@ -9,10 +9,14 @@ Each policy has three names, as in Pulsar: the topic-level one of the admin path
 from __future__ import annotations
 
 import json
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from magnetar.wire.topic_name import TopicName
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from magnetar.broker.config import ServiceConfiguration
@@ -32,6 +36,9 @@ class Policy:
 
 
 MESSAGE_TTL = Policy("messageTTL", "message_ttl_in_seconds", "ttlDurationDefaultInSeconds")
+#: The clusters a topic is replicated to: the topic's list, else its namespace's (no broker default:
+#: unset is the local cluster alone).
+REPLICATION_CLUSTERS = Policy("replicationClusters", "replication_clusters", "")
 #: Where a policy's value in effect comes from (`TopicPolicies.resolved`).
 TOPIC, NAMESPACE, BROKER = "topic", "namespace", "broker"
 
@@ -44,6 +51,20 @@ class TopicPolicies:
         self._changes = 0
         self._cache: dict[tuple[TopicName, Policy], tuple[Any | None, Any | None]] = {}
         self._cache_version = 0
+        self._watchers: list[Callable[[TopicName], None]] = []
+
+    def watch(self, watcher: Callable[[TopicName], None]) -> None:
+        """Call `watcher(topic)` after a topic's own policies change (namespaces': see
+        NamespaceResources.watch)."""
+        self._watchers.append(watcher)
+
+    def _topic_changed(self, topic: TopicName) -> None:
+        self._changes += 1
+        for watcher in self._watchers:
+            try:
+                watcher(topic)
+            except Exception:  # the change is made; a watcher's failure must not undo its answer
+                log.exception("watcher of %s failed", topic)
 
     @property
     def version(self) -> int:
@@ -65,14 +86,20 @@ class TopicPolicies:
             self._store.delete(key)
         else:
             self._store.put(key, json.dumps(value).encode())
-        self._changes += 1
+        self._topic_changed(topic)
+
+    def topic_values(self, policy: Policy) -> list[Any]:
+        """Every value of `policy` set on a topic (what a start-up asks: does any topic set one?)."""
+        suffix = f"/{policy.topic_key}"
+        return [json.loads(raw) for key in self._store.list(_TOPIC_POLICIES)
+                if key.endswith(suffix) and (raw := self._store.get(key)) is not None]
 
     def set_namespace_value(self, namespace: str, policy: Policy, value: Any | None) -> None:
         self._namespaces.set_policy(namespace, policy.namespace_field, value)
 
     def delete_topic(self, topic: TopicName) -> None:
         """Forget every policy set on a deleted topic."""
-        self._changes += 1
+        self._topic_changed(topic)
         self._store.delete_prefix(f"{_TOPIC_POLICIES}{topic.storage_name}/")
 
     def namespace_value(self, namespace: str, policy: Policy) -> Any | None:

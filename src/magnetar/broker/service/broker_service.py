@@ -7,7 +7,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -97,7 +97,7 @@ class BrokerService:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.factory = ManagedLedgerFactory(data_dir, managed_ledger_config(config))
         self.metadata = self.factory.metadata_store
-        self.resources = NamespaceResources(self.metadata)
+        self.resources = NamespaceResources(self.metadata, config.clusterName)
         self.resources.bootstrap(self.stored_namespaces())
         self.policies = TopicPolicies(self.metadata, self.resources, config)
         self.schemas = SchemaRegistryService(self.metadata, self.policies, config)
@@ -138,6 +138,8 @@ class BrokerService:
         self.context = BrokerContext(config, self.metadata, self.policies, self.entry_metadata,
                                      self.entry_filter_provider, self.new_compaction_service, self.full_disk,
                                      self.failed_writes)
+        self.topic_watchers: list[Callable[[PersistentTopic], None]] = []
+        """Told of every persistent topic as it loads (magnetar.replication starts its replicators)."""
         self.protocol_handlers: list[ProtocolHandler] = []
         self.protocol_listeners: dict[str, list[str]] = {}
         if config.messagingProtocols:
@@ -426,6 +428,11 @@ class BrokerService:
         persistent.apply_retention()
         log.info("[%s] loaded (%d entries, %d subscriptions)", key, persistent.ledger.number_of_entries(),
                  len(persistent.subscriptions))
+        for watcher in self.topic_watchers:
+            try:
+                watcher(persistent)
+            except Exception:  # the topic serves its clients whatever a watcher makes of it
+                log.exception("[%s] topic watcher failed", key)
         return persistent
 
     def _loaded(self, key: str) -> PersistentTopic | NonPersistentTopic | None:

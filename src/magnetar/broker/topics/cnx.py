@@ -20,6 +20,9 @@ class TransportCnx(Protocol):
     """The client's address, for stats and logs."""
     writable: bool
     """False while the socket's buffer is over its high-water mark: dispatch waits."""
+    repl_dedup_by_position: bool
+    """The client announced `supports_repl_dedup_by_lid_and_eid`: its replicator producers are
+    deduplicated by source position (deduplication)."""
 
     @property
     def role(self) -> str | None:

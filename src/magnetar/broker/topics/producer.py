@@ -15,7 +15,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from magnetar.broker.deduplication import DupStatus, MessageDeduplication
+from magnetar.broker.deduplication import DupStatus, MessageDeduplication, replicated_identity
+from magnetar.broker.topics.replicators import has_replicator_prefix
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.storage import Position, StorageFullError, WriteFailedError
 from magnetar.wire import commands
@@ -70,6 +71,8 @@ class Producer:
         self._pending: deque[_PendingGroup] = deque()
         self._receipts = commands.ReceiptEncoder(producer_id)
         self._staged: list[Send] = []
+        self.replicator = has_replicator_prefix(name, topic.context.config.replicatorPrefix)
+        """Another cluster's replicator: deduplicated by source positions, not sequence ids."""
         self._staged_txn: TxnId | None = None
         """The transaction the staged SENDs belong to (they all belong to one, or to none)."""
 
@@ -114,7 +117,8 @@ class Producer:
             return
         run: list[Send] = []
         for send in sends:
-            status = dedup.check(self.name, send.sequence_id, send.highest_sequence_id)
+            identity = self._dedup_identity(send)
+            status = DupStatus.UNKNOWN if identity is None else dedup.check(*identity)
             if status is DupStatus.NEW:
                 run.append(send)
                 continue
@@ -128,6 +132,15 @@ class Producer:
                             "Cannot determine whether the message is a duplicate at this time")
         if run:
             self._publish_group(run, dedup)
+
+    def _dedup_identity(self, send: Send) -> tuple[str, int, int] | None:
+        """(producer, sequence id, highest sequence id) deduplication judges the SEND by:
+        another cluster's replicator's entry by what its metadata says (read for these
+        producers only; see deduplication.replicated_identity), anyone else's by its name and
+        the SEND's ids."""
+        if self.replicator:
+            return replicated_identity(send.entry, self.name, self.cnx.repl_dedup_by_position)
+        return self.name, send.sequence_id, send.highest_sequence_id
 
     def _publish_transactional(self, sends: list[Send], txn: TxnId) -> None:
         """Messages of an open transaction, as one group (never deduplicated: a transaction
@@ -177,7 +190,8 @@ class Producer:
         sends = group.sends
         if positions is None or exc is not None:
             if dedup is not None:
-                dedup.forget_pushed(self.name)
+                for name in {identity[0] for send in sends if (identity := self._dedup_identity(send))}:
+                    dedup.forget_pushed(name)
             if isinstance(exc, StorageFullError):
                 # No SEND_ERROR, which the official client answers by dropping its connection:
                 # the producer is closed and held (topics.full_disk), and its client sends
@@ -196,7 +210,9 @@ class Producer:
         else:
             if dedup is not None:
                 for send, position in zip(sends, positions, strict=True):
-                    dedup.persisted(self.name, send.highest_sequence_id, position)
+                    identity = self._dedup_identity(send)
+                    if identity is not None:
+                        dedup.persisted(identity[0], identity[2], position)
             group.answer = self._receipts.encode(sends, positions)
         self._flush()
 

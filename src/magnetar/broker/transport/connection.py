@@ -84,6 +84,7 @@ class ServerCnx(asyncio.Protocol):
         self.client_version = ""
         self.protocol_version = 0
         self.expose_entry_metadata = False
+        self.repl_dedup_by_position = False
         self.writable = True
         self.producers: dict[int, Producer] = {}
         self.consumers: dict[int, Consumer] = {}
@@ -385,6 +386,7 @@ class ServerCnx(asyncio.Protocol):
             and connect.protocol_version >= BEM_PROTOCOL_VERSION
             and connect.feature_flags.supports_broker_entry_metadata
         )
+        self.repl_dedup_by_position = connect.feature_flags.supports_repl_dedup_by_lid_and_eid
         if self.auth is not None or self.connected:
             log.warning("%s sent CONNECT again; closing", self)
             self.close()

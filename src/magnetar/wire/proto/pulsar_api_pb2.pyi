@@ -230,18 +230,20 @@ class KeySharedMeta(_message.Message):
     def __init__(self, keySharedMode: _Optional[_Union[KeySharedMode, str]] = ..., hashRanges: _Optional[_Iterable[_Union[IntRange, _Mapping]]] = ..., allowOutOfOrderDelivery: _Optional[bool] = ...) -> None: ...
 
 class FeatureFlags(_message.Message):
-    __slots__ = ("supports_auth_refresh", "supports_broker_entry_metadata", "supports_partial_producer", "supports_topic_watchers", "supports_get_partitioned_metadata_without_auto_creation")
+    __slots__ = ("supports_auth_refresh", "supports_broker_entry_metadata", "supports_partial_producer", "supports_topic_watchers", "supports_get_partitioned_metadata_without_auto_creation", "supports_repl_dedup_by_lid_and_eid")
     SUPPORTS_AUTH_REFRESH_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_BROKER_ENTRY_METADATA_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_PARTIAL_PRODUCER_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_TOPIC_WATCHERS_FIELD_NUMBER: _ClassVar[int]
     SUPPORTS_GET_PARTITIONED_METADATA_WITHOUT_AUTO_CREATION_FIELD_NUMBER: _ClassVar[int]
+    SUPPORTS_REPL_DEDUP_BY_LID_AND_EID_FIELD_NUMBER: _ClassVar[int]
     supports_auth_refresh: bool
     supports_broker_entry_metadata: bool
     supports_partial_producer: bool
     supports_topic_watchers: bool
     supports_get_partitioned_metadata_without_auto_creation: bool
-    def __init__(self, supports_auth_refresh: _Optional[bool] = ..., supports_broker_entry_metadata: _Optional[bool] = ..., supports_partial_producer: _Optional[bool] = ..., supports_topic_watchers: _Optional[bool] = ..., supports_get_partitioned_metadata_without_auto_creation: _Optional[bool] = ...) -> None: ...
+    supports_repl_dedup_by_lid_and_eid: bool
+    def __init__(self, supports_auth_refresh: _Optional[bool] = ..., supports_broker_entry_metadata: _Optional[bool] = ..., supports_partial_producer: _Optional[bool] = ..., supports_topic_watchers: _Optional[bool] = ..., supports_get_partitioned_metadata_without_auto_creation: _Optional[bool] = ..., supports_repl_dedup_by_lid_and_eid: _Optional[bool] = ...) -> None: ...
 
 class AuthData(_message.Message):
     __slots__ = ("auth_method_name", "auth_data")

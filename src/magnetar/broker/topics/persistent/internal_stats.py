@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from magnetar.broker.topics.replicators import has_replicator_prefix
 from magnetar.storage import Position
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ def internal_stats(topic: PersistentTopic) -> dict[str, object]:
         "state": "LedgerOpened",
         "ledgers": [{"ledgerId": info.ledger_id, "entries": info.entries, "size": info.size,
                      "offloaded": False, "underReplicated": False} for info in ledgers],
-        "cursors": {name: _cursor(topic, sub) for name, sub in topic.subscriptions.items()},
+        "cursors": {**{name: _cursor(topic, sub) for name, sub in topic.subscriptions.items()},
+                    **_replicator_cursors(topic)},
         "compactedLedger": _compacted_ledger(topic),
     }
 
@@ -66,6 +68,25 @@ def _cursor(topic: PersistentTopic, subscription: PersistentSubscription) -> dic
         "totalNonContiguousDeletedMessagesRange": len(ranges),
         "properties": {key: value for key, value in cursor.properties.items() if not key.startswith("#")},
     }
+
+
+def _replicator_cursors(topic: PersistentTopic) -> dict[str, dict[str, object]]:
+    """Replicators' cursors (`pulsar.repl.<remote>`), listed among the cursors as Pulsar lists them."""
+    prefix = topic.context.config.replicatorPrefix
+    shown = {}
+    for name, cursor in topic.ledger.cursors.items():
+        if has_replicator_prefix(name, prefix):
+            ranges = cursor.individually_deleted
+            shown[name] = {
+                "markDeletePosition": str(cursor.mark_delete_position),
+                "readPosition": str(topic.ledger.next_position(cursor.mark_delete_position)),
+                "individuallyDeletedMessages": _ranges(topic, ranges),
+                "state": "Open",
+                "active": name.removeprefix(prefix + ".") in topic.replicators,
+                "numberOfEntriesSinceFirstNotAckedMessage": cursor.num_unacked_entries(),
+                "totalNonContiguousDeletedMessagesRange": len(ranges),
+            }
+    return shown
 
 
 def _ranges(topic: PersistentTopic, ranges: list[tuple[Position, Position]]) -> str:

@@ -20,6 +20,7 @@ from magnetar.broker.topics.persistent import backlog
 from magnetar.broker.topics.persistent.compacted_reads import compacted_last_message_id, compacted_position_by_time
 from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
 from magnetar.broker.topics.positions import position_of
+from magnetar.broker.topics.replicators import TopicReplicator, has_replicator_prefix
 from magnetar.broker.transactions import TRANSACTIONS_PROPERTY
 from magnetar.storage import ManagedLedger, Position, StorageFullError, WriteFailedError
 from magnetar.storage.message_finder import find_first_at_or_after
@@ -58,10 +59,14 @@ class PersistentTopic(AbstractTopic):
     def __init__(self, context: BrokerContext, name: TopicName, ledger: ManagedLedger) -> None:
         super().__init__(context, name)
         self.ledger = ledger
+        prefix = context.config.replicatorPrefix
         self.subscriptions: dict[str, PersistentSubscription] = {
             sub_name: PersistentSubscription(self, sub_name, cursor, durable=True)
-            for sub_name, cursor in ledger.cursors.items() if sub_name != COMPACTION_CURSOR
+            for sub_name, cursor in ledger.cursors.items()
+            if sub_name != COMPACTION_CURSOR and not has_replicator_prefix(sub_name, prefix)
         }
+        self.replicators: dict[str, TopicReplicator] = {}
+        """Per remote cluster, the replicator reading this topic (magnetar.replication sets them)."""
         last_entry = self._last_entry()
         self._last_batch_size = _batch_size(last_entry)
         self.entry_metadata_state = context.entry_metadata.recover(ledger, last_entry)
@@ -172,6 +177,11 @@ class PersistentTopic(AbstractTopic):
             self.context.failed_writes.write_failed(str(self.name), exc.__cause__ or exc)
         callback(None if exc is not None else positions, exc)
 
+    def sample_rates(self, now: float) -> None:
+        super().sample_rates(now)
+        for replicator in self.replicators.values():
+            replicator.sample(now)
+
     def _last_entry(self) -> bytes | None:
         """Read once at load: both the batch size and the PIP-70 state come from it."""
         last = self.ledger.last_confirmed_position
@@ -240,6 +250,9 @@ class PersistentTopic(AbstractTopic):
 
     # -- consumers
     def _check_subscribe(self, cmd: pb.CommandSubscribe) -> None:
+        if has_replicator_prefix(cmd.subscription, self.context.config.replicatorPrefix):
+            # a replicator's cursor: a consumer on it would take the remote cluster's messages
+            raise BrokerServiceError(pb.NotAllowedError, "Subscription with reserved subscription name attempted")
         if cmd.read_compacted and cmd.subType not in (Sub.Exclusive, Sub.Failover):
             raise BrokerServiceError(
                 pb.NotAllowedError, "readCompacted only allowed on failover or exclusive subscriptions"
@@ -325,6 +338,9 @@ class PersistentTopic(AbstractTopic):
     def close(self) -> None:
         """Unload: clients are told to reconnect, timers stop, state is saved, files close."""
         self.disconnect_clients()
+        for replicator in list(self.replicators.values()):
+            replicator.close()
+        self.replicators.clear()
         for subscription in self.subscriptions.values():
             if subscription.dispatcher is not None:
                 subscription.dispatcher.close()
@@ -369,7 +385,9 @@ class PersistentTopic(AbstractTopic):
             self._dedup_policy_version = policies.version
             enabled = bool(policies.effective(self.name, DEDUPLICATION))
             if enabled and self._dedup is None:
-                self._dedup = MessageDeduplication(self.ledger, self.context.config.brokerDeduplicationEntriesInterval)
+                config = self.context.config
+                self._dedup = MessageDeduplication(self.ledger, config.brokerDeduplicationEntriesInterval,
+                                                   config.clusterName, config.replicatorPrefix)
             elif not enabled and self._dedup is not None:
                 self._dedup.snapshot()
                 self._dedup = None
@@ -396,4 +414,5 @@ class PersistentTopic(AbstractTopic):
             "backlogSize": backlog.backlog_bytes(self),
             "publishers": [p.stats() for p in self.producers.values()],
             "subscriptions": {name: sub.stats() for name, sub in self.subscriptions.items()},
+            "replication": {remote: replicator.stats() for remote, replicator in sorted(self.replicators.items())},
         }

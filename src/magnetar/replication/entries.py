@@ -1,0 +1,51 @@
+"""What a replicator sends for an entry it reads: the entry as stored, its MessageMetadata
+saying where it comes from, or nothing (Pulsar's PersistentReplicator's rules)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from magnetar.broker.deduplication import REPL_SOURCE_POSITION
+from magnetar.storage import Position
+from magnetar.wire import client_commands as cc
+from magnetar.wire.entry import build_entry, parse_entry
+from magnetar.wire.errors import WireError
+
+
+class Outgoing(NamedTuple):
+    send: bytes
+    """The SEND frame, its sequence id the original producer's."""
+    sequence_id: int
+    """What the remote's receipt must name."""
+    messages: int
+    publish_time: int
+
+
+def outgoing(entry: bytes, position: Position, producer_id: int, local: str, remote: str) -> Outgoing | None:
+    """The SEND replicating `entry` to `remote`, or None for an entry that stays here:
+    unreadable, a marker, one that came from another cluster (so no message loops), or one
+    whose producer named other clusters (`replication_clusters`, `disable_replication`).
+
+    The payload (a whole batch, compressed or encrypted as it is) goes unopened; the
+    metadata keeps key, properties, event time, ordering key and sequence id, and gains
+    `replicated_from` and the source position the remote deduplicates by."""
+    try:
+        parsed = parse_entry(entry)
+    except WireError:
+        return None
+    metadata = parsed.metadata
+    if metadata.HasField("marker_type") or metadata.HasField("replicated_from"):
+        return None
+    if metadata.replicate_to and remote not in metadata.replicate_to:
+        return None
+    metadata.replicated_from = local
+    metadata.properties.add(key=REPL_SOURCE_POSITION, value=f"{position.ledger_id}:{position.entry_id}")
+    batched = metadata.HasField("num_messages_in_batch")
+    send = cc.send(
+        producer_id, metadata.sequence_id, build_entry(metadata, parsed.payload),
+        num_messages=metadata.num_messages_in_batch if batched else None,
+        highest_sequence_id=metadata.highest_sequence_id if metadata.HasField("highest_sequence_id") else None,
+        is_chunk=metadata.HasField("chunk_id"),
+    )
+    return Outgoing(send, metadata.sequence_id, metadata.num_messages_in_batch if batched else 1,
+                    metadata.publish_time)
