@@ -1,0 +1,90 @@
+// The console's shell: hash addresses to views, a refresh every few seconds while the tab is
+// visible, and the token sign-in when the admin API asks for credentials.
+
+import { AuthRequired, signIn, signOut, signedIn } from "./api.js";
+import { el, link } from "./dom.js";
+import { messages } from "./messages.js";
+import { topic } from "./topic.js";
+import { namespaces, overview, tenants, topics } from "./views.js";
+
+const REFRESH_MS = 3000;
+const VIEWS = { "": overview, tenants, tenant: namespaces, namespace: topics, topic, messages };
+const main = document.getElementById("view");
+const status = document.getElementById("status");
+const signInForm = document.getElementById("sign-in");
+const signOutButton = document.getElementById("sign-out");
+let current = null;
+let busy = false;
+
+function parts() {
+  try {
+    return location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
+  } catch {
+    return [""]; // a malformed address: the overview
+  }
+}
+
+function breadcrumbs([view, ...params]) {
+  const trail = [link("Overview", "")];
+  if (view !== "") trail.push(link("Tenants", "tenants"));
+  const [domain, tenant, namespace, name] = view === "topic" || view === "messages" ? params : [null, ...params];
+  if (view !== "tenants" && tenant) trail.push(link(tenant, "tenant", tenant));
+  if (namespace) trail.push(link(namespace, "namespace", tenant, namespace));
+  if (name) trail.push(link(name, "topic", domain, tenant, namespace, name));
+  return el("nav", { class: "breadcrumbs", "aria-label": "Where" }, trail.flatMap((item, i) => (i ? [" / ", item] : [item])));
+}
+
+async function refresh() {
+  if (current === null || busy) return;
+  busy = true;
+  const view = current;
+  try {
+    await view.refresh();
+    if (view === current) status.textContent = `updated ${new Date().toLocaleTimeString()}`;
+    signInForm.hidden = true;
+  } catch (error) {
+    if (view !== current) return;
+    if (error instanceof AuthRequired) {
+      signInForm.hidden = false;
+      document.getElementById("sign-in-reason").textContent = `The admin API asks for a token: ${error.message}`;
+      status.textContent = "signed out";
+    } else {
+      status.textContent = `error: ${error.message}`;
+    }
+  } finally {
+    busy = false;
+    signOutButton.hidden = !signedIn();
+  }
+}
+
+function mount() {
+  const address = parts();
+  const [name, ...params] = address;
+  const make = Object.hasOwn(VIEWS, name) ? VIEWS[name] : overview;
+  current = make(params);
+  busy = false;
+  document.title = `${current.title} · magnetar`;
+  main.replaceChildren(breadcrumbs(Object.hasOwn(VIEWS, name) ? address : [""]), el("h1", {}, current.title),
+    current.node);
+  refresh();
+}
+
+signInForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const field = document.getElementById("token");
+  signIn(field.value.trim());
+  field.value = "";
+  mount();
+});
+signOutButton.addEventListener("click", () => {
+  signOut();
+  mount();
+});
+window.addEventListener("hashchange", mount);
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden) refresh();
+});
+setInterval(() => {
+  if (!document.hidden && current !== null && !current.manual) refresh();
+}, REFRESH_MS);
+mount();

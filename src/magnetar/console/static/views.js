@@ -1,0 +1,112 @@
+// The overview and the lists: tenants, a tenant's namespaces, a namespace's topics.
+
+import { ApiError, json, metricSums, path, text, walk } from "./api.js";
+import { lineChart } from "./chart.js";
+import { bytes, count, el, facts, link, rate, searchBox, table } from "./dom.js";
+
+const HISTORY = 60; // samples in the chart: three minutes at the refresh interval
+
+function listeners(config) {
+  if (config === null) return "(needs a super user's token)";
+  const host = config.advertisedAddress || config.bindAddress;
+  const port = (scheme, value) => (value && value !== "None" ? `${scheme}://${host}:${value === "0" ? "(a free port)" : value}` : null);
+  return [port("pulsar", config.brokerServicePort), port("pulsar+ssl", config.brokerServicePortTls),
+    port("http", config.webServicePort), port("https", config.webServicePortTls),
+    config.kafkaListeners ? `Kafka ${config.kafkaListeners}` : null].filter(Boolean).join(", ");
+}
+
+async function optional(promise) {
+  try {
+    return await promise;
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 403) return null;
+    throw error;
+  }
+}
+
+export function overview() {
+  const history = { in: [], out: [] };
+  const body = el("div");
+  async function refresh() {
+    const [version, config, exposition, tree] = await Promise.all([
+      text("admin/v2/brokers/version"), optional(json("admin/v2/brokers/configuration/runtime")),
+      text("metrics"), optional(walk())]);
+    const sums = metricSums(exposition);
+    const rateIn = sums.get("pulsar_rate_in") ?? 0;
+    const rateOut = sums.get("pulsar_rate_out") ?? 0;
+    history.in = [...history.in, rateIn].slice(-HISTORY);
+    history.out = [...history.out, rateOut].slice(-HISTORY);
+    const counted = (value) => (tree === null ? "(needs a super user's token)" : count(value));
+    body.replaceChildren(
+      facts([
+        ["Version", version.trim()],
+        ["Listeners", listeners(config)],
+        ["Tenants", counted(tree?.tenants.length)],
+        ["Namespaces", counted(tree?.namespaces.length)],
+        ["Topics", counted(tree?.topics.length)],
+        ["Subscriptions", count(sums.get("pulsar_subscriptions_count"))],
+        ["Producers", count(sums.get("pulsar_producers_count"))],
+        ["Consumers", count(sums.get("pulsar_consumers_count"))],
+        ["Backlog", `${count(sums.get("pulsar_msg_backlog"))} entries`],
+        ["Storage", bytes(sums.get("pulsar_storage_size"))],
+      ]),
+      el("h2", {}, "Messages per second"),
+      el("p", { class: "legend" },
+        el("span", { class: "in", "data-testid": "rate-in" }, `in ${rate(rateIn)}`), " ",
+        el("span", { class: "out", "data-testid": "rate-out" }, `out ${rate(rateOut)}`), " ",
+        el("span", {}, `(${bytes(sums.get("pulsar_throughput_in"))}/s in, ${bytes(sums.get("pulsar_throughput_out"))}/s out)`)),
+      lineChart([{ values: history.in, cls: "in" }, { values: history.out, cls: "out" }]));
+  }
+  return { title: "Overview", node: body, refresh };
+}
+
+/** A list with a search box that filters it as one types, kept across refreshes. */
+function searchable(title, placeholder, load, headings, row) {
+  let filter = "";
+  let items = [];
+  const body = el("div");
+  const draw = () => body.replaceChildren(
+    table(headings, items.filter((item) => item.name.toLowerCase().includes(filter)).map(row), "none found"));
+  const node = el("section", {}, searchBox(placeholder, (value) => {
+    filter = value;
+    draw();
+  }), body);
+  async function refresh() {
+    items = await load();
+    draw();
+  }
+  return { title, node, refresh };
+}
+
+export function tenants() {
+  return searchable("Tenants", "Search tenants", async () => {
+    const names = await json("admin/v2/tenants");
+    const namespaces = await Promise.all(names.map((name) => optional(json(path("admin/v2/namespaces", name)))));
+    return names.map((name, i) => ({ name, namespaces: namespaces[i] }));
+  }, ["Tenant", "Namespaces"], (item) => [link(item.name, "tenant", item.name),
+    item.namespaces === null ? "(not allowed)" : count(item.namespaces.length)]);
+}
+
+export function namespaces([tenant]) {
+  return searchable(`Tenant ${tenant}`, "Search namespaces", async () => {
+    const names = await json(path("admin/v2/namespaces", tenant));
+    return names.map((full) => ({ name: full.slice(tenant.length + 1) }));
+  }, ["Namespace"], (item) => [link(item.name, "namespace", tenant, item.name)]);
+}
+
+/** `persistent://t/ns/name` -> [domain, tenant, namespace, name]. */
+export function topicParts(full) {
+  const [domain, rest] = full.split("://");
+  const [tenant, namespace, ...name] = rest.split("/");
+  return [domain, tenant, namespace, name.join("/")];
+}
+
+export function topics([tenant, namespace]) {
+  return searchable(`Namespace ${tenant}/${namespace}`, "Search topics", async () => {
+    const names = await json(path("admin/v2/namespaces", tenant, namespace, "topics") + "?mode=ALL");
+    return names.map((full) => {
+      const [domain, , , name] = topicParts(full);
+      return { name, domain };
+    }).sort((a, b) => a.name.localeCompare(b.name));
+  }, ["Topic", "Domain"], (item) => [link(item.name, "topic", item.domain, tenant, namespace, item.name), item.domain]);
+}
