@@ -34,7 +34,8 @@ class Watched:
     that ran as script would open one or set the page's `__xss`."""
 
     def __init__(self, browser, base: str) -> None:
-        self.page = browser.new_page()
+        self.context = browser.new_context()
+        self.page = self.context.new_page()
         self.base = base
         self.dialogs: list[str] = []
         self.errors: list[str] = []
@@ -48,4 +49,4 @@ class Watched:
         return self.page.evaluate("() => window.__xss")
 
     def close(self) -> None:
-        self.page.close()
+        self.context.close()

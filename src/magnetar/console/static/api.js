@@ -17,12 +17,17 @@ export function signedIn() {
   return sessionStorage.getItem(TOKEN) !== null;
 }
 
+/** Paths the admin API refused (403) to the role signed in: not asked again until it changes. */
+const refused = new Set();
+
 export function signIn(token) {
   sessionStorage.setItem(TOKEN, token);
+  refused.clear();
 }
 
 export function signOut() {
   sessionStorage.removeItem(TOKEN);
+  refused.clear();
 }
 
 /** `admin/v2/...` from fixed words and user-named parts (encoded). */
@@ -57,6 +62,18 @@ export async function text(url) {
   return (await request(url)).text();
 }
 
+/** What a role may not read (403) is null: the view says so, and the broker's log gets one refusal, not one a refresh. */
+export async function optionalJson(url) {
+  if (refused.has(url)) return null;
+  try {
+    return await json(url);
+  } catch (error) {
+    if (!(error instanceof ApiError) || error.status !== 403) throw error;
+    refused.add(url);
+    return null;
+  }
+}
+
 /** The sums of /metrics' samples by metric name (every label set added up). */
 export function metricSums(exposition) {
   const sums = new Map();
@@ -71,9 +88,10 @@ export function metricSums(exposition) {
   return sums;
 }
 
-/** Each tenant's namespaces, each namespace's topics (persistent and not). */
+/** Each tenant's namespaces, each namespace's topics (persistent and not); null when the role may not list tenants. */
 export async function walk() {
-  const tenants = await json("admin/v2/tenants");
+  const tenants = await optionalJson("admin/v2/tenants");
+  if (tenants === null) return null;
   const namespaces = (await Promise.all(tenants.map((tenant) => json(path("admin/v2/namespaces", tenant))))).flat();
   const topics = await Promise.all(namespaces.map((namespace) => {
     const [tenant, name] = namespace.split("/");

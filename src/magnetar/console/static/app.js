@@ -15,6 +15,7 @@ const signInForm = document.getElementById("sign-in");
 const signOutButton = document.getElementById("sign-out");
 let current = null;
 let busy = false;
+let signedOut = false; // the admin API asked for a token: no polling until one is given
 
 function parts() {
   try {
@@ -45,6 +46,7 @@ async function refresh() {
   } catch (error) {
     if (view !== current) return;
     if (error instanceof AuthRequired) {
+      signedOut = true;
       signInForm.hidden = false;
       document.getElementById("sign-in-reason").textContent = `The admin API asks for a token: ${error.message}`;
       status.textContent = "signed out";
@@ -63,6 +65,7 @@ function mount() {
   const make = Object.hasOwn(VIEWS, name) ? VIEWS[name] : overview;
   current = make(params);
   busy = false;
+  signedOut = false;
   document.title = `${current.title} · magnetar`;
   main.replaceChildren(breadcrumbs(Object.hasOwn(VIEWS, name) ? address : [""]), el("h1", {}, current.title),
     current.node);
@@ -82,9 +85,9 @@ signOutButton.addEventListener("click", () => {
 });
 window.addEventListener("hashchange", mount);
 document.addEventListener("visibilitychange", () => {
-  if (!document.hidden) refresh();
+  if (!document.hidden && !signedOut) refresh();
 });
 setInterval(() => {
-  if (!document.hidden && current !== null && !current.manual) refresh();
+  if (!document.hidden && current !== null && !current.manual && !signedOut) refresh();
 }, REFRESH_MS);
 mount();

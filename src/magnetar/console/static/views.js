@@ -1,6 +1,6 @@
 // The overview and the lists: tenants, a tenant's namespaces, a namespace's topics.
 
-import { ApiError, json, metricSums, path, text, walk } from "./api.js";
+import { json, metricSums, optionalJson, path, text, walk } from "./api.js";
 import { lineChart } from "./chart.js";
 import { bytes, count, el, facts, link, rate, searchBox, table } from "./dom.js";
 
@@ -15,22 +15,13 @@ function listeners(config) {
     config.kafkaListeners ? `Kafka ${config.kafkaListeners}` : null].filter(Boolean).join(", ");
 }
 
-async function optional(promise) {
-  try {
-    return await promise;
-  } catch (error) {
-    if (error instanceof ApiError && error.status === 403) return null;
-    throw error;
-  }
-}
-
 export function overview() {
   const history = { in: [], out: [] };
   const body = el("div");
   async function refresh() {
     const [version, config, exposition, tree] = await Promise.all([
-      text("admin/v2/brokers/version"), optional(json("admin/v2/brokers/configuration/runtime")),
-      text("metrics"), optional(walk())]);
+      text("admin/v2/brokers/version"), optionalJson("admin/v2/brokers/configuration/runtime"),
+      text("metrics"), walk()]);
     const sums = metricSums(exposition);
     const rateIn = sums.get("pulsar_rate_in") ?? 0;
     const rateOut = sums.get("pulsar_rate_out") ?? 0;
@@ -81,7 +72,7 @@ function searchable(title, placeholder, load, headings, row) {
 export function tenants() {
   return searchable("Tenants", "Search tenants", async () => {
     const names = await json("admin/v2/tenants");
-    const namespaces = await Promise.all(names.map((name) => optional(json(path("admin/v2/namespaces", name)))));
+    const namespaces = await Promise.all(names.map((name) => optionalJson(path("admin/v2/namespaces", name))));
     return names.map((name, i) => ({ name, namespaces: namespaces[i] }));
   }, ["Tenant", "Namespaces"], (item) => [link(item.name, "tenant", item.name),
     item.namespaces === null ? "(not allowed)" : count(item.namespaces.length)]);
