@@ -193,3 +193,14 @@ def test_admin_http_bench_names_the_flag_it_refuses():
     done = run_script("admin_http_bench.py", "--requests", "2")
     assert done.returncode == 2
     assert "--requests" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_console_bench_times_every_view_and_the_open_console():
+    done = run_script("console_bench.py", "--topics", "20", "--rounds", "1", "--idle-seconds", "1")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["topics"] == 21
+    assert set(result["view_s"]) == {"overview", "namespace_first_row", "namespace_search", "topic", "messages"}
+    assert all(len(view["all"]) == 1 and view["median"] > 0 for view in result["view_s"].values())
+    cpu = result["broker_cpu_percent"]
+    assert cpu["console_cost"] == round(cpu["overview_open"] - cpu["idle"], 2)

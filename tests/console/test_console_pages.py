@@ -6,7 +6,9 @@ keys and properties shown as text, with no script of theirs run."""
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Iterator
+from http.client import HTTPConnection
 
 import jwt
 import pulsar
@@ -28,6 +30,7 @@ HOSTILE_PROPERTY = ("<img src=x onerror=window.__xss=4>", "<script>alert(5)</scr
 #: not an HTTP token (spaces, `<`) is dropped by the browser from an unbatched message's headers.
 HOSTILE_VALUE = ("note", "<img src=x onerror=window.__xss=5> & <script>alert(6)</script>")
 KAFKA_READY = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+)")
+MAX_ROWS = 500  # views.js' MAX_ROWS
 
 
 @pytest.fixture(scope="module")
@@ -121,8 +124,16 @@ def test_overview_counts_match_the_admin_api(page, broker):
     assert (fact(p, "Tenants"), fact(p, "Namespaces"), fact(p, "Topics")) == (
         str(len(tenants)), str(len(namespaces)), str(len(topics)))
     assert len(topics) >= 3  # orders, the hostile topic, the Kafka topic's partition
-    # polled: the chart of rates gains a sample every few seconds
+    # polled: the chart of rates gains a sample every few seconds, the rates from the counters between two
+    client = pulsar.Client(broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        producer = client.create_producer("persistent://public/default/live")
+        for n in range(30):
+            producer.send(b"live %d" % n)
+    finally:
+        client.close()
     assert wait_for(lambda: len(p.locator("svg.chart polyline.in").get_attribute("points").split()) >= 2, 15)
+    assert wait_for(lambda: p.get_by_test_id("rate-in").inner_text() != "in 0.0 msg/s", 15)
 
 
 def test_click_through_to_a_topic_and_its_messages(page, broker, traffic):
@@ -251,3 +262,23 @@ def test_a_token_signed_in_is_sent_for_this_tab_only(browser, broker_factory, tm
     assert p.evaluate("() => sessionStorage.length") == 0
     assert page.dialogs == [] and page.errors == []
     page.close()
+
+
+def test_a_long_list_draws_its_first_rows_and_is_searched(page, broker):
+    url = urllib.parse.urlsplit(broker.admin_url)
+    connection = HTTPConnection(url.hostname, url.port, timeout=30)
+    connection.request("PUT", "/admin/v2/namespaces/public/many")
+    assert connection.getresponse().read() == b""
+    for n in range(MAX_ROWS + 1):  # one keep-alive connection: 501 topics in a few seconds
+        connection.request("PUT", f"/admin/v2/persistent/public/many/t{n:03d}")
+        response = connection.getresponse()
+        assert (response.status, response.read()) == (204, b"")
+    connection.close()
+    p = page.page
+    page.open("#/namespace/public/many")
+    p.get_by_test_id("more").wait_for()
+    assert p.locator("tbody tr").count() == MAX_ROWS
+    assert p.get_by_test_id("more").inner_text() == "1 more of 501: type in the search box to narrow them"
+    p.get_by_placeholder("Search topics").fill("t500")
+    assert wait_for(lambda: p.locator("tbody tr").all_inner_texts() == ["t500\tpersistent"], 10)
+    assert p.get_by_test_id("more").count() == 0

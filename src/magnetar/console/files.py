@@ -18,6 +18,7 @@ from magnetar import web
 FILES = {
     "index.html": "text/html",
     "console.css": "text/css",
+    "favicon.svg": "image/svg+xml",
     "app.js": "text/javascript",
     "api.js": "text/javascript",
     "dom.js": "text/javascript",

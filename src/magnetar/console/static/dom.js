@@ -49,7 +49,7 @@ export function bytes(value) {
     amount /= 1024;
     unit++;
   }
-  return `${unit === 0 ? amount : amount.toFixed(1)} ${UNITS[unit]}`;
+  return `${unit === 0 ? Math.round(amount) : amount.toFixed(1)} ${UNITS[unit]}`;
 }
 
 export function rate(value, unit = "msg/s") {

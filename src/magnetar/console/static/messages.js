@@ -102,7 +102,9 @@ export function messages([domain, tenant, namespace, name, wanted = "10", subscr
   const format = el("select", { "aria-label": "Show payloads as", onchange: () => { mode = format.value; draw(); } },
     el("option", { value: "text" }, "text (hex when not UTF-8)"), el("option", { value: "hex" }, "hex"));
   const show = el("button", { type: "button", onclick: () => {
-    location.hash = hashOf("messages", domain, tenant, namespace, name, amount.value, source.value);
+    const address = hashOf("messages", domain, tenant, namespace, name, amount.value, source.value);
+    if (location.hash === address) window.dispatchEvent(new HashChangeEvent("hashchange")); // the same: read again
+    else location.hash = address;
   } }, "Show");
   const topicUrl = (...rest) => path("admin/v2/persistent", tenant, namespace, name, ...rest);
 

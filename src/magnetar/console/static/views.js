@@ -15,16 +15,29 @@ function listeners(config) {
     config.kafkaListeners ? `Kafka ${config.kafkaListeners}` : null].filter(Boolean).join(", ");
 }
 
+/** Rates between two refreshes, from /metrics' counters (the broker's own rates move once a
+ * statsUpdateFrequencyInSecs, a minute by default); the first refresh shows the broker's. */
+function rates(sums, last, now) {
+  const totals = ["in_messages", "out_messages", "in_bytes", "out_bytes"].map((name) => sums.get(`pulsar_${name}_total`) ?? 0);
+  if (last === null || now <= last.time) {
+    return { totals, values: ["rate_in", "rate_out", "throughput_in", "throughput_out"].map((name) => sums.get(`pulsar_${name}`) ?? 0) };
+  }
+  const seconds = (now - last.time) / 1000;
+  return { totals, values: totals.map((total, i) => Math.max(0, total - last.totals[i]) / seconds) }; // a topic unloaded restarts its counters
+}
+
 export function overview() {
   const history = { in: [], out: [] };
+  let last = null;
   const body = el("div");
   async function refresh() {
     const [version, config, exposition, tree] = await Promise.all([
       text("admin/v2/brokers/version"), optionalJson("admin/v2/brokers/configuration/runtime"),
       text("metrics"), walk()]);
     const sums = metricSums(exposition);
-    const rateIn = sums.get("pulsar_rate_in") ?? 0;
-    const rateOut = sums.get("pulsar_rate_out") ?? 0;
+    const now = performance.now();
+    const { totals, values: [rateIn, rateOut, bytesIn, bytesOut] } = rates(sums, last, now);
+    last = { time: now, totals };
     history.in = [...history.in, rateIn].slice(-HISTORY);
     history.out = [...history.out, rateOut].slice(-HISTORY);
     const counted = (value) => (tree === null ? "(needs a super user's token)" : count(value));
@@ -45,19 +58,26 @@ export function overview() {
       el("p", { class: "legend" },
         el("span", { class: "in", "data-testid": "rate-in" }, `in ${rate(rateIn)}`), " ",
         el("span", { class: "out", "data-testid": "rate-out" }, `out ${rate(rateOut)}`), " ",
-        el("span", {}, `(${bytes(sums.get("pulsar_throughput_in"))}/s in, ${bytes(sums.get("pulsar_throughput_out"))}/s out)`)),
+        el("span", {}, `(${bytes(bytesIn)}/s in, ${bytes(bytesOut)}/s out)`)),
       lineChart([{ values: history.in, cls: "in" }, { values: history.out, cls: "out" }]));
   }
   return { title: "Overview", node: body, refresh };
 }
+
+/** Rows drawn at most: a namespace of 10,000 topics is searched, not scrolled. */
+export const MAX_ROWS = 500;
 
 /** A list with a search box that filters it as one types, kept across refreshes. */
 function searchable(title, placeholder, load, headings, row) {
   let filter = "";
   let items = [];
   const body = el("div");
-  const draw = () => body.replaceChildren(
-    table(headings, items.filter((item) => item.name.toLowerCase().includes(filter)).map(row), "none found"));
+  const draw = () => {
+    const found = items.filter((item) => item.name.toLowerCase().includes(filter));
+    body.replaceChildren(table(headings, found.slice(0, MAX_ROWS).map(row), "none found"),
+      found.length > MAX_ROWS ? el("p", { class: "empty", "data-testid": "more" },
+        `${count(found.length - MAX_ROWS)} more of ${count(found.length)}: type in the search box to narrow them`) : null);
+  };
   const node = el("section", {}, searchBox(placeholder, (value) => {
     filter = value;
     draw();
