@@ -6,10 +6,11 @@ topic with a subscription holding a backlog. Each round opens every view in a fr
 (the views alternate within a round, so drift in the machine's speed falls on all) and
 times `goto` to the view's first content: the overview's facts, the namespace's first topic
 row, the topic's subscriptions, the message browser's first message; and a search in the
-namespace's list (typing the last topic's name to its row alone shown). Then the broker's CPU (from /proc, 10 ms ticks) is read over `--idle-seconds`
-with no page open, and as long with the overview open, refreshing itself every 3 s: the
-console's cost is the difference, in percent of one core. Prints one JSON object, with
-the load average before and after.
+namespace's list (typing the last topic's name to its row alone shown). Then the broker's
+CPU (from /proc, 10 ms ticks) is read over `--idle-seconds` with no page open, and as long
+with the overview open, refreshing itself (every 3 s, or slower on a large broker: app.js'
+SHARE): the console's cost is the difference, in percent of one core. Prints one JSON
+object, with the load average before and after.
 
     .venv/bin/python benchmarks/console_bench.py --topics 10000 --rounds 3
 """
