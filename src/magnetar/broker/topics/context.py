@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from magnetar.broker.entry_filters import EntryFilterProvider
     from magnetar.broker.entry_metadata import EntryMetadataStamper
     from magnetar.broker.policies.topic_policies import TopicPolicies
+    from magnetar.broker.topics.failed_writes import FailedWrites
     from magnetar.broker.topics.full_disk import FullDisk
     from magnetar.broker.topics.loop_bridge import LoopBridge
     from magnetar.storage import ManagedLedger, MetadataStore
@@ -35,5 +36,7 @@ class BrokerContext:
     """The compaction service of a topic being loaded (compactionServiceFactoryClassName)."""
     full_disk: FullDisk
     """Holds producers while the data dir's disk is full (topics.full_disk)."""
+    failed_writes: FailedWrites
+    """Closes and reloads a topic whose ledger failed a write for good (topics.failed_writes)."""
     bridge: LoopBridge = field(init=False)
     """Brings storage completions to the loop; set when the broker starts, before any topic loads."""
