@@ -39,8 +39,18 @@ class Watched:
         self.base = base
         self.dialogs: list[str] = []
         self.errors: list[str] = []
-        self.page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
+        self.answers: list[str | bool] = []
+        """What the next dialogs get: text for a prompt, True or False for a confirm; none: dismissed."""
+        self.page.on("dialog", self._answer)
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+    def _answer(self, dialog) -> None:
+        self.dialogs.append(dialog.message)
+        answer = self.answers.pop(0) if self.answers else False
+        if answer is False:
+            dialog.dismiss()
+        else:
+            dialog.accept(answer if isinstance(answer, str) else "")
 
     def open(self, address: str = "#/"):
         return self.page.goto(f"{self.base}/{address}")

@@ -6,6 +6,7 @@ keys and properties shown as text, with no script of theirs run."""
 from __future__ import annotations
 
 import re
+import time
 import urllib.parse
 from collections.abc import Iterator
 from http.client import HTTPConnection
@@ -282,3 +283,45 @@ def test_a_long_list_draws_its_first_rows_and_is_searched(page, broker):
     p.get_by_placeholder("Search topics").fill("t500")
     assert wait_for(lambda: p.locator("tbody tr").all_inner_texts() == ["t500\tpersistent"], 10)
     assert p.get_by_test_id("more").count() == 0
+
+
+def test_subscription_actions_ask_first_and_call_the_admin_api(page, broker):
+    topic = "persistent://public/default/actions"
+    client = pulsar.Client(broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    try:
+        client.subscribe(topic, "ops").close()
+        producer = client.create_producer(topic)
+        for n in range(5):
+            producer.send(b"m%d" % n)
+    finally:
+        client.close()
+
+    def backlog() -> int:
+        return stats(broker, topic)["subscriptions"]["ops"]["msgBacklog"]
+
+    p = page.page
+    page.open("#/topic/persistent/public/default/actions")
+    clear = p.get_by_role("button", name="Clear backlog")
+    clear.click()  # answered No
+    assert page.dialogs == ["Acknowledge every message of subscription ops?"]
+    page.answers = [True]
+    clear.click()
+    assert wait_for(lambda: backlog() == 0, 10)
+    assert wait_for(lambda: row_of(p, "ops")[2] == "0", 10)
+    page.answers = ["60", True]
+    asked = time.time()
+    p.get_by_role("button", name="Reset…").click()
+    assert wait_for(lambda: backlog() == 5, 10)
+    reset_to = int(re.findall(r"POST \S+/subscription/ops/resetcursor/(\d+) from", broker.log())[-1])
+    assert abs(reset_to / 1000 - (asked - 3600)) < 30  # an hour before the click
+    page.answers = ["2", True]
+    p.get_by_role("button", name="Skip…").click()
+    assert wait_for(lambda: backlog() == 3 and row_of(p, "ops")[2] == "3", 10)
+    assert page.dialogs[1:] == [
+        "Acknowledge every message of subscription ops?",
+        "Reset subscription ops to how many minutes ago?",
+        "Move subscription ops back to what was published in the last 60 minutes?",
+        "Skip how many messages of subscription ops?",
+        "Acknowledge the next 2 messages of subscription ops?",
+    ]
+    page.dialogs.clear()

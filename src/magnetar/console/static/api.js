@@ -44,11 +44,11 @@ async function reason(response) {
   }
 }
 
-export async function request(url) {
+export async function request(url, method = "GET") {
   const headers = {};
   const token = sessionStorage.getItem(TOKEN);
   if (token !== null) headers.Authorization = `Bearer ${token}`;
-  const response = await fetch(url, { headers, cache: "no-store", credentials: "omit" });
+  const response = await fetch(url, { method, headers, cache: "no-store", credentials: "omit" });
   if (response.status === 401) throw new AuthRequired(await reason(response));
   if (!response.ok) throw new ApiError(response.status, await reason(response));
   return response;

@@ -2,7 +2,7 @@
 // subscriptions, so they are listed here too) and consumers; a partitioned topic lists its
 // partitions with their figures summed.
 
-import { json, path } from "./api.js";
+import { json, path, request } from "./api.js";
 import { bytes, count, el, facts, link, rate, table } from "./dom.js";
 
 function topicPath(domain, tenant, namespace, topic, ...rest) {
@@ -23,12 +23,39 @@ function producers(stats) {
     p.producerName, p.address ?? "", p.accessMode ?? "", rate(p.msgRateIn)]), "no producers");
 }
 
-function subscriptions(stats) {
+/** A subscription's actions, each an admin API call after the user confirms it; `done` redraws. */
+function actions(subscriptionUrl, name, done) {
+  const act = (label, question, ask) => el("button", { type: "button", onclick: async () => {
+    const suffix = ask();
+    if (suffix === null || !window.confirm(question())) return;
+    try {
+      await request(subscriptionUrl(name, ...suffix), "POST");
+      done(null);
+    } catch (error) {
+      done(error);
+    }
+  } }, label);
+  let skipped = null;
+  let minutes = null;
+  return el("span", { class: "actions" },
+    act("Clear backlog", () => `Acknowledge every message of subscription ${name}?`, () => ["skip_all"]),
+    act("Skip…", () => `Acknowledge the next ${skipped} messages of subscription ${name}?`, () => {
+      skipped = Number.parseInt(window.prompt(`Skip how many messages of subscription ${name}?`, "1") ?? "", 10);
+      return skipped > 0 ? ["skip", String(skipped)] : null;
+    }),
+    act("Reset…", () => `Move subscription ${name} back to what was published in the last ${minutes} minutes?`, () => {
+      minutes = Number.parseFloat(window.prompt(`Reset subscription ${name} to how many minutes ago?`, "60") ?? "");
+      return minutes >= 0 ? ["resetcursor", String(Math.round(Date.now() - minutes * 60_000))] : null;
+    }));
+}
+
+function subscriptions(stats, subscriptionUrl, done) {
   const entries = Object.entries(stats.subscriptions ?? {}).sort(([a], [b]) => a.localeCompare(b));
   return [
-    table(["Subscription", "Type", "Backlog", "Unacked", "Rate out", "Consumers"], entries.map(([name, s]) => [
+    table(["Subscription", "Type", "Backlog", "Unacked", "Rate out", "Consumers", "Actions"], entries.map(([name, s]) => [
       name, s.type ?? "", count(s.msgBacklog), count(s.unackedMessages), rate(s.msgRateOut),
-      count((s.consumers ?? []).length)]), "no subscriptions"),
+      count((s.consumers ?? []).length), subscriptionUrl === null ? "" : actions(subscriptionUrl, name, done)]),
+    "no subscriptions"),
     el("h3", {}, "Consumers"),
     table(["Subscription", "Consumer", "Address", "Rate out", "Unacked"], entries.flatMap(([name, s]) =>
       (s.consumers ?? []).map((c) => [name, c.consumerName, c.address ?? "", rate(c.msgRateOut),
@@ -38,6 +65,14 @@ function subscriptions(stats) {
 
 export function topic([domain, tenant, namespace, name]) {
   const body = el("div");
+  const outcome = el("p", { class: "outcome", role: "status" });
+  const subscriptionUrl = domain === "persistent"
+    ? (subscription, ...rest) => topicPath(domain, tenant, namespace, name, "subscription", subscription, ...rest)
+    : null;
+  const done = (error) => {
+    outcome.textContent = error === null ? "done" : `refused: ${error.message}`;
+    refresh().catch((failure) => { outcome.textContent = `error: ${failure.message}`; });
+  };
   async function refresh() {
     const { partitions } = await json(topicPath(domain, tenant, namespace, name, "partitions"));
     if (partitions > 0) {
@@ -54,7 +89,7 @@ export function topic([domain, tenant, namespace, name]) {
       facts([...traffic(stats), ["Storage", bytes(stats.storageSize ?? 0)], ["Backlog", bytes(stats.backlogSize ?? 0)]]),
       domain === "persistent" ? el("p", {}, link("Browse messages", "messages", domain, tenant, namespace, name)) : null,
       el("h2", {}, "Producers"), producers(stats),
-      el("h2", {}, "Subscriptions"), ...subscriptions(stats));
+      el("h2", {}, "Subscriptions"), ...subscriptions(stats, subscriptionUrl, done));
   }
-  return { title: `Topic ${domain}://${tenant}/${namespace}/${name}`, node: body, refresh };
+  return { title: `Topic ${domain}://${tenant}/${namespace}/${name}`, node: el("div", {}, outcome, body), refresh };
 }
