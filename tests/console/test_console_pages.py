@@ -325,3 +325,20 @@ def test_subscription_actions_ask_first_and_call_the_admin_api(page, broker):
         "Acknowledge the next 2 messages of subscription ops?",
     ]
     page.dialogs.clear()
+
+
+def test_a_hidden_tab_stops_polling_and_catches_up_when_shown(page):
+    p = page.page
+    page.open()
+    p.locator("dl.facts").wait_for()
+    asked: list[str] = []
+    p.on("request", lambda request: asked.append(request.url) if request.url.endswith("/metrics") else None)
+    hide = """hidden => {
+        Object.defineProperty(document, "hidden", { configurable: true, get: () => hidden });
+        document.dispatchEvent(new Event("visibilitychange"));
+    }"""
+    p.evaluate(hide, True)
+    p.wait_for_timeout(7000)  # two refresh intervals: a window in which nothing may be asked
+    assert asked == []
+    with p.expect_request(lambda request: request.url.endswith("/metrics"), timeout=5000):
+        p.evaluate(hide, False)  # shown: asked at once, not at the next interval

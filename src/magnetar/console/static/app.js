@@ -68,16 +68,16 @@ async function refresh() {
 }
 
 /** Refreshes the view, then again after REFRESH_MS or SHARE times what this one took; only
- * while the tab is visible, the view is one that refreshes itself, and no token is awaited. */
+ * while the tab is visible (showing it again ticks at once), the view is one that refreshes
+ * itself, and no token is awaited (signing in mounts the view again). */
 async function tick(first = false) {
   clearTimeout(timer);
   const mine = ++ticks;
-  if (!document.hidden && current !== null && !current.manual && !signedOut) {
-    const started = performance.now();
-    await refresh();
-    if (mine !== ticks) return; // a later tick (another view, the tab shown again) schedules the next
-    every = first ? REFRESH_MS : Math.max(REFRESH_MS, SHARE * (performance.now() - started));
-  }
+  if (document.hidden || current === null || current.manual || signedOut) return;
+  const started = performance.now();
+  await refresh();
+  if (mine !== ticks) return; // a later tick (another view, the tab shown again) schedules the next
+  every = first ? REFRESH_MS : Math.max(REFRESH_MS, SHARE * (performance.now() - started));
   timer = setTimeout(tick, every);
 }
 
