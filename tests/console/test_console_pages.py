@@ -188,6 +188,12 @@ def test_a_kafka_group_is_a_subscription_of_its_topic(page, broker):
     p.locator("h2:text-is('Subscriptions')").wait_for()
     backlog = stats(broker, f"public/default/{name}")["subscriptions"]["billing"]["msgBacklog"]
     assert row_of(p, "billing")[2] == str(backlog)
+    # the partitioned topic Kafka made: its partitions, each a link
+    page.open(f"#/topic/persistent/public/default/{KAFKA_TOPIC}")
+    p.locator("h2:text-is('Partitions')").wait_for()
+    partitions = get_json(f"{broker.admin_url}/admin/v2/persistent/public/default/{KAFKA_TOPIC}/partitions")
+    assert fact(p, "Partitions") == str(partitions["partitions"])
+    assert p.locator("tbody tr").first.inner_text() == name
 
 
 def test_hostile_names_and_payloads_render_as_text(page, broker):
