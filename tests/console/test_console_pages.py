@@ -167,6 +167,8 @@ def test_click_through_to_a_topic_and_its_messages(page, broker, traffic):
     newest = cards.first
     assert fact(newest, "Key") == "customer-1"  # order 19
     assert fact(newest, "Event time") == "2023-11-14T22:13:20.019Z"
+    # PIP-70's index of each message, though the broker stores one per entry (its last message's)
+    assert [fact(card, "Index") for card in cards.all()] == [str(n) for n in range(19, -1, -1)]
     assert row_of(newest, "origin") == ["origin", "shop"]
 
     # the subscription's backlog, bookmarked: the oldest unacknowledged message first

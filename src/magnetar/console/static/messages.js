@@ -40,8 +40,12 @@ async function readEntry(url) {
   };
   const batched = header("x-pulsar-num-batch-message");
   if (batched !== null) {
-    return splitBatch(data, Number(batched)).map((message, i) => ({
+    // PIP-70's index is the entry's last message's: each message's counts back from it
+    const last = entry.index === null ? null : Number(entry.index);
+    const messages = splitBatch(data, Number(batched));
+    return messages.map((message, i) => ({
       ...entry, ...message, id: `${entry.id}:${i}`, eventTime: time(message.eventTime),
+      index: last === null ? null : String(last - (messages.length - 1) + i),
     }));
   }
   const properties = [];
