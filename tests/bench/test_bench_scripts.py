@@ -204,3 +204,14 @@ def test_console_bench_times_every_view_and_the_open_console():
     assert all(len(view["all"]) == 1 and view["median"] > 0 for view in result["view_s"].values())
     cpu = result["broker_cpu_percent"]
     assert cpu["console_cost"] == round(cpu["overview_open"] - cpu["idle"], 2)
+
+
+def test_kafka_latency_bench_counts_every_record_of_each_cell():
+    done = run_script("kafka_latency_bench.py", "--rates", "200,400", "--seconds", "1")
+    assert done.returncode == 0, done.stderr
+    cells = json.loads(done.stdout)["cells"]
+    assert sorted(cells) == ["magnetar 200/s round 1", "magnetar 400/s round 1"]
+    for name, figures in cells.items():
+        rate = int(name.split()[1].removesuffix("/s"))
+        assert figures["errors"] == 0 and figures["records"] == rate  # one measured second, warm-up left out
+        assert 0 < figures["p50"] <= figures["p99"] <= figures["p99.9"] <= figures["max"]
