@@ -54,12 +54,23 @@ export async function request(url, method = "GET") {
   return response;
 }
 
-export async function json(url) {
-  return (await request(url)).json();
+/** Characters of answers read since `takeReceived` last ran: what a refresh cost the broker to write. */
+let received = 0;
+
+export function takeReceived() {
+  const taken = received;
+  received = 0;
+  return taken;
 }
 
 export async function text(url) {
-  return (await request(url)).text();
+  const body = await (await request(url)).text();
+  received += body.length;
+  return body;
+}
+
+export async function json(url) {
+  return JSON.parse(await text(url));
 }
 
 /** What a role may not read (403) is null: the view says so, and the broker's log gets one refusal, not one a refresh. */

@@ -1,17 +1,19 @@
 // The console's shell: hash addresses to views, a refresh every few seconds while the tab is
 // visible, and the token sign-in when the admin API asks for credentials.
 
-import { AuthRequired, signIn, signOut, signedIn } from "./api.js";
+import { AuthRequired, signIn, signOut, signedIn, takeReceived } from "./api.js";
 import { el, link } from "./dom.js";
 import { messages } from "./messages.js";
 import { topic } from "./topic.js";
 import { namespaces, overview, tenants, topics } from "./views.js";
 
 const REFRESH_MS = 3000;
-/** A refresh waits at least this many times as long as the last one took, so that a console
- * left open on a large broker (10,000 topics: a /metrics of 15 MB) keeps to a few percent of
- * its time; the first refresh of a view (cold: the page's code, new connections) is not counted. */
+/** A refresh waits at least this many times as long as the broker took to write what it read,
+ * so that a console left open on a large broker (10,000 topics: a /metrics of 15 MB) keeps to
+ * a few percent of its time; counted in bytes (the broker writes its admin answers at about
+ * BYTES_PER_MS), so the pace does not depend on how loaded the browser's machine is. */
 const SHARE = 50;
+const BYTES_PER_MS = 30_000;
 const VIEWS = { "": overview, tenants, tenant: namespaces, namespace: topics, topic, messages };
 const main = document.getElementById("view");
 const status = document.getElementById("status");
@@ -67,17 +69,17 @@ async function refresh() {
   }
 }
 
-/** Refreshes the view, then again after REFRESH_MS or SHARE times what this one took; only
- * while the tab is visible (showing it again ticks at once), the view is one that refreshes
- * itself, and no token is awaited (signing in mounts the view again). */
-async function tick(first = false) {
+/** Refreshes the view, then again after REFRESH_MS or what SHARE asks; only while the tab is
+ * visible (showing it again ticks at once), the view is one that refreshes itself, and no
+ * token is awaited (signing in mounts the view again). */
+async function tick() {
   clearTimeout(timer);
   const mine = ++ticks;
   if (document.hidden || current === null || current.manual || signedOut) return;
-  const started = performance.now();
+  takeReceived();
   await refresh();
   if (mine !== ticks) return; // a later tick (another view, the tab shown again) schedules the next
-  every = first ? REFRESH_MS : Math.max(REFRESH_MS, SHARE * (performance.now() - started));
+  every = Math.max(REFRESH_MS, (SHARE * takeReceived()) / BYTES_PER_MS);
   timer = setTimeout(tick, every);
 }
 
@@ -92,7 +94,7 @@ function mount() {
   main.replaceChildren(breadcrumbs(Object.hasOwn(VIEWS, name) ? address : [""]), el("h1", {}, current.title),
     current.node);
   if (current.manual) refresh();
-  tick(true);
+  tick();
 }
 
 signInForm.addEventListener("submit", (event) => {
