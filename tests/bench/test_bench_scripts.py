@@ -203,6 +203,15 @@ def test_replication_bench_replicates_every_message_and_reports_both_lags():
     assert only["messages"] == only["west_received"] == only["east_received"] == 300
     summary = report["summary"]["300"]
     assert summary["all_replicated"] and summary["west_lag_p50_ms"] > 0 and summary["east_lag_p50_ms"] > 0
+def test_console_bench_times_every_view_and_the_open_console():
+    done = run_script("console_bench.py", "--topics", "20", "--rounds", "1", "--idle-seconds", "1")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["topics"] == 21
+    assert set(result["view_s"]) == {"overview", "namespace_first_row", "namespace_search", "topic", "messages"}
+    assert all(len(view["all"]) == 1 and view["median"] > 0 for view in result["view_s"].values())
+    cpu = result["broker_cpu_percent"]
+    assert cpu["console_cost"] == round(cpu["overview_open"] - cpu["idle"], 2)
 
 
 def test_kafka_latency_bench_counts_every_record_of_each_cell():

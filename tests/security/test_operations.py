@@ -29,7 +29,7 @@ DOCS = Path(__file__).parents[2] / "docs" / "security.md"
 TOPIC = "persistent://t1/ns/probe"
 #: What each role of the scene may do, stated apart from the code: a role with no grant only
 #: what needs authentication alone; produce and consume their own; admins more.
-BASIC = {Need.OPEN, Need.AUTHENTICATED, Need.HOLDER}
+BASIC = {Need.PUBLIC, Need.OPEN, Need.AUTHENTICATED, Need.HOLDER}
 ALLOWED = {
     "nobody": BASIC,
     "ingest": BASIC | {Need.LOOKUP, Need.PRODUCE},

@@ -7,7 +7,8 @@ The scene: tenants t1 and t2, each with its admin and a namespace `ns`; in t1/ns
 produce and consume, `ingest` only produce, `reader` only consume; `t2-app` produces and
 consumes in t2/ns only; `admin` is the super user. Every route the broker serves (the
 functions worker's included) must have a row here, and is walked on t1 as each role and
-without a token: 401 without one, 403 exactly where the row says the role may not.
+without a token: 401 without one (but on the web console's files), 403 exactly where the row
+says the role may not.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ CONSUMERS = ADMINS | {"app", "reader"}
 USERS = ADMINS | {"app", "ingest", "reader"}  # produce or consume
 ANYONE = USERS | {"t2-admin", "t2-app"}  # any authenticated role
 ROLES = sorted(ANYONE)
+EVERYONE = ANYONE | {None}  # without a token too
 
 NS = "/admin/v2/namespaces/{tenant}/{namespace}"
 TOPIC_PATH = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
@@ -58,7 +60,10 @@ TOPIC_POLICIES = [
     ("backlogQuota", "POST DELETE"),
 ]
 
-MAY: dict[tuple[str, str], frozenset[str]] = {
+MAY: dict[tuple[str, str], frozenset[str | None]] = {
+    # the web console's files: the same for everyone, and no data in them
+    ("GET", "/"): EVERYONE,
+    ("GET", "/console/{file}"): EVERYONE,
     # the broker and the cluster: what monitoring asks is open to any role, the rest to the super user
     ("GET", "/metrics"): ANYONE,
     ("GET", "/admin/v2/brokers/ready"): ANYONE,
@@ -184,7 +189,7 @@ def test_each_role_may_call_what_its_row_says(broker, signer, role):
         url = route_url(path, scratch=allowed <= ADMINS)  # t1/scratch: the roles hold their grants there too
         status, _, content = http(method, broker.admin_url + url, route_body(path),
                                   headers=signer.bearer(role) if role else {})
-        expected = 401 if role is None else None if role in allowed else 403
+        expected = None if role in allowed else 401 if role is None else 403
         refused = status if status in (401, 403) else None
         if refused != expected or status >= 500:
             problems.append(f"{method} {url}: {status}, expected {expected or 'no refusal'} ({content[:120]!r})")

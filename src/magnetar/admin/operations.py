@@ -63,6 +63,7 @@ def _policies(base: str, policies: dict[str, tuple[str, ...]], read: Operation,
 ROUTES: dict[Route, Operation] = {
     # the broker, the cluster, tenants
     **_each("GET", ["/metrics"], op.METRICS),
+    **_each("GET", ["/", "/console/{file}"], op.CONSOLE),
     **_each("GET", ["/admin/v2/brokers/ready"], op.READY),
     **_each("GET", ["/admin/v2/brokers/version"], op.GET_VERSION),
     **_each("GET", ["/admin/v2/brokers/health"], op.HEALTH_CHECK),

@@ -65,7 +65,7 @@ def _routes(routes: list[tuple[str, str]]) -> str:
         grouped[", ".join(sorted(verbs)), parent].append(last)
     lines = []
     for (verbs, parent), names in grouped.items():
-        shown = parent.rstrip() if names == [""] else f"{parent}/{names[0]}" if len(names) == 1 \
+        shown = (parent.rstrip() or "/") if names == [""] else f"{parent}/{names[0]}" if len(names) == 1 \
             else f"{parent}/{{{', '.join(names)}}}"
         lines.append(f"`{verbs} {shown}`")
     return "<br>".join(lines)

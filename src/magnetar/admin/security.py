@@ -6,6 +6,9 @@ and checked by the same providers as the binary protocol. Each route is then che
 for the operation it performs (admin.operations) on the resource its path names, as
 Pulsar's default authorization provider checks it. /metrics is open unless
 authenticateMetricsEndpoint=true, which asks for credentials (any role), as in Pulsar.
+The web console's files are public: a browser cannot send a token before the page that
+asks for it has loaded, and every figure the page then shows comes from an admin request
+made with the token it was given.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ def security_middleware(service: BrokerService,
         authentication = service.authentication
         route = route_of(request)
         operation = rules.get(route) if route is not None else None
-        if not authentication.enabled or (operation is not None and operation.need is Need.OPEN
-                                          and not service.config.authenticateMetricsEndpoint):
+        need = operation.need if operation is not None else None
+        if not authentication.enabled or need is Need.PUBLIC or (
+                need is Need.OPEN and not service.config.authenticateMetricsEndpoint):
             return await handler(request)
         request[PRINCIPAL] = principal = await _authenticate(service, request)
         if route is not None:  # an unknown path answers 404 as usual

@@ -44,6 +44,8 @@ class AdminServer:
                     SchemasApi(service)):
             self.router.add_routes(api.routes())
         self.router.add_routes([web.get("/metrics", self.metrics)])
+        if service.config.webConsoleEnabled:
+            self.router.add_routes([web.get("/", _console_file), web.get("/console/{file}", _console_file)])
         self.metrics_sources: list[Callable[[], str]] = []
         """More of /metrics from above the admin API (the functions worker's)."""
         self.port: int | None = None
@@ -70,6 +72,10 @@ class AdminServer:
         host = f"[{address}]" if ":" in address else address
         return f"{scheme}://{host}:{port}"
 
+    def console_urls(self) -> list[str]:
+        """Where the web console is, when it is on."""
+        return [f"{url}/" for url in self.bound_urls()] if self.service.config.webConsoleEnabled else []
+
     def bound_urls(self) -> list[str]:
         """Where the admin API listens (which may be a wildcard address)."""
         host = self.service.config.bindAddress
@@ -91,3 +97,11 @@ class AdminServer:
                               cluster=self.service.config.clusterName)
         return web.Response(text="".join([text, *(source() for source in self.metrics_sources)]),
                             content_type="text/plain")
+
+
+async def _console_file(request: web.Request) -> web.Response:
+    """The web console's files: its code loads with the first request for one, so a broker
+    nobody opens a browser on never imports it (tests/broker/test_startup_imports.py)."""
+    from magnetar.console.files import serve  # noqa: PLC0415  (on demand: see the docstring)
+
+    return serve(request)

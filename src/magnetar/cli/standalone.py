@@ -68,6 +68,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     standalone.add_argument("--bind", help="address to listen on (bindAddress, default 127.0.0.1)")
     standalone.add_argument("--no-functions-worker", action="store_true",
                             help="run no functions worker (functionsWorkerEnabled=false)")
+    standalone.add_argument("--no-console", action="store_true",
+                            help="serve no web console at / of the admin port (webConsoleEnabled=false)")
     standalone.add_argument("--config", type=Path, help="a Pulsar broker.conf or standalone.conf (Java properties)")
     standalone.add_argument("--kafka", type=int, nargs="?", const=9092, metavar="PORT",
                             help="also serve Kafka clients on PORT (default 9092; messagingProtocols=kafka, "
@@ -83,6 +85,7 @@ def _configuration(args: argparse.Namespace) -> LoadedConfiguration:
         ("brokerServicePort", args.port, "--port"), ("webServicePort", args.http_port, "--http-port"),
         ("bindAddress", args.bind, "--bind"),
         ("functionsWorkerEnabled", "false" if args.no_functions_worker else None, "--no-functions-worker"),
+        ("webConsoleEnabled", "false" if args.no_console else None, "--no-console"),
     ) if value is not None]
     if args.kafka is not None:
         flags += [Setting("messagingProtocols", "kafka", "--kafka"),
@@ -229,6 +232,8 @@ async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
     assert service is not None and admin is not None
     for url in admin.bound_urls():
         log.info("admin API on %s/admin/v2", url)
+    for url in admin.console_urls():
+        log.info("web console on %s", url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 ACTIONS = ("produce", "consume", "functions", "sources", "sinks", "packages")
 AUTH_POLICIES = "auth_policies"
 #: Needs met by holding no grant at all (authorization looks at nothing).
-_UNCONDITIONAL = frozenset({Need.OPEN, Need.AUTHENTICATED, Need.HOLDER})
+_UNCONDITIONAL = frozenset({Need.PUBLIC, Need.OPEN, Need.AUTHENTICATED, Need.HOLDER})
 
 
 class AuthorizationError(BrokerServiceError):

@@ -22,6 +22,7 @@ T = pb.BaseCommand
 class Need(enum.Enum):
     """Who may perform an operation, from the most open to the most closed."""
 
+    PUBLIC = "anyone, always (the web console's page and scripts: they hold no data)"
     OPEN = "anyone (an authenticated role with authenticateMetricsEndpoint=true)"
     AUTHENTICATED = "any authenticated role"
     HOLDER = "the connection that holds the producer or consumer"
@@ -113,6 +114,8 @@ LIST_RUNTIME_CONFIGURATIONS = Operation("BrokerOperation.LIST_RUNTIME_CONFIGURAT
 GET_VERSION = Operation("BrokerOperation.GET_VERSION", Need.AUTHENTICATED)
 READY = Operation("BrokerOperation.READY", Need.AUTHENTICATED)
 METRICS = Operation("metrics", Need.OPEN)
+CONSOLE = Operation("web console files", Need.PUBLIC)
+"""The console's static files: what it shows it reads through the admin API, as the role signed in."""
 # -- the binary protocol's own
 CONNECT = Operation("connect", Need.AUTHENTICATED)
 USE_HANDLE = Operation("use its producer or consumer", Need.HOLDER)

@@ -81,6 +81,8 @@ class ServiceConfiguration:
     maxHttpServerConnections: int = key(
         2048, NotNegative("no limit"), "admin API connections at once (Pulsar's key and default): past it, closed "
         "at once")
+    # magnetar's own: the web console (magnetar.console) at `/` of the admin API's ports; off, `/` answers 404
+    webConsoleEnabled: bool = True
     maxMessageSize: int = key(5 * 1024 * 1024, POSITIVE, "the largest entry a producer may send, in bytes")
     keepAliveIntervalSeconds: int = key(
         30, POSITIVE, "how often connections are pinged: one that has not answered (or sent CONNECT) by the next "

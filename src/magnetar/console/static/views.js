@@ -1,0 +1,130 @@
+// The overview and the lists: tenants, a tenant's namespaces, a namespace's topics.
+
+import { json, metricSums, optionalJson, path, text, walk } from "./api.js";
+import { lineChart } from "./chart.js";
+import { bytes, count, el, facts, link, rate, searchBox, table } from "./dom.js";
+
+const HISTORY = 60; // samples in the chart: three minutes at a refresh every 3 s
+
+function listeners(config) {
+  if (config === null) return "(needs a super user's token)";
+  const host = config.advertisedAddress || config.bindAddress;
+  const port = (scheme, value) => (value && value !== "None" ? `${scheme}://${host}:${value === "0" ? "(a free port)" : value}` : null);
+  return [port("pulsar", config.brokerServicePort), port("pulsar+ssl", config.brokerServicePortTls),
+    port("http", config.webServicePort), port("https", config.webServicePortTls),
+    config.kafkaListeners ? `Kafka ${config.kafkaListeners}` : null].filter(Boolean).join(", ");
+}
+
+/** Rates between two refreshes, from /metrics' counters (the broker's own rates move once a
+ * statsUpdateFrequencyInSecs, a minute by default); the first refresh shows the broker's. */
+function rates(sums, last, now) {
+  const totals = ["in_messages", "out_messages", "in_bytes", "out_bytes"].map((name) => sums.get(`pulsar_${name}_total`) ?? 0);
+  if (last === null || now <= last.time) {
+    return { totals, values: ["rate_in", "rate_out", "throughput_in", "throughput_out"].map((name) => sums.get(`pulsar_${name}`) ?? 0) };
+  }
+  const seconds = (now - last.time) / 1000;
+  return { totals, values: totals.map((total, i) => Math.max(0, total - last.totals[i]) / seconds) }; // a topic unloaded restarts its counters
+}
+
+export function overview() {
+  const history = { in: [], out: [] };
+  let last = null;
+  const body = el("div");
+
+  function draw(version, config, tree, sums, speeds) {
+    const counted = (value) => (tree === null ? "(needs a super user's token)" : count(value));
+    const measured = (name, shown = count) => (sums === null ? "…" : shown(sums.get(name)));
+    body.replaceChildren(
+      facts([
+        ["Version", version.trim()],
+        ["Listeners", listeners(config)],
+        ["Tenants", counted(tree?.tenants.length)],
+        ["Namespaces", counted(tree?.namespaces.length)],
+        ["Topics", counted(tree?.topics.length)],
+        ["Subscriptions", measured("pulsar_subscriptions_count")],
+        ["Producers", measured("pulsar_producers_count")],
+        ["Consumers", measured("pulsar_consumers_count")],
+        ["Backlog", measured("pulsar_msg_backlog", (value) => `${count(value)} entries`)],
+        ["Storage", measured("pulsar_storage_size", bytes)],
+      ]),
+      el("h2", {}, "Messages per second"),
+      speeds === null ? el("p", { class: "legend" }, "…") : el("p", { class: "legend" },
+        el("span", { class: "in", "data-testid": "rate-in" }, `in ${rate(speeds[0])}`), " ",
+        el("span", { class: "out", "data-testid": "rate-out" }, `out ${rate(speeds[1])}`), " ",
+        el("span", {}, `(${bytes(speeds[2])}/s in, ${bytes(speeds[3])}/s out)`)),
+      lineChart([{ values: history.in, cls: "in" }, { values: history.out, cls: "out" }]));
+  }
+
+  async function refresh() {
+    const [version, config, tree] = await Promise.all([
+      text("admin/v2/brokers/version"), optionalJson("admin/v2/brokers/configuration/runtime"), walk()]);
+    if (last === null) draw(version, config, tree, null, null); // the first time, the rest when it comes
+    // asked last: on a large broker (15 MB for 10,000 topics) its answer holds the broker's loop a while
+    const sums = metricSums(await text("metrics"));
+    const now = performance.now();
+    const { totals, values } = rates(sums, last, now);
+    last = { time: now, totals };
+    history.in = [...history.in, values[0]].slice(-HISTORY);
+    history.out = [...history.out, values[1]].slice(-HISTORY);
+    draw(version, config, tree, sums, values);
+  }
+  return { title: "Overview", node: body, refresh };
+}
+
+/** Rows drawn at most: a namespace of 10,000 topics is searched, not scrolled. */
+export const MAX_ROWS = 500;
+
+/** A list with a search box that filters it as one types, kept across refreshes. */
+function searchable(title, placeholder, load, headings, row) {
+  let filter = "";
+  let items = [];
+  const body = el("div");
+  const draw = () => {
+    const found = items.filter((item) => item.name.toLowerCase().includes(filter));
+    body.replaceChildren(table(headings, found.slice(0, MAX_ROWS).map(row), "none found"),
+      found.length > MAX_ROWS ? el("p", { class: "empty", "data-testid": "more" },
+        `${count(found.length - MAX_ROWS)} more of ${count(found.length)}: type in the search box to narrow them`) : null);
+  };
+  const node = el("section", {}, searchBox(placeholder, (value) => {
+    filter = value;
+    draw();
+  }), body);
+  async function refresh() {
+    items = await load();
+    draw();
+  }
+  return { title, node, refresh };
+}
+
+export function tenants() {
+  return searchable("Tenants", "Search tenants", async () => {
+    const names = await json("admin/v2/tenants");
+    const namespaces = await Promise.all(names.map((name) => optionalJson(path("admin/v2/namespaces", name))));
+    return names.map((name, i) => ({ name, namespaces: namespaces[i] }));
+  }, ["Tenant", "Namespaces"], (item) => [link(item.name, "tenant", item.name),
+    item.namespaces === null ? "(not allowed)" : count(item.namespaces.length)]);
+}
+
+export function namespaces([tenant]) {
+  return searchable(`Tenant ${tenant}`, "Search namespaces", async () => {
+    const names = await json(path("admin/v2/namespaces", tenant));
+    return names.map((full) => ({ name: full.slice(tenant.length + 1) }));
+  }, ["Namespace"], (item) => [link(item.name, "namespace", tenant, item.name)]);
+}
+
+/** `persistent://t/ns/name` -> [domain, tenant, namespace, name]. */
+export function topicParts(full) {
+  const [domain, rest] = full.split("://");
+  const [tenant, namespace, ...name] = rest.split("/");
+  return [domain, tenant, namespace, name.join("/")];
+}
+
+export function topics([tenant, namespace]) {
+  return searchable(`Namespace ${tenant}/${namespace}`, "Search topics", async () => {
+    const names = await json(path("admin/v2/namespaces", tenant, namespace, "topics") + "?mode=ALL");
+    return names.map((full) => {
+      const [domain, , , name] = topicParts(full);
+      return { name, domain };
+    }).sort((a, b) => a.name.localeCompare(b.name));
+  }, ["Topic", "Domain"], (item) => [link(item.name, "topic", item.domain, tenant, namespace, item.name), item.domain]);
+}

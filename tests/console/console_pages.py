@@ -1,0 +1,62 @@
+"""A headless Chromium for the console's page tests: Debian's `chromium` package driven by
+Playwright, never a browser Playwright downloads. A machine without it fails the tests with
+what to install (.ci/run installs it), rather than skipping them."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Iterator
+
+import pytest
+
+CHROMIUM = os.environ.get("MAGNETAR_CHROMIUM", "/usr/bin/chromium")
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator:
+    if shutil.which(CHROMIUM) is None:
+        pytest.fail(f"the console's page tests need Chromium at {CHROMIUM}: `apt-get install chromium` "
+                    "(.ci/run installs it), or set MAGNETAR_CHROMIUM to another Chromium")
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415  (only these tests drive a browser)
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+class Watched:
+    """A page whose dialogs (alert, confirm) and uncaught errors are recorded: a hostile name
+    that ran as script would open one or set the page's `__xss`."""
+
+    def __init__(self, browser, base: str) -> None:
+        self.context = browser.new_context()
+        self.page = self.context.new_page()
+        self.base = base
+        self.dialogs: list[str] = []
+        self.errors: list[str] = []
+        self.answers: list[str | bool] = []
+        """What the next dialogs get: text for a prompt, True or False for a confirm; none: dismissed."""
+        self.page.on("dialog", self._answer)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+
+    def _answer(self, dialog) -> None:
+        self.dialogs.append(dialog.message)
+        answer = self.answers.pop(0) if self.answers else False
+        if answer is False:
+            dialog.dismiss()
+        else:
+            dialog.accept(answer if isinstance(answer, str) else "")
+
+    def open(self, address: str = "#/"):
+        return self.page.goto(f"{self.base}/{address}")
+
+    def xss(self) -> object:
+        return self.page.evaluate("() => window.__xss")
+
+    def close(self) -> None:
+        self.context.close()
