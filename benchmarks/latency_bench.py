@@ -22,9 +22,9 @@ socket, replies after the pass's fsync), nats-server JetStream (file
 store; nats-py `publish` awaiting each ack), their consumers XREAD / an ordered push consumer.
 
 Prints ONE JSON object: per cell p50/p99/p99.9/max (ms) of publish and end-to-end latency,
-messages timed, how late the sender itself ran, and for magnetar its event-loop lag from
-/metrics when the broker exports it; `table` has "p50 / p99" per cell; the load average
-at start and end.
+messages timed, how late the sender itself ran, and for magnetar what the broker saw during
+the cell (from /metrics, when it exports them: mean publish latency, event-loop lag probes);
+`table` has "p50 / p99" per cell; the load average at start and end.
 """
 
 from __future__ import annotations
@@ -124,21 +124,28 @@ class MagnetarUnderTest:
         topic = f"persistent://public/default/{topic}"
         consumer = Consumer({"kind": "pulsar", "url": self.broker.url, "topic": topic, "count": count,
                              "skip": skip, "client": cell.client})
+        before = self.broker_figures()
         try:
             latencies, lag = pulsar_publish(client, module, topic, cell.batching, cell.every, cell.rate, count, skip)
         finally:
             client.close()
-        return {"publish": latencies, "sender_lag_ms": lag, "e2e": consumer.latencies(), **self.loop_lag()}
+        e2e = consumer.latencies()
+        return {"publish": latencies, "sender_lag_ms": lag, "e2e": e2e, **broker_between(before, self.broker_figures())}
 
-    def loop_lag(self) -> dict:
-        """What the broker's own /metrics says of its event loop (absent in versions without it)."""
+    def broker_figures(self) -> dict[str, float]:
+        """The broker's cumulative event-loop lag histogram and publish-latency count and sum
+        from /metrics (empty for versions without them)."""
         try:
             with urllib.request.urlopen(f"{self.broker.admin_url}/metrics", timeout=10) as reply:
                 text = reply.read().decode()
         except OSError:
             return {}
-        found = re.search(r"^magnetar_event_loop_lag_max_ms\S* (\S+)$", text, re.M)
-        return {"broker_loop_lag_max_ms": float(found.group(1))} if found else {}
+        found = {bound: float(value) for bound, value in
+                 re.findall(r'^magnetar_event_loop_lag_seconds_bucket\{[^}]*le="([^"]+)"\} (\S+)$', text, re.M)}
+        for part in ("count", "sum"):
+            if match := re.search(rf"^pulsar_broker_publish_latency_{part}\{{[^}}]*\}} (\S+)$", text, re.M):
+                found[f"publish_{part}"] = float(match.group(1))
+        return found
 
     def stop(self) -> None:
         self.broker.stop()
@@ -192,6 +199,22 @@ class NatsUnderTest:
             self.sender.run(self.nc.close())
         self.sender.stop()
         self.server.stop()
+
+
+def broker_between(before: dict[str, float], after: dict[str, float]) -> dict:
+    """What the broker saw during a cell: its mean publish latency (SEND read to receipt
+    written), and how late its loop-lag probe (every 20 ms) ran: probes taken, how many were
+    over 5 ms, the bucket bound the worst one fell under."""
+    if not before or not after:
+        return {}
+    counts = {key: after[key] - before.get(key, 0) for key in after}
+    out: dict = {}
+    if counts.get("publish_count"):
+        out["broker_publish_mean_ms"] = round(counts["publish_sum"] / counts["publish_count"], 3)
+    probes = counts.get("+Inf", 0)
+    worst = next((bound for bound, n in counts.items() if n == probes and not bound.startswith("publish")), "+Inf")
+    return {**out, "broker_loop_probes": int(probes), "broker_loop_lag_over_5ms": int(probes - counts.get("0.005", 0)),
+            "broker_loop_lag_max_under_s": worst}
 
 
 def peers_here() -> tuple[list[str], dict[str, str]]:

@@ -33,9 +33,10 @@ MAGNETAR = {
     "magnetar.broker.entry_filters": ". policy",
     "magnetar.broker.monitors": ". backlog_quota compaction inactivity message_expiry periodic retention revalidation",
     "magnetar.broker.policies": ". backlog_quota resources retention topic_policies",
-    "magnetar.broker.service": ". broker_service collector config_checks",
+    # loop_lag: the event-loop probe runs from the start; topics.latency: every producer records into it
+    "magnetar.broker.service": ". broker_service collector config_checks loop_lag",
     "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context full_disk "
-                              "loop_bridge positions producer stats topic_limits",
+                              "latency loop_bridge positions producer stats topic_limits",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
                                          "key_shared_dispatcher message_expiry persistent_subscription "
                                          "persistent_topic shared_dispatcher single_active_dispatcher",

@@ -87,6 +87,8 @@ class AdminServer:
 
     async def metrics(self, _request: web.Request) -> web.Response:
         topics = [*self.service.topics.values(), *self.service.non_persistent_topics.values()]
-        text = metrics.render(topics, self.service.factory.entry_cache, writable=not self.service.full_disk.full)
+        service = self.service
+        text = metrics.render(topics, service.factory.entry_cache, writable=not service.full_disk.full)
+        text += metrics.render_latencies(topics, service.context.publish_latency, service.loop_lag)
         return web.Response(text="".join([text, *(source() for source in self.metrics_sources)]),
                             content_type="text/plain")

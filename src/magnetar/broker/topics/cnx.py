@@ -20,6 +20,9 @@ class TransportCnx(Protocol):
     """The client's address, for stats and logs."""
     writable: bool
     """False while the socket's buffer is over its high-water mark: dispatch waits."""
+    read_at: float
+    """When (time.monotonic) the read of the socket being handled arrived: where a SEND's
+    publish latency starts."""
 
     @property
     def role(self) -> str | None:

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from magnetar.broker.topics.latency import LatencySummary
+
 if TYPE_CHECKING:
     from magnetar.broker.compaction import TopicCompactionService
     from magnetar.broker.config import ServiceConfiguration
@@ -35,5 +37,7 @@ class BrokerContext:
     """The compaction service of a topic being loaded (compactionServiceFactoryClassName)."""
     full_disk: FullDisk
     """Holds producers while the data dir's disk is full (topics.full_disk)."""
+    publish_latency: LatencySummary = field(default_factory=LatencySummary)
+    """SEND read to receipt written, broker-wide (pulsar_broker_publish_latency)."""
     bridge: LoopBridge = field(init=False)
     """Brings storage completions to the loop; set when the broker starts, before any topic loads."""

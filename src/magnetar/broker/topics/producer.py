@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -49,6 +50,8 @@ class _PendingGroup:
 
     sends: list[Send]
     answer: bytes | None = None
+    received_at: float = 0.0
+    """When the read holding the SENDs arrived (0 for an answer given at once)."""
 
 
 class Producer:
@@ -69,6 +72,7 @@ class Producer:
         self._pending: deque[_PendingGroup] = deque()
         self._receipts = commands.ReceiptEncoder(producer_id)
         self._staged: list[Send] = []
+        self._publish_latency = topic.context.publish_latency
 
     def stage(self, send: Send) -> bool:
         """Hold a checked SEND until the connection's read is done (publish_staged); True
@@ -112,7 +116,7 @@ class Producer:
             self._publish_group(run, dedup)
 
     def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None) -> None:
-        group = _PendingGroup(sends)
+        group = _PendingGroup(sends, None, self.cnx.read_at)
         self._pending.append(group)
         entries = [send.entry for send in sends]
         counts = [send.num_messages for send in sends]
@@ -145,6 +149,7 @@ class Producer:
                 exc: BaseException | None) -> None:
         sends = group.sends
         if positions is None or exc is not None:
+            group.received_at = 0.0  # a failed write is no publish latency (as in Pulsar)
             if dedup is not None:
                 dedup.forget_pushed(self.name)
             if isinstance(exc, StorageFullError):
@@ -168,9 +173,11 @@ class Producer:
     def _flush(self) -> None:
         pending = self._pending
         while pending and pending[0].answer is not None:
-            answer = pending.popleft().answer
+            group = pending.popleft()
             if not self.closed:
-                self.cnx.send(answer)  # type: ignore[arg-type]
+                self.cnx.send(group.answer)  # type: ignore[arg-type]
+                if group.received_at:
+                    self._publish_latency.observe((time.monotonic() - group.received_at) * 1000, len(group.sends))
 
     def stats(self) -> dict[str, object]:
         return {

@@ -91,7 +91,7 @@ class ServerCnx(asyncio.Protocol):
         self._fd = -1
         """The socket's descriptor, while frames may be written to it directly (frame_writes)."""
         self._flush_scheduled = False
-        self._last_seen = time.monotonic()
+        self._last_seen = self.read_at = time.monotonic()
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_outstanding = False
         self._partial_since: float | None = None
@@ -185,7 +185,7 @@ class ServerCnx(asyncio.Protocol):
             return
         if frames:
             # Only whole frames prove the peer alive: a byte now and then does not.
-            self._last_seen = time.monotonic()
+            self._last_seen = self.read_at = time.monotonic()
             self._ping_outstanding = False
         if decoder.buffered or had_partial:
             self._track_partial_frame(had_partial)
