@@ -265,6 +265,7 @@ class BrokerService:
         connections = list(self.connections)
         for cnx in connections:
             cnx.pause_reading()
+            cnx.drop_backlog()  # read but not handled: no receipt, so the client sends them again
         deadline = time.monotonic() + STOP_RECEIPTS_TIMEOUT_SECONDS
         while any(cnx.awaiting_receipts() for cnx in connections) and time.monotonic() < deadline:
             await asyncio.sleep(STOP_RECEIPTS_POLL_SECONDS)  # receipts arrive from the storage thread

@@ -1,0 +1,46 @@
+"""A dispatch pass hands out at most one read's worth (dispatcherMaxReadBatchSize) of
+entries, and the rest follows in later turns of the loop: a consumer with a receiver
+queue of a thousand does not hold every other client up for the whole of it. In order,
+for each kind of subscription."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from polling import wait_for_async
+from test_read_turns import SENDS, TOPIC, RecordingTransport, connected, receipts, sends, with_service
+
+from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.transport.connection import ServerCnx
+from magnetar.wire import client_commands
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+Sub = pb.CommandSubscribe
+
+
+def delivered(transport: RecordingTransport) -> list[int]:
+    return [c.message.message_id.entryId for c in transport.commands() if c.type == pb.BaseCommand.MESSAGE]
+
+
+@pytest.mark.parametrize("sub_type", [Sub.Exclusive, Sub.Failover, Sub.Shared, Sub.Key_Shared])
+def test_a_pass_hands_out_one_read_and_the_rest_follows_in_order(tmp_path, sub_type):
+    async def scenario(service: BrokerService) -> None:
+        producer_cnx, producer_transport = await connected(service)
+        producer_cnx.data_received(sends(SENDS))
+        assert await wait_for_async(lambda: len(receipts(producer_transport)) == SENDS)
+        cnx, transport = ServerCnx(service), RecordingTransport()
+        cnx.connection_made(transport)  # type: ignore[arg-type]
+        cnx.data_received(client_commands.connect("test"))
+        cnx.data_received(client_commands.subscribe(1, 1, TOPIC, "s", sub_type,
+                                                    initial_position=Sub.Earliest))
+        assert await wait_for_async(lambda: any(c.type == pb.BaseCommand.SUCCESS for c in transport.commands()))
+        cnx.data_received(client_commands.flow(1, SENDS))
+        dispatcher = service.topics[TOPIC].subscriptions["s"].dispatcher
+        dispatcher.dispatch()  # one pass, as the loop would run it (its frames are written in a later turn)
+        (consumer,) = dispatcher.consumers
+        assert len(consumer.pending) == service.config.dispatcherMaxReadBatchSize
+        assert await wait_for_async(lambda: len(delivered(transport)) == SENDS)
+        assert delivered(transport) == list(range(SENDS))
+
+    asyncio.run(with_service(tmp_path, scenario))
