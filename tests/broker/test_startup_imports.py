@@ -42,7 +42,7 @@ MAGNETAR = {
                                          "persistent_topic shared_dispatcher single_active_dispatcher",
     "magnetar.broker.transport": ". accept_errors advertised_listeners connection connection_controller "
                                  "consumer_commands frame_writes lookup_commands publish_checks schema_commands "
-                                 "schema_waits topic_list",
+                                 "read_turns schema_waits topic_list",  # read_turns: ServerCnx's base
     "magnetar.cli": ". parsing standalone",
     # the functions worker's routes, on in the standalone as in Pulsar's; the worker itself, its
     # REST handlers and supervisor load with the first request (or a stored function)
