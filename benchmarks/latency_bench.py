@@ -90,9 +90,12 @@ def summary(values: list[float]) -> dict[str, float | int]:
 class Consumer:
     """This script again, as the consumer process of one cell."""
 
+    started: list[subprocess.Popen] = []
+
     def __init__(self, spec: dict) -> None:
         self.proc = subprocess.Popen([sys.executable, __file__, "--consumer", json.dumps(spec)],
                                      stdout=subprocess.PIPE, text=True)
+        Consumer.started.append(self.proc)
         line = self._line(CONSUMER_START_TIMEOUT)
         if line.strip() != "ready":
             self.proc.kill()
@@ -108,6 +111,14 @@ class Consumer:
     def latencies(self) -> list[float]:
         out, _ = self.proc.communicate(timeout=180)
         return json.loads(out.strip().splitlines()[-1]) if out.strip() else []
+
+    @classmethod
+    def kill_all(cls) -> None:
+        """A cell that failed (or an interrupted run) leaves no consumer behind."""
+        for proc in cls.started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 # ----------------------------------------------------------------- brokers
@@ -326,6 +337,7 @@ def main() -> None:
                         serial += 1
                         results.append({"round": round_no + 1, **measure(broker, cell, args, serial)})
                 finally:
+                    Consumer.kill_all()
                     with contextlib.suppress(Exception):
                         broker.stop()
     print(json.dumps({"python": platform.python_version(), "cpus": os.cpu_count(), "payload_bytes": 100,

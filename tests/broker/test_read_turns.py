@@ -15,7 +15,7 @@ from polling import wait_for_async
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.transport.connection import ServerCnx
-from magnetar.broker.transport.read_turns import FRAMES_PER_TURN
+from magnetar.broker.transport.read_turns import WORK_PER_TURN
 from magnetar.wire import client_commands
 from magnetar.wire.entry import build_entry
 from magnetar.wire.frames import FrameDecoder
@@ -97,7 +97,7 @@ def test_a_big_read_is_handled_a_slice_per_turn_with_reading_paused_and_order_ke
         cnx, transport = await connected(service)
         topic = service.topics[TOPIC]
         cnx.data_received(sends(SENDS))
-        assert topic.inbound.messages == FRAMES_PER_TURN  # this turn's share; the rest waits
+        assert topic.inbound.messages == WORK_PER_TURN  # this turn's share; the rest waits
         assert transport.paused  # and the socket is not read meanwhile
         assert await wait_for_async(lambda: len(receipts(transport)) == SENDS)
         assert receipts(transport) == list(range(SENDS))
