@@ -4,32 +4,13 @@ pulsar_storage_write_latency_le_* buckets, and the event loop's lag."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 import pytest
 from polling import wait_for
 from test_stats_metrics import metrics, sample
 
-import magnetar.client
 from magnetar.broker.topics.latency import ENTRY_LATENCY_SUFFIXES, SUMMARY_QUANTILES
-
-
-@pytest.fixture(params=["official", "magnetar"])
-def make_client(request, client_factory):
-    made = []
-
-    def make(url: str):
-        if request.param == "official":
-            return client_factory(url)
-        client = magnetar.client.Client(url, operation_timeout_seconds=10)
-        made.append(client)
-        return client
-
-    yield make
-    for client in made:
-        with contextlib.suppress(Exception):
-            client.close()
 
 
 def quantiles(text: str) -> dict[float, float]:
@@ -37,12 +18,13 @@ def quantiles(text: str) -> dict[float, float]:
             re.findall(r'^pulsar_broker_publish_latency\{[^}]*quantile="([\d.]+)"\} (\S+)$', text, re.M)}
 
 
-def test_publish_and_storage_latency_count_every_message_stored(broker_factory, make_client):
+def test_publish_and_storage_latency_count_every_message_stored(broker_factory, api):
     broker = broker_factory("statsUpdateFrequencyInSecs=1")
     before = metrics(broker)
     count_before = sample(before, "pulsar_broker_publish_latency_count")
     sum_before = sample(before, "pulsar_broker_publish_latency_sum")
     assert quantiles(before) == {}  # nothing published yet: no made-up figures
+    _, make_client = api
     client = make_client(broker.url)
     topic = "persistent://public/default/latency-metrics"
     unbatched = client.create_producer(topic, batching_enabled=False)
@@ -77,10 +59,11 @@ def test_publish_and_storage_latency_count_every_message_stored(broker_factory, 
         assert 0 < sample(scraped, "pulsar_storage_write_latency_sum", topic=topic) / entries < 1000
 
 
-def test_a_refused_send_is_no_publish_latency(broker_factory, make_client):
+def test_a_refused_send_is_no_publish_latency(broker_factory, api):
     """Only stored messages count: a SEND refused (here: too big) adds nothing."""
     broker = broker_factory("maxMessageSize=2048")
     before = sample(metrics(broker), "pulsar_broker_publish_latency_count")
+    _, make_client = api
     client = make_client(broker.url)
     producer = client.create_producer("persistent://public/default/latency-refused", batching_enabled=False,
                                       chunking_enabled=False)

@@ -25,18 +25,23 @@ def delivered(transport: RecordingTransport) -> list[int]:
     return [c.message.message_id.entryId for c in transport.commands() if c.type == pb.BaseCommand.MESSAGE]
 
 
+async def subscribed(service: BrokerService, sub_type: int) -> tuple[ServerCnx, RecordingTransport]:
+    """SENDS messages stored, and a consumer subscribed from the earliest, with no permits yet."""
+    producer_cnx, producer_transport = await connected(service)
+    producer_cnx.data_received(sends(SENDS))
+    assert await wait_for_async(lambda: len(receipts(producer_transport)) == SENDS)
+    cnx, transport = ServerCnx(service), RecordingTransport()
+    cnx.connection_made(transport)  # type: ignore[arg-type]
+    cnx.data_received(client_commands.connect("test"))
+    cnx.data_received(client_commands.subscribe(1, 1, TOPIC, "s", sub_type, initial_position=Sub.Earliest))
+    assert await wait_for_async(lambda: any(c.type == pb.BaseCommand.SUCCESS for c in transport.commands()))
+    return cnx, transport
+
+
 @pytest.mark.parametrize("sub_type", [Sub.Exclusive, Sub.Failover, Sub.Shared, Sub.Key_Shared])
 def test_a_pass_hands_out_one_read_and_the_rest_follows_in_order(tmp_path, sub_type):
     async def scenario(service: BrokerService) -> None:
-        producer_cnx, producer_transport = await connected(service)
-        producer_cnx.data_received(sends(SENDS))
-        assert await wait_for_async(lambda: len(receipts(producer_transport)) == SENDS)
-        cnx, transport = ServerCnx(service), RecordingTransport()
-        cnx.connection_made(transport)  # type: ignore[arg-type]
-        cnx.data_received(client_commands.connect("test"))
-        cnx.data_received(client_commands.subscribe(1, 1, TOPIC, "s", sub_type,
-                                                    initial_position=Sub.Earliest))
-        assert await wait_for_async(lambda: any(c.type == pb.BaseCommand.SUCCESS for c in transport.commands()))
+        cnx, transport = await subscribed(service, sub_type)
         cnx.data_received(client_commands.flow(1, SENDS))
         dispatcher = service.topics[TOPIC].subscriptions["s"].dispatcher
         dispatcher.dispatch()  # one pass, as the loop would run it (its frames are written in a later turn)
@@ -50,13 +55,7 @@ def test_a_pass_hands_out_one_read_and_the_rest_follows_in_order(tmp_path, sub_t
 
 async def consuming(service: BrokerService) -> tuple[ServerCnx, RecordingTransport, list[pb.MessageIdData]]:
     """A consumer holding SENDS delivered messages, unacknowledged."""
-    producer_cnx, producer_transport = await connected(service)
-    producer_cnx.data_received(sends(SENDS))
-    assert await wait_for_async(lambda: len(receipts(producer_transport)) == SENDS)
-    cnx, transport = ServerCnx(service), RecordingTransport()
-    cnx.connection_made(transport)  # type: ignore[arg-type]
-    cnx.data_received(client_commands.connect("test"))
-    cnx.data_received(client_commands.subscribe(1, 1, TOPIC, "s", Sub.Shared, initial_position=Sub.Earliest))
+    cnx, transport = await subscribed(service, Sub.Shared)
     cnx.data_received(client_commands.flow(1, SENDS))
     assert await wait_for_async(lambda: len(delivered(transport)) == SENDS)
     ids = [c.message.message_id for c in transport.commands() if c.type == pb.BaseCommand.MESSAGE]

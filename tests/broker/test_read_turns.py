@@ -11,6 +11,7 @@ import asyncio
 import time
 
 from polling import wait_for_async
+from stub_transport import StubTransport
 
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.service.broker_service import BrokerService
@@ -25,38 +26,16 @@ TOPIC = "persistent://public/default/read-turns"
 SENDS = 1000
 
 
-class RecordingTransport:
-    """What an asyncio transport shows a protocol: frames written, reading paused or not."""
+class RecordingTransport(StubTransport):
+    """It keeps what the connection writes."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.written = bytearray()
-        self.paused = False
-        self.closing = False
-
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
 
     def writelines(self, data: list[bytes]) -> None:
         for frame in data:
             self.written += frame
-
-    def write(self, data: bytes) -> None:
-        self.written += data
-
-    def close(self) -> None:
-        self.closing = True
-
-    def is_closing(self) -> bool:
-        return self.closing
-
-    def pause_reading(self) -> None:
-        self.paused = True
-
-    def resume_reading(self) -> None:
-        self.paused = False
 
     def commands(self) -> list[pb.BaseCommand]:
         return [command for command, _ in FrameDecoder().feed(bytes(self.written))]
