@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -41,6 +42,7 @@ class Standalone:
     admin_tls_url: str = ""
     plaintext: bool = True  # False: no --port/--http-port flags, so `brokerServicePort=` can turn them off
     log_dir: Path | None = None  # where the log goes (default: beside the data dir); elsewhere for a disk let fill
+    file_size_limit: int | None = None  # RLIMIT_FSIZE: writes past it fail with EFBIG, a failure that is not space
 
     def start(self) -> Standalone:
         log_dir = self.log_dir or self.data_dir.parent
@@ -53,13 +55,17 @@ class Standalone:
         args += self.args
         with open(self.log_path, "wb") as log_file:
             self.proc = subprocess.Popen(args, stdout=log_file, stderr=subprocess.STDOUT,
-                                         env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"})
+                                         env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"},
+                                         preexec_fn=self._limit_file_size if self.file_size_limit else None)  # noqa: PLW1509 (setrlimit only)
         self.url = self._wait_ready()
         self.port = int(self.url.rsplit(":", 1)[1])
         log = self.log()
         found = (pattern.search(log) for pattern in (TLS_READY, ADMIN, ADMIN_TLS))
         self.tls_url, self.admin_url, self.admin_tls_url = (match.group(1) if match else "" for match in found)
         return self
+
+    def _limit_file_size(self) -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (self.file_size_limit, self.file_size_limit))
 
     def _wait_ready(self) -> str:
         deadline = time.monotonic() + START_TIMEOUT

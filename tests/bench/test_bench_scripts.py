@@ -224,3 +224,14 @@ def test_latency_bench_names_the_flag_it_refuses():
     done = run_script("latency_bench.py", "--magnetar", "nolabel")
     assert done.returncode == 2
     assert "LABEL=SRC" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_kafka_latency_bench_counts_every_record_of_each_cell():
+    done = run_script("kafka_latency_bench.py", "--rates", "200,400", "--seconds", "1")
+    assert done.returncode == 0, done.stderr
+    cells = json.loads(done.stdout)["cells"]
+    assert sorted(cells) == ["magnetar 200/s round 1", "magnetar 400/s round 1"]
+    for name, figures in cells.items():
+        rate = int(name.split()[1].removesuffix("/s"))
+        assert figures["errors"] == 0 and figures["records"] == rate  # one measured second, warm-up left out
+        assert 0 < figures["p50"] <= figures["p99"] <= figures["p99.9"] <= figures["max"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.service.broker_service import BrokerService
@@ -41,3 +42,34 @@ def test_a_snapshot_keeps_a_producer_whose_first_batch_is_still_being_stored(par
     states.stored(partition, other, base_offset=0)  # a snapshot, with `first` in flight
     states.stored(partition, first, base_offset=3)
     assert states.check(partition, first).duplicate_of == 3
+
+
+@pytest.mark.parametrize("start", [0, (1 << 31) - 4])  # and across the wrap of sequences
+def test_pipelined_batches_failing_in_turn_let_the_first_of_them_come_again(partition, start) -> None:
+    """Three requests of a producer in flight at once; a failed write fails them all, each
+    forgotten in the order they were stored: the producer retries from the first, which must be
+    accepted (the expected sequence had moved forward to the last one's)."""
+    states = ProducerStates(snapshot_interval=100)
+    states.check(partition, _batch(producer_id=7, sequence=start, count=1))
+    states.stored(partition, _batch(producer_id=7, sequence=start, count=1), base_offset=0)
+    batches = [_batch(producer_id=7, sequence=(start + 1 + 3 * n) % (1 << 31)) for n in range(3)]
+    assert [states.check(partition, b) for b in batches] == [ACCEPT] * 3
+    for failed in batches:
+        states.forget(partition, [failed])
+    assert states.check(partition, batches[0]) is ACCEPT
+
+
+def test_a_retry_sent_while_its_first_try_is_being_written_is_asked_to_retry(partition) -> None:
+    """Not OUT_OF_ORDER_SEQUENCE_NUMBER, which librdkafka takes as fatal: a retriable error, and
+    the next retry, once the first try is durable, is answered with its offset."""
+    states = ProducerStates(snapshot_interval=100)
+    durable, in_flight = _batch(producer_id=9, sequence=0), _batch(producer_id=9, sequence=3)
+    assert states.check(partition, durable) is ACCEPT
+    assert states.check(partition, durable).error == ErrorCode.not_enough_replicas  # its own first try in flight
+    states.stored(partition, durable, base_offset=0)
+    assert states.check(partition, in_flight) is ACCEPT
+    assert states.check(partition, durable).duplicate_of == 0
+    assert states.check(partition, in_flight).error == ErrorCode.not_enough_replicas
+    states.stored(partition, in_flight, base_offset=3)
+    assert states.check(partition, in_flight).duplicate_of == 3
+    assert states.check(partition, _batch(producer_id=9, sequence=9)).error == ErrorCode.out_of_order_sequence_number

@@ -155,10 +155,12 @@ def test_a_producer_closed_while_its_schema_is_checked_is_not_created(broker, si
 
 
 def test_a_connection_waits_for_a_few_checks_at_most(broker, signer):
-    """Producers of distinct large schemas in one write: past MAX_SCHEMA_CHECKS at once, one
-    is refused with ServiceNotReady (which clients retry); the others are created."""
+    """Producers of distinct large schemas in one write: past MAX_SCHEMA_CHECKS at once, the
+    ones over the limit are refused with ServiceNotReady (which clients retry); the others are
+    created. Three times the limit: reading a command is far cheaper than checking its schema,
+    but on a loaded machine a check may end before the last commands are read."""
     raw = raw_as(broker, signer, "app")
-    count = MAX_SCHEMA_CHECKS + 1
+    count = 3 * MAX_SCHEMA_CHECKS
     try:
         for n in range(count):  # the topics first, so that the producers below wait for their checks alone
             raw.create_producer(f"persistent://t1/ns/queue-{n}", producer_id=100 + n, request_id=100 + n)
@@ -167,10 +169,12 @@ def test_a_connection_waits_for_a_few_checks_at_most(broker, signer):
         answers = [raw.next_frame(timeout=60) for _ in range(count)]
     finally:
         raw.close()
-    kinds = sorted(T.Type.Name(frame.command.type) for frame in answers if frame is not None)
-    assert kinds == ["ERROR"] + ["PRODUCER_SUCCESS"] * MAX_SCHEMA_CHECKS
-    error = next(frame.command.error for frame in answers if frame is not None and frame.command.type == T.ERROR)
-    assert error.error == pb.ServiceNotReady and "schema checks are in progress" in error.message
+    assert all(frame is not None for frame in answers), "every producer is answered"
+    errors = [frame.command.error for frame in answers if frame.command.type == T.ERROR]
+    created = [frame for frame in answers if frame.command.type == T.PRODUCER_SUCCESS]
+    assert errors and len(created) >= MAX_SCHEMA_CHECKS and len(errors) + len(created) == count
+    assert all(error.error == pb.ServiceNotReady and "schema checks are in progress" in error.message
+               for error in errors)
 
 
 @pytest.mark.parametrize("module", [pulsar, magnetar.client], ids=["official", "magnetar"])

@@ -1,11 +1,17 @@
-"""One Kafka client connection: frames in, one request handled at a time, responses out in order.
+"""One Kafka client connection: frames in, requests handled in order, responses out in order.
 
 As Kafka's brokers do, a connection handles one request at a time: the next is decoded only
-once the previous one's response is written. Frames read ahead wait in a queue, and while
-any wait, or while the transport's write buffer is full (asyncio's pause_writing: the
-client is not reading its answers), the socket is not read, so a client that pipelines
-without reading holds no more than one read's frames. A turn of the event loop handles at
-most `REQUESTS_PER_TURN` of them.
+once the previous one's response is written. One exception: Produce requests following one
+another are taken while the earlier ones wait for their write (up to `PIPELINED_PRODUCES`
+requests and `PIPELINED_PRODUCE_BYTES` in flight), so that a producer sending a request per
+record (librdkafka's linger.ms=0) shares one fsync among them instead of paying one each;
+Kafka's own brokers answer once the write is in the page cache, which costs no such wait.
+Their answers still leave in request order, and any other request waits until every
+produce before it is answered. Frames read ahead wait in a queue, and while any wait, or
+while the transport's write buffer is full (asyncio's pause_writing: the client is not
+reading its answers), the socket is not read, so a client that pipelines without reading
+holds no more than one read's frames beyond those bounds. A turn of the event loop handles
+at most `REQUESTS_PER_TURN` of them.
 
 On a SASL listener the connection holds a SaslSession: until it completes only ApiVersions
 and the SASL requests are read, frames are capped at Kafka's `sasl.server.max.receive.size`
@@ -20,11 +26,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -47,6 +53,21 @@ log = logging.getLogger(__name__)
 PRE_AUTH_MAX_FRAME = 512 * 1024
 #: Requests handled in one turn of the event loop before the rest wait for the next.
 REQUESTS_PER_TURN = 64
+#: Produce requests (and their bytes) taken while earlier ones wait for their write.
+PIPELINED_PRODUCES = 128
+PIPELINED_PRODUCE_BYTES = 1 << 20
+_PRODUCE = 0
+_API_KEY = struct.Struct(">h")
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """A request whose answer is not written yet: written when done and every one before it is."""
+
+    request: Request
+    answer: asyncio.Future[Any]
+    size: int
+    produce: bool
 
 
 class _Refused(Exception):
@@ -71,7 +92,8 @@ class KafkaConnection(asyncio.Protocol):
         self._decoder = FrameDecoder(PRE_AUTH_MAX_FRAME if sasl else max_frame_size)
         self._transport: asyncio.Transport | None = None
         self._frames: deque[bytes] = deque()
-        self._busy = False  # a request's response is being made
+        self._in_flight: deque[_InFlight] = deque()
+        self._in_flight_bytes = 0
         self._write_paused = False
         self._reading = True
         self._continuing = False  # a _drain is scheduled for the next turn
@@ -105,6 +127,7 @@ class KafkaConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._apis.connections.discard(self)
         self._frames.clear()
+        self._in_flight.clear()
         self._transport = None
         if self._idle_timer is not None:
             self._idle_timer.cancel()
@@ -147,7 +170,7 @@ class KafkaConnection(asyncio.Protocol):
         limit = self._admission.max_idle_seconds
         idle_until = self._last_active + limit
         now = time.monotonic()
-        if self._busy or now < idle_until:
+        if self._in_flight or now < idle_until:
             self._arm_idle_timer(max(idle_until - now, 0.05 * limit))
             return
         log.info("Kafka client %s: idle for %.0f ms (connectionMaxIdleMs); closing", self._peer, limit * 1000)
@@ -169,7 +192,7 @@ class KafkaConnection(asyncio.Protocol):
         """Handle queued frames one at a time, up to REQUESTS_PER_TURN this turn."""
         self._continuing = False
         handled = 0
-        while self._frames and not self._busy and not self._write_paused and self._open():
+        while self._frames and self._may_take(self._frames[0]) and not self._write_paused and self._open():
             if handled == REQUESTS_PER_TURN:
                 self._continuing = True
                 asyncio.get_running_loop().call_soon(self._continue)
@@ -177,6 +200,14 @@ class KafkaConnection(asyncio.Protocol):
             self._dispatch(self._frames.popleft())
             handled += 1
         self._update_reading()
+
+    def _may_take(self, frame: bytes) -> bool:
+        """Nothing in flight, or only produces and this is one more within the bounds."""
+        in_flight = self._in_flight
+        if not in_flight:
+            return True
+        return (len(in_flight) < PIPELINED_PRODUCES and self._in_flight_bytes + len(frame) <= PIPELINED_PRODUCE_BYTES
+                and in_flight[-1].produce and len(frame) >= 2 and _API_KEY.unpack_from(frame)[0] == _PRODUCE)
 
     def _open(self) -> bool:
         """Not closed nor closing: a refused SASL exchange's answer is the connection's last."""
@@ -214,8 +245,10 @@ class KafkaConnection(asyncio.Protocol):
             return
         if isinstance(result, Awaitable):
             # a future (a produce's) is answered from its callback: no task, one loop turn
-            self._busy = True
-            asyncio.ensure_future(result).add_done_callback(partial(self._settle, request))
+            answer = asyncio.ensure_future(result)
+            self._in_flight.append(_InFlight(request, answer, len(frame), request.api_key == _PRODUCE))
+            self._in_flight_bytes += len(frame)
+            answer.add_done_callback(self._settle)
         elif result is not NO_RESPONSE:
             self._write(encode_response(request.api_key, request.api_version, request.correlation_id, result))
 
@@ -237,18 +270,26 @@ class KafkaConnection(asyncio.Protocol):
                 self._access = self._apis.access(sasl.role, self._address, sasl.namespace)
         return self._apis.handle(request, self._access)
 
-    def _settle(self, request: Request, pending: asyncio.Future[Any]) -> None:
-        """A deferred response written, and the next request taken."""
-        self._busy = False
-        if self._transport is None or pending.cancelled():
-            return
-        if (exc := pending.exception()) is not None:
-            log.error("Kafka client %s: a request failed", self._peer, exc_info=exc)
-            self.close()
-            return
-        body = pending.result()
-        if body is not NO_RESPONSE:
-            self._write(encode_response(request.api_key, request.api_version, request.correlation_id, body))
+    def _settle(self, _done: asyncio.Future[Any]) -> None:
+        """Deferred answers written in request order, as far as they are ready; then the next
+        requests taken."""
+        in_flight = self._in_flight
+        answers = []  # written together: a group commit settles many produces at once
+        while in_flight and in_flight[0].answer.done():
+            head = in_flight.popleft()
+            self._in_flight_bytes -= head.size
+            if self._transport is None or head.answer.cancelled():
+                return
+            if (exc := head.answer.exception()) is not None:
+                log.error("Kafka client %s: a request failed", self._peer, exc_info=exc)
+                self.close()
+                return
+            body = head.answer.result()
+            request = head.request
+            if body is not NO_RESPONSE:
+                answers.append(encode_response(request.api_key, request.api_version, request.correlation_id, body))
+        if answers:
+            self._write(answers[0] if len(answers) == 1 else b"".join(answers))
         self._drain()
 
     def _write(self, response: bytes) -> None:

@@ -47,6 +47,9 @@ _BY_SERVER_ERROR = {
     # client holds its sends (see publish_policies)
     pb.ProducerBlockedQuotaExceededError: ErrorCode.not_enough_replicas,
     pb.IncompatibleSchema: ErrorCode.invalid_record,
+    # a topic pausing after its ledger failed a write (topics.failed_writes): retried, as Kafka
+    # producers retry a failed log directory
+    pb.ServiceNotReady: ErrorCode.kafka_storage_error,
 }
 
 #: Most specific first (InvalidPartitionCountError is a BrokerServiceError, WriteFailedError a

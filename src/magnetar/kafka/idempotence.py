@@ -91,6 +91,26 @@ def _next(sequence: int, count: int) -> int:
     return (sequence + count) % _INT32
 
 
+def _in_flight(state: ProducerState, sequence: int) -> bool:
+    """Whether `sequence` was accepted and is still being written: a retry sent while its first
+    try is in flight (requests are taken pipelined). It is answered NOT_ENOUGH_REPLICAS, which
+    every Kafka producer retries: by then the first try is durable (the retry is answered with
+    its offset) or failed (the retry is stored)."""
+    if sequence == state.next_sequence or not _behind(sequence, state.next_sequence):
+        return False
+    if not state.recent:
+        return True
+    last = state.recent[-1]
+    return _behind(_next(last.first_sequence, last.count), sequence)
+
+
+def _behind(sequence: int, expected: int) -> bool:
+    """Whether `sequence` is at or before `expected` (sequences wrap at 2**31). A failed write
+    fails every request pipelined after it, each forgotten in turn: the expected sequence goes
+    back to the first of them, never forward to a later one."""
+    return (expected - sequence) % _INT32 < _INT32 // 2
+
+
 class ProducerIds:
     """Ids never handed out before, by any start of the broker: blocks reserved in the metadata store."""
 
@@ -136,6 +156,8 @@ class ProducerStates:
         for stored in state.recent:
             if stored.first_sequence == header.base_sequence:
                 return SequenceCheck(ErrorCode.none, stored.base_offset)
+        if _in_flight(state, header.base_sequence):
+            return SequenceCheck(ErrorCode.not_enough_replicas)
         if any(stored.first_sequence > header.base_sequence for stored in state.recent):
             return SequenceCheck(ErrorCode.duplicate_sequence_number)
         return SequenceCheck(ErrorCode.out_of_order_sequence_number)
@@ -170,7 +192,8 @@ class ProducerStates:
                 continue
             producers.pending -= 1
             state = producers.producers.get(header.producer_id)
-            if state is not None and state.epoch == header.producer_epoch:
+            if state is not None and state.epoch == header.producer_epoch and _behind(header.base_sequence,
+                                                                                       state.next_sequence):
                 state.next_sequence = header.base_sequence
 
     def snapshot_all(self) -> None:

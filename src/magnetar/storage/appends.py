@@ -177,11 +177,7 @@ class GroupCommitAppends:
             if is_space_error(error) and self._failure is None:
                 self._fail_for_space(group, later, error)
             else:
-                with self._lock:
-                    self._failure = self._failure or error
-                    self._accepting = False
-                log.error("managed ledger %s: write failed, refusing further appends: %s", self.name, error)
-                notify_appends(positions, callbacks, error)
+                self._fail_for_good(group, later, error)
             return False
         self._factory.entry_cache.put_run(positions[0], datas)
         with self._lock:
@@ -195,6 +191,22 @@ class GroupCommitAppends:
         self._factory.disk_space.wrote()
         notify_appends(positions, callbacks, None)
         return True
+
+    def _fail_for_good(self, group: list[PendingAppend], later: list[list[PendingAppend]], error: Exception) -> None:
+        """A write failed for a reason other than space (EIO, EFBIG): the file's tail is in an
+        unknown state, so this ledger takes no further append; the ones queued behind the
+        failed group fail with it (nothing else would ever answer them). Logged once."""
+        with self._lock:
+            first = self._failure is None
+            self._failure = self._failure or error
+            self._accepting = False
+        if first:
+            log.error("managed ledger %s: write failed, refusing further appends: %s", self.name, error)
+        failure = WriteFailedError(f"managed ledger {self.name} failed a write: {self._failure}")
+        failure.__cause__ = error
+        doomed = [*group, *(append for rest in later for append in rest)]
+        _, positions, _, callbacks = zip(*doomed, strict=True)
+        notify_appends(positions, callbacks, failure)
 
     def _fail_for_space(
         self, group: list[PendingAppend], later: list[list[PendingAppend]], error: Exception | None

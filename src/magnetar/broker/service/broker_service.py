@@ -36,6 +36,7 @@ from magnetar.broker.schema_registry import SchemaRegistryService
 from magnetar.broker.service.loop_lag import LoopLagProbe
 from magnetar.broker.tls import CertificateReloader, server_context
 from magnetar.broker.topics.context import BrokerContext
+from magnetar.broker.topics.failed_writes import FailedWrites
 from magnetar.broker.topics.full_disk import FullDisk
 from magnetar.broker.topics.loop_bridge import LoopBridge
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
@@ -131,8 +132,10 @@ class BrokerService:
         self.compaction = CompactionManager()
         self.compaction_monitor = CompactionMonitor(self, self.compaction)
         self.full_disk = FullDisk(self.factory.disk_space)
+        self.failed_writes = FailedWrites(lambda key: self.unload_topic(self.parse_topic(key)))
         self.context = BrokerContext(config, self.metadata, self.policies, self.entry_metadata,
-                                     self.entry_filter_provider, self.new_compaction_service, self.full_disk)
+                                     self.entry_filter_provider, self.new_compaction_service, self.full_disk,
+                                     self.failed_writes)
         self.protocol_handlers: list[ProtocolHandler] = []
         self.protocol_listeners: dict[str, list[str]] = {}
         if config.messagingProtocols:
@@ -394,6 +397,9 @@ class BrokerService:
 
             non_persistent = self.non_persistent_topics[key] = NonPersistentTopic(self.context, topic_name)
             return non_persistent
+        refusal = self.failed_writes.refusal(key)
+        if refusal is not None:
+            raise BrokerServiceError(pb.ServiceNotReady, refusal)
         ledger = self.factory.open(topic_name.storage_name)
         persistent = self.topics[key] = PersistentTopic(self.context, topic_name, ledger)
         persistent.apply_retention()

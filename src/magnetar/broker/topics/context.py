@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from magnetar.broker.entry_filters import EntryFilterProvider
     from magnetar.broker.entry_metadata import EntryMetadataStamper
     from magnetar.broker.policies.topic_policies import TopicPolicies
+    from magnetar.broker.topics.failed_writes import FailedWrites
     from magnetar.broker.topics.full_disk import FullDisk
     from magnetar.broker.topics.loop_bridge import LoopBridge
     from magnetar.storage import ManagedLedger, MetadataStore
@@ -37,6 +38,8 @@ class BrokerContext:
     """The compaction service of a topic being loaded (compactionServiceFactoryClassName)."""
     full_disk: FullDisk
     """Holds producers while the data dir's disk is full (topics.full_disk)."""
+    failed_writes: FailedWrites
+    """Closes and reloads a topic whose ledger failed a write for good (topics.failed_writes)."""
     publish_latency: LatencySummary = field(default_factory=LatencySummary)
     """SEND read to receipt written, broker-wide (pulsar_broker_publish_latency)."""
     bridge: LoopBridge = field(init=False)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from magnetar.broker.deduplication import DupStatus, MessageDeduplication
 from magnetar.broker.topics.stats import MessageCounter
-from magnetar.storage import Position, StorageFullError
+from magnetar.storage import Position, StorageFullError, WriteFailedError
 from magnetar.wire import commands
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -124,7 +124,7 @@ class Producer:
         try:
             self.topic.publish_many(entries, counts, sends[-1].batch_size,
                                     functools.partial(self._stored, group, dedup))
-        except StorageFullError as exc:  # expected on a full disk: answered as a failed write is
+        except (StorageFullError, WriteFailedError) as exc:  # expected: answered as a failed write is
             self._stored(group, dedup, None, exc)
         except Exception as exc:
             log.exception("%s failed to store on %s", self.cnx, self.topic)
@@ -157,6 +157,10 @@ class Producer:
                 # the producer is closed and held (topics.full_disk), and its client sends
                 # these again once it is let back in.
                 self.topic.context.full_disk.write_failed(self.topic)
+                group.answer = b""
+            elif isinstance(exc, WriteFailedError):
+                # No SEND_ERROR either: the topic is being closed and loaded again with a new
+                # ledger (topics.failed_writes); its client sends these again on the new one.
                 group.answer = b""
             else:
                 group.answer = b"".join(

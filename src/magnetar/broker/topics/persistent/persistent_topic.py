@@ -21,7 +21,7 @@ from magnetar.broker.topics.persistent import backlog
 from magnetar.broker.topics.persistent.compacted_reads import compacted_last_message_id, compacted_position_by_time
 from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
 from magnetar.broker.topics.positions import position_of
-from magnetar.storage import ManagedLedger, Position, StorageFullError
+from magnetar.storage import ManagedLedger, Position, StorageFullError, WriteFailedError
 from magnetar.storage.message_finder import find_first_at_or_after
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
@@ -98,7 +98,11 @@ class PersistentTopic(AbstractTopic):
             bridge.post(self._stored, callback, batch_size, positions, last_index, exc,
                         time.monotonic() - appended_at)
 
-        positions += self.ledger.append_many(entries, stored)
+        try:
+            positions += self.ledger.append_many(entries, stored)
+        except WriteFailedError as exc:
+            self.context.failed_writes.write_failed(str(self.name), exc)
+            raise
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
                 exc: BaseException | None, write_seconds: float) -> None:
@@ -112,6 +116,8 @@ class PersistentTopic(AbstractTopic):
             if self.append_listeners:  # protocol handlers only: nothing to copy on a plain broker
                 for listener in tuple(self.append_listeners):
                     listener()
+        elif isinstance(exc, WriteFailedError):
+            self.context.failed_writes.write_failed(str(self.name), exc.__cause__ or exc)
         callback(None if exc is not None else positions, exc)
 
     def sample_rates(self, now: float) -> None:
@@ -274,7 +280,7 @@ class PersistentTopic(AbstractTopic):
             self.context.entry_metadata.save(self.ledger, self.entry_metadata_state)
             if self._dedup is not None:
                 self._dedup.snapshot()
-        except StorageFullError as exc:
+        except (StorageFullError, WriteFailedError) as exc:  # rebuilt from the ledger at the next load
             log.warning("[%s] state not saved: %s", self.name, exc)
 
     def storage_size(self) -> int:

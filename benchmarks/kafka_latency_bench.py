@@ -1,0 +1,113 @@
+"""Kafka listener latency at fixed rates with librdkafka at linger.ms=0 (issue 45's Kafka row).
+
+    .venv/bin/python benchmarks/kafka_latency_bench.py                     # 1,000 and 10,000 records/s, 4 s each
+    .venv/bin/python benchmarks/kafka_latency_bench.py --magnetar before=/path/to/old/src --magnetar after=src
+
+Open loop: one confluent-kafka producer (linger.ms=0, acks=all, idempotence off: librdkafka's
+defaults but the linger) sends 100-byte records at a fixed rate, each at its scheduled time,
+and latency runs from that scheduled time to the delivery report, so a broker stall shows
+instead of slowing the sender. The first second of each cell is sent but not counted. At
+linger.ms=0 librdkafka sends a Produce request per record whenever it has one, pipelined
+without waiting for answers: how the listener takes pipelined requests decides the figures.
+
+Each `--magnetar LABEL=SRC` is a `magnetar standalone --kafka 0` run with PYTHONPATH=SRC, so
+two versions compare side by side in one run; rounds alternate their order.
+
+Prints ONE JSON object: per label and rate p50/p99/p99.9/max (ms), records counted, delivery
+errors, how late the sender itself ran (p99, ms), the broker's CPU (% of one core), and the
+load average at start and end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from _broker_process import Meter, Standalone
+from confluent_kafka import Producer
+
+KAFKA_READY = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+)")
+WARMUP_SECONDS = 1.0
+
+
+def quantiles(values: list[float]) -> dict[str, float]:
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+    at = lambda q: round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)  # noqa: E731
+    return {"p50": at(0.5), "p99": at(0.99), "p99.9": at(0.999), "max": round(ordered[-1] * 1000, 2)}
+
+
+def cell(bootstrap: str, pid: int, rate: int, seconds: float) -> dict[str, object]:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+    topic = f"latency-{rate}-{time.monotonic_ns()}"
+    producer.list_topics(topic, timeout=30)
+    latencies: list[float] = []
+    late: list[float] = []
+    errors = 0
+    skip = int(rate * WARMUP_SECONDS)
+
+    def report(index: int, scheduled: float, err: object) -> None:
+        nonlocal errors
+        if err is not None:
+            errors += 1
+        elif index >= skip:
+            latencies.append(time.perf_counter() - scheduled)
+
+    count = int(rate * (seconds + WARMUP_SECONDS))
+    with Meter(pid) as meter:
+        start = time.perf_counter()
+        for index in range(count):
+            scheduled = start + index / rate
+            while (now := time.perf_counter()) < scheduled:
+                producer.poll(0 if scheduled - now < 0.001 else 0.0005)
+            late.append(now - scheduled)
+            producer.produce(topic, b"x" * 100,
+                             on_delivery=lambda err, _msg, i=index, s=scheduled: report(i, s, err))
+            producer.poll(0)
+        producer.flush(60)
+    late.sort()
+    return {**quantiles(latencies), "records": len(latencies), "errors": errors,
+            "sender_late_p99_ms": round(late[int(0.99 * len(late))] * 1000, 2),
+            "broker_cpu_pct": round(meter.cpu[pid] / meter.wall * 100, 1)}
+
+
+def run(label: str, source: str, rates: list[int], seconds: float) -> dict[str, object]:
+    with tempfile.TemporaryDirectory(prefix="kafka-latency-") as directory:
+        broker = Standalone(Path(directory) / "data", [], args=["--kafka", "0"],
+                            env={"PYTHONPATH": str(Path(source).resolve())}).start()
+        try:
+            bootstrap = f"127.0.0.1:{KAFKA_READY.findall(broker.log())[-1]}"
+            assert broker.proc is not None
+            return {f"{label} {rate}/s": cell(bootstrap, broker.proc.pid, rate, seconds) for rate in rates}
+        finally:
+            broker.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--magnetar", action="append", metavar="LABEL=SRC",
+                        help="a source tree to run (repeat to compare); default: this checkout's src")
+    parser.add_argument("--rates", default="1000,10000", help="records/s, comma-separated")
+    parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per cell")
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    sources = [item.split("=", 1) for item in args.magnetar or [f"magnetar={Path(__file__).parent.parent / 'src'}"]]
+    rates = [int(rate) for rate in args.rates.split(",")]
+    load_start = os.getloadavg()
+    results: dict[str, object] = {}
+    for round_ in range(args.rounds):
+        order = sources if round_ % 2 == 0 else sources[::-1]
+        for label, source in order:
+            for name, figures in run(label, source, rates, args.seconds).items():
+                results[f"{name} round {round_ + 1}"] = figures
+    print(json.dumps({"cells": results, "load_start": load_start, "load_end": os.getloadavg()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
