@@ -46,7 +46,7 @@ def test_the_probe_sees_a_stalled_loop():
         probe = LoopLagProbe()
         probe.start(asyncio.get_running_loop())
         await asyncio.sleep(0.05)
-        time.sleep(0.08)  # the loop is stuck: the probe's timer falls due meanwhile
+        time.sleep(0.15)  # the loop is stuck: the probe's timer falls due at least 0.1 s before its end
         await asyncio.sleep(0.05)
         probe.stop()
         return probe

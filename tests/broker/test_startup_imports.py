@@ -35,8 +35,8 @@ MAGNETAR = {
     "magnetar.broker.policies": ". backlog_quota resources retention topic_policies",
     # loop_lag: the event-loop probe runs from the start; topics.latency: every producer records into it
     "magnetar.broker.service": ". broker_service collector config_checks loop_lag",
-    "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context full_disk "
-                              "latency loop_bridge positions producer stats topic_limits",
+    "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context "
+                              "failed_writes full_disk latency loop_bridge positions producer stats topic_limits",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
                                          "key_shared_dispatcher message_expiry persistent_subscription "
                                          "persistent_topic shared_dispatcher single_active_dispatcher",
