@@ -214,7 +214,7 @@ class NatsUnderTest:
 
 def broker_between(before: dict[str, float], after: dict[str, float]) -> dict:
     """What the broker saw during a cell: its mean publish latency (SEND read to receipt
-    written), and how late its loop-lag probe (every 50 ms) ran: probes taken, how many were
+    written), and how late its loop-lag probe (every 100 ms) ran: probes taken, how many were
     over 5 ms, the bucket bound the worst one fell under."""
     if not before or not after:
         return {}

@@ -45,17 +45,17 @@ def test_the_probe_sees_a_stalled_loop():
     async def stall() -> LoopLagProbe:
         probe = LoopLagProbe()
         probe.start(asyncio.get_running_loop())
-        await asyncio.sleep(0.05)
-        time.sleep(0.15)  # the loop is stuck: the probe's timer falls due at least 0.1 s before its end
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.12)
+        time.sleep(0.25)  # the loop is stuck: the probe's timer falls due at least 0.15 s before its end
+        await asyncio.sleep(0.12)
         probe.stop()
         return probe
 
     probe = asyncio.run(stall())
-    assert probe.max_seconds >= 0.05
-    assert sum(probe.counts) == probe.count >= 3
-    assert sum(probe.counts[LAG_BOUNDS_S.index(0.05):]) >= 1  # the stall landed in a bucket past 50 ms
+    assert probe.max_seconds >= 0.1
+    assert sum(probe.counts) == probe.count >= 2
+    assert sum(probe.counts[LAG_BOUNDS_S.index(0.1):]) >= 1  # the stall landed in a bucket past 100 ms
     probe.roll()
-    assert probe.max_seconds >= 0.05  # the last interval's maximum stays shown
+    assert probe.max_seconds >= 0.1  # the last interval's maximum stays shown
     probe.roll()
     assert probe.max_seconds == 0.0
