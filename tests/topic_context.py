@@ -12,6 +12,7 @@ from magnetar.broker.entry_metadata import EntryMetadataStamper
 from magnetar.broker.policies.resources import NamespaceResources
 from magnetar.broker.policies.topic_policies import TopicPolicies
 from magnetar.broker.topics.context import BrokerContext
+from magnetar.broker.topics.failed_writes import FailedWrites
 from magnetar.broker.topics.full_disk import FullDisk
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.storage import ManagedLedger, ManagedLedgerFactory
@@ -25,7 +26,11 @@ def broker_context(factory: ManagedLedgerFactory, config: ServiceConfiguration) 
                          EntryMetadataStamper(config.brokerEntryMetadataInterceptors),
                          EntryFilterProvider(config.entryFilterNames),
                          lambda ledger: BuiltinCompactionService(ledger, factory, options),
-                         FullDisk(factory.disk_space))
+                         FullDisk(factory.disk_space), FailedWrites(_no_unload))
+
+
+def _no_unload(topic: str) -> None:
+    raise AssertionError(f"{topic}: a write failed in a test without a broker")
 
 
 def load_topic(factory: ManagedLedgerFactory, ledger: ManagedLedger, config: ServiceConfiguration) -> PersistentTopic:

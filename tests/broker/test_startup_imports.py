@@ -37,6 +37,8 @@ MAGNETAR = {
     "magnetar.broker.service": ". broker_service collector config_checks loop_lag",
     "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context "
                               "failed_writes full_disk latency loop_bridge positions producer stats topic_limits",
+    # only the ledger property a topic that held transactions carries (the feature loads when used)
+    "magnetar.broker.transactions": ".",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
                                          "key_shared_dispatcher message_expiry persistent_subscription "
                                          "persistent_topic shared_dispatcher single_active_dispatcher",

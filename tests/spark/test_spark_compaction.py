@@ -223,3 +223,31 @@ def test_partitioned_topic_is_compacted_partition_by_partition(spark, brokers):
     assert all(r.horizon is not None for r in results)
     view = {(key, value) for _id, key, value, _props in compacted_view(a.url, "spark-parts")}
     assert view == expected_view(a.url, "spark-parts")
+
+
+def test_spark_compaction_leaves_out_aborted_messages_and_stops_at_an_open_transaction(spark, tmp_path):
+    """PIP-31: what the broker's own compaction does (tests/broker/test_pulsar_transactions.py)."""
+    import magnetar.client  # noqa: PLC0415
+
+    broker = Standalone(tmp_path / "data", ["transactionCoordinatorEnabled=true"]).start()
+    topic = f"persistent://{NS}/spark-txn"
+    client = magnetar.client.Client(broker.url, enable_transaction=True, operation_timeout_seconds=10)
+    try:
+        client.subscribe(topic, "keep").close()  # retention 0: a subscription keeps the entries
+        producer = client.create_producer(topic)
+        for value, commit in ((b"k1-committed", True), (b"k1-aborted", False)):
+            txn = client.new_transaction(timeout=60)
+            producer.send(value, partition_key="k1", txn=txn)
+            txn.commit() if commit else txn.abort()
+        still_open = client.new_transaction(timeout=60)
+        producer.send(b"k2-open", partition_key="k2", txn=still_open)
+        producer.send(b"k3-plain", partition_key="k3")
+        compact(spark, topic, service_url=broker.admin_url, path=str(broker.data_dir))
+        assert [value for _id, _key, value, _props in compacted_view(broker.url, topic)] == [b"k1-committed"]
+        still_open.commit()
+        compact(spark, topic, service_url=broker.admin_url, path=str(broker.data_dir))
+        assert [value for _id, _key, value, _props in compacted_view(broker.url, topic)] == [
+            b"k1-committed", b"k2-open", b"k3-plain"]
+    finally:
+        client.close()
+        broker.stop()

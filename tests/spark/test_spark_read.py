@@ -5,13 +5,18 @@ from __future__ import annotations
 import pickle
 import re
 import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 
 import pulsar
 import pytest
 from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics, millis, produce
-from standalone import NO_ENTRY_METADATA
+from standalone import NO_ENTRY_METADATA, Standalone
 
+import magnetar.client
 from magnetar.spark.options import MagnetarOptionError, parse_options
+from magnetar.spark.storage_reader import StorageTopics
 from magnetar.spark.write_options import parse_write_options
 
 pytestmark = pytest.mark.spark
@@ -177,3 +182,51 @@ def test_security_options_are_read_as_the_pulsar_spark_connector_names_them(tmp_
     with pytest.raises(MagnetarOptionError, match=r"(?i)tlsAllowInsecureConnection"):
         parse_options({"service.url": "pulsar://h:1", "topic": "t",
                        "pulsar.client.tlsAllowInsecureConnection": "maybe"})
+
+
+# -- transactions (PIP-31): rows of committed messages only, and never a row of an open
+# transaction or anything behind it; a stream's latest offset stops at the open transaction,
+# so the next micro-batch reads its messages once committed.
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, object, object]]:
+    """A topic: a plain message, a committed transaction, an aborted one, a plain message,
+    then a transaction left open and a plain message behind it."""
+    data_dir = tmp_path_factory.mktemp("spark-txn") / "data"
+    broker = Standalone(data_dir, ["transactionCoordinatorEnabled=true"]).start()
+    topic = f"persistent://public/default/spark-txn-{uuid.uuid4().hex[:8]}"
+    client = magnetar.client.Client(broker.url, enable_transaction=True, operation_timeout_seconds=10)
+    try:
+        producer = client.create_producer(topic)
+        producer.send(b"plain-1")
+        for value, commit in ((b"committed", True), (b"aborted", False)):
+            txn = client.new_transaction(timeout=60)
+            producer.send(value, txn=txn)
+            txn.commit() if commit else txn.abort()
+        producer.send(b"plain-2")
+        still_open = client.new_transaction(timeout=60)
+        producer.send(b"open", txn=still_open)
+        producer.send(b"plain-3")
+        yield data_dir, topic, still_open, client
+    finally:
+        client.close()
+        broker.stop()
+
+
+def _indexed_values(spark, data_dir: Path, topic: str) -> list[tuple[int, bytes]]:
+    rows = spark.read.format("magnetar").option("topic", topic).load(str(data_dir)).collect()
+    return sorted((row["index"], bytes(row["value"])) for row in rows)
+
+
+def test_rows_are_committed_messages_only_and_stop_at_an_open_transaction(spark, written) -> None:
+    data_dir, topic, still_open, _ = written
+    topics = StorageTopics(str(data_dir))
+    try:
+        (tp,) = topics.partitions(topic)
+        held_from = topics.next_index(tp)  # a stream's latest offset
+    finally:
+        topics.close()
+    assert [value for _, value in _indexed_values(spark, data_dir, topic)] == [b"plain-1", b"committed", b"plain-2"]
+    still_open.commit()
+    rows = _indexed_values(spark, data_dir, topic)
+    assert [value for _, value in rows] == [b"plain-1", b"committed", b"plain-2", b"open", b"plain-3"]
+    assert held_from == dict((value, index) for index, value in rows)[b"open"]  # it stopped at the open one

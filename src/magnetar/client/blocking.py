@@ -111,6 +111,10 @@ class Client:
     def get_topic_partitions(self, topic: str) -> list[str]:
         return self._run(self._core.get_topic_partitions(topic))
 
+    def new_transaction(self, timeout: float = 60) -> Transaction:
+        """A transaction (PIP-31); needs `enable_transaction=True` (see the asyncio Client)."""
+        return Transaction(self, self._run(self._core.new_transaction(timeout)))
+
     def close(self) -> None:
         if self._core.closed:
             return
@@ -127,6 +131,36 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class Transaction:
+    """A transaction's blocking handle: `producer.send(..., txn=txn)`, then commit() or abort()."""
+
+    def __init__(self, client: Client, core: Any) -> None:
+        self._client = client
+        self._core = core
+
+    @property
+    def txn_id(self) -> tuple[int, int]:
+        return self._core.txn_id
+
+    @property
+    def state(self) -> str:
+        return self._core.state
+
+    def commit(self) -> None:
+        self._client._run(self._core.commit())
+
+    def abort(self) -> None:
+        self._client._run(self._core.abort())
+
+
+def _core_txn(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The send options with a blocking Transaction replaced by its asyncio core."""
+    txn = kwargs.get("txn")
+    if isinstance(txn, Transaction):
+        return {**kwargs, "txn": txn._core}
+    return kwargs
 
 
 class Producer:
@@ -161,7 +195,7 @@ class Producer:
                    **kwargs: Any) -> None:
         """Queue a message; `callback(result, message_id)` runs on the client's I/O thread. The
         producer's schema encodes `content` here, so a value it refuses raises in the caller."""
-        content, kwargs = self._core.encode(content, kwargs)
+        content, kwargs = self._core.encode(content, _core_txn(kwargs))
         slots = self._slots
         if slots is not None and not slots.acquire(blocking=self._block):
             if callback is not None:
@@ -330,8 +364,16 @@ class Consumer(_Receiving):
         Shared or Key_Shared subscriptions)."""
         self._core.acknowledge_cumulative_arrow(batch)
 
-    def acknowledge(self, message: Any) -> None:
-        self._core.acknowledge(message)
+    def acknowledge(self, message: Any, txn: Transaction | None = None) -> None:
+        """With `txn`, waits until the broker holds the acknowledgement for the transaction."""
+        if txn is None:
+            self._core.acknowledge(message)
+            return
+        self._client._run(self._acknowledge_in_txn(message, txn._core))
+
+    async def _acknowledge_in_txn(self, message: Any, txn: Any) -> None:
+        done = self._core.acknowledge(message, txn)
+        await done
 
     def acknowledge_cumulative(self, message: Any) -> None:
         self._core.acknowledge_cumulative(message)

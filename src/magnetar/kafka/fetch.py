@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import struct
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.service.protocol_handlers import PartitionLog
+from magnetar.formats.kafka_records import encode_record_batch
 from magnetar.kafka import log_view
 from magnetar.kafka.access import CONSUME, LOOKUP, Access
 from magnetar.kafka.errors import ANSWERABLE, kafka_error
@@ -31,6 +33,21 @@ from magnetar.wire.entry import entry_format, first_message_index, parse_entry
 _NO_WAIT = datetime.timedelta(0)
 _EARLIEST, _LATEST = -2, -1
 _MAX_DECOMPRESSED = 64 * 1024 * 1024
+
+
+#: A control record's key (version 0, type ABORT) and value (version 0, coordinator epoch 0).
+_CONTROL_KEY, _CONTROL_VALUE = struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 0)
+
+
+def control_batch(entry: bytes) -> list[bytes | memoryview]:
+    """A transaction's marker or aborted message as a control batch over the entry's offsets:
+    a Kafka consumer steps over it, to the next offset, and sees nothing of it."""
+    parsed = parse_entry(entry)
+    metadata = parsed.metadata
+    last = parsed.broker_entry_metadata.index if parsed.broker_entry_metadata is not None else -1
+    base = first_message_index(metadata, last)
+    return [encode_record_batch([(_CONTROL_KEY, _CONTROL_VALUE, (), metadata.publish_time)], base_offset=base,
+                                span=last - base + 1, control=True)]
 
 
 def entry_as_batch(entry: bytes) -> list[bytes | memoryview]:
@@ -147,7 +164,7 @@ class FetchApis:
             room = 2 * max(limit, 1)  # stored sizes differ from served ones
             entries = log_view.read(log, offset, room)
             for entry in log.read(offset, room) if entries is None else entries:
-                batch = entry_as_batch(entry)
+                batch = control_batch(entry) if log.hidden(entry) else entry_as_batch(entry)
                 grown = size + sum(map(len, batch))
                 if grown > limit and (size or not whole_first):
                     break

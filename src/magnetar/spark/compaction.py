@@ -44,7 +44,7 @@ from magnetar.spark.compaction_tasks import (
 )
 from magnetar.spark.offsets import TopicPartition
 from magnetar.spark.options import MagnetarOptionError
-from magnetar.spark.storage_reader import StorageTopics, open_data_dir, storage_name
+from magnetar.spark.storage_reader import StorageTopics, open_data_dir, storage_name, transactions_of
 from magnetar.storage import DataDirLockedError, ManagedLedgerFactory, NoSuchManagedLedgerError, Position
 from magnetar.storage.compacted_ledger import CompactedLedgerStore
 from magnetar.storage.message_finder import EntrySequence
@@ -161,6 +161,15 @@ def plan_partition(path: str, tp: TopicPartition, split_bytes: int, parallelism:
         return None
     ml.refresh()
     horizon = ml.last_confirmed_position
+    transactions = transactions_of(ml)
+    aborted = None
+    if transactions is not None:  # never past an open transaction, never an aborted message
+        held = transactions.max_read_position
+        if horizon is not None and held is not None and held <= horizon:
+            horizon = ml.previous_position(held)
+            if horizon.entry_id < 0:
+                return None
+        aborted = frozenset(transactions.aborted)
     store = CompactedLedgerStore(factory, name)
     try:
         previous = store.current
@@ -184,7 +193,7 @@ def plan_partition(path: str, tp: TopicPartition, split_bytes: int, parallelism:
         for start in range(first, end, per_split):
             position = entries.position(start)
             plan.splits.append(Split(False, tp, name, position.ledger_id, position.entry_id,
-                                     min(per_split, end - start), tuple(position)))
+                                     min(per_split, end - start), tuple(position), aborted))
     return plan
 
 

@@ -18,6 +18,7 @@ from magnetar.spark.rows import RowFilter
 from magnetar.spark.storage_reader import EntryRange, entries_of_range, open_data_dir
 from magnetar.storage import Position
 from magnetar.storage.compacted_ledger import CompactedLedgerStore
+from magnetar.wire.txn import TxnId
 
 #: (ledger id, entry id, batch index, deletes): a key's last message seen so far.
 LastMessage = tuple[int, int, int, bool]
@@ -43,6 +44,8 @@ class Split:
     entries: int
     first: tuple[int, int]
     """The original position of the split's first entry: where its retained messages begin."""
+    aborted: frozenset[TxnId] | None = None
+    """On a topic that holds transactions, the aborted ones: their messages are left out."""
 
 
 def split_entries(path: str, split: Split) -> Iterator[tuple[Position, bytes]]:
@@ -50,7 +53,8 @@ def split_entries(path: str, split: Split) -> Iterator[tuple[Position, bytes]]:
     if split.compacted:
         yield from _compacted_entries(path, split)
         return
-    work = EntryRange(split.tp, split.storage_name, split.ledger_id, split.start, split.entries, RowFilter())
+    work = EntryRange(split.tp, split.storage_name, split.ledger_id, split.start, split.entries, RowFilter(),
+                      split.aborted)
     for ledger_id, entry_id, data in entries_of_range(path, work, True):
         yield Position(ledger_id, entry_id), data
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from magnetar.broker.transactions import TRANSACTIONS_PROPERTY
+from magnetar.broker.transactions.buffer import TransactionBuffer, hidden
 from magnetar.formats.processor import all_builtins
 from magnetar.spark.decryption import Decryption
 from magnetar.spark.offsets import EARLIEST_INDEX, LATEST_INDEX, TopicPartition
@@ -29,6 +31,7 @@ from magnetar.storage.ledger import Allocator
 from magnetar.storage.message_finder import EntrySequence, find_by_index, find_first_at_or_after
 from magnetar.wire.entry import first_message_index, parse_message_metadata, peek_broker_entry_metadata
 from magnetar.wire.topic_name import TopicName
+from magnetar.wire.txn import TxnId
 
 PARTITIONED_PREFIX = "/admin/partitioned-topics/"
 ROWS_PER_BATCH = 65536
@@ -94,6 +97,9 @@ class EntryRange:
     entry_id: int
     entries: int
     row_filter: RowFilter
+    aborted: frozenset[TxnId] | None = None
+    """On a topic that holds transactions, the aborted ones, whose messages (and the markers)
+    are not rows; None on any other topic, whose entries are not looked at for it."""
 
 
 @dataclass(slots=True)
@@ -218,7 +224,12 @@ class StorageTopics:
         return None if entry is None else first_index(entry)
 
     def next_index(self, tp: TopicPartition) -> int | None:
-        """The index the next message will get (None: empty, or the last entry has no index)."""
+        """The index the next message will get (None: empty, or the last entry has no index);
+        on a topic with a transaction open, that of its first message: a stream goes no further."""
+        ml = self.ledger(tp)
+        transactions = transactions_of(ml) if ml is not None else None
+        if transactions is not None and transactions.max_read_position is not None:
+            return first_index(ml.read_entry(transactions.max_read_position))  # type: ignore[union-attr]
         entry = self._edge_entry(tp, last=True)
         last = None if entry is None else last_index(entry)
         return None if last is None else last + 1
@@ -249,6 +260,9 @@ class StorageTopics:
             return Plan([], 0)
         entries = EntrySequence(ml)
         start, end, searched = 0, entries.size, 0
+        transactions = transactions_of(ml)
+        if transactions is not None and transactions.max_read_position is not None:
+            end = entries.ordinal(transactions.max_read_position)  # nothing from an open transaction on
         lower = [(find_by_index, bounds.index_min), (find_first_at_or_after, bounds.time_min)]
         lower.append((find_first_at_or_after, bounds.entry_time_min))
         for search, value in lower:
@@ -279,12 +293,21 @@ class StorageTopics:
         per_split = max(1, split_bytes * entries.size // max(1, ml.total_size_bytes()))
         name = storage_name(tp)
         row_filter = bounds.row_filter()
+        aborted = frozenset(transactions.aborted) if transactions is not None else None
         ranges = []
         for first in range(start, end, per_split):
             position = entries.position(first)
             count = min(per_split, end - first)
-            ranges.append(EntryRange(tp, name, position.ledger_id, position.entry_id, count, row_filter))
+            ranges.append(EntryRange(tp, name, position.ledger_id, position.entry_id, count, row_filter, aborted))
         return Plan(ranges, searched)
+
+
+def transactions_of(ml: ManagedLedger) -> TransactionBuffer | None:
+    """What a topic that has held transactions lets readers see (rebuilt from its entries:
+    on such a topic every plan reads its metadata once); None for any other topic."""
+    if ml.get_property(TRANSACTIONS_PROPERTY) is None:
+        return None
+    return TransactionBuffer.load(ml)
 
 
 def resolve_index(topics: StorageTopics, tp: TopicPartition, index: int) -> int | None:
@@ -326,8 +349,10 @@ def entries_of_range(path: str, work: EntryRange, fail_on_data_loss: bool, into:
                     f"{work.tp.storage_topic}: {remaining} entries from {position} are no longer stored"
                 )
             return
+        aborted = work.aborted
         for (ledger_id, entry_id), data in chunk:
-            yield ledger_id, entry_id, data
+            if aborted is None or not hidden(parse_message_metadata(data), aborted):
+                yield ledger_id, entry_id, data
         remaining -= len(chunk)
         position = ml.next_position(chunk[-1][0])
 

@@ -114,9 +114,13 @@ def producer(
 
 
 def send(producer_id: int, sequence_id: int, entry: bytes | memoryview, *, num_messages: int | None = None,
-         highest_sequence_id: int | None = None, is_chunk: bool = False) -> bytes:
-    """SEND + entry. `num_messages` only for batches, as the C++ producer does."""
+         highest_sequence_id: int | None = None, is_chunk: bool = False,
+         txn: tuple[int, int] | None = None) -> bytes:
+    """SEND + entry. `num_messages` only for batches, as the C++ producer does; `txn` is
+    the (most, least) bits of the transaction the message belongs to."""
     body = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
+    if txn is not None:
+        body.txnid_most_bits, body.txnid_least_bits = txn
     if num_messages is not None:
         body.num_messages = num_messages
     if highest_sequence_id is not None:

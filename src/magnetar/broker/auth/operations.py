@@ -113,6 +113,9 @@ METRICS = Operation("metrics", Need.OPEN)
 # -- the binary protocol's own
 CONNECT = Operation("connect", Need.AUTHENTICATED)
 USE_HANDLE = Operation("use its producer or consumer", Need.HOLDER)
+#: The transaction coordinator's commands (PIP-31): the coordinator holds each transaction to
+#: the role that opened it (broker.transactions.coordinator).
+TRANSACTION = Operation("open, add to and end its transactions", Need.AUTHENTICATED)
 
 #: Every command a connection handles, and what it needs. Commands on a producer or
 #: consumer need nothing more than holding it: its creation was checked, and a change of
@@ -131,4 +134,6 @@ COMMANDS: dict[int, Operation] = {
     T.SUBSCRIBE: SUBSCRIBE,
     **dict.fromkeys((T.SEND, T.CLOSE_PRODUCER, T.FLOW, T.ACK, T.REDELIVER_UNACKNOWLEDGED_MESSAGES,
                      T.CLOSE_CONSUMER, T.UNSUBSCRIBE, T.SEEK, T.GET_LAST_MESSAGE_ID, T.CONSUMER_STATS), USE_HANDLE),
+    **dict.fromkeys((T.TC_CLIENT_CONNECT_REQUEST, T.NEW_TXN, T.ADD_PARTITION_TO_TXN, T.ADD_SUBSCRIPTION_TO_TXN,
+                     T.END_TXN, T.END_TXN_ON_PARTITION, T.END_TXN_ON_SUBSCRIPTION), TRANSACTION),
 }

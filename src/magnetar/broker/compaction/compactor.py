@@ -56,7 +56,7 @@ def entry_messages(position: Position, data: bytes, options: CompactionOptions
     marker, or bytes that do not parse (logged: they could never be delivered either)."""
     try:
         parsed = parse_entry(data)
-        if parsed.metadata.HasField("marker_type"):
+        if parsed.metadata.HasField("marker_type") or (options.hidden is not None and options.hidden(parsed.metadata)):
             return None, []
         if entry_format(parsed.metadata) == KAFKA_FORMAT:  # one Kafka record batch (PIP-96): its records
             return parsed.metadata, [CompactionMessage(*record) for record in compaction_records(parsed.payload)]

@@ -20,10 +20,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
-from magnetar.broker.compaction.options import CompactionOptions, CompactionResult, Progress
+from magnetar.broker.compaction.options import CompactionOptions, CompactionResult, Progress, TransactionView
 from magnetar.plugins import PluginGroup
 from magnetar.storage import CorruptEntryError, ManagedLedger, ManagedLedgerFactory, Position, StorageClosedError
 from magnetar.storage.compacted_ledger import CompactedLedger, CompactedLedgerStore, StagedLedgerError
@@ -91,6 +91,8 @@ class BuiltinCompactionService:
         self.ledger = ledger
         self.options = options
         self.store = CompactedLedgerStore(factory, ledger.name)
+        self.transactions: TransactionView | None = None
+        """Set by a topic that holds transactions (PIP-31)."""
         self._last: MessagePosition | None = None
         self._closed = threading.Event()
 
@@ -99,13 +101,20 @@ class BuiltinCompactionService:
         from magnetar.broker.compaction.compactor import compact  # noqa: PLC0415 (see the module's docstring)
 
         horizon = self.ledger.last_confirmed_position
+        options = self.options
+        transactions = self.transactions
+        if transactions is not None:  # never past an open transaction, never an aborted message
+            held = transactions.max_read_position
+            if horizon is not None and held is not None and held <= horizon:
+                horizon = self.ledger.previous_position(held)
+            options = replace(options, hidden=transactions.hides)
         previous = self.store.current
-        if horizon is None or (previous is not None and previous.horizon >= horizon):
+        if horizon is None or horizon.entry_id < 0 or (previous is not None and previous.horizon >= horizon):
             return None
         total = (previous.entries if previous else 0) + self._entries_after(previous, horizon)
         writer = self.store.new_writer()
         try:
-            result = compact(lambda start: self._source(previous, horizon, start), writer, horizon, self.options,
+            result = compact(lambda start: self._source(previous, horizon, start), writer, horizon, options,
                              total, progress, self._closed.is_set)
             self.store.commit(writer, horizon)
         except BaseException:

@@ -205,6 +205,10 @@ class ServiceConfiguration:
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = key(
         1000, POSITIVE, "appends between two snapshots of the deduplication state")
+    # transactions (PIP-31, broker.transactions): off until the feature is complete
+    transactionCoordinatorEnabled: bool = False
+    maxActiveTransactionsPerCoordinator: int = key(
+        0, NotNegative("no limit"), "open transactions a coordinator keeps at once")
     # message expiry
     ttlDurationDefaultInSeconds: int = 0
     messageExpiryCheckIntervalInMinutes: float = key(5.0, POSITIVE, "how often topics are held to their message TTL")

@@ -58,10 +58,14 @@ from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 if TYPE_CHECKING:
     from magnetar.broker.service.protocol_handlers import ProtocolHandler
     from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
+    from magnetar.broker.transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 _PARTITIONED_PREFIX = "/admin/partitioned-topics/"
 _BOOT_COUNTER_KEY = "/broker/boot-counter"
+#: The partitioned topic clients look up to reach transaction coordinators (magnetar.wire.txn's
+#: COORDINATOR_ASSIGN_TOPIC, spelled here so that a broker without transactions imports nothing of them).
+_COORDINATOR_ASSIGN_TOPIC = "persistent://pulsar/system/transaction_coordinator_assign"
 #: No partition count above this is ever created or believed, whatever the configuration:
 #: every partition is a managed ledger, and listings name each one.
 MAX_PARTITIONS_CEILING = 65536
@@ -142,6 +146,11 @@ class BrokerService:
             from magnetar.broker.service.protocol_handlers import load_protocol_handlers  # noqa: PLC0415 (only then)
 
             self.protocol_handlers = load_protocol_handlers(self)
+        self.transactions: TransactionCoordinator | None = None
+        if config.transactionCoordinatorEnabled:
+            from magnetar.broker.service.transaction_participants import new_coordinator  # noqa: PLC0415 (only then)
+
+            self.transactions = new_coordinator(self)
         self.cache_evictor = PeriodicTask("entry cache eviction", config.managedLedgerCacheEvictionIntervalMs / 1000,
                                           self.factory.entry_cache.evict_expired)
 
@@ -185,6 +194,8 @@ class BrokerService:
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
         self.loop_lag.start(loop)
         loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
+        if self.transactions is not None:
+            loop.call_soon(self.transactions.recover)
 
     async def _listen(self, port: int, *, tls: bool) -> int:
         """One listening socket; a TLS one drops a peer whose handshake is not over in time
@@ -240,6 +251,8 @@ class BrokerService:
         self.inactivity_monitor.stop()
         self.compaction_monitor.stop()
         self.compaction.stop()
+        if self.transactions is not None:
+            self.transactions.stop()
         self.cache_evictor.stop()
         self.schemas.close()
         self.full_disk.stop()
@@ -340,6 +353,17 @@ class BrokerService:
                 f"Number of new partitions must be greater than existing number of partitions ({current})")
         self.metadata.put(_PARTITIONED_PREFIX + topic.storage_name, json.dumps({"partitions": partitions}).encode())
 
+    def is_coordinator_topic(self, name: str) -> bool:
+        """Whether `name` is the coordinator-assign topic or one of its partitions, while this
+        broker runs the coordinator: any client may look it up (it is how a client reaches
+        the coordinator, whose commands hold each transaction to the role that opened it)."""
+        if self.transactions is None:
+            return False
+        try:
+            return str(self.parse_topic(name).partitioned_topic_name) == _COORDINATOR_ASSIGN_TOPIC
+        except BrokerServiceError:
+            return False
+
     def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int:
         """PARTITIONED_METADATA: the partition count, auto-creating as configured.
 
@@ -347,6 +371,8 @@ class BrokerService:
         from TopicNotFound instead of a count of 0 that would read as "not partitioned".
         """
         topic = self.parse_topic(name)
+        if self.transactions is not None and str(topic) == _COORDINATOR_ASSIGN_TOPIC:
+            return 1  # one coordinator, this broker's
         if topic.partition_index >= 0 and (auto_create or self.topic_exists(topic)):
             return 0
         partitions = self.partitions_of(topic)
@@ -369,6 +395,8 @@ class BrokerService:
         key = str(topic)
         if key in self.topics or key in self.non_persistent_topics or self.factory.exists(topic.storage_name):
             return True
+        if self.transactions is not None and str(topic.partitioned_topic_name) == _COORDINATOR_ASSIGN_TOPIC:
+            return topic.partition_index == 0
         parent = self.partitions_of(topic.partitioned_topic_name)
         return parent is not None and 0 <= topic.partition_index < parent
 
@@ -438,6 +466,9 @@ class BrokerService:
         self.unload_topic(name)
         if name.persistent:
             self.factory.delete(name.storage_name)
+            from magnetar.broker.transactions.pending_ack import drop_topic  # noqa: PLC0415 (deletions only)
+
+            drop_topic(self.metadata, name.storage_name)  # acknowledgements a transaction held there
         self.policies.delete_topic(name)
 
     def _check_idle(self, names: list[TopicName]) -> None:

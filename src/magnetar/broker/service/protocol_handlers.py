@@ -34,6 +34,7 @@ from magnetar.storage.message_finder import (
     find_by_index,
     first_at_or_above,
 )
+from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
 
@@ -96,9 +97,20 @@ class PartitionLog:
         acknowledged. Messages are numbered when their write starts, so the stamping counter
         (`entry_metadata_state`) runs ahead of this while a write is in flight. StorageClosedError
         once the topic is unloaded or deleted (its client looks it up again)."""
-        if self._topic.ledger.closed:
+        topic = self._topic
+        if topic.ledger.closed:
             raise StorageClosedError(f"{self.name} is closed")
-        return self._topic.durable_index + 1
+        transactions = topic.transaction_buffer
+        if transactions is not None and transactions.max_read_position is not None:
+            # Kafka's last stable offset: nothing from an open transaction's first message on
+            return entry_first_index(topic.ledger.read_entry(transactions.max_read_position))
+        return topic.durable_index + 1
+
+    def hidden(self, entry: bytes) -> bool:
+        """Whether `entry` is a transaction's marker or a message of an aborted transaction:
+        served as a control batch, which Kafka consumers step over."""
+        transactions = self._topic.transaction_buffer
+        return transactions is not None and transactions.hides(parse_message_metadata(entry))
 
     def start_offset(self) -> int:
         """Kafka's log start: the offset of the first message still stored, or the end when

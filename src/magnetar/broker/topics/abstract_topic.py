@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from magnetar.broker.deduplication import MessageDeduplication
     from magnetar.broker.topics.cnx import TransportCnx
     from magnetar.broker.topics.context import BrokerContext
+    from magnetar.wire.txn import TxnId
 
 log = logging.getLogger(__name__)
 GroupPublishCallback = Callable[[list[Position] | None, BaseException | None], None]
@@ -59,6 +60,11 @@ class AbstractTopic:
         positions (the receipts) once accepted. `batch_size` is the last entry's
         num_messages_in_batch (-1 when not a batch), kept for GetLastMessageId."""
         raise NotImplementedError
+
+    def publish_transactional(self, entries: list[bytes], counts: list[int], batch_size: int, txn: TxnId,
+                              callback: GroupPublishCallback) -> None:
+        """As publish_many, for messages of the open transaction `txn` (stored topics only)."""
+        raise BrokerServiceError(pb.NotAllowedError, f"{self.name} takes no transactional messages")
 
     def stats(self) -> dict[str, object]:
         raise NotImplementedError

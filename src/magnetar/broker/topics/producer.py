@@ -25,6 +25,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 if TYPE_CHECKING:
     from magnetar.broker.topics.abstract_topic import AbstractTopic
     from magnetar.broker.topics.cnx import TransportCnx
+    from magnetar.wire.txn import TxnId
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +74,34 @@ class Producer:
         self._receipts = commands.ReceiptEncoder(producer_id)
         self._staged: list[Send] = []
         self._publish_latency = topic.context.publish_latency
+        self._staged_txn: TxnId | None = None
+        """The transaction the staged SENDs belong to (they all belong to one, or to none)."""
 
     def stage(self, send: Send) -> bool:
         """Hold a checked SEND until the connection's read is done (publish_staged); True
         for the first one held, so the connection knows to come back."""
+        if self._staged_txn is not None:  # a transaction's messages were staged: they go first
+            self.publish_staged()
         self._staged.append(send)
+        return len(self._staged) == 1
+
+    def stage_transactional(self, send: Send, txn: TxnId) -> bool:
+        """As `stage`, for a message of the open transaction `txn`: those of one transaction
+        read together are stored as one group, as plain ones are."""
+        if self._staged and self._staged_txn != txn:
+            self.publish_staged()
+        self._staged.append(send)
+        self._staged_txn = txn
         return len(self._staged) == 1
 
     def publish_staged(self) -> None:
         if self._staged:
             sends, self._staged = self._staged, []
-            self.publish_many(sends)
+            txn, self._staged_txn = self._staged_txn, None
+            if txn is None:
+                self.publish_many(sends)
+            else:
+                self._publish_transactional(sends, txn)
 
     def publish_many(self, sends: list[Send]) -> None:
         """Store SENDs read together: runs of new messages go to the topic as one group;
@@ -115,15 +133,28 @@ class Producer:
         if run:
             self._publish_group(run, dedup)
 
-    def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None) -> None:
+    def _publish_transactional(self, sends: list[Send], txn: TxnId) -> None:
+        """Messages of an open transaction, as one group (never deduplicated: a transaction
+        that fails is aborted and produced again)."""
+        if self.topic.terminated:
+            for send in sends:
+                self.refuse(send.sequence_id, pb.TopicTerminatedError,
+                            f"Topic {self.topic.name} was already terminated")
+            return
+        self._publish_group(sends, None, txn)
+
+    def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None, txn: TxnId | None = None) -> None:
         group = _PendingGroup(sends, None, self.cnx.read_at)
         self._pending.append(group)
         entries = [send.entry for send in sends]
         counts = [send.num_messages for send in sends]
         self.inbound.add(sum(counts), sum(map(len, entries)))
+        stored = functools.partial(self._stored, group, dedup)
         try:
-            self.topic.publish_many(entries, counts, sends[-1].batch_size,
-                                    functools.partial(self._stored, group, dedup))
+            if txn is None:
+                self.topic.publish_many(entries, counts, sends[-1].batch_size, stored)
+            else:
+                self.topic.publish_transactional(entries, counts, sends[-1].batch_size, txn, stored)
         except (StorageFullError, WriteFailedError) as exc:  # expected: answered as a failed write is
             self._stored(group, dedup, None, exc)
         except Exception as exc:

@@ -489,7 +489,14 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
         num_messages = send.num_messages
         batch_size = num_messages if send.HasField("num_messages") else -1
         highest = max(send.highest_sequence_id, sequence_id)  # Pulsar's rule: a lower highest id is ignored
-        if producer.stage(_new_send(Send, (sequence_id, highest, payload, num_messages, batch_size))):
+        record = _new_send(Send, (sequence_id, highest, payload, num_messages, batch_size))
+        if send.txnid_least_bits:  # a transactional message (PIP-31; ids start at 1): loaded when met
+            from magnetar.broker.transport import txn_commands  # noqa: PLC0415
+
+            if txn_commands.handle_send(self, producer, send, record):
+                self._staging.append(producer)
+            return
+        if producer.stage(record):
             self._staging.append(producer)
 
     def handle_close_producer(self, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
@@ -502,6 +509,13 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
         else:
             self.service.full_disk.forget(self, req.producer_id)
         self.send(commands.success(req.request_id))
+
+
+def _transaction_command(cnx: ServerCnx, cmd: pb.BaseCommand, payload: bytes | None) -> None:
+    """The coordinator's commands, whose module is loaded the first time a client sends one."""
+    from magnetar.broker.transport import txn_commands  # noqa: PLC0415
+
+    txn_commands.handle(cnx, cmd, payload)
 
 
 def _last_sequence_id(producer: Producer) -> int:
@@ -532,6 +546,8 @@ _HANDLERS: dict[int, Handler] = {
     T.SEEK: consumer_commands.handle_seek,
     T.GET_LAST_MESSAGE_ID: consumer_commands.handle_get_last_message_id,
     T.CONSUMER_STATS: consumer_commands.handle_consumer_stats,
+    **dict.fromkeys((T.TC_CLIENT_CONNECT_REQUEST, T.NEW_TXN, T.ADD_PARTITION_TO_TXN, T.ADD_SUBSCRIPTION_TO_TXN,
+                     T.END_TXN, T.END_TXN_ON_PARTITION, T.END_TXN_ON_SUBSCRIPTION), _transaction_command),
 }
 
 

@@ -67,6 +67,11 @@ def handle_flow(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -
 def handle_ack(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     ack = cmd.ack
     consumer = _consumer(cnx, ack.consumer_id)
+    if consumer is not None and ack.txnid_least_bits:  # in a transaction (PIP-31; ids start at 1): loaded when met
+        from magnetar.broker.transport import txn_commands  # noqa: PLC0415
+
+        txn_commands.handle_ack(cnx, consumer, ack)
+        return
     refusal = consumer.subscription.acknowledge(consumer, ack) if consumer is not None else None
     if ack.HasField("request_id"):
         cnx.send(commands.ack_response(ack.consumer_id, ack.request_id, refusal))

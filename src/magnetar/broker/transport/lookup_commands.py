@@ -29,7 +29,8 @@ T = pb.BaseCommand
 def handle_partitioned_metadata(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
     req = cmd.partitionMetadata
     try:
-        cnx.authorize(COMMANDS[T.PARTITIONED_METADATA], req.topic)
+        if not cnx.service.is_coordinator_topic(req.topic):
+            cnx.authorize(COMMANDS[T.PARTITIONED_METADATA], req.topic)
         partitions = cnx.service.partitioned_metadata(req.topic, auto_create=req.metadata_auto_creation_enabled)
     except BrokerServiceError as exc:
         _log_refused_lookup(cnx, req.topic, exc)
@@ -42,7 +43,8 @@ def handle_lookup(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None)
     req = cmd.lookupTopic
     service = cnx.service
     try:
-        cnx.authorize(COMMANDS[T.LOOKUP], req.topic)
+        if not service.is_coordinator_topic(req.topic):
+            cnx.authorize(COMMANDS[T.LOOKUP], req.topic)
         topic = service.parse_topic(req.topic)
         if not service.topic_exists(topic) and not service.config.allowAutoTopicCreation:
             raise BrokerServiceError(pb.TopicNotFound, f"Topic {req.topic} does not exist")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from magnetar.broker.topics.full_disk import FullDisk
     from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
     from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
+    from magnetar.broker.transactions.coordinator import TransactionCoordinator
     from magnetar.broker.transport.advertised_listeners import AdvertisedListener, AdvertisedListeners
     from magnetar.broker.transport.connection_controller import ConnectionController, PartialFrameBudget
     from magnetar.broker.transport.topic_list import TopicsPattern
@@ -41,6 +42,8 @@ class Broker(Protocol):
     listeners: AdvertisedListeners
     schemas: SchemaRegistryService
     full_disk: FullDisk
+    transactions: TransactionCoordinator | None
+    """The transaction coordinator, when transactionCoordinatorEnabled."""
     protocol_listeners: dict[str, list[str]]
     """Where each protocol handler listens (`kafka` -> its listener URLs), to tell a client
     of that protocol that came to the Pulsar port where to go."""
@@ -54,6 +57,8 @@ class Broker(Protocol):
     def topic_exists(self, topic: TopicName) -> bool: ...
 
     def partitioned_metadata(self, name: str, *, auto_create: bool = True) -> int: ...
+
+    def is_coordinator_topic(self, name: str) -> bool: ...
 
     def topics_of_namespace(self, namespace: str, pattern: TopicsPattern | None = None, *,
                             mode: int = ...) -> list[str]: ...

@@ -43,6 +43,7 @@ from magnetar.client.aio.pool import ConnectionPool, PoolConfig
 from magnetar.client.aio.producer import Producer, ProducerConfig
 from magnetar.client.aio.reader import Reader
 from magnetar.client.aio.retries import retried
+from magnetar.client.aio.transaction import CoordinatorClient, Transaction
 from magnetar.client.aio.writer_schemas import WriterSchemas
 from magnetar.client.enums import (
     BatchingType,
@@ -78,7 +79,8 @@ class Client:
                  tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
                  tls_validate_hostname: bool = False, logger: Any = None, connection_timeout_ms: int = 10000,
                  listener_name: str | None = None, tls_private_key_file_path: str | None = None,
-                 tls_certificate_file_path: str | None = None, keep_alive_interval_seconds: float = 30) -> None:
+                 tls_certificate_file_path: str | None = None, keep_alive_interval_seconds: float = 30,
+                 enable_transaction: bool = False) -> None:
         if authentication is not None and not isinstance(authentication, Authentication):
             raise errors.InvalidConfiguration("authentication must be one of magnetar.client's AuthenticationToken, "
                                               f"AuthenticationTLS or AuthenticationBasic, not {type(authentication)}")
@@ -103,6 +105,8 @@ class Client:
         """What the producers, consumers and readers this client creates see of it."""
         self._handles: set[Any] = set()
         self.closed = False
+        self._coordinators = CoordinatorClient(self.context) if enable_transaction else None
+        """The transaction coordinators' client (the Java client's enableTransaction)."""
 
     def new_producer_id(self) -> int:
         return self.context.new_producer_id()
@@ -278,6 +282,15 @@ class Client:
         consumer's schema, as Pulsar's clients make it: letters are tagged with it."""
         config = ProducerConfig(initial_subscription_name=initial_subscription_name, schema=schema)
         return await self.create_producer(topic, config=config)
+
+    async def new_transaction(self, timeout: float = 60) -> Transaction:
+        """A transaction the broker aborts unless it ends within `timeout` seconds (PIP-31;
+        needs `enable_transaction=True`, and a broker with transactionCoordinatorEnabled)."""
+        self._check_open()
+        if self._coordinators is None:
+            raise errors.InvalidConfiguration("transactions need Client(..., enable_transaction=True)")
+        seconds = max(1, int(timeout))
+        return Transaction(self._coordinators, await self._coordinators.new_txn(seconds), seconds)
 
     async def get_topic_partitions(self, topic: str) -> list[str]:
         name = full_topic_name(topic)

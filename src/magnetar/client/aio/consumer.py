@@ -41,6 +41,7 @@ from magnetar.client.incoming import BatchAcks, StartFilter
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId, as_message_id
 from magnetar.wire import client_commands as cc
+from magnetar.wire import txn as wire_txn
 from magnetar.wire.message_id import INT64_MAX, ack_set_from_indexes
 from magnetar.wire.message_id import MessageId as WireId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -48,6 +49,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 if TYPE_CHECKING:
     from magnetar.client.aio.connection import Connection
     from magnetar.client.aio.context import ClientContext
+    from magnetar.client.aio.transaction import Transaction
 
 __all__ = ["Consumer", "ConsumerConfig", "ReceiveQueue"]
 
@@ -227,8 +229,14 @@ class Consumer(Handler, Receiving):
             self._returned += permits
 
     # -- acknowledging
-    def acknowledge(self, message: Any) -> None:
-        """Acknowledge one message or id (grouped, sent within 100 ms)."""
+    def acknowledge(self, message: Any, txn: Transaction | None = None) -> asyncio.Future[None] | None:
+        """Acknowledge one message or id (grouped, sent within 100 ms). In a transaction `txn`
+        the acknowledgement is sent at once and takes effect if it commits: the future
+        returned completes once the broker holds it (see `acknowledge_in_txn`)."""
+        if txn is not None:
+            done = asyncio.ensure_future(self.acknowledge_in_txn(message, txn))
+            txn.track(done)
+            return done
         if type(message) is Message:  # the common case: no id object needed
             ctx = message[1]
             owner = ctx.owner
@@ -272,6 +280,17 @@ class Consumer(Handler, Receiving):
             tracker.add(ledger, entry)
         else:  # an id without its batch's record (deserialized): ack its index alone
             tracker.add(ledger, entry, ack_set_from_indexes([i for i in range(size) if i != index], size))
+
+    async def acknowledge_in_txn(self, message: Any, txn: Transaction) -> None:
+        """Acknowledge `message`'s entry in `txn` (PIP-31): no consumer of the subscription
+        gets it while the transaction is open; a commit acknowledges it, an abort gives it
+        back. TransactionConflict when another open transaction holds it."""
+        mid = as_message_id(message)
+        await txn.register_acked(self.topic, self.subscription)
+        conn = self.conn
+        if conn is None:
+            raise errors.NotConnected(f"consumer on {self.topic} is not connected")
+        await conn.request(lambda request_id: wire_txn.ack(self.consumer_id, request_id, txn.txn_id, mid._l, mid._e))
 
     def acknowledge_cumulative(self, message: Any) -> None:
         """Acknowledge everything up to and including `message` (Exclusive and Failover only)."""

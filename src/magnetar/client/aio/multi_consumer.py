@@ -124,8 +124,8 @@ class MultiTopicsConsumer(Receiving):
                                                "with topic=)")
         return consumer
 
-    def acknowledge(self, message: Any) -> None:
-        self._owner(message).acknowledge(message)
+    def acknowledge(self, message: Any, txn: Any = None) -> asyncio.Future[None] | None:
+        return self._owner(message).acknowledge(message, txn)
 
     def acknowledge_cumulative(self, message: Any) -> None:
         self._owner(message).acknowledge_cumulative(message)

@@ -38,12 +38,25 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 if TYPE_CHECKING:
     from magnetar.client.aio.connection import Connection
     from magnetar.client.aio.context import ClientContext
+    from magnetar.client.aio.transaction import Transaction
 
 __all__ = ["Producer", "ProducerConfig", "SendCallback"]
 
 log = logging.getLogger(__name__)
 
 SendCallback = Callable[[Result, MessageId | None], None]
+
+
+def _complete(callback: SendCallback | None, sent: asyncio.Task[MessageId]) -> None:
+    """The callback of a transactional send_async, from the task that sent it."""
+    if sent.cancelled():
+        fail(callback, errors.AlreadyClosed("the send was cancelled"))
+    elif isinstance(exc := sent.exception(), errors.PulsarException):
+        fail(callback, exc)
+    elif exc is not None:
+        fail(callback, errors.UnknownError(str(exc)))
+    else:
+        complete(callback, sent.result())
 
 
 def _millis(value: int | timedelta | None) -> int | None:
@@ -183,12 +196,21 @@ class Producer(Handler):
                    sequence_id: int | None = None, replication_clusters: Sequence[str] | None = None,
                    disable_replication: bool = False, event_timestamp: int | None = None,
                    deliver_at: int | None = None, deliver_after: timedelta | int | None = None,
-                   partition_key_b64_encoded: bool = False, null_partition_key: bool = False) -> None:
+                   partition_key_b64_encoded: bool = False, null_partition_key: bool = False,
+                   txn: Transaction | None = None) -> None:
         """Queue a message; `callback(result, message_id)` runs once the broker has stored it.
         `partition_key_b64_encoded`: the key is the base64 of bytes (Java's keyBytes);
-        `null_partition_key`: the key is null (both set by a SEPARATED KeyValueSchema)."""
+        `null_partition_key`: the key is null (both set by a SEPARATED KeyValueSchema);
+        `txn`: the transaction the message belongs to (see `send_encoded`)."""
         if self.closed:
             fail(callback, errors.AlreadyClosed(f"producer on {self.topic} is closed"))
+            return
+        if txn is not None:
+            sent = self._loop.create_task(self.send_encoded(
+                content, properties, partition_key, ordering_key, sequence_id, replication_clusters,
+                disable_replication, event_timestamp, deliver_at, deliver_after, partition_key_b64_encoded,
+                null_partition_key, txn=txn))
+            sent.add_done_callback(lambda done: _complete(callback, done))
             return
         if self._pending_messages >= self.config.max_pending_messages > 0 and not self.config.block_if_queue_full:
             fail(callback, errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}"))
@@ -213,19 +235,32 @@ class Producer(Handler):
                            sequence_id: int | None = None, replication_clusters: Sequence[str] | None = None,
                            disable_replication: bool = False, event_timestamp: int | None = None,
                            deliver_at: int | None = None, deliver_after: timedelta | int | None = None,
-                           partition_key_b64_encoded: bool = False, null_partition_key: bool = False) -> MessageId:
-        """`send` of a value already encoded (see `send_encoded_async` for the key options)."""
+                           partition_key_b64_encoded: bool = False, null_partition_key: bool = False,
+                           txn: Transaction | None = None) -> MessageId:
+        """`send` of a value already encoded (see `send_encoded_async` for the key options).
+        With `txn`, the message is part of that transaction: registered with it first, sent
+        on its own (never batched with messages outside it), visible once it commits."""
         if self.closed:
             raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
+        if txn is not None:
+            await txn.register_produced(self.topic)
         while self._pending_messages >= self.config.max_pending_messages > 0:
             if not self.config.block_if_queue_full:
                 raise errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}")
             self._space.clear()
             await self._space.wait()
         future: asyncio.Future[MessageId] = self._loop.create_future()
-        self._enqueue(self._message(content, future, properties, partition_key, ordering_key, sequence_id,
-                                    replication_clusters, disable_replication, event_timestamp, deliver_at,
-                                    deliver_after, partition_key_b64_encoded, null_partition_key))
+        message = self._message(content, future, properties, partition_key, ordering_key, sequence_id,
+                                replication_clusters, disable_replication, event_timestamp, deliver_at,
+                                deliver_after, partition_key_b64_encoded, null_partition_key)
+        if txn is None:
+            self._enqueue(message)
+        else:
+            txn.track(future)
+            self._pending_messages += 1
+            if self._batching and len(self._container):
+                self._flush_container()
+            self._send_single(message, txn.txn_id)
         return await future
 
     def _message(self, content: bytes | None, completion: Completion, properties: Mapping[str, str] | None,
@@ -344,17 +379,21 @@ class Producer(Handler):
         self._add_op(OpSend(messages[0].sequence_id, messages[-1].sequence_id, entry,
                              [m.completion for m in messages], len(messages)))
 
-    def _send_single(self, message: PendingMessage) -> None:
+    def _send_single(self, message: PendingMessage, txn: tuple[int, int] | None = None) -> None:
         metadata, payload = single_metadata(message, producer_name=self._name or "",
                                             publish_time=self._publish_time(), compression=self._compression,
                                             schema_version=self._schema_version)
+        if txn is not None:
+            metadata.txnid_most_bits, metadata.txnid_least_bits = txn
         limit = self._max_message_size()
         sealer = self._sealer
         if len(payload) + metadata.ByteSize() + 16 + (0 if sealer is None else sealer.overhead()) <= limit:
             if sealer is not None:
                 payload = sealer.encrypt(metadata, payload)
-            self._add_op(OpSend(message.sequence_id, message.sequence_id, build_entry(metadata, payload),
-                                 [message.completion], 0))
+            op = OpSend(message.sequence_id, message.sequence_id, build_entry(metadata, payload),
+                        [message.completion], 0)
+            op.txn = txn
+            self._add_op(op)
             return
         if not self.config.chunking_enabled:
             self._fail_messages([message], errors.MessageTooBig(
@@ -367,6 +406,7 @@ class Producer(Handler):
             op = OpSend(message.sequence_id, message.sequence_id, entry, [message.completion] if last else [],
                          0, is_chunk=True, chunk=state)
             op.num_messages = 1 if last else 0
+            op.txn = txn
             self._add_op(op)
 
     def _max_message_size(self) -> int:
@@ -387,7 +427,7 @@ class Producer(Handler):
     def _frame(self, op: OpSend) -> bytes:
         if op.frame_for != self.producer_id or op.frame is None:
             op.frame = cc.send(self.producer_id, op.first_seq, op.entry,
-                               num_messages=op.batch_size or None, is_chunk=op.is_chunk)
+                               num_messages=op.batch_size or None, is_chunk=op.is_chunk, txn=op.txn)
             op.frame_for = self.producer_id
         return op.frame
 

@@ -25,7 +25,7 @@ class OpSend:
     """One SEND in flight: its entry, the sequence ids it covers, and whom to tell."""
 
     __slots__ = ("batch_size", "chunk", "completions", "created", "entry", "first_seq", "frame", "frame_for",
-                 "is_chunk", "last_seq", "num_messages")
+                 "is_chunk", "last_seq", "num_messages", "txn")
 
     def __init__(self, first_seq: int, last_seq: int, entry: bytes, completions: list[Completion],
                  batch_size: int, is_chunk: bool = False, chunk: ChunkState | None = None) -> None:
@@ -41,6 +41,8 @@ class OpSend:
         self.created = time.monotonic()
         self.frame: bytes | None = None
         self.frame_for = -1
+        self.txn: tuple[int, int] | None = None
+        """(most, least) bits of the transaction the message belongs to (PIP-31)."""
 
 
 class ChunkState:

@@ -61,6 +61,11 @@ class KeySharedMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     AUTO_SPLIT: _ClassVar[KeySharedMode]
     STICKY: _ClassVar[KeySharedMode]
+
+class TxnAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    COMMIT: _ClassVar[TxnAction]
+    ABORT: _ClassVar[TxnAction]
 NONE: CompressionType
 LZ4: CompressionType
 ZLIB: CompressionType
@@ -101,6 +106,8 @@ AuthMethodYcaV1: AuthMethod
 AuthMethodAthens: AuthMethod
 AUTO_SPLIT: KeySharedMode
 STICKY: KeySharedMode
+COMMIT: TxnAction
+ABORT: TxnAction
 
 class Schema(_message.Message):
     __slots__ = ("name", "schema_data", "type", "properties")
@@ -962,8 +969,196 @@ class CommandTopicMigrated(_message.Message):
     brokerServiceUrlTls: str
     def __init__(self, resource_id: _Optional[int] = ..., resource_type: _Optional[_Union[CommandTopicMigrated.ResourceType, str]] = ..., brokerServiceUrl: _Optional[str] = ..., brokerServiceUrlTls: _Optional[str] = ...) -> None: ...
 
+class Subscription(_message.Message):
+    __slots__ = ("topic", "subscription")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    subscription: str
+    def __init__(self, topic: _Optional[str] = ..., subscription: _Optional[str] = ...) -> None: ...
+
+class CommandTcClientConnectRequest(_message.Message):
+    __slots__ = ("request_id", "tc_id")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TC_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    tc_id: int
+    def __init__(self, request_id: _Optional[int] = ..., tc_id: _Optional[int] = ...) -> None: ...
+
+class CommandTcClientConnectResponse(_message.Message):
+    __slots__ = ("request_id", "error", "message")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    error: ServerError
+    message: str
+    def __init__(self, request_id: _Optional[int] = ..., error: _Optional[_Union[ServerError, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CommandNewTxn(_message.Message):
+    __slots__ = ("request_id", "txn_ttl_seconds", "tc_id")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXN_TTL_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TC_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txn_ttl_seconds: int
+    tc_id: int
+    def __init__(self, request_id: _Optional[int] = ..., txn_ttl_seconds: _Optional[int] = ..., tc_id: _Optional[int] = ...) -> None: ...
+
+class CommandNewTxnResponse(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "error", "message")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    error: ServerError
+    message: str
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., error: _Optional[_Union[ServerError, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CommandAddPartitionToTxn(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "partitions")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    partitions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., partitions: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class CommandAddPartitionToTxnResponse(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "error", "message")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    error: ServerError
+    message: str
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., error: _Optional[_Union[ServerError, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CommandAddSubscriptionToTxn(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "subscription")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    subscription: _containers.RepeatedCompositeFieldContainer[Subscription]
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., subscription: _Optional[_Iterable[_Union[Subscription, _Mapping]]] = ...) -> None: ...
+
+class CommandAddSubscriptionToTxnResponse(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "error", "message")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    error: ServerError
+    message: str
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., error: _Optional[_Union[ServerError, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CommandEndTxn(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "txn_action")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXN_ACTION_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    txn_action: TxnAction
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., txn_action: _Optional[_Union[TxnAction, str]] = ...) -> None: ...
+
+class CommandEndTxnResponse(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "error", "message")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    error: ServerError
+    message: str
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., error: _Optional[_Union[ServerError, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CommandEndTxnOnPartition(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "topic", "txn_action", "txnid_least_bits_of_low_watermark")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    TXN_ACTION_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_OF_LOW_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    topic: str
+    txn_action: TxnAction
+    txnid_least_bits_of_low_watermark: int
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., topic: _Optional[str] = ..., txn_action: _Optional[_Union[TxnAction, str]] = ..., txnid_least_bits_of_low_watermark: _Optional[int] = ...) -> None: ...
+
+class CommandEndTxnOnPartitionResponse(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "error", "message")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    error: ServerError
+    message: str
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., error: _Optional[_Union[ServerError, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
+class CommandEndTxnOnSubscription(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "subscription", "txn_action", "txnid_least_bits_of_low_watermark")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    TXN_ACTION_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_OF_LOW_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    subscription: Subscription
+    txn_action: TxnAction
+    txnid_least_bits_of_low_watermark: int
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., subscription: _Optional[_Union[Subscription, _Mapping]] = ..., txn_action: _Optional[_Union[TxnAction, str]] = ..., txnid_least_bits_of_low_watermark: _Optional[int] = ...) -> None: ...
+
+class CommandEndTxnOnSubscriptionResponse(_message.Message):
+    __slots__ = ("request_id", "txnid_least_bits", "txnid_most_bits", "error", "message")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    TXNID_LEAST_BITS_FIELD_NUMBER: _ClassVar[int]
+    TXNID_MOST_BITS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    txnid_least_bits: int
+    txnid_most_bits: int
+    error: ServerError
+    message: str
+    def __init__(self, request_id: _Optional[int] = ..., txnid_least_bits: _Optional[int] = ..., txnid_most_bits: _Optional[int] = ..., error: _Optional[_Union[ServerError, str]] = ..., message: _Optional[str] = ...) -> None: ...
+
 class BaseCommand(_message.Message):
-    __slots__ = ("type", "connect", "connected", "subscribe", "producer", "send", "send_receipt", "send_error", "message", "ack", "flow", "unsubscribe", "success", "error", "close_producer", "close_consumer", "producer_success", "ping", "pong", "redeliverUnacknowledgedMessages", "partitionMetadata", "partitionMetadataResponse", "lookupTopic", "lookupTopicResponse", "consumerStats", "consumerStatsResponse", "reachedEndOfTopic", "seek", "getLastMessageId", "getLastMessageIdResponse", "active_consumer_change", "getTopicsOfNamespace", "getTopicsOfNamespaceResponse", "getSchema", "getSchemaResponse", "authChallenge", "authResponse", "ackResponse", "getOrCreateSchema", "getOrCreateSchemaResponse", "topicMigrated")
+    __slots__ = ("type", "connect", "connected", "subscribe", "producer", "send", "send_receipt", "send_error", "message", "ack", "flow", "unsubscribe", "success", "error", "close_producer", "close_consumer", "producer_success", "ping", "pong", "redeliverUnacknowledgedMessages", "partitionMetadata", "partitionMetadataResponse", "lookupTopic", "lookupTopicResponse", "consumerStats", "consumerStatsResponse", "reachedEndOfTopic", "seek", "getLastMessageId", "getLastMessageIdResponse", "active_consumer_change", "getTopicsOfNamespace", "getTopicsOfNamespaceResponse", "getSchema", "getSchemaResponse", "authChallenge", "authResponse", "ackResponse", "getOrCreateSchema", "getOrCreateSchemaResponse", "newTxn", "newTxnResponse", "addPartitionToTxn", "addPartitionToTxnResponse", "addSubscriptionToTxn", "addSubscriptionToTxnResponse", "endTxn", "endTxnResponse", "endTxnOnPartition", "endTxnOnPartitionResponse", "endTxnOnSubscription", "endTxnOnSubscriptionResponse", "tcClientConnectRequest", "tcClientConnectResponse", "topicMigrated")
     class Type(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         CONNECT: _ClassVar[BaseCommand.Type]
@@ -1122,6 +1317,20 @@ class BaseCommand(_message.Message):
     ACKRESPONSE_FIELD_NUMBER: _ClassVar[int]
     GETORCREATESCHEMA_FIELD_NUMBER: _ClassVar[int]
     GETORCREATESCHEMARESPONSE_FIELD_NUMBER: _ClassVar[int]
+    NEWTXN_FIELD_NUMBER: _ClassVar[int]
+    NEWTXNRESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ADDPARTITIONTOTXN_FIELD_NUMBER: _ClassVar[int]
+    ADDPARTITIONTOTXNRESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ADDSUBSCRIPTIONTOTXN_FIELD_NUMBER: _ClassVar[int]
+    ADDSUBSCRIPTIONTOTXNRESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ENDTXN_FIELD_NUMBER: _ClassVar[int]
+    ENDTXNRESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ENDTXNONPARTITION_FIELD_NUMBER: _ClassVar[int]
+    ENDTXNONPARTITIONRESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ENDTXNONSUBSCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ENDTXNONSUBSCRIPTIONRESPONSE_FIELD_NUMBER: _ClassVar[int]
+    TCCLIENTCONNECTREQUEST_FIELD_NUMBER: _ClassVar[int]
+    TCCLIENTCONNECTRESPONSE_FIELD_NUMBER: _ClassVar[int]
     TOPICMIGRATED_FIELD_NUMBER: _ClassVar[int]
     type: BaseCommand.Type
     connect: CommandConnect
@@ -1163,5 +1372,19 @@ class BaseCommand(_message.Message):
     ackResponse: CommandAckResponse
     getOrCreateSchema: CommandGetOrCreateSchema
     getOrCreateSchemaResponse: CommandGetOrCreateSchemaResponse
+    newTxn: CommandNewTxn
+    newTxnResponse: CommandNewTxnResponse
+    addPartitionToTxn: CommandAddPartitionToTxn
+    addPartitionToTxnResponse: CommandAddPartitionToTxnResponse
+    addSubscriptionToTxn: CommandAddSubscriptionToTxn
+    addSubscriptionToTxnResponse: CommandAddSubscriptionToTxnResponse
+    endTxn: CommandEndTxn
+    endTxnResponse: CommandEndTxnResponse
+    endTxnOnPartition: CommandEndTxnOnPartition
+    endTxnOnPartitionResponse: CommandEndTxnOnPartitionResponse
+    endTxnOnSubscription: CommandEndTxnOnSubscription
+    endTxnOnSubscriptionResponse: CommandEndTxnOnSubscriptionResponse
+    tcClientConnectRequest: CommandTcClientConnectRequest
+    tcClientConnectResponse: CommandTcClientConnectResponse
     topicMigrated: CommandTopicMigrated
-    def __init__(self, type: _Optional[_Union[BaseCommand.Type, str]] = ..., connect: _Optional[_Union[CommandConnect, _Mapping]] = ..., connected: _Optional[_Union[CommandConnected, _Mapping]] = ..., subscribe: _Optional[_Union[CommandSubscribe, _Mapping]] = ..., producer: _Optional[_Union[CommandProducer, _Mapping]] = ..., send: _Optional[_Union[CommandSend, _Mapping]] = ..., send_receipt: _Optional[_Union[CommandSendReceipt, _Mapping]] = ..., send_error: _Optional[_Union[CommandSendError, _Mapping]] = ..., message: _Optional[_Union[CommandMessage, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., flow: _Optional[_Union[CommandFlow, _Mapping]] = ..., unsubscribe: _Optional[_Union[CommandUnsubscribe, _Mapping]] = ..., success: _Optional[_Union[CommandSuccess, _Mapping]] = ..., error: _Optional[_Union[CommandError, _Mapping]] = ..., close_producer: _Optional[_Union[CommandCloseProducer, _Mapping]] = ..., close_consumer: _Optional[_Union[CommandCloseConsumer, _Mapping]] = ..., producer_success: _Optional[_Union[CommandProducerSuccess, _Mapping]] = ..., ping: _Optional[_Union[CommandPing, _Mapping]] = ..., pong: _Optional[_Union[CommandPong, _Mapping]] = ..., redeliverUnacknowledgedMessages: _Optional[_Union[CommandRedeliverUnacknowledgedMessages, _Mapping]] = ..., partitionMetadata: _Optional[_Union[CommandPartitionedTopicMetadata, _Mapping]] = ..., partitionMetadataResponse: _Optional[_Union[CommandPartitionedTopicMetadataResponse, _Mapping]] = ..., lookupTopic: _Optional[_Union[CommandLookupTopic, _Mapping]] = ..., lookupTopicResponse: _Optional[_Union[CommandLookupTopicResponse, _Mapping]] = ..., consumerStats: _Optional[_Union[CommandConsumerStats, _Mapping]] = ..., consumerStatsResponse: _Optional[_Union[CommandConsumerStatsResponse, _Mapping]] = ..., reachedEndOfTopic: _Optional[_Union[CommandReachedEndOfTopic, _Mapping]] = ..., seek: _Optional[_Union[CommandSeek, _Mapping]] = ..., getLastMessageId: _Optional[_Union[CommandGetLastMessageId, _Mapping]] = ..., getLastMessageIdResponse: _Optional[_Union[CommandGetLastMessageIdResponse, _Mapping]] = ..., active_consumer_change: _Optional[_Union[CommandActiveConsumerChange, _Mapping]] = ..., getTopicsOfNamespace: _Optional[_Union[CommandGetTopicsOfNamespace, _Mapping]] = ..., getTopicsOfNamespaceResponse: _Optional[_Union[CommandGetTopicsOfNamespaceResponse, _Mapping]] = ..., getSchema: _Optional[_Union[CommandGetSchema, _Mapping]] = ..., getSchemaResponse: _Optional[_Union[CommandGetSchemaResponse, _Mapping]] = ..., authChallenge: _Optional[_Union[CommandAuthChallenge, _Mapping]] = ..., authResponse: _Optional[_Union[CommandAuthResponse, _Mapping]] = ..., ackResponse: _Optional[_Union[CommandAckResponse, _Mapping]] = ..., getOrCreateSchema: _Optional[_Union[CommandGetOrCreateSchema, _Mapping]] = ..., getOrCreateSchemaResponse: _Optional[_Union[CommandGetOrCreateSchemaResponse, _Mapping]] = ..., topicMigrated: _Optional[_Union[CommandTopicMigrated, _Mapping]] = ...) -> None: ...
+    def __init__(self, type: _Optional[_Union[BaseCommand.Type, str]] = ..., connect: _Optional[_Union[CommandConnect, _Mapping]] = ..., connected: _Optional[_Union[CommandConnected, _Mapping]] = ..., subscribe: _Optional[_Union[CommandSubscribe, _Mapping]] = ..., producer: _Optional[_Union[CommandProducer, _Mapping]] = ..., send: _Optional[_Union[CommandSend, _Mapping]] = ..., send_receipt: _Optional[_Union[CommandSendReceipt, _Mapping]] = ..., send_error: _Optional[_Union[CommandSendError, _Mapping]] = ..., message: _Optional[_Union[CommandMessage, _Mapping]] = ..., ack: _Optional[_Union[CommandAck, _Mapping]] = ..., flow: _Optional[_Union[CommandFlow, _Mapping]] = ..., unsubscribe: _Optional[_Union[CommandUnsubscribe, _Mapping]] = ..., success: _Optional[_Union[CommandSuccess, _Mapping]] = ..., error: _Optional[_Union[CommandError, _Mapping]] = ..., close_producer: _Optional[_Union[CommandCloseProducer, _Mapping]] = ..., close_consumer: _Optional[_Union[CommandCloseConsumer, _Mapping]] = ..., producer_success: _Optional[_Union[CommandProducerSuccess, _Mapping]] = ..., ping: _Optional[_Union[CommandPing, _Mapping]] = ..., pong: _Optional[_Union[CommandPong, _Mapping]] = ..., redeliverUnacknowledgedMessages: _Optional[_Union[CommandRedeliverUnacknowledgedMessages, _Mapping]] = ..., partitionMetadata: _Optional[_Union[CommandPartitionedTopicMetadata, _Mapping]] = ..., partitionMetadataResponse: _Optional[_Union[CommandPartitionedTopicMetadataResponse, _Mapping]] = ..., lookupTopic: _Optional[_Union[CommandLookupTopic, _Mapping]] = ..., lookupTopicResponse: _Optional[_Union[CommandLookupTopicResponse, _Mapping]] = ..., consumerStats: _Optional[_Union[CommandConsumerStats, _Mapping]] = ..., consumerStatsResponse: _Optional[_Union[CommandConsumerStatsResponse, _Mapping]] = ..., reachedEndOfTopic: _Optional[_Union[CommandReachedEndOfTopic, _Mapping]] = ..., seek: _Optional[_Union[CommandSeek, _Mapping]] = ..., getLastMessageId: _Optional[_Union[CommandGetLastMessageId, _Mapping]] = ..., getLastMessageIdResponse: _Optional[_Union[CommandGetLastMessageIdResponse, _Mapping]] = ..., active_consumer_change: _Optional[_Union[CommandActiveConsumerChange, _Mapping]] = ..., getTopicsOfNamespace: _Optional[_Union[CommandGetTopicsOfNamespace, _Mapping]] = ..., getTopicsOfNamespaceResponse: _Optional[_Union[CommandGetTopicsOfNamespaceResponse, _Mapping]] = ..., getSchema: _Optional[_Union[CommandGetSchema, _Mapping]] = ..., getSchemaResponse: _Optional[_Union[CommandGetSchemaResponse, _Mapping]] = ..., authChallenge: _Optional[_Union[CommandAuthChallenge, _Mapping]] = ..., authResponse: _Optional[_Union[CommandAuthResponse, _Mapping]] = ..., ackResponse: _Optional[_Union[CommandAckResponse, _Mapping]] = ..., getOrCreateSchema: _Optional[_Union[CommandGetOrCreateSchema, _Mapping]] = ..., getOrCreateSchemaResponse: _Optional[_Union[CommandGetOrCreateSchemaResponse, _Mapping]] = ..., newTxn: _Optional[_Union[CommandNewTxn, _Mapping]] = ..., newTxnResponse: _Optional[_Union[CommandNewTxnResponse, _Mapping]] = ..., addPartitionToTxn: _Optional[_Union[CommandAddPartitionToTxn, _Mapping]] = ..., addPartitionToTxnResponse: _Optional[_Union[CommandAddPartitionToTxnResponse, _Mapping]] = ..., addSubscriptionToTxn: _Optional[_Union[CommandAddSubscriptionToTxn, _Mapping]] = ..., addSubscriptionToTxnResponse: _Optional[_Union[CommandAddSubscriptionToTxnResponse, _Mapping]] = ..., endTxn: _Optional[_Union[CommandEndTxn, _Mapping]] = ..., endTxnResponse: _Optional[_Union[CommandEndTxnResponse, _Mapping]] = ..., endTxnOnPartition: _Optional[_Union[CommandEndTxnOnPartition, _Mapping]] = ..., endTxnOnPartitionResponse: _Optional[_Union[CommandEndTxnOnPartitionResponse, _Mapping]] = ..., endTxnOnSubscription: _Optional[_Union[CommandEndTxnOnSubscription, _Mapping]] = ..., endTxnOnSubscriptionResponse: _Optional[_Union[CommandEndTxnOnSubscriptionResponse, _Mapping]] = ..., tcClientConnectRequest: _Optional[_Union[CommandTcClientConnectRequest, _Mapping]] = ..., tcClientConnectResponse: _Optional[_Union[CommandTcClientConnectResponse, _Mapping]] = ..., topicMigrated: _Optional[_Union[CommandTopicMigrated, _Mapping]] = ...) -> None: ...

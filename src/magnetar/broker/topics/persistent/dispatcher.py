@@ -119,6 +119,12 @@ class Dispatcher:
         if was_blocked:
             self.schedule()  # the consumer may be under half its limit again
 
+    def requeue(self, positions: list[Position]) -> None:
+        """Entries an aborted transaction had acknowledged: delivered again (here by reading
+        again from the first of them; entries still out are skipped as ever)."""
+        self.read_position = min(self.read_position, *positions)
+        self.schedule()
+
     def close(self) -> None:
         """The subscription goes away (topic unloaded or deleted): stop every timer."""
 
@@ -151,7 +157,10 @@ class Dispatcher:
         return DispatchEntry(position, data, metadata, count, sub.redelivery_counts.get(position, 0), list(ack_set))
 
     def _deliverable(self, position: Position) -> bool:
-        return position not in self.outstanding and not self.subscription.cursor.is_acknowledged(position)
+        if position in self.outstanding or self.subscription.cursor.is_acknowledged(position):
+            return False
+        pending = self.subscription.pending_acks  # None unless a transaction acknowledged here
+        return pending is None or position not in pending.positions
 
     def _read_new(self, max_entries: int, taken: AbstractSet[Position] = frozenset()) -> list[DispatchEntry]:
         """Entries from the read position on, skipping acknowledged and held ones, and
@@ -159,7 +168,9 @@ class Dispatcher:
         after a restart, so it may lie ahead of it). At most dispatcherMaxReadSizeBytes of
         them (but at least one entry): permits count messages, and a consumer's receiver
         queue of batches of thousands would otherwise let a hundred megabytes out at once."""
-        ledger = self.subscription.topic.ledger
+        topic = self.subscription.topic
+        ledger = topic.ledger
+        transactions = topic.transaction_buffer  # None unless the topic has held transactions
         entries: list[DispatchEntry] = []
         scanned = 0
         byte_budget = self.max_read_bytes
@@ -169,6 +180,8 @@ class Dispatcher:
                 break
             count = self._readable_run(max_entries - len(entries), taken)  # may move the read position
             raw = self._read_stored(self.read_position, count, byte_budget)
+            if transactions is not None:
+                raw = transactions.readable(raw)
             if not raw:
                 break
             scanned += len(raw)
@@ -176,8 +189,13 @@ class Dispatcher:
             for position, data in raw:
                 if self._deliverable(position) and position not in taken:
                     entry = self._entry(position, data)
-                    if entry is not None and not self._hold(entry):
-                        entries.append(entry)
+                    if entry is None or self._hold(entry):
+                        continue
+                    if transactions is not None and entry.metadata is not None and \
+                            transactions.hides(entry.metadata):
+                        self.subscription.acknowledge_filtered(position)  # a marker or an aborted message
+                        continue
+                    entries.append(entry)
             self.read_position = ledger.next_position(raw[-1][0])
         return entries
 

@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.entry_filters import FilterContext
+from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.abstract_subscription import SUB_TYPE_NAMES, AbstractSubscription
 from magnetar.broker.topics.consumer import Consumer
 from magnetar.broker.topics.persistent.dispatcher import Dispatcher
@@ -21,6 +22,8 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
     from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
+    from magnetar.broker.transactions.pending_ack import PendingAcks
+    from magnetar.wire.txn import TxnId
 
 log = logging.getLogger(__name__)
 Sub = pb.CommandSubscribe
@@ -43,6 +46,12 @@ class PersistentSubscription(AbstractSubscription):
         self._transient_properties: dict[str, str] = {}
         self._properties: dict[str, str] | None = None
         self._filter_contexts: dict[Consumer, FilterContext] = {}
+        self.pending_acks: PendingAcks | None = None
+        """Positions acknowledged by transactions still open, kept from every consumer (PIP-31)."""
+        if durable and topic.context.config.transactionCoordinatorEnabled:
+            from magnetar.broker.transactions.pending_ack import PendingAcks  # noqa: PLC0415 (only then)
+
+            self.pending_acks = PendingAcks.load(topic.context.metadata, topic.ledger.name, name)
 
     @property
     def properties(self) -> dict[str, str]:
@@ -130,6 +139,45 @@ class PersistentSubscription(AbstractSubscription):
             self.cursor.delete(whole)
             self._forget(whole)
         return self._refusal(refused)
+
+    # -- acknowledgements in transactions (PIP-31)
+    def acknowledge_in_txn(self, ack: pb.CommandAck, txn: TxnId) -> None:
+        """Hold the ACK's entries for `txn` (whole entries: a batch is held as one): no consumer
+        gets them meanwhile, and the cursor moves only if the transaction commits."""
+        if ack.ack_type == pb.CommandAck.Cumulative:
+            raise BrokerServiceError(pb.NotAllowedError, "cumulative acknowledgements in a transaction are not "
+                                     "supported by magnetar yet: acknowledge each message")
+        if not self.durable:
+            raise BrokerServiceError(pb.NotAllowedError, "a reader cannot acknowledge in a transaction")
+        positions = [position_of(mid) for mid in ack.message_id]
+        ledger = self.topic.ledger
+        for position in positions:
+            if not ledger.has_entry(position):
+                raise BrokerServiceError(pb.NotAllowedError, self._refusal([position]) or "")
+            if self.cursor.is_acknowledged(position):
+                raise BrokerServiceError(pb.TransactionConflict, f"{position} is acknowledged already")
+        if self.pending_acks is None:
+            from magnetar.broker.transactions.pending_ack import PendingAcks  # noqa: PLC0415 (the first one)
+
+            self.pending_acks = PendingAcks(self.topic.context.metadata, ledger.name, self.name)
+        held = self.pending_acks.hold(txn, positions)
+        if held and self.dispatcher is not None:
+            self.dispatcher.acknowledged(held)  # the consumer is done with them; nobody else gets them
+
+    def end_txn_acks(self, txn: TxnId, commit: bool) -> None:
+        """The transaction ended: what it held is acknowledged (stored before its record
+        goes), or given back to be delivered again."""
+        pending = self.pending_acks
+        if pending is None:
+            return
+        held = pending.release(txn)
+        if held and commit:
+            self.cursor.delete(held)
+            self.cursor.flush()
+            self._forget(held)
+        elif held and self.dispatcher is not None:
+            self.dispatcher.requeue(held)
+        pending.forget(txn)
 
     def _before_first(self, position: Position) -> bool:
         """Older than every entry the topic has: acknowledged already, by definition."""

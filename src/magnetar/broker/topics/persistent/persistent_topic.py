@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from magnetar.broker.topics.persistent import backlog
 from magnetar.broker.topics.persistent.compacted_reads import compacted_last_message_id, compacted_position_by_time
 from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
 from magnetar.broker.topics.positions import position_of
+from magnetar.broker.transactions import TRANSACTIONS_PROPERTY
 from magnetar.storage import ManagedLedger, Position, StorageFullError, WriteFailedError
 from magnetar.storage.message_finder import find_first_at_or_after
 from magnetar.wire.entry import parse_message_metadata
@@ -31,6 +33,8 @@ from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
     from magnetar.broker.topics.context import BrokerContext
+    from magnetar.broker.transactions.buffer import TransactionBuffer
+    from magnetar.wire.txn import TxnId
 
 log = logging.getLogger(__name__)
 Sub = pb.CommandSubscribe
@@ -75,12 +79,23 @@ class PersistentTopic(AbstractTopic):
         self.append_listeners: list[Callable[[], None]] = []
         self.storage_write_latency = EntryLatencyBuckets()
         """Append to durable, per entry (pulsar_storage_write_latency_le_*)."""
+        self.transaction_buffer: TransactionBuffer | None = None
+        """What dispatch may read of a topic that has held transactions (None: all of it)."""
+        if ledger.get_property(TRANSACTIONS_PROPERTY) is not None:
+            from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
+
+            self._use_transaction_buffer(TransactionBuffer.load(ledger))
 
     # -- publishing
     def publish_many(self, entries: list[bytes], counts: list[int], batch_size: int,
                      callback: GroupPublishCallback) -> None:
         """Append entries (holding `counts` messages each) as one group; `callback` runs on
         the loop once all are durable (or failed)."""
+        self._append(entries, counts, batch_size, callback)
+
+    def _append(self, entries: list[bytes], counts: list[int], batch_size: int,
+                callback: GroupPublishCallback) -> list[Position]:
+        """Stamp and append entries; their positions are handed out at once (not yet durable)."""
         num_messages = sum(counts)
         self.inbound.add(num_messages, sum(map(len, entries)))
         entry_metadata = self.context.entry_metadata
@@ -103,6 +118,51 @@ class PersistentTopic(AbstractTopic):
         except WriteFailedError as exc:
             self.context.failed_writes.write_failed(str(self.name), exc)
             raise
+        return positions
+
+    # -- transactions
+    def publish_transactional(self, entries: list[bytes], counts: list[int], batch_size: int, txn: TxnId,
+                              callback: GroupPublishCallback) -> None:
+        """Store messages of an open transaction: nothing from the first of them on is
+        dispatched until it ends (the transaction buffer's max read position)."""
+        buffer = self.transaction_buffer
+        if buffer is None:
+            from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
+
+            self.ledger.set_property(TRANSACTIONS_PROPERTY, "1")  # before the entry: a restart rebuilds the buffer
+            buffer = self._use_transaction_buffer(TransactionBuffer(self.ledger))
+        positions = self._append(entries, counts, batch_size, callback)
+        buffer.appended(txn, positions[0])
+
+    def _use_transaction_buffer(self, buffer: TransactionBuffer) -> TransactionBuffer:
+        """Dispatch reads through it from now on, and so does the built-in compaction (a
+        compaction service of a plugin is not told: it sees markers only)."""
+        self.transaction_buffer = buffer
+        if hasattr(self.compaction_service, "transactions"):
+            self.compaction_service.transactions = buffer
+        return buffer
+
+    def end_transaction(self, txn: TxnId, action: int) -> asyncio.Future[None]:
+        """END_TXN_ON_PARTITION: store the commit or abort marker; done once it is durable
+        and dispatch may read past the transaction's messages (or must skip them)."""
+        from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, marker_entry  # noqa: PLC0415
+
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        buffer = self.transaction_buffer
+        if buffer is None:  # none of its messages came here: nothing to mark
+            done.set_result(None)
+            return done
+
+        def stored(_positions: list[Position] | None, exc: BaseException | None) -> None:
+            if exc is not None:
+                done.set_exception(exc)
+                return
+            buffer.ended(txn, action)
+            done.set_result(None)
+
+        marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn)
+        self._append([marker], [1], -1, stored)
+        return done
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
                 exc: BaseException | None, write_seconds: float) -> None:
@@ -147,7 +207,16 @@ class PersistentTopic(AbstractTopic):
         if last is None:
             ledgers = self.ledger.ledgers
             return MessageId(ledgers[-1].ledger_id if ledgers else -1, -1, self.partition).to_proto()
-        batch_index = self._last_batch_size - 1 if self._last_batch_size > 0 else -1
+        batch_size = self._last_batch_size
+        if self.transaction_buffer is not None:  # not a marker, an aborted message or one still held back
+            visible = self.transaction_buffer.last_visible(last)
+            if visible is None:
+                first = self.ledger.first_position or last
+                return MessageId(first.ledger_id, first.entry_id - 1, self.partition).to_proto()
+            last, metadata = visible
+            batch_size = metadata.num_messages_in_batch if metadata is not None and metadata.HasField(
+                "num_messages_in_batch") else -1
+        batch_index = batch_size - 1 if batch_size > 0 else -1
         return MessageId(last.ledger_id, last.entry_id, self.partition, batch_index).to_proto()
 
     def find_position_by_time(self, timestamp: int, *, read_compacted: bool = False) -> Position:
@@ -237,6 +306,8 @@ class PersistentTopic(AbstractTopic):
         if subscription.durable:
             self.ledger.delete_cursor(subscription.name)
             drop_delayed_index(self.context.metadata, self.ledger.name, subscription.name)
+            if subscription.pending_acks is not None:
+                subscription.pending_acks.drop()
 
     # -- admin operations
     def create_subscription_at(self, name: str, position: Position) -> None:

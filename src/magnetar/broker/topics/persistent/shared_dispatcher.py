@@ -55,6 +55,11 @@ class MultipleConsumersDispatcher(Dispatcher):
         for position in self._take_back(consumer, positions):
             self.replay[position] = -1
 
+    def requeue(self, positions: list[Position]) -> None:
+        for position in positions:
+            self.replay[position] = -1
+        self.schedule()
+
     def acknowledged(self, positions: Iterable[Position]) -> None:
         positions = list(positions)
         super().acknowledged(positions)

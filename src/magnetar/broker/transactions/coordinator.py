@@ -1,0 +1,261 @@
+"""The transaction coordinator (Pulsar's TransactionMetadataStoreService, one coordinator).
+
+Each transaction with a participant is a record in the metadata store, written before the
+answer leaves: its deadline and the partitions and subscriptions it touched (from the first
+one on: a transaction that touched nothing has nothing to end after a crash), then
+COMMITTING or ABORTING once END_TXN decides, and deleted (with the next record written) when
+every participant has ended it.
+A restart reads the records back: an open transaction's deadline is armed again (it is
+aborted when it passes, as Pulsar's timeout tracker does), and a decided one is ended
+again on every participant (ending twice writes a second marker, which changes nothing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.storage import MetadataStore, bump_counter
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.txn import ABORT, COMMIT, TxnId
+
+log = logging.getLogger(__name__)
+_PREFIX = "/transactions/coordinator/"
+OPEN, COMMITTING, ABORTING = "OPEN", "COMMITTING", "ABORTING"
+#: What a NEW_TXN without a timeout gets (the Java client's default transaction timeout).
+DEFAULT_TIMEOUT_SECONDS = 60
+#: The longest timeout a client may ask for: a forgotten transaction holds back every
+#: reader of the topics it wrote to, so it cannot be open for ever.
+MAX_TIMEOUT_SECONDS = 24 * 3600
+Caller = tuple[str | None, bool]
+"""Who asks: the connection's role (None: authentication is off) and whether it is a super user."""
+ANYONE: Caller = (None, False)
+#: Transaction ids reserved in the store at a time.
+ID_BLOCK = 1000
+#: The longest list of partitions or subscriptions one command may name.
+MAX_NAMES_PER_COMMAND = 1000
+
+
+class Participants(Protocol):
+    """The topics a coordinator ends a transaction on (the broker service)."""
+
+    def end_on_partition(self, topic: str, txn: TxnId, action: int) -> Awaitable[None]: ...
+
+    def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> Awaitable[None]: ...
+
+
+@dataclass
+class TxnMeta:
+    txn: TxnId
+    status: str
+    deadline: float
+    """Wall-clock seconds when an open transaction is aborted."""
+    partitions: list[str] = field(default_factory=list)
+    subscriptions: list[tuple[str, str]] = field(default_factory=list)
+    owner: str | None = None
+    """The role that opened it (None: authentication is off): only that role, or a super
+    user, may use or end it."""
+    stored: bool = False
+    """Whether the store holds its record (one with no participant needs none)."""
+
+    def encode(self) -> bytes:
+        return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
+                           "subscriptions": self.subscriptions, "owner": self.owner}).encode()
+
+    @classmethod
+    def decode(cls, txn: TxnId, raw: bytes) -> TxnMeta:
+        data = json.loads(raw)
+        return cls(txn, data["status"], float(data["deadline"]), list(data["partitions"]),
+                   [(topic, sub) for topic, sub in data["subscriptions"]], data.get("owner"))
+
+
+def _not_found(txn: TxnId) -> BrokerServiceError:
+    return BrokerServiceError(pb.TransactionNotFound, f"transaction {txn} not found (ended, timed out or never opened)")
+
+
+def _retrieve(task: asyncio.Task[None]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+class TransactionCoordinator:
+    """Transaction ids' least significant bits count from 1: a SEND or an ACK whose
+    txnid_least_bits is 0 (the field's default) is no transaction's, which the publish path
+    tells by one attribute read instead of a HasField per SEND."""
+
+    def __init__(self, coordinator_id: int, store: MetadataStore, participants: Participants,
+                 max_active: int = 0) -> None:
+        self.coordinator_id = coordinator_id
+        self._store = store
+        self._participants = participants
+        self._max_active = max_active
+        self._txns: dict[TxnId, TxnMeta] = {}
+        self._timers: dict[TxnId, asyncio.TimerHandle] = {}
+        self._endings: dict[TxnId, asyncio.Task[None]] = {}
+        self._prefix = f"{_PREFIX}{coordinator_id}/"
+        self._ended: list[str] = []
+        self._next_least = 1
+        self._reserved_until = 1
+
+    # -- records
+    def _key(self, txn: TxnId) -> str:
+        return f"{self._prefix}txn/{txn.least:020d}"
+
+    def _save(self, meta: TxnMeta) -> None:
+        """One commit of the store (an fsync): the record, and the records of transactions
+        ended since the last one, deleted (a record left by a crash is ended again, which
+        changes nothing)."""
+        ended, self._ended = self._ended, []
+        with self._store.transaction() as writer:
+            writer.put(self._key(meta.txn), meta.encode())
+            for key in ended:
+                writer.delete(key)
+        meta.stored = True
+
+    def _decided(self, meta: TxnMeta, status: str) -> None:
+        meta.status = status
+        if meta.partitions or meta.subscriptions:  # else there is nothing to end after a crash
+            self._save(meta)
+
+    def _next_id(self) -> TxnId:
+        """Ids come from blocks reserved in the store, a write per ID_BLOCK transactions: no
+        id is handed out twice, even after a crash (the rest of a block is skipped)."""
+        if self._next_least >= self._reserved_until:
+            self._reserved_until = bump_counter(self._store, f"{self._prefix}sequence", ID_BLOCK)
+            self._next_least = max(self._next_least, self._reserved_until - ID_BLOCK + 1)
+        txn = TxnId(self.coordinator_id, self._next_least)
+        self._next_least += 1
+        return txn
+
+    def recover(self) -> None:
+        """Read every unfinished transaction back, on the running loop: open ones get their
+        deadline again, decided ones are ended again."""
+        for key in self._store.list(f"{self._prefix}txn/"):
+            raw = self._store.get(key)
+            if raw is None:
+                continue
+            txn = TxnId(self.coordinator_id, int(key.rsplit("/", 1)[1]))
+            meta = self._txns[txn] = TxnMeta.decode(txn, raw)
+            meta.stored = True
+            if meta.status == OPEN:
+                self._arm(meta)
+            else:
+                self._start_ending(meta, COMMIT if meta.status == COMMITTING else ABORT)
+        if self._txns:
+            log.info("transaction coordinator %d recovered %d unfinished transactions", self.coordinator_id,
+                     len(self._txns))
+
+    # -- commands
+    def new_txn(self, timeout_seconds: int, owner: str | None = None) -> TxnId:
+        if self._max_active and len(self._txns) >= self._max_active:
+            raise BrokerServiceError(pb.NotAllowedError,
+                                     f"{len(self._txns)} transactions are open (maxActiveTransactionsPerCoordinator)")
+        timeout = min(timeout_seconds or DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
+        txn = self._next_id()
+        meta = TxnMeta(txn, OPEN, time.time() + timeout, owner=owner)  # stored with its first participant
+        self._txns[txn] = meta
+        self._arm(meta)
+        return txn
+
+    def _owned(self, txn: TxnId, caller: Caller) -> TxnMeta:
+        meta = self._txns.get(txn)
+        if meta is None:
+            raise _not_found(txn)
+        role, privileged = caller
+        if meta.owner is not None and meta.owner != role and not privileged:
+            raise BrokerServiceError(pb.AuthorizationError,
+                                     f"transaction {txn} belongs to another role than {role!r}")
+        return meta
+
+    def open_txn(self, txn: TxnId, caller: Caller = ANYONE) -> TxnMeta:
+        """The transaction, which must still take messages and acknowledgements, and belong
+        to the caller (role, whether a super user)."""
+        meta = self._owned(txn, caller)
+        if meta.status != OPEN:
+            raise BrokerServiceError(pb.InvalidTxnStatus, f"transaction {txn} is {meta.status}, not OPEN")
+        return meta
+
+    def add_partitions(self, txn: TxnId, partitions: list[str], caller: Caller = ANYONE) -> None:
+        meta = self.open_txn(txn, caller)
+        self._add(meta, meta.partitions, partitions, "partitions")
+
+    def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]], caller: Caller = ANYONE) -> None:
+        meta = self.open_txn(txn, caller)
+        self._add(meta, meta.subscriptions, subscriptions, "subscriptions")
+
+    def _add(self, meta: TxnMeta, known: list, names: list, what: str) -> None:
+        """Record the participants not known yet (durably, before the answer leaves)."""
+        new = [name for name in dict.fromkeys(names) if name not in known]
+        if len(known) + len(new) > MAX_NAMES_PER_COMMAND:
+            raise BrokerServiceError(pb.NotAllowedError, f"a transaction spans at most {MAX_NAMES_PER_COMMAND} {what}")
+        if new:
+            known += new
+            self._save(meta)  # the first participant stores the transaction, with its deadline
+
+    async def end_txn(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> None:
+        """Commit or abort: the decision is stored before any participant hears it, and the
+        answer waits until every participant has ended the transaction."""
+        if action not in (COMMIT, ABORT):
+            raise BrokerServiceError(pb.NotAllowedError, f"unknown transaction action {action}")
+        meta = self._owned(txn, caller)
+        wanted = COMMITTING if action == COMMIT else ABORTING
+        if meta.status == OPEN:
+            self._decided(meta, wanted)
+            self._disarm(txn)
+        elif meta.status != wanted:
+            raise BrokerServiceError(pb.InvalidTxnStatus, f"transaction {txn} is already {meta.status}")
+        self._start_ending(meta, action)  # the one under way, or again after one that failed
+        await asyncio.shield(self._endings[txn])
+
+    # -- ending
+    def _start_ending(self, meta: TxnMeta, action: int) -> None:
+        if meta.txn not in self._endings:
+            task = self._endings[meta.txn] = asyncio.get_running_loop().create_task(self._end(meta, action))
+            task.add_done_callback(_retrieve)  # logged in _end; a timeout's ending has no one awaiting it
+
+    async def _end(self, meta: TxnMeta, action: int) -> None:
+        participants = self._participants
+        ends = [participants.end_on_partition(topic, meta.txn, action) for topic in meta.partitions]
+        ends += [participants.end_on_subscription(topic, sub, meta.txn, action) for topic, sub in meta.subscriptions]
+        try:
+            await asyncio.gather(*ends)
+        except Exception:
+            log.exception("transaction %s: ending on its participants failed; tried again after a restart", meta.txn)
+            raise
+        finally:
+            self._endings.pop(meta.txn, None)
+        if meta.stored:
+            self._ended.append(self._key(meta.txn))  # deleted with the next record written
+        self._txns.pop(meta.txn, None)
+        log.info("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
+
+    # -- timeouts
+    def _arm(self, meta: TxnMeta) -> None:
+        delay = max(0.0, meta.deadline - time.time())
+        self._timers[meta.txn] = asyncio.get_running_loop().call_later(delay, self._timed_out, meta.txn)
+
+    def _disarm(self, txn: TxnId) -> None:
+        timer = self._timers.pop(txn, None)
+        if timer is not None:
+            timer.cancel()
+
+    def _timed_out(self, txn: TxnId) -> None:
+        self._timers.pop(txn, None)
+        meta = self._txns.get(txn)
+        if meta is not None and meta.status == OPEN:
+            log.info("transaction %s timed out: aborted", txn)
+            self._decided(meta, ABORTING)
+            self._start_ending(meta, ABORT)
+
+    def stop(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
+        for task in self._endings.values():
+            task.cancel()

@@ -1,0 +1,151 @@
+"""Transactions (PIP-31) as the Java client has them: `client.new_transaction(timeout)`,
+`producer.send(..., txn=txn)`, then `txn.commit()` or `txn.abort()`.
+
+The coordinator is found as the Java client finds it: the partitions of the coordinator-assign
+topic are the coordinators, each reached by a lookup and greeted with TC_CLIENT_CONNECT;
+transactions go to them in turn. A transaction registers each partition it produces to
+(ADD_PARTITION_TO_TXN) before its first message goes there, and commits only once every
+message sent in it has its receipt: a message that failed makes the commit abort instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from typing import TYPE_CHECKING, Any
+
+from magnetar.client import errors
+from magnetar.wire import txn as wire_txn
+from magnetar.wire.txn import ABORT, COMMIT, TxnId
+
+if TYPE_CHECKING:
+    from magnetar.client.aio.connection import Connection
+    from magnetar.client.aio.context import ClientContext
+
+OPEN, COMMITTING, ABORTING, COMMITTED, ABORTED, ERROR = "OPEN", "COMMITTING", "ABORTING", "COMMITTED", "ABORTED", \
+    "ERROR"
+
+
+class CoordinatorClient:
+    """The client's connections to the transaction coordinators."""
+
+    def __init__(self, context: ClientContext) -> None:
+        self._context = context
+        self._coordinators: list[tuple[int, Connection | None]] = []
+        self._turn = itertools.count()
+        self._started: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self._started is None:
+            self._started = asyncio.get_running_loop().create_task(self._connect_all())
+        await asyncio.shield(self._started)
+
+    async def _connect_all(self) -> None:
+        lookup = self._context.lookup
+        try:
+            count = await lookup.partitions(wire_txn.COORDINATOR_ASSIGN_TOPIC)
+        except errors.PulsarServerError as exc:  # TopicNotFound and the like: nobody serves it
+            raise errors.TransactionCoordinatorNotFoundError(
+                f"the broker runs no transaction coordinator (looking up {wire_txn.COORDINATOR_ASSIGN_TOPIC}: {exc})"
+            ) from exc
+        if count <= 0:
+            raise errors.TransactionCoordinatorNotFoundError(
+                f"{wire_txn.COORDINATOR_ASSIGN_TOPIC} has no partitions: the broker runs no transaction coordinator")
+        self._coordinators = [(tc_id, None) for tc_id in range(count)]
+        for tc_id in range(count):
+            await self._connection(tc_id)
+
+    async def _connection(self, tc_id: int) -> Connection:
+        """The coordinator's connection, opened again (and greeted again) after it was lost."""
+        conn = self._coordinators[tc_id][1]
+        if conn is not None and not conn.closed:
+            return conn
+        topic = f"{wire_txn.COORDINATOR_ASSIGN_TOPIC}-partition-{tc_id}"
+        logical, physical = await self._context.lookup.broker_for(topic)
+        conn = await self._context.pool.get(logical, physical)
+        await conn.request(lambda request_id: wire_txn.tc_client_connect(request_id, tc_id))
+        self._coordinators[tc_id] = (tc_id, conn)
+        return conn
+
+    async def request(self, tc_id: int, build: Any) -> Any:
+        conn = await self._connection(tc_id)
+        return await conn.request(build)
+
+    async def new_txn(self, timeout_seconds: int) -> TxnId:
+        await self.start()
+        tc_id = next(self._turn) % len(self._coordinators)
+        answer = await self.request(tc_id, lambda request_id: wire_txn.new_txn(request_id, tc_id, timeout_seconds))
+        return wire_txn.txn_id_of(answer.newTxnResponse)
+
+
+class Transaction:
+    """One transaction; `txn_id` is (most_bits, least_bits), the Java client's TxnID."""
+
+    def __init__(self, coordinators: CoordinatorClient, txn_id: TxnId, timeout_seconds: int) -> None:
+        self._coordinators = coordinators
+        self.txn_id = txn_id
+        self.timeout_seconds = timeout_seconds
+        self.state = OPEN
+        self._partitions: dict[tuple[str, ...], asyncio.Future[Any]] = {}
+        """Registrations with the coordinator: partitions produced to, subscriptions acknowledged on."""
+        self._sends: list[asyncio.Future[Any]] = []
+
+    def __repr__(self) -> str:
+        return f"Transaction{self.txn_id} {self.state}"
+
+    def _check_open(self) -> None:
+        if self.state != OPEN:
+            raise errors.InvalidTxnStatusError(f"transaction {self.txn_id} is {self.state}, not OPEN")
+
+    async def register_produced(self, topic: str) -> None:
+        """ADD_PARTITION_TO_TXN, once per partition: answered before a message goes there."""
+        txn = self.txn_id
+        await self._register(("partition", topic),
+                             lambda request_id: wire_txn.add_partition_to_txn(request_id, txn, [topic]))
+
+    async def register_acked(self, topic: str, subscription: str) -> None:
+        """ADD_SUBSCRIPTION_TO_TXN, once per subscription: answered before an ACK goes there."""
+        txn = self.txn_id
+        await self._register(("subscription", topic, subscription),
+                             lambda request_id: wire_txn.add_subscription_to_txn(request_id, txn, topic, subscription))
+
+    async def _register(self, key: tuple[str, ...], build: Any) -> None:
+        self._check_open()
+        registered = self._partitions.get(key)
+        if registered is None:
+            registered = self._partitions[key] = asyncio.ensure_future(self._coordinators.request(self.txn_id.most,
+                                                                                                  build))
+        if registered.done():  # every message after the first: no wait, no shield made per message
+            registered.result()
+            return
+        await asyncio.shield(registered)
+
+    def track(self, sent: asyncio.Future[Any]) -> None:
+        """A message sent or acknowledged in the transaction: the commit waits for its answer."""
+        self._sends.append(sent)
+
+    async def commit(self) -> None:
+        self._check_open()
+        self.state = COMMITTING
+        outcomes = await asyncio.gather(*self._sends, *self._partitions.values(), return_exceptions=True)
+        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
+        if failed is not None:
+            await self._end(ABORT, ABORTED)
+            raise errors.TransactionConflict(f"transaction {self.txn_id} aborted: a send or ack in it failed "
+                                             f"({failed})")
+        await self._end(COMMIT, COMMITTED)
+
+    async def abort(self) -> None:
+        self._check_open()
+        self.state = ABORTING
+        await asyncio.gather(*self._sends, *self._partitions.values(), return_exceptions=True)
+        await self._end(ABORT, ABORTED)
+
+    async def _end(self, action: int, final: str) -> None:
+        txn = self.txn_id
+        try:
+            await self._coordinators.request(txn.most, lambda request_id: wire_txn.end_txn(request_id, txn, action))
+        except BaseException:
+            self.state = ERROR
+            raise
+        self.state = final

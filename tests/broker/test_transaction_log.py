@@ -1,0 +1,131 @@
+"""The transaction coordinator's log, over a real metadata store (SQLite, as the broker's):
+what a restart finds, ends and times out. The participants are a recorder standing in for
+topics: what the coordinator asks of them is what is checked here; the topics' side is
+tested against a real broker (test_transactions.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.transactions.coordinator import OPEN, TransactionCoordinator, TxnMeta
+from magnetar.storage import SqliteMetadataStore
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.txn import ABORT, COMMIT, TxnId
+
+
+class Recorder:
+    """Every end the coordinator asks for, in order."""
+
+    def __init__(self) -> None:
+        self.ends: list[tuple[str, ...]] = []
+        self.fail = False
+
+    async def end_on_partition(self, topic: str, txn: TxnId, action: int) -> None:
+        if self.fail:
+            raise OSError("disk gone")
+        self.ends.append(("partition", topic, str(txn), pb.TxnAction.Name(action)))
+
+    async def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> None:
+        self.ends.append(("subscription", topic, subscription, str(txn), pb.TxnAction.Name(action)))
+
+
+def _coordinator(path: Path, recorder: Recorder, max_active: int = 0) -> tuple[TransactionCoordinator,
+                                                                                SqliteMetadataStore]:
+    store = SqliteMetadataStore(path)
+    return TransactionCoordinator(0, store, recorder, max_active), store
+
+
+def test_a_decision_stored_before_a_crash_is_carried_out_after_it(tmp_path: Path) -> None:
+    async def run() -> None:
+        recorder = Recorder()
+        coordinator, store = _coordinator(tmp_path / "m.db", recorder)
+        committed = coordinator.new_txn(60)
+        coordinator.add_partitions(committed, ["persistent://t/n/a", "persistent://t/n/b"])
+        coordinator.add_subscriptions(committed, [("persistent://t/n/c", "sub")])
+        recorder.fail = True  # the markers cannot be written: the end fails, the decision stays
+        with pytest.raises(OSError):
+            await coordinator.end_txn(committed, COMMIT)
+        with pytest.raises(OSError):  # the client's retry tries again (and fails again)
+            await coordinator.end_txn(committed, COMMIT)
+        with pytest.raises(BrokerServiceError) as decided:
+            await coordinator.end_txn(committed, ABORT)
+        assert decided.value.code == pb.InvalidTxnStatus
+        still_open = coordinator.new_txn(60)
+        coordinator.add_partitions(still_open, ["persistent://t/n/a"])
+        coordinator.stop()
+        store.close()  # the crash: nothing but the store survives
+
+        after = Recorder()
+        revived, store = _coordinator(tmp_path / "m.db", after)
+        revived.recover()
+        await asyncio.sleep(0)  # the recovered end runs as a task
+        assert await _ends(after, 3) == [
+            ("partition", "persistent://t/n/a", "(0,1)", "COMMIT"),
+            ("partition", "persistent://t/n/b", "(0,1)", "COMMIT"),
+            ("subscription", "persistent://t/n/c", "sub", "(0,1)", "COMMIT"),
+        ]
+        assert revived.open_txn(still_open).partitions == ["persistent://t/n/a"]
+        assert revived.new_txn(60).least > still_open.least  # ids are never handed out twice
+        with pytest.raises(BrokerServiceError) as gone:
+            revived.open_txn(committed)
+        assert gone.value.code == pb.TransactionNotFound
+        revived.stop()
+        store.close()
+
+    asyncio.run(run())
+
+
+async def _ends(recorder: Recorder, count: int, timeout: float = 5.0) -> list[tuple[str, ...]]:
+    deadline = time.monotonic() + timeout
+    while len(recorder.ends) < count and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    return recorder.ends
+
+
+def test_a_deadline_that_passed_while_down_aborts_at_once_after_restart(tmp_path: Path) -> None:
+    async def run() -> None:
+        store = SqliteMetadataStore(tmp_path / "m.db")
+        expired = TxnId(0, 7)
+        meta = TxnMeta(expired, OPEN, time.time() - 1, ["persistent://t/n/a"])
+        store.put("/transactions/coordinator/0/txn/" + f"{7:020d}", meta.encode())
+        recorder = Recorder()
+        coordinator = TransactionCoordinator(0, store, recorder)
+        coordinator.recover()
+        assert await _ends(recorder, 1) == [("partition", "persistent://t/n/a", "(0,7)", "ABORT")]
+        with pytest.raises(BrokerServiceError):
+            coordinator.open_txn(expired)
+        coordinator.stop()
+        store.close()
+
+    asyncio.run(run())
+
+
+def test_status_rules(tmp_path: Path) -> None:
+    async def run() -> None:
+        recorder = Recorder()
+        coordinator, store = _coordinator(tmp_path / "m.db", recorder, max_active=2)
+        first = coordinator.new_txn(0)  # no timeout asked: the default, not "never"
+        assert coordinator.open_txn(first).deadline > time.time() + 30
+        coordinator.new_txn(10**9)  # clamped: a forgotten transaction cannot hold its topics for ever
+        assert coordinator.open_txn(TxnId(0, 2)).deadline < time.time() + 2 * 24 * 3600
+        with pytest.raises(BrokerServiceError) as full:
+            coordinator.new_txn(10)
+        assert full.value.code == pb.NotAllowedError
+        await coordinator.end_txn(first, ABORT)
+        with pytest.raises(BrokerServiceError) as ended:
+            coordinator.add_partitions(first, ["persistent://t/n/x"])
+        assert ended.value.code == pb.TransactionNotFound
+        with pytest.raises(BrokerServiceError) as too_many:
+            coordinator.add_partitions(TxnId(0, 2), [f"persistent://t/n/p{i}" for i in range(1001)])
+        assert too_many.value.code == pb.NotAllowedError
+        with pytest.raises(BrokerServiceError):
+            await coordinator.end_txn(TxnId(0, 2), 7)  # no such action
+        coordinator.stop()
+        store.close()
+
+    asyncio.run(run())
