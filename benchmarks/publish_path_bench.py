@@ -29,6 +29,7 @@ import collections
 import itertools
 import json
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -46,40 +47,23 @@ from magnetar.wire.entry import build_entry, parse_message_metadata
 from magnetar.wire.frames import FrameDecoder
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from stub_transport import StubTransport  # tests/ holds it, for the tests that run a ServerCnx too
+
 RECEIPT_MARK = b"\x08\x07\x3a"  # BaseCommand type SEND_RECEIPT, then its body's tag
 PRODUCER_NAME = "standalone-0-0"
 
 
-class CountingTransport:
-    """Just enough of an asyncio transport for ServerCnx: it counts the receipts written."""
+class CountingTransport(StubTransport):
+    """It counts the receipts the connection writes."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.receipts = 0
-
-    def get_extra_info(self, name: str, default: object = None) -> object:
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
 
     def writelines(self, data: list[bytes]) -> None:
         for frame in data:
             self.receipts += frame.count(RECEIPT_MARK)
-
-    def write(self, data: bytes) -> None:
-        self.writelines([data])
-
-    def close(self) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return False
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
 
 
 def send_frames(count: int, per_entry: int) -> list[bytes]:

@@ -11,6 +11,8 @@ from hypothesis import settings
 from seeds import draw_run_seed
 from standalone import Standalone
 
+import magnetar.client
+
 # Hypothesis' default deadline (200 ms an example) fails a test whenever a loaded machine is
 # slow, which says nothing about the code; pytest-timeout still bounds each test. Mutation
 # runs (docs/testing.md) draw the same examples every time, so a mutant's verdict is stable.
@@ -80,6 +82,25 @@ def client_factory() -> Iterator:
 
     yield make
     for client in clients:
+        with contextlib.suppress(Exception):
+            client.close()
+
+
+@pytest.fixture(params=["official", "magnetar"])
+def api(request, client_factory):
+    """Each client in turn, the official one and magnetar.client: the client module (its
+    exception classes have the same names) and a maker of clients (closed at the end)."""
+    made = []
+
+    def make(url: str, **kwargs):
+        if request.param == "official":
+            return client_factory(url, **kwargs)
+        client = magnetar.client.Client(url, operation_timeout_seconds=10, **kwargs)
+        made.append(client)
+        return client
+
+    yield (pulsar if request.param == "official" else magnetar.client), make
+    for client in made:
         with contextlib.suppress(Exception):
             client.close()
 

@@ -114,7 +114,7 @@ def test_subscription_type_survives_restart(broker, client_factory):
         "shared": "Shared", "failover": "Failover", "key-shared": "Key_Shared"}
 
 
-_SAMPLE_LINE = re.compile(r'^[a-z_]+\{(?:[a-z_]+="(?:\\.|[^"\\\n])*",?)*\} [-+0-9.e]+$')
+_SAMPLE_LINE = re.compile(r'^[a-z_][a-z0-9_]*\{(?:[a-z_]+="(?:\\.|[^"\\\n])*",?)*\} [-+0-9.e]+$')
 
 
 def test_label_values_cannot_inject_lines(broker, client_factory):

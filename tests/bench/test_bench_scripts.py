@@ -212,6 +212,35 @@ def test_console_bench_times_every_view_and_the_open_console():
     assert all(len(view["all"]) == 1 and view["median"] > 0 for view in result["view_s"].values())
     cpu = result["broker_cpu_percent"]
     assert cpu["console_cost"] == round(cpu["overview_open"] - cpu["idle"], 2)
+def test_latency_bench_times_every_message_of_every_cell_from_its_schedule():
+    done = run_script("latency_bench.py", "--duration", "0.4", "--warmup", "0.1", "--rate", "500")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    cells = result["cells"]
+    magnetar = [c for c in cells if c["broker"] == "magnetar"]
+    assert {(c["client"], c["batching"], c["callback_every"]) for c in magnetar} == {
+        (client, batching, every) for client in ("official", "magnetar") for batching in (False, True)
+        for every in (1, 10)}
+    peers_expected = {"redis-always", "nats-jetstream"} - set(result["skipped"])
+    assert {c["broker"] for c in cells} == {"magnetar", *peers_expected}
+    for cell in cells:
+        sent, timed_from = cell["messages_sent"], 50  # 0.1 s of 500 msg/s is warm-up, not timed
+        every = cell["callback_every"] or 1
+        assert cell["publish_failed"] == 0, cell
+        assert cell["publish_ms"]["count"] == sum(1 for i in range(timed_from, sent) if i % every == 0), cell
+        assert cell["e2e_ms"]["count"] == sent - timed_from, cell  # the consumer process got every message
+        figures = cell["e2e_ms"]
+        assert 0 < figures["p50"] <= figures["p99"] <= figures["p99.9"] <= figures["max"], cell
+    assert set(result["table"]) == {c["cell"] for c in cells}
+
+
+def test_latency_bench_names_the_flag_it_refuses():
+    done = run_script("latency_bench.py", "--rate", "0")
+    assert done.returncode == 2
+    assert "--rate" in done.stderr and "Traceback" not in done.stderr
+    done = run_script("latency_bench.py", "--magnetar", "nolabel")
+    assert done.returncode == 2
+    assert "LABEL=SRC" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_kafka_latency_bench_counts_every_record_of_each_cell():

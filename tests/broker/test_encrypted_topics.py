@@ -197,3 +197,25 @@ def test_entry_filters_judge_sealed_messages_by_their_properties(broker_factory,
     finally:
         writer.close()
         reader_client.close()
+
+
+def test_the_policy_applies_to_a_producer_already_sending(broker):
+    """Turning encryption_required on (and off) reaches the next SEND of a producer that was
+    created before: what each SEND is checked against is re-read on every policy change."""
+    raw = RawClient(broker.url)
+    try:
+        raw.connect()
+        raw.command(T(type=T.PRODUCER, producer=pb.CommandProducer(topic="persistent://public/default/raw-live",
+                                                                   producer_id=0, request_id=1, encrypted=True)))
+        raw.expect(T.PRODUCER_SUCCESS)
+        _send(raw, 0, encrypted=False)
+        assert raw.expect(T.SEND_RECEIPT).send_receipt.sequence_id == 0
+        assert _policy(broker, "POST", True)[0] == 204
+        _send(raw, 1, encrypted=False)
+        assert raw.expect(T.SEND_ERROR).send_error.sequence_id == 1
+        assert _policy(broker, "POST", False)[0] == 204
+        _send(raw, 2, encrypted=False)
+        assert raw.expect(T.SEND_RECEIPT).send_receipt.sequence_id == 2
+    finally:
+        raw.close()
+        _policy(broker, "POST", False)

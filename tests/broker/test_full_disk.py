@@ -70,24 +70,6 @@ class Send:
         return self.result
 
 
-@pytest.fixture(params=["official", "magnetar"])
-def api(request, client_factory):
-    """The client module (its exception classes have the same names) and a maker of clients."""
-    made = []
-
-    def make(url: str, **kwargs):
-        if request.param == "official":
-            return client_factory(url, **kwargs)
-        client = magnetar.client.Client(url, operation_timeout_seconds=10, **kwargs)
-        made.append(client)
-        return client
-
-    yield (pulsar if request.param == "official" else magnetar.client), make
-    for client in made:
-        with contextlib.suppress(Exception):
-            client.close()
-
-
 def read_all(client, topic: str) -> list[bytes]:
     reader = client.create_reader(topic, pulsar.MessageId.earliest)
     with contextlib.closing(reader):

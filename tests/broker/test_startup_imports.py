@@ -34,10 +34,12 @@ MAGNETAR = {
     "magnetar.broker.monitors": ". backlog_quota compaction inactivity message_expiry periodic retention revalidation",
     # clusters: tenants' allowedClusters are checked against them
     "magnetar.broker.policies": ". backlog_quota clusters resources retention topic_policies",
-    "magnetar.broker.service": ". broker_service collector config_checks",
+    # loop_lag: the event-loop probe runs from the start; topics.latency: every producer records into it
+    "magnetar.broker.service": ". broker_service collector config_checks loop_lag",
     # replicators: what a topic knows of replication (the replicators themselves load when used)
     "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context "
-                              "failed_writes full_disk loop_bridge positions producer replicators stats topic_limits",
+                              "failed_writes full_disk latency loop_bridge positions producer replicators stats "
+                              "topic_limits",
     # only the ledger property a topic that held transactions carries (the feature loads when used)
     "magnetar.broker.transactions": ".",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
@@ -45,7 +47,7 @@ MAGNETAR = {
                                          "persistent_topic shared_dispatcher single_active_dispatcher",
     "magnetar.broker.transport": ". accept_errors advertised_listeners connection connection_controller "
                                  "consumer_commands frame_writes lookup_commands publish_checks schema_commands "
-                                 "schema_waits topic_list",
+                                 "read_turns schema_waits topic_list",  # read_turns: ServerCnx's base
     "magnetar.cli": ". parsing standalone",
     # the functions worker's routes, on in the standalone as in Pulsar's; the worker itself, its
     # REST handlers and supervisor load with the first request (or a stored function)

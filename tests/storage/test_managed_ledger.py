@@ -1,6 +1,7 @@
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -315,3 +316,19 @@ def test_read_entries_into_buffers_gives_the_same_entries_as_views(open_factory,
     read = reader.read_entries(positions[0], 1000, None, into)
     assert [(p, bytes(data)) for p, data in read] == list(zip(positions, map(payload, range(50)), strict=True))
     assert sizes and all(isinstance(data, memoryview) for _, data in read)
+
+
+def test_an_append_after_a_quiet_spell_is_committed_without_waiting_out_the_delay(open_factory):
+    """The group-commit wait adapts to load: with the sync thread idle for longer than its
+    last commit took, waiting would gather nothing, so a trickle's append is written at once
+    (with an hour's delay configured, it would otherwise wait the hour)."""
+    factory = open_factory(ManagedLedgerConfig(group_commit_max_delay_seconds=3600, group_commit_max_bytes=4096))
+    ml = factory.open(TOPIC)
+    first = threading.Event()
+    ml.append_many([b"x" * 1000] * 5, lambda p, e: first.set())  # over the byte threshold: committed at once
+    assert first.wait(30)
+    time.sleep(0.5)  # the quiet spell itself (longer than a commit of five small entries takes)
+    durable = threading.Event()
+    ml.append(b"a trickle", lambda p, e: durable.set())
+    assert durable.wait(10), "the lone append waited out the group delay after a quiet spell"
+    assert ml.number_of_entries() == 6

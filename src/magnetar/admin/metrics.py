@@ -11,8 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from magnetar.broker.service.loop_lag import LAG_BOUNDS_S, PROBE_INTERVAL_S, LoopLagProbe
 from magnetar.broker.topics.abstract_subscription import AbstractSubscription
 from magnetar.broker.topics.abstract_topic import AbstractTopic
+from magnetar.broker.topics.latency import ENTRY_LATENCY_SUFFIXES, EntryLatencyBuckets, LatencySummary
+from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.prometheus import label_text, number_text
 from magnetar.storage.entry_cache import EntryCache
 
@@ -120,6 +123,54 @@ def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool
         lines += [f"{family.name}{{{label_text([*_topic_labels(t), ('remote_cluster', remote)])}}} "
                   f"{number_text(family.value(stats))}" for t, remote, stats in replicators]
     return "\n".join(lines) + "\n"
+
+
+def render_latencies(topics: Iterable[AbstractTopic], publish: LatencySummary, loop_lag: LoopLagProbe,
+                     cluster_name: str) -> str:
+    """The broker's latencies: Pulsar's publish-latency summary, each persistent topic's
+    storage-write buckets (Pulsar's bounds and names) and magnetar's event-loop lag."""
+    cluster = label_text([("cluster", cluster_name)])
+    lines = ["# HELP pulsar_broker_publish_latency Milliseconds from a SEND read to its receipt written "
+             "(quantiles of the last stats interval and the current one; count and sum since start).",
+             "# TYPE pulsar_broker_publish_latency summary"]
+    lines += [f'pulsar_broker_publish_latency{{{cluster},quantile="{q}"}} {number_text(round(ms, 3))}'
+              for q, ms in publish.quantiles()]
+    lines += [f"pulsar_broker_publish_latency_count{{{cluster}}} {publish.count}",
+              f"pulsar_broker_publish_latency_sum{{{cluster}}} {number_text(round(publish.sum, 3))}"]
+    return "\n".join([*lines, *_storage_write_lines(topics), *_loop_lag_lines(cluster, loop_lag)]) + "\n"
+
+
+def _storage_write_lines(topics: Iterable[AbstractTopic]) -> list[str]:
+    """Per persistent topic, entries by milliseconds from append to fsynced over the last
+    stats interval: `le_X` counts those over the next smaller bound and up to X, as
+    Pulsar's buckets do (not cumulative); `overflow` those over a second."""
+    stored = sorted((t for t in topics if isinstance(t, PersistentTopic)), key=lambda t: str(t.name))
+    values: list[tuple[str, Callable[[EntryLatencyBuckets], object]]] = [
+        *((f"le_{suffix}", lambda b, i=i: b.last[i]) for i, suffix in enumerate(ENTRY_LATENCY_SUFFIXES)),
+        ("count", lambda b: sum(b.last)), ("sum", lambda b: number_text(round(b.last_sum, 3)))]
+    lines = []
+    for suffix, value in values:
+        name = f"pulsar_storage_write_latency_{suffix}"
+        lines += [f"# HELP {name} Entries by milliseconds from append to fsynced, last stats interval.",
+                  f"# TYPE {name} gauge"]
+        lines += [f"{name}{{{label_text(_topic_labels(t))}}} {value(t.storage_write_latency)}" for t in stored]
+    return lines
+
+
+def _loop_lag_lines(cluster: str, loop_lag: LoopLagProbe) -> list[str]:
+    lines = [f"# HELP magnetar_event_loop_lag_seconds How late the event loop ran a timer that was due (a probe "
+             f"every {PROBE_INTERVAL_S * 1000:g} ms): every client's work waited as long.",
+             "# TYPE magnetar_event_loop_lag_seconds histogram"]
+    cumulative = 0
+    for bound, count in zip([*map(repr, LAG_BOUNDS_S), "+Inf"], loop_lag.counts, strict=True):
+        cumulative += count
+        lines.append(f'magnetar_event_loop_lag_seconds_bucket{{{cluster},le="{bound}"}} {cumulative}')
+    return [*lines, f"magnetar_event_loop_lag_seconds_count{{{cluster}}} {loop_lag.count}",
+            f"magnetar_event_loop_lag_seconds_sum{{{cluster}}} {number_text(round(loop_lag.sum, 6))}",
+            "# HELP magnetar_event_loop_lag_max_seconds The longest event-loop lag of the last stats interval "
+            "and the current one.",
+            "# TYPE magnetar_event_loop_lag_max_seconds gauge",
+            f"magnetar_event_loop_lag_max_seconds{{{cluster}}} {number_text(round(loop_lag.max_seconds, 6))}"]
 
 
 def _topic_labels(topic: AbstractTopic) -> list[tuple[str, str]]:

@@ -93,8 +93,11 @@ class AdminServer:
 
     async def metrics(self, _request: web.Request) -> web.Response:
         topics = [*self.service.topics.values(), *self.service.non_persistent_topics.values()]
-        text = metrics.render(topics, self.service.factory.entry_cache, writable=not self.service.full_disk.full,
-                              cluster=self.service.config.clusterName)
+        service = self.service
+        cluster = service.config.clusterName
+        text = metrics.render(topics, service.factory.entry_cache, writable=not service.full_disk.full,
+                              cluster=cluster)
+        text += metrics.render_latencies(topics, service.context.publish_latency, service.loop_lag, cluster)
         return web.Response(text="".join([text, *(source() for source in self.metrics_sources)]),
                             content_type="text/plain")
 

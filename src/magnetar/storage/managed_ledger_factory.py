@@ -99,7 +99,7 @@ class ManagedLedgerFactory:
             self._ids = LedgerIdAllocator(self._store)
             self._sync = SyncThread(
                 self.config.group_commit_max_delay_seconds, CURSOR_FLUSH_INTERVAL_SECONDS,
-                self._flush_dirty_cursors_quietly,
+                self._flush_dirty_cursors_quietly, adaptive=True,
             )
             # Its own thread: a trim's unlinks never delay another topic's group commit.
             self._trimmer = SyncThread(TRIM_DEBOUNCE_SECONDS, 3600.0, _nothing, name="magnetar-storage-trim")

@@ -33,6 +33,7 @@ from magnetar.broker.monitors.revalidation import HandleRevalidator
 from magnetar.broker.policies.resources import NamespaceResources
 from magnetar.broker.policies.topic_policies import TopicPolicies
 from magnetar.broker.schema_registry import SchemaRegistryService
+from magnetar.broker.service.loop_lag import LoopLagProbe
 from magnetar.broker.tls import CertificateReloader, server_context
 from magnetar.broker.topics.context import BrokerContext
 from magnetar.broker.topics.failed_writes import FailedWrites
@@ -130,6 +131,7 @@ class BrokerService:
         self.connection_controller = ConnectionController(config.brokerMaxConnections, config.brokerMaxConnectionsPerIp)
         self.frame_budget = PartialFrameBudget(config.maxMessagePublishBufferSizeInMB * 1024 * 1024)
         self._stats_timer: asyncio.TimerHandle | None = None
+        self.loop_lag = LoopLagProbe()
         self._compaction_factory = load_compaction_service_factory(config.compactionServiceFactoryClassName)
         self.compaction = CompactionManager()
         self.compaction_monitor = CompactionMonitor(self, self.compaction)
@@ -192,6 +194,7 @@ class BrokerService:
         for handler in self.protocol_handlers:
             await handler.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
+        self.loop_lag.start(loop)
         loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
         if self.transactions is not None:
             loop.call_soon(self.transactions.recover)
@@ -211,6 +214,8 @@ class BrokerService:
         now = time.monotonic()
         for topic in [*self.topics.values(), *self.non_persistent_topics.values()]:
             topic.sample_rates(now)
+        self.context.publish_latency.roll()
+        self.loop_lag.roll()
         self._stats_timer = asyncio.get_running_loop().call_later(
             self.config.statsUpdateFrequencyInSecs, self._sample_rates)
 
@@ -255,6 +260,7 @@ class BrokerService:
         self.full_disk.stop()
         if self._stats_timer is not None:
             self._stats_timer.cancel()
+        self.loop_lag.stop()
         if self.cert_reloader is not None:
             self.cert_reloader.stop()
         for server in self._servers:
@@ -277,6 +283,7 @@ class BrokerService:
         connections = list(self.connections)
         for cnx in connections:
             cnx.pause_reading()
+            cnx.drop_backlog()  # read but not handled: no receipt, so the client sends them again
         deadline = time.monotonic() + STOP_RECEIPTS_TIMEOUT_SECONDS
         while any(cnx.awaiting_receipts() for cnx in connections) and time.monotonic() < deadline:
             await asyncio.sleep(STOP_RECEIPTS_POLL_SECONDS)  # receipts arrive from the storage thread

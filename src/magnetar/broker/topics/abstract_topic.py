@@ -17,7 +17,12 @@ from magnetar.broker.topics.abstract_subscription import AbstractSubscription
 from magnetar.broker.topics.consumer import Consumer
 from magnetar.broker.topics.producer import Producer
 from magnetar.broker.topics.stats import MessageCounter
-from magnetar.broker.topics.topic_limits import check_new_consumer, check_new_producer, max_unacked_per_consumer
+from magnetar.broker.topics.topic_limits import (
+    SendLimits,
+    check_new_consumer,
+    check_new_producer,
+    max_unacked_per_consumer,
+)
 from magnetar.storage import Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
@@ -43,6 +48,8 @@ class AbstractTopic:
         self.producers: dict[str, Producer] = {}
         self.inbound = MessageCounter()
         self.outbound = MessageCounter()
+        self.send_limits: tuple[int, SendLimits] | None = None
+        """topic_limits.send_limits' cache: (policies version, limits)."""
 
     def __repr__(self) -> str:
         return str(self.name)

@@ -23,6 +23,9 @@ class TransportCnx(Protocol):
     repl_dedup_by_position: bool
     """The client announced `supports_repl_dedup_by_lid_and_eid`: its replicator producers are
     deduplicated by source position (deduplication)."""
+    read_at: float
+    """When (time.monotonic) the read of the socket being handled arrived: where a SEND's
+    publish latency starts."""
 
     @property
     def role(self) -> str | None:

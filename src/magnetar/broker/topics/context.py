@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from magnetar.broker.topics.latency import LatencySummary
+
 if TYPE_CHECKING:
     from magnetar.broker.compaction import TopicCompactionService
     from magnetar.broker.config import ServiceConfiguration
@@ -38,5 +40,7 @@ class BrokerContext:
     """Holds producers while the data dir's disk is full (topics.full_disk)."""
     failed_writes: FailedWrites
     """Closes and reloads a topic whose ledger failed a write for good (topics.failed_writes)."""
+    publish_latency: LatencySummary = field(default_factory=LatencySummary)
+    """SEND read to receipt written, broker-wide (pulsar_broker_publish_latency)."""
     bridge: LoopBridge = field(init=False)
     """Brings storage completions to the loop; set when the broker starts, before any topic loads."""

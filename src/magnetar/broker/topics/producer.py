@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
@@ -51,6 +52,8 @@ class _PendingGroup:
 
     sends: list[Send]
     answer: bytes | None = None
+    received_at: float = 0.0
+    """When the read holding the SENDs arrived (0 for an answer given at once)."""
 
 
 class Producer:
@@ -73,6 +76,7 @@ class Producer:
         self._staged: list[Send] = []
         self.replicator = has_replicator_prefix(name, topic.context.config.replicatorPrefix)
         """Another cluster's replicator: deduplicated by source positions, not sequence ids."""
+        self._publish_latency = topic.context.publish_latency
         self._staged_txn: TxnId | None = None
         """The transaction the staged SENDs belong to (they all belong to one, or to none)."""
 
@@ -153,7 +157,7 @@ class Producer:
         self._publish_group(sends, None, txn)
 
     def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None, txn: TxnId | None = None) -> None:
-        group = _PendingGroup(sends)
+        group = _PendingGroup(sends, None, self.cnx.read_at)
         self._pending.append(group)
         entries = [send.entry for send in sends]
         counts = [send.num_messages for send in sends]
@@ -189,6 +193,7 @@ class Producer:
                 exc: BaseException | None) -> None:
         sends = group.sends
         if positions is None or exc is not None:
+            group.received_at = 0.0  # a failed write is no publish latency (as in Pulsar)
             if dedup is not None:
                 for name in {identity[0] for send in sends if (identity := self._dedup_identity(send))}:
                     dedup.forget_pushed(name)
@@ -219,9 +224,11 @@ class Producer:
     def _flush(self) -> None:
         pending = self._pending
         while pending and pending[0].answer is not None:
-            answer = pending.popleft().answer
+            group = pending.popleft()
             if not self.closed:
-                self.cnx.send(answer)  # type: ignore[arg-type]
+                self.cnx.send(group.answer)  # type: ignore[arg-type]
+                if group.received_at:
+                    self._publish_latency.observe((time.monotonic() - group.received_at) * 1000, len(group.sends))
 
     def stats(self) -> dict[str, object]:
         return {

@@ -81,6 +81,23 @@ def topic_max_message_size(topic: AbstractTopic) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
+class SendLimits:
+    """The policies every SEND is checked against, read once per change of any policy
+    rather than twice per SEND (two look-ups cost about 2 µs of the unbatched hot path)."""
+
+    max_message_size: int | None
+    encryption_required: bool
+
+
+def send_limits(topic: AbstractTopic) -> SendLimits:
+    version = topic.context.policies.version
+    cached = topic.send_limits
+    if cached is None or cached[0] != version:
+        cached = topic.send_limits = (version, SendLimits(topic_max_message_size(topic), encryption_required(topic)))
+    return cached[1]
+
+
+@dataclass(frozen=True, slots=True)
 class DelayedDeliverySettings:
     active: bool
     tick_time_ms: int

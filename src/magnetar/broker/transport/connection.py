@@ -27,6 +27,7 @@ from magnetar.broker.topics.topic_limits import check_producer_encryption
 from magnetar.broker.transport import consumer_commands, lookup_commands, schema_commands
 from magnetar.broker.transport.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
 from magnetar.broker.transport.publish_checks import check_send
+from magnetar.broker.transport.read_turns import TurnBoundedReads
 from magnetar.broker.transport.schema_waits import SchemaWaits
 from magnetar.storage import StorageFullError
 from magnetar.wire import commands
@@ -65,7 +66,7 @@ _KAFKA_MAX_API_KEY, _KAFKA_MAX_VERSION = 100, 30
 Handler = Callable[["ServerCnx", pb.BaseCommand, bytes | None], None]
 
 
-class ServerCnx(asyncio.Protocol):
+class ServerCnx(TurnBoundedReads, asyncio.Protocol):
     server_version = SERVER_VERSION
 
     def __init__(self, service: Broker, *, tls: bool = False) -> None:
@@ -92,7 +93,9 @@ class ServerCnx(asyncio.Protocol):
         self._fd = -1
         """The socket's descriptor, while frames may be written to it directly (frame_writes)."""
         self._flush_scheduled = False
-        self._last_seen = time.monotonic()
+        self._last_seen = self.read_at = time.monotonic()
+        self._backlog = None
+        self._held_by_broker = False
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_outstanding = False
         self._partial_since: float | None = None
@@ -160,16 +163,8 @@ class ServerCnx(asyncio.Protocol):
             if dispatcher is not None:
                 dispatcher.schedule()
 
-    def pause_reading(self) -> None:
-        if self.transport is not None:
-            self.transport.pause_reading()
-
     def awaiting_receipts(self) -> bool:
         return any(producer.awaiting_receipts for producer in self.producers.values())
-
-    def resume_reading(self) -> None:
-        if self.transport is not None:
-            self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         decoder = self.decoder
@@ -186,13 +181,18 @@ class ServerCnx(asyncio.Protocol):
             return
         if frames:
             # Only whole frames prove the peer alive: a byte now and then does not.
-            self._last_seen = time.monotonic()
+            self._last_seen = self.read_at = time.monotonic()
             self._ping_outstanding = False
         if decoder.buffered or had_partial:
             self._track_partial_frame(had_partial)
+        if frames:
+            self._handle_read(frames)
+
+    def _handle_frames(self, frames: list[tuple[pb.BaseCommand, bytes | None]]) -> None:
         for command, payload in frames:
             if self.transport is None or self.transport.is_closing():
                 self._staging.clear()  # closed mid-read: the client resends what has no receipt
+                self.drop_backlog()
                 return
             if command.type == _SEND and self.connected:  # most frames: straight to the handler
                 self._run_handler(ServerCnx.handle_send, command, payload)

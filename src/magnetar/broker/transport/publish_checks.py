@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from magnetar.broker.topics.topic_limits import delayed_delivery, encryption_required, topic_max_message_size
+from magnetar.broker.topics.topic_limits import delayed_delivery, send_limits
 from magnetar.wire.entry import PULSAR_FORMAT, entry_format, parse_entry, validate_publishable
 from magnetar.wire.errors import ChecksumError, WireError
 from magnetar.wire.frames import FRAME_PADDING
@@ -31,7 +31,8 @@ def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic
         return pb.NotAllowedError, "SEND without a message"
     if len(payload) > max_message_size + FRAME_PADDING // 2:
         return pb.NotAllowedError, f"message of {len(payload)} bytes exceeds maxMessageSize"
-    topic_limit = topic_max_message_size(topic)
+    limits = send_limits(topic)
+    topic_limit = limits.max_message_size
     if topic_limit is not None and len(payload) > topic_limit:
         return pb.NotAllowedError, f"Exceed maximum message size: {len(payload)} bytes, the topic takes {topic_limit}"
     try:
@@ -45,7 +46,7 @@ def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic
         return pb.NotAllowedError, (
             f"malformed message: num_messages_in_batch {claimed} disagrees with the SEND's {send.num_messages}")
     if not metadata.encryption_keys:
-        if encryption_required(topic):
+        if limits.encryption_required:
             return pb.MetadataError, "Messages must be encrypted"
         if metadata.properties and (refusal := _check_foreign_count(metadata, payload, claimed)):
             return refusal

@@ -43,7 +43,10 @@ log = logging.getLogger(__name__)
 MAX_SCAN_PER_PASS = 1_000
 #: Read-and-assign rounds one dispatch pass may make before yielding to the event loop:
 #: with entry filters rejecting most entries, a round can deliver nothing and the next
-#: would follow at once, through the whole backlog in one callback.
+#: would follow at once, through the whole backlog in one callback. A pass also yields
+#: once it has handed out dispatcherMaxReadBatchSize entries (one read's worth, as a
+#: Pulsar dispatcher sends per read): a consumer with a receiver queue of thousands
+#: would otherwise take 10 ms of the loop in one callback, every other client waiting.
 MAX_ROUNDS_PER_PASS = 16
 
 

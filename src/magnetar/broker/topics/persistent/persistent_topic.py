@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,7 @@ from magnetar.broker.errors import BrokerServiceError, InvalidResourceError, Res
 from magnetar.broker.policies.retention import effective_retention
 from magnetar.broker.policies.topic_policies import MESSAGE_TTL
 from magnetar.broker.topics.abstract_topic import AbstractTopic, GroupPublishCallback
+from magnetar.broker.topics.latency import EntryLatencyBuckets
 from magnetar.broker.topics.persistent import backlog
 from magnetar.broker.topics.persistent.compacted_reads import compacted_last_message_id, compacted_position_by_time
 from magnetar.broker.topics.persistent.persistent_subscription import PersistentSubscription
@@ -80,6 +82,8 @@ class PersistentTopic(AbstractTopic):
         self.compaction_service = context.new_compaction_service(ledger)
         # called after each durable append (a protocol handler's long-polling fetches wait on it)
         self.append_listeners: list[Callable[[], None]] = []
+        self.storage_write_latency = EntryLatencyBuckets()
+        """Append to durable, per entry (pulsar_storage_write_latency_le_*)."""
         self.transaction_buffer: TransactionBuffer | None = None
         """What dispatch may read of a topic that has held transactions (None: all of it)."""
         if ledger.get_property(TRANSACTIONS_PROPERTY) is not None:
@@ -106,10 +110,13 @@ class PersistentTopic(AbstractTopic):
         last_index = state.index
         bridge = self.context.bridge
         positions: list[Position] = []
+        appended_at = time.monotonic()
 
         def stored(_last: Position | None, exc: BaseException | None) -> None:
             # Posted to this loop, so _stored runs after the line below has filled `positions`.
-            bridge.post(self._stored, callback, batch_size, positions, last_index, exc)
+            # The write's latency is taken here, on the storage thread, before the hop to the loop.
+            bridge.post(self._stored, callback, batch_size, positions, last_index, exc,
+                        time.monotonic() - appended_at)
 
         try:
             positions += self.ledger.append_many(entries, stored)
@@ -163,8 +170,9 @@ class PersistentTopic(AbstractTopic):
         return done
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
-                exc: BaseException | None) -> None:
+                exc: BaseException | None, write_seconds: float) -> None:
         if exc is None:
+            self.storage_write_latency.observe(write_seconds * 1000, len(positions))
             self._last_batch_size = batch_size
             self.durable_index = max(self.durable_index, last_index)
             for subscription in self.subscriptions.values():
@@ -181,6 +189,7 @@ class PersistentTopic(AbstractTopic):
         super().sample_rates(now)
         for replicator in self.replicators.values():
             replicator.sample(now)
+        self.storage_write_latency.roll()
 
     def _last_entry(self) -> bytes | None:
         """Read once at load: both the batch size and the PIP-70 state come from it."""

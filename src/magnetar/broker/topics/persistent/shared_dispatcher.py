@@ -81,13 +81,13 @@ class MultipleConsumersDispatcher(Dispatcher):
         self._arm_timer()
 
     def _dispatch_rounds(self) -> None:
-        rounds = 0
+        rounds = handed = 0
         while True:
             available = [c for c in self.consumers if c.can_receive]
             if not available:
                 return
             rounds += 1
-            if rounds > MAX_ROUNDS_PER_PASS:  # filters rejecting most entries: yield now and then
+            if rounds > MAX_ROUNDS_PER_PASS or handed >= self.max_read:  # the rest in the next turn
                 self.schedule()
                 return
             budget = min(sum(c.permits for c in available), self.max_read)
@@ -102,6 +102,7 @@ class MultipleConsumersDispatcher(Dispatcher):
             if not entries:
                 self._notify_end_of_topic()
                 return
+            handed += len(entries)
             parked = self._assign(entries)
             if parked == len(entries) and not fresh:
                 return

@@ -46,13 +46,14 @@ class SingleActiveConsumerDispatcher(SingleActiveElection, CompactedReader, Disp
 
     def dispatch(self) -> None:
         consumer = self.active
-        rounds = 0
+        rounds = handed = 0
         while consumer is not None and consumer.can_receive and self._paused is None:
             rounds += 1
-            if rounds > MAX_ROUNDS_PER_PASS:  # filters rejecting most entries: yield now and then
+            if rounds > MAX_ROUNDS_PER_PASS or handed >= self.max_read:  # the rest in the next turn
                 self.schedule()
                 return
             entries = self._read_new(min(consumer.permits, self.max_read))
+            handed += len(entries)
             if not entries:
                 self._notify_end_of_topic()
                 return

@@ -1,0 +1,355 @@
+"""Latency at ordinary rates (issue 45): magnetar beside redis-server and nats-server, one run.
+
+    .venv/bin/python benchmarks/latency_bench.py                          # ~2 min, 3 s a cell
+    .venv/bin/python benchmarks/latency_bench.py --duration 20 --rounds 2
+    .venv/bin/python benchmarks/latency_bench.py --magnetar before=/work/main/src --magnetar after=src
+
+Open loop: 100-byte messages are sent at a fixed rate (1,000 and 10,000 msg/s by default),
+each at its scheduled time whether or not earlier ones were answered, and latency is
+counted from that scheduled time, so a stall of the broker (or a send blocked by a full
+queue, `block_if_queue_full=True`) shows in the figures instead of slowing the sender.
+Publish latency is scheduled send to receipt; end to end is scheduled send to receipt by
+a consumer in another process (it acknowledges each message). The first `--warmup`
+seconds of each cell are sent but not counted.
+
+magnetar is driven with the official client and with magnetar.client, batching off and
+the client's default batching, a real callback on every message and on every tenth (the
+others None: only the tenth are timed for publish). Each magnetar is a `magnetar standalone`
+with its defaults (receipt after fsync); `--magnetar LABEL=SRC` runs one per source tree
+(PYTHONPATH=SRC), to put two versions side by side in one run. The peers, when installed
+(see peers.py): redis-server with streams and `appendfsync always` (XADD pipelined on one
+socket, replies after the pass's fsync), nats-server JetStream (file
+store; nats-py `publish` awaiting each ack), their consumers XREAD / an ordered push consumer.
+
+Prints ONE JSON object: per cell p50/p99/p99.9/max (ms) of publish and end-to-end latency,
+messages timed, how late the sender itself ran, and for magnetar what the broker saw during
+the cell (from /metrics, when it exports them: mean publish latency, event-loop lag probes);
+`table` has "p50 / p99" per cell; the load average at start and end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from _broker_process import Standalone
+from _latency_drivers import (
+    AsyncSender,
+    RedisPipelinedPublisher,
+    consumer_main,
+    pulsar_client,
+    pulsar_module,
+    pulsar_publish,
+)
+from _peer_brokers import Nats, Redis
+
+PERCENTILES = (("p50", 0.50), ("p99", 0.99), ("p99.9", 0.999))
+CONSUMER_START_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Cell:
+    broker: str
+    client: str
+    batching: bool
+    every: int  # a callback on every `every`-th message
+    rate: int
+
+    @property
+    def name(self) -> str:
+        if self.client in ("official", "magnetar"):
+            return (f"{self.broker} {self.client} {'batched' if self.batching else 'unbatched'} "
+                    f"cb-{'every' if self.every == 1 else 'tenth'} {self.rate}/s")
+        return f"{self.broker} {self.rate}/s"
+
+
+def summary(values: list[float]) -> dict[str, float | int]:
+    if not values:
+        return {"count": 0}
+    ordered = sorted(values)
+    out: dict[str, float | int] = {"count": len(ordered)}
+    for name, q in PERCENTILES:
+        out[name] = round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+    out["max"] = round(ordered[-1], 3)
+    return out
+
+
+class Consumer:
+    """This script again, as the consumer process of one cell."""
+
+    started: list[subprocess.Popen] = []
+
+    def __init__(self, spec: dict) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, "--consumer", json.dumps(spec)],
+                                     stdout=subprocess.PIPE, text=True)
+        Consumer.started.append(self.proc)
+        line = self._line(CONSUMER_START_TIMEOUT)
+        if line.strip() != "ready":
+            self.proc.kill()
+            raise RuntimeError(f"the consumer did not start: {line!r}")
+
+    def _line(self, timeout: float) -> str:
+        result: list[str] = []
+        reader = threading.Thread(target=lambda: result.append(self.proc.stdout.readline()))
+        reader.start()
+        reader.join(timeout)
+        return result[0] if result else ""
+
+    def latencies(self) -> list[float]:
+        out, _ = self.proc.communicate(timeout=180)
+        return json.loads(out.strip().splitlines()[-1]) if out.strip() else []
+
+    @classmethod
+    def kill_all(cls) -> None:
+        """A cell that failed (or an interrupted run) leaves no consumer behind."""
+        for proc in cls.started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+# ----------------------------------------------------------------- brokers
+class MagnetarUnderTest:
+    def __init__(self, label: str, work: Path, src: str | None, config: list[str]) -> None:
+        self.label = label
+        env = {"PYTHONPATH": str(Path(src).resolve())} if src else {}
+        self.broker = Standalone(work / label, list(config), env=env).start()
+        self.pid = self.broker.proc.pid
+
+    def run(self, cell: Cell, topic: str, count: int, skip: int) -> dict:
+        module = pulsar_module(cell.client)
+        client = pulsar_client(module, self.broker.url)
+        topic = f"persistent://public/default/{topic}"
+        consumer = Consumer({"kind": "pulsar", "url": self.broker.url, "topic": topic, "count": count,
+                             "skip": skip, "client": cell.client})
+        before = self.broker_figures()
+        try:
+            latencies, lag = pulsar_publish(client, module, topic, cell.batching, cell.every, cell.rate, count, skip)
+        finally:
+            client.close()
+        e2e = consumer.latencies()
+        return {"publish": latencies, "sender_lag_ms": lag, "e2e": e2e, **broker_between(before, self.broker_figures())}
+
+    def broker_figures(self) -> dict[str, float]:
+        """The broker's cumulative event-loop lag histogram and publish-latency count and sum
+        from /metrics (empty for versions without them)."""
+        try:
+            with urllib.request.urlopen(f"{self.broker.admin_url}/metrics", timeout=10) as reply:
+                text = reply.read().decode()
+        except OSError:
+            return {}
+        found = {bound: float(value) for bound, value in
+                 re.findall(r'^magnetar_event_loop_lag_seconds_bucket\{[^}]*le="([^"]+)"\} (\S+)$', text, re.M)}
+        for part in ("count", "sum"):
+            if match := re.search(rf"^pulsar_broker_publish_latency_{part}\{{[^}}]*\}} (\S+)$", text, re.M):
+                found[f"publish_{part}"] = float(match.group(1))
+        return found
+
+    def stop(self) -> None:
+        self.broker.stop()
+
+
+class RedisUnderTest:
+    def __init__(self, work: Path) -> None:
+        self.server = Redis(work, "always")
+        self.label = "redis-always"
+        kwargs = self.server.client.connection_pool.connection_kwargs
+        self.url = f"{kwargs['host']}:{kwargs['port']}"
+
+    def run(self, cell: Cell, topic: str, count: int, skip: int) -> dict:
+        consumer = Consumer({"kind": "redis", "url": self.url, "topic": topic, "count": count, "skip": skip})
+        publisher = RedisPipelinedPublisher(self.url)
+        try:
+            latencies, lag = publisher.publish(topic, cell.rate, count, skip)
+        finally:
+            publisher.close()
+        return {"publish": latencies, "sender_lag_ms": lag, "e2e": consumer.latencies()}
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+class NatsUnderTest:
+    def __init__(self, work: Path) -> None:
+        self.server = Nats(work)
+        self.label = "nats-jetstream"
+        self.url = self.server.nc.connected_url.geturl()
+        self.sender = AsyncSender()
+        self.nc = self.sender.run(self._connect())
+
+    async def _connect(self):
+        import nats  # noqa: PLC0415
+        from nats.js.api import StorageType  # noqa: PLC0415
+
+        nc = await nats.connect(self.url)
+        self.js = nc.jetstream()
+        await self.js.add_stream(name="LATENCY", subjects=["latency.>"], storage=StorageType.FILE)
+        return nc
+
+    def run(self, cell: Cell, topic: str, count: int, skip: int) -> dict:
+        subject = f"latency.{topic}"
+        consumer = Consumer({"kind": "nats", "url": self.url, "topic": subject, "count": count, "skip": skip})
+        latencies, lag = self.sender.publish(lambda data: self.js.publish(subject, data), cell.rate, count, skip)
+        return {"publish": latencies, "sender_lag_ms": lag, "e2e": consumer.latencies()}
+
+    def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            self.sender.run(self.nc.close())
+        self.sender.stop()
+        self.server.stop()
+
+
+def broker_between(before: dict[str, float], after: dict[str, float]) -> dict:
+    """What the broker saw during a cell: its mean publish latency (SEND read to receipt
+    written), and how late its loop-lag probe (every 100 ms) ran: probes taken, how many were
+    over 5 ms, the bucket bound the worst one fell under."""
+    if not before or not after:
+        return {}
+    counts = {key: after[key] - before.get(key, 0) for key in after}
+    out: dict = {}
+    if counts.get("publish_count"):
+        out["broker_publish_mean_ms"] = round(counts["publish_sum"] / counts["publish_count"], 3)
+    probes = counts.get("+Inf", 0)
+    worst = next((bound for bound, n in counts.items() if n == probes and not bound.startswith("publish")), "+Inf")
+    return {**out, "broker_loop_probes": int(probes), "broker_loop_lag_over_5ms": int(probes - counts.get("0.005", 0)),
+            "broker_loop_lag_max_under_s": worst}
+
+
+def peers_here() -> tuple[list[str], dict[str, str]]:
+    names, skipped = [], {}
+    if shutil.which("redis-server") and importlib.util.find_spec("redis"):
+        names.append("redis-always")
+    else:
+        skipped["redis-always"] = "no redis-server or redis-py (apt-get install redis-server; pip install '.[bench]')"
+    if shutil.which("nats-server") and importlib.util.find_spec("nats"):
+        names.append("nats-jetstream")
+    else:
+        skipped["nats-jetstream"] = "no nats-server or nats-py (apt-get install nats-server; pip install '.[bench]')"
+    return names, skipped
+
+
+def cells_for(label: str, args: argparse.Namespace) -> list[Cell]:
+    if label in ("redis-always", "nats-jetstream"):
+        return [Cell(label, "", False, 1, rate) for rate in args.rate]
+    return [Cell(label, client, batching, every, rate)
+            for rate in args.rate for client in args.client for batching in args.batching_modes
+            for every in args.callback_every]
+
+
+def measure(broker, cell: Cell, args: argparse.Namespace, serial: int) -> dict:
+    count = int(cell.rate * (args.duration + args.warmup))
+    skip = int(cell.rate * args.warmup)
+    raw = broker.run(cell, f"latency-{serial}", count, skip)
+    publish = raw.pop("publish")
+    result = {"cell": cell.name, "broker": cell.broker, "client": cell.client or None, "rate": cell.rate,
+              "batching": cell.batching if cell.client else None,
+              "callback_every": cell.every if cell.client else None,
+              "messages_sent": count, "publish_failed": publish.failed,
+              "publish_ms": summary(publish.values), "e2e_ms": summary(raw.pop("e2e")),
+              "sender_lag_ms_max": round(raw.pop("sender_lag_ms"), 3), **raw}
+    expected_e2e = count - skip
+    if result["e2e_ms"]["count"] != expected_e2e or publish.failed:
+        print(f"warning: {cell.name}: {result['e2e_ms']['count']} of {expected_e2e} consumed, "
+              f"{publish.failed} sends failed", file=sys.stderr)
+    return result
+
+
+def start(label: str, work: Path, sources: dict[str, str | None], config: list[str]):
+    if label == "redis-always":
+        return RedisUnderTest(work)
+    if label == "nats-jetstream":
+        return NatsUnderTest(work)
+    return MagnetarUnderTest(label, work, sources[label], config)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--duration", type=float, default=3.0, help="seconds timed per cell")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds sent first per cell, not timed")
+    parser.add_argument("--rate", type=int, action="append", help="msg/s (repeatable; default 1000 and 10000)")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds; brokers alternate order between them")
+    parser.add_argument("--client", action="append", choices=("official", "magnetar"),
+                        help="magnetar's clients to drive (default both)")
+    parser.add_argument("--batching", choices=("off", "default", "both"), default="both")
+    parser.add_argument("--callback", choices=("every", "tenth", "both"), default="both",
+                        help="a real send callback on every message, on every tenth, or both cells")
+    parser.add_argument("--magnetar", action="append", metavar="LABEL=SRC",
+                        help="a magnetar to run from source tree SRC (repeatable; default: this environment's)")
+    parser.add_argument("--no-peers", action="store_true", help="skip redis-server and nats-server")
+    parser.add_argument("-c", dest="config", action="append", default=[], metavar="KEY=VALUE",
+                        help="magnetar broker config, as `magnetar standalone -c` (repeatable)")
+    args = parser.parse_args()
+    if args.duration <= 0 or args.warmup < 0 or args.rounds < 1:
+        parser.error("--duration must be > 0, --warmup >= 0 and --rounds >= 1")
+    args.rate = args.rate or [1000, 10_000]
+    if any(rate < 1 or rate > 100_000 for rate in args.rate):
+        parser.error("--rate must be between 1 and 100000 msg/s")
+    args.client = args.client or ["official", "magnetar"]
+    args.batching_modes = {"off": [False], "default": [True], "both": [False, True]}[args.batching]
+    args.callback_every = {"every": [1], "tenth": [10], "both": [1, 10]}[args.callback]
+    args.sources = {}
+    for item in args.magnetar or ["magnetar="]:
+        label, sep, src = item.partition("=")
+        if not sep or not label or label in args.sources or label in ("redis-always", "nats-jetstream"):
+            parser.error(f"--magnetar {item!r}: give LABEL=SRC, each label once")
+        if src and not (Path(src) / "magnetar").is_dir():
+            parser.error(f"--magnetar {item!r}: {src} holds no magnetar package")
+        args.sources[label] = src or None
+    return args
+
+
+def table(results: list[dict]) -> dict[str, dict[str, str]]:
+    def cell(figures: dict) -> str:
+        return f"{figures['p50']} / {figures['p99']}" if figures.get("count") else "-"
+
+    return {r["cell"]: {"publish p50 / p99": cell(r["publish_ms"]), "e2e p50 / p99": cell(r["e2e_ms"])}
+            for r in results}
+
+
+def main() -> None:
+    args = parse_args()
+    peers, skipped = ([], {"peers": "--no-peers"}) if args.no_peers else peers_here()
+    labels = [*args.sources, *peers]
+    load_start = os.getloadavg()
+    results: list[dict] = []
+    serial = 0
+    with tempfile.TemporaryDirectory(prefix="magnetar-latency-") as tmp:
+        for round_no in range(args.rounds):
+            for label in labels if round_no % 2 == 0 else labels[::-1]:
+                work = Path(tmp) / f"{label}-{round_no}"
+                work.mkdir()
+                broker = start(label, work, args.sources, args.config)
+                try:
+                    for cell in cells_for(label, args):
+                        serial += 1
+                        results.append({"round": round_no + 1, **measure(broker, cell, args, serial)})
+                finally:
+                    Consumer.kill_all()
+                    with contextlib.suppress(Exception):
+                        broker.stop()
+    print(json.dumps({"python": platform.python_version(), "cpus": os.cpu_count(), "payload_bytes": 100,
+                      "duration_s": args.duration, "warmup_s": args.warmup, "rounds": args.rounds,
+                      "magnetar": args.sources, "magnetar_config": args.config, "skipped": skipped,
+                      "loadavg_start": [round(x, 2) for x in load_start],
+                      "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+                      "table": table(results), "cells": results}, indent=1))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--consumer":
+        consumer_main(sys.argv[2])
+    else:
+        main()
