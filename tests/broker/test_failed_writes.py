@@ -7,6 +7,7 @@ still persists everyone's state."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -19,13 +20,24 @@ LIMIT = 2 << 20
 SIZE = 256 << 10
 
 
+@pytest.fixture
+def brokers() -> Iterator[list[Standalone]]:
+    """Brokers a test starts: killed at its end, whatever happened (a failed assertion too)."""
+    started: list[Standalone] = []
+    yield started
+    for broker in started:
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.kill()
+
+
 @pytest.mark.parametrize("module", [pulsar, magnetar.client], ids=["official", "magnetar"])
 @pytest.mark.parametrize("config", [
     ["brokerDeduplicationEnabled=true"],  # dedup snapshots its state into the ledger's properties at stop
     [],  # PIP-70's index is saved there too (on by default in the standalone)
 ], ids=["dedup", "default"])
-def test_a_topic_whose_ledger_failed_a_write_goes_on_with_a_new_ledger(tmp_path, config, module):
-    broker = Standalone(tmp_path / "data", config, file_size_limit=LIMIT).start()
+def test_a_topic_whose_ledger_failed_a_write_goes_on_with_a_new_ledger(tmp_path, config, module, brokers):
+    broker = Standalone(tmp_path / "data", config, file_size_limit=LIMIT)
+    brokers.append(broker.start())
     client = module.Client(broker.url, operation_timeout_seconds=10)
     count = 5 * LIMIT // 2 // SIZE  # past the limit twice
     try:
@@ -48,7 +60,8 @@ def test_a_topic_whose_ledger_failed_a_write_goes_on_with_a_new_ledger(tmp_path,
     assert broker.stop() == 0, broker.log()
     assert "Traceback" not in broker.log(), broker.log()
 
-    broker = Standalone(tmp_path / "data", config).start()
+    broker = Standalone(tmp_path / "data", config)
+    brokers.append(broker.start())
     client = module.Client(broker.url)
     try:
         consumer = client.subscribe(healthy, "sub")
@@ -60,4 +73,3 @@ def test_a_topic_whose_ledger_failed_a_write_goes_on_with_a_new_ledger(tmp_path,
         assert not reader.has_message_available()
     finally:
         client.close()
-        broker.stop()
