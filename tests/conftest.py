@@ -26,6 +26,18 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
+def brokers() -> Iterator[list[Standalone]]:
+    """Brokers a test starts and appends here: stopped at its end, whatever happened (a failed
+    assertion too), for tests that start them with more than config (a file size limit, a
+    data dir of their own)."""
+    started: list[Standalone] = []
+    yield started
+    for broker in started:
+        if broker.proc is not None and broker.proc.poll() is None:
+            broker.stop()
+
+
+@pytest.fixture
 def broker_factory(tmp_path: Path) -> Iterator:
     """Start brokers with chosen config; every one is stopped at the end."""
     started: list[Standalone] = []

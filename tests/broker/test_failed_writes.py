@@ -7,7 +7,6 @@ still persists everyone's state."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 import pulsar
 import pytest
@@ -18,16 +17,6 @@ import magnetar.client
 LIMIT = 2 << 20
 """Every file the broker writes is capped here: a ledger file reaching it fails with EFBIG."""
 SIZE = 256 << 10
-
-
-@pytest.fixture
-def brokers() -> Iterator[list[Standalone]]:
-    """Brokers a test starts: killed at its end, whatever happened (a failed assertion too)."""
-    started: list[Standalone] = []
-    yield started
-    for broker in started:
-        if broker.proc is not None and broker.proc.poll() is None:
-            broker.kill()
 
 
 @pytest.mark.parametrize("module", [pulsar, magnetar.client], ids=["official", "magnetar"])

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
@@ -23,15 +22,6 @@ from standalone import Standalone
 
 from magnetar.admin_client import AdminError
 from magnetar.storage.metadata_store import SqliteMetadataStore
-
-
-@pytest.fixture
-def brokers() -> Iterator[list[Standalone]]:
-    started: list[Standalone] = []
-    yield started
-    for broker in started:
-        if broker.proc is not None and broker.proc.poll() is None:
-            broker.stop()
 
 
 def start(brokers: list[Standalone], data_dir: Path, *config: str) -> Standalone:
