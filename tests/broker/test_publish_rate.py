@@ -46,10 +46,11 @@ def _rate(messages: int, size: int = -1) -> dict[str, int]:
     return {"publishThrottlingRateInMsg": messages, "publishThrottlingRateInByte": size}
 
 
-def _produce_for(client, topic: str, seconds: float) -> tuple[int, float]:
+def _produce_for(client, topic: str, seconds: float, **options) -> tuple[int, float]:
     """Send as fast as the producer takes messages for `seconds`, then flush: (messages
     stored, seconds taken). Every send must be receipted: nothing is refused or lost."""
-    producer = client.create_producer(topic, block_if_queue_full=True, max_pending_messages=PENDING)
+    options.setdefault("max_pending_messages", PENDING)
+    producer = client.create_producer(topic, block_if_queue_full=True, **options)
     results: list = []
     sent = 0
     start = time.monotonic()
@@ -89,6 +90,32 @@ def test_a_namespace_rate_slows_its_producers_and_no_other(module_broker, api) -
     _assert_unlimited(*free[0])
     for _ in range(stored):  # every message stored, once
         consumer.acknowledge(consumer.receive(10_000))
+
+
+def test_sends_read_but_not_handled_wait_for_the_throttle_too(module_broker, api) -> None:
+    """Unbatched, a thousand SENDs in flight: one socket read holds more than a turn handles
+    (read_turns), and the rest waits for the throttle's end, then is stored."""
+    _, make = api
+    namespace, rate, pending = _namespace(module_broker), 1000, 1000
+    _set(module_broker, "POST", f"namespaces/{namespace}/publishRate", _rate(rate))
+    stored, elapsed = _produce_for(make(module_broker.url), f"persistent://{namespace}/t", 1.5,
+                                   batching_enabled=False, max_pending_messages=pending)
+    assert stored <= 1.5 * rate * elapsed + rate + pending, (stored, elapsed)
+
+
+def test_a_throttle_longer_than_the_keepalive_keeps_the_connection(broker_factory, client_factory) -> None:
+    """At 1 msg/s a batch of 6 holds the connection for 5 s, over the 1 s keep-alive: the
+    unread PONG is the throttle's doing, not a dead client, and the connection stays up."""
+    broker = broker_factory("keepAliveIntervalSeconds=1")
+    namespace = _namespace(broker)
+    _set(broker, "POST", f"namespaces/{namespace}/publishRate", _rate(1))
+    producer = client_factory(broker.url).create_producer(f"persistent://{namespace}/t",
+                                                           batching_max_publish_delay_ms=50)
+    for i in range(6):
+        producer.send_async(b"%d" % i, None)
+    producer.flush()  # the batch: the bucket of 1 goes 5 messages short
+    producer.send(b"after")  # waits out the throttle, then is stored on the same connection
+    assert "did not answer a ping" not in broker.log()
 
 
 def test_a_topic_rate_overrides_the_namespace_and_removing_lifts_them(module_broker, api) -> None:

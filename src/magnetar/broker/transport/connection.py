@@ -342,7 +342,8 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
             self.close()
             return
         now = time.monotonic()
-        if self._ping_outstanding and now - self._last_seen >= interval:
+        # a connection a publish rate holds reads nothing, its client's PONG included: not dead
+        if self._ping_outstanding and self._throttle is None and now - self._last_seen >= interval:
             log.warning("%s did not answer a ping within %ss; closing", self, interval)
             self.close()
             return
