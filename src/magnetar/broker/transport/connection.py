@@ -342,8 +342,9 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
             self.close()
             return
         now = time.monotonic()
-        # a connection a publish rate holds reads nothing, its client's PONG included: not dead
-        if self._ping_outstanding and self._throttle is None and now - self._last_seen >= interval:
+        if self._throttle is not None:  # a publish rate holds it: its client's PONG waits unread
+            self._last_seen = now
+        if self._ping_outstanding and now - self._last_seen >= interval:
             log.warning("%s did not answer a ping within %ss; closing", self, interval)
             self.close()
             return

@@ -20,6 +20,7 @@ producers and consumers too; other connections do not.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -41,6 +42,9 @@ class TurnBoundedReads:
     end of a backlog must not resume it."""
     _throttle: asyncio.TimerHandle | None
     """While a publish rate holds the connection: the call that lets it go."""
+    _last_seen: float
+    """When the client was last heard from (the keep-alive's clock); a throttle's end counts:
+    the PONG it held back is read only after it."""
 
     def _handle_frames(self, frames: Frames) -> None:
         raise NotImplementedError
@@ -101,6 +105,7 @@ class TurnBoundedReads:
 
     def _end_throttle(self) -> None:
         self._throttle = None
+        self._last_seen = time.monotonic()
         if self._backlog is not None:
             self._handle_backlog()
         else:
