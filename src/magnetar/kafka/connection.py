@@ -35,6 +35,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from magnetar.broker.topics.publish_rate import hold_for
 from magnetar.kafka.access import Access
 from magnetar.kafka.apis import NO_RESPONSE, KafkaApis
 from magnetar.kafka.protocol.framing import FrameDecoder, FrameTooLarge
@@ -305,13 +306,7 @@ class KafkaConnection(asyncio.Protocol):
     def _mute(self, seconds: float) -> None:
         """Kafka's quota rule: a client told to wait (throttle_time_ms) is not read from until
         its wait is over, whether or not it honours the wait itself."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + seconds
-        if self._muted is not None:
-            if self._muted.when() >= until:
-                return
-            self._muted.cancel()
-        self._muted = loop.call_at(until, self._unmute)
+        self._muted = hold_for(self._muted, seconds, self._unmute)
 
     def _unmute(self) -> None:
         self._muted = None

@@ -14,7 +14,9 @@ test per SEND.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.policies.topic_policies import Policy
@@ -76,3 +78,17 @@ def publish_limiter(topic: AbstractTopic) -> PublishRateLimiter | None:
     elif current is None or current.rate != rate:
         topic.publish_limiter = PublishRateLimiter(rate)
     return topic.publish_limiter
+
+
+def hold_for(current: asyncio.TimerHandle | None, seconds: float,
+             release: Callable[[], None]) -> asyncio.TimerHandle:
+    """The timer of a connection held `seconds` from now (its reads paused by a Pulsar
+    connection, its requests by a Kafka one): `current`, if it already runs as long, else
+    one replacing it. `release` ends the hold."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + seconds
+    if current is not None:
+        if current.when() >= until:
+            return current
+        current.cancel()
+    return loop.call_at(until, release)

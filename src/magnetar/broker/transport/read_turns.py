@@ -23,6 +23,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
+from magnetar.broker.topics.publish_rate import hold_for
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -93,15 +94,9 @@ class TurnBoundedReads:
     def throttle(self, seconds: float) -> None:
         """Read nothing more for `seconds` (a publish rate's wait); a longer wait while one
         runs extends it."""
-        loop = asyncio.get_running_loop()
-        until = loop.time() + seconds
-        if self._throttle is not None:
-            if self._throttle.when() >= until:
-                return
-            self._throttle.cancel()
-        elif self.transport is not None:
+        if self._throttle is None and self.transport is not None:
             self.transport.pause_reading()
-        self._throttle = loop.call_at(until, self._end_throttle)
+        self._throttle = hold_for(self._throttle, seconds, self._end_throttle)
 
     def _end_throttle(self) -> None:
         self._throttle = None
