@@ -36,10 +36,11 @@ MAGNETAR = {
     "magnetar.broker.policies": ". backlog_quota clusters resources retention topic_policies",
     # loop_lag: the event-loop probe runs from the start; topics.latency: every producer records into it
     "magnetar.broker.service": ". broker_service collector config_checks loop_lag",
-    # replicators: what a topic knows of replication (the replicators themselves load when used)
+    # replicators: what a topic knows of replication (the replicators themselves load when used);
+    # publish_rate: the policy's declaration, which the admin routes and every SEND's limits read
     "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context "
-                              "failed_writes full_disk latency loop_bridge positions producer replicators stats "
-                              "topic_limits",
+                              "failed_writes full_disk latency loop_bridge positions producer publish_rate "
+                              "replicators stats topic_limits",
     # only the ledger property a topic that held transactions carries (the feature loads when used)
     "magnetar.broker.transactions": ".",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "

@@ -93,6 +93,24 @@ def test_policy_verbs(broker, client_factory):
     assert refused.returncode == 1 and "Invalid value" in refused.stderr and "(412)" in refused.stderr
 
 
+def test_publish_rate_verbs(broker):
+    def admin(*args: str) -> subprocess.CompletedProcess[str]:
+        return magnetar(*args, admin_url=broker.admin_url)
+
+    assert admin("namespaces", "set-publish-rate", "public/default", "--msg-publish-rate", "100").returncode == 0
+    assert json.loads(admin("--json", "namespaces", "get-publish-rate", "public/default").stdout) == {
+        "publishThrottlingRateInMsg": 100, "publishThrottlingRateInByte": -1}
+    topic = "persistent://public/default/rated"
+    assert admin("topics", "set-publish-rate", topic, "-m", "5", "-b", "1000").returncode == 0
+    assert json.loads(admin("--json", "topics", "get-publish-rate", topic).stdout) == {
+        "publishThrottlingRateInMsg": 5, "publishThrottlingRateInByte": 1000}
+    refused = admin("topics", "set-publish-rate", topic, "-m", "-7")
+    assert refused.returncode == 1 and "publishThrottlingRateInMsg" in refused.stderr and "(412)" in refused.stderr
+    for where, name in (("topics", topic), ("namespaces", "public/default")):
+        assert admin(where, "remove-publish-rate", name).returncode == 0
+        assert admin(where, "get-publish-rate", name).stdout.strip() == ""
+
+
 def test_retention_verbs(broker):
     def admin(*args: str) -> subprocess.CompletedProcess[str]:
         return magnetar(*args, admin_url=broker.admin_url)

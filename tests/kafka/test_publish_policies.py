@@ -7,12 +7,13 @@ refused on the same topics, for comparison."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pulsar
 import pytest
 from admin_http import http
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
 from kafka.errors import InvalidRecordError, PolicyViolationError
@@ -106,3 +107,35 @@ def test_a_terminated_topic_takes_no_more_kafka_records(broker, client_factory) 
     assert error is not None and error.code() == KafkaError.POLICY_VIOLATION, error
     with pytest.raises(Exception, match="TopicTerminated"):
         client_factory(broker.url).create_producer(f"persistent://{NAMESPACE}/{topic}-partition-0")
+
+
+def test_a_publish_rate_slows_kafka_producers_without_losing_records(broker) -> None:
+    """As Kafka's quotas do: answers carry throttle_time_ms (librdkafka's throttle_cb sees it)
+    and the connection is not read until the wait is over; every record is delivered."""
+    rate, seconds, in_flight = 200, 2.0, 100
+    topic = _topic(broker)
+    _rest(broker, "POST", f"persistent/{NAMESPACE}/{topic}/publishRate",
+          {"publishThrottlingRateInMsg": rate, "publishThrottlingRateInByte": -1})
+    throttles: list[int] = []
+    reports: list = []
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5,
+                         "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    produced = 0
+    start = time.monotonic()
+    while time.monotonic() - start < seconds:
+        if len(producer) < in_flight:  # as fast as it goes, with a bounded queue to flush at the end
+            producer.produce(topic, b"r%d" % produced, on_delivery=lambda err, msg: reports.append(err))
+            produced += 1
+        else:
+            producer.poll(0.005)
+    assert producer.flush(60) == 0
+    elapsed = time.monotonic() - start
+    assert len(reports) == produced and set(reports) == {None}, (produced, len(reports))
+    assert produced <= 1.5 * rate * elapsed + rate + in_flight, (produced, elapsed)
+    assert produced >= 0.5 * rate * elapsed, (produced, elapsed)
+    assert throttles and max(throttles) > 0, throttles
+    watermarks = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "watermarks"})
+    try:
+        assert watermarks.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (0, produced)  # each once
+    finally:
+        watermarks.close()

@@ -31,7 +31,7 @@ NAMESPACE_POLICIES = {
     ALL_METHODS: ("messageTTL", "deduplication", "entryFilters", "maxProducersPerTopic", "maxConsumersPerTopic",
                   "maxConsumersPerSubscription", "maxUnackedMessagesPerConsumer", "subscriptionExpirationTime",
                   "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
-                  "isAllowAutoUpdateSchema", "compactionThreshold", "encryptionRequired"),
+                  "isAllowAutoUpdateSchema", "compactionThreshold", "encryptionRequired", "publishRate"),
     "GET POST DELETE": ("retention",),
     "GET POST": ("replication",),
     "GET": ("backlogQuotaMap",),
@@ -40,7 +40,7 @@ NAMESPACE_POLICIES = {
 TOPIC_POLICIES = {
     ALL_METHODS: ("deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers",
                   "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "maxMessageSize", "delayedDelivery",
-                  "schemaCompatibilityStrategy", "schemaValidationEnforced", "compactionThreshold"),
+                  "schemaCompatibilityStrategy", "schemaValidationEnforced", "compactionThreshold", "publishRate"),
     "GET POST DELETE": ("messageTTL", "retention", "replication"),
     "GET": ("backlogQuotaMap",),
     "POST DELETE": ("backlogQuota",),

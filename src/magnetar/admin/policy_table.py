@@ -16,6 +16,7 @@ from magnetar.admin.responses import (
     fail,
     non_negative_int,
     non_negative_number,
+    publish_rate,
     schema_compatibility_strategy,
 )
 from magnetar.broker.compaction import COMPACTION_THRESHOLD
@@ -25,6 +26,7 @@ from magnetar.broker.entry_filters.policy import ENTRY_FILTERS
 from magnetar.broker.policies.topic_policies import MESSAGE_TTL, Policy
 from magnetar.broker.schema_registry import SCHEMA_AUTO_UPDATE, SCHEMA_COMPATIBILITY, SCHEMA_VALIDATION_ENFORCED
 from magnetar.broker.service.broker_service import BrokerService
+from magnetar.broker.topics.publish_rate import PUBLISH_RATE
 from magnetar.broker.topics.topic_limits import (
     DELAYED_DELIVERY,
     ENCRYPTION_REQUIRED,
@@ -69,6 +71,7 @@ def policy_table(service: BrokerService) -> list[PolicyRoute]:
         PolicyRoute(SCHEMA_AUTO_UPDATE, "isAllowAutoUpdateSchema", None, boolean),
         PolicyRoute(COMPACTION_THRESHOLD, "compactionThreshold", "compactionThreshold", non_negative_int),
         PolicyRoute(ENCRYPTION_REQUIRED, "encryptionRequired", None, boolean),
+        PolicyRoute(PUBLISH_RATE, "publishRate", "publishRate", publish_rate),
     ]
 
 

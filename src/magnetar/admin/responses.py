@@ -14,6 +14,7 @@ from magnetar import web
 from magnetar.broker.entry_filters import EntryFilterProvider, parse_names
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.schema_registry import SCHEMA_STRATEGIES
+from magnetar.broker.topics.publish_rate import BYTES, MESSAGES
 from magnetar.plugins import PluginError
 from magnetar.storage import StorageFullError
 from magnetar.web import fail, no_content
@@ -227,6 +228,23 @@ def delayed_delivery_policies(name: str, value: Any) -> dict[str, Any]:
     for key in ("tickTime", "maxDeliveryDelayInMillis"):
         non_negative_int(f"{name}.{key}", policies[key])
     return policies
+
+
+_JAVA_INT_MAX, _JAVA_LONG_MAX = 2**31 - 1, 2**63 - 1
+
+
+def publish_rate(name: str, value: Any) -> dict[str, int]:
+    """Pulsar's PublishRate JSON: messages and bytes a second, each -1 (Pulsar's default for
+    one not given) or 0 for no limit; a Java int and long, as Pulsar parses them."""
+    if not isinstance(value, dict):
+        raise fail(412, f'Invalid value for {name}: {{"{MESSAGES}": 100, "{BYTES}": -1}} is expected')
+    rate = {}
+    for key, ceiling in ((MESSAGES, _JAVA_INT_MAX), (BYTES, _JAVA_LONG_MAX)):
+        given = value.get(key, -1)
+        if not isinstance(given, int) or isinstance(given, bool) or not -1 <= given <= ceiling:
+            raise fail(412, f"Invalid value for {name}.{key}: an integer from -1 (no limit) to {ceiling} is expected")
+        rate[key] = given
+    return rate
 
 
 def schema_compatibility_strategy(name: str, value: Any) -> str:

@@ -148,6 +148,12 @@ _SCHEMA_VALIDATION = PolicyVerbs("schema-validation-enforce", "schemaValidationE
                                  build=lambda n: _switch(n.enable, n.disable), extra=_ON_OFF)
 _SCHEMA_AUTO_UPDATE = PolicyVerbs("is-allow-auto-update-schema", "isAllowAutoUpdateSchema",
                                   build=lambda n: _switch(n.enable, n.disable), extra=_ON_OFF)
+_PUBLISH_RATE = PolicyVerbs(
+    "publish-rate", "publishRate",
+    build=lambda n: {"publishThrottlingRateInMsg": n.msg_publish_rate,
+                     "publishThrottlingRateInByte": n.byte_publish_rate},
+    extra=[arg("-m", "--msg-publish-rate", type=int, default=-1, help="messages a second (default -1: no limit)"),
+           arg("-b", "--byte-publish-rate", type=int, default=-1, help="bytes a second (default -1: no limit)")])
 NAMESPACE_POLICIES = [
     PolicyVerbs("max-producers-per-topic", "maxProducersPerTopic", arg("-p", "--max-producers-per-topic", type=int)),
     PolicyVerbs("max-consumers-per-topic", "maxConsumersPerTopic", arg("-c", "--max-consumers-per-topic", type=int)),
@@ -157,7 +163,7 @@ NAMESPACE_POLICIES = [
                 arg("-c", "--max-unacked-messages-per-consumer", type=int)),
     PolicyVerbs("subscription-expiration-time", "subscriptionExpirationTime",
                 arg("-t", "--time", type=float, help="minutes")),
-    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION, _SCHEMA_AUTO_UPDATE,
+    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION, _SCHEMA_AUTO_UPDATE, _PUBLISH_RATE,
 ]
 TOPIC_POLICIES = [
     PolicyVerbs("max-producers", "maxProducers", arg("-p", "--max-producers", type=int)),
@@ -167,7 +173,7 @@ TOPIC_POLICIES = [
     PolicyVerbs("max-unacked-messages-per-consumer", "maxUnackedMessagesOnConsumer",
                 arg("-m", "--maxNum", type=int)),
     PolicyVerbs("max-message-size", "maxMessageSize", arg("-m", "--max-message-size", type=int)),
-    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION,
+    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION, _PUBLISH_RATE,
 ]
 
 def compact_and_wait(admin: AdminClient, args: argparse.Namespace) -> str | None:

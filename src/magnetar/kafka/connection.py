@@ -35,6 +35,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from magnetar.broker.topics.publish_rate import hold_for
 from magnetar.kafka.access import Access
 from magnetar.kafka.apis import NO_RESPONSE, KafkaApis
 from magnetar.kafka.protocol.framing import FrameDecoder, FrameTooLarge
@@ -97,6 +98,8 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._reading = True
         self._continuing = False  # a _drain is scheduled for the next turn
+        self._muted: asyncio.TimerHandle | None = None
+        """While a throttled produce's wait runs (a topic's publish rate): the call that ends it."""
         self._peer = "?"
         self._ip: str | None = None
         self._uses_sasl = sasl
@@ -131,6 +134,8 @@ class KafkaConnection(asyncio.Protocol):
         self._transport = None
         if self._idle_timer is not None:
             self._idle_timer.cancel()
+        if self._muted is not None:
+            self._muted.cancel()
         if self._ip is not None:
             self._admission.release(self._ip)
             self._ip = None
@@ -153,7 +158,7 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or transport.is_closing():
             return
-        hold = bool(self._frames) or self._write_paused
+        hold = bool(self._frames) or self._write_paused or self._muted is not None
         if hold and self._reading:
             transport.pause_reading()
             self._reading = False
@@ -192,7 +197,8 @@ class KafkaConnection(asyncio.Protocol):
         """Handle queued frames one at a time, up to REQUESTS_PER_TURN this turn."""
         self._continuing = False
         handled = 0
-        while self._frames and self._may_take(self._frames[0]) and not self._write_paused and self._open():
+        while (self._frames and self._muted is None and self._may_take(self._frames[0]) and not self._write_paused
+               and self._open()):
             if handled == REQUESTS_PER_TURN:
                 self._continuing = True
                 asyncio.get_running_loop().call_soon(self._continue)
@@ -275,6 +281,7 @@ class KafkaConnection(asyncio.Protocol):
         requests taken."""
         in_flight = self._in_flight
         answers = []  # written together: a group commit settles many produces at once
+        throttle = 0.0
         while in_flight and in_flight[0].answer.done():
             head = in_flight.popleft()
             self._in_flight_bytes -= head.size
@@ -288,8 +295,21 @@ class KafkaConnection(asyncio.Protocol):
             request = head.request
             if body is not NO_RESPONSE:
                 answers.append(encode_response(request.api_key, request.api_version, request.correlation_id, body))
+                if head.produce:
+                    throttle = max(throttle, _throttle_seconds(body))
         if answers:
             self._write(answers[0] if len(answers) == 1 else b"".join(answers))
+        if throttle:
+            self._mute(throttle)
+        self._drain()
+
+    def _mute(self, seconds: float) -> None:
+        """Kafka's quota rule: a client told to wait (throttle_time_ms) is not read from until
+        its wait is over, whether or not it honours the wait itself."""
+        self._muted = hold_for(self._muted, seconds, self._unmute)
+
+    def _unmute(self) -> None:
+        self._muted = None
         self._drain()
 
     def _write(self, response: bytes) -> None:
@@ -304,3 +324,9 @@ class KafkaConnection(asyncio.Protocol):
                 self.close()
             elif sasl.complete and self._decoder.max_frame_size != self._max_frame:
                 self._decoder.max_frame_size = self._max_frame
+
+
+def _throttle_seconds(body: Any) -> float:
+    """The wait a produce answer tells (an encoded template, never throttled, tells none)."""
+    wait = getattr(body, "throttle_time", None)
+    return wait.total_seconds() if wait else 0.0

@@ -56,8 +56,11 @@ class ProduceApi:
         """The response as a future settled by the partitions' store callbacks (no task per request)."""
         body = request.body
         producer = f"kafka-{request.client_id or 'client'}"
-        results = [(topic.name, part.index, self._append(producer, topic.name, part.index, part.records, access))
+        waits = [0.0]
+        results = [(topic.name, part.index,
+                    self._append(producer, topic.name, part.index, part.records, access, waits))
                    for topic in body.topic_data for part in topic.partition_data]
+        throttle = max(waits)
         if body.acks == 0:
             return self._no_response
         response: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -66,7 +69,7 @@ class ProduceApi:
 
         def answer() -> None:
             try:
-                response.set_result(self._response(request.api_version, results))
+                response.set_result(self._response(request.api_version, results, throttle))
             except Exception as exc:  # the connection logs it and closes, rather than wait forever
                 response.set_exception(exc)
 
@@ -82,9 +85,13 @@ class ProduceApi:
             pending.add_done_callback(settled)
         return response
 
-    def _response(self, version: int, results: list[tuple[str, int, asyncio.Future[_Result]]]) -> Any:
-        """Every partition stored: the shape's encoded template with the base offsets in it."""
+    def _response(self, version: int, results: list[tuple[str, int, asyncio.Future[_Result]]],
+                  throttle: float) -> Any:
+        """Every partition stored: the shape's encoded template with the base offsets in it
+        (a throttled answer carries its wait in `throttle_time_ms`, which the templates do not)."""
         answers = [(topic, index, *pending.result()) for topic, index, pending in results]
+        if throttle:
+            return self._body(version, answers, datetime.timedelta(seconds=throttle))
         if all(error == ErrorCode.none and message is None for _, _, error, _, message in answers):
             offsets = [base_offset for *_, base_offset, _ in answers]
             shape = tuple((topic, index) for topic, index, *_ in answers)
@@ -99,7 +106,8 @@ class ProduceApi:
         return self._body(version, answers)
 
     @staticmethod
-    def _body(version: int, answers: list[tuple[str, int, ErrorCode, int, str | None]]) -> Any:
+    def _body(version: int, answers: list[tuple[str, int, ErrorCode, int, str | None]],
+              throttle: datetime.timedelta = _NO_WAIT) -> Any:
         module = response_module(0, version)
         by_topic: dict[str, list[Any]] = {}
         for topic, index, error, base_offset, message in answers:
@@ -108,10 +116,12 @@ class ProduceApi:
                 log_append_time=None, log_start_offset=-1, record_errors=(), error_message=message))
         responses = tuple(build(module, "TopicProduceResponse", name=name, partition_responses=tuple(parts))
                           for name, parts in by_topic.items())
-        return build(module, "ProduceResponse", responses=responses, throttle_time=_NO_WAIT)
+        return build(module, "ProduceResponse", responses=responses, throttle_time=throttle)
 
     def _append(self, producer: str, topic: str, partition: int, records: bytes | None,
-                access: Access) -> asyncio.Future[_Result]:
+                access: Access, waits: list[float]) -> asyncio.Future[_Result]:
+        """Store one partition's batches; what the topic's publish rate makes its producer
+        wait goes into `waits`."""
         done: asyncio.Future[_Result] = asyncio.get_running_loop().create_future()
         try:
             access.topic(PRODUCE, topic)
@@ -148,6 +158,7 @@ class ProduceApi:
         try:
             now = int(time.time() * 1000)
             log_.append([self._entry(producer, batch, now) for batch in fresh], [b.count for b in fresh], stored)
+            waits.append(log_.publish_wait(sum(b.count for b in fresh), sum(len(b.data) for b in fresh)))
         except ANSWERABLE as exc:  # a ledger that failed a write or closed is KAFKA_STORAGE_ERROR
             self.states.forget(log_, fresh)
             _failed(done, kafka_error(exc))

@@ -13,6 +13,10 @@ Kafka's error for it.
 - a topic with a schema and `schemaValidationEnforced` (IncompatibleSchema): INVALID_RECORD;
 - a namespace requiring encryption (MetadataError): POLICY_VIOLATION.
 
+A topic over its publish rate (broker.topics.publish_rate) refuses nothing: the produce is
+answered as usual with `throttle_time_ms`, and the connection is muted for that time
+(connection), as Kafka's quotas slow a producer.
+
 The size of each batch is held to the topic's maxMessageSize policy, else the broker's
 (MESSAGE_TOO_LARGE), with the batches' own checks (produce).
 """

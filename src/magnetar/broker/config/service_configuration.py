@@ -115,6 +115,10 @@ class ServiceConfiguration:
     maxConsumersPerTopic: int = 0
     maxConsumersPerSubscription: int = 0
     maxUnackedMessagesPerConsumer: int = 50000
+    # the publish rate of a topic whose namespace and topic set none (Pulsar's keys and
+    # defaults; 0 = no limit), broker.topics.publish_rate
+    maxPublishRatePerTopicInMessages: int = 0
+    maxPublishRatePerTopicInBytes: int = 0
     # schema registry (broker.schema_registry): the strategy when neither topic nor namespace
     # sets one, whether new schemas may be added, whether a producer without a schema may use a
     # topic that has one (Pulsar's keys and defaults)

@@ -26,7 +26,7 @@ from magnetar.broker.policies.retention import RETENTION, Retention, check_again
 from magnetar.broker.policies.topic_policies import Policy
 from magnetar.broker.tls import TlsConfigError, server_context
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
-from magnetar.broker.topics.topic_limits import encryption_required
+from magnetar.broker.topics.topic_limits import encryption_required, send_limits
 from magnetar.storage import Position, StorageClosedError, bump_counter
 from magnetar.storage.message_finder import (
     entry_first_index,
@@ -91,6 +91,12 @@ class PartitionLog:
         first = topic.entry_metadata_state.index + 1  # stamping numbers the group's messages from here
         topic.publish_many(entries, counts, counts[-1], lambda _positions, exc: done(
             None if exc is not None else first, exc))
+
+    def publish_wait(self, messages: int, size: int) -> float:
+        """Count a publish against the topic's publish rate: the seconds its publisher must
+        now wait (0 without a limit, or within it)."""
+        limiter = send_limits(self._topic).publish_limiter
+        return limiter.consume(messages, size) if limiter is not None else 0.0
 
     def end_offset(self) -> int:
         """Kafka's high watermark: the offset after the last message whose entry is durable and

@@ -16,6 +16,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.abstract_subscription import AbstractSubscription
 from magnetar.broker.topics.consumer import Consumer
 from magnetar.broker.topics.producer import Producer
+from magnetar.broker.topics.publish_rate import PublishRateLimiter
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.broker.topics.topic_limits import (
     SendLimits,
@@ -50,6 +51,8 @@ class AbstractTopic:
         self.outbound = MessageCounter()
         self.send_limits: tuple[int, SendLimits] | None = None
         """topic_limits.send_limits' cache: (policies version, limits)."""
+        self.publish_limiter: PublishRateLimiter | None = None
+        """publish_rate's bucket, kept across changes of other policies."""
 
     def __repr__(self) -> str:
         return str(self.name)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.policies.topic_policies import Policy
+from magnetar.broker.topics.publish_rate import PublishRateLimiter, publish_limiter
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -87,13 +88,15 @@ class SendLimits:
 
     max_message_size: int | None
     encryption_required: bool
+    publish_limiter: PublishRateLimiter | None
 
 
 def send_limits(topic: AbstractTopic) -> SendLimits:
     version = topic.context.policies.version
     cached = topic.send_limits
     if cached is None or cached[0] != version:
-        cached = topic.send_limits = (version, SendLimits(topic_max_message_size(topic), encryption_required(topic)))
+        cached = topic.send_limits = (version, SendLimits(topic_max_message_size(topic), encryption_required(topic),
+                                                          publish_limiter(topic)))
     return cached[1]
 
 

@@ -96,6 +96,7 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
         self._last_seen = self.read_at = time.monotonic()
         self._backlog = None
         self._held_by_broker = False
+        self._throttle = None
         self._keepalive: asyncio.TimerHandle | None = None
         self._ping_outstanding = False
         self._partial_since: float | None = None
@@ -142,6 +143,7 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
         self.service.connections.discard(self)
         if self._keepalive is not None:
             self._keepalive.cancel()
+        self.cancel_throttle()
         if self.auth is not None:
             self.auth.stop()
         for producer in list(self.producers.values()):
@@ -340,6 +342,8 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
             self.close()
             return
         now = time.monotonic()
+        if self._throttle is not None:  # a publish rate holds it: its client's PONG waits unread
+            self._last_seen = now
         if self._ping_outstanding and now - self._last_seen >= interval:
             log.warning("%s did not answer a ping within %ss; closing", self, interval)
             self.close()
@@ -492,6 +496,9 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
         batch_size = num_messages if send.HasField("num_messages") else -1
         highest = max(send.highest_sequence_id, sequence_id)  # Pulsar's rule: a lower highest id is ignored
         record = _new_send(Send, (sequence_id, highest, payload, num_messages, batch_size))
+        limiter = producer.topic.send_limits[1].publish_limiter  # type: ignore[index]  # check_send set it
+        if limiter is not None and (wait := limiter.consume(num_messages, len(payload))):  # type: ignore[arg-type]
+            self.throttle(wait)
         if send.txnid_least_bits:  # a transactional message (PIP-31; ids start at 1): loaded when met
             from magnetar.broker.transport import txn_commands  # noqa: PLC0415
 

@@ -10,13 +10,20 @@ consumer's acks for 100 ms, and at 10,000 msg/s one ACK names a thousand message
 work). Such an ACK is cut into ACKs of at most WORK_PER_TURN ids, handled in order like
 any frame, unless it asks for an answer or belongs to a transaction (then it stays whole:
 its one answer covers all its ids). Mixed into ServerCnx, which supplies `_handle_frames`.
+
+A topic over its publish rate (broker.topics.publish_rate) throttles the connections that
+publish to it the same way: reading pauses, and what was read but not handled waits, until
+the topic's bucket has refilled. As in Pulsar, the whole connection waits, its other
+producers and consumers too; other connections do not.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
+from magnetar.broker.topics.publish_rate import hold_for
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -34,6 +41,11 @@ class TurnBoundedReads:
     _held_by_broker: bool
     """Reading paused by someone else (the partial-frame budget, a stopping broker): the
     end of a backlog must not resume it."""
+    _throttle: asyncio.TimerHandle | None
+    """While a publish rate holds the connection: the call that lets it go."""
+    _last_seen: float
+    """When the client was last heard from (the keep-alive's clock); a throttle's end counts:
+    the PONG it held back is read only after it."""
 
     def _handle_frames(self, frames: Frames) -> None:
         raise NotImplementedError
@@ -53,11 +65,17 @@ class TurnBoundedReads:
         self._handle_frames(frames)
 
     def _handle_backlog(self) -> None:
+        if self._throttle is not None:
+            return  # the end of the throttle handles it
         backlog, self._backlog = self._backlog, None
         if backlog is None or self.transport is None or self.transport.is_closing():
             return  # dropped (closed, or the broker stopping): the client resends what has no receipt
         self._handle_read(backlog)
-        if self._backlog is None and not self._held_by_broker and self.transport is not None:
+        self._resume_if_free()
+
+    def _resume_if_free(self) -> None:
+        if (self._backlog is None and not self._held_by_broker and self._throttle is None
+                and self.transport is not None):
             self.transport.resume_reading()
 
     def drop_backlog(self) -> None:
@@ -71,8 +89,27 @@ class TurnBoundedReads:
 
     def resume_reading(self) -> None:
         self._held_by_broker = False
-        if self.transport is not None and self._backlog is None:
-            self.transport.resume_reading()
+        self._resume_if_free()
+
+    def throttle(self, seconds: float) -> None:
+        """Read nothing more for `seconds` (a publish rate's wait); a longer wait while one
+        runs extends it."""
+        if self._throttle is None and self.transport is not None:
+            self.transport.pause_reading()
+        self._throttle = hold_for(self._throttle, seconds, self._end_throttle)
+
+    def _end_throttle(self) -> None:
+        self._throttle = None
+        self._last_seen = time.monotonic()
+        if self._backlog is not None:
+            self._handle_backlog()
+        else:
+            self._resume_if_free()
+
+    def cancel_throttle(self) -> None:
+        if self._throttle is not None:
+            self._throttle.cancel()
+            self._throttle = None
 
 
 def _turn_end(frames: Frames) -> int:
