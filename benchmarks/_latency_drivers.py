@@ -54,6 +54,21 @@ def open_loop(send: Callable[[int, int], None], rate: int, count: int) -> float:
     return worst / 1e6
 
 
+PERCENTILES = (("p50", 0.50), ("p99", 0.99), ("p99.9", 0.999))
+
+
+def summary(values: list[float]) -> dict[str, float | int]:
+    """Count, percentiles and max of latencies (ms)."""
+    if not values:
+        return {"count": 0}
+    ordered = sorted(values)
+    out: dict[str, float | int] = {"count": len(ordered)}
+    for name, q in PERCENTILES:
+        out[name] = round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+    out["max"] = round(ordered[-1], 3)
+    return out
+
+
 class Latencies:
     """Publish latencies (ms) of the measured messages, appended from any thread."""
 

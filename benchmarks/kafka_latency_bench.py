@@ -13,9 +13,10 @@ without waiting for answers: how the listener takes pipelined requests decides t
 Each `--magnetar LABEL=SRC` is a `magnetar standalone --kafka 0` run with PYTHONPATH=SRC, so
 two versions compare side by side in one run; rounds alternate their order.
 
-Prints ONE JSON object: per label and rate p50/p99/p99.9/max (ms), records counted, delivery
-errors, how late the sender itself ran (p99, ms), the broker's CPU (% of one core), and the
-load average at start and end.
+Prints ONE JSON object: per label and rate the records counted and their p50/p99/p99.9/max
+(ms), delivery errors, how late the sender itself ran at worst (ms), the broker's CPU (% of
+one core), and the load average at start and end. The open loop, the latency record and the
+percentiles are latency_bench.py's (_latency_drivers).
 """
 
 from __future__ import annotations
@@ -25,56 +26,45 @@ import json
 import os
 import re
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from _broker_process import Meter, Standalone
+from _latency_drivers import Latencies, open_loop, payload, summary
 from confluent_kafka import Producer
 
 KAFKA_READY = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+)")
 WARMUP_SECONDS = 1.0
 
 
-def quantiles(values: list[float]) -> dict[str, float]:
-    ordered = sorted(values)
-    if not ordered:
-        return {}
-    at = lambda q: round(ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000, 2)  # noqa: E731
-    return {"p50": at(0.5), "p99": at(0.99), "p99.9": at(0.999), "max": round(ordered[-1] * 1000, 2)}
-
-
 def cell(bootstrap: str, pid: int, rate: int, seconds: float) -> dict[str, object]:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
     topic = f"latency-{rate}-{time.monotonic_ns()}"
     producer.list_topics(topic, timeout=30)
-    latencies: list[float] = []
-    late: list[float] = []
-    errors = 0
-    skip = int(rate * WARMUP_SECONDS)
-
-    def report(index: int, scheduled: float, err: object) -> None:
-        nonlocal errors
-        if err is not None:
-            errors += 1
-        elif index >= skip:
-            latencies.append(time.perf_counter() - scheduled)
-
     count = int(rate * (seconds + WARMUP_SECONDS))
+    latencies = Latencies(skip=int(rate * WARMUP_SECONDS))
+    latencies.expected = count
+    sent = threading.Event()
+
+    def deliver() -> None:  # delivery reports run in poll(): a thread of their own, so none waits for a send
+        while not (sent.is_set() and latencies.done.is_set()):
+            producer.poll(0.0005)
+
+    def send(index: int, scheduled_ns: int) -> None:
+        producer.produce(topic, payload(index, scheduled_ns),
+                         on_delivery=lambda err, _msg: latencies.record(index, scheduled_ns, err is None))
+
+    poller = threading.Thread(target=deliver, daemon=True)
     with Meter(pid) as meter:
-        start = time.perf_counter()
-        for index in range(count):
-            scheduled = start + index / rate
-            while (now := time.perf_counter()) < scheduled:
-                producer.poll(0 if scheduled - now < 0.001 else 0.0005)
-            late.append(now - scheduled)
-            producer.produce(topic, b"x" * 100,
-                             on_delivery=lambda err, _msg, i=index, s=scheduled: report(i, s, err))
-            producer.poll(0)
-        producer.flush(60)
-    late.sort()
-    return {**quantiles(latencies), "records": len(latencies), "errors": errors,
-            "sender_late_p99_ms": round(late[int(0.99 * len(late))] * 1000, 2),
-            "broker_cpu_pct": round(meter.cpu[pid] / meter.wall * 100, 1)}
+        poller.start()
+        sender_lag = open_loop(send, rate, count)
+        sent.set()
+        latencies.done.wait(60)
+    poller.join(5)
+    figures = summary(latencies.values)
+    return {"records": figures.pop("count"), **figures, "errors": latencies.failed,
+            "sender_lag_ms_max": round(sender_lag, 2), "broker_cpu_pct": round(meter.cpu[pid] / meter.wall * 100, 1)}
 
 
 def run(label: str, source: str, rates: list[int], seconds: float) -> dict[str, object]:

@@ -53,10 +53,10 @@ from _latency_drivers import (
     pulsar_client,
     pulsar_module,
     pulsar_publish,
+    summary,
 )
 from _peer_brokers import Nats, Redis
 
-PERCENTILES = (("p50", 0.50), ("p99", 0.99), ("p99.9", 0.999))
 CONSUMER_START_TIMEOUT = 60.0
 
 
@@ -74,17 +74,6 @@ class Cell:
             return (f"{self.broker} {self.client} {'batched' if self.batching else 'unbatched'} "
                     f"cb-{'every' if self.every == 1 else 'tenth'} {self.rate}/s")
         return f"{self.broker} {self.rate}/s"
-
-
-def summary(values: list[float]) -> dict[str, float | int]:
-    if not values:
-        return {"count": 0}
-    ordered = sorted(values)
-    out: dict[str, float | int] = {"count": len(ordered)}
-    for name, q in PERCENTILES:
-        out[name] = round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
-    out["max"] = round(ordered[-1], 3)
-    return out
 
 
 class Consumer:
