@@ -68,7 +68,6 @@ class _InFlight:
     request: Request
     answer: asyncio.Future[Any]
     size: int
-    produce: bool
 
 
 class _Refused(Exception):
@@ -213,7 +212,8 @@ class KafkaConnection(asyncio.Protocol):
         if not in_flight:
             return True
         return (len(in_flight) < PIPELINED_PRODUCES and self._in_flight_bytes + len(frame) <= PIPELINED_PRODUCE_BYTES
-                and in_flight[-1].produce and len(frame) >= 2 and _API_KEY.unpack_from(frame)[0] == _PRODUCE)
+                and in_flight[-1].request.api_key == _PRODUCE and len(frame) >= 2
+                and _API_KEY.unpack_from(frame)[0] == _PRODUCE)
 
     def _open(self) -> bool:
         """Not closed nor closing: a refused SASL exchange's answer is the connection's last."""
@@ -252,7 +252,7 @@ class KafkaConnection(asyncio.Protocol):
         if isinstance(result, Awaitable):
             # a future (a produce's) is answered from its callback: no task, one loop turn
             answer = asyncio.ensure_future(result)
-            self._in_flight.append(_InFlight(request, answer, len(frame), request.api_key == _PRODUCE))
+            self._in_flight.append(_InFlight(request, answer, len(frame)))
             self._in_flight_bytes += len(frame)
             answer.add_done_callback(self._settle)
         elif result is not NO_RESPONSE:
@@ -295,7 +295,7 @@ class KafkaConnection(asyncio.Protocol):
             request = head.request
             if body is not NO_RESPONSE:
                 answers.append(encode_response(request.api_key, request.api_version, request.correlation_id, body))
-                if head.produce:
+                if request.api_key == _PRODUCE:
                     throttle = max(throttle, _throttle_seconds(body))
         if answers:
             self._write(answers[0] if len(answers) == 1 else b"".join(answers))
