@@ -12,6 +12,7 @@ there, as Pulsar relies on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import time
@@ -65,6 +66,8 @@ class Replicator:
         self._in_flight_bytes = 0
         self._wake = asyncio.Event()
         self._lost: str | None = None
+        self.last_error = ""
+        """Why the replicator is not connected now (empty once it is)."""
         self.connected_since: str = ""
         self._address = ""
         self.outbound = MessageCounter()
@@ -83,13 +86,15 @@ class Replicator:
                     self._create_remote_topic = False  # once: a deletion there is not undone by reconnects
                 await self.remote.create_producer(str(self.topic.name), self.producer_name, producer)
             except RemoteUnavailableError as exc:
+                self.last_error = str(exc)
                 delay = backoff.next()
                 log.warning("[%s] replicator to %s: %s; retrying in %.1f s", self.topic.name, self.remote.name, exc,
                             delay)
-                await asyncio.sleep(delay)
+                await self._back_off(delay)
                 continue
             backoff.reset()
             self._lost = None
+            self.last_error = ""
             self.connected_since = datetime.datetime.now(datetime.UTC).isoformat()
             self._address = producer.address
             log.info("[%s] replicating to %s as %s", self.topic.name, self.remote.name, self.producer_name)
@@ -103,10 +108,16 @@ class Replicator:
                 self._in_flight_bytes = 0
                 self.connected_since = ""
             if not self.closed:
+                self.last_error = f"lost its producer: {self._lost}"
                 delay = backoff.next()
                 log.warning("[%s] replicator to %s lost its producer (%s); reconnecting in %.1f s", self.topic.name,
                             self.remote.name, self._lost, delay)
-                await asyncio.sleep(delay)
+                await self._back_off(delay)
+
+    async def _back_off(self, delay: float) -> None:
+        """Wait `delay`, or less if the remote cluster's data changes meanwhile (new URLs or credentials)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.remote.changed.wait(), delay)
 
     async def _pump(self, producer: RemoteProducer) -> None:
         """Read and send until the producer is lost; receipts come in through `_received`."""
@@ -196,6 +207,7 @@ class Replicator:
             "inboundConnection": inbound.cnx.remote if inbound else "",
             "outboundConnection": self._address if self.connected_since else "",
             "outboundConnectedSince": self.connected_since,
+            "lastError": self.last_error,
         }
 
     def sample(self, now: float) -> None:
