@@ -19,7 +19,9 @@ from polling import wait_for
 from standalone import Standalone
 
 from magnetar.admin_client import AdminClient
+from magnetar.broker.config import ServiceConfiguration
 from magnetar.client import AuthenticationToken
+from magnetar.replication.remote_security import RemoteSettingsError, remote_endpoint
 
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
@@ -155,3 +157,38 @@ def test_a_cluster_asking_for_java_key_stores_is_refused_with_the_field_named(br
     assert wait_for(lambda: "brokerClientTlsEnabledWithKeyStore" in
                     admin.stats(topic)["replication"]["west"]["lastError"])
     assert admin.stats(topic)["replication"]["west"]["replicationBacklog"] == 1
+
+
+def endpoint(data: dict, **config: str):
+    settings = ServiceConfiguration()
+    settings.apply(config)
+    return remote_endpoint("west", data, settings)
+
+
+def test_how_a_remote_is_reached_is_chosen_as_pulsar_chooses_it():
+    """The cluster's TLS settings over broker.conf's; broker.conf's token for the admin client
+    always, for the binary client only with authenticationEnabled; mTLS files as a pair."""
+    plain = {"brokerServiceUrl": "pulsar://w:6650", "serviceUrl": "http://w:8080",
+             "brokerServiceUrlTls": "pulsar+ssl://w:6651", "serviceUrlTls": "https://w:8443"}
+    token = {"brokerClientAuthenticationPlugin": TOKEN_PLUGIN, "brokerClientAuthenticationParameters": "token:abc"}
+    reached = endpoint(plain, **token)
+    assert (reached.broker_url, reached.admin_url) == ("pulsar://w:6650", "http://w:8080")
+    assert reached.security.authentication.auth_data() == b""
+    assert reached.admin_security.authentication.auth_data() == b"abc"
+    assert endpoint(plain, **token, authenticationEnabled="true").security.authentication.auth_data() == b"abc"
+    broker_tls = endpoint(plain, brokerClientTlsEnabled="true", brokerClientTrustCertsFilePath="/ca.pem",
+                          tlsAllowInsecureConnection="true", brokerClientCertificateFilePath="/c.pem",
+                          brokerClientKeyFilePath="/k.pem")
+    assert (broker_tls.broker_url, broker_tls.admin_url) == ("pulsar+ssl://w:6651", "https://w:8443")
+    assert broker_tls.security.tls_trust_certs_file_path == "/ca.pem"
+    assert broker_tls.security.tls_allow_insecure_connection is True
+    assert broker_tls.security.tls_certificate == ("/c.pem", "/k.pem")
+    own = endpoint({**plain, "brokerClientTlsEnabled": True, "brokerClientTrustCertsFilePath": "/own.pem",
+                    "brokerClientCertificateFilePath": "/c.pem"},
+                   brokerClientTlsEnabled="true", brokerClientTrustCertsFilePath="/ca.pem")
+    assert own.security.tls_trust_certs_file_path == "/own.pem"
+    assert own.security.tls_certificate is None  # a certificate without its key is no pair
+    with pytest.raises(RemoteSettingsError, match="no brokerServiceUrlTls"):
+        endpoint({"brokerServiceUrl": "pulsar://w:6650", "brokerClientTlsEnabled": True})
+    with pytest.raises(RemoteSettingsError, match="cluster west's authenticationPlugin: basic auth params"):
+        endpoint({**plain, "authenticationPlugin": "basic", "authenticationParameters": "nope"})
