@@ -19,12 +19,14 @@ import time
 from collections import deque
 from typing import NamedTuple
 
+from magnetar.broker.schema_registry import SchemaRegistryService
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.topics.replicators import replicator_cursor_name
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.client.backoff import Backoff
-from magnetar.replication.entries import outgoing
+from magnetar.replication.entries import SchemaNeededError, outgoing
 from magnetar.replication.remote import RemoteCluster, RemoteProducer, RemoteUnavailableError
+from magnetar.replication.schemas import RemoteSchemas, SchemaRefusedError
 from magnetar.storage import Position, StorageClosedError
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
@@ -49,8 +51,10 @@ _MAX_BACKOFF = 60.0
 
 
 class Replicator:
-    def __init__(self, topic: PersistentTopic, remote: RemoteCluster, partitions: int) -> None:
-        """`partitions`: of the partitioned topic `topic` is a partition of (0: not one)."""
+    def __init__(self, topic: PersistentTopic, remote: RemoteCluster, partitions: int,
+                 schemas: SchemaRegistryService) -> None:
+        """`partitions`: of the partitioned topic `topic` is a partition of (0: not one); `schemas`:
+        this broker's registry, whose versions the remote is given before messages written with them."""
         config = topic.context.config
         self.topic = topic
         self.remote = remote
@@ -62,6 +66,7 @@ class Replicator:
         start = "earliest" if config.replicationStartAt == "earliest" else "latest"
         self.cursor = topic.ledger.open_cursor(replicator_cursor_name(self._prefix, remote.name), start)
         self._window = config.replicationProducerQueueSize
+        self._schemas = RemoteSchemas(schemas, topic.name)
         self._in_flight: deque[_InFlight] = deque()
         self._in_flight_bytes = 0
         self._wake = asyncio.Event()
@@ -95,6 +100,7 @@ class Replicator:
             backoff.reset()
             self._lost = None
             self.last_error = ""
+            self._schemas.reset()
             self.connected_since = datetime.datetime.now(datetime.UTC).isoformat()
             self._address = producer.address
             log.info("[%s] replicating to %s as %s", self.topic.name, self.remote.name, self.producer_name)
@@ -102,6 +108,12 @@ class Replicator:
                 await self._pump(producer)
             except StorageClosedError:
                 return  # the topic closed under the task: close() follows
+            except SchemaRefusedError as exc:
+                # nothing written with that schema can go there; the cursor keeps it all until the
+                # topic is loaded again (an unload, a restart) with the remote's schema put right
+                self.last_error = f"stopped: {exc}"
+                log.error("[%s] replicator to %s stopped: %s", self.topic.name, self.remote.name, exc)
+                return
             finally:
                 producer.close()
                 self._in_flight.clear()
@@ -133,8 +145,14 @@ class Replicator:
                 await self._wake.wait()
                 continue
             skipped: list[Position] = []
+            needed: SchemaNeededError | None = None
             for at, data in entries:
-                send = outgoing(data, at, producer.producer_id, self.local_cluster, self.remote.name)
+                try:
+                    send = outgoing(data, at, producer.producer_id, self.local_cluster, self.remote.name,
+                                    self._schemas.versions)
+                except SchemaNeededError as exc:
+                    needed, position = exc, at  # sent from here once the remote has the schema
+                    break
                 if send is None:
                     if not self._in_flight:
                         skipped.append(at)
@@ -146,8 +164,17 @@ class Replicator:
                 producer.send(send.send)
             if skipped:
                 self.cursor.delete(skipped)
+            if needed is not None:
+                await self._register_schema(needed.version, producer)
+                continue
             position = ledger.next_position(entries[-1][0])
             await asyncio.sleep(0)  # one batch a turn: the loop serves everyone else between
+
+    async def _register_schema(self, version: bytes, producer: RemoteProducer) -> None:
+        try:
+            await self._schemas.register(version, producer)
+        except RemoteUnavailableError as exc:
+            self._producer_lost(str(exc))
 
     def _received(self, receipt: pb.CommandSendReceipt) -> None:
         """The remote stored (or had stored) the oldest entry on its way: delete it and the

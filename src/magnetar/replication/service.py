@@ -74,7 +74,7 @@ class ReplicationService:
         name = topic.name
         partitions = (self.service.partitions_of(name.partitioned_topic_name) or 0) if name.partition_index >= 0 else 0
         for remote in sorted(wanted - set(topic.replicators)):
-            topic.replicators[remote] = Replicator(topic, self._remote(remote), partitions)
+            topic.replicators[remote] = Replicator(topic, self._remote(remote), partitions, self.service.schemas)
 
     def _remote(self, name: str) -> RemoteCluster:
         remote = self._remotes.get(name)
