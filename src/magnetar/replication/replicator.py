@@ -21,7 +21,8 @@ from typing import NamedTuple
 
 from magnetar.broker.schema_registry import SchemaRegistryService
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
-from magnetar.broker.topics.replicators import replicator_cursor_name
+from magnetar.broker.topics.publish_rate import PublishRateLimiter
+from magnetar.broker.topics.replicators import replicator_cursor_name, replicator_dispatch_rate
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.client.backoff import Backoff
 from magnetar.replication.entries import SchemaNeededError, outgoing
@@ -67,6 +68,8 @@ class Replicator:
         self.cursor = topic.ledger.open_cursor(replicator_cursor_name(self._prefix, remote.name), start)
         self._window = config.replicationProducerQueueSize
         self._schemas = RemoteSchemas(schemas, topic.name)
+        self._rate_version = -1
+        self._limiter: PublishRateLimiter | None = None
         self._in_flight: deque[_InFlight] = deque()
         self._in_flight_bytes = 0
         self._wake = asyncio.Event()
@@ -144,31 +147,56 @@ class Replicator:
             if not entries:
                 await self._wake.wait()
                 continue
-            skipped: list[Position] = []
-            needed: SchemaNeededError | None = None
-            for at, data in entries:
-                try:
-                    send = outgoing(data, at, producer.producer_id, self.local_cluster, self.remote.name,
-                                    self._schemas.versions)
-                except SchemaNeededError as exc:
-                    needed, position = exc, at  # sent from here once the remote has the schema
-                    break
-                if send is None:
-                    if not self._in_flight:
-                        skipped.append(at)
-                    else:  # deleted in turn, after what is on its way (receipts delete in order)
-                        self._in_flight.append(_InFlight(at, -1, 0, 0))
-                    continue
-                self._in_flight.append(_InFlight(at, send.sequence_id, send.messages, len(send.send)))
-                self._in_flight_bytes += len(send.send)
-                producer.send(send.send)
-            if skipped:
-                self.cursor.delete(skipped)
-            if needed is not None:
-                await self._register_schema(needed.version, producer)
+            position, pause = self._send(entries, producer)
+            if isinstance(pause, SchemaNeededError):
+                await self._register_schema(pause.version, producer)
+            else:  # a pause of the dispatch rate, else one batch a turn: the loop serves everyone else between
+                await asyncio.sleep(pause)
+
+    def _send(self, entries: list[tuple[Position, bytes]], producer: RemoteProducer) \
+            -> tuple[Position, SchemaNeededError | float]:
+        """Send `entries` in order until one needs a schema the remote lacks, or the replicator
+        dispatch rate is spent: where to read on from, and why to pause (0.0: no reason)."""
+        ledger = self.topic.ledger
+        limiter = self._dispatch_limiter()
+        resume, pause = ledger.next_position(entries[-1][0]), 0.0
+        skipped: list[Position] = []
+        for at, data in entries:
+            try:
+                send = outgoing(data, at, producer.producer_id, self.local_cluster, self.remote.name,
+                                self._schemas.versions)
+            except SchemaNeededError as exc:
+                resume, pause = at, exc  # sent from here once the remote has the schema
+                break
+            if send is None:
+                if not self._in_flight:
+                    skipped.append(at)
+                else:  # deleted in turn, after what is on its way (receipts delete in order)
+                    self._in_flight.append(_InFlight(at, -1, 0, 0))
                 continue
-            position = ledger.next_position(entries[-1][0])
-            await asyncio.sleep(0)  # one batch a turn: the loop serves everyone else between
+            self._in_flight.append(_InFlight(at, send.sequence_id, send.messages, len(send.send)))
+            self._in_flight_bytes += len(send.send)
+            producer.send(send.send)
+            wait = limiter.consume(send.messages, len(send.send)) if limiter is not None else 0.0
+            if wait > 0:
+                resume, pause = ledger.next_position(at), wait
+                break
+        if skipped:
+            self.cursor.delete(skipped)
+        return resume, pause
+
+    def _dispatch_limiter(self) -> PublishRateLimiter | None:
+        """The bucket of the topic's replicator dispatch rate, None without one; read again when
+        a policy changes, kept (not refilled) while the rate stays the same."""
+        policies = self.topic.context.policies
+        if policies.version != self._rate_version:
+            self._rate_version = policies.version
+            rate = replicator_dispatch_rate(policies, self.topic.context.config, self.topic.name)
+            if rate == (0, 0):
+                self._limiter = None
+            elif self._limiter is None or self._limiter.rate != rate:
+                self._limiter = PublishRateLimiter(rate)
+        return self._limiter
 
     async def _register_schema(self, version: bytes, producer: RemoteProducer) -> None:
         try:
