@@ -191,8 +191,11 @@ class AdminClient:
     def create_partitioned_topic(self, topic: str, partitions: int) -> None:
         self._json("PUT", _topic(topic, "partitions"), str(partitions).encode())
 
-    def update_partitioned_topic(self, topic: str, partitions: int) -> None:
-        self._json("POST", _topic(topic, "partitions"), str(partitions).encode())
+    def update_partitioned_topic(self, topic: str, partitions: int, *, local_only: bool = False) -> None:
+        """`local_only`: Pulsar's updateLocalTopicOnly, what one cluster asks of another so the
+        change is not propagated again."""
+        self._json("POST", _topic(topic, "partitions"), str(partitions).encode(),
+                   **({"updateLocalTopicOnly": True} if local_only else {}))
 
     def partitions(self, topic: str) -> int:
         return self._json("GET", _topic(topic, "partitions"))["partitions"]

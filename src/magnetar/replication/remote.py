@@ -128,8 +128,20 @@ def _create_topic(admin: AdminClient, topic: TopicName, partitions: int) -> None
     except AdminError as exc:
         if exc.status != 409:
             raise
-    if partitions and admin.partitions(base) <= topic.partition_index:
-        raise AdminError(412, f"{base} has fewer partitions there than the {partitions} here")
+    if partitions and admin.partitions(base) < partitions:
+        _add_partitions(admin, base, partitions, topic.partition_index)
+
+
+def _add_partitions(admin: AdminClient, base: str, partitions: int, index: int) -> None:
+    """The remote's partitioned topic has fewer partitions than here: it gets this many, as
+    Pulsar's update of a replicated partitioned topic gives every cluster (there only, so it
+    goes no further). Another partition's replicator may have done it meanwhile; a topic there
+    that is not partitioned cannot grow (AdminError: partition `index` has nowhere to go)."""
+    try:
+        admin.update_partitioned_topic(base, partitions, local_only=True)
+    except AdminError:
+        if admin.partitions(base) <= index:
+            raise
 
 
 class RemoteProducer:
