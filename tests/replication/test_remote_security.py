@@ -69,11 +69,18 @@ def west(tmp_path_factory) -> Iterator[Remote]:
 
 def replicate_to_west(east: Standalone, west: Remote, data: dict | None) -> AdminClient:
     """East knows west (`data`: its ClusterData, None: its TLS URLs alone) and replicates public/default there."""
+    west_admin = west.admin()
+    east_data = {"serviceUrl": east.admin_url, "brokerServiceUrl": east.url}
+    if "east" in west_admin.clusters():  # this module's west outlives each test's east
+        west_admin.update_cluster("east", east_data)
+    else:
+        west_admin.create_cluster("east", east_data)
     admin = AdminClient(east.admin_url)
     admin.create_cluster("west", data if data is not None else {
         "brokerServiceUrlTls": west.broker.tls_url, "serviceUrlTls": west.broker.admin_tls_url})
-    admin.update_tenant("public", [], ["east", "west"])
-    admin.set_replication_clusters("public/default", ["east", "west"])
+    for each in (admin, west_admin):  # west takes replication only from clusters it lists
+        each.update_tenant("public", [], ["east", "west"])
+        each.set_replication_clusters("public/default", ["east", "west"])
     return admin
 
 

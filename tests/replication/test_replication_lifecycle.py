@@ -1,12 +1,14 @@
 """What happens to replicated topics over their lives: partitions added on one cluster reach
-the others, and what is not yet replicated outlives every local consumer's acknowledgement
-and any trim, until the remote has it."""
+the others; what is not yet replicated outlives every local consumer's acknowledgement and
+any trim, until the remote has it; a cluster the namespace does not list cannot replicate
+into it."""
 
 from __future__ import annotations
 
 import random
 
 import pulsar
+import pytest
 from polling import wait_for
 
 from magnetar.admin_client import AdminClient
@@ -90,3 +92,29 @@ def test_what_is_not_replicated_yet_outlives_local_acknowledgements_and_trims(br
     assert wait_for(lambda: east.stats(topic)["replication"]["west"]["replicationBacklog"] == 0)
     east.trim_topic(topic)
     assert before[0] not in [ledger["ledgerId"] for ledger in east.internal_stats(topic)["ledgers"]]
+
+
+def test_a_cluster_the_namespace_does_not_list_cannot_replicate_into_it(broker_factory, client_factory):
+    """West's namespace lists only west: east's replicator is refused (NotAllowedError, in its
+    stats) and keeps its backlog; once west lists east, the backlog goes in, once."""
+    brokers = {name: broker_factory(f"clusterName={name}") for name in ("east", "west")}
+    link(brokers)
+    west = AdminClient(brokers["west"].admin_url)
+    west.set_replication_clusters(NAMESPACE, ["west"])
+    topic = f"persistent://public/default/unlisted-{random.randrange(1 << 30)}"
+    consumer = client_factory(brokers["west"].url).subscribe(topic, "sub")
+    producer = client_factory(brokers["east"].url).create_producer(topic)
+    for i in range(20):
+        producer.send_async(f"m{i}".encode(), None)
+    producer.flush()
+    east = AdminClient(brokers["east"].admin_url)
+
+    def replicator() -> dict:
+        return east.stats(topic)["replication"]["west"]
+
+    assert wait_for(lambda: "replication from cluster east" in replicator()["lastError"]), replicator()
+    assert "NotAllowedError" in replicator()["lastError"] and replicator()["replicationBacklog"] == 20
+    west.set_replication_clusters(NAMESPACE, ["east", "west"])
+    assert receive(consumer, 20) == [f"m{i}".encode() for i in range(20)]
+    with pytest.raises(Exception, match=r"TimeOut|Timeout"):
+        consumer.receive(timeout_millis=500)

@@ -23,10 +23,12 @@ COUNT = 160
 
 def east_to_west(broker_factory, *east_config: str) -> dict:
     brokers = {"east": broker_factory("clusterName=east", *east_config), "west": broker_factory("clusterName=west")}
-    admin = AdminClient(brokers["east"].admin_url)
-    admin.create_cluster("west", {"serviceUrl": brokers["west"].admin_url, "brokerServiceUrl": brokers["west"].url})
-    admin.update_tenant("public", [], ["east", "west"])
-    admin.set_replication_clusters("public/default", ["east", "west"])
+    for name, broker in brokers.items():
+        admin = AdminClient(broker.admin_url)
+        other = "west" if name == "east" else "east"
+        admin.create_cluster(other, {"serviceUrl": brokers[other].admin_url, "brokerServiceUrl": brokers[other].url})
+        admin.update_tenant("public", [], ["east", "west"])
+        admin.set_replication_clusters("public/default", ["east", "west"])
     return brokers
 
 
