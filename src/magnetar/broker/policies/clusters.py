@@ -10,16 +10,15 @@ Pulsar's ClusterData, so `GET /admin/v2/clusters/{cluster}` reads as Pulsar's.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from magnetar.broker.errors import InvalidResourceError, ResourceConflictError, ResourceNotFoundError
+from magnetar.broker.policies.watchers import Watchers
 from magnetar.spelling import did_you_mean
 from magnetar.storage import MetadataStore
 from magnetar.wire.topic_name import InvalidTopicNameError, check_entity_name
 
-log = logging.getLogger(__name__)
 _CLUSTERS = "/admin/clusters/"
 #: The URL fields of ClusterData and the schemes each takes.
 URL_FIELDS = {
@@ -45,19 +44,12 @@ class ClusterResources:
         self._store = store
         self.local = local
         """This broker's cluster (`clusterName`)."""
-        self._watchers: list[Callable[[str], None]] = []
+        self._watchers: Watchers[str] = Watchers()
 
     def watch(self, watcher: Callable[[str], None]) -> None:
         """Call `watcher(cluster)` after a cluster's data is created or updated: what the
         replicators waiting to reach it try again with at once."""
-        self._watchers.append(watcher)
-
-    def _changed(self, cluster: str) -> None:
-        for watcher in self._watchers:
-            try:
-                watcher(cluster)
-            except Exception:  # the change is made; a watcher's failure must not undo its answer
-                log.exception("watcher of cluster %s failed", cluster)
+        self._watchers.add(watcher)
 
     def names(self) -> list[str]:
         stored = {key.removeprefix(_CLUSTERS) for key in self._store.list(_CLUSTERS)}
@@ -87,13 +79,13 @@ class ClusterResources:
         if self.exists(cluster):
             raise ResourceConflictError("Cluster already exists")
         self._store.put(_CLUSTERS + cluster, json.dumps(cluster_data(data)).encode())
-        self._changed(cluster)
+        self._watchers.notify(cluster)
 
     def update(self, cluster: str, data: dict[str, Any]) -> None:
         if not self.exists(cluster):
             raise ResourceNotFoundError("Cluster does not exist")
         self._store.put(_CLUSTERS + cluster, json.dumps(cluster_data(data)).encode())
-        self._changed(cluster)
+        self._watchers.notify(cluster)
 
     def delete(self, cluster: str, in_use: bool) -> None:
         """`in_use`: a namespace replicates to it (the caller knows the namespaces)."""
