@@ -6,7 +6,7 @@ probe on a connection of its own asks `/admin/v2/brokers/ready` back to back: th
 probe's slowest answer during the scrape is how long every client of the broker waited
 behind it (the scrape's longest hold on the event loop). Prints one JSON object: per
 broker the scrape's seconds and bytes, the probe's worst and median milliseconds during
-scrapes, and the load average before and after.
+scrapes, how long the broker took to stop, and the load average before and after.
 
     .venv/bin/python benchmarks/metrics_bench.py --topics 10000 --rounds 3 \\
         --magnetar before=/path/to/old/src --magnetar after=src
@@ -107,10 +107,13 @@ def main() -> None:
                 for label, broker in brokers.items():
                     results[label].append(scrape(broker))
         finally:
-            for broker in brokers.values():
-                broker.stop()
-    print(json.dumps({"topics": args.topics, "rounds": results, "load_before": load_before,
-                      "load_after": os.getloadavg()}, indent=1))
+            stop_seconds = {}
+            for label, broker in brokers.items():
+                started = time.perf_counter()
+                broker.stop(timeout=300)
+                stop_seconds[label] = round(time.perf_counter() - started, 1)
+    print(json.dumps({"topics": args.topics, "rounds": results, "stop_seconds": stop_seconds,
+                      "load_before": load_before, "load_after": os.getloadavg()}, indent=1))
 
 
 if __name__ == "__main__":
