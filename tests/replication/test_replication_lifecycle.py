@@ -118,3 +118,27 @@ def test_a_cluster_the_namespace_does_not_list_cannot_replicate_into_it(broker_f
     assert receive(consumer, 20) == [f"m{i}".encode() for i in range(20)]
     with pytest.raises(Exception, match=r"TimeOut|Timeout"):
         consumer.receive(timeout_millis=500)
+
+
+def test_a_topic_deleted_on_one_cluster_is_deleted_there_only(broker_factory, client_factory):
+    """As in Pulsar with a configuration store per cluster: deleting east's topic (force: west's
+    replicator is producing into it) deletes what east stored and leaves west's copy; what is
+    written on west next reaches east again through west's replicator, and only that."""
+    brokers = {name: broker_factory(f"clusterName={name}") for name in ("east", "west")}
+    link(brokers)
+    topic = f"persistent://public/default/deleted-{random.randrange(1 << 30)}"
+    on_west = client_factory(brokers["west"].url).subscribe(topic, "sub")
+    east_client = client_factory(brokers["east"].url)
+    producer = east_client.create_producer(topic)
+    producer.send(b"before")
+    producer.close()
+    assert receive(on_west, 1) == [b"before"]
+    east = AdminClient(brokers["east"].admin_url)
+    assert wait_for(lambda: east.stats(topic)["replication"]["west"]["inboundConnection"] != "")
+    east.delete_topic(topic, force=True)  # west's replicator may load it again at once, empty
+    client_factory(brokers["west"].url).create_producer(topic).send(b"after")
+    assert receive(on_west, 1) == [b"after"]
+    assert wait_for(lambda: topic in east.topics("public/default"), timeout=30)
+    on_east = east_client.subscribe(topic, "sub", initial_position=pulsar.InitialPosition.Earliest)
+    assert receive(on_east, 1) == [b"after"]
+    assert AdminClient(brokers["west"].admin_url).stats(topic)["replication"]["east"]["replicationBacklog"] == 0
