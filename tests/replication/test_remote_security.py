@@ -5,6 +5,7 @@ right."""
 
 from __future__ import annotations
 
+import json
 import random
 import secrets
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ import jwt
 import pulsar
 import pytest
 from certs import CertificateAuthority
+from passlib.apache import HtpasswdFile
+from passlib.hash import apr_md5_crypt
 from polling import wait_for
 from standalone import Standalone
 
@@ -25,6 +28,7 @@ from magnetar.replication.remote_security import RemoteSettingsError, remote_end
 
 TOKEN_PLUGIN = "org.apache.pulsar.client.impl.auth.AuthenticationToken"
 TOKEN_PROVIDER = "org.apache.pulsar.broker.authentication.AuthenticationProviderToken"
+BASIC_PASSWORD = "replicator-pw"
 
 
 @dataclass
@@ -51,16 +55,21 @@ class Remote:
 
 @pytest.fixture(scope="module")
 def west(tmp_path_factory) -> Iterator[Remote]:
-    """Authentication (tokens) and authorization on every port; `replicator` and `admin` are super users."""
+    """Authentication (tokens, client certificates, basic) and authorization on every port;
+    `replicator` and `admin` are super users."""
     directory = tmp_path_factory.mktemp("west")
     ca, rogue = CertificateAuthority(directory), CertificateAuthority(directory, "rogue-ca")
     pair = ca.issue("west", "west", server=True)
     key = secrets.token_bytes(32)
     (directory / "secret.key").write_bytes(key)
+    htpasswd = HtpasswdFile(str(directory / "htpasswd"), new=True)
+    htpasswd.set_hash("replicator", apr_md5_crypt.hash(BASIC_PASSWORD))
+    htpasswd.save()
     broker = Standalone(directory / "data", [
         "clusterName=west", f"tlsCertificateFilePath={pair.cert}", f"tlsKeyFilePath={pair.key}",
-        "brokerServicePortTls=0", "webServicePortTls=0", "authenticationEnabled=true",
-        f"authenticationProviders={TOKEN_PROVIDER}", f"tokenSecretKey=file://{directory / 'secret.key'}",
+        f"tlsTrustCertsFilePath={ca.pem}", "brokerServicePortTls=0", "webServicePortTls=0",
+        "authenticationEnabled=true", f"authenticationProviders={TOKEN_PROVIDER},tls,basic",
+        f"tokenSecretKey=file://{directory / 'secret.key'}", f"basicAuthConf={directory / 'htpasswd'}",
         "authorizationEnabled=true", "superUserRoles=admin,replicator",
     ]).start()
     yield Remote(broker, ca, rogue, key, directory / "secret.key")
@@ -121,6 +130,28 @@ def test_replication_over_tls_with_a_token(broker_factory, west, api, where):
         producer.send_async(f"m{i}".encode(), None, partition_key=f"k{i}")
     producer.flush()
     assert sorted(receive_all(consumer, 100)) == sorted(f"m{i}".encode() for i in range(100))
+
+
+@pytest.mark.parametrize("plugin", ["AuthenticationTls", "AuthenticationBasic"])
+def test_replication_with_a_client_certificate_or_basic_credentials(broker_factory, west, client_factory, plugin):
+    """The cluster's authenticationPlugin as pulsar-admin's --auth-plugin takes it: a client
+    certificate whose common name is the role (mutual TLS), or a user and password."""
+    if plugin == "AuthenticationTls":
+        pair = west.ca.issue("replicator-client", "replicator")
+        params = f"tlsCertFile:{pair.cert},tlsKeyFile:{pair.key}"
+    else:
+        params = json.dumps({"userId": "replicator", "password": BASIC_PASSWORD})
+    east = broker_factory("clusterName=east")
+    replicate_to_west(east, west, west.cluster_data(authenticationPlugin=f"org.apache.pulsar.client.impl.auth.{plugin}",
+                                                    authenticationParameters=params))
+    topic = f"persistent://public/default/{plugin.lower()}-{random.randrange(1 << 30)}"
+    consumer = client_factory(west.broker.tls_url, tls_trust_certs_file_path=str(west.ca.pem),
+                              authentication=pulsar.AuthenticationToken(west.token("admin"))).subscribe(topic, "sub")
+    producer = client_factory(east.url).create_producer(topic)
+    for i in range(20):
+        producer.send_async(f"m{i}".encode(), None)
+    producer.flush()
+    assert receive_all(consumer, 20) == [f"m{i}".encode() for i in range(20)]
 
 
 @pytest.mark.parametrize("wrong", ["token", "token, binary protocol only", "certificate authority"])
