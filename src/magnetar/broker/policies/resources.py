@@ -86,8 +86,17 @@ class NamespaceResources:
         self._store.put(_TENANTS + tenant, json.dumps(self._valid_tenant_info(info)).encode())
 
     def update_tenant(self, tenant: str, info: dict[str, Any]) -> None:
-        self.tenant_info(tenant)
-        self._store.put(_TENANTS + tenant, json.dumps(self._valid_tenant_info(info)).encode())
+        """A cluster one of the tenant's namespaces replicates to stays allowed (409 otherwise,
+        as Pulsar answers): a tenant replicates only to clusters it allows."""
+        before = set(self.tenant_info(tenant).get("allowedClusters", []))
+        valid = self._valid_tenant_info(info)
+        removed = before - set(valid["allowedClusters"])
+        in_use = sorted({cluster for ns in self.namespaces(tenant) for cluster in
+                         self.policies(ns).get(REPLICATION_CLUSTERS) or () if cluster in removed})
+        if in_use:
+            raise ResourceConflictError(f"Failed to update the tenant because its namespaces replicate to {in_use}: "
+                                        "take them out of the namespaces' replication clusters first")
+        self._store.put(_TENANTS + tenant, json.dumps(valid).encode())
         self._changed(tenant)
 
     def delete_tenant(self, tenant: str) -> None:
