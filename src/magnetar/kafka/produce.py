@@ -202,8 +202,13 @@ class ProduceApi:
             raise TxnRefused(ErrorCode.invalid_txn_state if self.transactions is not None else
                              ErrorCode.transactional_id_authorization_failed,
                              "transactional records need a transactional id (and transactionCoordinatorEnabled)")
-        state = self.transactions.producer(access.topics.namespace, transactional_id, header.producer_id,
-                                           header.producer_epoch, access.role)
+        try:
+            state = self.transactions.producer(access.topics.namespace, transactional_id, header.producer_id,
+                                               header.producer_epoch, access.role, version_with_fenced=False)
+        except TxnRefused as exc:
+            if exc.code == ErrorCode.coordinator_load_in_progress:  # not a produce error: one every client retries
+                raise TxnRefused(ErrorCode.not_enough_replicas, str(exc)) from None
+            raise
         if not self.transactions.has_partition(state, topic, partition):
             raise TxnRefused(ErrorCode.invalid_txn_state, f"{topic}-{partition} was not added to the transaction")
         return state.txn

@@ -64,8 +64,8 @@ class KafkaTxn:
     owner: str | None
     status: str = EMPTY
     txn: TxnId | None = None
-    started: int = -1
-    """Broker time (ms) the transaction under way began (-1: none)."""
+    started: int = 0
+    """Broker time (ms) the last transaction began (the id's first InitProducerId before one)."""
     used: int = 0
     """Broker time (ms) of the id's last InitProducerId or transaction: it expires after EXPIRATION_MS."""
     partitions: list[tuple[str, int]] = field(default_factory=list)
@@ -109,6 +109,8 @@ class KafkaTransactions:
         self._coordinator = coordinator
         self._allocate = allocate_producer_id
         self.ids: dict[tuple[str, str], KafkaTxn] = {}
+        self.ready = False
+        """Set once `recover` ran: until then the coordinator may not know its transactions yet."""
         for key in broker.state_keys(_PREFIX):
             namespace, _, quoted = key[len(_PREFIX):].rpartition("/")
             raw = broker.state(key)
@@ -138,18 +140,22 @@ class KafkaTransactions:
                             producer_id: int, epoch: int, *, version_with_fenced: bool) -> KafkaTxn:
         """The id's producer id and a new epoch; a transaction its previous producer left open
         is aborted first (that producer is fenced from now on)."""
+        self._check_ready()
         if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
             raise TxnRefused(ErrorCode.invalid_transaction_timeout,
                              f"transaction.timeout.ms={timeout_ms} is not within 1..{MAX_TIMEOUT_MS}")
         self._expire()
         state = self.ids.get((namespace, transactional_id))
         if state is None:
-            state = KafkaTxn(namespace, transactional_id, self._allocate(), -1, timeout_ms, role)
+            state = KafkaTxn(namespace, transactional_id, self._allocate(), -1, timeout_ms, role, started=_now())
         else:
             self._check_owner(state, role)
             if producer_id >= 0 and (producer_id, epoch) != (state.producer_id, state.epoch):
                 raise TxnRefused(fenced(version_with_fenced),
                                  f"producer {producer_id} epoch {epoch} is not the id's current one")
+            if state.txn is not None:
+                log.info("Kafka transactional id %r: a new producer; its transaction %s (%s) is ended first",
+                         transactional_id, state.txn, state.status)
             await self._finish(state, abort_open=True)
         state.timeout_ms = timeout_ms
         if state.epoch >= _MAX_EPOCH - 1:  # epochs are int16: a new producer id starts over
@@ -167,6 +173,10 @@ class KafkaTransactions:
             self._forget(state)
 
     # -- the checks every transactional request makes
+    def _check_ready(self) -> None:
+        if not self.ready:  # Kafka's answer while a coordinator loads its log: clients retry
+            raise TxnRefused(ErrorCode.coordinator_load_in_progress, "the transaction coordinator is recovering")
+
     @staticmethod
     def _check_owner(state: KafkaTxn, role: str | None) -> None:
         if state.owner is not None and state.owner != role:
@@ -177,6 +187,7 @@ class KafkaTransactions:
                  *, version_with_fenced: bool = True) -> KafkaTxn:
         """The id's state, for its current producer only: an older epoch is fenced, an unknown
         id or producer id is INVALID_PRODUCER_ID_MAPPING, as Kafka answers."""
+        self._check_ready()
         state = self.ids.get((namespace, transactional_id))
         if state is None or state.producer_id != producer_id:
             raise TxnRefused(ErrorCode.invalid_producer_id_mapping,
@@ -283,6 +294,8 @@ class KafkaTransactions:
                 raise TxnRefused(ErrorCode.invalid_txn_state, exc.message) from None
         if commit:
             self._apply_offsets(state)
+        log.debug("Kafka transaction %r (%s) %s with %d offsets", state.transactional_id, state.txn,
+                  "committed" if commit else "aborted", len(state.offsets))
         self._ended(state, COMPLETE_COMMIT if commit else COMPLETE_ABORT)
         self._save(state)
 
@@ -304,12 +317,18 @@ class KafkaTransactions:
         """After a restart, once the coordinator has read its log back: transactions decided
         before a crash are ended (the coordinator's end again changes nothing) and a commit's
         offsets applied."""
-        for state in list(self.ids.values()):
-            if state.status in (PREPARE_COMMIT, PREPARE_ABORT):
-                try:
-                    await self._finish(state)
-                except TxnRefused as exc:
-                    log.warning("Kafka transaction %r not ended after the restart: %s", state.transactional_id, exc)
+        try:
+            for state in list(self.ids.values()):
+                if state.status in (PREPARE_COMMIT, PREPARE_ABORT):
+                    log.info("Kafka transaction %r (%s) decided before the restart: %s", state.transactional_id,
+                             state.txn, state.status)
+                    try:
+                        await self._finish(state)
+                    except TxnRefused as exc:
+                        log.warning("Kafka transaction %r not ended after the restart: %s", state.transactional_id,
+                                    exc)
+        finally:
+            self.ready = True
 
     def describe(self, state: KafkaTxn) -> KafkaTxn:
         """The state as it is now (a transaction the coordinator timed out is aborted)."""

@@ -173,7 +173,7 @@ class TxnApis:
             if state is None:
                 described.append(build(module, "TransactionState", error_code=error, transactional_id=transactional_id,
                                        transaction_state="", transaction_timeout=_NO_WAIT,
-                                       transaction_start_time=_since(-1), producer_id=-1, producer_epoch=-1,
+                                       transaction_start_time=_since(0), producer_id=-1, producer_epoch=-1,
                                        topics=()))
                 continue
             state = self.transactions.describe(state)
@@ -183,7 +183,7 @@ class TxnApis:
             described.append(build(
                 module, "TransactionState", error_code=error, transactional_id=transactional_id,
                 transaction_state=state.status, transaction_timeout=datetime.timedelta(milliseconds=state.timeout_ms),
-                transaction_start_time=_since(state.started if state.txn is not None else -1),
+                transaction_start_time=_since(state.started),
                 producer_id=state.producer_id, producer_epoch=state.epoch,
                 topics=tuple(build(module, "TopicData", topic=topic, partitions=tuple(indexes))
                              for topic, indexes in by_topic.items())))

@@ -110,16 +110,17 @@ class PartitionLog:
         limiter = send_limits(self._topic).publish_limiter
         return limiter.consume(messages, size) if limiter is not None else 0.0
 
-    def end_offset(self) -> int:
-        """Kafka's high watermark: the offset after the last message whose entry is durable and
-        acknowledged. Messages are numbered when their write starts, so the stamping counter
+    def end_offset(self, *, stable: bool = True) -> int:
+        """Kafka's last stable offset (`stable`), or its high watermark: the offset after the
+        last message whose entry is durable and acknowledged, which the last stable offset
+        never passes. Messages are numbered when their write starts, so the stamping counter
         (`entry_metadata_state`) runs ahead of this while a write is in flight. StorageClosedError
         once the topic is unloaded or deleted (its client looks it up again)."""
         topic = self._topic
         if topic.ledger.closed:
             raise StorageClosedError(f"{self.name} is closed")
         transactions = topic.transaction_buffer
-        if transactions is not None and transactions.max_read_position is not None:
+        if stable and transactions is not None and transactions.max_read_position is not None:
             # Kafka's last stable offset: nothing from an open transaction's first message on
             return entry_first_index(topic.ledger.read_entry(transactions.max_read_position))
         return topic.durable_index + 1
@@ -145,11 +146,12 @@ class PartitionLog:
         self._hints[("start", self.name)] = (start, first)  # the first entry changes only when trimmed
         return min(start, end)
 
-    def read(self, offset: int, max_bytes: int, max_entries: int = 500) -> list[bytes]:
+    def read(self, offset: int, max_bytes: int, max_entries: int = 500, *, stable: bool = True) -> list[bytes]:
         """Stored entries from the one holding `offset` on, at most `max_bytes` (but at least one),
-        none past the high watermark (an entry durable whose append is not yet acknowledged)."""
+        none past the last stable offset (`stable`) or else the high watermark (an entry durable
+        whose append is not yet acknowledged)."""
         ledger = self._topic.ledger
-        end = self.end_offset()
+        end = self.end_offset(stable=stable)
         hint = self._hints.get(self.name)
         if hint is not None and hint[0] == offset and ledger.has_entry(hint[1]):
             position: Position | None = hint[1]
