@@ -34,12 +34,14 @@ from kio.schema.describe_transactions.v0 import request as describe_transactions
 from kio.schema.end_txn.v3 import request as end_txn
 from kio.schema.errors import ErrorCode
 from kio.schema.init_producer_id.v4 import request as init_producer_id
+from kio.schema.list_offsets.v7 import request as list_offsets
 from kio.schema.list_transactions.v1 import request as list_transactions
 from racing_clients import JS
 
 import magnetar.client
 
 PULSAR_NAMESPACE = "persistent://public/default/"
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,14 @@ def _producer(broker: KafkaStandalone, transactional_id: str, **config: object) 
                          "linger.ms": 5, **config})
     producer.init_transactions(20)
     return producer
+
+
+def _latest(raw: RawKafka, topic: str, isolation: int) -> int:
+    """Partition 0's latest offset, as ListOffsets answers it at `isolation`."""
+    request = list_offsets.ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=(
+        list_offsets.ListOffsetsTopic(name=topic, partitions=(
+            list_offsets.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-1),)),))
+    return raw.call(2, 7, request).topics[0].partitions[0].offset
 
 
 def read_committed(broker: KafkaStandalone, topic: str, expected: int, *, isolation: str = "read_committed",
@@ -159,10 +169,10 @@ def test_open_transaction_holds_readers_back_until_it_ends(broker: KafkaStandalo
     plain.flush(10)
     raw = RawKafka(broker.bootstrap)
     try:
-        assert raw.latest(topic) == 0
+        assert (_latest(raw, topic, READ_COMMITTED), _latest(raw, topic, READ_UNCOMMITTED)) == (0, 2)
         assert read_committed(broker, topic, 1, timeout=2) == []
         producer.commit_transaction(10)
-        assert raw.latest(topic) == 3  # two records and the commit marker
+        assert _latest(raw, topic, READ_COMMITTED) == 3  # two records and the commit marker
     finally:
         raw.close()
     assert read_committed(broker, topic, 2) == [b"in-txn", b"after"]
@@ -432,3 +442,30 @@ def test_a_retried_batch_of_an_open_transaction_is_not_stored_twice_after_a_sigk
         assert read_committed(broker, topic, 4) == [b"a", b"b", b"c", b"d"]
     finally:
         broker.stop()
+
+
+def test_read_uncommitted_reads_to_the_high_watermark(broker: KafkaStandalone) -> None:
+    """read_uncommitted gets an open transaction's records and those after it; ListOffsets
+    latest answers the high watermark to it and the last stable offset to read_committed."""
+    topic = _name("hw")
+    producer = _producer(broker, _name("hw"))
+    producer.begin_transaction()
+    producer.produce(topic, b"open")
+    producer.flush(10)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    plain.produce(topic, b"after")
+    plain.flush(10)
+    ends = {}
+    for isolation in ("read_uncommitted", "read_committed"):
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": _name("hw"),
+                             "isolation.level": isolation})
+        try:
+            ends[isolation] = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+        finally:
+            consumer.close()
+    # the high watermark, and the last stable offset
+    assert ends == {"read_uncommitted": 2, "read_committed": 0}
+    assert read_committed(broker, topic, 2, isolation="read_uncommitted") == [b"open", b"after"]
+    assert read_committed(broker, topic, 1, timeout=2) == []
+    producer.abort_transaction(10)
+    assert read_committed(broker, topic, 1) == [b"after"]
