@@ -281,6 +281,16 @@ def test_transactional_records_outside_a_transaction_are_refused(broker: KafkaSt
                                                                  ErrorCode.invalid_producer_id_mapping)
         assert raw.produce(topic, batch([b"plain"]))[0] == ErrorCode.none
         assert raw.latest(topic) == 1
+        # a hostile AddPartitionsToTxn naming 100,000 partitions is refused before any is looked up
+        hostile = _name("hostile")
+        ids = _init(raw, hostile)
+        added = raw.call(24, 3, add_partitions.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=hostile, v3_and_below_producer_id=ids.producer_id,
+            v3_and_below_producer_epoch=ids.producer_epoch,
+            v3_and_below_topics=(add_partitions.AddPartitionsToTxnTopic(name=topic, partitions=tuple(
+                range(100_000))),)))
+        codes = {p.partition_error_code for p in added.results_by_topic_v3_and_below[0].results_by_partition}
+        assert codes == {ErrorCode.invalid_request}
     finally:
         raw.close()
     assert read_committed(broker, topic, 1, isolation="read_uncommitted") == [b"plain"]
@@ -395,6 +405,19 @@ def test_aiokafka_transactions_with_offsets(broker: KafkaStandalone) -> None:
         consumer.close()
 
 
+def _init(raw: RawKafka, transactional_id: str, *, attempts: int = 50) -> object:
+    """InitProducerId for `transactional_id`, retried while the coordinator recovers."""
+    for _ in range(attempts):
+        answer = raw.call(22, 4, init_producer_id.InitProducerIdRequest(
+            transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+            producer_epoch=-1))
+        if answer.error_code != ErrorCode.coordinator_load_in_progress:
+            break
+        time.sleep(0.1)  # the client's retry backoff
+    assert answer.error_code == ErrorCode.none
+    return answer
+
+
 def _raw_transactional_batch(producer: tuple[int, int], sequence: int, values: list[bytes]) -> bytes:
     builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer[0],
                                         producer_epoch=producer[1], base_sequence=sequence, batch_size=1 << 20)
@@ -412,9 +435,7 @@ def test_a_retried_batch_of_an_open_transaction_is_not_stored_twice_after_a_sigk
     try:
         raw = RawKafka(broker.bootstrap)
         raw.create_topic(topic)
-        ids = raw.call(22, 4, init_producer_id.InitProducerIdRequest(
-            transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
-            producer_epoch=-1))
+        ids = _init(raw, transactional_id)
         producer = (ids.producer_id, ids.producer_epoch)
         added = raw.call(24, 3, add_partitions.AddPartitionsToTxnRequest(
             v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer[0],
@@ -440,6 +461,15 @@ def test_a_retried_batch_of_an_open_transaction_is_not_stored_twice_after_a_sigk
         assert ended.error_code == ErrorCode.none
         raw.close()
         assert read_committed(broker, topic, 4) == [b"a", b"b", b"c", b"d"]
+        broker.kill()
+        broker.start()
+        raw = RawKafka(broker.bootstrap)
+        successor = _init(raw, transactional_id)  # the id's record survived: same producer id, next epoch
+        assert (successor.producer_id, successor.producer_epoch) == (producer[0], producer[1] + 1)
+        zombie = raw.call(26, 3, end_txn.EndTxnRequest(transactional_id=transactional_id, producer_id=producer[0],
+                                                       producer_epoch=producer[1], committed=False))
+        assert zombie.error_code == ErrorCode.producer_fenced
+        raw.close()
     finally:
         broker.stop()
 

@@ -50,6 +50,8 @@ EXPIRATION_MS = 7 * 24 * 3600 * 1000
 #: Offsets one transaction may carry (each TxnOffsetCommit rewrites its record).
 MAX_OFFSETS = 10_000
 MAX_GROUPS = 100
+#: Transactional ids the broker keeps (each a record): a client inventing ids cannot fill the store.
+MAX_TRANSACTIONAL_IDS = 100_000
 _PREFIX = "kafka/transactions/"
 _MAX_EPOCH = 32767
 
@@ -147,6 +149,9 @@ class KafkaTransactions:
         self._expire()
         state = self.ids.get((namespace, transactional_id))
         if state is None:
+            if len(self.ids) >= MAX_TRANSACTIONAL_IDS:
+                raise TxnRefused(ErrorCode.transactional_id_authorization_failed,
+                                 f"the broker keeps at most {MAX_TRANSACTIONAL_IDS} transactional ids")
             state = KafkaTxn(namespace, transactional_id, self._allocate(), -1, timeout_ms, role, started=_now())
         else:
             self._check_owner(state, role)

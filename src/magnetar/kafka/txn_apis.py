@@ -15,7 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.service.protocol_handlers import HandlerBroker
-from magnetar.broker.transactions.coordinator import TransactionCoordinator
+from magnetar.broker.transactions.coordinator import MAX_NAMES_PER_COMMAND, TransactionCoordinator
 from magnetar.kafka.access import CONSUME, PRODUCE, Access
 from magnetar.kafka.errors import ANSWERABLE, TxnRefused, kafka_error
 from magnetar.kafka.protocol.layouts import build, response_module
@@ -34,6 +34,13 @@ _FENCED_FROM = {INIT_PRODUCER_ID: 4, ADD_PARTITIONS: 2, ADD_OFFSETS: 2, END_TXN:
 
 def _fenced_known(request: Request) -> bool:
     return request.api_version >= _FENCED_FROM[request.api_key]
+
+
+def _bounded(count: int, what: str) -> None:
+    """A request naming more than MAX_NAMES_PER_COMMAND partitions is refused before any is
+    looked up (each would load a topic)."""
+    if count > MAX_NAMES_PER_COMMAND:
+        raise TxnRefused(ErrorCode.invalid_request, f"a request names at most {MAX_NAMES_PER_COMMAND} {what}")
 
 
 def _since(ms: int) -> datetime.datetime:
@@ -73,6 +80,7 @@ class TxnApis:
         errors: dict[tuple[str, int], ErrorCode] = {}
         names = []
         try:
+            _bounded(len(wanted), "partitions")
             state = self._producer(request, access, body.v3_and_below_transactional_id,
                                    body.v3_and_below_producer_id, body.v3_and_below_producer_epoch)
         except TxnRefused as exc:
@@ -121,6 +129,7 @@ class TxnApis:
         wanted = [(topic.name, p) for topic in body.topics for p in topic.partitions]
         errors: dict[tuple[str, int], ErrorCode] = {}
         try:
+            _bounded(len(wanted), "offsets")
             access.group()
             state = self._producer(request, access, body.transactional_id, body.producer_id, body.producer_epoch)
         except ANSWERABLE as exc:
