@@ -29,6 +29,7 @@ from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka_brokers import KafkaStandalone, RawKafka, batch, produce_request, start_kafka_broker
+from kio.schema.add_offsets_to_txn.v3 import request as add_offsets
 from kio.schema.add_partitions_to_txn.v3 import request as add_partitions
 from kio.schema.describe_transactions.v0 import request as describe_transactions
 from kio.schema.end_txn.v3 import request as end_txn
@@ -36,9 +37,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.init_producer_id.v4 import request as init_producer_id
 from kio.schema.list_offsets.v7 import request as list_offsets
 from kio.schema.list_transactions.v1 import request as list_transactions
+from kio.schema.txn_offset_commit.v3 import request as txn_offset_commit
 from racing_clients import JS
 
 import magnetar.client
+from magnetar.storage import SqliteMetadataStore
 
 PULSAR_NAMESPACE = "persistent://public/default/"
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1
@@ -499,3 +502,52 @@ def test_read_uncommitted_reads_to_the_high_watermark(broker: KafkaStandalone) -
     assert read_committed(broker, topic, 1, timeout=2) == []
     producer.abort_transaction(10)
     assert read_committed(broker, topic, 1) == [b"after"]
+
+
+def test_a_commit_decided_before_a_crash_is_finished_after_the_restart(tmp_path) -> None:
+    """The broker dies after EndTxn's decision is written to the id's record and before the
+    coordinator hears it (the record is set so while the broker is down, as the crash would
+    leave it): the restart commits the transaction, its records and its group offset together."""
+    broker = start_kafka_broker(tmp_path / "data", "transactionCoordinatorEnabled=true")
+    topic, source, group, transactional_id = _name("decided"), _name("source"), _name("group"), _name("decided")
+    try:
+        raw = RawKafka(broker.bootstrap)
+        raw.create_topic(topic)
+        raw.create_topic(source)
+        ids = _init(raw, transactional_id)
+        producer = (ids.producer_id, ids.producer_epoch)
+        raw.call(24, 3, add_partitions.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer[0],
+            v3_and_below_producer_epoch=producer[1],
+            v3_and_below_topics=(add_partitions.AddPartitionsToTxnTopic(name=topic, partitions=(0,)),)))
+        request = replace(produce_request(topic, _raw_transactional_batch(producer, 0, [b"x", b"y"])),
+                          transactional_id=transactional_id)
+        assert raw.call(0, 9, request).responses[0].partition_responses[0].error_code == ErrorCode.none
+        assert raw.call(25, 3, add_offsets.AddOffsetsToTxnRequest(
+            transactional_id=transactional_id, producer_id=producer[0], producer_epoch=producer[1],
+            group_id=group)).error_code == ErrorCode.none
+        committed = raw.call(28, 3, txn_offset_commit.TxnOffsetCommitRequest(
+            transactional_id=transactional_id, group_id=group, producer_id=producer[0], producer_epoch=producer[1],
+            generation_id=-1, member_id="", group_instance_id=None, topics=(
+                txn_offset_commit.TxnOffsetCommitRequestTopic(name=source, partitions=(
+                    txn_offset_commit.TxnOffsetCommitRequestPartition(
+                        partition_index=0, committed_offset=7, committed_leader_epoch=-1,
+                        committed_metadata="m"),)),)))
+        assert committed.topics[0].partitions[0].error_code == ErrorCode.none
+        raw.close()
+        broker.kill()
+        store = SqliteMetadataStore(broker.data_dir / "metadata.db")
+        key = f"/protocol-handlers/state/kafka/transactions/public%2Fdefault/{transactional_id}"
+        record = json.loads(store.get(key))
+        assert record["status"] == "Ongoing"
+        store.put(key, json.dumps({**record, "status": "PrepareCommit"}).encode())
+        store.close()
+        broker.start()
+        assert read_committed(broker, topic, 2) == [b"x", b"y"]
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+        try:
+            assert consumer.committed([TopicPartition(source, 0)], 10)[0].offset == 7
+        finally:
+            consumer.close()
+    finally:
+        broker.stop()
