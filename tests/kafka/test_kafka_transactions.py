@@ -66,6 +66,41 @@ def _producer(broker: KafkaStandalone, transactional_id: str, **config: object) 
     return producer
 
 
+def _in_transaction(broker: KafkaStandalone, transactional_id: str, topic: str, value: bytes, *,
+                    commit: bool = False) -> Producer:
+    """A transactional producer that has sent `value` (stored) in a transaction it leaves open
+    unless `commit`."""
+    producer = _producer(broker, transactional_id)
+    producer.begin_transaction()
+    producer.produce(topic, value)
+    if commit:
+        producer.commit_transaction(10)
+    else:
+        producer.flush(10)
+    return producer
+
+
+def _init(raw: RawKafka, transactional_id: str, *, attempts: int = 50) -> object:
+    """InitProducerId for `transactional_id`, retried while the coordinator recovers."""
+    for _ in range(attempts):
+        answer = raw.call(22, 4, init_producer_id.InitProducerIdRequest(
+            transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+            producer_epoch=-1))
+        if answer.error_code != ErrorCode.coordinator_load_in_progress:
+            break
+        time.sleep(0.1)  # the client's retry backoff
+    assert answer.error_code == ErrorCode.none
+    return answer
+
+
+def _raw_transactional_batch(producer: tuple[int, int], sequence: int, values: list[bytes]) -> bytes:
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer[0],
+                                        producer_epoch=producer[1], base_sequence=sequence, batch_size=1 << 20)
+    for offset, value in enumerate(values):
+        builder.append(offset, timestamp=1_700_000_000_000, key=None, value=value, headers=[])
+    return bytes(builder.build())
+
+
 def _latest(raw: RawKafka, topic: str, isolation: int) -> int:
     """Partition 0's latest offset, as ListOffsets answers it at `isolation`."""
     request = list_offsets.ListOffsetsRequest(replica_id=-1, isolation_level=isolation, topics=(
@@ -163,10 +198,7 @@ def test_open_transaction_holds_readers_back_until_it_ends(broker: KafkaStandalo
     """Nothing of a transaction still open is read, nor anything after it (the last stable offset,
     which ListOffsets latest answers); its commit lets both through."""
     topic = _name("lso")
-    producer = _producer(broker, _name("open"))
-    producer.begin_transaction()
-    producer.produce(topic, b"in-txn")
-    producer.flush(10)
+    producer = _in_transaction(broker, _name("open"), topic, b"in-txn")
     plain = Producer({"bootstrap.servers": broker.bootstrap})
     plain.produce(topic, b"after")
     plain.flush(10)
@@ -183,14 +215,8 @@ def test_open_transaction_holds_readers_back_until_it_ends(broker: KafkaStandalo
 
 def test_a_new_producer_with_the_same_id_fences_the_old_one(broker: KafkaStandalone) -> None:
     topic, transactional_id = _name("fence"), _name("id")
-    zombie = _producer(broker, transactional_id)
-    zombie.begin_transaction()
-    zombie.produce(topic, b"zombie")
-    zombie.flush(10)
-    successor = _producer(broker, transactional_id)  # aborts the zombie's open transaction
-    successor.begin_transaction()
-    successor.produce(topic, b"successor")
-    successor.commit_transaction(10)
+    zombie = _in_transaction(broker, transactional_id, topic, b"zombie")
+    _in_transaction(broker, transactional_id, topic, b"successor", commit=True)  # aborts the zombie's transaction
     with pytest.raises(KafkaException) as refused:
         zombie.commit_transaction(10)
     assert refused.value.args[0].code() in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED,
@@ -235,19 +261,13 @@ def test_a_dead_producers_transaction_aborts_at_its_timeout(broker: KafkaStandal
     finally:
         raw.close()
     # the id is usable again: its next producer gets a newer epoch
-    successor = _producer(broker, transactional_id)
-    successor.begin_transaction()
-    successor.produce(topic, b"next")
-    successor.commit_transaction(10)
+    _in_transaction(broker, transactional_id, topic, b"next", commit=True)
     assert read_committed(broker, topic, 2) == [b"after", b"next"]
 
 
 def test_describe_and_list_transactions(broker: KafkaStandalone) -> None:
     topic, transactional_id = _name("describe"), _name("described")
-    producer = _producer(broker, transactional_id)
-    producer.begin_transaction()
-    producer.produce(topic, b"x")
-    producer.flush(10)
+    producer = _in_transaction(broker, transactional_id, topic, b"x")
     raw = RawKafka(broker.bootstrap)
     try:
         (state, unknown) = raw.call(65, 0, describe_transactions.DescribeTransactionsRequest(
@@ -301,7 +321,7 @@ def test_transactional_records_outside_a_transaction_are_refused(broker: KafkaSt
 
 def test_kafkajs_transactions(broker: KafkaStandalone) -> None:
     topic = _name("kafkajs")
-    out = subprocess.run(["node", str(JS / "transactions.js"), broker.bootstrap, topic, _name("kjs")],
+    out = subprocess.run(["node", str(JS / "transaction.js"), broker.bootstrap, topic, _name("kjs")],
                          capture_output=True, text=True, timeout=60, check=False)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {"committed": True, "aborted": True}, out.stderr
     assert read_committed(broker, topic, 2) == [b"commit-1", b"commit-2"]
@@ -408,27 +428,6 @@ def test_aiokafka_transactions_with_offsets(broker: KafkaStandalone) -> None:
         consumer.close()
 
 
-def _init(raw: RawKafka, transactional_id: str, *, attempts: int = 50) -> object:
-    """InitProducerId for `transactional_id`, retried while the coordinator recovers."""
-    for _ in range(attempts):
-        answer = raw.call(22, 4, init_producer_id.InitProducerIdRequest(
-            transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
-            producer_epoch=-1))
-        if answer.error_code != ErrorCode.coordinator_load_in_progress:
-            break
-        time.sleep(0.1)  # the client's retry backoff
-    assert answer.error_code == ErrorCode.none
-    return answer
-
-
-def _raw_transactional_batch(producer: tuple[int, int], sequence: int, values: list[bytes]) -> bytes:
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=True, producer_id=producer[0],
-                                        producer_epoch=producer[1], base_sequence=sequence, batch_size=1 << 20)
-    for offset, value in enumerate(values):
-        builder.append(offset, timestamp=1_700_000_000_000, key=None, value=value, headers=[])
-    return bytes(builder.build())
-
-
 def test_a_retried_batch_of_an_open_transaction_is_not_stored_twice_after_a_sigkill(tmp_path) -> None:
     """A producer whose answer was lost to a SIGKILL sends its batch again after the restart:
     it is answered with its first offset (the producer state is rebuilt from the entries of the
@@ -481,10 +480,7 @@ def test_read_uncommitted_reads_to_the_high_watermark(broker: KafkaStandalone) -
     """read_uncommitted gets an open transaction's records and those after it; ListOffsets
     latest answers the high watermark to it and the last stable offset to read_committed."""
     topic = _name("hw")
-    producer = _producer(broker, _name("hw"))
-    producer.begin_transaction()
-    producer.produce(topic, b"open")
-    producer.flush(10)
+    producer = _in_transaction(broker, _name("hw"), topic, b"open")
     plain = Producer({"bootstrap.servers": broker.bootstrap})
     plain.produce(topic, b"after")
     plain.flush(10)
