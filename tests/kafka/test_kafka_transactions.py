@@ -547,3 +547,18 @@ def test_a_commit_decided_before_a_crash_is_finished_after_the_restart(tmp_path)
             consumer.close()
     finally:
         broker.stop()
+
+
+def test_transactions_in_kafka_entry_format(tmp_path) -> None:
+    """With entryFormat=kafka the batches are stored as sent, and the transaction buffer still
+    decides: a read_committed consumer gets the committed transaction's records only."""
+    broker = start_kafka_broker(tmp_path / "data", "transactionCoordinatorEnabled=true", "entryFormat=kafka")
+    topic, transactional_id = _name("kafka-format"), _name("kafka-format")
+    try:
+        _in_transaction(broker, transactional_id, topic, b"kept", commit=True)
+        producer = _in_transaction(broker, transactional_id, topic, b"dropped")
+        producer.abort_transaction(10)
+        assert read_committed(broker, topic, 1) == [b"kept"]
+        assert read_committed(broker, topic, 1, isolation="read_uncommitted") == [b"kept"]
+    finally:
+        broker.stop()

@@ -111,6 +111,7 @@ class KafkaTransactions:
         self._coordinator = coordinator
         self._allocate = allocate_producer_id
         self.ids: dict[tuple[str, str], KafkaTxn] = {}
+        self._next_expiry = 0
         self.ready = False
         """Set once `recover` ran: until then the coordinator may not know its transactions yet."""
         for key in broker.state_keys(_PREFIX):
@@ -172,8 +173,13 @@ class KafkaTransactions:
         return state
 
     def _expire(self) -> None:
-        """Ids with no transaction unused for EXPIRATION_MS go (Kafka's transactional.id.expiration.ms)."""
-        horizon = _now() - EXPIRATION_MS
+        """Ids with no transaction unused for EXPIRATION_MS go (Kafka's transactional.id.expiration.ms),
+        looked for at most once a minute (a pass reads every id)."""
+        now = _now()
+        if now < self._next_expiry:
+            return
+        self._next_expiry = now + 60_000
+        horizon = now - EXPIRATION_MS
         for state in [s for s in self.ids.values() if s.used < horizon and s.txn is None]:
             self._forget(state)
 
