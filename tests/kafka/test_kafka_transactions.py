@@ -38,7 +38,7 @@ from kio.schema.init_producer_id.v4 import request as init_producer_id
 from kio.schema.list_offsets.v7 import request as list_offsets
 from kio.schema.list_transactions.v1 import request as list_transactions
 from kio.schema.txn_offset_commit.v3 import request as txn_offset_commit
-from racing_clients import JS
+from racing_clients import INSTALL_KAFKAJS, JS
 
 import magnetar.client
 from magnetar.storage import SqliteMetadataStore
@@ -320,6 +320,7 @@ def test_transactional_records_outside_a_transaction_are_refused(broker: KafkaSt
 
 
 def test_kafkajs_transactions(broker: KafkaStandalone) -> None:
+    assert (JS / "node_modules" / "kafkajs").is_dir(), INSTALL_KAFKAJS
     topic = _name("kafkajs")
     out = subprocess.run(["node", str(JS / "transaction.js"), broker.bootstrap, topic, _name("kjs")],
                          capture_output=True, text=True, timeout=60, check=False)
