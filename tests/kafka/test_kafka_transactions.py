@@ -167,7 +167,7 @@ def test_consume_transform_produce_exactly_once_with_random_aborts(broker: Kafka
     done, aborts = 0, 0
     try:
         while done < 60:
-            messages = [m for m in consumer.consume(rng.randint(1, 9), 5) if not m.error()]
+            messages = [m for m in consumer.consume(rng.randint(1, 9), 1) if not m.error()]
             if not messages:
                 continue
             producer.begin_transaction()
@@ -366,7 +366,7 @@ def test_exactly_once_across_broker_kills(tmp_path) -> None:
                 rounds += 1
                 assert rounds < 60, f"seed {seed}: no progress"
                 consumer.seek(TopicPartition(source, 0, done))
-                messages = [m for m in consumer.consume(rng.randint(2, 8), 5) if not m.error()]
+                messages = [m for m in consumer.consume(rng.randint(2, 8), 1) if not m.error()]
                 if not messages:
                     continue
                 try:
