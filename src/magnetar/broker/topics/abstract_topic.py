@@ -17,7 +17,6 @@ from magnetar.broker.topics.abstract_subscription import AbstractSubscription
 from magnetar.broker.topics.consumer import Consumer
 from magnetar.broker.topics.producer import Producer
 from magnetar.broker.topics.publish_rate import PublishRateLimiter
-from magnetar.broker.topics.replicators import check_replicator_source
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.broker.topics.topic_limits import (
     SendLimits,
@@ -94,7 +93,6 @@ class AbstractTopic:
         """Admit a producer: its access mode is settled first, then its name, as in Pulsar."""
         self._check_new_producer()
         check_new_producer(self)
-        check_replicator_source(self.context.policies, self.context.config, self.name, name)
         epoch = self._claim_access(access_mode, topic_epoch)
         if name in self.producers:
             raise BrokerServiceError(pb.ProducerBusy, f"Producer with name '{name}' is already connected to topic")

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.policies.topic_policies import REPLICATION_CLUSTERS, Policy
-from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.broker.policies.topic_policies import Policy
 
 if TYPE_CHECKING:
     from magnetar.broker.config import ServiceConfiguration
@@ -68,26 +66,3 @@ def replicator_dispatch_rate(policies: TopicPolicies, config: ServiceConfigurati
     period = max(int(value.get(PERIOD, 1)), 1)
     return max(int(value.get(MESSAGES, -1)), 0) / period, max(int(value.get(BYTES, -1)), 0) / period
 
-
-def replicator_source(name: str, prefix: str) -> str | None:
-    """The cluster a producer named as another cluster's replicator replicates from
-    (`<prefix>.<source>--><this cluster>`, or `<prefix>.<source>` as Pulsar's older releases
-    name it); None for any other producer."""
-    if not has_replicator_prefix(name, prefix):
-        return None
-    return name[len(prefix) + 1:].partition("-->")[0]
-
-
-def check_replicator_source(policies: TopicPolicies, config: ServiceConfiguration, topic: TopicName,
-                            producer: str) -> None:
-    """Refuse another cluster's replicator unless that cluster is one of the topic's
-    replication clusters (the topic's, else its namespace's): a cluster the namespace does not
-    list has no business writing into it. The remote's replicator reports the refusal in its
-    stats and tries again, so listing the cluster later lets its backlog in."""
-    source = replicator_source(producer, config.replicatorPrefix)
-    if source is None:
-        return
-    clusters = policies.configured(topic, REPLICATION_CLUSTERS) or ()
-    if source not in clusters:
-        raise BrokerServiceError(pb.NotAllowedError, f"replication from cluster {source} into {topic} is not "
-                                 f"allowed: its replication clusters are {sorted(clusters) or [config.clusterName]}")
