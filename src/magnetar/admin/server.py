@@ -34,12 +34,6 @@ METRICS_PART_LINES = 4096
 """Lines of /metrics in one part of the response at most (one send, one copy)."""
 
 
-METRICS_SLICE_S = 0.002
-"""Work /metrics does before other clients get a turn of the event loop."""
-METRICS_PART_LINES = 4096
-"""Lines of /metrics in one part of the response at most (one send, one copy)."""
-
-
 class AdminServer:
     def __init__(self, service: BrokerService) -> None:
         self.service = service
