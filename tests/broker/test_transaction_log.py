@@ -6,7 +6,10 @@ tested against a real broker (test_transactions.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -125,6 +128,76 @@ def test_status_rules(tmp_path: Path) -> None:
         assert too_many.value.code == pb.NotAllowedError
         with pytest.raises(BrokerServiceError):
             await coordinator.end_txn(TxnId(0, 2), 7)  # no such action
+        coordinator.stop()
+        store.close()
+
+    asyncio.run(run())
+
+
+class HeldStore(SqliteMetadataStore):
+    """The broker's store, whose commits wait (off the loop) until the test lets them go: a
+    disk slower than the test."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.released = threading.Event()
+        self.released.set()
+
+    @contextmanager
+    def transaction(self):
+        self.released.wait(10)
+        with super().transaction() as writer:
+            yield writer
+
+
+def _stored(path: Path, txn: TxnId) -> dict | None:
+    """The record as another process (a restart) would read it."""
+    reader = SqliteMetadataStore(path, read_only=True)
+    try:
+        raw = reader.get(f"/transactions/coordinator/0/txn/{txn.least:020d}")
+    finally:
+        reader.close()
+    return None if raw is None else json.loads(raw)
+
+
+def test_a_registration_is_answered_once_its_record_is_durable_and_never_before(tmp_path: Path) -> None:
+    async def run() -> None:
+        store = HeldStore(tmp_path / "m.db")
+        coordinator = TransactionCoordinator(0, store, Recorder())
+        txn = coordinator.new_txn(60)
+        store.released.clear()
+        registering = coordinator.register_partitions(txn, ["persistent://t/n/a"])
+        assert registering is not None
+        again = coordinator.register_partitions(txn, ["persistent://t/n/a"])
+        assert again is registering  # named already, not durable yet: the same wait
+        await asyncio.sleep(0.2)  # the loop runs on while the disk is slow
+        assert not registering.done()
+        assert _stored(tmp_path / "m.db", txn) is None
+        store.released.set()
+        await asyncio.wait_for(registering, 10)
+        assert _stored(tmp_path / "m.db", txn)["partitions"] == ["persistent://t/n/a"]
+        assert coordinator.register_partitions(txn, ["persistent://t/n/a"]) is None
+        coordinator.stop()
+        store.close()
+
+    asyncio.run(run())
+
+
+def test_transactions_registered_together_share_log_commits(tmp_path: Path) -> None:
+    async def run() -> None:
+        store = HeldStore(tmp_path / "m.db")
+        coordinator = TransactionCoordinator(0, store, Recorder())
+        txns = [coordinator.new_txn(60) for _ in range(50)]
+        store.released.clear()
+        waits = [coordinator.register_partitions(txn, [f"persistent://t/n/{txn.least}"]) for txn in txns]
+        store.released.set()
+        await asyncio.wait_for(asyncio.gather(*waits), 10)
+        assert coordinator.log.appends <= 2  # the first write, then every other one in the next group
+        for txn in txns:
+            assert _stored(tmp_path / "m.db", txn)["partitions"] == [f"persistent://t/n/{txn.least}"]
+        ends = [coordinator.end_txn(txn, COMMIT) for txn in txns]
+        await asyncio.wait_for(asyncio.gather(*ends), 10)
+        assert coordinator.log.appends <= 5  # the decisions grouped as well
         coordinator.stop()
         store.close()
 
