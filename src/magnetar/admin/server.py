@@ -22,6 +22,7 @@ from magnetar.admin.security import security_middleware
 from magnetar.admin.subscriptions import SubscriptionsApi
 from magnetar.admin.tenants import TenantsApi
 from magnetar.admin.topics import TopicsApi
+from magnetar.admin.transactions import TransactionsApi
 from magnetar.broker.auth.operations import Operation
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.transport.advertised_listeners import default_advertised_address
@@ -41,7 +42,7 @@ class AdminServer:
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
                     BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name),
-                    SchemasApi(service)):
+                    SchemasApi(service), TransactionsApi(service)):
             self.router.add_routes(api.routes())
         self.router.add_routes([web.get("/metrics", self.metrics)])
         if service.config.webConsoleEnabled:
@@ -98,6 +99,10 @@ class AdminServer:
         text = metrics.render(topics, service.factory.entry_cache, writable=not service.full_disk.full,
                               cluster=cluster)
         text += metrics.render_latencies(topics, service.context.publish_latency, service.loop_lag, cluster)
+        if service.transactions is not None or any(getattr(t, "transaction_buffer", None) for t in topics):
+            from magnetar.admin import transaction_metrics  # noqa: PLC0415 (only where transactions are)
+
+            text += transaction_metrics.render(service.transactions, topics, cluster)
         return web.Response(text="".join([text, *(source() for source in self.metrics_sources)]),
                             content_type="text/plain")
 

@@ -46,6 +46,9 @@ class TransactionBuffer:
         """Open transactions with messages here, and the position of their first one."""
         self.aborted: set[TxnId] = set()
         self._max_read: Position | None = None
+        self.committed_count = 0
+        self.aborted_count = 0
+        """Transactions ended here since the topic loaded (pulsar_txn_tb_*_total)."""
 
     @classmethod
     def load(cls, ledger: ManagedLedger) -> TransactionBuffer:
@@ -72,6 +75,9 @@ class TransactionBuffer:
         """The marker of `txn` is stored: its messages are delivered or dropped from now on."""
         if action == ABORT:
             self.aborted.add(txn)
+            self.aborted_count += 1
+        else:
+            self.committed_count += 1
         if self.ongoing.pop(txn, None) is not None:
             self._update_max_read()
 

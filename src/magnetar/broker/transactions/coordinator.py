@@ -41,6 +41,31 @@ ANYONE: Caller = (None, False)
 ID_BLOCK = 1000
 #: The longest list of partitions or subscriptions one command may name.
 MAX_NAMES_PER_COMMAND = 1000
+#: Upper bounds (ms) of Pulsar's transaction execution-latency buckets (pulsar_txn_execution_latency_le_*).
+LATENCY_BOUNDS_MS = (10, 20, 50, 100, 500, 1000, 5000, 15000, 30000, 60000, 300000, 1500000, 3000000)
+
+
+@dataclass
+class CoordinatorStats:
+    """Counts since the broker started (Pulsar's TransactionMetadataStoreStats)."""
+
+    created: int = 0
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+    latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BOUNDS_MS) + 1))
+    """Ended transactions by milliseconds from opened to ended: [i] counts those over the
+    bound before LATENCY_BOUNDS_MS[i] and up to it (not cumulative), the last those over all."""
+
+    def ended(self, action: int, opened: float | None) -> None:
+        if action == COMMIT:
+            self.committed += 1
+        else:
+            self.aborted += 1
+        if opened is not None:
+            ms = (time.monotonic() - opened) * 1000
+            self.latency_buckets[next((i for i, bound in enumerate(LATENCY_BOUNDS_MS) if ms <= bound),
+                                      len(LATENCY_BOUNDS_MS))] += 1
 
 
 class Participants(Protocol):
@@ -66,16 +91,22 @@ class TxnMeta:
     """Whether the store holds its record (one with no participant needs none)."""
     saving: asyncio.Future[None] | None = None
     """The log write of its last participants, until it is durable."""
+    opened: float | None = None
+    """time.monotonic() when it was opened (None: opened before a restart)."""
+    opened_at: float = 0.0
+    """Wall-clock seconds when it was opened (0: a record written before magnetar kept it)."""
 
     def encode(self) -> bytes:
         return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
-                           "subscriptions": self.subscriptions, "owner": self.owner}).encode()
+                           "subscriptions": self.subscriptions, "owner": self.owner,
+                           "opened": self.opened_at}).encode()
 
     @classmethod
     def decode(cls, txn: TxnId, raw: bytes) -> TxnMeta:
         data = json.loads(raw)
         return cls(txn, data["status"], float(data["deadline"]), list(data["partitions"]),
-                   [(topic, sub) for topic, sub in data["subscriptions"]], data.get("owner"))
+                   [(topic, sub) for topic, sub in data["subscriptions"]], data.get("owner"),
+                   opened_at=float(data.get("opened", 0.0)))
 
 
 def _not_found(txn: TxnId) -> BrokerServiceError:
@@ -103,8 +134,29 @@ class TransactionCoordinator:
         self._endings: dict[TxnId, asyncio.Task[None]] = {}
         self._prefix = f"{_PREFIX}{coordinator_id}/"
         self.log = TransactionLog(store)
+        self.stats = CoordinatorStats()
+        self.recovered = (0.0, 0.0)
+        """Wall-clock seconds when recovery started and ended (0: not yet)."""
         self._next_least = 1
         self._reserved_until = 1
+
+    @property
+    def active_count(self) -> int:
+        """Transactions open, or decided and not yet ended on every participant."""
+        return len(self._txns)
+
+    @property
+    def last_id(self) -> int:
+        """The least significant bits of the last transaction id handed out (0: none yet)."""
+        return self._next_least - 1
+
+    def metadata(self, txn: TxnId) -> TxnMeta | None:
+        """A transaction not yet ended on every participant (None: ended or unknown)."""
+        return self._txns.get(txn)
+
+    def unfinished(self) -> list[TxnMeta]:
+        """Every transaction not yet ended on every participant, oldest id first."""
+        return sorted(self._txns.values(), key=lambda meta: meta.txn)
 
     # -- records
     def _key(self, txn: TxnId) -> str:
@@ -143,6 +195,7 @@ class TransactionCoordinator:
     def recover(self) -> None:
         """Read every unfinished transaction back, on the running loop: open ones get their
         deadline again, decided ones are ended again."""
+        self.recovered = (time.time(), 0.0)
         for key in self._store.list(f"{self._prefix}txn/"):
             raw = self._store.get(key)
             if raw is None:
@@ -154,6 +207,7 @@ class TransactionCoordinator:
                 self._arm(meta)
             else:
                 self._start_ending(meta, COMMIT if meta.status == COMMITTING else ABORT)
+        self.recovered = (self.recovered[0], time.time())
         if self._txns:
             log.info("transaction coordinator %d recovered %d unfinished transactions", self.coordinator_id,
                      len(self._txns))
@@ -165,7 +219,10 @@ class TransactionCoordinator:
                                      f"{len(self._txns)} transactions are open (maxActiveTransactionsPerCoordinator)")
         timeout = min(timeout_seconds or DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
         txn = self._next_id()
-        meta = TxnMeta(txn, OPEN, time.time() + timeout, owner=owner)  # stored with its first participant
+        now = time.time()
+        meta = TxnMeta(txn, OPEN, now + timeout, owner=owner, opened=time.monotonic(),
+                       opened_at=now)  # stored with its first participant
+        self.stats.created += 1
         self._txns[txn] = meta
         self._arm(meta)
         return txn
@@ -290,6 +347,7 @@ class TransactionCoordinator:
         if meta.stored:
             self.log.forget_later(self._key(meta.txn))  # deleted with the next record written
         self._txns.pop(meta.txn, None)
+        self.stats.ended(action, meta.opened)
         log.info("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
 
     # -- timeouts
@@ -307,6 +365,7 @@ class TransactionCoordinator:
         meta = self._txns.get(txn)
         if meta is not None and meta.status == OPEN:
             log.info("transaction %s timed out: aborted", txn)
+            self.stats.timed_out += 1
             self._start_ending(meta, ABORT, self._decided(meta, ABORTING))
 
     def stop(self) -> None:

@@ -36,6 +36,9 @@ class PendingAcks:
         self.positions: dict[Position, TxnId] = {}
         """Every held position and the transaction holding it."""
         self._by_txn: dict[TxnId, list[Position]] = {}
+        self.committed_count = 0
+        self.aborted_count = 0
+        """Transactions that ended holding acknowledgements here since it loaded (pulsar_txn_tp_*)."""
 
     @classmethod
     def load(cls, store: MetadataStore, ledger_name: str, subscription: str) -> PendingAcks | None:
@@ -53,6 +56,14 @@ class PendingAcks:
             held = pending._by_txn[txn] = [Position(ledger_id, entry_id) for ledger_id, entry_id in json.loads(raw)]
             pending.positions.update(dict.fromkeys(held, txn))
         return pending
+
+    @property
+    def txn_count(self) -> int:
+        """Open transactions holding acknowledgements here."""
+        return len(self._by_txn)
+
+    def held_by(self, txn: TxnId) -> list[Position]:
+        return list(self._by_txn.get(txn, ()))
 
     def _key(self, txn: TxnId) -> str:
         return f"{self._prefix}{txn.most}:{txn.least}"

@@ -171,6 +171,10 @@ class PersistentSubscription(AbstractSubscription):
         if pending is None:
             return
         held = pending.release(txn)
+        if commit:
+            pending.committed_count += 1
+        else:
+            pending.aborted_count += 1
         if held and commit:
             self.cursor.delete(held)
             self.cursor.flush()
