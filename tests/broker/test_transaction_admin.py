@@ -18,6 +18,7 @@ from polling import wait_for
 from standalone import Standalone
 
 import magnetar.client
+from magnetar.broker.config import ServiceConfiguration
 
 TXNS = "/admin/v3/transactions"
 
@@ -142,3 +143,14 @@ def test_off_by_default_503_and_no_metrics(broker_factory) -> None:
     status, body = _get(broker, f"{TXNS}/coordinatorStats")
     assert status == 503 and "transactionCoordinatorEnabled" in body["reason"]
     assert not _metrics(broker)
+
+
+def test_open_transactions_are_capped_by_default_and_the_cap_is_told(broker_factory) -> None:
+    broker = broker_factory("transactionCoordinatorEnabled=true", "maxActiveTransactionsPerCoordinator=2")
+    with magnetar.client.Client(broker.url, enable_transaction=True, operation_timeout_seconds=10) as client:
+        first, _second = client.new_transaction(timeout=30), client.new_transaction(timeout=30)
+        with pytest.raises(magnetar.client.errors.PulsarException, match="maxActiveTransactionsPerCoordinator"):
+            client.new_transaction(timeout=30)
+        first.abort()
+        client.new_transaction(timeout=30).abort()  # room again once one ended
+    assert ServiceConfiguration().maxActiveTransactionsPerCoordinator == 50_000
