@@ -27,6 +27,11 @@ OPEN, COMMITTING, ABORTING, COMMITTED, ABORTED, ERROR = "OPEN", "COMMITTING", "A
     "ERROR"
 
 
+def _retrieved(done: asyncio.Future[Any]) -> None:
+    if not done.cancelled():
+        done.exception()
+
+
 class Producer(Protocol):
     """What a transaction needs of a producer it sends through."""
 
@@ -120,8 +125,9 @@ class Transaction:
         registered = self._partitions.get(key)
         if registered is None:
             txn = self.txn_id
-            self._partitions[key] = asyncio.ensure_future(self._coordinators.request(
+            registered = self._partitions[key] = asyncio.ensure_future(self._coordinators.request(
                 txn.most, lambda request_id: wire_txn.add_partition_to_txn(request_id, txn, [topic])))
+            registered.add_done_callback(_retrieved)  # the commit reports a refusal; a handle never ended has none
             self._producers.append(producer)
         elif registered.done() and registered.exception() is not None:
             raise registered.exception()  # type: ignore[misc]
