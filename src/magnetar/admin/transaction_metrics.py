@@ -9,7 +9,7 @@ imported here: a broker without transactions renders nothing more.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from magnetar.prometheus import label_text
@@ -55,28 +55,26 @@ _PENDING_ACK: tuple[tuple[str, str, str, Callable[[Any], int]], ...] = (
 )
 
 
-def render(coordinator: TransactionCoordinator | None, topics: Iterable[AbstractTopic], cluster: str) -> str:
-    lines: list[str] = []
+def lines(coordinator: TransactionCoordinator | None, topics: Iterable[AbstractTopic], cluster: str) -> Iterator[str]:
     if coordinator is not None:
         labels = label_text([("cluster", cluster), ("coordinator_id", str(coordinator.coordinator_id))])
         for name, kind, text, value in _COORDINATOR:
-            lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value(coordinator)}"]
+            yield from (f"# HELP {name} {text}", f"# TYPE {name} {kind}", f"{name}{{{labels}}} {value(coordinator)}")
         for suffix, count in zip(_LATENCY_SUFFIXES, coordinator.stats.latency_buckets, strict=True):
             name = f"pulsar_txn_execution_latency_le_{suffix}"
-            lines += [f"# HELP {name} Transactions ended, by milliseconds from opened to ended, since the broker "
-                      "started (each bucket counts those above the previous bound).",
-                      f"# TYPE {name} gauge", f"{name}{{{labels}}} {count}"]
+            yield from (f"# HELP {name} Transactions ended, by milliseconds from opened to ended, since the broker "
+                        "started (each bucket counts those above the previous bound).",
+                        f"# TYPE {name} gauge", f"{name}{{{labels}}} {count}")
     topics = sorted(topics, key=lambda t: str(t.name))
     buffers = [(t, buffer) for t in topics if (buffer := getattr(t, "transaction_buffer", None)) is not None]
-    for name, kind, text, value in _BUFFER:
-        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"] if buffers else []
-        lines += [f"{name}{{{_labels(cluster, t)}}} {value(b)}" for t, b in buffers]
-    pending = [(t, sub, held) for t in topics for sub_name, sub in sorted(t.subscriptions.items())
-               if (held := getattr(sub, "pending_acks", None)) is not None and sub_name]
-    for name, kind, text, value in _PENDING_ACK:
-        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"] if pending else []
-        lines += [f"{name}{{{_labels(cluster, t, sub.name)}}} {value(p)}" for t, sub, p in pending]
-    return "\n".join(lines) + "\n" if lines else ""
+    for name, kind, text, value in _BUFFER if buffers else ():
+        yield from (f"# HELP {name} {text}", f"# TYPE {name} {kind}")
+        yield from (f"{name}{{{_labels(cluster, t)}}} {value(b)}" for t, b in buffers)
+    pending = [(t, sub, held) for t in topics for _, sub in sorted(t.subscriptions.items())
+               if (held := getattr(sub, "pending_acks", None)) is not None]
+    for name, kind, text, value in _PENDING_ACK if pending else ():
+        yield from (f"# HELP {name} {text}", f"# TYPE {name} {kind}")
+        yield from (f"{name}{{{_labels(cluster, t, sub.name)}}} {value(p)}" for t, sub, p in pending)
 
 
 def _labels(cluster: str, topic: AbstractTopic, subscription: str | None = None) -> str:
