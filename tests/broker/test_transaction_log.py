@@ -16,7 +16,8 @@ import pytest
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.transactions.coordinator import OPEN, TransactionCoordinator, TxnMeta
-from magnetar.storage import SqliteMetadataStore
+from magnetar.broker.transactions.pending_ack import PendingAcks
+from magnetar.storage import Position, SqliteMetadataStore
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
 
@@ -198,6 +199,33 @@ def test_transactions_registered_together_share_log_commits(tmp_path: Path) -> N
         ends = [coordinator.end_txn(txn, COMMIT) for txn in txns]
         await asyncio.wait_for(asyncio.gather(*ends), 10)
         assert coordinator.log.appends <= 5  # the decisions grouped as well
+        coordinator.stop()
+        store.close()
+
+    asyncio.run(run())
+
+
+def test_an_ack_held_in_a_transaction_is_stored_off_the_loop_with_the_coordinators_records(tmp_path: Path) -> None:
+    async def run() -> None:
+        store = HeldStore(tmp_path / "m.db")
+        coordinator = TransactionCoordinator(0, store, Recorder())
+        txn = coordinator.new_txn(60)
+        store.released.clear()
+        registering = coordinator.register_subscriptions(txn, [("persistent://t/n/a", "sub")])
+        pending = PendingAcks(store, "t/n/persistent/a", "sub")
+        assert pending.hold(txn, [Position(1, 0)]) == [Position(1, 0)]
+        holding = pending.saving(txn)
+        assert registering is not None and holding is not None
+        await asyncio.sleep(0.2)
+        assert not holding.done()  # held at once, answered only once durable
+        reader = SqliteMetadataStore(tmp_path / "m.db", read_only=True)
+        assert PendingAcks.load(reader, "t/n/persistent/a", "sub") is None
+        store.released.set()
+        await asyncio.wait_for(asyncio.gather(registering, holding), 10)
+        assert PendingAcks.load(reader, "t/n/persistent/a", "sub").positions == {Position(1, 0): txn}
+        assert _stored(tmp_path / "m.db", txn)["subscriptions"] == [["persistent://t/n/a", "sub"]]
+        assert coordinator.log.appends <= 2
+        reader.close()
         coordinator.stop()
         store.close()
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.transactions.log import TransactionLog
+from magnetar.broker.transactions.log import shared_log
 from magnetar.storage import MetadataStore, bump_counter
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
@@ -133,7 +133,7 @@ class TransactionCoordinator:
         self._timers: dict[TxnId, asyncio.TimerHandle] = {}
         self._endings: dict[TxnId, asyncio.Task[None]] = {}
         self._prefix = f"{_PREFIX}{coordinator_id}/"
-        self.log = TransactionLog(store)
+        self.log = shared_log(store)
         self.stats = CoordinatorStats()
         self.recovered = (0.0, 0.0)
         """Wall-clock seconds when recovery started and ended (0: not yet)."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -25,6 +26,18 @@ from magnetar.storage import MetadataStore
 
 Encoder = Callable[[], bytes | None]
 """The record's current bytes (None: delete it)."""
+_SHARED: weakref.WeakKeyDictionary[MetadataStore, TransactionLog] = weakref.WeakKeyDictionary()
+
+
+def shared_log(store: MetadataStore) -> TransactionLog:
+    """The one log of `store`: the coordinator's records and every subscription's pending
+    acks share its commits, and its order (a record asked for before another is durable no
+    later than it: a subscription's pending acks never outlive, after a crash, the
+    coordinator's record that names the subscription)."""
+    log = _SHARED.get(store)
+    if log is None:
+        log = _SHARED[store] = TransactionLog(store)
+    return log
 
 
 class _Group:
@@ -65,6 +78,10 @@ class TransactionLog:
     def write_now(self, key: str, encode: Encoder) -> None:
         """Write `key` durably before returning, with everything queued and under way."""
         self._queued[key] = encode
+        self.flush_now()
+
+    def flush_now(self) -> None:
+        """Everything queued and under way, durable before returning (encoded now)."""
         encoders = {**self._running_keys, **self._queued}
         writes = {name: encoder() for name, encoder in encoders.items()}
         with self._lock:

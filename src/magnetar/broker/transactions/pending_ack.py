@@ -15,9 +15,11 @@ entry once none is left).
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.transactions.log import shared_log
 from magnetar.storage import MetadataStore, Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import TxnId
@@ -28,13 +30,16 @@ MAX_POSITIONS_PER_TXN = 10_000
 
 
 def drop_topic(store: MetadataStore, ledger_name: str) -> None:
-    """The topic is deleted: the records of all its subscriptions go."""
+    """The topic is deleted: the records of all its subscriptions go (after what the log
+    has queued, which could otherwise write one back)."""
+    shared_log(store).flush_now()
     store.delete_prefix(f"{_PREFIX}{ledger_name}/")
 
 
 class PendingAcks:
     def __init__(self, store: MetadataStore, ledger_name: str, subscription: str) -> None:
         self._store = store
+        self._log = shared_log(store)
         self._prefix = f"{_PREFIX}{ledger_name}/{subscription}/"
         self.positions: dict[Position, TxnId] = {}
         """Every position held whole and the transaction holding it."""
@@ -42,6 +47,7 @@ class PendingAcks:
         """Batches held in part: each held index and the transaction holding it."""
         self._by_txn: dict[TxnId, dict[Position, frozenset[int] | None]] = {}
         """What each transaction holds: a position whole (None) or some of its indexes."""
+        self._saving: dict[TxnId, asyncio.Future[None]] = {}
         self.committed_count = 0
         self.aborted_count = 0
         """Transactions that ended holding acknowledgements here since it loaded (pulsar_txn_tp_*)."""
@@ -88,7 +94,8 @@ class PendingAcks:
         self.indexes.setdefault(position, {}).update(dict.fromkeys(indexes, txn))
 
     def hold(self, txn: TxnId, positions: list[Position]) -> list[Position]:
-        """Hold `positions` whole for `txn` (durably); gives those it did not hold already."""
+        """Hold `positions` whole for `txn`; gives those it did not hold already. Held at
+        once; durable with the record `saving(txn)` waits for."""
         new = []
         for position in dict.fromkeys(positions):
             owner = self.positions.get(position)
@@ -109,7 +116,7 @@ class PendingAcks:
         return new
 
     def hold_indexes(self, txn: TxnId, position: Position, indexes: frozenset[int]) -> bool:
-        """Hold some messages (`indexes`) of the batch at `position` for `txn` (durably);
+        """Hold some messages (`indexes`) of the batch at `position` for `txn` (as `hold`);
         False when it held them already."""
         owner = self.positions.get(position)
         if owner is not None and owner != txn:
@@ -134,9 +141,23 @@ class PendingAcks:
                                      "entries of one subscription")
 
     def _write(self, txn: TxnId) -> None:
-        records = [[*position] if indexes is None else [*position, sorted(indexes)]
-                   for position, indexes in self._by_txn[txn].items()]
-        self._store.put(self._key(txn), json.dumps(records).encode())
+        """The transaction's record, in the transaction log's next group commit (off the loop)."""
+        self._saving[txn] = self._log.write(self._key(txn), lambda: self._encode(txn))
+
+    def _encode(self, txn: TxnId) -> bytes | None:
+        held = self._by_txn.get(txn)
+        if held is None:  # ended before its commit was dispatched: `forget` deletes it
+            return None
+        return json.dumps([[*position] if indexes is None else [*position, sorted(indexes)]
+                           for position, indexes in held.items()]).encode()
+
+    def saving(self, txn: TxnId) -> asyncio.Future[None] | None:
+        """The write of what `txn` holds here, until it is durable (None: it is)."""
+        saving = self._saving.get(txn)
+        if saving is not None and saving.done():
+            del self._saving[txn]
+            return None
+        return saving
 
     def release(self, txn: TxnId) -> dict[Position, frozenset[int] | None]:
         """Everything `txn` held, no longer held: positions whole (None) or some of their
@@ -154,12 +175,17 @@ class PendingAcks:
         return held
 
     def forget(self, txn: TxnId) -> None:
-        """The transaction's end is applied (and the cursor stored): its record goes."""
-        self._store.delete(self._key(txn))
+        """The transaction's end is applied (and the cursor stored): its record goes with
+        the log's next commit, before the coordinator's record (queued after it) does."""
+        self._saving.pop(txn, None)
+        self._log.forget_later(self._key(txn))
 
     def drop(self) -> None:
-        """The subscription is deleted: every record of it goes."""
-        self._store.delete_prefix(self._prefix)
+        """The subscription is deleted: every record of it goes (its writes queued in the
+        log become deletions first, so none writes a record back)."""
+        self._by_txn.clear()
+        self._saving.clear()
         self.positions.clear()
         self.indexes.clear()
-        self._by_txn.clear()
+        self._log.flush_now()
+        self._store.delete_prefix(self._prefix)

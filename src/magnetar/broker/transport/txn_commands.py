@@ -146,17 +146,38 @@ def handle_send(cnx: CommandHost, producer: Producer, send: pb.CommandSend, reco
 
 def handle_ack(cnx: CommandHost, consumer: Consumer, ack: pb.CommandAck) -> None:
     """An ACK naming a transaction: its entries are held for it until it ends (the
-    subscription is registered with the transaction here if the client did not)."""
+    subscription is registered with the transaction here if the client did not), answered
+    once the hold and the registration are durable. Both are records of the transaction
+    log, the registration asked for first: after a crash no hold outlives it."""
     refusal: str | None = None
     code = pb.NotAllowedError
+    waits: list[asyncio.Future[None]] = []
     try:
         coordinator = _coordinator(cnx)
         txn = txn_id_of(ack)
         subscription = consumer.subscription
-        coordinator.add_subscriptions(txn, [(str(subscription.topic.name), subscription.name)], _caller(cnx))
-        subscription.acknowledge_in_txn(ack, txn)  # type: ignore[attr-defined]
+        registering = coordinator.register_subscriptions(txn, [(str(subscription.topic.name), subscription.name)],
+                                                         _caller(cnx))
+        holding = subscription.acknowledge_in_txn(ack, txn)  # type: ignore[attr-defined]
+        waits = [wait for wait in (registering, holding) if wait is not None]
     except BrokerServiceError as exc:
         log.info("%s transactional ack refused: %s", cnx, exc.message)
         refusal, code = exc.message, exc.code
-    if ack.HasField("request_id"):
+    if not ack.HasField("request_id"):
+        return
+    if not waits:
         cnx.send(commands.ack_response(ack.consumer_id, ack.request_id, refusal, code))
+        return
+    task = asyncio.get_running_loop().create_task(_ack_answer_later(cnx, ack, waits))
+    _ending.add(task)
+    task.add_done_callback(_ending.discard)
+
+
+async def _ack_answer_later(cnx: CommandHost, ack: pb.CommandAck, waits: list[asyncio.Future[None]]) -> None:
+    try:
+        await asyncio.gather(*waits)
+    except Exception as exc:  # the log could not be written: nothing is held after a restart
+        cnx.send(commands.ack_response(ack.consumer_id, ack.request_id,
+                                       f"could not store the acknowledgement: {exc}", pb.UnknownError))
+    else:
+        cnx.send(commands.ack_response(ack.consumer_id, ack.request_id, None, pb.NotAllowedError))

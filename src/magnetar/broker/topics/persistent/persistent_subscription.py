@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from typing import TYPE_CHECKING
@@ -155,9 +156,10 @@ class PersistentSubscription(AbstractSubscription):
         self.cursor.set_batch_deleted_indexes(position, ack_set_from_indexes(sorted(held), self._batch_size(position)))
         self._forget([position])  # out of the consumer's hands: an abort delivers the held ones again
 
-    def acknowledge_in_txn(self, ack: pb.CommandAck, txn: TxnId) -> None:
+    def acknowledge_in_txn(self, ack: pb.CommandAck, txn: TxnId) -> asyncio.Future[None] | None:
         """Hold the ACK's entries for `txn`, or with an ack_set the batch's messages it names:
-        no consumer gets them meanwhile, and the cursor moves only if the transaction commits."""
+        no consumer gets them meanwhile, and the cursor moves only if the transaction commits.
+        Held at once; the future is done once the hold is durable (None: it is already)."""
         if ack.ack_type == pb.CommandAck.Cumulative:
             raise BrokerServiceError(pb.NotAllowedError, "cumulative acknowledgements in a transaction are not "
                                      "supported by magnetar yet: acknowledge each message")
@@ -182,6 +184,7 @@ class PersistentSubscription(AbstractSubscription):
             pending.hold_indexes(txn, position, indexes)
         if held and self.dispatcher is not None:
             self.dispatcher.acknowledged(held)  # the consumer is done with them; nobody else gets them
+        return pending.saving(txn)
 
     def _pending_acks(self) -> PendingAcks:
         if self.pending_acks is None:
