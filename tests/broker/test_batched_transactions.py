@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import threading
 import uuid
 from collections.abc import Iterator
@@ -266,5 +267,43 @@ def test_batch_messages_held_at_a_sigkill_stay_held_until_the_transaction_times_
             assert b"m1" in got and set(got) <= {b"m1", b"m2"}
         finally:
             client.close()
+    finally:
+        broker.stop()
+
+
+def test_a_restart_reads_the_buffers_snapshot_and_only_the_entries_after_it(tmp_path: Path):
+    """With a snapshot every 4 transactions: after a SIGKILL the buffer is its last snapshot
+    plus the few entries after it, and readers still get every committed message, no
+    aborted one, and nothing of the transaction open at the kill until it times out."""
+    broker = Standalone(tmp_path / "data", [TXN_ON, "transactionBufferSnapshotMaxTransactionCount=4"]).start()
+    try:
+        topic = _topic("snapshot")
+        expected = []
+        with magnetar.client.Client(broker.url, enable_transaction=True, operation_timeout_seconds=10) as client:
+            producer = client.create_producer(topic)
+            for n in range(10):
+                txn = client.new_transaction(timeout=30)
+                producer.send(f"t{n}".encode(), txn=txn)
+                if n % 3 == 2:
+                    txn.abort()
+                else:
+                    txn.commit()
+                    expected.append(f"t{n}".encode())
+            open_txn = client.new_transaction(timeout=3)
+            producer.send(b"open at the kill", txn=open_txn)
+            producer.send(b"plain")
+            broker.kill()
+        broker.start()
+        every = [_consumer(kind, broker.url, topic, f"s-{kind}") for kind in CONSUMERS]
+        rebuilt = re.search(r"txnb-snapshot-\w+: transaction buffer rebuilt from a snapshot at \S+ and (\d+) entries",
+                            broker.log())
+        assert rebuilt is not None, "no snapshot read"
+        assert int(rebuilt.group(1)) < 22  # of the 22 entries (messages, markers), only those after it
+        for client, consumer in every:
+            try:
+                got = [value for value, _ in _read_until(consumer, {*expected, b"plain"})]
+                assert got == [*expected, b"plain"]
+            finally:
+                client.close()
     finally:
         broker.stop()

@@ -230,6 +230,10 @@ class ServiceConfiguration:
     # NEW_TXNs can pin in memory (about 1 KB each) and in its timers
     maxActiveTransactionsPerCoordinator: int = key(
         50_000, NotNegative("no limit"), "open transactions a coordinator keeps at once")
+    transactionBufferSnapshotMaxTransactionCount: int = key(
+        1000, POSITIVE, "transactions ended in a topic between two snapshots of its transaction buffer")
+    transactionBufferSnapshotMinTimeInMillis: int = key(
+        5000, POSITIVE, "milliseconds after which a transaction's end snapshots the topic's buffer")
     # message expiry
     ttlDurationDefaultInSeconds: int = 0
     messageExpiryCheckIntervalInMinutes: float = key(5.0, POSITIVE, "how often topics are held to their message TTL")
