@@ -307,3 +307,33 @@ def test_a_restart_reads_the_buffers_snapshot_and_only_the_entries_after_it(tmp_
                 client.close()
     finally:
         broker.stop()
+
+
+@pytest.mark.parametrize("kind", CONSUMERS)
+def test_a_cumulative_acknowledgement_in_a_transaction_takes_effect_on_commit_only(txn_broker, kind):
+    """Exclusive: a cumulative ACK in a transaction holds everything up to its message (in
+    a batch: the batch's messages up to it); an abort gives it all back, a commit
+    acknowledges exactly that; a Shared subscription is refused."""
+    topic = _topic("cumulative")
+    values = _batch(txn_broker.url, topic, 4) + _batch(txn_broker.url, topic, 4)  # two batches, m0..m3 twice
+    with magnetar.client.Client(txn_broker.url, enable_transaction=True, operation_timeout_seconds=10) as client:
+        consumer = client.subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
+        messages = [consumer.receive(10_000) for _ in values]
+        aborted = client.new_transaction(timeout=30)
+        consumer.acknowledge_cumulative(messages[5], txn=aborted)  # the first batch, and m0, m1 of the second
+        aborted.abort()
+        committed = client.new_transaction(timeout=30)
+        consumer.acknowledge_cumulative(messages[5], txn=committed)
+        committed.commit()
+        consumer.close()
+        shared = client.subscribe(topic, "shared", consumer_type=pulsar.ConsumerType.Shared,
+                                  initial_position=pulsar.InitialPosition.Earliest)
+        refused = client.new_transaction(timeout=30)
+        with pytest.raises(magnetar.client.errors.PulsarException):
+            shared.acknowledge_cumulative(shared.receive(10_000), txn=refused)
+        refused.abort()
+    again_client, again = _consumer(kind, txn_broker.url, topic, "s")
+    try:
+        assert [value for value, _ in _read_until(again, {b"m2", b"m3"})] == [b"m2", b"m3"]
+    finally:
+        again_client.close()

@@ -34,6 +34,8 @@ __all__ = ["SUB_TYPE_NAMES", "PersistentSubscription"]
 _SUB_TYPES = {name: number for number, name in SUB_TYPE_NAMES.items()}
 #: Cursor property remembering the subscription's type while no consumer is connected.
 SUB_TYPE_PROPERTY = "#magnetar.subscription.type"
+#: Entries one cumulative ACK in a transaction may cover (each is held, and written, until it ends).
+MAX_CUMULATIVE_IN_TXN = 10_000
 
 
 class PersistentSubscription(AbstractSubscription):
@@ -160,13 +162,12 @@ class PersistentSubscription(AbstractSubscription):
         """Hold the ACK's entries for `txn`, or with an ack_set the batch's messages it names:
         no consumer gets them meanwhile, and the cursor moves only if the transaction commits.
         Held at once; the future is done once the hold is durable (None: it is already)."""
-        if ack.ack_type == pb.CommandAck.Cumulative:
-            raise BrokerServiceError(pb.NotAllowedError, "cumulative acknowledgements in a transaction are not "
-                                     "supported by magnetar yet: acknowledge each message")
         if not self.durable:
             raise BrokerServiceError(pb.NotAllowedError, "a reader cannot acknowledge in a transaction")
         whole: list[Position] = []
         parts: list[tuple[Position, frozenset[int]]] = []
+        if ack.ack_type == pb.CommandAck.Cumulative:
+            whole = self._cumulative_in_txn(ack)
         for mid in ack.message_id:
             position = position_of(mid)
             if not self.topic.ledger.has_entry(position):
@@ -185,6 +186,24 @@ class PersistentSubscription(AbstractSubscription):
         if held and self.dispatcher is not None:
             self.dispatcher.acknowledged(held)  # the consumer is done with them; nobody else gets them
         return pending.saving(txn)
+
+    def _cumulative_in_txn(self, ack: pb.CommandAck) -> list[Position]:
+        """The entries before a cumulative ACK's message not acknowledged yet, held whole by
+        the transaction (the message itself is held as an individual ACK of it would be:
+        with its ack_set, the batch's messages up to it)."""
+        if self.sub_type in (Sub.Shared, Sub.Key_Shared) or len(ack.message_id) != 1:
+            raise BrokerServiceError(pb.NotAllowedError, "a cumulative acknowledgement names one message, on an "
+                                     "Exclusive or Failover subscription")
+        named = position_of(ack.message_id[0])
+        before = []
+        for position in self.cursor.iter_unacked():
+            if position >= named:
+                break
+            if len(before) >= MAX_CUMULATIVE_IN_TXN:
+                raise BrokerServiceError(pb.NotAllowedError, f"a cumulative acknowledgement in a transaction covers "
+                                         f"at most {MAX_CUMULATIVE_IN_TXN} entries: acknowledge more often")
+            before.append(position)
+        return before
 
     def _pending_acks(self) -> PendingAcks:
         if self.pending_acks is None:
