@@ -9,6 +9,7 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -161,10 +162,22 @@ def _stored(path: Path, txn: TxnId) -> dict | None:
     return None if raw is None else json.loads(raw)
 
 
-def test_a_registration_is_answered_once_its_record_is_durable_and_never_before(tmp_path: Path) -> None:
+def _with_held_store(path: Path, body: Callable[[HeldStore, TransactionCoordinator], Awaitable[None]]) -> None:
+    """`body` on a coordinator over a HeldStore at `path`, both closed after."""
     async def run() -> None:
-        store = HeldStore(tmp_path / "m.db")
+        store = HeldStore(path / "m.db")
         coordinator = TransactionCoordinator(0, store, Recorder())
+        try:
+            await body(store, coordinator)
+        finally:
+            coordinator.stop()
+            store.close()
+
+    asyncio.run(run())
+
+
+def test_a_registration_is_answered_once_its_record_is_durable_and_never_before(tmp_path: Path) -> None:
+    async def body(store: HeldStore, coordinator: TransactionCoordinator) -> None:
         txn = coordinator.new_txn(60)
         store.released.clear()
         registering = coordinator.register_partitions(txn, ["persistent://t/n/a"])
@@ -178,16 +191,12 @@ def test_a_registration_is_answered_once_its_record_is_durable_and_never_before(
         await asyncio.wait_for(registering, 10)
         assert _stored(tmp_path / "m.db", txn)["partitions"] == ["persistent://t/n/a"]
         assert coordinator.register_partitions(txn, ["persistent://t/n/a"]) is None
-        coordinator.stop()
-        store.close()
 
-    asyncio.run(run())
+    _with_held_store(tmp_path, body)
 
 
 def test_transactions_registered_together_share_log_commits(tmp_path: Path) -> None:
-    async def run() -> None:
-        store = HeldStore(tmp_path / "m.db")
-        coordinator = TransactionCoordinator(0, store, Recorder())
+    async def body(store: HeldStore, coordinator: TransactionCoordinator) -> None:
         txns = [coordinator.new_txn(60) for _ in range(50)]
         store.released.clear()
         waits = [coordinator.register_partitions(txn, [f"persistent://t/n/{txn.least}"]) for txn in txns]
@@ -199,16 +208,12 @@ def test_transactions_registered_together_share_log_commits(tmp_path: Path) -> N
         ends = [coordinator.end_txn(txn, COMMIT) for txn in txns]
         await asyncio.wait_for(asyncio.gather(*ends), 10)
         assert coordinator.log.appends <= 5  # the decisions grouped as well
-        coordinator.stop()
-        store.close()
 
-    asyncio.run(run())
+    _with_held_store(tmp_path, body)
 
 
 def test_an_ack_held_in_a_transaction_is_stored_off_the_loop_with_the_coordinators_records(tmp_path: Path) -> None:
-    async def run() -> None:
-        store = HeldStore(tmp_path / "m.db")
-        coordinator = TransactionCoordinator(0, store, Recorder())
+    async def body(store: HeldStore, coordinator: TransactionCoordinator) -> None:
         txn = coordinator.new_txn(60)
         store.released.clear()
         registering = coordinator.register_subscriptions(txn, [("persistent://t/n/a", "sub")])
@@ -226,7 +231,5 @@ def test_an_ack_held_in_a_transaction_is_stored_off_the_loop_with_the_coordinato
         assert _stored(tmp_path / "m.db", txn)["subscriptions"] == [["persistent://t/n/a", "sub"]]
         assert coordinator.log.appends <= 2
         reader.close()
-        coordinator.stop()
-        store.close()
 
-    asyncio.run(run())
+    _with_held_store(tmp_path, body)
