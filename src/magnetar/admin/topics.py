@@ -28,7 +28,7 @@ from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.persistent.internal_stats import internal_stats
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.storage import NoSuchEntryError, Position
-from magnetar.storage.message_finder import EntrySequence
+from magnetar.storage.message_finder import EntrySequence, find_by_index
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
@@ -65,6 +65,7 @@ class TopicsApi:
             web.get(ANY_TOPIC + "/partitioned-stats", self.partitioned_stats),
             web.get(PERSISTENT + "/internalStats", self.internal_stats),
             web.get(PERSISTENT + "/lastMessageId", self.last_message_id),
+            web.get(PERSISTENT + "/getMessageIdByIndex", self.message_id_by_index),
             web.post(PERSISTENT + "/terminate", self.terminate),
             web.post(PERSISTENT + "/terminate/partitions", self.terminate_partitions),
             web.get(PERSISTENT + "/messageTTL", self.get_ttl),
@@ -186,6 +187,19 @@ class TopicsApi:
 
     async def last_message_id(self, request: web.Request) -> web.Response:
         return _message_id_json(self.persistent_topic(request).last_message_id())
+
+    async def message_id_by_index(self, request: web.Request) -> web.Response:
+        """PIP-415: the entry holding the message with PIP-70 index `index` (the first entry
+        after it when that message is gone); 404 when none has it, as on a topic stored
+        without indexes. A binary search: a few entry reads, however long the topic."""
+        self.refuse_partitioned(request, "Get message id by index on a partitioned topic is not allowed, "
+                                         "please try it on specific topic partition")
+        index = int_param(request, "index")
+        ledger = self.persistent_topic(request).ledger
+        found = find_by_index(ledger, index).position if ledger.first_position is not None else None
+        if found is None:
+            raise fail(404, f"no message with index {index} or after it")
+        return web.json_response({"ledgerId": found.ledger_id, "entryId": found.entry_id, "partitionIndex": -1})
 
     async def terminate(self, request: web.Request) -> web.Response:
         """Pulsar's terminate: the topic takes no more messages; answers its last message id."""
