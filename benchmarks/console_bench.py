@@ -35,7 +35,7 @@ from console_pages import chromium
 BACKLOG_TOPIC = "persistent://public/default/backlog"
 VIEWS = {  # view -> (address, selector of its first content)
     "overview": ("#/", "dl.facts"),
-    "namespace_first_row": ("#/namespace/public/default", "tbody tr"),
+    "namespace_first_row": ("#/namespace/public/default", "[data-testid=list] tbody tr"),
     "topic": ("#/topic/persistent/public/default/backlog", "h2:text-is('Subscriptions')"),
     "messages": ("#/messages/persistent/public/default/backlog/10", "[data-testid=message]"),
 }
@@ -74,10 +74,10 @@ def search_seconds(browser, base: str, last: int) -> float:
     page = context.new_page()
     try:
         page.goto(f"{base}/{VIEWS['namespace_first_row'][0]}")
-        page.locator("tbody tr").first.wait_for(timeout=120_000)
+        page.locator("[data-testid=list] tbody tr").first.wait_for(timeout=120_000)
         started = time.perf_counter()
         page.get_by_placeholder("Search topics").fill(f"topic-{last:05d}")
-        page.wait_for_function("document.querySelectorAll('tbody tr').length === 1", timeout=120_000)
+        page.wait_for_function("document.querySelectorAll('[data-testid=list] tbody tr').length === 1", timeout=120_000)
         return time.perf_counter() - started
     finally:
         context.close()

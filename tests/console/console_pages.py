@@ -60,3 +60,14 @@ class Watched:
 
     def close(self) -> None:
         self.context.close()
+
+
+def fact(page, name: str) -> str:
+    """The value shown beside `name` in a view's list of facts."""
+    return page.locator(f"dl.facts dt:text-is('{name}') + dd").first.inner_text()
+
+
+def row_of(page, first_cell: str) -> list[str]:
+    """The cells of the first table row whose first cell is `first_cell` ([] when none)."""
+    rows = (row.locator("td").all_inner_texts() for row in page.locator("tbody tr").all())
+    return next((cells for cells in rows if cells and cells[0] == first_cell), [])

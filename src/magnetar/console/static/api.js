@@ -44,11 +44,14 @@ async function reason(response) {
   }
 }
 
-export async function request(url, method = "GET") {
+/** One admin API call; `body`, when given, is sent as JSON (a policy's value, a message id). */
+export async function request(url, method = "GET", body = undefined) {
   const headers = {};
   const token = sessionStorage.getItem(TOKEN);
   if (token !== null) headers.Authorization = `Bearer ${token}`;
-  const response = await fetch(url, { method, headers, cache: "no-store", credentials: "omit" });
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(url, { method, headers, cache: "no-store", credentials: "omit",
+    body: body === undefined ? undefined : JSON.stringify(body) });
   if (response.status === 401) throw new AuthRequired(await reason(response));
   if (!response.ok) throw new ApiError(response.status, await reason(response));
   return response;

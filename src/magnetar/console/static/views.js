@@ -3,6 +3,7 @@
 import { json, metricSums, optionalJson, path, text, walk } from "./api.js";
 import { lineChart } from "./chart.js";
 import { bytes, count, el, facts, link, rate, searchBox, table } from "./dom.js";
+import { policyPanel } from "./policies.js";
 
 const HISTORY = 60; // samples in the chart: three minutes at a refresh every 3 s
 
@@ -85,7 +86,7 @@ function searchable(title, placeholder, load, headings, row) {
       found.length > MAX_ROWS ? el("p", { class: "empty", "data-testid": "more" },
         `${count(found.length - MAX_ROWS)} more of ${count(found.length)}: type in the search box to narrow them`) : null);
   };
-  const node = el("section", {}, searchBox(placeholder, (value) => {
+  const node = el("section", { "data-testid": "list" }, searchBox(placeholder, (value) => {
     filter = value;
     draw();
   }), body);
@@ -120,11 +121,14 @@ export function topicParts(full) {
 }
 
 export function topics([tenant, namespace]) {
-  return searchable(`Namespace ${tenant}/${namespace}`, "Search topics", async () => {
+  const list = searchable(`Namespace ${tenant}/${namespace}`, "Search topics", async () => {
     const names = await json(path("admin/v2/namespaces", tenant, namespace, "topics") + "?mode=ALL");
     return names.map((full) => {
       const [domain, , , name] = topicParts(full);
       return { name, domain };
     }).sort((a, b) => a.name.localeCompare(b.name));
   }, ["Topic", "Domain"], (item) => [link(item.name, "topic", item.domain, tenant, namespace, item.name), item.domain]);
+  const policies = policyPanel(path("admin/v2/namespaces", tenant, namespace), { what: `namespace ${tenant}/${namespace}` });
+  return { ...list, node: el("div", {}, list.node, policies.node),
+    refresh: async () => { await Promise.all([list.refresh(), policies.refresh()]); } };
 }
