@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import pulsar
 from admin_http import http, http_get
@@ -84,3 +85,26 @@ def test_message_id_by_index_finds_the_entry_holding_it(broker, client_factory):
         assert got == status and "reason" in json.loads(body), (query, body)
     assert http("PUT", f"{broker.admin_url}{BASE}/by-index-parted/partitions", b"2")[0] == 204
     assert http_get(f"{broker.admin_url}{BASE}/by-index-parted/getMessageIdByIndex?index=0")[0] == 405
+
+
+def test_message_id_by_timestamp_finds_the_first_entry_at_or_after_it(broker, client_factory):
+    client = client_factory(broker.url)
+    topic = f"{broker.admin_url}{BASE}/by-time"
+    producer = client.create_producer("by-time", batching_enabled=False)
+    sent = [producer.send(b"t%d" % n) for n in range(4)]
+    times = [http_get(f"{topic}/ledger/{m.ledger_id()}/entry/{m.entry_id()}")[1][
+        "X-Pulsar-Broker-Entry-METADATA-timestamp"] for m in sent]
+    millis = [int(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() * 1000) for t in times]
+
+    def found(timestamp: int) -> tuple[int, int]:
+        status, _, body = http_get(f"{topic}/messageid/{timestamp}")
+        assert status == 200, body
+        answer = json.loads(body)
+        return answer["ledgerId"], answer["entryId"]
+
+    for n, at in enumerate(millis):
+        first = millis.index(at)  # entries stored within the same millisecond: the first of them
+        assert found(at) == (sent[first].ledger_id(), sent[first].entry_id()), n
+    assert found(0) == (sent[0].ledger_id(), sent[0].entry_id())
+    assert http_get(f"{topic}/messageid/{millis[-1] + 1}")[0] == 404
+    assert http_get(f"{topic}/messageid/soon")[0] == 400

@@ -97,6 +97,7 @@ ROUTES: dict[Route, Operation] = {
     **_each("GET", [PERSISTENT + "/subscriptions"], op.GET_SUBSCRIPTIONS),
     **_each("GET", [PERSISTENT + "/examinemessage", PERSISTENT + "/ledger/{ledger}/entry/{entry}",
                     PERSISTENT + "/lastMessageId", PERSISTENT + "/getMessageIdByIndex",
+                    PERSISTENT + "/messageid/{timestamp}",
                     SUBSCRIPTION + "/position/{n}"], op.PEEK_MESSAGES),
     **_each("PUT", [SUBSCRIPTION], op.SUBSCRIBE),
     **_each("DELETE", [SUBSCRIPTION], op.UNSUBSCRIBE),

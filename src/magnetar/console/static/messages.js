@@ -5,6 +5,7 @@
 
 import { ApiError, json, path, request } from "./api.js";
 import { splitBatch } from "./batch.js";
+import { decode } from "./decode.js";
 import { bytes, el, facts, hashOf, table } from "./dom.js";
 
 export const MAX_ENTRIES = 100;
@@ -65,8 +66,12 @@ function hex(data) {
   return lines.join("\n");
 }
 
-function payloadText(data, mode) {
-  if (mode === "text") {
+function payloadText(data, mode, versions) {
+  if (mode === "schema") {
+    const decoded = decode(versions, data);
+    if (decoded !== null) return { text: decoded.text, shown: `${decoded.type} (schema version ${decoded.version})` };
+  }
+  if (mode !== "hex") {
     try {
       return { text: STRICT_UTF8.decode(data.subarray(0, SHOWN_BYTES)), shown: "text" };
     } catch {
@@ -76,8 +81,8 @@ function payloadText(data, mode) {
   return { text: hex(data), shown: "hex" };
 }
 
-function card(message, mode) {
-  const { text, shown } = payloadText(message.payload, mode);
+function card(message, mode, versions) {
+  const { text, shown } = payloadText(message.payload, mode, versions);
   const more = message.payload.length > SHOWN_BYTES ? ` (first ${bytes(SHOWN_BYTES)} shown)` : "";
   return el("article", { class: "message", "data-testid": "message" },
     facts([
@@ -96,14 +101,16 @@ function card(message, mode) {
 
 export function messages([domain, tenant, namespace, name, wanted = "10", subscription = ""]) {
   const count = Math.min(MAX_ENTRIES, Math.max(1, Number.parseInt(wanted, 10) || 10));
-  let mode = "text";
+  let mode = null; // the schema's when the topic has one, else text
   let shown = [];
+  let versions = null; // the topic's schema versions, newest first
   const list = el("div", { class: "messages" });
-  const draw = () => list.replaceChildren(...(shown.length ? shown.map((m) => card(m, mode))
+  const draw = () => list.replaceChildren(...(shown.length ? shown.map((m) => card(m, mode, versions))
     : [el("p", { class: "empty" }, "no messages")]));
   const amount = el("input", { type: "number", min: 1, max: MAX_ENTRIES, value: count, "aria-label": "How many" });
   const source = el("select", { "aria-label": "From" }, el("option", { value: "" }, "the topic's latest entries"));
   const format = el("select", { "aria-label": "Show payloads as", onchange: () => { mode = format.value; draw(); } },
+    el("option", { value: "schema" }, "decoded by the topic's schema"),
     el("option", { value: "text" }, "text (hex when not UTF-8)"), el("option", { value: "hex" }, "hex"));
   const show = el("button", { type: "button", onclick: () => {
     const address = hashOf("messages", domain, tenant, namespace, name, amount.value, source.value);
@@ -112,7 +119,22 @@ export function messages([domain, tenant, namespace, name, wanted = "10", subscr
   } }, "Show");
   const topicUrl = (...rest) => path("admin/v2/persistent", tenant, namespace, name, ...rest);
 
+  async function schemaVersions() {
+    try {
+      const answer = await json(path("admin/v2/schemas", tenant, namespace, name, "schemas"));
+      return [...answer.getSchemaResponses].sort((a, b) => b.version - a.version);
+    } catch (error) {
+      if (error instanceof ApiError && (error.status === 404 || error.status === 403)) return [];
+      throw error;
+    }
+  }
+
   async function refresh() {
+    versions ??= await schemaVersions();
+    if (mode === null) {
+      mode = versions.length ? "schema" : "text";
+      format.value = mode;
+    }
     const stats = await json(topicUrl("stats"));
     source.replaceChildren(el("option", { value: "" }, "the topic's latest entries"),
       ...Object.keys(stats.subscriptions ?? {}).sort().map((sub) => el("option", { value: sub },
