@@ -240,3 +240,74 @@ def test_deleting_a_subscription_and_a_topic_asks_first(page, broker, api):
         f"Delete topic {topic} and all its messages?"] * 2
     assert p.locator("main img").count() == 0
 
+
+
+def test_the_browser_decodes_through_the_schema(page, broker, api):
+    module, make = api
+    schema = module.schema
+    namespace = f"public/typed-{module.__name__.split('.')[0]}"
+    assert http("PUT", f"{broker.admin_url}/admin/v2/namespaces/{namespace}")[0] == 204
+    assert http("POST", f"{broker.admin_url}/admin/v2/namespaces/{namespace}/schemaCompatibilityStrategy",
+                b'"ALWAYS_COMPATIBLE"')[0] == 204
+
+    class Item(schema.Record):
+        id = schema.Integer()
+        item = schema.String()
+
+    class Noted(schema.Record):
+        id = schema.Integer()
+        item = schema.String()
+        note = schema.String()
+
+    client = make(broker.url)
+    topic = f"persistent://{namespace}/orders"
+    client.create_producer(topic, schema=schema.AvroSchema(Item)).send(Item(id=1, item=HOSTILE))
+    client.create_producer(topic, schema=schema.AvroSchema(Noted)).send(Noted(id=2, item="pen", note="ü"))
+    client.create_producer(f"persistent://{namespace}/json", schema=schema.JsonSchema(Item)).send(Item(id=3, item="j"))
+    client.create_producer(f"persistent://{namespace}/text", schema=schema.StringSchema()).send("héllo")
+    p = page.page
+    page.open(f"#/messages/persistent/{namespace}/orders/10")
+    payloads = p.get_by_test_id("payload")
+    assert wait_for(lambda: payloads.count() == 2, 10)
+    assert [json.loads(text) for text in payloads.all_inner_texts()] == [
+        {"id": 2, "item": "pen", "note": "ü"}, {"id": 1, "item": HOSTILE}]  # newest first, each its own version
+    labels = p.locator(".payload-label").all_inner_texts()
+    assert labels[0].endswith("as AVRO (schema version 1)") and labels[1].endswith("as AVRO (schema version 0)")
+    p.get_by_label("Show payloads as").select_option("hex")
+    assert payloads.first.inner_text().startswith("000000  02 04 02 06 70 65 6e")  # union branch 1, zigzag 2, "pen"
+    page.open(f"#/messages/persistent/{namespace}/json/10")
+    assert wait_for(lambda: payloads.count() == 1, 10)
+    assert json.loads(payloads.first.inner_text()) == {"id": 3, "item": "j"}
+    page.open(f"#/messages/persistent/{namespace}/text/10")
+    assert wait_for(lambda: payloads.count() == 1 and payloads.first.inner_text() == "héllo", 10)
+    assert p.locator("main img, main script").count() == 0
+
+
+def test_the_browser_reads_from_an_index_or_a_broker_time(page, broker, api):
+    module, make = api
+    topic = f"persistent://public/default/timeline-{module.__name__.split('.')[0]}"
+    producer = make(broker.url).create_producer(topic, batching_enabled=False)
+    sent = [producer.send(b"m%d" % n) for n in range(6)]
+    path = topic.replace("://", "/")
+    fourth = http("GET", f"{broker.admin_url}/admin/v2/{path}/ledger/{sent[4].ledger_id()}/entry/{sent[4].entry_id()}")
+    broker_time = fourth[1]["X-Pulsar-Broker-Entry-METADATA-timestamp"]
+    p = page.page
+    page.open(f"#/messages/{path}/10")
+    payloads = p.get_by_test_id("payload")
+    assert wait_for(lambda: payloads.count() == 6, 10)
+    p.get_by_label("From").select_option("index:")
+    p.get_by_label("At", exact=True).fill("2")
+    p.get_by_role("button", name="Show").click()
+    p.wait_for_url(f"**/{quote(path.rsplit('/', 1)[1])}/10//index%3A2")
+    assert wait_for(lambda: payloads.all_inner_texts() == ["m2", "m3", "m4", "m5"], 10)  # oldest first
+    p.get_by_label("From").select_option("time:")
+    p.get_by_label("At", exact=True).fill(broker_time)
+    p.get_by_role("button", name="Show").click()
+    assert wait_for(lambda: payloads.all_inner_texts()[:1] == ["m4"], 10)  # m4, and m5 unless stored the same ms
+    assert payloads.all_inner_texts()[-1] == "m5"
+    p.get_by_label("From").select_option("index:")
+    p.get_by_label("At", exact=True).fill("two")
+    p.get_by_role("button", name="Show").click()
+    assert p.locator(".messages").inner_text() == "an index is a whole number"
+    page.open(f"#/messages/{path}/10//index:99")  # past the end: nothing, no error
+    assert wait_for(lambda: p.locator(".messages").inner_text() == "no messages", 10)

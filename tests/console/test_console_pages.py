@@ -157,7 +157,7 @@ def test_click_through_to_a_topic_and_its_messages(page, broker, traffic):
     assert row_of(newest, "origin") == ["origin", "shop"]
 
     # the subscription's backlog, bookmarked: the oldest unacknowledged message first
-    p.get_by_label("From").select_option("audit")
+    p.get_by_label("From").select_option("sub:audit")
     p.get_by_role("button", name="Show").click()
     assert wait_for(lambda: p.url.endswith("/100/audit") and cards.count() == len(traffic["orders"]), 15)
     assert p.get_by_test_id("payload").first.inner_text() == "order 0 ü"
