@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from magnetar.broker.policies.backlog_quota import SIZE, effective_quotas
 from magnetar.broker.service.loop_lag import LAG_BOUNDS_S, PROBE_INTERVAL_S, LoopLagProbe
 from magnetar.broker.topics.abstract_subscription import AbstractSubscription
 from magnetar.broker.topics.abstract_topic import AbstractTopic
 from magnetar.broker.topics.latency import ENTRY_LATENCY_SUFFIXES, EntryLatencyBuckets, LatencySummary
+from magnetar.broker.topics.persistent.backlog import backlog_bytes
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.prometheus import label_text, number_text
 from magnetar.storage.entry_cache import EntryCache
@@ -49,6 +51,15 @@ TOPIC_FAMILIES = (
            lambda t: t.storage_size()),
     Family("pulsar_msg_backlog", "gauge", "Unacknowledged entries, summed over the topic's subscriptions.",
            lambda t: sum(s.backlog() for s in t.subscriptions.values())),
+)
+
+#: Of persistent topics only: what their backlog quota is measured by (Pulsar's names), so a
+#: dashboard warns of a quota nearly reached before producers are held.
+PERSISTENT_TOPIC_FAMILIES = (
+    Family("pulsar_storage_backlog_size", "gauge", "Estimated bytes of the slowest durable subscription's backlog.",
+           backlog_bytes),
+    Family("pulsar_storage_backlog_quota_limit", "gauge", "Bytes the topic's backlog quota allows (-1: no limit).",
+           lambda t: effective_quotas(t.context.config, t.context.policies, t.name)[SIZE].limit_size),
 )
 
 SUBSCRIPTION_FAMILIES = (
@@ -111,6 +122,10 @@ def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool
     for family in TOPIC_FAMILIES:
         lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
         lines += [f"{family.name}{{{label_text(_topic_labels(t))}}} {number_text(family.value(t))}" for t in topics]
+    persistent = [t for t in topics if isinstance(t, PersistentTopic)]
+    for family in PERSISTENT_TOPIC_FAMILIES:
+        lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
+        lines += [f"{family.name}{{{label_text(_topic_labels(t))}}} {number_text(family.value(t))}" for t in persistent]
     subscriptions = [(t, s) for t in topics for _, s in sorted(t.subscriptions.items())]
     for family in SUBSCRIPTION_FAMILIES:
         lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
@@ -180,3 +195,17 @@ def _topic_labels(topic: AbstractTopic) -> list[tuple[str, str]]:
 
 def _subscription_labels(topic: AbstractTopic, subscription: AbstractSubscription) -> list[tuple[str, str]]:
     return [*_topic_labels(topic), ("subscription", subscription.name)]
+
+
+def render_disk(total: int, free: int, cluster_name: str) -> str:
+    """The data directory's disk, so a dashboard (the web console's overview) warns before it
+    fills: magnetar's own gauges, as Pulsar's broker has none for BookKeeper's disks."""
+    cluster = label_text([("cluster", cluster_name)])
+    return "\n".join([
+        "# HELP magnetar_storage_disk_size_bytes Size of the disk holding the broker's data directory.",
+        "# TYPE magnetar_storage_disk_size_bytes gauge",
+        f"magnetar_storage_disk_size_bytes{{{cluster}}} {total}",
+        "# HELP magnetar_storage_disk_free_bytes Bytes free on the disk holding the broker's data directory.",
+        "# TYPE magnetar_storage_disk_free_bytes gauge",
+        f"magnetar_storage_disk_free_bytes{{{cluster}}} {free}",
+    ]) + "\n"

@@ -8,6 +8,7 @@ scripts (and `curl` habits) carry over.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterable
 
 from magnetar import web
@@ -98,6 +99,8 @@ class AdminServer:
         text = metrics.render(topics, service.factory.entry_cache, writable=not service.full_disk.full,
                               cluster=cluster)
         text += metrics.render_latencies(topics, service.context.publish_latency, service.loop_lag, cluster)
+        disk = shutil.disk_usage(service.factory.data_dir)  # one statvfs call
+        text += metrics.render_disk(disk.total, disk.free, cluster)
         return web.Response(text="".join([text, *(source() for source in self.metrics_sources)]),
                             content_type="text/plain")
 
