@@ -1,7 +1,8 @@
-"""The console's functions views in a real browser against a real standalone: a stateful
-function fed by the official client and a Kafka client, its instances, rates, state looked
-up by key, stop/start/restart behind a confirmation; a raising function's exceptions, holding
-a hostile payload, shown as text."""
+"""The console's functions views and the overview's warnings in a real browser against a
+real standalone: a stateful function fed by the official client and a Kafka client, its
+instances, rates, state looked up by key, stop/start/restart behind a confirmation; a raising
+function's exceptions, holding a hostile payload, shown as text; a backlog near its quota and
+a disk nearly full (a real small file system) warned of."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from admin_http import http
 from confluent_kafka import Producer
 from console_pages import Watched, fact, row_of
 from polling import wait_for
+from small_disk import MountUnavailable, fill, mount_small_disk
 from standalone import Standalone
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "functions"))
@@ -112,3 +115,51 @@ def test_exceptions_are_shown_as_text(page):
     shown = p.locator("pre.payload").first
     assert wait_for(lambda: shown.inner_text() == f"ValueError: cannot take {HOSTILE}", 15)
     assert p.locator("main img, main script").count() == 0
+
+
+def test_the_overview_warns_of_a_backlog_near_its_quota_and_a_failing_function(page, broker, api):
+    module, make = api
+    topic = f"persistent://public/default/filling-{module.__name__.split('.')[0]}"
+    client = make(broker.url)
+    client.subscribe(topic, "slow").close()
+    url = f"{broker.admin_url}/admin/v2/{topic.replace('://', '/')}"
+    assert http("POST", f"{url}/backlogQuota?backlogQuotaType=destination_storage",
+                b'{"limitSize": 20000, "limitTime": -1, "policy": "producer_exception"}')[0] == 204
+    producer = client.create_producer(topic, batching_enabled=False)
+    for _ in range(9):
+        producer.send(b"x" * 2000)  # 18,000 of 20,000 bytes: 90 %
+    p = page.page
+    page.open()
+    warned = p.get_by_test_id("warnings")
+    assert wait_for(lambda: any(line.startswith(f"Topic {topic}: backlog ") for line in warned.all_inner_texts()
+                                for line in line.splitlines()), 15)
+    lines = warned.inner_text().splitlines()
+    assert re.search(rf"^Topic {re.escape(topic)}: backlog 1[78]\.\d KiB is (9\d) % of its quota \(19\.5 KiB\)\.$",
+                     "\n".join(lines), re.MULTILINE), lines
+    failing = [line for line in lines if line.startswith("Function public/default/raiser instance 0 is failing: ")]
+    assert failing == [f"Function public/default/raiser instance 0 is failing: ValueError: cannot take {HOSTILE}"]
+    assert fact(p, "Functions") == "2 of 2 instances (2 functions)"
+    assert p.locator("main img, main script").count() == 0
+
+
+def test_the_overview_warns_of_a_disk_nearly_full(browser, tmp_path):
+    try:
+        with mount_small_disk(tmp_path) as disk:
+            broker = Standalone(disk / "data", log_dir=tmp_path).start()
+            try:
+                page = Watched(browser, broker.admin_url)
+                page.open()
+                p = page.page
+                p.locator("dl.facts").wait_for()
+                assert wait_for(lambda: p.get_by_text("none", exact=True).count() == 1, 15)  # no warnings yet
+                fill(disk)
+                warned = p.get_by_test_id("warnings")
+                assert wait_for(lambda: warned.count() == 1 and
+                                warned.inner_text().startswith("The disk holding the data is nearly full: "), 15)
+                assert re.match(r"\d+(\.\d)? [KM]?i?B free of 2\d\.\d MiB", fact(p, "Disk")), fact(p, "Disk")
+                assert page.errors == []
+                page.close()
+            finally:
+                broker.stop()
+    except MountUnavailable as exc:
+        pytest.skip(f"no small file system can be mounted here (needs root or CAP_SYS_ADMIN): {exc}")

@@ -102,6 +102,21 @@ export function metricSums(exposition) {
   return sums;
 }
 
+/** The samples of `name` in /metrics' text: [{labels: {name: value}, value}] (other metrics skipped unparsed). */
+export function metricSamples(exposition, name) {
+  const samples = [];
+  for (const line of exposition.split("\n")) {
+    if (!line.startsWith(`${name}{`)) continue;
+    const end = line.lastIndexOf("}");
+    const labels = {};
+    for (const [, key, value] of line.slice(name.length + 1, end).matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) {
+      labels[key] = value.replace(/\\(.)/g, (_, char) => (char === "n" ? "\n" : char));
+    }
+    samples.push({ labels, value: Number(line.slice(end + 1).trim()) });
+  }
+  return samples;
+}
+
 /** Each tenant's namespaces, each namespace's topics (persistent and not); null when the role may not list tenants. */
 export async function walk() {
   const tenants = await optionalJson("admin/v2/tenants");

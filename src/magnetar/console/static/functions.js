@@ -11,17 +11,23 @@ function when(millis) {
   return millis ? new Date(millis).toISOString() : "never";
 }
 
-/** Each namespace's functions: [{tenant, namespace, name}]; a namespace the role may not read is left out. */
-async function allFunctions() {
-  const tenants = (await optionalJson("admin/v2/tenants")) ?? [];
-  const namespaces = (await Promise.all(tenants.map((tenant) => optionalJson(path("admin/v2/namespaces", tenant)))))
-    .flat().filter(Boolean);
+/** The functions of `namespaces` (all the role may list when not given), each with its status
+ * (null: not allowed): [{tenant, namespace, name, status}]. */
+export async function functionStatuses(namespaces = null) {
+  if (namespaces === null) {
+    const tenants = (await optionalJson("admin/v2/tenants")) ?? [];
+    namespaces = (await Promise.all(tenants.map((tenant) => optionalJson(path("admin/v2/namespaces", tenant)))))
+      .flat().filter(Boolean);
+  }
   const lists = await Promise.all(namespaces.map(async (full) => {
     const [tenant, namespace] = full.split("/");
     const names = (await optionalJson(path("admin/v3/functions", tenant, namespace))) ?? [];
     return names.map((name) => ({ tenant, namespace, name }));
   }));
-  return lists.flat();
+  const found = lists.flat();
+  const statuses = await Promise.all(found.map((item) =>
+    optionalJson(path("admin/v3/functions", item.tenant, item.namespace, item.name, "status"))));
+  return found.map((item, i) => ({ ...item, status: statuses[i] }));
 }
 
 export function functionList() {
@@ -37,10 +43,7 @@ export function functionList() {
         sum + i.status.numUserExceptions + i.status.numSystemExceptions, 0)),
     ]), "no functions"));
   async function refresh() {
-    const found = await allFunctions();
-    const statuses = await Promise.all(found.map((item) =>
-      optionalJson(path("admin/v3/functions", item.tenant, item.namespace, item.name, "status"))));
-    items = found.map((item, i) => ({ ...item, status: statuses[i] }));
+    items = await functionStatuses();
     draw();
   }
   const node = el("section", { "data-testid": "list" }, searchBox("Search functions", (value) => {
