@@ -70,6 +70,7 @@ def test_namespace_policies_are_read_and_changed_through_the_admin_api(page, bro
     page.open(f"#/namespace/{NS}")
     policy_row(p, "Retention").wait_for()
     assert policy_row(p, "Retention").locator("td").nth(1).inner_text() == "(not set)"
+    assert "null" not in p.get_by_test_id("list").inner_text()  # nothing left out shows as a word
     save(p, "Retention", minutes="60", MB="10")
     assert wait_for(lambda: admin(broker, f"namespaces/{NS}/retention") ==
                     {"retentionTimeInMinutes": 60, "retentionSizeInMB": 10}, 10)

@@ -244,7 +244,7 @@ def test_a_token_signed_in_is_sent_for_this_tab_only(browser, broker_factory, tm
     p.get_by_label("Token").fill(jwt.encode({"sub": "admin"}, key.read_bytes(), algorithm="HS256"))
     p.get_by_role("button", name="Sign in").click()
     p.locator("dl.facts").wait_for()
-    assert form.is_hidden() and fact(p, "Tenants") == "2"
+    assert wait_for(form.is_hidden, 10) and fact(p, "Tenants") == "2"
     page.open("#/tenants")  # a reload of the tab keeps it
     p.get_by_role("link", name="public", exact=True).wait_for()
     other = p.context.new_page()  # another tab of the same browser asks again

@@ -3,7 +3,7 @@
 // partitions with their figures summed.
 
 import { json, optionalJson, path, request } from "./api.js";
-import { bytes, count, el, facts, hashOf, link, rate, table } from "./dom.js";
+import { bytes, count, el, facts, fill, hashOf, link, rate, table } from "./dom.js";
 import { policyPanel } from "./policies.js";
 import { schemas } from "./schemas.js";
 
@@ -132,7 +132,7 @@ export function topic([domain, tenant, namespace, name]) {
     } else {
       const [stats, compacted] = await Promise.all([json(url("stats")), persistent ? optionalJson(url("compaction")) : null]);
       if (mine !== reads) return;
-      body.replaceChildren(
+      fill(body,
         facts([...traffic(stats), ["Storage", bytes(stats.storageSize ?? 0)], ["Backlog", bytes(stats.backlogSize ?? 0)],
           ...(persistent ? [["Compaction", compaction(compacted)]] : [])]),
         persistent ? el("p", {}, link("Browse messages", "messages", domain, tenant, namespace, name)) : null,

@@ -2,7 +2,7 @@
 
 import { json, metricSamples, metricSums, optionalJson, path, text, walk } from "./api.js";
 import { lineChart } from "./chart.js";
-import { bytes, count, el, facts, link, rate, searchBox, table } from "./dom.js";
+import { bytes, count, el, facts, fill, link, rate, searchBox, table } from "./dom.js";
 import { functionStatuses } from "./functions.js";
 import { policyPanel } from "./policies.js";
 
@@ -134,7 +134,7 @@ function searchable(title, placeholder, load, headings, row) {
   const body = el("div");
   const draw = () => {
     const found = items.filter((item) => item.name.toLowerCase().includes(filter));
-    body.replaceChildren(table(headings, found.slice(0, MAX_ROWS).map(row), "none found"),
+    fill(body, table(headings, found.slice(0, MAX_ROWS).map(row), "none found"),
       found.length > MAX_ROWS ? el("p", { class: "empty", "data-testid": "more" },
         `${count(found.length - MAX_ROWS)} more of ${count(found.length)}: type in the search box to narrow them`) : null);
   };
