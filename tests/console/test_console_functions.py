@@ -15,7 +15,7 @@ import pulsar
 import pytest
 from admin_http import http
 from confluent_kafka import Producer
-from console_pages import Watched, fact, row_of
+from console_pages import Watched, checked_page, fact, row_of, started_broker
 from polling import wait_for
 from small_disk import MountUnavailable, fill, mount_small_disk
 from standalone import Standalone
@@ -29,9 +29,7 @@ KAFKA_READY = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+)")
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("functions") / "data", args=["--kafka", "0"]).start()
-    yield broker
-    broker.stop()
+    yield from started_broker(tmp_path_factory, "functions", ["--kafka", "0"])
 
 
 @pytest.fixture(scope="module")
@@ -55,10 +53,7 @@ def functions(broker) -> dict[str, dict]:
 
 @pytest.fixture
 def page(browser, broker, functions) -> Iterator[Watched]:
-    watched = Watched(browser, broker.admin_url)
-    yield watched
-    assert watched.errors == [] and watched.xss() is None
-    watched.close()
+    yield from checked_page(browser, broker)
 
 
 def test_the_list_and_a_function_with_its_state(page, broker):

@@ -14,7 +14,7 @@ import jwt
 import pulsar
 import pytest
 from admin_http import get_json, http
-from console_pages import Watched, row_of
+from console_pages import Watched, checked_page, row_of, started_broker
 from polling import wait_for
 from pulsar.schema import AvroSchema, Integer, Record, String
 from standalone import Standalone
@@ -30,17 +30,12 @@ class Order(Record):
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("operate") / "data").start()
-    yield broker
-    broker.stop()
+    yield from started_broker(tmp_path_factory, "operate")
 
 
 @pytest.fixture
 def page(browser, broker) -> Iterator[Watched]:
-    watched = Watched(browser, broker.admin_url)
-    yield watched
-    assert watched.errors == [] and watched.xss() is None
-    watched.close()
+    yield from checked_page(browser, broker)
 
 
 def admin(broker, path: str):

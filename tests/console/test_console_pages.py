@@ -16,7 +16,7 @@ import pulsar
 import pytest
 from admin_http import get_json
 from confluent_kafka import Consumer, Producer
-from console_pages import Watched, fact, row_of
+from console_pages import Watched, fact, row_of, started_broker
 from polling import wait_for
 from standalone import Standalone
 
@@ -36,9 +36,7 @@ MAX_ROWS = 500  # views.js' MAX_ROWS
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("console") / "data", args=["--kafka", "0"]).start()
-    yield broker
-    broker.stop()
+    yield from started_broker(tmp_path_factory, "console", ["--kafka", "0"])
 
 
 @pytest.fixture(scope="module")
