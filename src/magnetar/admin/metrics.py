@@ -99,7 +99,7 @@ REPLICATION_FAMILIES = (
 
 
 def lines(topics: Iterable[AbstractTopic], cache: EntryCache, publish: LatencySummary, loop_lag: LoopLagProbe, *,
-          writable: bool = True, cluster: str = "standalone") -> Iterator[str]:
+          writable: bool = True, cluster: str = "standalone", disk: tuple[int, int] | None = None) -> Iterator[str]:
     """Every family, each with its HELP and TYPE lines followed by one sample per topic (or
     per subscription, or replicator), after the broker-wide ones.
 
@@ -123,6 +123,8 @@ def lines(topics: Iterable[AbstractTopic], cache: EntryCache, publish: LatencySu
         "# TYPE pulsar_broker_storage_writable gauge",
         f"pulsar_broker_storage_writable{{{broker_labels}}} {int(writable)}",
     )
+    if disk is not None:
+        yield from _disk_lines(broker_labels, *disk)
     labelled = _Labels()
     for family in TOPIC_FAMILIES:
         yield from _family_head(family.name, family.kind, family.help)
@@ -222,15 +224,15 @@ def _topic_labels(topic: AbstractTopic) -> list[tuple[str, str]]:
             ("topic", str(topic.name))]
 
 
-def render_disk(total: int, free: int, cluster_name: str) -> str:
-    """The data directory's disk, so a dashboard (the web console's overview) warns before it
-    fills: magnetar's own gauges, as Pulsar's broker has none for BookKeeper's disks."""
-    cluster = label_text([("cluster", cluster_name)])
-    return "\n".join([
+def _disk_lines(cluster: str, total: int, free: int) -> tuple[str, ...]:
+    """The data directory's disk (size, free bytes), so a dashboard (the web console's
+    overview) warns before it fills: magnetar's own gauges, as Pulsar's broker has none for
+    BookKeeper's disks."""
+    return (
         "# HELP magnetar_storage_disk_size_bytes Size of the disk holding the broker's data directory.",
         "# TYPE magnetar_storage_disk_size_bytes gauge",
         f"magnetar_storage_disk_size_bytes{{{cluster}}} {total}",
         "# HELP magnetar_storage_disk_free_bytes Bytes free on the disk holding the broker's data directory.",
         "# TYPE magnetar_storage_disk_free_bytes gauge",
         f"magnetar_storage_disk_free_bytes{{{cluster}}} {free}",
-    ]) + "\n"
+    )

@@ -112,11 +112,11 @@ class AdminServer:
         third of a second."""
         service = self.service
         topics = [*service.topics.values(), *service.non_persistent_topics.values()]
-        lines = metrics.lines(topics, service.factory.entry_cache, service.context.publish_latency, service.loop_lag,
-                              writable=not service.full_disk.full, cluster=service.config.clusterName)
-        parts = await _in_slices(lines)
         disk = shutil.disk_usage(service.factory.data_dir)  # one statvfs call
-        parts.append(metrics.render_disk(disk.total, disk.free, service.config.clusterName).encode())
+        lines = metrics.lines(topics, service.factory.entry_cache, service.context.publish_latency, service.loop_lag,
+                              writable=not service.full_disk.full, cluster=service.config.clusterName,
+                              disk=(disk.total, disk.free))
+        parts = await _in_slices(lines)
         parts += [source().encode() for source in self.metrics_sources]
         return web.Response(body=parts, content_type="text/plain; charset=utf-8")
 
