@@ -100,6 +100,8 @@ MAY: dict[tuple[str, str], frozenset[str | None]] = {
     ("GET", TOPIC_PATH + "/subscriptions"): CONSUMERS,
     ("GET", TOPIC_PATH + "/examinemessage"): CONSUMERS,
     ("GET", TOPIC_PATH + "/lastMessageId"): CONSUMERS,
+    ("GET", TOPIC_PATH + "/getMessageIdByIndex"): CONSUMERS,
+    ("GET", TOPIC_PATH + "/messageid/{timestamp}"): CONSUMERS,
     ("GET", TOPIC_PATH + "/ledger/{ledger}/entry/{entry}"): CONSUMERS,
     ("GET", SUB + "/position/{n}"): CONSUMERS,
     ("PUT", SUB): CONSUMERS,

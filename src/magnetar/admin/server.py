@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -107,8 +108,10 @@ class AdminServer:
         third of a second."""
         service = self.service
         topics = [*service.topics.values(), *service.non_persistent_topics.values()]
+        disk = shutil.disk_usage(service.factory.data_dir)  # one statvfs call
         lines = metrics.lines(topics, service.factory.entry_cache, service.context.publish_latency, service.loop_lag,
-                              writable=not service.full_disk.full, cluster=service.config.clusterName)
+                              writable=not service.full_disk.full, cluster=service.config.clusterName,
+                              disk=(disk.total, disk.free))
         if service.transactions is not None or any(getattr(t, "transaction_buffer", None) for t in topics):
             from magnetar.admin import transaction_metrics  # noqa: PLC0415 (only where transactions are)
 
