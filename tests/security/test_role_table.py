@@ -96,6 +96,9 @@ MAY: dict[tuple[str, str], frozenset[str | None]] = {
     ("GET", SCHEMA + "/schema/{version}"): USERS,
     ("GET", SCHEMA + "/schemas"): USERS,
     ("POST", SCHEMA + "/version"): USERS,
+    # the REST producer: produce
+    ("POST", "/topics/persistent/{tenant}/{namespace}/{topic}"): PRODUCERS,
+    ("POST", "/topics/persistent/{tenant}/{namespace}/{topic}/partitions/{partition}"): PRODUCERS,
     # reading messages and working on subscriptions: consume
     ("GET", TOPIC_PATH + "/subscriptions"): CONSUMERS,
     ("GET", TOPIC_PATH + "/examinemessage"): CONSUMERS,

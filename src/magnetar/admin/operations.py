@@ -103,6 +103,8 @@ ROUTES: dict[Route, Operation] = {
                     PERSISTENT + "/lastMessageId", PERSISTENT + "/getMessageIdByIndex",
                     PERSISTENT + "/messageid/{timestamp}",
                     SUBSCRIPTION + "/position/{n}"], op.PEEK_MESSAGES),
+    **_each("POST", ["/topics/persistent/{tenant}/{namespace}/{topic}",
+                     "/topics/persistent/{tenant}/{namespace}/{topic}/partitions/{partition}"], op.PRODUCE),
     **_each("PUT", [SUBSCRIPTION], op.SUBSCRIBE),
     **_each("DELETE", [SUBSCRIPTION], op.UNSUBSCRIBE),
     **_each("POST", [SUBSCRIPTION + "/skip/{count}", SUBSCRIPTION + "/skip_all"], op.SKIP),

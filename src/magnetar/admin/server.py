@@ -20,6 +20,7 @@ from magnetar.admin.brokers import BrokersApi
 from magnetar.admin.namespaces import NamespacesApi
 from magnetar.admin.operations import ROUTES, Route
 from magnetar.admin.permissions import PermissionsApi
+from magnetar.admin.produce import RestProducerApi
 from magnetar.admin.responses import errors_as_json, request_log
 from magnetar.admin.schemas import SchemasApi
 from magnetar.admin.security import security_middleware
@@ -51,7 +52,7 @@ class AdminServer:
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
                     BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name),
-                    SchemasApi(service), TransactionsApi(service)):
+                    SchemasApi(service), TransactionsApi(service), RestProducerApi(service)):
             self.router.add_routes(api.routes())
         self.router.add_routes([web.get("/metrics", self.metrics)])
         if service.config.webConsoleEnabled:
