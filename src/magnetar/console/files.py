@@ -31,6 +31,7 @@ FILES = {
     "schemas.js": "text/javascript",
     "decode.js": "text/javascript",
     "functions.js": "text/javascript",
+    "produce.js": "text/javascript",
 }
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")

@@ -5,6 +5,7 @@
 import { json, optionalJson, path, request } from "./api.js";
 import { bytes, count, el, facts, fill, hashOf, link, rate, table } from "./dom.js";
 import { policyPanel } from "./policies.js";
+import { produceForm } from "./produce.js";
 import { schemas } from "./schemas.js";
 
 function topicPath(domain, tenant, namespace, topic, ...rest) {
@@ -101,6 +102,7 @@ export function topic([domain, tenant, namespace, name]) {
   const full = `${domain}://${tenant}/${namespace}/${name}`;
   const policies = persistent ? policyPanel(url(), { isTopic: true, what: full }) : null;
   const schema = persistent ? schemas(tenant, namespace, name) : null;
+  const produce = persistent ? produceForm(tenant, namespace, name) : null;
   let partitioned = false;
   let reads = 0; // a refresh an action started may overtake the periodic one: the later read is drawn
   const done = (error) => {
@@ -139,8 +141,8 @@ export function topic([domain, tenant, namespace, name]) {
         el("h2", {}, "Producers"), producers(stats),
         el("h2", {}, "Subscriptions"), ...subscriptions(stats, subscriptionUrl, indexUrl, done));
     }
-    await Promise.all([policies?.refresh(), schema?.refresh()]);
+    await Promise.all([policies?.refresh(), schema?.refresh(), produce?.refresh()]);
   }
-  return { title: `Topic ${full}`, node: el("div", {}, outcome, body, schema?.node, policies?.node,
+  return { title: `Topic ${full}`, node: el("div", {}, outcome, body, produce?.node, schema?.node, policies?.node,
     el("p", { class: "actions" }, remove)), refresh };
 }
