@@ -6,6 +6,7 @@ a disk nearly full (a real small file system) warned of."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -38,17 +39,20 @@ def functions(broker) -> dict[str, dict]:
     counted = deploy(admin, "word-count", "word_count.py", "word_count.WordCountFunction",
                      inputs=["persistent://public/default/sentences"])
     raising = deploy(admin, "raiser", "raising.py", "raising.Raising", inputs=["persistent://public/default/risky"])
+    printing = deploy(admin, "printer", "printing.py", "printing.Printing", inputs=["persistent://public/default/said"],
+                      logTopic="persistent://public/default/printer-log")
     client = pulsar.Client(broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     try:
         client.create_producer("persistent://public/default/sentences").send(b"a b a")
         client.create_producer("persistent://public/default/risky").send(HOSTILE.encode())
+        client.create_producer("persistent://public/default/said").send(HOSTILE.encode())
     finally:
         client.close()
     kafka = Producer({"bootstrap.servers": f"127.0.0.1:{KAFKA_READY.findall(broker.log())[-1]}"})
     kafka.produce("sentences", b"a c")  # the same topic, public/default's
     assert kafka.flush(15) == 0
     assert wait_for(lambda: status(admin, "word-count")["instances"][0]["status"]["numReceived"] == 2, 30)
-    return {"word-count": counted, "raiser": raising}
+    return {"word-count": counted, "raiser": raising, "printer": printing}
 
 
 @pytest.fixture
@@ -67,6 +71,7 @@ def test_the_list_and_a_function_with_its_state(page, broker):
     p.locator("h2:text-is('Instances')").wait_for()
     assert fact(p, "Running") == "1 of 1 instances"
     assert fact(p, "Inputs") == "persistent://public/default/sentences"
+    assert fact(p, "Log topic") == "(none)"
     instance = row_of(p, "0")
     assert (instance[1], instance[3], instance[4]) == ("running", "2", "2")  # received, processed
     assert wait_for(lambda: row_of(p, "0")[2] == "0.0 msg/s", 15)  # a rate once two refreshes have counted
@@ -103,6 +108,19 @@ def test_stop_start_and_restart_ask_first(page, broker):
         "Start every instance of function word-count?", "Restart instance 0 of function word-count?"]
 
 
+def test_the_log_tail_is_the_log_topics_newest_lines(page, broker):
+    log_stats = f"{broker.admin_url}/admin/v2/persistent/public/default/printer-log/stats"
+    assert wait_for(lambda: http("GET", log_stats)[0] == 200
+                    and json.loads(http("GET", log_stats)[2])["msgInCounter"] >= 1, 30)  # the line was printed
+    p = page.page
+    page.open("#/function/public/default/printer")
+    p.get_by_role("link", name="persistent://public/default/printer-log (newest 20 lines)").click()
+    p.wait_for_url("**/#/messages/persistent/public/default/printer-log/20")
+    payloads = p.get_by_test_id("payload")
+    assert wait_for(lambda: any(HOSTILE in text for text in payloads.all_inner_texts()), 10)
+    assert p.locator("main img, main script").count() == 0
+
+
 def test_exceptions_are_shown_as_text(page):
     p = page.page
     page.open("#/function/public/default/raiser")
@@ -133,7 +151,7 @@ def test_the_overview_warns_of_a_backlog_near_its_quota_and_a_failing_function(p
                      "\n".join(lines), re.MULTILINE), lines
     failing = [line for line in lines if line.startswith("Function public/default/raiser instance 0 is failing: ")]
     assert failing == [f"Function public/default/raiser instance 0 is failing: ValueError: cannot take {HOSTILE}"]
-    assert fact(p, "Functions") == "2 of 2 instances (2 functions)"
+    assert fact(p, "Functions") == "3 of 3 instances (3 functions)"
     assert p.locator("main img, main script").count() == 0
 
 

@@ -1,11 +1,27 @@
 // Pulsar Functions through `/admin/v3/functions`: every namespace's functions, and a
 // function's instances (status, rates worked out between two refreshes, latest exceptions),
-// its start/stop/restart (asked first) and a look-up of its state by key.
+// its start/stop/restart (asked first), a look-up of its state by key, and its log topic's
+// newest lines in the message browser (the log tail).
 
 import { ApiError, json, optionalJson, path, request } from "./api.js";
 import { count, el, facts, link, rate, searchBox, table } from "./dom.js";
 
 const MAX_EXCEPTIONS = 20;
+export const LOG_TAIL = 20;
+
+/** A topic name completed as Pulsar completes it (`x`: public/default's, `t/ns/x`: persistent)
+ * as [domain, tenant, namespace, name]. */
+export function topicOf(name) {
+  const [domain, rest] = name.includes("://") ? name.split("://", 2) : ["persistent", name];
+  const parts = rest.split("/");
+  const [tenant, namespace, ...local] = parts.length === 1 ? ["public", "default", rest] : parts;
+  return [domain, tenant, namespace, local.join("/")];
+}
+
+function logTail(logTopic) {
+  return logTopic ? link(`${logTopic} (newest ${LOG_TAIL} lines)`, "messages", ...topicOf(logTopic), String(LOG_TAIL))
+    : "(none)";
+}
 
 function when(millis) {
   return millis ? new Date(millis).toISOString() : "never";
@@ -111,7 +127,8 @@ export function functionView([tenant, namespace, name]) {
     body.replaceChildren(
       facts([["Running", `${status.numRunning} of ${status.numInstances} instances`],
         ["Inputs", [...(config.inputs ?? []), ...Object.keys(config.inputSpecs ?? {})].join(", ") || "(none)"],
-        ["Output", config.output || "(none)"], ["Class", config.className ?? ""], ["Runtime", config.runtime ?? ""]]),
+        ["Output", config.output || "(none)"], ["Class", config.className ?? ""], ["Runtime", config.runtime ?? ""],
+        ["Log topic", logTail(config.logTopic)]]),
       el("h2", {}, "Instances"),
       table(["Instance", "State", "Rate in", "Received", "Processed", "User exceptions", "System exceptions", "Restarts",
         "Average latency", "Last invocation", "Actions"], rows, "no instances"),
