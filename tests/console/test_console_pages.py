@@ -310,11 +310,19 @@ def test_subscription_actions_ask_first_and_call_the_admin_api(page, broker):
     assert wait_for(lambda: backlog() == 3 and row_of(p, "ops")[2] == "3", 10)
     assert page.dialogs[1:] == [
         "Acknowledge every message of subscription ops?",
-        "Reset subscription ops to how many minutes ago?",
+        "Reset subscription ops to how many minutes ago, or to a date (ISO 8601)?",
         "Move subscription ops back to what was published in the last 60 minutes?",
         "Skip how many messages of subscription ops?",
         "Acknowledge the next 2 messages of subscription ops?",
     ]
+    page.answers = ["2026-01-02T03:04:05Z", True]  # an absolute date: before every message, so all 5 again
+    p.get_by_role("button", name="Reset…").click()
+    assert wait_for(lambda: backlog() == 5 and row_of(p, "ops")[2] == "5", 10)
+    assert re.findall(r"POST \S+/subscription/ops/resetcursor/(\d+) from", broker.log())[-1] == "1767323045000"
+    page.answers = ["next tuesday"]  # neither minutes nor a date: nothing asked further, nothing sent
+    p.get_by_role("button", name="Reset…").click()
+    assert page.dialogs[-2:] == ["Move subscription ops back to what was published since 2026-01-02T03:04:05.000Z?",
+                                 "Reset subscription ops to how many minutes ago, or to a date (ISO 8601)?"]
     page.dialogs.clear()
 
 

@@ -33,6 +33,17 @@ export function messageId(typed) {
   return found === null ? null : { ledgerId: Number(found[1]), entryId: Number(found[2]) };
 }
 
+/** Where "Reset…" goes: a number is minutes ago, anything else a date as Date.parse reads it
+ * (`2026-11-28T08:00:00Z`; without an offset, the browser's time zone); null: neither. */
+export function resetTime(typed) {
+  const text = typed.trim();
+  if (/^\d+(\.\d+)?$/.test(text)) {
+    return { millis: Math.round(Date.now() - Number(text) * 60_000), since: `in the last ${Number(text)} minutes` };
+  }
+  const millis = Date.parse(text);
+  return Number.isNaN(millis) || millis < 0 ? null : { millis, since: `since ${new Date(millis).toISOString()}` };
+}
+
 /** A subscription's actions, each an admin API call after the user confirms it; `done` redraws.
  * `ask` gets what the call needs (a prompt, a look-up) and answers the call or null (cancelled). */
 function actions(subscriptionUrl, indexUrl, name, done) {
@@ -53,9 +64,9 @@ function actions(subscriptionUrl, indexUrl, name, done) {
       const skipped = Number.parseInt(asked(`Skip how many messages of subscription ${name}?`, "1"), 10);
       return skipped > 0 ? { path: ["skip", String(skipped)] } : null;
     }),
-    act("Reset…", (call) => `Move subscription ${name} back to what was published in the last ${call.minutes} minutes?`, () => {
-      const minutes = Number.parseFloat(asked(`Reset subscription ${name} to how many minutes ago?`, "60"));
-      return minutes >= 0 ? { minutes, path: ["resetcursor", String(Math.round(Date.now() - minutes * 60_000))] } : null;
+    act("Reset…", (call) => `Move subscription ${name} back to what was published ${call.since}?`, () => {
+      const at = resetTime(asked(`Reset subscription ${name} to how many minutes ago, or to a date (ISO 8601)?`, "60"));
+      return at === null ? null : { since: at.since, path: ["resetcursor", String(at.millis)] };
     }),
     act("Reset to id…", (call) => `Move subscription ${name} to message ${call.body.ledgerId}:${call.body.entryId}?`, () => {
       const body = messageId(asked(`Reset subscription ${name} to which message id (ledger:entry)?`, ""));
