@@ -1,7 +1,8 @@
 """The console's operating views in a real browser against a real standalone: policies of a
 namespace and a topic edited through the admin API (and a refusal shown as text), a topic's
 schema versions and their diff, subscriptions reset to a message id and a PIP-70 index, and
-subscriptions and topics deleted, each behind a confirmation; hostile names as text."""
+subscriptions and topics deleted, each behind a confirmation; a message published from the
+produce form (a schema'd topic's editor prefilled from its fields); hostile names as text."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import jwt
 import pulsar
 import pytest
 from admin_http import get_json, http
-from console_pages import Watched, checked_page, row_of, started_broker
+from console_pages import Watched, checked_page, fact, row_of, started_broker
 from polling import wait_for
 from pulsar.schema import AvroSchema, Integer, Record, String
 from standalone import Standalone
@@ -307,3 +308,60 @@ def test_the_browser_reads_from_an_index_or_a_broker_time(page, broker, api):
     assert p.locator(".messages").inner_text() == "an index is a whole number"
     page.open(f"#/messages/{path}/10//index:99")  # past the end: nothing, no error
     assert wait_for(lambda: p.locator(".messages").inner_text() == "no messages", 10)
+
+
+def publish(page: Watched, confirm: bool = True) -> str:
+    """Clicks Publish…, answering its confirmation; the outcome once it is shown."""
+    outcome = page.page.get_by_test_id("produce-outcome")
+    before = outcome.inner_text()
+    page.answers = [confirm]
+    page.page.get_by_role("button", name="Publish…").click()
+    if confirm:
+        assert wait_for(lambda: outcome.inner_text() not in ("", before), 10)
+    return outcome.inner_text()
+
+
+def stored(broker, topic: str) -> int:
+    return admin(broker, f"persistent/{NS}/{topic}/stats")["msgInCounter"]
+
+
+def test_a_message_published_from_the_form_is_in_the_browser(page, broker):
+    assert http("PUT", f"{broker.admin_url}/admin/v2/persistent/{NS}/formed")[0] == 204
+    p = page.page
+    page.open("#/topic/persistent/public/default/formed")
+    p.get_by_test_id("produce-schema").filter(has_text="No schema").wait_for()
+    p.get_by_label("Message key").fill(HOSTILE)
+    p.get_by_label("Message properties").fill(f"color=red\nnote={HOSTILE}")
+    p.get_by_label("Message payload").fill(HOSTILE)
+    assert publish(page, confirm=False) == ""  # dismissed: nothing sent
+    assert page.dialogs[-1] == "Publish this message to persistent://public/default/formed?"
+    assert publish(page).startswith("published as ")
+    p.get_by_label("Message properties").fill("no equals sign")
+    assert publish(page) == 'refused: a property is name=value, not "no equals sign"'
+    assert stored(broker, "formed") == 1
+    page.open("#/messages/persistent/public/default/formed/10")
+    card = p.get_by_test_id("message")
+    assert wait_for(lambda: card.count() == 1, 10)
+    assert card.get_by_test_id("payload").inner_text() == HOSTILE
+    assert fact(p, "Key") == HOSTILE
+    rows = card.locator("tbody tr").all_inner_texts()
+    assert sorted(rows) == sorted(["color\tred", f"note\t{HOSTILE}"])
+    assert p.locator("main img, main script").count() == 0
+
+
+def test_the_editor_follows_the_topics_schema(page, broker, client_factory):
+    consumer = client_factory(broker.url).subscribe("persistent://public/default/ordered", "s",
+                                                    schema=AvroSchema(Order))
+    p = page.page
+    page.open("#/topic/persistent/public/default/ordered")
+    p.get_by_test_id("produce-schema").filter(has_text="Schema AVRO").wait_for()
+    editor = p.get_by_label("Message payload")
+    assert json.loads(editor.input_value()) == {"id": 0, "item": ""}
+    editor.fill(json.dumps({"id": "five", "item": "book"}))  # not an int: the broker refuses it
+    assert publish(page).startswith("refused: 400: messages[0]: payload does not fit the topic's AVRO schema")
+    editor.fill("{not json")
+    assert publish(page).startswith("refused: ")
+    editor.fill(json.dumps({"id": 5, "item": HOSTILE}))
+    assert publish(page).startswith("published as ")
+    got = consumer.receive(timeout_millis=10_000).value()
+    assert (got.id, got.item) == (5, HOSTILE)
