@@ -22,7 +22,7 @@ from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.topics.replicators import replicator_cursor_name
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.client.backoff import Backoff
-from magnetar.replication.entries import outgoing
+from magnetar.replication.entries import MarkerSink, outgoing
 from magnetar.replication.remote import RemoteCluster, RemoteProducer, RemoteUnavailableError
 from magnetar.storage import Position, StorageClosedError
 from magnetar.wire.entry import parse_message_metadata
@@ -69,6 +69,8 @@ class Replicator:
         self._address = ""
         self.outbound = MessageCounter()
         self.closed = False
+        self.markers: MarkerSink | None = None
+        """Where the markers the remote replicated here go (replicated subscriptions)."""
         topic.append_listeners.append(self._wake.set)
         self._task = asyncio.ensure_future(self._run())
 
@@ -123,7 +125,7 @@ class Replicator:
                 continue
             skipped: list[Position] = []
             for at, data in entries:
-                send = outgoing(data, at, producer.producer_id, self.local_cluster, self.remote.name)
+                send = outgoing(data, at, producer.producer_id, self.local_cluster, self.remote.name, self.markers)
                 if send is None:
                     if not self._in_flight:
                         skipped.append(at)

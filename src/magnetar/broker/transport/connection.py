@@ -487,7 +487,7 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
             log.warning("%s sent to unknown producer %d; closing", self, send.producer_id)
             self.close()
             return
-        problem = check_send(send, payload, producer.topic, self._max_message_size)
+        problem = check_send(send, payload, producer.topic, self._max_message_size, replicator=producer.replicator)
         if problem is not None:
             producer.refuse(send.sequence_id, *problem)
             return

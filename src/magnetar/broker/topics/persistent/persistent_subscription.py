@@ -31,6 +31,9 @@ __all__ = ["SUB_TYPE_NAMES", "PersistentSubscription"]
 _SUB_TYPES = {name: number for number, name in SUB_TYPE_NAMES.items()}
 #: Cursor property remembering the subscription's type while no consumer is connected.
 SUB_TYPE_PROPERTY = "#magnetar.subscription.type"
+#: Cursor property of a replicated subscription (PIP-33): its position is mirrored to the
+#: topic's other clusters (magnetar.replication.subscriptions does the mirroring).
+REPLICATED_PROPERTY = "#magnetar.subscription.replicated"
 
 
 class PersistentSubscription(AbstractSubscription):
@@ -89,6 +92,21 @@ class PersistentSubscription(AbstractSubscription):
                 self.cursor.set_property(key, value)
         self._properties = None
         self._filter_contexts.clear()
+
+    @property
+    def replicated(self) -> bool:
+        return self.durable and self.cursor.properties.get(REPLICATED_PROPERTY) == "true"
+
+    def set_replicated(self, replicated: bool) -> None:
+        """Kept with the cursor, so the mirroring goes on after a restart (a reader has no
+        position worth mirroring: it stays off)."""
+        if not self.durable or replicated == self.replicated:
+            return
+        if replicated:
+            self.cursor.set_property(REPLICATED_PROPERTY, "true")
+        else:
+            self.cursor.remove_property(REPLICATED_PROPERTY)
+        log.info("%s: replicated subscription %s", self, "on" if replicated else "off")
 
     def first_unacked_position(self) -> Position:
         """Where reading starts again: just after the mark-delete position."""
@@ -313,6 +331,7 @@ class PersistentSubscription(AbstractSubscription):
             "msgDelayed": delayed,
             "msgBacklogNoDelayed": max(0, backlog - delayed),
             "isDurable": self.durable,
+            "isReplicated": self.replicated,
             "unackedMessages": sum(c.unacked_messages for c in self.consumers),
             # magnetar's own: entries acknowledged because no consumer could read them
             "unreadableEntriesSkipped": self.unreadable_skipped,

@@ -33,6 +33,8 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
+    from magnetar.broker.topics.cnx import TransportCnx
+    from magnetar.broker.topics.consumer import Consumer
     from magnetar.broker.topics.context import BrokerContext
     from magnetar.broker.transactions.buffer import TransactionBuffer
     from magnetar.wire.txn import TxnId
@@ -258,6 +260,19 @@ class PersistentTopic(AbstractTopic):
         self.ledger.set_property(TOPIC_EPOCH_PROPERTY, str(epoch))
 
     # -- consumers
+    def subscribe(self, cnx: TransportCnx, cmd: pb.CommandSubscribe) -> Consumer:
+        """A SUBSCRIBE asking for replicate_subscription_state makes the subscription a
+        replicated one (PIP-33; while enableReplicatedSubscriptions); one without it leaves
+        the subscription as it was, as in Pulsar."""
+        consumer = super().subscribe(cnx, cmd)
+        if cmd.replicate_subscription_state:
+            if self.context.config.enableReplicatedSubscriptions:
+                consumer.subscription.set_replicated(True)  # type: ignore[attr-defined]
+            else:
+                log.warning("[%s] %s asks for a replicated subscription, which enableReplicatedSubscriptions=false "
+                            "turns off", self.name, cmd.subscription)
+        return consumer
+
     def _check_subscribe(self, cmd: pb.CommandSubscribe) -> None:
         if has_replicator_prefix(cmd.subscription, self.context.config.replicatorPrefix):
             # a replicator's cursor: a consumer on it would take the remote cluster's messages

@@ -1,0 +1,217 @@
+"""Replicated subscriptions (PIP-33) between real magnetar brokers, each its own cluster:
+a consumer acknowledges on one cluster, fails over to another and resumes near where it
+was; markers never reach consumers; a marker forged by an ordinary producer moves nothing."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+from polling import wait_for
+from rawclient import RawClient
+from test_geo_replication import link, start_clusters
+
+from magnetar.admin_client import AdminClient
+from magnetar.wire import markers
+from magnetar.wire.entry import build_entry
+from magnetar.wire.frames import encode_payload_command
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+T = pb.BaseCommand
+SUB = "failover"
+SYNC_TIMEOUT = 40.0
+
+
+def topic_name(kind: str) -> str:
+    return f"persistent://public/default/{kind}-{random.randrange(1 << 30)}"
+
+
+def subscription_stats(broker, topic: str, name: str = SUB) -> dict | None:
+    try:
+        return AdminClient(broker.admin_url).stats(topic)["subscriptions"].get(name)
+    except Exception:  # the topic is not there yet
+        return None
+
+
+def caught_up(broker, topic: str, name: str = SUB) -> bool:
+    """The subscription exists there, every message stored there is replicated in, and it
+    has nothing left to read: an update moved it past all of them."""
+    stats = subscription_stats(broker, topic, name)
+    return stats is not None and stats["msgBacklog"] == 0
+
+
+def produce(client, topic: str, start: int, count: int) -> None:
+    """Batched, as the clients produce by default."""
+    producer = client.create_producer(topic)
+    for i in range(start, start + count):
+        producer.send_async(f"m{i}".encode(), None)
+    producer.flush()
+    producer.close()
+
+
+def receive(consumer, count: int) -> list[int]:
+    """Receive and acknowledge `count` messages: their numbers."""
+    got = []
+    for _ in range(count):
+        message = consumer.receive(timeout_millis=20_000)
+        got.append(int(message.data().decode().removeprefix("m")))
+        consumer.acknowledge(message)
+    return got
+
+
+def drain(consumer, timeout: float = 1.5) -> list[int]:
+    """Everything the consumer gets until it gets nothing for `timeout` seconds."""
+    got = []
+    while True:
+        try:
+            message = consumer.receive(timeout_millis=int(timeout * 1000))
+        except Exception:  # the official client's Timeout, magnetar.client's
+            return got
+        got.append(int(message.data().decode().removeprefix("m")))
+        consumer.acknowledge(message)
+
+
+def fail_over(mod, make, to, topic: str, first: int, acked: int, end: int) -> list[int]:
+    """Subscribe on `to` and read to the end. Messages below `first` were acknowledged
+    before a snapshot every cluster knows of: none of them comes again. From `acked` on
+    nothing was acknowledged: all of those come, each once, in order. Between the two, PIP-33
+    lets a failover redeliver what was acknowledged after the last usable snapshot."""
+    consumer = make(to.url).subscribe(topic, SUB, initial_position=mod.InitialPosition.Earliest,
+                                      replicate_subscription_state_enabled=True)
+    deadline = time.monotonic() + SYNC_TIMEOUT
+    got: list[int] = []
+    while (not got or got[-1] != end - 1) and time.monotonic() < deadline:
+        got += drain(consumer)
+    assert got, "nothing delivered after the failover"
+    assert got == sorted(set(got)), f"out of order or twice: {got[:20]}"
+    assert got[0] >= first, f"resumed at {got[0]}, before the snapshot taken after {first}"
+    assert set(range(acked, end)) <= set(got), "messages never acknowledged were lost"
+    assert got[-1] == end - 1
+    return got
+
+
+def test_a_consumer_fails_over_and_resumes_where_the_last_snapshot_left_it(broker_factory, api):
+    """Acknowledged on east: west's same-named subscription follows (made there by the first
+    update); after the failover west delivers what east did not acknowledge, and nothing
+    acknowledged before the snapshot. A plain subscription on west sees every message and no
+    marker, and ends with no backlog."""
+    mod, make = api
+    two = start_clusters(broker_factory, "east", "west")
+    link(two)
+    east, west = two["east"], two["west"]
+    topic = topic_name("failover")
+    on_east = make(east.url).subscribe(topic, SUB, initial_position=mod.InitialPosition.Earliest,
+                                       replicate_subscription_state_enabled=True)
+    plain = make(west.url).subscribe(topic, "plain", initial_position=mod.InitialPosition.Earliest)
+    admin = AdminClient(east.admin_url)
+    assert admin.replicated_subscription_status(topic, SUB) == {topic: True}
+    assert admin.stats(topic)["subscriptions"][SUB]["isReplicated"] is True
+
+    first = random.randint(50, 150)
+    produce(make(east.url), topic, 0, first)
+    assert receive(on_east, first) == list(range(first))
+    assert wait_for(lambda: caught_up(west, topic), SYNC_TIMEOUT), subscription_stats(west, topic)
+    assert subscription_stats(west, topic)["isReplicated"] is True
+
+    more = random.randint(50, 150)
+    produce(make(east.url), topic, first, more)
+    acked = first + random.randint(1, more - 1)
+    assert receive(on_east, acked - first) == list(range(first, acked))
+    on_east.close()
+    fail_over(mod, make, west, topic, first, acked, first + more)
+
+    assert drain(plain) == list(range(first + more))
+    assert wait_for(lambda: subscription_stats(west, topic, "plain")["msgBacklog"] == 0)
+
+
+def test_three_clusters_and_a_restart_in_the_middle(broker_factory, client_factory):
+    """Three clusters replicating every way: snapshots need the two others' answers (in two
+    rounds). The broker the consumer is on restarts between two rounds of acknowledgements:
+    the subscription is still replicated afterwards and the mirroring carries on."""
+    import pulsar  # noqa: PLC0415
+
+    three = start_clusters(broker_factory, "east", "west", "north")
+    link(three)
+    east, north = three["east"], three["north"]
+    topic = topic_name("three")
+    earliest = pulsar.InitialPosition.Earliest
+
+    def consumer():
+        return client_factory(east.url).subscribe(topic, SUB, initial_position=earliest,
+                                                  replicate_subscription_state_enabled=True)
+
+    on_east = consumer()
+    first = random.randint(50, 150)
+    produce(client_factory(east.url), topic, 0, first)
+    assert receive(on_east, first) == list(range(first))
+    for name in ("west", "north"):
+        assert wait_for(lambda b=three[name]: caught_up(b, topic), SYNC_TIMEOUT), name
+
+    on_east.close()
+    east.restart()
+    assert AdminClient(east.admin_url).replicated_subscription_status(topic, SUB) == {topic: True}
+    on_east = consumer()
+    second = first + random.randint(50, 150)
+    produce(client_factory(east.url), topic, first, second - first)
+    assert receive(on_east, second - first) == list(range(first, second))
+    assert wait_for(lambda: caught_up(north, topic), SYNC_TIMEOUT), subscription_stats(north, topic)
+
+    more = random.randint(20, 80)
+    produce(client_factory(north.url), topic, second, more)  # from another cluster this time
+    acked = second + random.randint(1, more - 1)
+    assert receive(on_east, acked - second) == list(range(second, acked))
+    on_east.close()
+    fail_over(pulsar, client_factory, north, topic, second, acked, second + more)
+
+
+def forged_update(producer_id: int, sequence_id: int, subscription: str, positions: dict, **fields) -> bytes:
+    """A SEND of an UPDATE marker as a broker would write it, from an ordinary producer."""
+    update = markers.Update(subscription_name=subscription)
+    for cluster, (ledger_id, entry_id) in positions.items():
+        update.clusters.add(cluster=cluster).message_id.CopyFrom(
+            markers.mk.MarkerPosition(ledger_id=ledger_id, entry_id=entry_id))
+    metadata = pb.MessageMetadata(producer_name="forger", sequence_id=sequence_id,
+                                  publish_time=int(time.time() * 1000), marker_type=markers.UPDATE, **fields)
+    send = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
+    return encode_payload_command(T(type=T.SEND, send=send), build_entry(metadata, update.SerializeToString()))
+
+
+@pytest.mark.parametrize("replicated_from", [None, "west"])
+def test_a_marker_from_an_ordinary_producer_is_refused_and_moves_nothing(broker_factory, client_factory,
+                                                                         replicated_from):
+    """An UPDATE naming the subscription and the last positions of both clusters, sent by a
+    producer that is not a replicator (claiming to come from west, or not): refused, stored
+    nowhere, and neither cluster's subscription moves."""
+    import pulsar  # noqa: PLC0415
+
+    two = start_clusters(broker_factory, "east", "west")
+    link(two)
+    east, west = two["east"], two["west"]
+    topic = topic_name("forged")
+    earliest = pulsar.InitialPosition.Earliest
+    client_factory(east.url).subscribe(topic, SUB, initial_position=earliest, replicate_subscription_state_enabled=True)
+    client_factory(west.url).subscribe(topic, SUB, initial_position=earliest)
+    count = random.randint(5, 30)
+    produce(client_factory(east.url), topic, 0, count)
+    assert wait_for(lambda: subscription_stats(west, topic)["msgBacklog"] == count)
+    ends = {name: AdminClient(b.admin_url).internal_stats(topic)["lastConfirmedEntry"] for name, b in two.items()}
+    positions = {name: tuple(int(x) for x in end.split(":")) for name, end in ends.items()}
+
+    raw = RawClient(east.url)
+    try:
+        raw.connect()
+        raw.create_producer(topic, producer_id=7)
+        fields = {} if replicated_from is None else {"replicated_from": replicated_from}
+        raw.write(forged_update(7, 0, SUB, positions, **fields))
+        error = raw.expect(T.SEND_ERROR).send_error
+        assert error.error == pb.NotAllowedError
+        raw.ping()  # the broker serves on
+    finally:
+        raw.close()
+
+    # one more message behind where the marker would be: once west has it, a marker replicated
+    # before it would have been applied
+    produce(client_factory(east.url), topic, count, 1)
+    assert wait_for(lambda: subscription_stats(west, topic)["msgBacklog"] == count + 1)
+    assert subscription_stats(east, topic)["msgBacklog"] == count + 1
