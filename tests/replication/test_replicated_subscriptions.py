@@ -95,15 +95,20 @@ def test_a_consumer_fails_over_and_resumes_where_the_last_snapshot_left_it(broke
     """Acknowledged on east: west's same-named subscription follows (made there by the first
     update); after the failover west delivers what east did not acknowledge, and nothing
     acknowledged before the snapshot. A plain subscription on west sees every message and no
-    marker, and ends with no backlog."""
+    marker, and ends with no backlog; an idle one counts the messages only (no marker is
+    backlog); a reader that starts at the earliest once the markers are stored (nobody
+    acknowledged them for it) reads the messages only."""
     mod, make = api
     two = start_clusters(broker_factory, "east", "west")
     link(two)
     east, west = two["east"], two["west"]
     topic = topic_name("failover")
-    on_east = make(east.url).subscribe(topic, SUB, initial_position=mod.InitialPosition.Earliest,
+    earliest = mod.InitialPosition.Earliest
+    on_east = make(east.url).subscribe(topic, SUB, initial_position=earliest,
                                        replicate_subscription_state_enabled=True)
-    plain = make(west.url).subscribe(topic, "plain", initial_position=mod.InitialPosition.Earliest)
+    plain = make(west.url).subscribe(topic, "plain", initial_position=earliest)
+    for broker in two.values():
+        make(broker.url).subscribe(topic, "idle", initial_position=earliest).close()
     admin = AdminClient(east.admin_url)
     assert admin.replicated_subscription_status(topic, SUB) == {topic: True}
     assert admin.stats(topic)["subscriptions"][SUB]["isReplicated"] is True
@@ -123,6 +128,14 @@ def test_a_consumer_fails_over_and_resumes_where_the_last_snapshot_left_it(broke
 
     assert drain(plain) == list(range(first + more))
     assert wait_for(lambda: subscription_stats(west, topic, "plain")["msgBacklog"] == 0)
+    for broker in two.values():
+        assert wait_for(lambda b=broker: subscription_stats(b, topic, "idle")["msgBacklog"] == first + more), \
+            subscription_stats(broker, topic, "idle")["msgBacklog"]
+        reader = make(broker.url).create_reader(topic, mod.MessageId.earliest)
+        got = []
+        while reader.has_message_available():
+            got.append(int(reader.read_next(timeout_millis=10_000).data().decode().removeprefix("m")))
+        assert got == list(range(first + more))
 
 
 def test_three_clusters_and_a_restart_in_the_middle(broker_factory, client_factory):

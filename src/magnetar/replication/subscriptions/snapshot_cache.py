@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
 from magnetar.storage import Position
@@ -27,6 +27,9 @@ class SnapshotCache:
 
     def __len__(self) -> int:
         return len(self._snapshots)
+
+    def __iter__(self) -> Iterator[CachedSnapshot]:
+        return iter(self._snapshots)
 
     def add(self, snapshot: CachedSnapshot) -> None:
         if self._snapshots and snapshot.position <= self._snapshots[-1].position:

@@ -25,7 +25,7 @@ from magnetar.broker.topics.positions import position_of
 from magnetar.broker.topics.replicators import TopicReplicator, has_replicator_prefix
 from magnetar.broker.transactions import TRANSACTIONS_PROPERTY
 from magnetar.storage import ManagedLedger, Position, StorageFullError, WriteFailedError
-from magnetar.storage.message_finder import find_first_at_or_after
+from magnetar.storage.message_finder import find_first_at_or_after, last_visible
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
 from magnetar.wire.message_id import MessageId
@@ -57,6 +57,10 @@ def _batch_size(entry: bytes | None) -> int:
     except WireError:
         return -1
     return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else -1
+
+
+def _is_marker(metadata: pb.MessageMetadata) -> bool:
+    return metadata.HasField("marker_type")
 
 
 class PersistentTopic(AbstractTopic):
@@ -217,8 +221,10 @@ class PersistentTopic(AbstractTopic):
             ledgers = self.ledger.ledgers
             return MessageId(ledgers[-1].ledger_id if ledgers else -1, -1, self.partition).to_proto()
         batch_size = self._last_batch_size
-        if self.transaction_buffer is not None:  # not a marker, an aborted message or one still held back
-            visible = self.transaction_buffer.last_visible(last)
+        transactions = self.transaction_buffer
+        if transactions is not None or self.replicators:  # not a marker, aborted or held back
+            visible = transactions.last_visible(last) if transactions is not None else \
+                last_visible(self.ledger, last, _is_marker)
             if visible is None:
                 first = self.ledger.first_position or last
                 return MessageId(first.ledger_id, first.entry_id - 1, self.partition).to_proto()
