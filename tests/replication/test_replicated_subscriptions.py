@@ -107,6 +107,8 @@ def test_a_consumer_fails_over_and_resumes_where_the_last_snapshot_left_it(broke
     on_east = make(east.url).subscribe(topic, SUB, initial_position=earliest,
                                        replicate_subscription_state_enabled=True)
     plain = make(west.url).subscribe(topic, "plain", initial_position=earliest)
+    witness = make(east.url).subscribe(topic, "witness", initial_position=earliest,
+                                       replicate_subscription_state_enabled=True)
     for broker in two.values():
         make(broker.url).subscribe(topic, "idle", initial_position=earliest).close()
     admin = AdminClient(east.admin_url)
@@ -124,18 +126,27 @@ def test_a_consumer_fails_over_and_resumes_where_the_last_snapshot_left_it(broke
     acked = first + random.randint(1, more - 1)
     assert receive(on_east, acked - first) == list(range(first, acked))
     on_east.close()
-    fail_over(mod, make, west, topic, first, acked, first + more)
+    # another replicated subscription acknowledges everything: once west's copy of it caught
+    # up, a snapshot past all the messages is in both subscriptions' caches (an update of
+    # ours from it would move west past what we did not acknowledge); and once one more
+    # message reached west, any update sent before it was applied there
+    assert receive(witness, first + more) == list(range(first + more))
+    assert wait_for(lambda: caught_up(west, topic, "witness"), SYNC_TIMEOUT)
+    end = first + more + 1
+    produce(make(east.url), topic, end - 1, 1)
+    for broker in two.values():
+        assert wait_for(lambda b=broker: subscription_stats(b, topic, "idle")["msgBacklog"] == end), \
+            subscription_stats(broker, topic, "idle")["msgBacklog"]
+    fail_over(mod, make, west, topic, first, acked, end)
 
-    assert drain(plain) == list(range(first + more))
+    assert drain(plain) == list(range(end))
     assert wait_for(lambda: subscription_stats(west, topic, "plain")["msgBacklog"] == 0)
     for broker in two.values():
-        assert wait_for(lambda b=broker: subscription_stats(b, topic, "idle")["msgBacklog"] == first + more), \
-            subscription_stats(broker, topic, "idle")["msgBacklog"]
         reader = make(broker.url).create_reader(topic, mod.MessageId.earliest)
         got = []
         while reader.has_message_available():
             got.append(int(reader.read_next(timeout_millis=10_000).data().decode().removeprefix("m")))
-        assert got == list(range(first + more))
+        assert got == list(range(end))
 
 
 def test_three_clusters_and_a_restart_in_the_middle(broker_factory, client_factory):
