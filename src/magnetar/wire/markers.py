@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -44,9 +45,10 @@ def _entry(marker_type: int, payload: bytes, only_to: str | None) -> bytes:
     return build_entry(metadata, payload)
 
 
-def _clusters(target: Iterable[mk.ClusterMessageId], positions: ClusterPositions) -> None:
+def _clusters(target: Any, positions: ClusterPositions) -> None:
+    """Fill a repeated ClusterMessageId field, clusters in name order (as Pulsar's TreeMap)."""
     for cluster, (ledger_id, entry_id) in sorted(positions.items()):
-        target.add(cluster=cluster, message_id=mk.MarkerPosition(ledger_id=ledger_id, entry_id=entry_id))  # type: ignore[attr-defined]
+        target.add(cluster=cluster, message_id=mk.MarkerPosition(ledger_id=ledger_id, entry_id=entry_id))
 
 
 def request_entry(snapshot_id: str, source_cluster: str) -> bytes:
