@@ -4,10 +4,12 @@ was; markers never reach consumers; a marker forged by an ordinary producer move
 
 from __future__ import annotations
 
+import json
 import random
 import time
 
 import pytest
+from admin_http import http
 from polling import wait_for
 from rawclient import RawClient
 from test_geo_replication import link, start_clusters
@@ -276,3 +278,36 @@ def test_a_partitioned_topic_is_mirrored_partition_by_partition(broker_factory, 
     while len(got) < more and time.monotonic() < deadline:
         got += drain(on_west)
     assert sorted(got) == list(range(first, first + more))
+
+
+def test_the_status_is_set_and_read_over_the_admin_api_and_kept_across_a_restart(broker_factory, client_factory):
+    """Pulsar's replicatedSubscriptionStatus: true or false in the body, anything else 400; a
+    subscription that does not exist 404; with enableReplicatedSubscriptions=false, 405 (and a
+    SUBSCRIBE asking for it leaves the subscription as it was)."""
+    broker = broker_factory()
+    topic = topic_name("status")
+    client_factory(broker.url).subscribe(topic, SUB).close()
+    admin = AdminClient(broker.admin_url)
+
+    def status_url(on, subscription: str = SUB) -> str:
+        return (f"{on.admin_url}/admin/v2/persistent/{topic.removeprefix('persistent://')}/subscription/"
+                f"{subscription}/replicatedSubscriptionStatus")
+
+    assert admin.replicated_subscription_status(topic, SUB) == {topic: False}
+    admin.set_replicated_subscription_status(topic, SUB, True)
+    assert admin.stats(topic)["subscriptions"][SUB]["isReplicated"] is True
+    for body in (b'"yes"', b"1", b"{}", b"not json"):
+        status, _, answer = http("POST", status_url(broker), body)
+        assert status == 400, (body, answer)
+        assert json.loads(answer)["reason"]
+    assert http("POST", status_url(broker, "nobody"), b"true")[0] == 404
+    broker.restart()
+    admin = AdminClient(broker.admin_url)
+    assert admin.replicated_subscription_status(topic, SUB) == {topic: True}
+    admin.set_replicated_subscription_status(topic, SUB, False)
+    assert admin.replicated_subscription_status(topic, SUB) == {topic: False}
+
+    off = broker_factory("enableReplicatedSubscriptions=false")
+    client_factory(off.url).subscribe(topic, SUB, replicate_subscription_state_enabled=True).close()
+    assert AdminClient(off.admin_url).replicated_subscription_status(topic, SUB) == {topic: False}
+    assert http("POST", status_url(off), b"true")[0] == 405
