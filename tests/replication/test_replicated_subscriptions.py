@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import time
 
 import pytest
 from admin_http import http
 from polling import wait_for
 from rawclient import RawClient
+from standalone import Standalone
 from test_geo_replication import link, start_clusters
 
 from magnetar.admin_client import AdminClient
@@ -23,6 +25,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 T = pb.BaseCommand
 SUB = "failover"
 SYNC_TIMEOUT = 40.0
+KAFKA_READY = r"Kafka listener on 127\.0\.0\.1:(\d+)"
 
 
 def topic_name(kind: str) -> str:
@@ -311,3 +314,39 @@ def test_the_status_is_set_and_read_over_the_admin_api_and_kept_across_a_restart
     client_factory(off.url).subscribe(topic, SUB, replicate_subscription_state_enabled=True).close()
     assert AdminClient(off.admin_url).replicated_subscription_status(topic, SUB) == {topic: False}
     assert http("POST", status_url(off), b"true")[0] == 405
+
+
+def test_kafka_consumers_step_over_the_markers(broker_factory, client_factory, tmp_path):
+    """East also serves Kafka: its topic holds snapshot markers between the messages (the
+    subscription caught up on west proves they were written), and a Kafka consumer reading it
+    from the start gets the messages only, then the next one past more markers."""
+    import pulsar  # noqa: PLC0415
+    from kafka import KafkaConsumer  # noqa: PLC0415
+    from kafka import TopicPartition as KafkaPartition  # noqa: PLC0415
+
+    east = Standalone(tmp_path / "kafka-east", ["clusterName=east"], args=["--kafka", "0"]).start()
+    try:
+        west = broker_factory("clusterName=west")
+        link({"east": east, "west": west})
+        local = f"markers-{random.randrange(1 << 30)}"
+        topic = f"persistent://public/default/{local}"
+        on_east = client_factory(east.url).subscribe(topic, SUB, initial_position=pulsar.InitialPosition.Earliest,
+                                                     replicate_subscription_state_enabled=True)
+        count = random.randint(10, 60)
+        produce(client_factory(east.url), topic, 0, count)
+        assert receive(on_east, count) == list(range(count))
+        assert wait_for(lambda: caught_up(west, topic), SYNC_TIMEOUT)
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{re.findall(KAFKA_READY, east.log())[-1]}",
+                                 enable_auto_commit=False, consumer_timeout_ms=10_000)
+        try:
+            consumer.assign([KafkaPartition(local, 0)])
+            consumer.seek_to_beginning()
+            got = [record.value for _, record in zip(range(count), consumer, strict=False)]
+            assert got == [f"m{i}".encode() for i in range(count)]
+            assert not consumer.poll(timeout_ms=500)
+            produce(client_factory(east.url), topic, count, 1)
+            assert next(consumer).value == f"m{count}".encode()
+        finally:
+            consumer.close()
+    finally:
+        east.stop()
