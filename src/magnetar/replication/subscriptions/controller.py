@@ -84,10 +84,11 @@ class SubscriptionsController:
         """Whether a message that is not a marker was stored since the last snapshot started
         (markers alone, other clusters' included, need no new snapshot)."""
         ledger = self.topic.ledger
-        last = ledger.last_confirmed_position
-        start = ledger.first_position if self._covered is None else ledger.next_position(self._covered)
-        if last is None or start is None or start > last:
+        last, first = ledger.last_confirmed_position, ledger.first_position
+        start = first if self._covered is None else ledger.next_position(self._covered)
+        if last is None or first is None or start is None or start > last:
             return False
+        start = max(start, first)  # retention may have trimmed what the last snapshot saw
         entries = ledger.read_entries(start, _NEW_DATA_SCAN, 1 << 20)
         for _, data in entries:
             try:
