@@ -7,6 +7,7 @@ carries on where the remote's last receipt left it."""
 from __future__ import annotations
 
 import logging
+import weakref
 
 from magnetar.broker.policies.topic_policies import REPLICATION_CLUSTERS
 from magnetar.broker.service.broker_service import BrokerService
@@ -26,8 +27,11 @@ class ReplicationService:
         self.service = service
         self._resources = service.resources
         self._remotes: dict[str, RemoteCluster] = {}
-        self._controllers: dict[TopicName, SubscriptionsController] = {}
-        """Per replicated topic, its replicated subscriptions' controller (PIP-33)."""
+        self._controllers: weakref.WeakValueDictionary[TopicName, SubscriptionsController] = \
+            weakref.WeakValueDictionary()
+        """Per replicated topic, its replicated subscriptions' controller (PIP-33). The topic
+        holds it (its listeners, its replicators' marker sinks): a topic unloaded for good
+        takes its controller with it."""
         self._stopped = False
 
     def start(self) -> None:

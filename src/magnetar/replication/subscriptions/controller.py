@@ -47,6 +47,15 @@ class SubscriptionsController:
         """The last position when the newest completed snapshot started: data after it is new."""
         self._caches: dict[str, SnapshotCache] = {}
         self.closed = False
+        self._task: asyncio.Future[None] | None = None
+        topic.replicated_subscription_listeners.append(self.wake)
+        self.wake()
+
+    def wake(self) -> None:
+        """Tick while the topic has a replicated subscription: a broker with thousands of
+        replicated topics and few replicated subscriptions wakes for those only."""
+        if self.closed or (self._task is not None and not self._task.done()) or not self._replicated():
+            return
         self._task = asyncio.ensure_future(self._run())
 
     async def _run(self) -> None:
@@ -60,6 +69,8 @@ class SubscriptionsController:
                 break
             except Exception:
                 log.exception("[%s] replicated subscriptions: tick failed", self.topic.name)
+            if not self._replicated():
+                return  # idle until a subscription becomes replicated again (wake)
         self.close()
 
     def tick(self) -> None:
@@ -246,6 +257,9 @@ class SubscriptionsController:
         if self.closed:
             return
         self.closed = True
-        self._task.cancel()
+        if self.wake in self.topic.replicated_subscription_listeners:
+            self.topic.replicated_subscription_listeners.remove(self.wake)
+        if self._task is not None:
+            self._task.cancel()
         self._pending.clear()
         self._on_closed(self)

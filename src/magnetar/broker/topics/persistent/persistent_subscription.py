@@ -107,6 +107,9 @@ class PersistentSubscription(AbstractSubscription):
         else:
             self.cursor.remove_property(REPLICATED_PROPERTY)
         log.info("%s: replicated subscription %s", self, "on" if replicated else "off")
+        if replicated:
+            for listener in tuple(self.topic.replicated_subscription_listeners):
+                listener()
 
     def first_unacked_position(self) -> Position:
         """Where reading starts again: just after the mark-delete position."""

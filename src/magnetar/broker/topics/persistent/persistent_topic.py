@@ -88,6 +88,8 @@ class PersistentTopic(AbstractTopic):
         self.compaction_service = context.new_compaction_service(ledger)
         # called after each durable append (a protocol handler's long-polling fetches wait on it)
         self.append_listeners: list[Callable[[], None]] = []
+        self.replicated_subscription_listeners: list[Callable[[], None]] = []
+        """Told when a subscription becomes replicated (magnetar.replication then takes snapshots)."""
         self.storage_write_latency = EntryLatencyBuckets()
         """Append to durable, per entry (pulsar_storage_write_latency_le_*)."""
         self.transaction_buffer: TransactionBuffer | None = None
