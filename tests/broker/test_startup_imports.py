@@ -32,8 +32,9 @@ MAGNETAR = {
     "magnetar.broker.delayed_delivery": ".",
     "magnetar.broker.entry_filters": ". policy",
     "magnetar.broker.monitors": ". backlog_quota compaction inactivity message_expiry periodic retention revalidation",
-    # clusters: tenants' allowedClusters are checked against them
-    "magnetar.broker.policies": ". backlog_quota clusters resources retention topic_policies",
+    # clusters: tenants' allowedClusters are checked against them; watchers: what tells open
+    # topics (and replicators) of a policy's or a cluster's change
+    "magnetar.broker.policies": ". backlog_quota clusters resources retention topic_policies watchers",
     # loop_lag: the event-loop probe runs from the start; topics.latency: every producer records into it
     "magnetar.broker.service": ". broker_service collector config_checks loop_lag",
     # replicators: what a topic knows of replication (the replicators themselves load when used);

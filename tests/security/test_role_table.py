@@ -46,7 +46,7 @@ NAMESPACE_POLICIES = [
         "messageTTL", "deduplication", "entryFilters", "maxProducersPerTopic", "maxConsumersPerTopic",
         "maxConsumersPerSubscription", "maxUnackedMessagesPerConsumer", "subscriptionExpirationTime",
         "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced", "isAllowAutoUpdateSchema",
-        "compactionThreshold", "encryptionRequired", "publishRate")),
+        "compactionThreshold", "encryptionRequired", "publishRate", "replicatorDispatchRate")),
     ("retention", "GET POST DELETE"), ("replication", "GET POST"), ("backlogQuotaMap", "GET"),
     ("backlogQuota", "POST DELETE"),
 ]
@@ -54,7 +54,7 @@ TOPIC_POLICIES = [
     *((name, "GET POST PUT DELETE") for name in (
         "deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers", "maxConsumersPerSubscription",
         "maxUnackedMessagesOnConsumer", "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
-        "compactionThreshold", "maxMessageSize", "publishRate")),
+        "compactionThreshold", "maxMessageSize", "publishRate", "replicatorDispatchRate")),
     ("messageTTL", "GET POST DELETE"), ("retention", "GET POST DELETE"), ("replication", "GET POST DELETE"),
     ("backlogQuotaMap", "GET"),
     ("backlogQuota", "POST DELETE"),

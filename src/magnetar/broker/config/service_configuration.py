@@ -220,6 +220,20 @@ class ServiceConfiguration:
     # a replicator creates its topic on the remote (partitioned as here) through the remote's
     # admin API (serviceUrl) before it produces
     createTopicToRemoteClusterForReplication: bool = True
+    # what each replicator sends at most a second when neither its topic nor its namespace sets a
+    # replicatorDispatchRate (Pulsar's keys and defaults; 0 = no limit)
+    dispatchThrottlingRatePerReplicatorInMsg: int = 0
+    dispatchThrottlingRatePerReplicatorInByte: int = 0
+    # the broker as a client of remote clusters (replication.remote_security), Pulsar's keys and
+    # defaults: what a cluster's own ClusterData does not set. The authentication is used only
+    # with authenticationEnabled, as Pulsar's replication client does
+    brokerClientAuthenticationPlugin: str = "org.apache.pulsar.client.impl.auth.AuthenticationDisabled"
+    brokerClientAuthenticationParameters: str = ""
+    brokerClientTlsEnabled: bool = False
+    brokerClientTrustCertsFilePath: str = ""
+    brokerClientCertificateFilePath: str = ""
+    brokerClientKeyFilePath: str = ""
+    tlsHostnameVerificationEnabled: bool = False
     # replicated subscriptions (PIP-33, magnetar.replication.subscriptions): snapshots of the
     # topic's position in every cluster, taken while a replicated subscription exists
     enableReplicatedSubscriptions: bool = True
