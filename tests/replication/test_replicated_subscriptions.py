@@ -9,6 +9,7 @@ import random
 import re
 import time
 
+import pulsar
 import pytest
 from admin_http import http
 from polling import wait_for
@@ -39,11 +40,22 @@ def subscription_stats(broker, topic: str, name: str = SUB) -> dict | None:
         return None
 
 
-def caught_up(broker, topic: str, name: str = SUB) -> bool:
-    """The subscription exists there, every message stored there is replicated in, and it
-    has nothing left to read: an update moved it past all of them."""
-    stats = subscription_stats(broker, topic, name)
-    return stats is not None and stats["msgBacklog"] == 0
+def idle(make, brokers, topic: str, mod=pulsar) -> None:
+    """A subscription without consumers on each broker: its backlog counts the messages that
+    reached that cluster (markers are no backlog)."""
+    for broker in brokers:
+        make(broker.url).subscribe(topic, "idle", initial_position=mod.InitialPosition.Earliest).close()
+
+
+def caught_up(broker, topics: str | list[str], expected: int, name: str = SUB) -> bool:
+    """All `expected` messages reached that cluster (its idle subscriptions hold them) and the
+    subscription has none left to read there: an update moved it past all of them."""
+    topics = [topics] if isinstance(topics, str) else topics
+    subs = [subscription_stats(broker, topic, name) for topic in topics]
+    idles = [subscription_stats(broker, topic, "idle") for topic in topics]
+    if None in subs or None in idles:
+        return False
+    return sum(i["msgBacklog"] for i in idles) == expected and all(s["msgBacklog"] == 0 for s in subs)
 
 
 def produce(client, topic: str, start: int, count: int) -> None:
@@ -114,8 +126,7 @@ def test_a_consumer_fails_over_and_resumes_where_the_last_snapshot_left_it(broke
     plain = make(west.url).subscribe(topic, "plain", initial_position=earliest)
     witness = make(east.url).subscribe(topic, "witness", initial_position=earliest,
                                        replicate_subscription_state_enabled=True)
-    for broker in two.values():
-        make(broker.url).subscribe(topic, "idle", initial_position=earliest).close()
+    idle(make, two.values(), topic, mod)
     admin = AdminClient(east.admin_url)
     assert admin.replicated_subscription_status(topic, SUB) == {topic: True}
     assert admin.stats(topic)["subscriptions"][SUB]["isReplicated"] is True
@@ -123,7 +134,7 @@ def test_a_consumer_fails_over_and_resumes_where_the_last_snapshot_left_it(broke
     first = random.randint(50, 150)
     produce(make(east.url), topic, 0, first)
     assert receive(on_east, first) == list(range(first))
-    assert wait_for(lambda: caught_up(west, topic), SYNC_TIMEOUT), subscription_stats(west, topic)
+    assert wait_for(lambda: caught_up(west, topic, first), SYNC_TIMEOUT), subscription_stats(west, topic)
     assert subscription_stats(west, topic)["isReplicated"] is True
 
     more = random.randint(50, 150)
@@ -136,7 +147,7 @@ def test_a_consumer_fails_over_and_resumes_where_the_last_snapshot_left_it(broke
     # ours from it would move west past what we did not acknowledge); and once one more
     # message reached west, any update sent before it was applied there
     assert receive(witness, first + more) == list(range(first + more))
-    assert wait_for(lambda: caught_up(west, topic, "witness"), SYNC_TIMEOUT)
+    assert wait_for(lambda: caught_up(west, topic, first + more, "witness"), SYNC_TIMEOUT)
     end = first + more + 1
     produce(make(east.url), topic, end - 1, 1)
     for broker in two.values():
@@ -158,8 +169,6 @@ def test_three_clusters_and_a_restart_in_the_middle(broker_factory, client_facto
     """Three clusters replicating every way: snapshots need the two others' answers (in two
     rounds). The broker the consumer is on restarts between two rounds of acknowledgements:
     the subscription is still replicated afterwards and the mirroring carries on."""
-    import pulsar  # noqa: PLC0415
-
     three = start_clusters(broker_factory, "east", "west", "north")
     link(three)
     east, north = three["east"], three["north"]
@@ -171,11 +180,12 @@ def test_three_clusters_and_a_restart_in_the_middle(broker_factory, client_facto
                                                   replicate_subscription_state_enabled=True)
 
     on_east = consumer()
+    idle(client_factory, three.values(), topic)
     first = random.randint(50, 150)
     produce(client_factory(east.url), topic, 0, first)
     assert receive(on_east, first) == list(range(first))
     for name in ("west", "north"):
-        assert wait_for(lambda b=three[name]: caught_up(b, topic), SYNC_TIMEOUT), name
+        assert wait_for(lambda b=three[name]: caught_up(b, topic, first), SYNC_TIMEOUT), name
 
     on_east.close()
     east.restart()
@@ -184,7 +194,7 @@ def test_three_clusters_and_a_restart_in_the_middle(broker_factory, client_facto
     second = first + random.randint(50, 150)
     produce(client_factory(east.url), topic, first, second - first)
     assert receive(on_east, second - first) == list(range(first, second))
-    assert wait_for(lambda: caught_up(north, topic), SYNC_TIMEOUT), subscription_stats(north, topic)
+    assert wait_for(lambda: caught_up(north, topic, second), SYNC_TIMEOUT), subscription_stats(north, topic)
 
     more = random.randint(20, 80)
     produce(client_factory(north.url), topic, second, more)  # from another cluster this time
@@ -212,8 +222,6 @@ def test_a_marker_from_an_ordinary_producer_is_refused_and_moves_nothing(broker_
     """An UPDATE naming the subscription and the last positions of both clusters, sent by a
     producer that is not a replicator (claiming to come from west, or not): refused, stored
     nowhere, and neither cluster's subscription moves."""
-    import pulsar  # noqa: PLC0415
-
     two = start_clusters(broker_factory, "east", "west")
     link(two)
     east, west = two["east"], two["west"]
@@ -250,8 +258,6 @@ def test_a_partitioned_topic_is_mirrored_partition_by_partition(broker_factory, 
     """Each partition has its own snapshots: after acknowledging everything on east, every
     partition's subscription on west has no backlog, the status names each partition, and
     after the failover west delivers exactly what came after."""
-    import pulsar  # noqa: PLC0415
-
     two = start_clusters(broker_factory, "east", "west")
     link(two)
     east, west = two["east"], two["west"]
@@ -260,6 +266,7 @@ def test_a_partitioned_topic_is_mirrored_partition_by_partition(broker_factory, 
     AdminClient(east.admin_url).create_partitioned_topic(topic, partitions)
     on_east = client_factory(east.url).subscribe(topic, SUB, initial_position=pulsar.InitialPosition.Earliest,
                                                  replicate_subscription_state_enabled=True)
+    idle(client_factory, two.values(), topic)
     status = AdminClient(east.admin_url).replicated_subscription_status(topic, SUB)
     assert status == {f"{topic}-partition-{i}": True for i in range(partitions)}
     first = random.randint(50, 150)
@@ -268,8 +275,8 @@ def test_a_partitioned_topic_is_mirrored_partition_by_partition(broker_factory, 
         producer.send_async(f"m{i}".encode(), None, partition_key=f"k{i % 13}")
     producer.flush()
     assert sorted(receive(on_east, first)) == list(range(first))
-    for i in range(partitions):
-        assert wait_for(lambda p=f"{topic}-partition-{i}": caught_up(west, p), SYNC_TIMEOUT), i
+    parts = [f"{topic}-partition-{i}" for i in range(partitions)]
+    assert wait_for(lambda: caught_up(west, parts, first), SYNC_TIMEOUT)
     on_east.close()
     more = random.randint(10, 50)
     for i in range(first, first + more):
@@ -320,7 +327,6 @@ def test_kafka_consumers_step_over_the_markers(broker_factory, client_factory, t
     """East also serves Kafka: its topic holds snapshot markers between the messages (the
     subscription caught up on west proves they were written), and a Kafka consumer reading it
     from the start gets the messages only, then the next one past more markers."""
-    import pulsar  # noqa: PLC0415
     from kafka import KafkaConsumer  # noqa: PLC0415
     from kafka import TopicPartition as KafkaPartition  # noqa: PLC0415
 
@@ -332,10 +338,11 @@ def test_kafka_consumers_step_over_the_markers(broker_factory, client_factory, t
         topic = f"persistent://public/default/{local}"
         on_east = client_factory(east.url).subscribe(topic, SUB, initial_position=pulsar.InitialPosition.Earliest,
                                                      replicate_subscription_state_enabled=True)
+        idle(client_factory, [west], topic)
         count = random.randint(10, 60)
         produce(client_factory(east.url), topic, 0, count)
         assert receive(on_east, count) == list(range(count))
-        assert wait_for(lambda: caught_up(west, topic), SYNC_TIMEOUT)
+        assert wait_for(lambda: caught_up(west, topic, count), SYNC_TIMEOUT)
         consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{re.findall(KAFKA_READY, east.log())[-1]}",
                                  enable_auto_commit=False, consumer_timeout_ms=10_000)
         try:
