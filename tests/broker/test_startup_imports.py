@@ -22,8 +22,10 @@ import pytest
 #: Every magnetar module a default broker may import at start-up, by package ("." is the package itself).
 MAGNETAR = {
     "magnetar": ".",
+    # transactions: /admin/v3/transactions' routes (they read the coordinator only when it runs)
     "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces operations permissions "
-                      "policy_table responses retention schemas security server subscriptions tenants topics",
+                      "policy_table responses retention schemas security server subscriptions tenants topics "
+                      "transactions",
     "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
     "magnetar.broker.auth": ". authentication authorization issued operations",
     "magnetar.broker.compaction": ". manager options service",

@@ -22,7 +22,7 @@ from typing import Any
 
 from magnetar.admin_client import AdminClient, AdminError, Message
 from magnetar.cli import options as cli_options
-from magnetar.cli import schema_verbs
+from magnetar.cli import schema_verbs, transaction_verbs
 from magnetar.cli.function_verbs import FUNCTION_VERBS
 from magnetar.cli.parsing import UsageError, add_log_level, namespace_name, topic_name
 from magnetar.cli.verbs import Verb, arg
@@ -401,6 +401,7 @@ RESOURCES: dict[str, list[Verb]] = {
         Verb("get-runtime-config", "show the configuration in effect", lambda a, _: a.runtime_configuration()),
     ],
     "functions": FUNCTION_VERBS,
+    "transactions": transaction_verbs.VERBS,
 }
 
 

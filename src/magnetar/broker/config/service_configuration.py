@@ -249,8 +249,14 @@ class ServiceConfiguration:
         1000, POSITIVE, "appends between two snapshots of the deduplication state")
     # transactions (PIP-31, broker.transactions): off until the feature is complete
     transactionCoordinatorEnabled: bool = False
+    # Pulsar's default is 0 (no limit); magnetar's bounds what forgotten or hostile
+    # NEW_TXNs can pin in memory (about 1 KB each) and in its timers
     maxActiveTransactionsPerCoordinator: int = key(
-        0, NotNegative("no limit"), "open transactions a coordinator keeps at once")
+        50_000, NotNegative("no limit"), "open transactions a coordinator keeps at once")
+    transactionBufferSnapshotMaxTransactionCount: int = key(
+        1000, POSITIVE, "transactions ended in a topic between two snapshots of its transaction buffer")
+    transactionBufferSnapshotMinTimeInMillis: int = key(
+        5000, POSITIVE, "milliseconds after which a transaction's end snapshots the topic's buffer")
     # message expiry
     ttlDurationDefaultInSeconds: int = 0
     messageExpiryCheckIntervalInMinutes: float = key(5.0, POSITIVE, "how often topics are held to their message TTL")

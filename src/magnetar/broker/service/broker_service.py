@@ -483,9 +483,11 @@ class BrokerService:
         self.unload_topic(name)
         if name.persistent:
             self.factory.delete(name.storage_name)
-            from magnetar.broker.transactions.pending_ack import drop_topic  # noqa: PLC0415 (deletions only)
+            from magnetar.broker.transactions.buffer import drop_snapshot  # noqa: PLC0415 (deletions only)
+            from magnetar.broker.transactions.pending_ack import drop_topic  # noqa: PLC0415
 
             drop_topic(self.metadata, name.storage_name)  # acknowledgements a transaction held there
+            drop_snapshot(self.metadata, name.storage_name)
         self.policies.delete_topic(name)
 
     def _check_idle(self, names: list[TopicName]) -> None:
