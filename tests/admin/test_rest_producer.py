@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import time
 
 import pytest
 from admin_http import get_json, http
@@ -166,6 +167,14 @@ def test_hostile_requests_are_refused_and_store_nothing(module_broker):
     assert http("POST", f"{module_broker.admin_url}{ADMIN}/{topic}/terminate")[0] == 200
     assert produce(module_broker, topic, {"messages": [{"payload": "z"}]})[0] == 409
     assert stored(module_broker, topic) == 0
+    # a namespace that requires encryption: the REST producer cannot encrypt
+    admin = module_broker.admin_url
+    assert http("PUT", f"{admin}/admin/v2/namespaces/public/sealed")[0] == 204
+    assert http("POST", f"{admin}/admin/v2/namespaces/public/sealed/encryptionRequired", b"true")[0] == 204
+    assert http("PUT", f"{admin}/admin/v2/persistent/public/sealed/secret")[0] == 204
+    status, _, body = http("POST", f"{admin}/topics/persistent/public/sealed/secret",
+                           json.dumps({"messages": [{"payload": "plain"}]}).encode())
+    assert status == 412 and b"encrypted" in body, body
     assert "Traceback" not in module_broker.log()
 
 
@@ -178,3 +187,18 @@ def test_message_ids_are_the_stored_positions(module_broker, client_factory, cou
     last = get_json(f"{module_broker.admin_url}{ADMIN}/{topic}/lastMessageId")
     ledger, entry, _ = answer["messagePublishResults"][-1]["messageId"].split(":")
     assert (int(ledger), int(entry)) == (last["ledgerId"], last["entryId"])
+
+
+def test_the_publish_rate_slows_the_answers(module_broker):
+    """Over the topic's publishRate (5 msg/s, a bucket of one second), the answer waits out
+    the throttle as a throttled producer's connection would: 30 messages take at least the
+    five seconds beyond the bucket, minus a wide band (a lower bound: load only adds)."""
+    topic = f"rest-rate-{random.randrange(1 << 30)}"
+    create(module_broker, topic)
+    rate = {"publishThrottlingRateInMsg": 5, "publishThrottlingRateInByte": -1}
+    assert http("POST", f"{module_broker.admin_url}{ADMIN}/{topic}/publishRate", json.dumps(rate).encode())[0] == 204
+    started = time.monotonic()
+    for _ in range(3):
+        assert produce(module_broker, topic, {"messages": [{"payload": "r"}] * 10})[0] == 200
+    assert time.monotonic() - started >= 3.0
+    assert stored(module_broker, topic) == 30  # slowed, never refused
