@@ -158,6 +158,7 @@ def test_hostile_requests_are_refused_and_store_nothing(module_broker):
     assert produce(module_broker, "no-such-topic", {"messages": [{"payload": "x"}]})[0] == 404
     assert produce(module_broker, f"{topic}/partitions/0", {"messages": [{"payload": "x"}]})[0] == 404
     assert produce(module_broker, f"{topic}/partitions/x", {"messages": [{"payload": "x"}]})[0] == 412
+    assert produce(module_broker, f"{topic}/partitions/%C2%B2", {"messages": [{"payload": "x"}]})[0] == 412  # '²'
     assert stored(module_broker, topic) == 0
     # a topic's maxMessageSize holds for REST messages too
     assert http("POST", f"{module_broker.admin_url}{ADMIN}/{topic}/maxMessageSize", b"100")[0] == 204
@@ -165,7 +166,10 @@ def test_hostile_requests_are_refused_and_store_nothing(module_broker):
     assert status == 400 and "maxMessageSize" in answer["reason"], answer
     # a terminated topic takes nothing
     assert http("POST", f"{module_broker.admin_url}{ADMIN}/{topic}/terminate")[0] == 200
-    assert produce(module_broker, topic, {"messages": [{"payload": "z"}]})[0] == 409
+    schema = {"type": "AVRO", "schema": json.dumps(POINT)}
+    record = {"x": 1, "label": "z"}
+    assert produce(module_broker, topic, {"valueSchema": schema, "messages": [{"payload": record}]})[0] == 409
+    assert http("GET", f"{module_broker.admin_url}/admin/v2/schemas/public/default/{topic}/schema")[0] == 404
     assert stored(module_broker, topic) == 0
     # a namespace that requires encryption: the REST producer cannot encrypt
     admin = module_broker.admin_url

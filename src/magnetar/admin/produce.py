@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +85,7 @@ class RestProducerApi:
         topics = {p: self._topic(name, p) for p in set(partitions)}
         schema = self._schema(name, body.get("valueSchema"))
         prepared = self._messages(messages, producer, schema)
+        self._admit(topics.values())
         version = await self._register(name, schema, body.get("valueSchema") is not None)
         entries = [build_entry(_stamped(metadata, version), payload) for metadata, payload in prepared]
         throttle = self._check(topics.values(), entries)
@@ -105,7 +107,7 @@ class RestProducerApi:
         raw = info.get("partition")
         if raw is None:
             return name, None
-        if not raw.isdigit() or len(raw) > 9:
+        if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:
             raise fail(412, f"partition must be a partition's number, not {raw[:40]!r}")
         return name, int(raw)
 
@@ -168,15 +170,20 @@ class RestProducerApi:
                 raise fail(400, f"messages[{n}]: {exc}") from None
         return prepared
 
-    def _check(self, topics: Any, entries: list[bytes]) -> float:
-        """What a producer's sends are refused for; the throttle the publish rate asks for."""
+    @staticmethod
+    def _admit(topics: Iterable[PersistentTopic]) -> None:
+        """What a producer is refused for, asked before the request's schema is registered."""
+        for topic in topics:
+            topic.check_publisher()  # terminated, over the backlog quota
+            if send_limits(topic).encryption_required:
+                raise fail(412, f"{topic.name} requires encrypted messages, which the REST producer cannot send")
+
+    def _check(self, topics: Iterable[PersistentTopic], entries: list[bytes]) -> float:
+        """What a producer's sends are refused for (their size); the throttle the publish rate asks for."""
         largest = max(map(len, entries))
         throttle = 0.0
         for topic in topics:
-            topic.check_publisher()  # terminated, over the backlog quota
             limits = send_limits(topic)
-            if limits.encryption_required:
-                raise fail(412, f"{topic.name} requires encrypted messages, which the REST producer cannot send")
             limit = min(self.service.config.maxMessageSize, limits.max_message_size or INT64_MAX)
             if largest > limit:
                 raise fail(400, f"a message of {largest} bytes exceeds maxMessageSize ({limit} bytes)")
