@@ -49,6 +49,8 @@ MAX_BODY_BYTES = 1024 * 1024
 """A request's body at most: parsed on the event loop, so kept to a few milliseconds' work."""
 MAX_MESSAGES = 1000
 """Messages in one request at most."""
+ENCODE_SLICE_S = 0.002
+"""Work encoding a request's values does before other clients get a turn of the event loop."""
 DEFAULT_PRODUCER = "rest-producer"
 NO_SCHEMA = -1
 
@@ -84,7 +86,7 @@ class RestProducerApi:
         partitions = self._partitions(name, partition, len(messages))
         topics = {p: self._topic(name, p) for p in set(partitions)}
         schema = self._schema(name, body.get("valueSchema"))
-        prepared = self._messages(messages, producer, schema)
+        prepared = await self._messages(messages, producer, schema)
         self._admit(topics.values())
         version = await self._register(name, schema, body.get("valueSchema") is not None)
         entries = [build_entry(_stamped(metadata, version), payload) for metadata, payload in prepared]
@@ -154,7 +156,10 @@ class RestProducerApi:
         return int.from_bytes(raw, "big", signed=True) if raw else NO_SCHEMA
 
     @staticmethod
-    def _messages(messages: list[Any], producer: str, schema: _Schema) -> list[tuple[pb.MessageMetadata, bytes]]:
+    async def _messages(messages: list[Any], producer: str,
+                        schema: _Schema) -> list[tuple[pb.MessageMetadata, bytes]]:
+        """Each message's metadata and encoded value, other clients given a turn of the loop
+        after each ENCODE_SLICE_S of work (a full request of Avro records is about 8 ms)."""
         from magnetar.admin.produce_values import encoder_for  # noqa: PLC0415 (loaded by the first request)
 
         try:
@@ -163,11 +168,15 @@ class RestProducerApi:
             raise fail(400, str(exc)) from None
         now = int(time.time() * 1000)
         prepared = []
+        deadline = time.perf_counter() + ENCODE_SLICE_S
         for n, message in enumerate(messages):
             try:
                 prepared.append(_message(message, encode, producer, now, n))
             except ValueError as exc:
                 raise fail(400, f"messages[{n}]: {exc}") from None
+            if time.perf_counter() > deadline:
+                await asyncio.sleep(0)
+                deadline = time.perf_counter() + ENCODE_SLICE_S
         return prepared
 
     @staticmethod
@@ -198,8 +207,11 @@ class RestProducerApi:
         loop = asyncio.get_running_loop()
         ids: list[str] = [""] * len(entries)
         waits = []
+        shares: dict[int, list[int]] = {}
+        for i, partition in enumerate(partitions):
+            shares.setdefault(partition, []).append(i)
         for partition, topic in topics.items():
-            indexes = [i for i, p in enumerate(partitions) if p == partition]
+            indexes = shares[partition]
             stored: asyncio.Future[list[Position]] = loop.create_future()
 
             def done(positions: list[Position] | None, exc: BaseException | None,
