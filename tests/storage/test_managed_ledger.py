@@ -325,9 +325,12 @@ def test_an_append_after_a_quiet_spell_is_committed_without_waiting_out_the_dela
     factory = open_factory(ManagedLedgerConfig(group_commit_max_delay_seconds=3600, group_commit_max_bytes=4096))
     ml = factory.open(TOPIC)
     first = threading.Event()
+    started = time.monotonic()
     ml.append_many([b"x" * 1000] * 5, lambda p, e: first.set())  # over the byte threshold: committed at once
     assert first.wait(30)
-    time.sleep(0.5)  # the quiet spell itself (longer than a commit of five small entries takes)
+    # the quiet spell itself: longer than that commit took (which the append's wait bounds),
+    # however slow the disk is under load
+    time.sleep(max(0.5, 2 * (time.monotonic() - started)))
     durable = threading.Event()
     ml.append(b"a trickle", lambda p, e: durable.set())
     assert durable.wait(10), "the lone append waited out the group delay after a quiet spell"
