@@ -246,9 +246,9 @@ def write_messages(batches: Iterable[pa.RecordBatch], dest: Destinations) -> int
             dest.producer(partition).send_async(value, outcome, **kwargs)
             position += 1
         outcome.check()
-    dest.close()
-    if dest.txn is not None:
+    if dest.txn is not None:  # before the producers close: their flush() does not cover these
         outcome.wait(position, options.operation_timeout_seconds)
+    dest.close()
     outcome.check()
     return position
 
@@ -341,8 +341,8 @@ def write_task_in_txn(options: WriteOptions, batches: Iterator[pa.RecordBatch], 
         try:
             rows = write_messages(batches, Destinations(client, options, None, seed, txn))
         except BaseException:
-            with contextlib.suppress(Exception):
-                txn.abort()
+            with contextlib.suppress(Exception):  # by id: waits for no send still in flight
+                client.resume_transaction(txn.txn_id).abort()
             raise
         return MagnetarCommitMessage(rows, None, txn.txn_id, query_id, deadline)
     finally:
