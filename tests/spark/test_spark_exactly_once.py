@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pulsar
+import pyarrow as pa
 import pytest
 from polling import wait_for
 from pyspark.errors import StreamingQueryException
@@ -24,6 +25,9 @@ from test_spark_write import _kill_spark_python_workers, _slowly
 
 import magnetar.client
 from magnetar.admin_client import AdminClient
+from magnetar.spark.sink_transactions import commit_batch
+from magnetar.spark.write_options import WriteOptions
+from magnetar.spark.writer import write_task_in_txn
 
 pytestmark = pytest.mark.spark
 
@@ -79,12 +83,15 @@ def _write(df, broker: Standalone, options: dict[str, str]):
 def test_batch_write_shows_every_row_once_when_the_job_commits(spark, broker, admin, kind):
     topic = f"eo-batch-{kind}"
     admin.create_partitioned_topic(f"persistent://public/default/{topic}", 3)
-    rows = [(f"{topic}-{i}".encode(), f"k{i % 11}" if i % 3 else None) for i in range(600)]
-    df = spark.createDataFrame(rows, StructType([StructField("value", BinaryType()),
-                                                 StructField("key", StringType())])).repartition(3)
+    rows = 20_000
+    # Two tasks of many rows made by Spark at once: a good part of a task's sends are still
+    # in flight when its rows run out, and must all be answered before its producers close.
+    df = spark.range(rows, numPartitions=2).select(
+        F.concat(F.lit(f"{topic}-"), F.col("id").cast("string")).cast("binary").alias("value"),
+        F.when(F.col("id") % 3 > 0, F.concat(F.lit("k"), (F.col("id") % 11).cast("string"))).alias("key"))
     _write(df, broker, {**EXACTLY_ONCE, "topic": topic})
     got = _read_to_end(kind, broker, _partitions(topic, 3))
-    assert Counter(got) == Counter(value for value, _ in rows)
+    assert Counter(got) == Counter(f"{topic}-{i}".encode() for i in range(rows))
 
 
 @pytest.mark.parametrize("kind", CLIENTS)
@@ -196,3 +203,17 @@ def test_a_replayed_micro_batch_that_was_committed_is_not_stored_again(spark, br
 
 def _commit_topics(admin: AdminClient) -> list[str]:
     return [t for t in admin.topics("public/default") if "spark-sink-commits-" in t]
+
+
+def test_a_task_waits_for_every_send_of_its_transaction_before_its_producers_close(broker):
+    """A task's rows handed over faster than they are stored (Arrow batches ready at once):
+    its transaction's sends, which the producers' flush does not wait for, are all answered
+    before the producers close, and the driver's commit shows every row."""
+    topic = "persistent://public/default/eo-in-flight"
+    options = WriteOptions(service_url=broker.url, topic=topic, columns=("value",), exactly_once=True)
+    batches = [pa.RecordBatch.from_pydict({"value": [b"f-%d" % i for i in range(j, j + 1000)]})
+               for j in range(0, 10_000, 1000)]
+    message = write_task_in_txn(options, iter(batches), None)
+    assert message.rows == 10_000
+    commit_batch(options, [message], None)
+    assert Counter(_read_to_end("magnetar", broker, [topic])) == Counter(b"f-%d" % i for i in range(10_000))
