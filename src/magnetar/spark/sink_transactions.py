@@ -14,6 +14,12 @@ transactions) to a topic of the query's own before committing any of them, and a
 the last record first: when it names this batch, the batch was decided already; the driver
 commits the recorded transactions (those it committed before are gone, and stay done) and
 aborts the replay's. Records are single (unbatched) messages, so the last one is read by id.
+
+A task killed outright leaves its transaction open, and readers of the partitions it wrote
+to get nothing past it until it times out. So a stream's task names its transaction on a
+second topic of the query's (`spark-sink-opened-<query>`) before its first row, and each
+commit aborts every transaction named there since the last decision that is not the
+batch's own or a decided one (the decision records how far it read).
 """
 
 from __future__ import annotations
@@ -33,6 +39,8 @@ log = logging.getLogger(__name__)
 
 COMMITS_TOPIC = "persistent://{namespace}/spark-sink-commits-{query}"
 """Where a stream's decided micro-batches are recorded: one topic per query, its last message the last decision."""
+OPENED_TOPIC = "persistent://{namespace}/spark-sink-opened-{query}"
+"""Where a stream's tasks name the transactions they open, before sending in them."""
 MIN_TIME_LEFT_SECONDS = 10
 """A batch whose first transaction would time out sooner than this is aborted, not committed:
 a decision must reach every transaction before the broker aborts one of them."""
@@ -97,24 +105,58 @@ def commit_batch(options: WriteOptions, messages: Iterable[WriterCommitMessage |
         client.close()
 
 
+def announce_opened(client: Client, options: WriteOptions, query: str, txn_id: tuple[int, int]) -> None:
+    """A stream task's transaction, named before any row goes in it (see the module docstring)."""
+    assert options.commit_namespace is not None  # checked when the stream writer was made
+    _append(client, OPENED_TOPIC.format(namespace=options.commit_namespace, query=query), {"txn": txn_id})
+
+
+def _append(client: Client, topic: str, record: dict) -> MessageId:
+    producer = client.create_producer(topic, batching_enabled=False)
+    try:
+        return producer.send(json.dumps(record).encode())
+    finally:
+        producer.close()
+
+
 def _commit_micro_batch(client: Client, options: WriteOptions, query: str, batch_id: int,
                         txns: list[tuple[int, int]]) -> None:
-    assert options.commit_namespace is not None  # checked when the stream writer was made
-    topic = COMMITS_TOPIC.format(namespace=options.commit_namespace, query=query)
+    namespace = options.commit_namespace
+    assert namespace is not None  # checked when the stream writer was made
+    topic = COMMITS_TOPIC.format(namespace=namespace, query=query)
     decided = last_record(client, topic)
     if decided is not None and decided["batch"] >= batch_id:
         log.info("magnetar sink: micro-batch %d of query %s was committed before; its replay is aborted",
                  batch_id, query)
-        if decided["batch"] == batch_id:
-            _end(client, [tuple(t) for t in decided["txns"]], commit=True, ended_ok=True)
+        kept = [tuple(t) for t in decided["txns"]] if decided["batch"] == batch_id else []
+        _end(client, kept, commit=True, ended_ok=True)
         _end(client, txns, commit=False)
+        _sweep(client, namespace, query, decided, set(kept))
         return
-    producer = client.create_producer(topic, batching_enabled=False)
-    try:
-        producer.send(json.dumps({"batch": batch_id, "txns": txns}).encode())
-    finally:
-        producer.close()
+    swept = _sweep(client, namespace, query, decided, set(txns))
+    _append(client, topic, {"batch": batch_id, "txns": txns, "swept": swept})
     _end(client, txns, commit=True)
+
+
+def _sweep(client: Client, namespace: str, query: str, decided: dict | None,
+           keep: set[tuple[int, int]]) -> list[int] | None:
+    """Abort the transactions tasks named since the last decision, but those in `keep`
+    (left by attempts that died or lost); returns how far it read (ledger, entry)."""
+    start = decided.get("swept") if decided else None
+    at = MessageId.earliest if start is None else MessageId(ledger_id=start[0], entry_id=start[1])
+    reader = client.create_reader(OPENED_TOPIC.format(namespace=namespace, query=query), at)
+    stale: list[tuple[int, int]] = []
+    try:
+        while reader.has_message_available():
+            message = reader.read_next(30_000)
+            txn_id = tuple(json.loads(message.data())["txn"])
+            if txn_id not in keep:
+                stale.append(txn_id)  # type: ignore[arg-type]
+            start = [message.message_id().ledger_id(), message.message_id().entry_id()]
+    finally:
+        reader.close()
+    _end(client, stale, commit=False)
+    return start
 
 
 def last_record(client: Client, topic: str) -> dict | None:
@@ -141,7 +183,7 @@ def _end(client: Client, txns: Iterable[tuple[int, int]], commit: bool, ended_ok
         txn = client.resume_transaction(txn_id)
         try:
             txn.commit() if commit else txn.abort()
-        except errors.TransactionNotFound:
+        except (errors.TransactionNotFound, errors.InvalidTxnStatusError):
             if commit and not ended_ok:
                 raise RuntimeError(f"magnetar sink: transaction {txn_id} timed out before Spark committed the "
                                    "batch; raise the 'transactionTimeoutSeconds' option") from None

@@ -48,7 +48,13 @@ from magnetar.client.blocking import Transaction
 from magnetar.client.schema import Schema
 from magnetar.schemas import SchemaData
 from magnetar.spark.option_errors import fail
-from magnetar.spark.sink_transactions import MagnetarCommitMessage, abort_batch, commit_batch, sink_client
+from magnetar.spark.sink_transactions import (
+    MagnetarCommitMessage,
+    abort_batch,
+    announce_opened,
+    commit_batch,
+    sink_client,
+)
 from magnetar.spark.value_encoding import ValueEncoder
 from magnetar.spark.write_options import WriteOptions
 
@@ -338,6 +344,8 @@ def write_task_in_txn(options: WriteOptions, batches: Iterator[pa.RecordBatch], 
     try:
         deadline = time.time() + options.transaction_timeout_seconds
         txn = client.new_transaction(options.transaction_timeout_seconds)
+        if query_id is not None:
+            announce_opened(client, options, query_id, txn.txn_id)
         try:
             rows = write_messages(batches, Destinations(client, options, None, seed, txn))
         except BaseException:
