@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime
 import random
+import re
 import struct
 from collections.abc import Iterator
 
 import pytest
+from admin_http import http_get
 from kafka_brokers import KafkaStandalone, RawKafka, batch, produce_request, start_kafka_broker
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v4 import request as fetch_v4
@@ -96,4 +98,26 @@ def test_an_idempotent_producer_pipelining_is_stored_once_in_order(broker) -> No
     assert first == list(range(first[0], first[0] + count))
     assert [offset for _, _, offset in answers[count:]] == first[-5:], "a retry is answered with its offset"
     assert raw.latest(topic) == first[-1] + 1
+    raw.close()
+
+
+def _publish_count(broker: KafkaStandalone) -> float:
+    status, _, body = http_get(f"{broker.admin_url}/metrics")
+    assert status == 200
+    (count,) = re.findall(r"^pulsar_broker_publish_latency_count\{[^}]*\} (\S+)$", body.decode(), re.M)
+    return float(count)
+
+
+def test_kafka_produces_join_the_broker_publish_latency(broker) -> None:
+    """Each partition a Produce request stores counts as one publish, as a SEND does; a
+    produce refused or sent with acks=0 (no answer to time) counts nothing."""
+    topic = "pipelined-latency"
+    raw = RawKafka(broker.bootstrap)
+    raw.create_topic(topic)
+    before = _publish_count(broker)
+    stored = sum(raw.produce(topic, batch([b"a", b"b"]))[0] == ErrorCode.none for _ in range(7))
+    assert stored == 7
+    raw.send_raw(encode_request(0, 9, 99, "raw", produce_request(topic, batch([b"quiet"]), acks=0)))
+    assert raw.produce(topic, b"\x00not a record batch")[0] != ErrorCode.none
+    assert _publish_count(broker) - before == 7
     raw.close()

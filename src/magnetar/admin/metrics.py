@@ -8,7 +8,7 @@ the topic was loaded, as in Pulsar; rates cover the last `statsUpdateFrequencyIn
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from magnetar.broker.service.loop_lag import LAG_BOUNDS_S, PROBE_INTERVAL_S, LoopLagProbe
@@ -87,10 +87,14 @@ REPLICATION_FAMILIES = (
 )
 
 
-def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool = True, cluster: str = "standalone"
-           ) -> str:
-    """All families, each with its HELP and TYPE lines followed by one sample per topic
-    (or per subscription), after the broker-wide ones.
+def lines(topics: Iterable[AbstractTopic], cache: EntryCache, publish: LatencySummary, loop_lag: LoopLagProbe, *,
+          writable: bool = True, cluster: str = "standalone") -> Iterator[str]:
+    """Every family, each with its HELP and TYPE lines followed by one sample per topic (or
+    per subscription, or replicator), after the broker-wide ones.
+
+    A generator, so that the page of a broker with many topics (megabytes at 10,000) is
+    written a slice at a time between other clients' work rather than in one turn of the
+    event loop; each topic's and subscription's label text is made once, not once a family.
 
     `pulsar_broker_storage_writable` is 0 while the data dir's disk is full: the broker-wide
     prefix of Pulsar's aggregated broker metrics (pulsar_broker_storage_size, ...), valued as
@@ -98,7 +102,7 @@ def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool
     already alerts on for a full bookie disk."""
     topics = sorted(topics, key=lambda t: str(t.name))
     broker_labels = label_text([("cluster", cluster)])
-    lines = [
+    yield from (
         "# HELP pulsar_ml_cache_used_size Bytes the entry cache holds, overhead included "
         "(bounded by managedLedgerCacheSizeMB).",
         "# TYPE pulsar_ml_cache_used_size gauge",
@@ -107,54 +111,78 @@ def render(topics: Iterable[AbstractTopic], cache: EntryCache, *, writable: bool
         "(producers held, /admin/v2/brokers/health failing).",
         "# TYPE pulsar_broker_storage_writable gauge",
         f"pulsar_broker_storage_writable{{{broker_labels}}} {int(writable)}",
-    ]
+    )
+    labelled = _Labels()
     for family in TOPIC_FAMILIES:
-        lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
-        lines += [f"{family.name}{{{label_text(_topic_labels(t))}}} {number_text(family.value(t))}" for t in topics]
+        yield from _family_head(family.name, family.kind, family.help)
+        for t in topics:
+            yield f"{family.name}{{{labelled.topic(t)}}} {number_text(family.value(t))}"
     subscriptions = [(t, s) for t in topics for _, s in sorted(t.subscriptions.items())]
     for family in SUBSCRIPTION_FAMILIES:
-        lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
-        lines += [f"{family.name}{{{label_text(_subscription_labels(t, s))}}} {number_text(family.value(s))}"
-                  for t, s in subscriptions]
+        yield from _family_head(family.name, family.kind, family.help)
+        for t, s in subscriptions:
+            yield f"{family.name}{{{labelled.subscription(t, s)}}} {number_text(family.value(s))}"
     replicators = [(t, remote, replicator.stats()) for t in topics
                    for remote, replicator in sorted(getattr(t, "replicators", {}).items())]
     for family in REPLICATION_FAMILIES:
-        lines += [f"# HELP {family.name} {family.help}", f"# TYPE {family.name} {family.kind}"]
-        lines += [f"{family.name}{{{label_text([*_topic_labels(t), ('remote_cluster', remote)])}}} "
-                  f"{number_text(family.value(stats))}" for t, remote, stats in replicators]
-    return "\n".join(lines) + "\n"
+        yield from _family_head(family.name, family.kind, family.help)
+        for t, remote, stats in replicators:
+            yield (f"{family.name}{{{labelled.topic(t)},{label_text([('remote_cluster', remote)])}}} "
+                   f"{number_text(family.value(stats))}")
+    yield from _publish_latency_lines(broker_labels, publish)
+    yield from _storage_write_lines(topics, labelled)
+    yield from _loop_lag_lines(broker_labels, loop_lag)
 
 
-def render_latencies(topics: Iterable[AbstractTopic], publish: LatencySummary, loop_lag: LoopLagProbe,
-                     cluster_name: str) -> str:
-    """The broker's latencies: Pulsar's publish-latency summary, each persistent topic's
-    storage-write buckets (Pulsar's bounds and names) and magnetar's event-loop lag."""
-    cluster = label_text([("cluster", cluster_name)])
+def _family_head(name: str, kind: str, help_text: str) -> tuple[str, str]:
+    return f"# HELP {name} {help_text}", f"# TYPE {name} {kind}"
+
+
+class _Labels:
+    """Label text by topic and subscription, made on first use in one page and kept for the
+    rest of it (objects as keys: the page's topic list keeps them alive)."""
+
+    def __init__(self) -> None:
+        self._topics: dict[int, str] = {}
+        self._subscriptions: dict[int, str] = {}
+
+    def topic(self, topic: AbstractTopic) -> str:
+        text = self._topics.get(id(topic))
+        if text is None:
+            text = self._topics[id(topic)] = label_text(_topic_labels(topic))
+        return text
+
+    def subscription(self, topic: AbstractTopic, subscription: AbstractSubscription) -> str:
+        text = self._subscriptions.get(id(subscription))
+        if text is None:
+            text = f"{self.topic(topic)},{label_text([('subscription', subscription.name)])}"
+            self._subscriptions[id(subscription)] = text
+        return text
+
+
+def _publish_latency_lines(cluster: str, publish: LatencySummary) -> list[str]:
     lines = ["# HELP pulsar_broker_publish_latency Milliseconds from a SEND read to its receipt written "
              "(quantiles of the last stats interval and the current one; count and sum since start).",
              "# TYPE pulsar_broker_publish_latency summary"]
     lines += [f'pulsar_broker_publish_latency{{{cluster},quantile="{q}"}} {number_text(round(ms, 3))}'
               for q, ms in publish.quantiles()]
-    lines += [f"pulsar_broker_publish_latency_count{{{cluster}}} {publish.count}",
-              f"pulsar_broker_publish_latency_sum{{{cluster}}} {number_text(round(publish.sum, 3))}"]
-    return "\n".join([*lines, *_storage_write_lines(topics), *_loop_lag_lines(cluster, loop_lag)]) + "\n"
+    return [*lines, f"pulsar_broker_publish_latency_count{{{cluster}}} {publish.count}",
+            f"pulsar_broker_publish_latency_sum{{{cluster}}} {number_text(round(publish.sum, 3))}"]
 
 
-def _storage_write_lines(topics: Iterable[AbstractTopic]) -> list[str]:
+def _storage_write_lines(topics: list[AbstractTopic], labelled: _Labels) -> Iterator[str]:
     """Per persistent topic, entries by milliseconds from append to fsynced over the last
     stats interval: `le_X` counts those over the next smaller bound and up to X, as
     Pulsar's buckets do (not cumulative); `overflow` those over a second."""
-    stored = sorted((t for t in topics if isinstance(t, PersistentTopic)), key=lambda t: str(t.name))
+    stored = [t for t in topics if isinstance(t, PersistentTopic)]
     values: list[tuple[str, Callable[[EntryLatencyBuckets], object]]] = [
         *((f"le_{suffix}", lambda b, i=i: b.last[i]) for i, suffix in enumerate(ENTRY_LATENCY_SUFFIXES)),
         ("count", lambda b: sum(b.last)), ("sum", lambda b: number_text(round(b.last_sum, 3)))]
-    lines = []
     for suffix, value in values:
         name = f"pulsar_storage_write_latency_{suffix}"
-        lines += [f"# HELP {name} Entries by milliseconds from append to fsynced, last stats interval.",
-                  f"# TYPE {name} gauge"]
-        lines += [f"{name}{{{label_text(_topic_labels(t))}}} {value(t.storage_write_latency)}" for t in stored]
-    return lines
+        yield from _family_head(name, "gauge", "Entries by milliseconds from append to fsynced, last stats interval.")
+        for t in stored:
+            yield f"{name}{{{labelled.topic(t)}}} {value(t.storage_write_latency)}"
 
 
 def _loop_lag_lines(cluster: str, loop_lag: LoopLagProbe) -> list[str]:
@@ -178,5 +206,3 @@ def _topic_labels(topic: AbstractTopic) -> list[tuple[str, str]]:
             ("topic", str(topic.name))]
 
 
-def _subscription_labels(topic: AbstractTopic, subscription: AbstractSubscription) -> list[tuple[str, str]]:
-    return [*_topic_labels(topic), ("subscription", subscription.name)]

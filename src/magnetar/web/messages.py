@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -37,16 +37,23 @@ def fail(status: int, reason: str) -> HttpError:
 
 
 class Response:
-    def __init__(self, *, status: int = 200, body: bytes = b"", text: str | None = None,
+    def __init__(self, *, status: int = 200, body: bytes | Sequence[bytes] = b"", text: str | None = None,
                  content_type: str | None = None, headers: Mapping[str, str] | None = None) -> None:
         self.status = status
-        self.body = body if text is None else text.encode()
+        self.parts: tuple[bytes, ...] = (
+            (text.encode(),) if text is not None else (body,) if isinstance(body, bytes) else tuple(body))
+        """The body, in parts sent one after another: a large body made a slice at a time
+        (/metrics) is never copied whole to join it."""
         if content_type is None:
             content_type = "text/plain; charset=utf-8" if text is not None else "application/octet-stream"
         elif text is not None and "charset" not in content_type:
             content_type += "; charset=utf-8"
         self.headers: dict[str, str] = {"Content-Type": content_type} if status != 204 else {}
         self.headers.update(headers or {})
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.parts)
 
 
 def json_response(data: Any, *, status: int = 200) -> Response:

@@ -321,10 +321,10 @@ class _Connection(asyncio.Protocol):
                 await self.drained.wait()
                 self.queue.popleft()
                 if not exchange.keep_alive or not exchange.incoming.complete:
-                    self._write(exchange.request.method, response, close=True)
+                    await self._send(exchange.request.method, response, close=True)
                     self._close()
                     return
-                self._write(exchange.request.method, response, close=self.state.closes_with(bool(self.queue)))
+                await self._send(exchange.request.method, response, close=self.state.closes_with(bool(self.queue)))
                 if len(self.queue) <= MAX_PIPELINED:
                     self._parse()
             if not self.state.reads_requests:
@@ -334,16 +334,31 @@ class _Connection(asyncio.Protocol):
         if self.incoming is None and self.transport is not None and not self.transport.is_closing():
             self._arm(Deadline.KEEP_ALIVE)
 
-    def _write(self, method: str, response: Response, *, close: bool) -> None:
+    async def _send(self, method: str, response: Response, *, close: bool) -> None:
+        """A response of several parts goes a part at a time as the client takes them: a
+        large body is neither copied whole into the transport's buffer nor held there."""
+        for part in self._write(method, response, close=close):
+            await self.drained.wait()
+            if self.transport is None or self.transport.is_closing():
+                return
+            self.transport.write(part)
+
+    def _write(self, method: str, response: Response, *, close: bool) -> list[bytes]:
+        """Writes the head and the body's first part; what remains of the body to send."""
         if self.transport is None or self.transport.is_closing():
-            return  # the client left; what its request changed stays done
+            return []  # the client left; what its request changed stays done
         try:
             head = _head(response, close=close)
         except ValueError as error:
             log.error("admin response to %s not sent: %s", method, error)
             response = fail(500, "the response could not be written").response
             head = _head(response, close=close)
-        self.transport.write(head if method == "HEAD" or response.status == 204 else head + response.body)
+        if method == "HEAD" or response.status == 204:
+            self.transport.write(head)
+            return []
+        first, *rest = response.parts or (b"",)
+        self.transport.write(head + first)
+        return rest
 
     def _continue(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
@@ -439,7 +454,7 @@ def _head(response: Response, *, close: bool) -> bytes:
             raise ValueError(f"header {name[:80]!r} holds a line break or NUL")
         lines.append(f"{name}: {value}")
     if response.status != 204:
-        lines.append(f"Content-Length: {len(response.body)}")
+        lines.append(f"Content-Length: {sum(map(len, response.parts))}")
     if close:
         lines.append("Connection: close")
     return ("\r\n".join(lines) + "\r\n\r\n").encode()

@@ -25,6 +25,7 @@ from magnetar.broker.policies.backlog_quota import AGE, SIZE, effective_quotas
 from magnetar.broker.policies.retention import RETENTION, Retention, check_against_backlog_quota
 from magnetar.broker.policies.topic_policies import Policy
 from magnetar.broker.tls import TlsConfigError, server_context
+from magnetar.broker.topics.latency import LatencySummary
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.topics.topic_limits import encryption_required, send_limits
 from magnetar.storage import Position, StorageClosedError, bump_counter
@@ -311,6 +312,11 @@ class HandlerBroker:
     def authentication(self) -> AuthenticationService:
         """The providers the binary protocol authenticates with (authenticationProviders)."""
         return self._service.authentication
+
+    @property
+    def publish_latency(self) -> LatencySummary:
+        """The broker-wide pulsar_broker_publish_latency, which a handler's publishes join."""
+        return self._service.context.publish_latency
 
     def authorize(self, operation: Operation, role: str | None, scope: str) -> None:
         """AuthorizationError unless `role` may perform `operation` on `scope` (a topic, or a
