@@ -128,13 +128,13 @@ def test_exactly_once_option_errors_name_the_option(spark, broker):
             .option("checkpointLocation", "/nonexistent-eos-checkpoint").start().awaitTermination(30)
 
 
-def _stream(spark, broker: Standalone, source: str, sink: str, checkpoint: Path, pace=None, timeout: int = 30):
+def _stream(spark, broker: Standalone, source: str, sink: str, checkpoint: Path, pace=None):
     df = spark.readStream.format("magnetar").option("topic", source).option("startingOffsets", "earliest") \
         .load(str(broker.data_dir)).select("value", "key")
     if pace is not None:
         df = df.withColumn("value", pace(df["value"]))
     writer = df.writeStream.format("magnetar").option("service.url", broker.url).option("topic", sink) \
-        .option("transactionTimeoutSeconds", str(timeout)).option("checkpointLocation", str(checkpoint))
+        .option("checkpointLocation", str(checkpoint))
     for key, value in EXACTLY_ONCE.items():
         writer = writer.option(key, value)
     return writer.trigger(availableNow=True).start()
@@ -153,16 +153,23 @@ def _source_rows(spark, broker: Standalone, topic: str) -> int:
     return spark.read.format("magnetar").option("topic", topic).load(str(broker.data_dir)).count()
 
 
+def _prepare(spark, broker: Standalone, admin: AdminClient, name: str, partitions: int, rows: int) -> list[bytes]:
+    """`<name>-out` with `partitions` partitions, and `rows` values on `<name>-in` that the
+    stream's source sees whole; returns the values."""
+    admin.create_partitioned_topic(f"persistent://public/default/{name}-out", partitions)
+    sent = [f"{name}-{i}".encode() for i in range(rows)]
+    _send_input(broker, f"{name}-in", sent)
+    assert wait_for(lambda: _source_rows(spark, broker, f"{name}-in") == len(sent), timeout=60)
+    return sent
+
+
 def test_stream_killed_mid_batch_and_restarted_stores_each_row_once(spark, broker, admin, tmp_path):
     sink = "eo-stream-out"
-    admin.create_partitioned_topic(f"persistent://public/default/{sink}", 3)
-    sent = [f"eo-stream-{i}".encode() for i in range(3000)]
-    _send_input(broker, "eo-stream-in", sent)
-    assert wait_for(lambda: _source_rows(spark, broker, "eo-stream-in") == len(sent), timeout=60)
+    sent = _prepare(spark, broker, admin, "eo-stream", 3, 3000)
     checkpoint = tmp_path / "checkpoint"
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "50")
     try:
-        query = _stream(spark, broker, "eo-stream-in", sink, checkpoint, _slowly(), timeout=300)
+        query = _stream(spark, broker, "eo-stream-in", sink, checkpoint, _slowly())
         stats = f"persistent://public/default/{sink}"
         assert wait_for(lambda: admin.partitioned_stats(stats)["msgInCounter"] > 0, timeout=60)
         assert _kill_spark_python_workers() > 0
@@ -170,7 +177,7 @@ def test_stream_killed_mid_batch_and_restarted_stores_each_row_once(spark, broke
             query.awaitTermination(120)
         # Stored, but in transactions nobody committed: no reader gets any of it.
         assert _read_to_end("magnetar", broker, _partitions(sink, 3)) == []
-        _stream(spark, broker, "eo-stream-in", sink, checkpoint, timeout=300).awaitTermination(120)
+        _stream(spark, broker, "eo-stream-in", sink, checkpoint).awaitTermination(120)
     finally:
         spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     # The restart's commit aborted the killed run's transactions (they would hold readers
@@ -183,17 +190,14 @@ def test_a_replayed_micro_batch_that_was_committed_is_not_stored_again(spark, br
     """The driver died after the sink committed micro-batch 0 but before Spark recorded it:
     Spark's checkpoint then lacks commits/0, and the restarted query runs batch 0 again."""
     sink = "eo-replay-out"
-    admin.create_partitioned_topic(f"persistent://public/default/{sink}", 2)
-    sent = [f"eo-replay-{i}".encode() for i in range(500)]
-    _send_input(broker, "eo-replay-in", sent)
-    assert wait_for(lambda: _source_rows(spark, broker, "eo-replay-in") == len(sent), timeout=60)
+    sent = _prepare(spark, broker, admin, "eo-replay", 2, 500)
     checkpoint = tmp_path / "checkpoint"
-    _stream(spark, broker, "eo-replay-in", sink, checkpoint, timeout=300).awaitTermination(120)
+    _stream(spark, broker, "eo-replay-in", sink, checkpoint).awaitTermination(120)
     committed = checkpoint / "commits" / "0"
     assert committed.exists()
     committed.unlink()
     (checkpoint / "commits" / ".0.crc").unlink(missing_ok=True)  # Spark's checksum, or it takes 0 as written
-    _stream(spark, broker, "eo-replay-in", sink, checkpoint, timeout=300).awaitTermination(120)
+    _stream(spark, broker, "eo-replay-in", sink, checkpoint).awaitTermination(120)
     assert committed.exists()  # batch 0 ran again, and Spark committed it this time
     for kind in CLIENTS:
         assert Counter(_read_to_end(kind, broker, _partitions(sink, 2))) == Counter(sent)
