@@ -5,8 +5,9 @@ The broker gets `--topics` topics in public/default (created over the admin API)
 topic with a subscription holding a backlog. Each round opens every view in a fresh tab
 (the views alternate within a round, so drift in the machine's speed falls on all) and
 times `goto` to the view's first content: the overview's facts, the namespace's first topic
-row, the topic's subscriptions, the message browser's first message; and a search in the
-namespace's list (typing the last topic's name to its row alone shown). Then the broker's
+row, the topic's subscriptions, the message browser's first message (the latest, and from a
+PIP-70 index), the namespace's and the topic's policies, the functions list; and a search in
+the namespace's list (typing the last topic's name to its row alone shown). Then the broker's
 CPU (from /proc, 10 ms ticks) is read over `--idle-seconds` with no page open, and as long
 with the overview open, refreshing itself (every 3 s, or slower on a large broker: app.js'
 SHARE): the console's cost is the difference, in percent of one core. Prints one JSON
@@ -35,9 +36,13 @@ from console_pages import chromium
 BACKLOG_TOPIC = "persistent://public/default/backlog"
 VIEWS = {  # view -> (address, selector of its first content)
     "overview": ("#/", "dl.facts"),
-    "namespace_first_row": ("#/namespace/public/default", "tbody tr"),
+    "namespace_first_row": ("#/namespace/public/default", "[data-testid=list] tbody tr"),
     "topic": ("#/topic/persistent/public/default/backlog", "h2:text-is('Subscriptions')"),
     "messages": ("#/messages/persistent/public/default/backlog/10", "[data-testid=message]"),
+    "messages_from_index": ("#/messages/persistent/public/default/backlog/10//index%3A50", "[data-testid=message]"),
+    "namespace_policies": ("#/namespace/public/default", "[data-testid=policies] tbody tr"),
+    "topic_schema_and_policies": ("#/topic/persistent/public/default/backlog", "[data-testid=policies] tbody tr"),
+    "functions": ("#/functions", "[data-testid=list] table, [data-testid=list] p.empty"),
 }
 
 
@@ -74,10 +79,10 @@ def search_seconds(browser, base: str, last: int) -> float:
     page = context.new_page()
     try:
         page.goto(f"{base}/{VIEWS['namespace_first_row'][0]}")
-        page.locator("tbody tr").first.wait_for(timeout=120_000)
+        page.locator("[data-testid=list] tbody tr").first.wait_for(timeout=120_000)
         started = time.perf_counter()
         page.get_by_placeholder("Search topics").fill(f"topic-{last:05d}")
-        page.wait_for_function("document.querySelectorAll('tbody tr').length === 1", timeout=120_000)
+        page.wait_for_function("document.querySelectorAll('[data-testid=list] tbody tr').length === 1", timeout=120_000)
         return time.perf_counter() - started
     finally:
         context.close()

@@ -20,7 +20,6 @@ import json
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from magnetar.broker.config import ServiceConfiguration
@@ -34,6 +33,7 @@ from magnetar.kafka.topics import KafkaTopics
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "kafka"))
+from _played_connection import play
 from kafka_brokers import batch, produce_request
 from stub_transport import StubTransport
 
@@ -73,19 +73,7 @@ async def run_workload(data_dir: Path, count: int, chunk: int, window: int, entr
                               admission=Admission(lambda _ip: True, lambda _ip: None, 0))
         transport = CountingTransport()
         cnx.connection_made(transport)  # type: ignore[arg-type]
-        frames = requests(count)
-        reads = [b"".join(frames[i : i + chunk]) for i in range(0, len(frames), chunk)]
-        cpu, wall = time.process_time(), time.perf_counter()
-        sent = 0
-        for read in reads:
-            while sent - transport.answers >= window:
-                await asyncio.sleep(0.0005)
-            cnx.data_received(read)
-            sent += min(chunk, count - sent)
-            await asyncio.sleep(0)
-        while transport.answers < count:
-            await asyncio.sleep(0.0005)
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        cpu, wall = await play(cnx.data_received, lambda: transport.answers, requests(count), chunk, window)
         cnx.connection_lost(None)
         apis.groups.stop()
     finally:

@@ -48,6 +48,7 @@ from magnetar.wire.frames import FrameDecoder
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from _played_connection import play
 from stub_transport import StubTransport  # tests/ holds it, for the tests that run a ServerCnx too
 
 RECEIPT_MARK = b"\x08\x07\x3a"  # BaseCommand type SEND_RECEIPT, then its body's tag
@@ -98,20 +99,9 @@ async def run_workload(data_dir: Path, messages: int, per_entry: int, chunk: int
         cnx.data_received(client_commands.connect("bench"))
         cnx.data_received(client_commands.producer(1, 1, f"persistent://public/default/bench-{per_entry}",
                                                    producer_name=PRODUCER_NAME))
-        frames = send_frames(messages, per_entry)
-        reads = [b"".join(frames[i : i + chunk]) for i in range(0, len(frames), chunk)]
         entries_window = max(1, window // per_entry)
-        cpu, wall = time.process_time(), time.perf_counter()
-        sent = 0
-        for read in reads:
-            while sent - transport.receipts >= entries_window:
-                await asyncio.sleep(0.0005)
-            cnx.data_received(read)
-            sent += min(chunk, len(frames) - sent)
-            await asyncio.sleep(0)
-        while transport.receipts < len(frames):
-            await asyncio.sleep(0.0005)
-        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        cpu, wall = await play(cnx.data_received, lambda: transport.receipts, send_frames(messages, per_entry), chunk,
+                               entries_window)
         cnx.connection_lost(None)
     finally:
         await service.stop()

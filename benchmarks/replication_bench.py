@@ -40,7 +40,8 @@ def link(east, west) -> None:
         admin.create_cluster(other, {"serviceUrl": remote.admin_url, "brokerServiceUrl": remote.url})
         admin.update_tenant("public", [], ["east", "west"])
         admin.set_namespace_policy("public/default", "deduplication", True)
-    AdminClient(east.admin_url).set_replication_clusters("public/default", ["east", "west"])
+        # both list both: a cluster takes replication only from clusters its namespace lists
+        admin.set_replication_clusters("public/default", ["east", "west"])
 
 
 class Receiver:

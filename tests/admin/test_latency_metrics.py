@@ -5,6 +5,7 @@ pulsar_storage_write_latency_le_* buckets, and the event loop's lag."""
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 from polling import wait_for
@@ -81,3 +82,11 @@ def test_event_loop_lag_is_probed_while_the_broker_runs(broker):
     buckets = [float(v) for v in re.findall(r'^magnetar_event_loop_lag_seconds_bucket\{[^}]*\} (\S+)$', text, re.M)]
     assert buckets == sorted(buckets) and buckets[-1] == sample(text, "magnetar_event_loop_lag_seconds_count")
     assert sample(text, "magnetar_event_loop_lag_max_seconds") >= 0
+
+
+def test_the_data_directorys_disk_is_measured(broker):
+    text = metrics(broker)
+    disk = shutil.disk_usage(broker.data_dir)
+    assert sample(text, "magnetar_storage_disk_size_bytes", cluster="standalone") == disk.total
+    free = sample(text, "magnetar_storage_disk_free_bytes", cluster="standalone")
+    assert abs(free - disk.free) < disk.total * 0.02  # other work on the machine writes meanwhile

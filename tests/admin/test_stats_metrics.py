@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
 import pulsar
-from admin_http import get_json, http_get
+from admin_http import get_json, http, http_get
 from polling import wait_for
 
 EARLIEST = pulsar.InitialPosition.Earliest
@@ -154,3 +155,21 @@ def test_entry_cache_is_accounted_and_ages_out(broker_factory, client_factory):
     assert used is not None and used >= 50 * 200
     # Nothing appended since: the periodic eviction alone must release the entries.
     assert wait_for(lambda: sample(metrics(broker), "pulsar_ml_cache_used_size") == 0, timeout=10)
+
+
+def test_backlog_size_and_its_quota_are_in_metrics(broker, client_factory):
+    """Pulsar's pulsar_storage_backlog_size and pulsar_storage_backlog_quota_limit: what a
+    dashboard compares to warn of a quota nearly reached."""
+    client = client_factory(broker.url)
+    topic = "persistent://public/default/quota-metrics"
+    client.subscribe(topic, "slow").close()
+    producer = client.create_producer(topic, batching_enabled=False)
+    for _ in range(10):
+        producer.send(b"x" * 1000)
+    url = f"{broker.admin_url}/admin/v2/persistent/public/default/quota-metrics"
+    assert http("POST", f"{url}/backlogQuota?backlogQuotaType=destination_storage",
+                b'{"limitSize": 50000, "limitTime": -1, "policy": "producer_request_hold"}')[0] == 204
+    text = metrics(broker)
+    backlog = sample(text, "pulsar_storage_backlog_size", topic=topic)
+    assert backlog == json.loads(http_get(f"{url}/stats")[2])["backlogSize"] and backlog >= 10_000
+    assert sample(text, "pulsar_storage_backlog_quota_limit", topic=topic) == 50000

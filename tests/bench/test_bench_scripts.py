@@ -252,3 +252,25 @@ def test_kafka_latency_bench_counts_every_record_of_each_cell():
         rate = int(name.split()[1].removesuffix("/s"))
         assert figures["errors"] == 0 and figures["records"] == rate  # one measured second, warm-up left out
         assert 0 < figures["p50"] <= figures["p99"] <= figures["p99.9"] <= figures["max"]
+
+
+def test_metrics_bench_scrapes_every_topic_beside_a_probe():
+    done = run_script("metrics_bench.py", "--topics", "20", "--rounds", "2")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    (rounds,) = result["rounds"].values()
+    assert len(rounds) == 2
+    for scrape in rounds:
+        assert scrape["bytes"] > 20 * 1000  # every topic's samples, not an empty page
+        assert scrape["probe_answers"] >= 0 and scrape["seconds"] > 0
+    (stop,) = result["stop_seconds"].values()
+    assert stop > 0
+
+
+def test_kafka_produce_path_bench_answers_every_request_in_both_formats():
+    done = run_script("kafka_produce_path_bench.py", "--requests", "300")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    for fmt in ("pulsar", "kafka"):
+        figures = result[f"entryFormat={fmt}"]
+        assert figures["cpu_s_per_million"] > 0 and figures["requests_per_s"] > 0

@@ -22,8 +22,10 @@ import pytest
 #: Every magnetar module a default broker may import at start-up, by package ("." is the package itself).
 MAGNETAR = {
     "magnetar": ".",
+    # transactions: /admin/v3/transactions' routes (they read the coordinator only when it runs)
     "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces operations permissions "
-                      "policy_table responses retention schemas security server subscriptions tenants topics",
+                      "policy_table responses retention schemas security server subscriptions tenants topics "
+                      "transactions",
     "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
     "magnetar.broker.auth": ". authentication authorization issued operations",
     "magnetar.broker.compaction": ". manager options service",
@@ -32,8 +34,9 @@ MAGNETAR = {
     "magnetar.broker.delayed_delivery": ".",
     "magnetar.broker.entry_filters": ". policy",
     "magnetar.broker.monitors": ". backlog_quota compaction inactivity message_expiry periodic retention revalidation",
-    # clusters: tenants' allowedClusters are checked against them
-    "magnetar.broker.policies": ". backlog_quota clusters resources retention topic_policies",
+    # clusters: tenants' allowedClusters are checked against them; watchers: what tells open
+    # topics (and replicators) of a policy's or a cluster's change
+    "magnetar.broker.policies": ". backlog_quota clusters resources retention topic_policies watchers",
     # loop_lag: the event-loop probe runs from the start; topics.latency: every producer records into it
     "magnetar.broker.service": ". broker_service collector config_checks loop_lag",
     # replicators: what a topic knows of replication (the replicators themselves load when used);

@@ -6,14 +6,19 @@ tested against a real broker (test_transactions.py)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
+from collections.abc import Awaitable, Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.transactions.coordinator import OPEN, TransactionCoordinator, TxnMeta
-from magnetar.storage import SqliteMetadataStore
+from magnetar.broker.transactions.pending_ack import PendingAcks
+from magnetar.storage import Position, SqliteMetadataStore
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
 
@@ -129,3 +134,102 @@ def test_status_rules(tmp_path: Path) -> None:
         store.close()
 
     asyncio.run(run())
+
+
+class HeldStore(SqliteMetadataStore):
+    """The broker's store, whose commits wait (off the loop) until the test lets them go: a
+    disk slower than the test."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.released = threading.Event()
+        self.released.set()
+
+    @contextmanager
+    def transaction(self):
+        self.released.wait(10)
+        with super().transaction() as writer:
+            yield writer
+
+
+def _stored(path: Path, txn: TxnId) -> dict | None:
+    """The record as another process (a restart) would read it."""
+    reader = SqliteMetadataStore(path, read_only=True)
+    try:
+        raw = reader.get(f"/transactions/coordinator/0/txn/{txn.least:020d}")
+    finally:
+        reader.close()
+    return None if raw is None else json.loads(raw)
+
+
+def _with_held_store(path: Path, body: Callable[[HeldStore, TransactionCoordinator], Awaitable[None]]) -> None:
+    """`body` on a coordinator over a HeldStore at `path`, both closed after."""
+    async def run() -> None:
+        store = HeldStore(path / "m.db")
+        coordinator = TransactionCoordinator(0, store, Recorder())
+        try:
+            await body(store, coordinator)
+        finally:
+            coordinator.stop()
+            store.close()
+
+    asyncio.run(run())
+
+
+def test_a_registration_is_answered_once_its_record_is_durable_and_never_before(tmp_path: Path) -> None:
+    async def body(store: HeldStore, coordinator: TransactionCoordinator) -> None:
+        txn = coordinator.new_txn(60)
+        store.released.clear()
+        registering = coordinator.register_partitions(txn, ["persistent://t/n/a"])
+        assert registering is not None
+        again = coordinator.register_partitions(txn, ["persistent://t/n/a"])
+        assert again is registering  # named already, not durable yet: the same wait
+        await asyncio.sleep(0.2)  # the loop runs on while the disk is slow
+        assert not registering.done()
+        assert _stored(tmp_path / "m.db", txn) is None
+        store.released.set()
+        await asyncio.wait_for(registering, 10)
+        assert _stored(tmp_path / "m.db", txn)["partitions"] == ["persistent://t/n/a"]
+        assert coordinator.register_partitions(txn, ["persistent://t/n/a"]) is None
+
+    _with_held_store(tmp_path, body)
+
+
+def test_transactions_registered_together_share_log_commits(tmp_path: Path) -> None:
+    async def body(store: HeldStore, coordinator: TransactionCoordinator) -> None:
+        txns = [coordinator.new_txn(60) for _ in range(50)]
+        store.released.clear()
+        waits = [coordinator.register_partitions(txn, [f"persistent://t/n/{txn.least}"]) for txn in txns]
+        store.released.set()
+        await asyncio.wait_for(asyncio.gather(*waits), 10)
+        assert coordinator.log.appends <= 2  # the first write, then every other one in the next group
+        for txn in txns:
+            assert _stored(tmp_path / "m.db", txn)["partitions"] == [f"persistent://t/n/{txn.least}"]
+        ends = [coordinator.end_txn(txn, COMMIT) for txn in txns]
+        await asyncio.wait_for(asyncio.gather(*ends), 10)
+        assert coordinator.log.appends <= 5  # the decisions grouped as well
+
+    _with_held_store(tmp_path, body)
+
+
+def test_an_ack_held_in_a_transaction_is_stored_off_the_loop_with_the_coordinators_records(tmp_path: Path) -> None:
+    async def body(store: HeldStore, coordinator: TransactionCoordinator) -> None:
+        txn = coordinator.new_txn(60)
+        store.released.clear()
+        registering = coordinator.register_subscriptions(txn, [("persistent://t/n/a", "sub")])
+        pending = PendingAcks(store, "t/n/persistent/a", "sub")
+        assert pending.hold(txn, [Position(1, 0)]) == [Position(1, 0)]
+        holding = pending.saving(txn)
+        assert registering is not None and holding is not None
+        await asyncio.sleep(0.2)
+        assert not holding.done()  # held at once, answered only once durable
+        reader = SqliteMetadataStore(tmp_path / "m.db", read_only=True)
+        assert PendingAcks.load(reader, "t/n/persistent/a", "sub") is None
+        store.released.set()
+        await asyncio.wait_for(asyncio.gather(registering, holding), 10)
+        assert PendingAcks.load(reader, "t/n/persistent/a", "sub").positions == {Position(1, 0): txn}
+        assert _stored(tmp_path / "m.db", txn)["subscriptions"] == [["persistent://t/n/a", "sub"]]
+        assert coordinator.log.appends <= 2
+        reader.close()
+
+    _with_held_store(tmp_path, body)

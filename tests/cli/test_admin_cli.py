@@ -111,6 +111,27 @@ def test_publish_rate_verbs(broker):
         assert admin(where, "get-publish-rate", name).stdout.strip() == ""
 
 
+def test_replicator_dispatch_rate_verbs(broker):
+    """pulsar-admin's flags (-md, -bd, -dt), on a namespace and on a topic."""
+    def admin(*args: str) -> subprocess.CompletedProcess[str]:
+        return magnetar(*args, admin_url=broker.admin_url)
+
+    set_rate = admin("namespaces", "set-replicator-dispatch-rate", "public/default", "-md", "100", "-dt", "2")
+    assert set_rate.returncode == 0, set_rate.stderr
+    assert json.loads(admin("--json", "namespaces", "get-replicator-dispatch-rate", "public/default").stdout) == {
+        "dispatchThrottlingRateInMsg": 100, "dispatchThrottlingRateInByte": -1, "ratePeriodInSecond": 2,
+        "relativeToPublishRate": False}
+    topic = "persistent://public/default/replicator-rated"
+    assert admin("topics", "set-replicator-dispatch-rate", topic, "--byte-dispatch-rate", "4096").returncode == 0
+    assert json.loads(admin("--json", "topics", "get-replicator-dispatch-rate", topic).stdout)[
+        "dispatchThrottlingRateInByte"] == 4096
+    refused = admin("topics", "set-replicator-dispatch-rate", topic, "-dt", "0")
+    assert refused.returncode == 1 and "ratePeriodInSecond" in refused.stderr and "(412)" in refused.stderr
+    for where, name in (("topics", topic), ("namespaces", "public/default")):
+        assert admin(where, "remove-replicator-dispatch-rate", name).returncode == 0
+        assert admin(where, "get-replicator-dispatch-rate", name).stdout.strip() == ""
+
+
 def test_retention_verbs(broker):
     def admin(*args: str) -> subprocess.CompletedProcess[str]:
         return magnetar(*args, admin_url=broker.admin_url)

@@ -10,6 +10,7 @@ import shutil
 from collections.abc import Iterator
 
 import pytest
+from standalone import Standalone
 
 CHROMIUM = os.environ.get("MAGNETAR_CHROMIUM", "/usr/bin/chromium")
 
@@ -60,3 +61,30 @@ class Watched:
 
     def close(self) -> None:
         self.context.close()
+
+
+def fact(page, name: str) -> str:
+    """The value shown beside `name` in a view's list of facts."""
+    return page.locator(f"dl.facts dt:text-is('{name}') + dd").first.inner_text()
+
+
+def row_of(page, first_cell: str) -> list[str]:
+    """The cells of the first table row whose first cell is `first_cell` ([] when none)."""
+    rows = (row.locator("td").all_inner_texts() for row in page.locator("tbody tr").all())
+    return next((cells for cells in rows if cells and cells[0] == first_cell), [])
+
+
+def started_broker(tmp_path_factory, name: str, args: list[str] | None = None) -> Iterator[Standalone]:
+    """A test module's standalone (yielded from its fixture): a fresh data dir, stopped after."""
+    broker = Standalone(tmp_path_factory.mktemp(name) / "data", args=args or []).start()
+    yield broker
+    broker.stop()
+
+
+def checked_page(browser, broker: Standalone) -> Iterator[Watched]:
+    """A page for one test (yielded from its fixture), checked after it for errors and any
+    hostile name that ran as script."""
+    watched = Watched(browser, broker.admin_url)
+    yield watched
+    assert watched.errors == [] and watched.xss() is None
+    watched.close()

@@ -16,7 +16,7 @@ import pulsar
 import pytest
 from admin_http import get_json
 from confluent_kafka import Consumer, Producer
-from console_pages import Watched, chromium
+from console_pages import Watched, fact, row_of, started_broker
 from polling import wait_for
 from standalone import Standalone
 
@@ -36,9 +36,7 @@ MAX_ROWS = 500  # views.js' MAX_ROWS
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("console") / "data", args=["--kafka", "0"]).start()
-    yield broker
-    broker.stop()
+    yield from started_broker(tmp_path_factory, "console", ["--kafka", "0"])
 
 
 @pytest.fixture(scope="module")
@@ -81,28 +79,12 @@ def traffic(broker) -> dict[str, object]:
     return {"orders": orders}
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator:
-    with chromium() as browser:
-        yield browser
-
-
 @pytest.fixture
 def page(browser, broker, traffic) -> Iterator[Watched]:
     watched = Watched(browser, broker.admin_url)
     yield watched
     assert watched.dialogs == [] and watched.errors == [] and watched.xss() is None
     watched.close()
-
-
-def fact(page, name: str) -> str:
-    """The value shown beside `name` in a view's list of facts."""
-    return page.locator(f"dl.facts dt:text-is('{name}') + dd").first.inner_text()
-
-
-def row_of(page, first_cell: str) -> list[str]:
-    rows = (row.locator("td").all_inner_texts() for row in page.locator("tbody tr").all())
-    return next((cells for cells in rows if cells and cells[0] == first_cell), [])
 
 
 def size_text(size: int) -> str:
@@ -144,7 +126,8 @@ def test_click_through_to_a_topic_and_its_messages(page, broker, traffic):
     p.get_by_role("link", name="public", exact=True).click()
     p.get_by_role("link", name="default", exact=True).click()
     p.get_by_placeholder("Search topics").fill("ORD")
-    assert p.locator("tbody tr").count() == 2  # orders and kafka-orders' partition, not the hostile one
+    listed = p.get_by_test_id("list").locator("tbody tr")
+    assert wait_for(lambda: listed.count() == 2, 10)  # orders and kafka-orders' partition, not the hostile one
     p.get_by_role("link", name="orders", exact=True).click()
     p.locator("h2:text-is('Subscriptions')").wait_for()
     assert re.search(r"#/topic/persistent/public/default/orders$", p.url)
@@ -172,7 +155,7 @@ def test_click_through_to_a_topic_and_its_messages(page, broker, traffic):
     assert row_of(newest, "origin") == ["origin", "shop"]
 
     # the subscription's backlog, bookmarked: the oldest unacknowledged message first
-    p.get_by_label("From").select_option("audit")
+    p.get_by_label("From").select_option("sub:audit")
     p.get_by_role("button", name="Show").click()
     assert wait_for(lambda: p.url.endswith("/100/audit") and cards.count() == len(traffic["orders"]), 15)
     assert p.get_by_test_id("payload").first.inner_text() == "order 0 ü"
@@ -259,7 +242,7 @@ def test_a_token_signed_in_is_sent_for_this_tab_only(browser, broker_factory, tm
     p.get_by_label("Token").fill(jwt.encode({"sub": "admin"}, key.read_bytes(), algorithm="HS256"))
     p.get_by_role("button", name="Sign in").click()
     p.locator("dl.facts").wait_for()
-    assert form.is_hidden() and fact(p, "Tenants") == "2"
+    assert wait_for(form.is_hidden, 10) and fact(p, "Tenants") == "2"
     page.open("#/tenants")  # a reload of the tab keeps it
     p.get_by_role("link", name="public", exact=True).wait_for()
     other = p.context.new_page()  # another tab of the same browser asks again
@@ -286,10 +269,10 @@ def test_a_long_list_draws_its_first_rows_and_is_searched(page, broker):
     p = page.page
     page.open("#/namespace/public/many")
     p.get_by_test_id("more").wait_for()
-    assert p.locator("tbody tr").count() == MAX_ROWS
+    assert p.get_by_test_id("list").locator("tbody tr").count() == MAX_ROWS
     assert p.get_by_test_id("more").inner_text() == "1 more of 501: type in the search box to narrow them"
     p.get_by_placeholder("Search topics").fill("t500")
-    assert wait_for(lambda: p.locator("tbody tr").all_inner_texts() == ["t500\tpersistent"], 10)
+    assert wait_for(lambda: p.get_by_test_id("list").locator("tbody tr").all_inner_texts() == ["t500\tpersistent"], 10)
     assert p.get_by_test_id("more").count() == 0
 
 

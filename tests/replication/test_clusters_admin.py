@@ -81,7 +81,12 @@ def test_a_namespace_replicates_only_to_clusters_that_exist_and_its_tenant_allow
     assert call(edge, "POST", path, ["edge", "dc2"]) == (204, None)
     assert call(edge, "GET", path) == (200, ["dc2", "edge"])
     assert call(edge, "DELETE", f"{CLUSTERS}/dc2") == (412, {"reason": "Cluster not empty"})
+    # the tenant cannot stop allowing a cluster its namespace replicates to
+    status, answer = call(edge, "POST", "/admin/v2/tenants/acme", {"allowedClusters": ["edge"]})
+    assert status == 409 and "['dc2']" in answer["reason"], answer
+    assert call(edge, "GET", "/admin/v2/tenants/acme")[1]["allowedClusters"] == ["edge", "dc2"]
     assert call(edge, "POST", path, ["edge"]) == (204, None)
+    assert call(edge, "POST", "/admin/v2/tenants/acme", {"allowedClusters": ["edge"]})[0] == 204
     assert call(edge, "DELETE", f"{CLUSTERS}/dc2") == (204, None)
 
 

@@ -11,6 +11,7 @@ import pytest
 from rawclient import RawClient
 from standalone import Standalone
 
+from magnetar.admin_client import AdminClient
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -22,6 +23,12 @@ NOT_STORED = (2**64 - 1, 2**64 - 1)  # -1:-1 as the receipt's unsigned fields ca
 def west(tmp_path_factory):
     broker = Standalone(tmp_path_factory.mktemp("dedup") / "data",
                         ["clusterName=west", "brokerDeduplicationEnabled=true"]).start()
+    # west takes replication only from clusters its namespace lists; this east is a raw client
+    # here, with no URL for west's own replicators to reach it by
+    admin = AdminClient(broker.admin_url)
+    admin.create_cluster("east", {})
+    admin.update_tenant("public", [], ["east", "west"])
+    admin.set_replication_clusters("public/default", ["east", "west"])
     yield broker
     broker.stop()
 

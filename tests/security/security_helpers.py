@@ -113,7 +113,8 @@ def client_as(url: str, signer: TokenSigner, role: str, **kwargs) -> pulsar.Clie
 #: Path parameters of a walk of the admin routes, and the bodies some routes take.
 ROUTE_PARAMS = {"domain": "persistent", "subscription": "sub", "role": "someone", "ledger": "0", "entry": "0",
                 "count": "1", "n": "1", "seconds": "1", "timestamp": "0", "cluster": "standalone", "version": "0",
-                "name": "fn", "instance": "0", "key": "k", "file": "app.js"}
+                "name": "fn", "instance": "0", "key": "k", "file": "app.js", "most": "0", "least": "1",
+                "timeout": "1000"}
 ROUTE_BODIES = {"/admin/v2/tenants/{tenant}": {"adminRoles": ["scratch-admin"], "allowedClusters": ["standalone"]},
                 "permissions/{role}": ["consume"],
                 **{path: {"type": "STRING", "schema": ""} for path in ("/schema", "/compatibility", "/version")}}

@@ -53,7 +53,8 @@ def test_the_documented_table_is_the_one_the_code_checks_with():
 @pytest.fixture(scope="module")
 def broker(signer, tmp_path_factory) -> Iterator[Standalone]:
     broker = Standalone(tmp_path_factory.mktemp("operations") / "data",
-                        [*AUTHZ_SETTINGS, signer.setting, "authenticateMetricsEndpoint=true"]).start()
+                        [*AUTHZ_SETTINGS, signer.setting, "authenticateMetricsEndpoint=true",
+                         "transactionCoordinatorEnabled=true"]).start()  # else its routes answer 503
     build_scene(broker.admin_url, signer)
     client = client_as(broker.url, signer, "app")
     try:

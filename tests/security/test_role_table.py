@@ -40,13 +40,14 @@ ANY_DOMAIN = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
 SUB = TOPIC_PATH + "/subscription/{subscription}"
 SCHEMA = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
 FUNCTION = "/admin/v3/functions/{tenant}/{namespace}/{name}"
+TXNS = "/admin/v3/transactions"
 #: The policies a namespace and a topic have, as pulsar-admin sets them: (name, methods).
 NAMESPACE_POLICIES = [
     *((name, "GET POST PUT DELETE") for name in (
         "messageTTL", "deduplication", "entryFilters", "maxProducersPerTopic", "maxConsumersPerTopic",
         "maxConsumersPerSubscription", "maxUnackedMessagesPerConsumer", "subscriptionExpirationTime",
         "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced", "isAllowAutoUpdateSchema",
-        "compactionThreshold", "encryptionRequired", "publishRate")),
+        "compactionThreshold", "encryptionRequired", "publishRate", "replicatorDispatchRate")),
     ("retention", "GET POST DELETE"), ("replication", "GET POST"), ("backlogQuotaMap", "GET"),
     ("backlogQuota", "POST DELETE"),
 ]
@@ -54,7 +55,7 @@ TOPIC_POLICIES = [
     *((name, "GET POST PUT DELETE") for name in (
         "deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers", "maxConsumersPerSubscription",
         "maxUnackedMessagesOnConsumer", "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
-        "compactionThreshold", "maxMessageSize", "publishRate")),
+        "compactionThreshold", "maxMessageSize", "publishRate", "replicatorDispatchRate")),
     ("messageTTL", "GET POST DELETE"), ("retention", "GET POST DELETE"), ("replication", "GET POST DELETE"),
     ("backlogQuotaMap", "GET"),
     ("backlogQuota", "POST DELETE"),
@@ -99,6 +100,8 @@ MAY: dict[tuple[str, str], frozenset[str | None]] = {
     ("GET", TOPIC_PATH + "/subscriptions"): CONSUMERS,
     ("GET", TOPIC_PATH + "/examinemessage"): CONSUMERS,
     ("GET", TOPIC_PATH + "/lastMessageId"): CONSUMERS,
+    ("GET", TOPIC_PATH + "/getMessageIdByIndex"): CONSUMERS,
+    ("GET", TOPIC_PATH + "/messageid/{timestamp}"): CONSUMERS,
     ("GET", TOPIC_PATH + "/ledger/{ledger}/entry/{entry}"): CONSUMERS,
     ("GET", SUB + "/position/{n}"): CONSUMERS,
     ("PUT", SUB): CONSUMERS,
@@ -138,6 +141,14 @@ MAY: dict[tuple[str, str], frozenset[str | None]] = {
     ("POST", FUNCTION + "/trigger"): ADMINS,
     **{(method, FUNCTION + "/state/{key}"): ADMINS for method in ("GET", "POST", "DELETE")},
     ("POST", FUNCTION + "/counter/{key}"): ADMINS,
+    # transactions: the coordinator's stats the super user's, a topic's its tenant's admins (as in Pulsar)
+    **{("GET", f"{TXNS}/{path}"): SUPER for path in ("coordinatorStats", "transactionMetadata/{most}/{least}",
+                                                     "slowTransactions/{timeout}")},
+    **{("GET", f"{TXNS}/{path}"): ADMINS for path in (
+        "transactionBufferStats/{tenant}/{namespace}/{topic}",
+        "pendingAckStats/{tenant}/{namespace}/{topic}/{subscription}",
+        "transactionInBufferStats/{tenant}/{namespace}/{topic}/{most}/{least}",
+        "transactionInPendingAckStats/{tenant}/{namespace}/{topic}/{subscription}/{most}/{least}")},
 }
 def _served_routes(data_dir: Path) -> set[tuple[str, str]]:
     """Every route of the admin API and of the functions worker, as (method, pattern without regexes)."""
@@ -154,7 +165,8 @@ def test_every_served_route_has_a_row(tmp_path):
 
 @pytest.fixture(scope="module")
 def broker(signer, tmp_path_factory) -> Iterator[Standalone]:
-    with scene_broker(tmp_path_factory.mktemp("roles") / "data", signer, "authenticateMetricsEndpoint=true") as broker:
+    with scene_broker(tmp_path_factory.mktemp("roles") / "data", signer, "authenticateMetricsEndpoint=true",
+                      "transactionCoordinatorEnabled=true") as broker:  # else its routes answer 503
         build_scene(broker.admin_url, signer, "t2/ns")
         status, body = admin_json("POST", f"{broker.admin_url}/admin/v2/namespaces/t2/ns/permissions/t2-app",
                                   signer.bearer("admin"), ["produce", "consume"])

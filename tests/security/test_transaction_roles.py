@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 from rawclient import RawClient
-from security_helpers import AUTHZ_SETTINGS, TokenSigner, build_scene
+from security_helpers import AUTHZ_SETTINGS, TokenSigner, admin_json, build_scene
 from standalone import Standalone
 
 import magnetar.client
@@ -78,3 +78,21 @@ def test_a_transaction_belongs_to_the_role_that_opened_it(broker: Standalone, si
         assert consumer.receive(10_000).data() == b"mine"
         with pytest.raises(magnetar.client.errors.Timeout):
             consumer.receive(300)
+
+
+def test_transaction_stats_are_a_super_users_and_a_topics_its_tenant_admins(broker: Standalone,
+                                                                              signer: TokenSigner) -> None:
+    """As in Pulsar: the coordinator's stats a super user's, a topic's buffer and pending
+    acks its tenant admin's; a role that only produces and consumes gets neither."""
+    topic = f"t1/ns/txn-stats-{uuid.uuid4().hex[:8]}"
+    with _client(broker, signer, "app") as app:
+        app.create_producer(f"persistent://{topic}").send(b"x")
+        app.subscribe(f"persistent://{topic}", "sub")
+        coordinator = "/admin/v3/transactions/coordinatorStats"
+        buffer = f"/admin/v3/transactions/transactionBufferStats/{topic}"
+        pending = f"/admin/v3/transactions/pendingAckStats/{topic}/sub"
+        for role, allowed in (("admin", {coordinator, buffer, pending}), ("t1-admin", {buffer, pending}),
+                              ("app", set())):
+            for path in (coordinator, buffer, pending):
+                status, body = admin_json("GET", broker.admin_url + path, signer.bearer(role))
+                assert status == (200 if path in allowed else 403), (role, path, status, body)

@@ -115,3 +115,24 @@ def test_counters_move_forward_across_reopens(tmp_path):
     second = SqliteMetadataStore(path)
     assert (bump_counter(second, "boot", 1, initial=-1), bump_counter(second, "ids", 3)) == (2, 8)
     second.close()
+
+
+def test_a_transaction_begun_inside_another_is_part_of_it(store):
+    """Many small writes share one commit (stopping a broker): an inner transaction commits
+    with the outer one, and is undone with it."""
+    commits = []
+    store._conn.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    with store.transaction() as outer:
+        outer.put("a", b"1")
+        store.put("b", b"2")  # a transaction of its own, inside
+        with store.transaction() as inner:
+            inner.put("c", b"3")
+    assert [store.get(k) for k in "abc"] == [b"1", b"2", b"3"]
+    assert commits == ["COMMIT"]
+
+    with pytest.raises(RuntimeError), store.transaction():
+        store.put("d", b"4")
+        raise RuntimeError("the outer transaction fails after the inner one")
+    assert store.get("d") is None
+    store.put("e", b"5")  # the store goes on after a rolled-back batch
+    assert store.get("e") == b"5"

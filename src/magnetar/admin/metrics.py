@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from magnetar.broker.policies.backlog_quota import SIZE, effective_quotas
 from magnetar.broker.service.loop_lag import LAG_BOUNDS_S, PROBE_INTERVAL_S, LoopLagProbe
 from magnetar.broker.topics.abstract_subscription import AbstractSubscription
 from magnetar.broker.topics.abstract_topic import AbstractTopic
 from magnetar.broker.topics.latency import ENTRY_LATENCY_SUFFIXES, EntryLatencyBuckets, LatencySummary
+from magnetar.broker.topics.persistent.backlog import backlog_bytes
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.prometheus import label_text, number_text
 from magnetar.storage.entry_cache import EntryCache
@@ -49,6 +51,15 @@ TOPIC_FAMILIES = (
            lambda t: t.storage_size()),
     Family("pulsar_msg_backlog", "gauge", "Unacknowledged entries, summed over the topic's subscriptions.",
            lambda t: sum(s.backlog() for s in t.subscriptions.values())),
+)
+
+#: Of persistent topics only: what their backlog quota is measured by (Pulsar's names), so a
+#: dashboard warns of a quota nearly reached before producers are held.
+PERSISTENT_TOPIC_FAMILIES = (
+    Family("pulsar_storage_backlog_size", "gauge", "Estimated bytes of the slowest durable subscription's backlog.",
+           backlog_bytes),
+    Family("pulsar_storage_backlog_quota_limit", "gauge", "Bytes the topic's backlog quota allows (-1: no limit).",
+           lambda t: effective_quotas(t.context.config, t.context.policies, t.name)[SIZE].limit_size),
 )
 
 SUBSCRIPTION_FAMILIES = (
@@ -88,7 +99,7 @@ REPLICATION_FAMILIES = (
 
 
 def lines(topics: Iterable[AbstractTopic], cache: EntryCache, publish: LatencySummary, loop_lag: LoopLagProbe, *,
-          writable: bool = True, cluster: str = "standalone") -> Iterator[str]:
+          writable: bool = True, cluster: str = "standalone", disk: tuple[int, int] | None = None) -> Iterator[str]:
     """Every family, each with its HELP and TYPE lines followed by one sample per topic (or
     per subscription, or replicator), after the broker-wide ones.
 
@@ -112,10 +123,17 @@ def lines(topics: Iterable[AbstractTopic], cache: EntryCache, publish: LatencySu
         "# TYPE pulsar_broker_storage_writable gauge",
         f"pulsar_broker_storage_writable{{{broker_labels}}} {int(writable)}",
     )
+    if disk is not None:
+        yield from _disk_lines(broker_labels, *disk)
     labelled = _Labels()
     for family in TOPIC_FAMILIES:
         yield from _family_head(family.name, family.kind, family.help)
         for t in topics:
+            yield f"{family.name}{{{labelled.topic(t)}}} {number_text(family.value(t))}"
+    persistent = [t for t in topics if isinstance(t, PersistentTopic)]
+    for family in PERSISTENT_TOPIC_FAMILIES:
+        yield from _family_head(family.name, family.kind, family.help)
+        for t in persistent:
             yield f"{family.name}{{{labelled.topic(t)}}} {number_text(family.value(t))}"
     subscriptions = [(t, s) for t in topics for _, s in sorted(t.subscriptions.items())]
     for family in SUBSCRIPTION_FAMILIES:
@@ -206,3 +224,15 @@ def _topic_labels(topic: AbstractTopic) -> list[tuple[str, str]]:
             ("topic", str(topic.name))]
 
 
+def _disk_lines(cluster: str, total: int, free: int) -> tuple[str, ...]:
+    """The data directory's disk (size, free bytes), so a dashboard (the web console's
+    overview) warns before it fills: magnetar's own gauges, as Pulsar's broker has none for
+    BookKeeper's disks."""
+    return (
+        "# HELP magnetar_storage_disk_size_bytes Size of the disk holding the broker's data directory.",
+        "# TYPE magnetar_storage_disk_size_bytes gauge",
+        f"magnetar_storage_disk_size_bytes{{{cluster}}} {total}",
+        "# HELP magnetar_storage_disk_free_bytes Bytes free on the disk holding the broker's data directory.",
+        "# TYPE magnetar_storage_disk_free_bytes gauge",
+        f"magnetar_storage_disk_free_bytes{{{cluster}}} {free}",
+    )

@@ -25,13 +25,16 @@ PERSISTENT = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 ANY_TOPIC = "/admin/v2/{domain}/{tenant}/{namespace}/{topic}"
 SUBSCRIPTION = PERSISTENT + "/subscription/{subscription}"
 SCHEMAS = "/admin/v2/schemas/{tenant}/{namespace}/{topic}"
+TXNS = "/admin/v3/transactions"
+TXN_TOPIC = "{tenant}/{namespace}/{topic}"
 ALL_METHODS = "GET POST PUT DELETE"
 #: Policies read and written at `{namespace}/{name}` and `{topic}/{name}`, by method.
 NAMESPACE_POLICIES = {
     ALL_METHODS: ("messageTTL", "deduplication", "entryFilters", "maxProducersPerTopic", "maxConsumersPerTopic",
                   "maxConsumersPerSubscription", "maxUnackedMessagesPerConsumer", "subscriptionExpirationTime",
                   "delayedDelivery", "schemaCompatibilityStrategy", "schemaValidationEnforced",
-                  "isAllowAutoUpdateSchema", "compactionThreshold", "encryptionRequired", "publishRate"),
+                  "isAllowAutoUpdateSchema", "compactionThreshold", "encryptionRequired", "publishRate",
+                  "replicatorDispatchRate"),
     "GET POST DELETE": ("retention",),
     "GET POST": ("replication",),
     "GET": ("backlogQuotaMap",),
@@ -40,7 +43,8 @@ NAMESPACE_POLICIES = {
 TOPIC_POLICIES = {
     ALL_METHODS: ("deduplicationEnabled", "entryFilters", "maxProducers", "maxConsumers",
                   "maxConsumersPerSubscription", "maxUnackedMessagesOnConsumer", "maxMessageSize", "delayedDelivery",
-                  "schemaCompatibilityStrategy", "schemaValidationEnforced", "compactionThreshold", "publishRate"),
+                  "schemaCompatibilityStrategy", "schemaValidationEnforced", "compactionThreshold", "publishRate",
+                  "replicatorDispatchRate"),
     "GET POST DELETE": ("messageTTL", "retention", "replication"),
     "GET": ("backlogQuotaMap",),
     "POST DELETE": ("backlogQuota",),
@@ -96,7 +100,9 @@ ROUTES: dict[Route, Operation] = {
             op.GET_STATS),
     **_each("GET", [PERSISTENT + "/subscriptions"], op.GET_SUBSCRIPTIONS),
     **_each("GET", [PERSISTENT + "/examinemessage", PERSISTENT + "/ledger/{ledger}/entry/{entry}",
-                    PERSISTENT + "/lastMessageId", SUBSCRIPTION + "/position/{n}"], op.PEEK_MESSAGES),
+                    PERSISTENT + "/lastMessageId", PERSISTENT + "/getMessageIdByIndex",
+                    PERSISTENT + "/messageid/{timestamp}",
+                    SUBSCRIPTION + "/position/{n}"], op.PEEK_MESSAGES),
     **_each("PUT", [SUBSCRIPTION], op.SUBSCRIBE),
     **_each("DELETE", [SUBSCRIPTION], op.UNSUBSCRIBE),
     **_each("POST", [SUBSCRIPTION + "/skip/{count}", SUBSCRIPTION + "/skip_all"], op.SKIP),
@@ -121,6 +127,14 @@ ROUTES: dict[Route, Operation] = {
     **_each("POST", [SCHEMAS + "/version"], op.GET_METADATA),
     **_each("POST", [SCHEMAS + "/schema", SCHEMAS + "/compatibility"], op.SCHEMA_WRITE),
     **_each("DELETE", [SCHEMAS + "/schema"], op.SCHEMA_WRITE),
+    # transactions (PIP-31): the coordinator's a super user's, a topic's its tenant admin's
+    **_each("GET", [f"{TXNS}/coordinatorStats", f"{TXNS}/transactionMetadata/{{most}}/{{least}}",
+                    f"{TXNS}/slowTransactions/{{timeout}}"], op.TRANSACTION_STATS),
+    **_each("GET", [f"{TXNS}/transactionBufferStats/{TXN_TOPIC}",
+                    f"{TXNS}/pendingAckStats/{TXN_TOPIC}/{{subscription}}",
+                    f"{TXNS}/transactionInBufferStats/{TXN_TOPIC}/{{most}}/{{least}}",
+                    f"{TXNS}/transactionInPendingAckStats/{TXN_TOPIC}/{{subscription}}/{{most}}/{{least}}"],
+            op.TOPIC_TRANSACTION_STATS),
 }
 
 

@@ -12,6 +12,7 @@ from magnetar.admin.responses import (
     Validator,
     boolean,
     delayed_delivery_policies,
+    dispatch_rate,
     entry_filter_policy,
     fail,
     non_negative_int,
@@ -27,6 +28,7 @@ from magnetar.broker.policies.topic_policies import MESSAGE_TTL, Policy
 from magnetar.broker.schema_registry import SCHEMA_AUTO_UPDATE, SCHEMA_COMPATIBILITY, SCHEMA_VALIDATION_ENFORCED
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.publish_rate import PUBLISH_RATE
+from magnetar.broker.topics.replicators import REPLICATOR_DISPATCH_RATE
 from magnetar.broker.topics.topic_limits import (
     DELAYED_DELIVERY,
     ENCRYPTION_REQUIRED,
@@ -72,6 +74,7 @@ def policy_table(service: BrokerService) -> list[PolicyRoute]:
         PolicyRoute(COMPACTION_THRESHOLD, "compactionThreshold", "compactionThreshold", non_negative_int),
         PolicyRoute(ENCRYPTION_REQUIRED, "encryptionRequired", None, boolean),
         PolicyRoute(PUBLISH_RATE, "publishRate", "publishRate", publish_rate),
+        PolicyRoute(REPLICATOR_DISPATCH_RATE, "replicatorDispatchRate", "replicatorDispatchRate", dispatch_rate),
     ]
 
 

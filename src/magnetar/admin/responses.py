@@ -15,6 +15,9 @@ from magnetar.broker.entry_filters import EntryFilterProvider, parse_names
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.schema_registry import SCHEMA_STRATEGIES
 from magnetar.broker.topics.publish_rate import BYTES, MESSAGES
+from magnetar.broker.topics.replicators import BYTES as DISPATCH_BYTES
+from magnetar.broker.topics.replicators import MESSAGES as DISPATCH_MESSAGES
+from magnetar.broker.topics.replicators import PERIOD as DISPATCH_PERIOD
 from magnetar.plugins import PluginError
 from magnetar.storage import StorageFullError
 from magnetar.web import fail, no_content
@@ -244,6 +247,26 @@ def publish_rate(name: str, value: Any) -> dict[str, int]:
         if not isinstance(given, int) or isinstance(given, bool) or not -1 <= given <= ceiling:
             raise fail(412, f"Invalid value for {name}.{key}: an integer from -1 (no limit) to {ceiling} is expected")
         rate[key] = given
+    return rate
+
+
+def dispatch_rate(name: str, value: Any) -> dict[str, Any]:
+    """Pulsar's DispatchRate JSON: messages and bytes a period (each -1, Pulsar's default for one
+    not given, or 0 for no limit) and the period in seconds. A rate relative to the publish rate
+    is refused: magnetar does not apply one."""
+    if not isinstance(value, dict):
+        raise fail(412, f'Invalid value for {name}: {{"{DISPATCH_MESSAGES}": 100, "{DISPATCH_BYTES}": -1, '
+                        f'"{DISPATCH_PERIOD}": 1}} is expected')
+    rate: dict[str, Any] = {}
+    for key, floor, ceiling in ((DISPATCH_MESSAGES, -1, _JAVA_INT_MAX), (DISPATCH_BYTES, -1, _JAVA_LONG_MAX),
+                                (DISPATCH_PERIOD, 1, _JAVA_INT_MAX)):
+        given = value.get(key, 1 if key == DISPATCH_PERIOD else -1)
+        if not isinstance(given, int) or isinstance(given, bool) or not floor <= given <= ceiling:
+            raise fail(412, f"Invalid value for {name}.{key}: an integer from {floor} to {ceiling} is expected")
+        rate[key] = given
+    if value.get("relativeToPublishRate", False) is not False:
+        raise fail(412, f"Invalid value for {name}.relativeToPublishRate: only false is supported")
+    rate["relativeToPublishRate"] = False
     return rate
 
 

@@ -9,6 +9,8 @@ scripts (and `curl` habits) carry over.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator
 
@@ -24,15 +26,10 @@ from magnetar.admin.security import security_middleware
 from magnetar.admin.subscriptions import SubscriptionsApi
 from magnetar.admin.tenants import TenantsApi
 from magnetar.admin.topics import TopicsApi
+from magnetar.admin.transactions import TransactionsApi
 from magnetar.broker.auth.operations import Operation
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.transport.advertised_listeners import default_advertised_address
-
-METRICS_SLICE_S = 0.002
-"""Work /metrics does before other clients get a turn of the event loop."""
-METRICS_PART_LINES = 4096
-"""Lines of /metrics in one part of the response at most (one send, one copy)."""
-
 
 METRICS_SLICE_S = 0.002
 """Work /metrics does before other clients get a turn of the event loop."""
@@ -54,7 +51,7 @@ class AdminServer:
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
                     BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name),
-                    SchemasApi(service)):
+                    SchemasApi(service), TransactionsApi(service)):
             self.router.add_routes(api.routes())
         self.router.add_routes([web.get("/metrics", self.metrics)])
         if service.config.webConsoleEnabled:
@@ -111,8 +108,15 @@ class AdminServer:
         third of a second."""
         service = self.service
         topics = [*service.topics.values(), *service.non_persistent_topics.values()]
+        disk = shutil.disk_usage(service.factory.data_dir)  # one statvfs call
         lines = metrics.lines(topics, service.factory.entry_cache, service.context.publish_latency, service.loop_lag,
-                              writable=not service.full_disk.full, cluster=service.config.clusterName)
+                              writable=not service.full_disk.full, cluster=service.config.clusterName,
+                              disk=(disk.total, disk.free))
+        if service.transactions is not None or any(getattr(t, "transaction_buffer", None) for t in topics):
+            from magnetar.admin import transaction_metrics  # noqa: PLC0415 (only where transactions are)
+
+            lines = itertools.chain(lines, transaction_metrics.lines(service.transactions, topics,
+                                                                     service.config.clusterName))
         parts = await _in_slices(lines)
         parts += [source().encode() for source in self.metrics_sources]
         return web.Response(body=parts, content_type="text/plain; charset=utf-8")

@@ -28,13 +28,16 @@ from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.topics.persistent.internal_stats import internal_stats
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.storage import NoSuchEntryError, Position
-from magnetar.storage.message_finder import EntrySequence
+from magnetar.storage.message_finder import EntrySequence, SearchResult, find_by_index, find_first_at_or_after
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
+    from magnetar.storage.managed_ledger import ManagedLedger
 
 PERSISTENT = "/admin/v2/persistent/{tenant}/{namespace}/{topic}"
 #: Paths that serve both domains; the others read storage, which a non-persistent topic has none of.
@@ -65,6 +68,8 @@ class TopicsApi:
             web.get(ANY_TOPIC + "/partitioned-stats", self.partitioned_stats),
             web.get(PERSISTENT + "/internalStats", self.internal_stats),
             web.get(PERSISTENT + "/lastMessageId", self.last_message_id),
+            web.get(PERSISTENT + "/getMessageIdByIndex", self.message_id_by_index),
+            web.get(PERSISTENT + "/messageid/{timestamp}", self.message_id_by_time),
             web.post(PERSISTENT + "/terminate", self.terminate),
             web.post(PERSISTENT + "/terminate/partitions", self.terminate_partitions),
             web.get(PERSISTENT + "/messageTTL", self.get_ttl),
@@ -186,6 +191,33 @@ class TopicsApi:
 
     async def last_message_id(self, request: web.Request) -> web.Response:
         return _message_id_json(self.persistent_topic(request).last_message_id())
+
+    async def message_id_by_index(self, request: web.Request) -> web.Response:
+        """PIP-415: the entry holding the message with PIP-70 index `index` (the first entry
+        after it when that message is gone); 404 when none has it, as on a topic stored
+        without indexes."""
+        index = int_param(request, "index")
+        return self._found(request, "Get message id by index", lambda ledger: find_by_index(ledger, index),
+                           f"no message with index {index} or after it")
+
+    async def message_id_by_time(self, request: web.Request) -> web.Response:
+        """Pulsar's getMessageIdByTimestamp: the first entry stored (broker time, else publish
+        time) at or after `timestamp`, in milliseconds."""
+        timestamp = path_int(request, "timestamp")
+        return self._found(request, "Get message id by timestamp",
+                           lambda ledger: find_first_at_or_after(ledger, timestamp),
+                           f"no message at or after {timestamp}")
+
+    def _found(self, request: web.Request, what: str, search: Callable[[ManagedLedger], SearchResult],
+               missing: str) -> web.Response:
+        """The id of the entry a binary search finds (a few entry reads, however long the topic)."""
+        self.refuse_partitioned(request, f"{what} on a partitioned topic is not allowed, "
+                                         "please try it on specific topic partition")
+        ledger = self.persistent_topic(request).ledger
+        found = search(ledger).position if ledger.first_position is not None else None
+        if found is None:
+            raise fail(404, missing)
+        return web.json_response({"ledgerId": found.ledger_id, "entryId": found.entry_id, "partitionIndex": -1})
 
     async def terminate(self, request: web.Request) -> web.Response:
         """Pulsar's terminate: the topic takes no more messages; answers its last message id."""

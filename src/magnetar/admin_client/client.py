@@ -54,12 +54,13 @@ class AdminClient:
     def __init__(self, service_http_url: str = "http://127.0.0.1:8080",
                  timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS, *, authentication: Authentication | None = None,
                  tls_trust_certs_file_path: str | None = None, tls_allow_insecure_connection: bool = False,
-                 tls_validate_hostname: bool = False) -> None:
+                 tls_validate_hostname: bool = False, tls_certificate: tuple[str, str] | None = None) -> None:
+        """`tls_certificate`: (certificate file, key file) shown in the TLS handshake whatever the authentication."""
         self.url = service_http_url.rstrip("/")
         self.timeout = timeout_seconds
         self._authentication = authentication or Authentication()
         security = ClientSecurity(self._authentication, tls_trust_certs_file_path, tls_allow_insecure_connection,
-                                  tls_validate_hostname)
+                                  tls_validate_hostname, tls_certificate)
         self._ssl_context = security.ssl_context() if self.url.startswith("https") else None
 
     # -- transport
@@ -190,8 +191,11 @@ class AdminClient:
     def create_partitioned_topic(self, topic: str, partitions: int) -> None:
         self._json("PUT", _topic(topic, "partitions"), str(partitions).encode())
 
-    def update_partitioned_topic(self, topic: str, partitions: int) -> None:
-        self._json("POST", _topic(topic, "partitions"), str(partitions).encode())
+    def update_partitioned_topic(self, topic: str, partitions: int, *, local_only: bool = False) -> None:
+        """`local_only`: Pulsar's updateLocalTopicOnly, what one cluster asks of another so the
+        change is not propagated again."""
+        self._json("POST", _topic(topic, "partitions"), str(partitions).encode(),
+                   **({"updateLocalTopicOnly": True} if local_only else {}))
 
     def partitions(self, topic: str) -> int:
         return self._json("GET", _topic(topic, "partitions"))["partitions"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from magnetar.admin_client import AdminClient, AdminError, Message
 from magnetar.cli import options as cli_options
-from magnetar.cli import schema_verbs
+from magnetar.cli import schema_verbs, transaction_verbs
 from magnetar.cli.function_verbs import FUNCTION_VERBS
 from magnetar.cli.parsing import UsageError, add_log_level, namespace_name, topic_name
 from magnetar.cli.verbs import Verb, arg
@@ -154,6 +154,14 @@ _PUBLISH_RATE = PolicyVerbs(
                      "publishThrottlingRateInByte": n.byte_publish_rate},
     extra=[arg("-m", "--msg-publish-rate", type=int, default=-1, help="messages a second (default -1: no limit)"),
            arg("-b", "--byte-publish-rate", type=int, default=-1, help="bytes a second (default -1: no limit)")])
+_REPLICATOR_DISPATCH_RATE = PolicyVerbs(
+    "replicator-dispatch-rate", "replicatorDispatchRate",
+    build=lambda n: {"dispatchThrottlingRateInMsg": n.msg_dispatch_rate,
+                     "dispatchThrottlingRateInByte": n.byte_dispatch_rate,
+                     "ratePeriodInSecond": n.dispatch_rate_period},
+    extra=[arg("-md", "--msg-dispatch-rate", type=int, default=-1, help="messages a period (default -1: no limit)"),
+           arg("-bd", "--byte-dispatch-rate", type=int, default=-1, help="bytes a period (default -1: no limit)"),
+           arg("-dt", "--dispatch-rate-period", type=int, default=1, help="the period in seconds (default 1)")])
 NAMESPACE_POLICIES = [
     PolicyVerbs("max-producers-per-topic", "maxProducersPerTopic", arg("-p", "--max-producers-per-topic", type=int)),
     PolicyVerbs("max-consumers-per-topic", "maxConsumersPerTopic", arg("-c", "--max-consumers-per-topic", type=int)),
@@ -163,7 +171,7 @@ NAMESPACE_POLICIES = [
                 arg("-c", "--max-unacked-messages-per-consumer", type=int)),
     PolicyVerbs("subscription-expiration-time", "subscriptionExpirationTime",
                 arg("-t", "--time", type=float, help="minutes")),
-    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION, _SCHEMA_AUTO_UPDATE, _PUBLISH_RATE,
+    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION, _SCHEMA_AUTO_UPDATE, _PUBLISH_RATE, _REPLICATOR_DISPATCH_RATE,
 ]
 TOPIC_POLICIES = [
     PolicyVerbs("max-producers", "maxProducers", arg("-p", "--max-producers", type=int)),
@@ -173,7 +181,7 @@ TOPIC_POLICIES = [
     PolicyVerbs("max-unacked-messages-per-consumer", "maxUnackedMessagesOnConsumer",
                 arg("-m", "--maxNum", type=int)),
     PolicyVerbs("max-message-size", "maxMessageSize", arg("-m", "--max-message-size", type=int)),
-    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION, _PUBLISH_RATE,
+    _DELAYED, _SCHEMA, _SCHEMA_VALIDATION, _PUBLISH_RATE, _REPLICATOR_DISPATCH_RATE,
 ]
 
 def compact_and_wait(admin: AdminClient, args: argparse.Namespace) -> str | None:
@@ -388,6 +396,7 @@ RESOURCES: dict[str, list[Verb]] = {
         Verb("get-runtime-config", "show the configuration in effect", lambda a, _: a.runtime_configuration()),
     ],
     "functions": FUNCTION_VERBS,
+    "transactions": transaction_verbs.VERBS,
 }
 
 

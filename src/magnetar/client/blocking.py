@@ -159,6 +159,11 @@ class Transaction:
         self._client._run(self._core.abort())
 
 
+async def _in_txn(acknowledge: Callable[[Any, Any], Any], message: Any, txn: Any) -> None:
+    """An acknowledgement in a transaction, made on the client's loop, awaited until the broker holds it."""
+    await acknowledge(message, txn)
+
+
 def _core_txn(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The send options with a blocking Transaction replaced by its asyncio core."""
     txn = kwargs.get("txn")
@@ -373,14 +378,14 @@ class Consumer(_Receiving):
         if txn is None:
             self._core.acknowledge(message)
             return
-        self._client._run(self._acknowledge_in_txn(message, txn._core))
+        self._client._run(_in_txn(self._core.acknowledge, message, txn._core))
 
-    async def _acknowledge_in_txn(self, message: Any, txn: Any) -> None:
-        done = self._core.acknowledge(message, txn)
-        await done
-
-    def acknowledge_cumulative(self, message: Any) -> None:
-        self._core.acknowledge_cumulative(message)
+    def acknowledge_cumulative(self, message: Any, txn: Transaction | None = None) -> None:
+        """With `txn`, waits until the broker holds the acknowledgement for the transaction."""
+        if txn is None:
+            self._core.acknowledge_cumulative(message)
+            return
+        self._client._run(_in_txn(self._core.acknowledge_cumulative, message, txn._core))
 
     def negative_acknowledge(self, message: Any) -> None:
         self._core.negative_acknowledge(message)

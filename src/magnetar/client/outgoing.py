@@ -34,7 +34,7 @@ class PendingMessage:
     """One message the application handed to a producer, with its sequence id."""
 
     __slots__ = ("completion", "deliver_at", "event_time", "key_b64", "null_key", "null_value", "ordering_key",
-                 "partition_key", "properties", "replicate_to", "sequence_id", "value")
+                 "partition_key", "properties", "replicate_to", "sequence_id", "txn", "value")
 
     def __init__(self, value: bytes, sequence_id: int, completion: Any, properties: dict[str, str] | None = None,
                  partition_key: str | None = None, ordering_key: bytes | None = None, event_time: int | None = None,
@@ -55,12 +55,17 @@ class PendingMessage:
         """`partition_key` is the base64 of the key's bytes (Java's keyBytes; a SEPARATED KeyValueSchema)."""
         self.null_key = null_key
         """The key is null (a SEPARATED KeyValueSchema's None key): MessageMetadata.null_partition_key."""
+        self.txn: tuple[int, int] | None = None
+        """(most, least) bits of the transaction the message belongs to: a batch holds one
+        transaction's messages, or none's, and its metadata names it (PIP-31)."""
 
 
 def _entry_metadata(producer_name: str, first: PendingMessage, publish_time: int,
                     schema_version: bytes | None) -> pb.MessageMetadata:
     metadata = pb.MessageMetadata(producer_name=producer_name, sequence_id=first.sequence_id,
                                   publish_time=publish_time)
+    if first.txn is not None:
+        metadata.txnid_most_bits, metadata.txnid_least_bits = first.txn
     if first.partition_key is not None:
         metadata.partition_key = first.partition_key
         if first.key_b64:

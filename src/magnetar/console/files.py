@@ -27,6 +27,10 @@ FILES = {
     "topic.js": "text/javascript",
     "messages.js": "text/javascript",
     "batch.js": "text/javascript",
+    "policies.js": "text/javascript",
+    "schemas.js": "text/javascript",
+    "decode.js": "text/javascript",
+    "functions.js": "text/javascript",
 }
 CONTENT_SECURITY_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
                            "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")

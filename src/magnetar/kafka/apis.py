@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -27,6 +27,9 @@ from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request, encode_body
 from magnetar.kafka.sasl import UserNamespaces
 from magnetar.kafka.topics import KafkaTopics
+
+if TYPE_CHECKING:
+    from magnetar.kafka.txn_apis import TxnApis
 
 #: api key -> (lowest, highest) version implemented
 VERSIONS: dict[int, tuple[int, int]] = {
@@ -67,7 +70,7 @@ Handler = Callable[[Request, Access], Any]
 
 
 def _open(handler: Callable[[Request], Any]) -> Handler:
-    """A handler whose request touches nothing a role could be refused (ApiVersions, InitProducerId)."""
+    """A handler whose request touches nothing a role could be refused (ApiVersions)."""
     return lambda request, _access: handler(request)
 
 
@@ -82,7 +85,7 @@ class KafkaApis:
         self._fetch = FetchApis(topics)
         self.admin = AdminApis(config)
         self.configs = ConfigApis(config)
-        self.groups = GroupApis(NODE_ID)
+        self.groups = GroupApis(NODE_ID, transactions=config.transactionCoordinatorEnabled)
         self._handlers: dict[int, Handler] = {
             0: self.produce.produce,
             1: self._fetch.fetch,
@@ -101,7 +104,7 @@ class KafkaApis:
             19: self.admin.create_topics,
             20: self.admin.delete_topics,
             21: self.admin.delete_records,
-            22: _open(self.init_producer_id),
+            22: self.init_producer_id,
             32: self.configs.describe_configs,
             33: self.configs.alter_configs,
             37: self.admin.create_partitions,
@@ -111,6 +114,27 @@ class KafkaApis:
         self.user_namespaces = UserNamespaces(config.kafkaTenant, config.kafkaNamespace,
                                               config.kafkaEnableMultiTenantMetadata, topics.broker.namespace_exists)
         self._producer_ids = ProducerIds(lambda count: topics.broker.reserve_ids("kafka-producer-ids", count))
+        self._txn: TxnApis | None = None
+        if config.transactionCoordinatorEnabled:  # the transactional APIs, answered by TxnApis once built
+            from magnetar.kafka.txn_apis import VERSIONS as TXN_VERSIONS  # noqa: PLC0415 (transactions on only)
+
+            self.versions = {**VERSIONS, **TXN_VERSIONS}
+            for key in TXN_VERSIONS:
+                self._handlers[key] = lambda request, access: self.transactional().handlers()[  # type: ignore[union-attr]
+                    request.api_key](request, access)
+
+    def transactional(self) -> TxnApis | None:
+        """The transactional APIs, built on first use (None: transactionCoordinatorEnabled is off);
+        from then on Produce stores transactional batches through the broker's transactions."""
+        if self._txn is None:
+            coordinator = self.topics.broker.transactions
+            if coordinator is None:
+                return None
+            from magnetar.kafka.txn_apis import TxnApis  # noqa: PLC0415 (transactions on only)
+
+            self._txn = TxnApis(self.topics.broker, coordinator, self._producer_ids.allocate)
+            self.produce.transactions = self._txn.transactions
+        return self._txn
 
     def access(self, role: str | None, address: tuple[str, int], namespace: str | None = None) -> Access:
         """A connection's access: its role, as it reaches this listener, to its namespace's topics
@@ -182,13 +206,16 @@ class KafkaApis:
         return build(module, "MetadataResponseTopic", error_code=error, name=name, topic_id=uuid.UUID(int=0),
                      is_internal=False, partitions=partitions, topic_authorized_operations=_NO_AUTHORIZED_OPERATIONS)
 
-    def init_producer_id(self, request: Request) -> Any:
+    def init_producer_id(self, request: Request, access: Access) -> Any:
         """A producer id for idempotence; a producer that names its id and epoch gets the next epoch.
-        Transactions are not implemented: a transactional id gets NOT_COORDINATOR, Kafka's answer
-        from a broker that is not the id's transaction coordinator."""
+        A transactional id is the transactional APIs' (TxnApis); with transactions off it gets
+        NOT_COORDINATOR, Kafka's answer from a broker that is not the id's transaction coordinator."""
         module = response_module(22, request.api_version)
         body = request.body
         if body.transactional_id is not None:
+            transactional = self.transactional()
+            if transactional is not None:
+                return transactional.init_producer_id(request, access)
             return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, producer_id=-1, producer_epoch=-1,
                          error_code=ErrorCode.not_coordinator)
         known = getattr(body, "producer_id", -1)

@@ -34,6 +34,14 @@ class Unauthorized(Exception):
     """The role may not do this to a topic (Kafka's TOPIC_AUTHORIZATION_FAILED); says why."""
 
 
+class TxnRefused(Exception):
+    """A transactional request (or a transactional batch) Kafka answers with `code`; says why."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class MessageTooLarge(ValueError):
     """A batch over maxMessageSize (Kafka's MESSAGE_TOO_LARGE)."""
 
@@ -56,6 +64,7 @@ _BY_SERVER_ERROR = {
 #: StorageClosedError, which is a StorageError).
 _RULES: tuple[tuple[type[Exception], Callable[[Any], Answer]], ...] = (
     (GroupError, lambda exc: (exc.code, None)),
+    (TxnRefused, lambda exc: (exc.code, str(exc))),
     (Unauthorized, lambda exc: (ErrorCode.topic_authorization_failed, str(exc))),
     (UnknownPartition, lambda _: (ErrorCode.unknown_topic_or_partition, None)),
     (InvalidRecords, lambda exc: (ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record, str(exc))),

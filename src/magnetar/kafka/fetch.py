@@ -4,6 +4,12 @@ A Kafka-format entry is served as stored with only its baseOffset rewritten; a P
 entry becomes one uncompressed batch of its messages. A fetch that finds fewer than
 min_bytes waits for appends to the partitions it asked for, up to max_wait (long
 polling), whoever publishes them: Kafka and Pulsar producers alike wake it.
+
+Where transactions are written (Pulsar's or Kafka's), read_committed stops at the last
+stable offset (the first message of a transaction still open) and read_uncommitted at the
+high watermark. At either level a transaction's markers, and the messages of an aborted
+one, are served as control batches, which consumers step over: the aborted-transactions
+list Kafka sends along is not needed, and Pulsar and Kafka readers skip the same messages.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ from magnetar.wire.entry import entry_format, first_message_index, parse_entry
 
 _NO_WAIT = datetime.timedelta(0)
 _EARLIEST, _LATEST = -2, -1
+_READ_COMMITTED = 1  # Fetch's and ListOffsets' isolation_level (0: read_uncommitted)
+_Answer = tuple[int, ErrorCode, int, int, int, bytes]
+"""A partition's fetch answer: (partition, error, high watermark, last stable offset, log start, records)."""
 _MAX_DECOMPRESSED = 64 * 1024 * 1024
 
 
@@ -99,7 +108,7 @@ class FetchApis:
         wanted = self._wanted(body.topics, access)
         logs = [log for _, parts in wanted for _, log in parts if isinstance(log, PartitionLog)]
         while True:
-            results = self._read_all(wanted, body.max_bytes)
+            results = self._read_all(wanted, body.max_bytes, stable=body.isolation_level == _READ_COMMITTED)
             size = sum(len(records) for _, parts in results for *_, records in parts)
             errors = any(error != ErrorCode.none for _, parts in results for _, error, *_ in parts)
             remaining = deadline - loop.time()
@@ -122,16 +131,18 @@ class FetchApis:
         return wanted
 
     def _read_all(self, wanted: list[tuple[str, list[tuple[Any, PartitionLog | ErrorCode]]]],
-                  max_bytes: int) -> list[tuple[str, list[tuple[int, ErrorCode, int, int, bytes]]]]:
+                  max_bytes: int, *, stable: bool) -> list[tuple[str, list[_Answer]]]:
         """Every partition's answer, reading no more than max_bytes in all (Kafka's rule: the
-        first batch of the first partition with records is whole, however large)."""
+        first batch of the first partition with records is whole, however large); up to the
+        last stable offset (`stable`: read_committed) or the high watermark."""
         budget = max_bytes if max_bytes > 0 else 1 << 31
         first = True
         results = []
         for topic, parts in wanted:
             answers = []
             for part, log in parts:
-                answer = self._read(part, log, min(part.partition_max_bytes, budget), whole_first=first)
+                answer = self._read(part, log, min(part.partition_max_bytes, budget), whole_first=first,
+                                    stable=stable)
                 budget -= len(answer[-1])
                 first = first and not answer[-1]
                 answers.append(answer)
@@ -146,24 +157,25 @@ class FetchApis:
             return kafka_error(exc)[0]
 
     @staticmethod
-    def _read(part: Any, log: PartitionLog | ErrorCode, limit: int,
-              whole_first: bool) -> tuple[int, ErrorCode, int, int, bytes]:
-        """(partition, error, high watermark, log start, records) of one partition: batches up to
-        `limit` bytes, the first one whatever its size if `whole_first`."""
+    def _read(part: Any, log: PartitionLog | ErrorCode, limit: int, whole_first: bool, stable: bool) -> _Answer:
+        """(partition, error, high watermark, last stable offset, log start, records) of one
+        partition: batches up to `limit` bytes, the first one whatever its size if `whole_first`,
+        none past the last stable offset if `stable`."""
         if not isinstance(log, PartitionLog):
-            return part.partition, log, -1, -1, b""
+            return part.partition, log, -1, -1, -1, b""
         try:
-            end, start = log.end_offset(), log_view.start_offset(log)
+            high, lso, start = log.end_offset(stable=False), log.end_offset(), log_view.start_offset(log)
+            end = lso if stable else high
             offset = part.fetch_offset
-            if not start <= offset <= end:
-                return part.partition, ErrorCode.offset_out_of_range, end, start, b""
-            if offset == end or (limit <= 0 and not whole_first):
-                return part.partition, ErrorCode.none, end, start, b""
+            if not start <= offset <= high:
+                return part.partition, ErrorCode.offset_out_of_range, high, lso, start, b""
+            if offset >= end or (limit <= 0 and not whole_first):
+                return part.partition, ErrorCode.none, high, lso, start, b""
             pieces: list[bytes | memoryview] = []
             size = 0
             room = 2 * max(limit, 1)  # stored sizes differ from served ones
             entries = log_view.read(log, offset, room)
-            for entry in log.read(offset, room) if entries is None else entries:
+            for entry in log.read(offset, room, stable=stable) if entries is None else entries:
                 batch = control_batch(entry) if log.hidden(entry) else entry_as_batch(entry)
                 grown = size + sum(map(len, batch))
                 if grown > limit and (size or not whole_first):
@@ -171,8 +183,8 @@ class FetchApis:
                 pieces += batch
                 size = grown
         except StorageClosedError as exc:  # deleted or unloaded during the long poll
-            return part.partition, kafka_error(exc)[0], -1, -1, b""
-        return part.partition, ErrorCode.none, end, start, b"".join(pieces)
+            return part.partition, kafka_error(exc)[0], -1, -1, -1, b""
+        return part.partition, ErrorCode.none, high, lso, start, b"".join(pieces)
 
     @staticmethod
     def _response(version: int, results: list[tuple[str, list[Any]]]) -> Any:
@@ -180,22 +192,24 @@ class FetchApis:
         topics = []
         for name, parts in results:
             partitions = tuple(build(module, "PartitionData", partition_index=index, error_code=error,
-                                     high_watermark=end, last_stable_offset=end, log_start_offset=start,
+                                     high_watermark=high, last_stable_offset=lso, log_start_offset=start,
                                      aborted_transactions=None, preferred_read_replica=-1, records=records)
-                               for index, error, end, start, records in parts)
+                               for index, error, high, lso, start, records in parts)
             topics.append(build(module, "FetchableTopicResponse", topic=name, partitions=partitions))
         return build(module, "FetchResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none, session_id=0,
                      responses=tuple(topics))
 
     def list_offsets(self, request: Request, access: Access) -> Any:
         module = response_module(2, request.api_version)
+        isolation = getattr(request.body, "isolation_level", 0)  # v2 on
         topics = []
         for topic in request.body.topics:
-            partitions = tuple(self._offset(module, topic.name, part, access) for part in topic.partitions)
+            partitions = tuple(self._offset(module, topic.name, part, access, isolation)
+                               for part in topic.partitions)
             topics.append(build(module, "ListOffsetsTopicResponse", name=topic.name, partitions=partitions))
         return build(module, "ListOffsetsResponse", throttle_time=_NO_WAIT, topics=tuple(topics))
 
-    def _offset(self, module: Any, topic: str, part: Any, access: Access) -> Any:
+    def _offset(self, module: Any, topic: str, part: Any, access: Access, isolation: int) -> Any:
         def answer(error: ErrorCode, offset: int = -1, timestamp: int = -1) -> Any:
             return build(module, "ListOffsetsPartitionResponse", partition_index=part.partition_index,
                          error_code=error, timestamp=timestamp, offset=offset, leader_epoch=0)
@@ -208,8 +222,8 @@ class FetchApis:
         try:
             if part.timestamp == _EARLIEST:
                 return answer(ErrorCode.none, log_view.start_offset(log))
-            if part.timestamp == _LATEST:
-                return answer(ErrorCode.none, log.end_offset())
+            if part.timestamp == _LATEST:  # the last stable offset for read_committed, as Kafka answers
+                return answer(ErrorCode.none, log.end_offset(stable=isolation == _READ_COMMITTED))
             if part.timestamp < 0:
                 return answer(ErrorCode.unsupported_version)
             offset, timestamp = offset_for_time(log, part.timestamp,

@@ -29,8 +29,9 @@ JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 1
 
 
 class GroupApis:
-    def __init__(self, node_id: int) -> None:
+    def __init__(self, node_id: int, *, transactions: bool = False) -> None:
         self._node_id = node_id
+        self._transactions = transactions
         self.coordinators: dict[str, GroupCoordinator] = {}
 
     def coordinator(self, access: Access) -> GroupCoordinator:
@@ -51,8 +52,9 @@ class GroupApis:
         (host, port), node_id = access.address, self._node_id
         is_group = getattr(request.body, "key_type", _GROUP_KEY) == _GROUP_KEY
         message = None
-        if not is_group:  # what a Kafka broker whose transaction coordinator is not available answers
-            error, message = ErrorCode.coordinator_not_available, NO_TRANSACTIONS
+        if not is_group:  # a transactional id's coordinator: this broker, when it has transactions
+            error, message = (ErrorCode.none, None) if self._transactions else (
+                ErrorCode.coordinator_not_available, NO_TRANSACTIONS)  # what Kafka answers while it has none
         elif not access.namespace(GROUP):
             error = ErrorCode.group_authorization_failed
         else:

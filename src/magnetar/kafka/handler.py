@@ -74,6 +74,7 @@ class KafkaProtocolHandler:
                                     config.connectionMaxIdleMs / 1000)
         self.apis = KafkaApis(KafkaTopics(broker), config)
         self._servers: list[asyncio.Server] = []
+        self._recovery: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -92,6 +93,15 @@ class KafkaProtocolHandler:
             advertised.append(self._advertised_address(index, scheme, host, bound))
             self._broker.listening("kafka", "{}://{}:{}".format(scheme, *advertised[0]))
             log.info("Kafka listener on %s:%d (%s)", host, bound, scheme)
+        if self._broker.transactions is not None:
+            # two hops: the broker queues its coordinator's recovery once its handlers have started,
+            # and transactions decided before a crash are ended after it
+            loop.call_soon(loop.call_soon, self._recover_transactions)
+
+    def _recover_transactions(self) -> None:
+        transactional = self.apis.transactional()
+        if transactional is not None:
+            self._recovery = asyncio.get_running_loop().create_task(transactional.transactions.recover())
 
     def _advertised_address(self, index: int, scheme: str, host: str, port: int) -> tuple[str, int]:
         """Where clients of one listener are sent (Metadata, FindCoordinator): the advertised

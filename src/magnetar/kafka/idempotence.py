@@ -207,7 +207,9 @@ class ProducerStates:
         snapshot covers the log to its end (what Pulsar producers wrote after is not read again)."""
         partition = producers.log
         try:
-            end = producers.known_to if producers.pending else max(producers.known_to, partition.end_offset())
+            end = producers.known_to
+            if not producers.pending:  # an open transaction's batches are recorded too
+                end = max(end, partition.end_offset(stable=False))
             if unless_current and not producers.since_snapshot and end == producers.known_to:
                 return
             producers.known_to = end

@@ -16,7 +16,7 @@ import datetime
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -24,7 +24,7 @@ from magnetar.broker.config import ServiceConfiguration
 from magnetar.formats.kafka_records import kafka_entry_properties
 from magnetar.kafka import publish_policies
 from magnetar.kafka.access import PRODUCE, Access
-from magnetar.kafka.errors import ANSWERABLE, Answer, MessageTooLarge, kafka_error
+from magnetar.kafka.errors import ANSWERABLE, Answer, MessageTooLarge, TxnRefused, kafka_error
 from magnetar.kafka.idempotence import ACCEPT, ProducerStates
 from magnetar.kafka.producer_snapshots import producer_name
 from magnetar.kafka.protocol.layouts import build, response_module
@@ -35,11 +35,17 @@ from magnetar.kafka.topics import KafkaTopics
 from magnetar.storage import StorageFullError
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.txn import TxnId
+
+if TYPE_CHECKING:
+    from magnetar.kafka.transactions import KafkaTransactions
 
 log = logging.getLogger(__name__)
 _NO_WAIT = datetime.timedelta(0)
 PRODUCE_KEY = 0
 _Result = tuple[ErrorCode, int, str | None]
+#: RecordBatch attributes: the batch is part of a transaction (Kafka's isTransactional).
+_TRANSACTIONAL = 0x10
 
 
 class ProduceApi:
@@ -51,6 +57,8 @@ class ProduceApi:
         self._sequence = 0
         self.states = ProducerStates(config.brokerDeduplicationEntriesInterval)
         self._templates = Int64Templates(PRODUCE_KEY)
+        self.transactions: KafkaTransactions | None = None
+        """The listener's transactional ids, once its transactional APIs are built."""
 
     def produce(self, request: Request, access: Access) -> Any:
         """The response as a future settled by the partitions' store callbacks (no task per
@@ -60,8 +68,9 @@ class ProduceApi:
         body = request.body
         producer = f"kafka-{request.client_id or 'client'}"
         waits = [0.0]
+        transactional_id = getattr(body, "transactional_id", None)
         results = [(topic.name, part.index,
-                    self._append(producer, topic.name, part.index, part.records, access, waits))
+                    self._append(producer, topic.name, part.index, part.records, access, waits, transactional_id))
                    for topic in body.topic_data for part in topic.partition_data]
         throttle = max(waits)
         if body.acks == 0:
@@ -124,9 +133,9 @@ class ProduceApi:
         return build(module, "ProduceResponse", responses=responses, throttle_time=throttle)
 
     def _append(self, producer: str, topic: str, partition: int, records: bytes | None,
-                access: Access, waits: list[float]) -> asyncio.Future[_Result]:
+                access: Access, waits: list[float], transactional_id: str | None = None) -> asyncio.Future[_Result]:
         """Store one partition's batches; what the topic's publish rate makes its producer
-        wait goes into `waits`."""
+        wait goes into `waits`. Transactional batches go through the partition's transaction buffer."""
         done: asyncio.Future[_Result] = asyncio.get_running_loop().create_future()
         try:
             access.topic(PRODUCE, topic)
@@ -136,6 +145,8 @@ class ProduceApi:
                 done.set_result((refused[0], -1, refused[1]))
                 return done
             batches = self._checked(records, publish_policies.max_batch_size(log_))
+            txn = self._transaction(batches, transactional_id, topic, partition, access) \
+                if batches[0].header.attributes & _TRANSACTIONAL or len(batches) > 1 else None
         except ANSWERABLE as exc:
             return _failed(done, kafka_error(exc))
         verdicts = [self.states.check(log_, batch) for batch in batches]
@@ -162,7 +173,8 @@ class ProduceApi:
 
         try:
             now = int(time.time() * 1000)
-            log_.append([self._entry(producer, batch, now) for batch in fresh], [b.count for b in fresh], stored)
+            log_.append([self._entry(producer, batch, now, txn) for batch in fresh], [b.count for b in fresh], stored,
+                        txn)
             waits.append(log_.publish_wait(sum(b.count for b in fresh), sum(len(b.data) for b in fresh)))
         except ANSWERABLE as exc:  # a ledger that failed a write or closed is KAFKA_STORAGE_ERROR
             self.states.forget(log_, fresh)
@@ -179,7 +191,34 @@ class ProduceApi:
                 raise MessageTooLarge(f"a record batch of {len(batch.data)} bytes is over maxMessageSize={limit}")
         return batches
 
-    def _entry(self, producer: str, batch: ProducedBatch, now: int) -> bytes:
+    def _transaction(self, batches: list[ProducedBatch], transactional_id: str | None, topic: str, partition: int,
+                     access: Access) -> TxnId | None:
+        """The transaction transactional batches belong to: their producer's, open, with this
+        partition added (TxnRefused else); None for batches outside any. A request's batches
+        for one partition are all in it or all outside."""
+        flags = {bool(batch.header.attributes & _TRANSACTIONAL) for batch in batches}
+        if len(flags) > 1:
+            raise InvalidRecords("transactional and non-transactional batches in one partition's records",
+                                 corrupt=False)
+        if not flags.pop():
+            return None
+        header = batches[0].header
+        if self.transactions is None or transactional_id is None:
+            raise TxnRefused(ErrorCode.invalid_txn_state if self.transactions is not None else
+                             ErrorCode.transactional_id_authorization_failed,
+                             "transactional records need a transactional id (and transactionCoordinatorEnabled)")
+        try:
+            state = self.transactions.producer(access.topics.namespace, transactional_id, header.producer_id,
+                                               header.producer_epoch, access.role, version_with_fenced=False)
+        except TxnRefused as exc:
+            if exc.code == ErrorCode.coordinator_load_in_progress:  # not a produce error: one every client retries
+                raise TxnRefused(ErrorCode.not_enough_replicas, str(exc)) from None
+            raise
+        if not self.transactions.has_partition(state, topic, partition):
+            raise TxnRefused(ErrorCode.invalid_txn_state, f"{topic}-{partition} was not added to the transaction")
+        return state.txn
+
+    def _entry(self, producer: str, batch: ProducedBatch, now: int, txn: TxnId | None = None) -> bytes:
         header = batch.header
         if header.producer_id >= 0:  # what recovery reads back (producer_snapshots)
             producer, sequence = producer_name(header.producer_id, header.producer_epoch), header.base_sequence
@@ -188,6 +227,8 @@ class ProduceApi:
             self._sequence += batch.count
         metadata = pb.MessageMetadata(producer_name=producer, sequence_id=sequence,
                                       publish_time=now, num_messages_in_batch=batch.count)
+        if txn is not None:  # what the transaction buffer and every reader decide by
+            metadata.txnid_most_bits, metadata.txnid_least_bits = txn
         if self._kafka_format:
             for key, value in kafka_entry_properties().items():
                 metadata.properties.add(key=key, value=value)

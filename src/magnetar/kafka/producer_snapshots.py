@@ -72,9 +72,9 @@ def load_snapshot(partition: PartitionLog) -> tuple[int, Producers]:
 def stored_batches(partition: PartitionLog, offset: int) -> Iterator[tuple[int, int, Stored, int] | None]:
     """For every entry from `offset` on, (producer id, epoch, batch, broker time) of its idempotent
     Kafka batch, or None for an entry of another producer."""
-    end = partition.end_offset()
+    end = partition.end_offset(stable=False)  # an open transaction's batches are a producer's too
     while offset < end:
-        entries = partition.read(offset, _REPLAY_BYTES, max_entries=1000)
+        entries = partition.read(offset, _REPLAY_BYTES, max_entries=1000, stable=False)
         if not entries:
             return
         for entry in entries:

@@ -3,6 +3,7 @@ saying where it comes from, or nothing (Pulsar's PersistentReplicator's rules)."
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 from magnetar.broker.deduplication import REPL_SOURCE_POSITION
@@ -10,6 +11,14 @@ from magnetar.storage import Position
 from magnetar.wire import client_commands as cc
 from magnetar.wire.entry import build_entry, parse_entry
 from magnetar.wire.errors import WireError
+
+
+class SchemaNeededError(Exception):
+    """The entry was written with a schema version the remote has not been given yet."""
+
+    def __init__(self, version: bytes) -> None:
+        super().__init__(version.hex())
+        self.version = version
 
 
 class Outgoing(NamedTuple):
@@ -21,14 +30,17 @@ class Outgoing(NamedTuple):
     publish_time: int
 
 
-def outgoing(entry: bytes, position: Position, producer_id: int, local: str, remote: str) -> Outgoing | None:
+def outgoing(entry: bytes, position: Position, producer_id: int, local: str, remote: str,
+             schema_versions: Mapping[bytes, bytes]) -> Outgoing | None:
     """The SEND replicating `entry` to `remote`, or None for an entry that stays here:
     unreadable, a marker, one that came from another cluster (so no message loops), or one
     whose producer named other clusters (`replication_clusters`, `disable_replication`).
 
     The payload (a whole batch, compressed or encrypted as it is) goes unopened; the
     metadata keeps key, properties, event time, ordering key and sequence id, and gains
-    `replicated_from` and the source position the remote deduplicates by."""
+    `replicated_from` and the source position the remote deduplicates by; its schema version
+    becomes the remote's version of that schema (`schema_versions`, local to remote), or
+    SchemaNeededError says which schema the remote must be given first."""
     try:
         parsed = parse_entry(entry)
     except WireError:
@@ -38,6 +50,10 @@ def outgoing(entry: bytes, position: Position, producer_id: int, local: str, rem
         return None
     if metadata.replicate_to and remote not in metadata.replicate_to:
         return None
+    if metadata.schema_version:
+        if metadata.schema_version not in schema_versions:
+            raise SchemaNeededError(metadata.schema_version)
+        metadata.schema_version = schema_versions[metadata.schema_version]
     metadata.replicated_from = local
     metadata.properties.add(key=REPL_SOURCE_POSITION, value=f"{position.ledger_id}:{position.entry_id}")
     batched = metadata.HasField("num_messages_in_batch")

@@ -8,12 +8,15 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from magnetar.admin_client import AdminClient, AdminError
+from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.policies.clusters import ClusterResources
 from magnetar.client.aio.connection import Connection
 from magnetar.client.aio.lookup import LookupService
 from magnetar.client.aio.pool import ConnectionPool, PoolConfig
+from magnetar.replication.remote_security import RemoteEndpoint, RemoteSettingsError, remote_endpoint
 from magnetar.wire import client_commands as cc
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
@@ -26,30 +29,41 @@ class RemoteUnavailableError(Exception):
 
 
 class RemoteCluster:
-    """How to reach one remote cluster, read from its ClusterData at every (re)connect, so an
-    update of its URL takes effect at the next one."""
+    """How to reach one remote cluster, read from its ClusterData (and broker.conf's client
+    settings, see remote_security) at every (re)connect, so an update of its URLs or
+    credentials takes effect at the next one; `changed` wakes the replicators backing off."""
 
-    def __init__(self, name: str, clusters: ClusterResources, operation_timeout: float) -> None:
+    def __init__(self, name: str, clusters: ClusterResources, config: ServiceConfiguration,
+                 operation_timeout: float) -> None:
         self.name = name
         self._clusters = clusters
+        self._config = config
         self._timeout = operation_timeout
-        self._url = ""
+        self._data: dict[str, Any] | None = None
+        self._endpoint: RemoteEndpoint | None = None
         self._pool: ConnectionPool | None = None
         self._lookup: LookupService | None = None
         self._producer_ids = itertools.count()
+        self.changed = asyncio.Event()
+        """Set when the cluster's data changes: a replicator backing off tries again at once."""
+
+    def _current(self) -> RemoteEndpoint:
+        data = self._clusters.stored(self.name) or {}
+        if data != self._data or self._endpoint is None:
+            self.close()
+            try:
+                self._endpoint = remote_endpoint(self.name, data, self._config)
+            except RemoteSettingsError as exc:
+                raise RemoteUnavailableError(str(exc)) from None
+            self._data = data
+        return self._endpoint
 
     def _lookup_service(self) -> LookupService:
-        data = self._clusters.stored(self.name) or {}
-        url = data.get("brokerServiceUrl", "")
-        if not url:
-            tls_only = " (TLS to remote clusters is not supported yet)" if data.get("brokerServiceUrlTls") else ""
-            raise RemoteUnavailableError(f"cluster {self.name} has no brokerServiceUrl{tls_only}")
-        if url != self._url or self._lookup is None:
-            self.close()
-            self._url = url
-            self._pool = ConnectionPool(PoolConfig(operation_timeout=self._timeout,
-                                                   connection_timeout=self._timeout))
-            self._lookup = LookupService(self._pool, url)
+        endpoint = self._current()
+        if self._lookup is None:
+            self._pool = ConnectionPool(PoolConfig(operation_timeout=self._timeout, connection_timeout=self._timeout,
+                                                   security=endpoint.security))
+            self._lookup = LookupService(self._pool, endpoint.broker_url)
         return self._lookup
 
     async def create_producer(self, topic: str, name: str, handler: RemoteProducer) -> None:
@@ -77,19 +91,30 @@ class RemoteCluster:
         partitioned topic with this cluster's partitions (`partitions` of its base topic, 0:
         not partitioned), through the remote's admin API. One that exists is fine unless its
         partitions cannot hold this one (RemoteUnavailableError, the replicator backs off)."""
-        url = (self._clusters.stored(self.name) or {}).get("serviceUrl", "")
-        if not url:
+        endpoint = self._current()
+        if not endpoint.admin_url:
             return  # nothing to ask: the remote's auto-creation makes it, as a plain topic
-        admin = AdminClient(url, self._timeout)
+        security = endpoint.admin_security
+        admin = AdminClient(endpoint.admin_url, self._timeout, authentication=security.authentication,
+                            tls_trust_certs_file_path=security.tls_trust_certs_file_path,
+                            tls_allow_insecure_connection=security.tls_allow_insecure_connection,
+                            tls_validate_hostname=security.tls_validate_hostname,
+                            tls_certificate=security.tls_certificate)
         try:
             await asyncio.to_thread(_create_topic, admin, topic, partitions)
         except AdminError as exc:
             raise RemoteUnavailableError(f"cannot create {topic} in cluster {self.name}: {exc}") from exc
 
+    def cluster_changed(self) -> None:
+        """Wake the replicators backing off (the data is read again at their next connect)."""
+        self.changed.set()
+        self.changed.clear()  # the waiters are woken already; later ones wait for the next change
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.close()
         self._pool = self._lookup = None
+        self._endpoint = self._data = None
 
 
 def _create_topic(admin: AdminClient, topic: TopicName, partitions: int) -> None:
@@ -103,8 +128,20 @@ def _create_topic(admin: AdminClient, topic: TopicName, partitions: int) -> None
     except AdminError as exc:
         if exc.status != 409:
             raise
-    if partitions and admin.partitions(base) <= topic.partition_index:
-        raise AdminError(412, f"{base} has fewer partitions there than the {partitions} here")
+    if partitions and admin.partitions(base) < partitions:
+        _add_partitions(admin, base, partitions, topic.partition_index)
+
+
+def _add_partitions(admin: AdminClient, base: str, partitions: int, index: int) -> None:
+    """The remote's partitioned topic has fewer partitions than here: it gets this many, as
+    Pulsar's update of a replicated partitioned topic gives every cluster (there only, so it
+    goes no further). Another partition's replicator may have done it meanwhile; a topic there
+    that is not partitioned cannot grow (AdminError: partition `index` has nowhere to go)."""
+    try:
+        admin.update_partitioned_topic(base, partitions, local_only=True)
+    except AdminError:
+        if admin.partitions(base) <= index:
+            raise
 
 
 class RemoteProducer:

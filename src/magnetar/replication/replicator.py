@@ -12,18 +12,22 @@ there, as Pulsar relies on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import logging
 import time
 from collections import deque
 from typing import NamedTuple
 
+from magnetar.broker.schema_registry import SchemaRegistryService
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
-from magnetar.broker.topics.replicators import replicator_cursor_name
+from magnetar.broker.topics.publish_rate import PublishRateLimiter
+from magnetar.broker.topics.replicators import replicator_cursor_name, replicator_dispatch_rate
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.client.backoff import Backoff
-from magnetar.replication.entries import outgoing
+from magnetar.replication.entries import SchemaNeededError, outgoing
 from magnetar.replication.remote import RemoteCluster, RemoteProducer, RemoteUnavailableError
+from magnetar.replication.schemas import RemoteSchemas, SchemaRefusedError
 from magnetar.storage import Position, StorageClosedError
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
@@ -48,8 +52,10 @@ _MAX_BACKOFF = 60.0
 
 
 class Replicator:
-    def __init__(self, topic: PersistentTopic, remote: RemoteCluster, partitions: int) -> None:
-        """`partitions`: of the partitioned topic `topic` is a partition of (0: not one)."""
+    def __init__(self, topic: PersistentTopic, remote: RemoteCluster, partitions: int,
+                 schemas: SchemaRegistryService) -> None:
+        """`partitions`: of the partitioned topic `topic` is a partition of (0: not one); `schemas`:
+        this broker's registry, whose versions the remote is given before messages written with them."""
         config = topic.context.config
         self.topic = topic
         self.remote = remote
@@ -61,10 +67,15 @@ class Replicator:
         start = "earliest" if config.replicationStartAt == "earliest" else "latest"
         self.cursor = topic.ledger.open_cursor(replicator_cursor_name(self._prefix, remote.name), start)
         self._window = config.replicationProducerQueueSize
+        self._schemas = RemoteSchemas(schemas, topic.name)
+        self._rate_version = -1
+        self._limiter: PublishRateLimiter | None = None
         self._in_flight: deque[_InFlight] = deque()
         self._in_flight_bytes = 0
         self._wake = asyncio.Event()
         self._lost: str | None = None
+        self.last_error = ""
+        """Why the replicator is not connected now (empty once it is)."""
         self.connected_since: str = ""
         self._address = ""
         self.outbound = MessageCounter()
@@ -83,13 +94,16 @@ class Replicator:
                     self._create_remote_topic = False  # once: a deletion there is not undone by reconnects
                 await self.remote.create_producer(str(self.topic.name), self.producer_name, producer)
             except RemoteUnavailableError as exc:
+                self.last_error = str(exc)
                 delay = backoff.next()
                 log.warning("[%s] replicator to %s: %s; retrying in %.1f s", self.topic.name, self.remote.name, exc,
                             delay)
-                await asyncio.sleep(delay)
+                await self._back_off(delay)
                 continue
             backoff.reset()
             self._lost = None
+            self.last_error = ""
+            self._schemas.reset()
             self.connected_since = datetime.datetime.now(datetime.UTC).isoformat()
             self._address = producer.address
             log.info("[%s] replicating to %s as %s", self.topic.name, self.remote.name, self.producer_name)
@@ -97,16 +111,28 @@ class Replicator:
                 await self._pump(producer)
             except StorageClosedError:
                 return  # the topic closed under the task: close() follows
+            except SchemaRefusedError as exc:
+                # nothing written with that schema can go there; the cursor keeps it all until the
+                # topic is loaded again (an unload, a restart) with the remote's schema put right
+                self.last_error = f"stopped: {exc}"
+                log.error("[%s] replicator to %s stopped: %s", self.topic.name, self.remote.name, exc)
+                return
             finally:
                 producer.close()
                 self._in_flight.clear()
                 self._in_flight_bytes = 0
                 self.connected_since = ""
             if not self.closed:
+                self.last_error = f"lost its producer: {self._lost}"
                 delay = backoff.next()
                 log.warning("[%s] replicator to %s lost its producer (%s); reconnecting in %.1f s", self.topic.name,
                             self.remote.name, self._lost, delay)
-                await asyncio.sleep(delay)
+                await self._back_off(delay)
+
+    async def _back_off(self, delay: float) -> None:
+        """Wait `delay`, or less if the remote cluster's data changes meanwhile (new URLs or credentials)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.remote.changed.wait(), delay)
 
     async def _pump(self, producer: RemoteProducer) -> None:
         """Read and send until the producer is lost; receipts come in through `_received`."""
@@ -121,22 +147,62 @@ class Replicator:
             if not entries:
                 await self._wake.wait()
                 continue
-            skipped: list[Position] = []
-            for at, data in entries:
-                send = outgoing(data, at, producer.producer_id, self.local_cluster, self.remote.name)
-                if send is None:
-                    if not self._in_flight:
-                        skipped.append(at)
-                    else:  # deleted in turn, after what is on its way (receipts delete in order)
-                        self._in_flight.append(_InFlight(at, -1, 0, 0))
-                    continue
-                self._in_flight.append(_InFlight(at, send.sequence_id, send.messages, len(send.send)))
-                self._in_flight_bytes += len(send.send)
-                producer.send(send.send)
-            if skipped:
-                self.cursor.delete(skipped)
-            position = ledger.next_position(entries[-1][0])
-            await asyncio.sleep(0)  # one batch a turn: the loop serves everyone else between
+            position, pause = self._send(entries, producer)
+            if isinstance(pause, SchemaNeededError):
+                await self._register_schema(pause.version, producer)
+            else:  # a pause of the dispatch rate, else one batch a turn: the loop serves everyone else between
+                await asyncio.sleep(pause)
+
+    def _send(self, entries: list[tuple[Position, bytes]], producer: RemoteProducer) \
+            -> tuple[Position, SchemaNeededError | float]:
+        """Send `entries` in order until one needs a schema the remote lacks, or the replicator
+        dispatch rate is spent: where to read on from, and why to pause (0.0: no reason)."""
+        ledger = self.topic.ledger
+        limiter = self._dispatch_limiter()
+        resume, pause = ledger.next_position(entries[-1][0]), 0.0
+        skipped: list[Position] = []
+        for at, data in entries:
+            try:
+                send = outgoing(data, at, producer.producer_id, self.local_cluster, self.remote.name,
+                                self._schemas.versions)
+            except SchemaNeededError as exc:
+                resume, pause = at, exc  # sent from here once the remote has the schema
+                break
+            if send is None:
+                if not self._in_flight:
+                    skipped.append(at)
+                else:  # deleted in turn, after what is on its way (receipts delete in order)
+                    self._in_flight.append(_InFlight(at, -1, 0, 0))
+                continue
+            self._in_flight.append(_InFlight(at, send.sequence_id, send.messages, len(send.send)))
+            self._in_flight_bytes += len(send.send)
+            producer.send(send.send)
+            wait = limiter.consume(send.messages, len(send.send)) if limiter is not None else 0.0
+            if wait > 0:
+                resume, pause = ledger.next_position(at), wait
+                break
+        if skipped:
+            self.cursor.delete(skipped)
+        return resume, pause
+
+    def _dispatch_limiter(self) -> PublishRateLimiter | None:
+        """The bucket of the topic's replicator dispatch rate, None without one; read again when
+        a policy changes, kept (not refilled) while the rate stays the same."""
+        policies = self.topic.context.policies
+        if policies.version != self._rate_version:
+            self._rate_version = policies.version
+            rate = replicator_dispatch_rate(policies, self.topic.context.config, self.topic.name)
+            if rate == (0, 0):
+                self._limiter = None
+            elif self._limiter is None or self._limiter.rate != rate:
+                self._limiter = PublishRateLimiter(rate)
+        return self._limiter
+
+    async def _register_schema(self, version: bytes, producer: RemoteProducer) -> None:
+        try:
+            await self._schemas.register(version, producer)
+        except RemoteUnavailableError as exc:
+            self._producer_lost(str(exc))
 
     def _received(self, receipt: pb.CommandSendReceipt) -> None:
         """The remote stored (or had stored) the oldest entry on its way: delete it and the
@@ -196,6 +262,7 @@ class Replicator:
             "inboundConnection": inbound.cnx.remote if inbound else "",
             "outboundConnection": self._address if self.connected_since else "",
             "outboundConnectedSince": self.connected_since,
+            "lastError": self.last_error,
         }
 
     def sample(self, now: float) -> None:

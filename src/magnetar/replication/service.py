@@ -30,6 +30,7 @@ class ReplicationService:
     def start(self) -> None:
         self.service.topic_watchers.append(self.reconcile)
         self._resources.watch(self._policies_changed)
+        self._resources.clusters.watch(self._cluster_changed)
         self.service.policies.watch(self._topic_policies_changed)
         for topic in list(self.service.topics.values()):
             self.reconcile(topic)
@@ -40,6 +41,11 @@ class ReplicationService:
         for topic in list(self.service.topics.values()):
             if name in (topic.name, topic.name.partitioned_topic_name):
                 self.reconcile(topic)
+
+    def _cluster_changed(self, cluster: str) -> None:
+        remote = self._remotes.get(cluster)
+        if remote is not None and not self._stopped:
+            remote.cluster_changed()
 
     def _policies_changed(self, scope: str) -> None:
         if self._stopped or "/" not in scope:
@@ -68,12 +74,13 @@ class ReplicationService:
         name = topic.name
         partitions = (self.service.partitions_of(name.partitioned_topic_name) or 0) if name.partition_index >= 0 else 0
         for remote in sorted(wanted - set(topic.replicators)):
-            topic.replicators[remote] = Replicator(topic, self._remote(remote), partitions)
+            topic.replicators[remote] = Replicator(topic, self._remote(remote), partitions, self.service.schemas)
 
     def _remote(self, name: str) -> RemoteCluster:
         remote = self._remotes.get(name)
         if remote is None:
-            remote = self._remotes[name] = RemoteCluster(name, self._resources.clusters, _OPERATION_TIMEOUT)
+            remote = self._remotes[name] = RemoteCluster(name, self._resources.clusters, self.service.config,
+                                                       _OPERATION_TIMEOUT)
         return remote
 
     def stop(self) -> None:

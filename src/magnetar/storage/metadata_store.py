@@ -95,6 +95,9 @@ class SqliteMetadataStore:
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL)")
         self._closed = False
+        self._writer: _SqliteWriter | None = None
+        """The open transaction's writer: a transaction begun inside it (by the thread holding
+        the lock) joins it, so many small writes can share one commit (stopping a broker)."""
 
     def _connection(self) -> sqlite3.Connection:
         if self._closed:
@@ -134,6 +137,8 @@ class SqliteMetadataStore:
     @contextmanager
     def transaction(self) -> Iterator[MetadataWriter]:
         """A write transaction; a full disk surfaces as StorageFullError with nothing applied.
+        One begun inside another is part of it: its writes are committed (or rolled back) with
+        the outer one's.
 
         A failed COMMIT leaves SQLite's transaction open, so it is rolled back here too:
         otherwise every later BEGIN would fail long after space came back.
@@ -141,17 +146,23 @@ class SqliteMetadataStore:
         if self._read_only:
             raise ReadOnlyError("metadata store was opened read-only")
         with self._lock:
+            if self._writer is not None:
+                yield self._writer
+                return
             conn = self._connection()
             try:
                 if faults.ACTIVE and faults.disk_full():
                     raise sqlite3.OperationalError("database or disk is full (injected)")
                 conn.execute("BEGIN IMMEDIATE")
+                self._writer = _SqliteWriter(conn)
                 try:
-                    yield _SqliteWriter(conn)
+                    yield self._writer
                     conn.execute("COMMIT")
                 except BaseException:
                     _rollback(conn)
                     raise
+                finally:
+                    self._writer = None
             except sqlite3.OperationalError as exc:
                 if not _is_full(exc):
                     raise

@@ -197,6 +197,12 @@ def get_schema(request_id: int, topic: str, version: bytes | None = None) -> byt
     return encode_command(T(type=T.GET_SCHEMA, getSchema=body))
 
 
+def get_or_create_schema(request_id: int, topic: str, schema: pb.Schema) -> bytes:
+    """GET_OR_CREATE_SCHEMA: register `schema` on the topic (or find it there); the answer names its version."""
+    body = pb.CommandGetOrCreateSchema(request_id=request_id, topic=topic, schema=schema)
+    return encode_command(T(type=T.GET_OR_CREATE_SCHEMA, getOrCreateSchema=body))
+
+
 def flow(consumer_id: int, permits: int) -> bytes:
     return encode_command(T(type=T.FLOW, flow=pb.CommandFlow(consumer_id=consumer_id, messagePermits=permits)))
 

@@ -114,9 +114,16 @@ def end_txn(request_id: int, txn: TxnId, action: int) -> bytes:
     return encode_command(T(type=T.END_TXN, endTxn=body))
 
 
-def ack(consumer_id: int, request_id: int, txn: TxnId, ledger_id: int, entry_id: int) -> bytes:
-    """An individual ACK in a transaction, answered (ACK_RESPONSE) under `request_id`."""
-    body = pb.CommandAck(consumer_id=consumer_id, ack_type=pb.CommandAck.Individual,
-                         message_id=[pb.MessageIdData(ledgerId=ledger_id, entryId=entry_id)],
+def ack(consumer_id: int, request_id: int, txn: TxnId, ledger_id: int, entry_id: int,
+        ack_set: list[int] | None = None, batch_size: int = 0, cumulative: bool = False) -> bytes:
+    """An ACK in a transaction (individual, or `cumulative`), answered (ACK_RESPONSE) under
+    `request_id`; with `ack_set`, of the batch's messages whose bits it clears (the others
+    stay unacknowledged)."""
+    mid = pb.MessageIdData(ledgerId=ledger_id, entryId=entry_id)
+    if ack_set is not None:
+        mid.ack_set.extend(ack_set)
+        mid.batch_size = batch_size
+    body = pb.CommandAck(consumer_id=consumer_id, message_id=[mid],
+                         ack_type=pb.CommandAck.Cumulative if cumulative else pb.CommandAck.Individual,
                          txnid_most_bits=txn.most, txnid_least_bits=txn.least, request_id=request_id)
     return encode_command(T(type=T.ACK, ack=body))

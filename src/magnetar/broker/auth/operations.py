@@ -114,6 +114,8 @@ LIST_RUNTIME_CONFIGURATIONS = Operation("BrokerOperation.LIST_RUNTIME_CONFIGURAT
 GET_VERSION = Operation("BrokerOperation.GET_VERSION", Need.AUTHENTICATED)
 READY = Operation("BrokerOperation.READY", Need.AUTHENTICATED)
 METRICS = Operation("metrics", Need.OPEN)
+TRANSACTION_STATS = Operation("the transaction coordinator's stats", Need.SUPER_USER)
+TOPIC_TRANSACTION_STATS = Operation("TopicOperation.GET_STATS of transactions", Need.TENANT_ADMIN)
 CONSOLE = Operation("web console files", Need.PUBLIC)
 """The console's static files: what it shows it reads through the admin API, as the role signed in."""
 # -- the binary protocol's own

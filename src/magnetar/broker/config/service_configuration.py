@@ -220,14 +220,34 @@ class ServiceConfiguration:
     # a replicator creates its topic on the remote (partitioned as here) through the remote's
     # admin API (serviceUrl) before it produces
     createTopicToRemoteClusterForReplication: bool = True
+    # what each replicator sends at most a second when neither its topic nor its namespace sets a
+    # replicatorDispatchRate (Pulsar's keys and defaults; 0 = no limit)
+    dispatchThrottlingRatePerReplicatorInMsg: int = 0
+    dispatchThrottlingRatePerReplicatorInByte: int = 0
+    # the broker as a client of remote clusters (replication.remote_security), Pulsar's keys and
+    # defaults: what a cluster's own ClusterData does not set. The authentication is used only
+    # with authenticationEnabled, as Pulsar's replication client does
+    brokerClientAuthenticationPlugin: str = "org.apache.pulsar.client.impl.auth.AuthenticationDisabled"
+    brokerClientAuthenticationParameters: str = ""
+    brokerClientTlsEnabled: bool = False
+    brokerClientTrustCertsFilePath: str = ""
+    brokerClientCertificateFilePath: str = ""
+    brokerClientKeyFilePath: str = ""
+    tlsHostnameVerificationEnabled: bool = False
     # deduplication (Pulsar's keys and defaults)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = key(
         1000, POSITIVE, "appends between two snapshots of the deduplication state")
     # transactions (PIP-31, broker.transactions): off until the feature is complete
     transactionCoordinatorEnabled: bool = False
+    # Pulsar's default is 0 (no limit); magnetar's bounds what forgotten or hostile
+    # NEW_TXNs can pin in memory (about 1 KB each) and in its timers
     maxActiveTransactionsPerCoordinator: int = key(
-        0, NotNegative("no limit"), "open transactions a coordinator keeps at once")
+        50_000, NotNegative("no limit"), "open transactions a coordinator keeps at once")
+    transactionBufferSnapshotMaxTransactionCount: int = key(
+        1000, POSITIVE, "transactions ended in a topic between two snapshots of its transaction buffer")
+    transactionBufferSnapshotMinTimeInMillis: int = key(
+        5000, POSITIVE, "milliseconds after which a transaction's end snapshots the topic's buffer")
     # message expiry
     ttlDurationDefaultInSeconds: int = 0
     messageExpiryCheckIntervalInMinutes: float = key(5.0, POSITIVE, "how often topics are held to their message TTL")

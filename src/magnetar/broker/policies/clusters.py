@@ -10,9 +10,11 @@ Pulsar's ClusterData, so `GET /admin/v2/clusters/{cluster}` reads as Pulsar's.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from magnetar.broker.errors import InvalidResourceError, ResourceConflictError, ResourceNotFoundError
+from magnetar.broker.policies.watchers import Watchers
 from magnetar.spelling import did_you_mean
 from magnetar.storage import MetadataStore
 from magnetar.wire.topic_name import InvalidTopicNameError, check_entity_name
@@ -42,6 +44,12 @@ class ClusterResources:
         self._store = store
         self.local = local
         """This broker's cluster (`clusterName`)."""
+        self._watchers: Watchers[str] = Watchers()
+
+    def watch(self, watcher: Callable[[str], None]) -> None:
+        """Call `watcher(cluster)` after a cluster's data is created or updated: what the
+        replicators waiting to reach it try again with at once."""
+        self._watchers.add(watcher)
 
     def names(self) -> list[str]:
         stored = {key.removeprefix(_CLUSTERS) for key in self._store.list(_CLUSTERS)}
@@ -71,11 +79,13 @@ class ClusterResources:
         if self.exists(cluster):
             raise ResourceConflictError("Cluster already exists")
         self._store.put(_CLUSTERS + cluster, json.dumps(cluster_data(data)).encode())
+        self._watchers.notify(cluster)
 
     def update(self, cluster: str, data: dict[str, Any]) -> None:
         if not self.exists(cluster):
             raise ResourceNotFoundError("Cluster does not exist")
         self._store.put(_CLUSTERS + cluster, json.dumps(cluster_data(data)).encode())
+        self._watchers.notify(cluster)
 
     def delete(self, cluster: str, in_use: bool) -> None:
         """`in_use`: a namespace replicates to it (the caller knows the namespaces)."""

@@ -11,7 +11,6 @@ and a namespace replicates only to clusters its tenant allows (policies.clusters
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,10 +21,10 @@ from magnetar.broker.errors import (
     ResourceNotFoundError,
 )
 from magnetar.broker.policies.clusters import ClusterResources
+from magnetar.broker.policies.watchers import Watchers
 from magnetar.storage import MetadataStore
 from magnetar.wire.topic_name import InvalidTopicNameError, check_entity_name
 
-log = logging.getLogger(__name__)
 CLUSTER = "standalone"
 """The local cluster's name unless `clusterName` says otherwise."""
 REPLICATION_CLUSTERS = "replication_clusters"
@@ -46,19 +45,15 @@ class NamespaceResources:
         self.clusters = ClusterResources(store, local_cluster)
         self.version = 0
         """Bumped whenever a namespace or its policies change (TopicPolicies caches by it)."""
-        self._watchers: list[Callable[[str], None]] = []
+        self._watchers: Watchers[str] = Watchers()
 
     def watch(self, watcher: Callable[[str], None]) -> None:
         """Call `watcher(scope)` after a tenant's info (scope: the tenant) or a namespace's
         policies (scope: `tenant/namespace`) change: what revalidates open handles."""
-        self._watchers.append(watcher)
+        self._watchers.add(watcher)
 
     def _changed(self, scope: str) -> None:
-        for watcher in self._watchers:
-            try:
-                watcher(scope)
-            except Exception:  # the change is made; a watcher's failure must not undo its answer
-                log.exception("watcher of %s failed", scope)
+        self._watchers.notify(scope)
 
     def bootstrap(self, namespaces_in_use: Iterable[str]) -> None:
         """Create the default namespaces, and adopt those stored topics already live in
@@ -91,8 +86,17 @@ class NamespaceResources:
         self._store.put(_TENANTS + tenant, json.dumps(self._valid_tenant_info(info)).encode())
 
     def update_tenant(self, tenant: str, info: dict[str, Any]) -> None:
-        self.tenant_info(tenant)
-        self._store.put(_TENANTS + tenant, json.dumps(self._valid_tenant_info(info)).encode())
+        """A cluster one of the tenant's namespaces replicates to stays allowed (409 otherwise,
+        as Pulsar answers): a tenant replicates only to clusters it allows."""
+        before = set(self.tenant_info(tenant).get("allowedClusters", []))
+        valid = self._valid_tenant_info(info)
+        removed = before - set(valid["allowedClusters"])
+        in_use = sorted({cluster for ns in self.namespaces(tenant) for cluster in
+                         self.policies(ns).get(REPLICATION_CLUSTERS) or () if cluster in removed})
+        if in_use:
+            raise ResourceConflictError(f"Failed to update the tenant because its namespaces replicate to {in_use}: "
+                                        "take them out of the namespaces' replication clusters first")
+        self._store.put(_TENANTS + tenant, json.dumps(valid).encode())
         self._changed(tenant)
 
     def delete_tenant(self, tenant: str) -> None:

@@ -9,14 +9,12 @@ Each policy has three names, as in Pulsar: the topic-level one of the admin path
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from magnetar.broker.policies.watchers import Watchers
 from magnetar.wire.topic_name import TopicName
-
-log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from magnetar.broker.config import ServiceConfiguration
@@ -51,20 +49,16 @@ class TopicPolicies:
         self._changes = 0
         self._cache: dict[tuple[TopicName, Policy], tuple[Any | None, Any | None]] = {}
         self._cache_version = 0
-        self._watchers: list[Callable[[TopicName], None]] = []
+        self._watchers: Watchers[TopicName] = Watchers()
 
     def watch(self, watcher: Callable[[TopicName], None]) -> None:
         """Call `watcher(topic)` after a topic's own policies change (namespaces': see
         NamespaceResources.watch)."""
-        self._watchers.append(watcher)
+        self._watchers.add(watcher)
 
     def _topic_changed(self, topic: TopicName) -> None:
         self._changes += 1
-        for watcher in self._watchers:
-            try:
-                watcher(topic)
-            except Exception:  # the change is made; a watcher's failure must not undo its answer
-                log.exception("watcher of %s failed", topic)
+        self._watchers.notify(topic)
 
     @property
     def version(self) -> int:

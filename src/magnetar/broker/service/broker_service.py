@@ -51,7 +51,7 @@ from magnetar.broker.transport.advertised_listeners import (
 from magnetar.broker.transport.connection import ServerCnx
 from magnetar.broker.transport.connection_controller import ConnectionController, PartialFrameBudget
 from magnetar.broker.transport.topic_list import TopicsPattern, filter_topics
-from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory, bump_counter
+from magnetar.storage import ManagedLedger, ManagedLedgerConfig, ManagedLedgerFactory, StorageFullError, bump_counter
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
@@ -270,9 +270,19 @@ class BrokerService:
             cnx.close()
         for server in self._servers:
             await server.wait_closed()
-        for topic in self.topics.values():
-            topic.save_state()
+        self._save_topic_states()
         self.factory.close()
+
+    def _save_topic_states(self) -> None:
+        """Every topic's state in one metadata commit (an fsync each made stopping a broker
+        of 10,000 topics take most of a minute); on a full disk it is rebuilt from the
+        ledgers at the next load instead, as a topic's own save_state would have it."""
+        try:
+            with self.metadata.transaction():
+                for topic in self.topics.values():
+                    topic.save_state()
+        except StorageFullError as exc:
+            log.warning("topics' state not saved: %s", exc)
 
     async def _answer_publishes_in_flight(self) -> None:
         """Stopping: no SEND is read any more, and those already being stored get their
@@ -473,9 +483,11 @@ class BrokerService:
         self.unload_topic(name)
         if name.persistent:
             self.factory.delete(name.storage_name)
-            from magnetar.broker.transactions.pending_ack import drop_topic  # noqa: PLC0415 (deletions only)
+            from magnetar.broker.transactions.buffer import drop_snapshot  # noqa: PLC0415 (deletions only)
+            from magnetar.broker.transactions.pending_ack import drop_topic  # noqa: PLC0415
 
             drop_topic(self.metadata, name.storage_name)  # acknowledgements a transaction held there
+            drop_snapshot(self.metadata, name.storage_name)
         self.policies.delete_topic(name)
 
     def _check_idle(self, names: list[TopicName]) -> None:

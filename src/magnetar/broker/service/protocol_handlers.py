@@ -38,9 +38,11 @@ from magnetar.storage.message_finder import (
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
+from magnetar.wire.txn import TxnId
 
 if TYPE_CHECKING:
     from magnetar.broker.service.broker_service import BrokerService
+    from magnetar.broker.transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "magnetar.protocol_handlers"
@@ -54,6 +56,7 @@ _COMPACTED_START = Position(-1, -1)
 _COMPACTED_SCAN = 2000  # compacted entries one read may pass over looking for an offset
 _COMPACTED_READERS = 64  # next offsets remembered per partition
 _ID_COUNTER_PREFIX = "/protocol-handlers/id-counters/"
+_STATE_PREFIX = "/protocol-handlers/state/"
 
 AppendCallback = Callable[[int | None, BaseException | None], None]
 """Gets the offset of the first message appended once every entry is durable, or None and the error."""
@@ -84,14 +87,23 @@ class PartitionLog:
     def name(self) -> str:
         return str(self._topic.name)
 
-    def append(self, entries: list[bytes], counts: list[int], done: AppendCallback) -> None:
-        """Store entries (without broker-entry metadata: the broker stamps it) as one group."""
+    def append(self, entries: list[bytes], counts: list[int], done: AppendCallback,
+               txn: TxnId | None = None) -> None:
+        """Store entries (without broker-entry metadata: the broker stamps it) as one group;
+        with `txn`, as messages of that open transaction (their MessageMetadata names it):
+        through the topic's transaction buffer, read by no one until it ends."""
         topic = self._topic
         if topic.terminated:
             raise BrokerServiceError(pb.TopicTerminatedError, f"{topic.name} is terminated")
         first = topic.entry_metadata_state.index + 1  # stamping numbers the group's messages from here
-        topic.publish_many(entries, counts, counts[-1], lambda _positions, exc: done(
-            None if exc is not None else first, exc))
+
+        def stored(_positions: list[Position] | None, exc: BaseException | None) -> None:
+            done(None if exc is not None else first, exc)
+
+        if txn is None:
+            topic.publish_many(entries, counts, counts[-1], stored)
+        else:
+            topic.publish_transactional(entries, counts, counts[-1], txn, stored)
 
     def publish_wait(self, messages: int, size: int) -> float:
         """Count a publish against the topic's publish rate: the seconds its publisher must
@@ -99,16 +111,17 @@ class PartitionLog:
         limiter = send_limits(self._topic).publish_limiter
         return limiter.consume(messages, size) if limiter is not None else 0.0
 
-    def end_offset(self) -> int:
-        """Kafka's high watermark: the offset after the last message whose entry is durable and
-        acknowledged. Messages are numbered when their write starts, so the stamping counter
+    def end_offset(self, *, stable: bool = True) -> int:
+        """Kafka's last stable offset (`stable`), or its high watermark: the offset after the
+        last message whose entry is durable and acknowledged, which the last stable offset
+        never passes. Messages are numbered when their write starts, so the stamping counter
         (`entry_metadata_state`) runs ahead of this while a write is in flight. StorageClosedError
         once the topic is unloaded or deleted (its client looks it up again)."""
         topic = self._topic
         if topic.ledger.closed:
             raise StorageClosedError(f"{self.name} is closed")
         transactions = topic.transaction_buffer
-        if transactions is not None and transactions.max_read_position is not None:
+        if stable and transactions is not None and transactions.max_read_position is not None:
             # Kafka's last stable offset: nothing from an open transaction's first message on
             return entry_first_index(topic.ledger.read_entry(transactions.max_read_position))
         return topic.durable_index + 1
@@ -134,11 +147,12 @@ class PartitionLog:
         self._hints[("start", self.name)] = (start, first)  # the first entry changes only when trimmed
         return min(start, end)
 
-    def read(self, offset: int, max_bytes: int, max_entries: int = 500) -> list[bytes]:
+    def read(self, offset: int, max_bytes: int, max_entries: int = 500, *, stable: bool = True) -> list[bytes]:
         """Stored entries from the one holding `offset` on, at most `max_bytes` (but at least one),
-        none past the high watermark (an entry durable whose append is not yet acknowledged)."""
+        none past the last stable offset (`stable`) or else the high watermark (an entry durable
+        whose append is not yet acknowledged)."""
         ledger = self._topic.ledger
-        end = self.end_offset()
+        end = self.end_offset(stable=stable)
         hint = self._hints.get(self.name)
         if hint is not None and hint[0] == offset and ledger.has_entry(hint[1]):
             position: Position | None = hint[1]
@@ -358,6 +372,27 @@ class HandlerBroker:
         before: a counter in the metadata store moved past them before they are used."""
         end = bump_counter(self._service.metadata, _ID_COUNTER_PREFIX + name, count)
         return range(end - count, end)
+
+    @property
+    def transactions(self) -> TransactionCoordinator | None:
+        """The broker's transaction coordinator (None: transactionCoordinatorEnabled is off),
+        on which a handler's transactions are Pulsar transactions."""
+        return self._service.transactions
+
+    def state(self, key: str) -> bytes | None:
+        """A record a handler keeps in the metadata store (its own state, e.g. a transaction's)."""
+        return self._service.metadata.get(_STATE_PREFIX + key)
+
+    def state_keys(self, prefix: str) -> list[str]:
+        """The keys of the handler's records under `prefix` (without the store's own prefix)."""
+        return [key[len(_STATE_PREFIX):] for key in self._service.metadata.list(_STATE_PREFIX + prefix)]
+
+    def set_state(self, key: str, value: bytes | None) -> None:
+        """Durably write (None: delete) a handler's record: one commit of the metadata store."""
+        if value is None:
+            self._service.metadata.delete(_STATE_PREFIX + key)
+        else:
+            self._service.metadata.put(_STATE_PREFIX + key, value)
 
     def namespace_exists(self, namespace: str) -> bool:
         """Whether `tenant/namespace` exists (a user may name one)."""

@@ -9,10 +9,12 @@ leave from its head only.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -79,6 +81,10 @@ class Producer:
         self._publish_latency = topic.context.publish_latency
         self._staged_txn: TxnId | None = None
         """The transaction the staged SENDs belong to (they all belong to one, or to none)."""
+        self._gates: set[asyncio.Future[None]] = set()
+        """Transaction-log writes the next publish waits for (see `wait_for`)."""
+        self._gated: deque[Callable[[], None]] = deque()
+        self._refused_txns: dict[TxnId, str] = {}
 
     def stage(self, send: Send) -> bool:
         """Hold a checked SEND until the connection's read is done (publish_staged); True
@@ -101,10 +107,36 @@ class Producer:
         if self._staged:
             sends, self._staged = self._staged, []
             txn, self._staged_txn = self._staged_txn, None
-            if txn is None:
-                self.publish_many(sends)
+            if self._gates:
+                self._gated.append(functools.partial(self._publish_run, sends, txn))
             else:
-                self._publish_transactional(sends, txn)
+                self._publish_run(sends, txn)
+
+    def _publish_run(self, sends: list[Send], txn: TxnId | None) -> None:
+        if txn is None:
+            self.publish_many(sends)
+        else:
+            self._publish_transactional(sends, txn)
+
+    def wait_for(self, registered: asyncio.Future[None], txn: TxnId) -> None:
+        """Store nothing more, and answer nothing more, until the coordinator's record naming
+        this partition in `txn` is durable: a message of a transaction the log does not
+        name could never be ended after a crash. What comes meanwhile keeps its order; if
+        the record cannot be written, the transaction's messages are refused."""
+        if registered in self._gates:
+            return
+        self._gates.add(registered)
+        registered.add_done_callback(lambda done: self._gate_opened(done, txn))
+
+    def _gate_opened(self, done: asyncio.Future[None], txn: TxnId) -> None:
+        self._gates.discard(done)
+        if done.cancelled() or done.exception() is not None:
+            self._refused_txns[txn] = f"the transaction log could not record {self.topic.name}: " \
+                f"{'cancelled' if done.cancelled() else done.exception()}"
+        while self._gated and not self._gates:
+            self._gated.popleft()()
+        if not self._gated:
+            self._refused_txns.clear()
 
     def publish_many(self, sends: list[Send]) -> None:
         """Store SENDs read together: runs of new messages go to the topic as one group;
@@ -149,10 +181,13 @@ class Producer:
     def _publish_transactional(self, sends: list[Send], txn: TxnId) -> None:
         """Messages of an open transaction, as one group (never deduplicated: a transaction
         that fails is aborted and produced again)."""
-        if self.topic.terminated:
+        refusal = (pb.TopicTerminatedError, f"Topic {self.topic.name} was already terminated") \
+            if self.topic.terminated else None
+        if txn in self._refused_txns:
+            refusal = (pb.PersistenceError, self._refused_txns[txn])
+        if refusal is not None:
             for send in sends:
-                self.refuse(send.sequence_id, pb.TopicTerminatedError,
-                            f"Topic {self.topic.name} was already terminated")
+                self.refuse(send.sequence_id, *refusal)
             return
         self._publish_group(sends, None, txn)
 
@@ -177,9 +212,12 @@ class Producer:
     @property
     def awaiting_receipts(self) -> bool:
         """SENDs handed to the topic whose answer has not gone out yet."""
-        return bool(self._pending)
+        return bool(self._pending) or bool(self._gated)
 
     def _answer(self, answer: bytes) -> None:
+        if self._gates:  # behind what waits for the transaction log
+            self._gated.append(functools.partial(self._answer, answer))
+            return
         self._pending.append(_PendingGroup([], answer))
         self._flush()
 

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 PUBLISH_RATE = Policy("publishRate", "publishMaxMessageRate", "")
 MESSAGES, BYTES = "publishThrottlingRateInMsg", "publishThrottlingRateInByte"
 
-Rate = tuple[int, int]
-"""(messages, bytes) a second; 0 is no limit."""
+Rate = tuple[float, float]
+"""(messages, bytes) a second, fractions allowed (a replicator dispatch rate over a period); 0 is no limit."""
 
 
 class PublishRateLimiter:

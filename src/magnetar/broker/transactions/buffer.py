@@ -1,4 +1,4 @@
-"""A topic's transaction buffer (Pulsar's TopicTransactionBuffer, without snapshots yet).
+"""A topic's transaction buffer (Pulsar's TopicTransactionBuffer).
 
 A transactional message is stored as it arrives, like any other; what the buffer adds is
 what dispatch may see. Nothing at or after the first entry of a transaction still open is
@@ -10,15 +10,25 @@ A topic that never saw a transaction has no buffer and pays nothing. One that di
 ledger property saying so (the topic's), and its buffer is rebuilt when it loads by reading its entries'
 MessageMetadata: markers say which transactions ended and how, and a transactional entry
 without a marker belongs to one still open (its coordinator ends it, or times it out).
+
+Snapshots (Pulsar's transactionBufferSnapshotMaxTransactionCount and ...MinTimeInMillis)
+spare a restart that reading: when enough transactions ended here, or enough time passed,
+the buffer's state up to the topic's last durable entry (the open transactions that began
+at or before it, the aborted ones whose markers the ledger still holds) is written to the
+metadata store through the transaction log (grouped, off the event loop); a load reads it
+and only the entries after it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import time
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 
-from magnetar.storage import ManagedLedger, Position
+from magnetar.broker.transactions.log import shared_log
+from magnetar.storage import ManagedLedger, MetadataStore, Position
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -28,6 +38,13 @@ log = logging.getLogger(__name__)
 _REPLAY_CHUNK = 1000
 _LOOK_BACK = 1000
 _MARKERS = (TXN_COMMIT_MARKER, TXN_ABORT_MARKER)
+_SNAPSHOTS = "/transactions/buffer-snapshot/"
+
+
+def drop_snapshot(store: MetadataStore, ledger_name: str) -> None:
+    """The topic is deleted: its snapshot goes (a topic made again under the name starts empty)."""
+    shared_log(store).flush_now()
+    store.delete(_SNAPSHOTS + ledger_name)
 
 
 def hidden(metadata: pb.MessageMetadata, aborted: AbstractSet[TxnId]) -> bool:
@@ -40,18 +57,36 @@ def hidden(metadata: pb.MessageMetadata, aborted: AbstractSet[TxnId]) -> bool:
 
 
 class TransactionBuffer:
-    def __init__(self, ledger: ManagedLedger) -> None:
+    def __init__(self, ledger: ManagedLedger, store: MetadataStore | None = None, snapshot_every: int = 1000,
+                 snapshot_after_ms: int = 5000) -> None:
+        """`store`: where snapshots go (None: none are taken); one is taken once
+        `snapshot_every` transactions ended here since the last, or once one ended
+        `snapshot_after_ms` after it."""
         self._ledger = ledger
         self.ongoing: dict[TxnId, Position] = {}
         """Open transactions with messages here, and the position of their first one."""
         self.aborted: set[TxnId] = set()
+        self._aborted_at: dict[TxnId, Position] = {}
+        """Where each aborted transaction's marker is (its messages lie before it)."""
         self._max_read: Position | None = None
+        self._store = store
+        self._snapshot_every = snapshot_every
+        self._snapshot_after = snapshot_after_ms / 1000
+        self._ended_since_snapshot = 0
+        self._snapshot_at = time.monotonic()
+        self.snapshot_taken_ms = 0
+        """Wall-clock milliseconds of the last snapshot written (0: none yet)."""
+        self.committed_count = 0
+        self.aborted_count = 0
+        """Transactions ended here since the topic loaded (pulsar_txn_tb_*_total)."""
 
     @classmethod
-    def load(cls, ledger: ManagedLedger) -> TransactionBuffer:
-        """The buffer of a topic that has held transactions, rebuilt from its entries."""
-        buffer = cls(ledger)
-        buffer._replay()
+    def load(cls, ledger: ManagedLedger, store: MetadataStore | None = None, snapshot_every: int = 1000,
+             snapshot_after_ms: int = 5000) -> TransactionBuffer:
+        """The buffer of a topic that has held transactions: its last snapshot, and its
+        entries after it (all of them without one)."""
+        buffer = cls(ledger, store, snapshot_every, snapshot_after_ms)
+        buffer._replay(buffer._restore())
         return buffer
 
     @property
@@ -68,12 +103,72 @@ class TransactionBuffer:
             self.ongoing[txn] = position
             self._update_max_read()
 
-    def ended(self, txn: TxnId, action: int) -> None:
-        """The marker of `txn` is stored: its messages are delivered or dropped from now on."""
+    def ended(self, txn: TxnId, action: int, marker: Position | None = None) -> None:
+        """The marker of `txn` is stored (at `marker`): its messages are delivered or
+        dropped from now on."""
         if action == ABORT:
             self.aborted.add(txn)
+            self._aborted_at[txn] = marker or self._ledger.last_confirmed_position or Position(-1, -1)
+            self.aborted_count += 1
+        else:
+            self.committed_count += 1
         if self.ongoing.pop(txn, None) is not None:
             self._update_max_read()
+        self._ended_since_snapshot += 1
+        if self._store is not None and (self._ended_since_snapshot >= self._snapshot_every
+                                        or time.monotonic() - self._snapshot_at >= self._snapshot_after):
+            self._take_snapshot()
+
+    # -- snapshots
+    def _take_snapshot(self) -> None:
+        assert self._store is not None
+        self._ended_since_snapshot = 0
+        self._snapshot_at = time.monotonic()
+        shared_log(self._store).write(_SNAPSHOTS + self._ledger.name, self._encode_snapshot).add_done_callback(
+            _retrieve)
+
+    def _encode_snapshot(self) -> bytes | None:
+        """The state as of the last durable entry, encoded when the log's commit is dispatched."""
+        last = self._ledger.last_confirmed_position
+        if last is None:
+            return None
+        first = self._ledger.first_position
+        if first is not None:  # aborted transactions whose markers were trimmed hold nothing left
+            for txn in [txn for txn, at in self._aborted_at.items() if at < first]:
+                del self._aborted_at[txn]
+                self.aborted.discard(txn)
+        self.snapshot_taken_ms = int(time.time() * 1000)
+        return json.dumps({
+            "position": list(last),
+            "ongoing": [[*txn, *at] for txn, at in self.ongoing.items() if at <= last],
+            "aborted": [[*txn, *at] for txn, at in self._aborted_at.items() if at <= last],
+            "taken": self.snapshot_taken_ms,
+        }).encode()
+
+    def _restore(self) -> Position | None:
+        """The last snapshot's state; the position after which entries must be read (None:
+        there is none usable, read them all)."""
+        raw = None if self._store is None else self._store.get(_SNAPSHOTS + self._ledger.name)
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+            position = Position(*data["position"])
+            ongoing = {TxnId(most, least): Position(ledger_id, entry_id)
+                       for most, least, ledger_id, entry_id in data["ongoing"]}
+            aborted = {TxnId(most, least): Position(ledger_id, entry_id)
+                       for most, least, ledger_id, entry_id in data["aborted"]}
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("%s: transaction buffer snapshot unreadable (%s): reading every entry", self._ledger.name, exc)
+            return None
+        last = self._ledger.last_confirmed_position
+        first = self._ledger.first_position
+        if last is None or last < position or (first is not None and any(at < first for at in ongoing.values())):
+            return None  # not this ledger's (a topic made again), or of entries since trimmed
+        self.ongoing, self._aborted_at = ongoing, aborted
+        self.aborted = set(aborted)
+        self.snapshot_taken_ms = int(data.get("taken", 0))
+        return position
 
     def hides(self, metadata: pb.MessageMetadata) -> bool:
         """Whether dispatch skips (and acknowledges) this entry: a marker, or a message of an
@@ -108,16 +203,20 @@ class TransactionBuffer:
             position = ledger.previous_position(position)
         return position, None
 
-    def _replay(self) -> None:
-        position = self._ledger.first_position
+    def _replay(self, after: Position | None) -> None:
+        position = self._ledger.first_position if after is None else self._ledger.next_position(after)
+        first = self._ledger.first_position
+        if first is not None and position is not None and position < first:
+            position = first
         replayed = 0
         while position is not None and (chunk := self._ledger.read_entries(position, _REPLAY_CHUNK)):
             self._replay_chunk(chunk)
             replayed += len(chunk)
             position = self._ledger.next_position(chunk[-1][0])
         self._update_max_read()
-        log.info("%s: transaction buffer rebuilt from %d entries: %d open, %d aborted", self._ledger.name, replayed,
-                 len(self.ongoing), len(self.aborted))
+        log.info("%s: transaction buffer rebuilt from %s and %d entries: %d open, %d aborted", self._ledger.name,
+                 "no snapshot" if after is None else f"a snapshot at {after}", replayed, len(self.ongoing),
+                 len(self.aborted))
 
     def _replay_chunk(self, chunk: Iterable[tuple[Position, bytes]]) -> None:
         for at, data in chunk:
@@ -133,5 +232,12 @@ class TransactionBuffer:
             elif metadata.marker_type == TXN_ABORT_MARKER:
                 self.ongoing.pop(txn, None)
                 self.aborted.add(txn)
+                self._aborted_at[txn] = at
             elif txn not in self.aborted:
                 self.ongoing.setdefault(txn, at)
+
+
+def _retrieve(done: object) -> None:
+    """A snapshot that could not be written is only a longer read at the next load."""
+    if not done.cancelled() and done.exception() is not None:  # type: ignore[attr-defined]
+        log.warning("transaction buffer snapshot not written: %s", done.exception())  # type: ignore[attr-defined]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.transactions.log import shared_log
 from magnetar.storage import MetadataStore, bump_counter
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
@@ -40,6 +41,31 @@ ANYONE: Caller = (None, False)
 ID_BLOCK = 1000
 #: The longest list of partitions or subscriptions one command may name.
 MAX_NAMES_PER_COMMAND = 1000
+#: Upper bounds (ms) of Pulsar's transaction execution-latency buckets (pulsar_txn_execution_latency_le_*).
+LATENCY_BOUNDS_MS = (10, 20, 50, 100, 500, 1000, 5000, 15000, 30000, 60000, 300000, 1500000, 3000000)
+
+
+@dataclass
+class CoordinatorStats:
+    """Counts since the broker started (Pulsar's TransactionMetadataStoreStats)."""
+
+    created: int = 0
+    committed: int = 0
+    aborted: int = 0
+    timed_out: int = 0
+    latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BOUNDS_MS) + 1))
+    """Ended transactions by milliseconds from opened to ended: [i] counts those over the
+    bound before LATENCY_BOUNDS_MS[i] and up to it (not cumulative), the last those over all."""
+
+    def ended(self, action: int, opened: float | None) -> None:
+        if action == COMMIT:
+            self.committed += 1
+        else:
+            self.aborted += 1
+        if opened is not None:
+            ms = (time.monotonic() - opened) * 1000
+            self.latency_buckets[next((i for i, bound in enumerate(LATENCY_BOUNDS_MS) if ms <= bound),
+                                      len(LATENCY_BOUNDS_MS))] += 1
 
 
 class Participants(Protocol):
@@ -63,16 +89,24 @@ class TxnMeta:
     user, may use or end it."""
     stored: bool = False
     """Whether the store holds its record (one with no participant needs none)."""
+    saving: asyncio.Future[None] | None = None
+    """The log write of its last participants, until it is durable."""
+    opened: float | None = None
+    """time.monotonic() when it was opened (None: opened before a restart)."""
+    opened_at: float = 0.0
+    """Wall-clock seconds when it was opened (0: a record written before magnetar kept it)."""
 
     def encode(self) -> bytes:
         return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
-                           "subscriptions": self.subscriptions, "owner": self.owner}).encode()
+                           "subscriptions": self.subscriptions, "owner": self.owner,
+                           "opened": self.opened_at}).encode()
 
     @classmethod
     def decode(cls, txn: TxnId, raw: bytes) -> TxnMeta:
         data = json.loads(raw)
         return cls(txn, data["status"], float(data["deadline"]), list(data["partitions"]),
-                   [(topic, sub) for topic, sub in data["subscriptions"]], data.get("owner"))
+                   [(topic, sub) for topic, sub in data["subscriptions"]], data.get("owner"),
+                   opened_at=float(data.get("opened", 0.0)))
 
 
 def _not_found(txn: TxnId) -> BrokerServiceError:
@@ -99,29 +133,54 @@ class TransactionCoordinator:
         self._timers: dict[TxnId, asyncio.TimerHandle] = {}
         self._endings: dict[TxnId, asyncio.Task[None]] = {}
         self._prefix = f"{_PREFIX}{coordinator_id}/"
-        self._ended: list[str] = []
+        self.log = shared_log(store)
+        self.stats = CoordinatorStats()
+        self.recovered = (0.0, 0.0)
+        """Wall-clock seconds when recovery started and ended (0: not yet)."""
         self._next_least = 1
         self._reserved_until = 1
+
+    @property
+    def active_count(self) -> int:
+        """Transactions open, or decided and not yet ended on every participant."""
+        return len(self._txns)
+
+    @property
+    def last_id(self) -> int:
+        """The least significant bits of the last transaction id handed out (0: none yet)."""
+        return self._next_least - 1
+
+    def metadata(self, txn: TxnId) -> TxnMeta | None:
+        """A transaction not yet ended on every participant (None: ended or unknown)."""
+        return self._txns.get(txn)
+
+    def unfinished(self) -> list[TxnMeta]:
+        """Every transaction not yet ended on every participant, oldest id first."""
+        return sorted(self._txns.values(), key=lambda meta: meta.txn)
 
     # -- records
     def _key(self, txn: TxnId) -> str:
         return f"{self._prefix}txn/{txn.least:020d}"
 
     def _save(self, meta: TxnMeta) -> None:
-        """One commit of the store (an fsync): the record, and the records of transactions
-        ended since the last one, deleted (a record left by a crash is ended again, which
-        changes nothing)."""
-        ended, self._ended = self._ended, []
-        with self._store.transaction() as writer:
-            writer.put(self._key(meta.txn), meta.encode())
-            for key in ended:
-                writer.delete(key)
+        """The record, durable before this returns (with every write queued: see log.py)."""
+        self.log.write_now(self._key(meta.txn), meta.encode)
         meta.stored = True
 
-    def _decided(self, meta: TxnMeta, status: str) -> None:
+    def _save_later(self, meta: TxnMeta) -> asyncio.Future[None]:
+        """The record, in the log's next group commit, off the loop; done once durable.
+        Records of transactions ended since the last commit are deleted with it (a record
+        left by a crash is ended again, which changes nothing)."""
+        meta.stored = True
+        return self.log.write(self._key(meta.txn), meta.encode)
+
+    def _decided(self, meta: TxnMeta, status: str) -> asyncio.Future[None] | None:
+        """The decision, stored (the future) before any participant hears it; None when
+        the transaction touched nothing (there is nothing to end after a crash)."""
         meta.status = status
-        if meta.partitions or meta.subscriptions:  # else there is nothing to end after a crash
-            self._save(meta)
+        if meta.partitions or meta.subscriptions:
+            return self._save_later(meta)
+        return None
 
     def _next_id(self) -> TxnId:
         """Ids come from blocks reserved in the store, a write per ID_BLOCK transactions: no
@@ -136,6 +195,7 @@ class TransactionCoordinator:
     def recover(self) -> None:
         """Read every unfinished transaction back, on the running loop: open ones get their
         deadline again, decided ones are ended again."""
+        self.recovered = (time.time(), 0.0)
         for key in self._store.list(f"{self._prefix}txn/"):
             raw = self._store.get(key)
             if raw is None:
@@ -147,6 +207,7 @@ class TransactionCoordinator:
                 self._arm(meta)
             else:
                 self._start_ending(meta, COMMIT if meta.status == COMMITTING else ABORT)
+        self.recovered = (self.recovered[0], time.time())
         if self._txns:
             log.info("transaction coordinator %d recovered %d unfinished transactions", self.coordinator_id,
                      len(self._txns))
@@ -158,7 +219,10 @@ class TransactionCoordinator:
                                      f"{len(self._txns)} transactions are open (maxActiveTransactionsPerCoordinator)")
         timeout = min(timeout_seconds or DEFAULT_TIMEOUT_SECONDS, MAX_TIMEOUT_SECONDS)
         txn = self._next_id()
-        meta = TxnMeta(txn, OPEN, time.time() + timeout, owner=owner)  # stored with its first participant
+        now = time.time()
+        meta = TxnMeta(txn, OPEN, now + timeout, owner=owner, opened=time.monotonic(),
+                       opened_at=now)  # stored with its first participant
+        self.stats.created += 1
         self._txns[txn] = meta
         self._arm(meta)
         return txn
@@ -182,21 +246,60 @@ class TransactionCoordinator:
         return meta
 
     def add_partitions(self, txn: TxnId, partitions: list[str], caller: Caller = ANYONE) -> None:
+        """Record the partitions, durably before this returns (a commit on the loop:
+        `register_partitions` is the way that does not wait)."""
         meta = self.open_txn(txn, caller)
-        self._add(meta, meta.partitions, partitions, "partitions")
+        if self._add(meta, meta.partitions, partitions, "partitions") or self._unsaved(meta):
+            self._save(meta)  # the first participant stores the transaction, with its deadline
 
     def add_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]], caller: Caller = ANYONE) -> None:
+        """As add_partitions, for subscriptions (see register_subscriptions)."""
         meta = self.open_txn(txn, caller)
-        self._add(meta, meta.subscriptions, subscriptions, "subscriptions")
+        if self._add(meta, meta.subscriptions, subscriptions, "subscriptions") or self._unsaved(meta):
+            self._save(meta)
 
-    def _add(self, meta: TxnMeta, known: list, names: list, what: str) -> None:
-        """Record the participants not known yet (durably, before the answer leaves)."""
+    @staticmethod
+    def _unsaved(meta: TxnMeta) -> bool:
+        """Participants named already may still be on their way to the disk."""
+        return meta.saving is not None and not meta.saving.done()
+
+    def register_partitions(self, txn: TxnId, partitions: list[str],
+                            caller: Caller = ANYONE) -> asyncio.Future[None] | None:
+        """Record the partitions in the log's next group commit: the future is done once
+        the record naming them is durable (None: it is already)."""
+        meta = self.open_txn(txn, caller)
+        return self._register(meta, meta.partitions, self._add(meta, meta.partitions, partitions, "partitions"))
+
+    def register_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]],
+                               caller: Caller = ANYONE) -> asyncio.Future[None] | None:
+        """As register_partitions, for subscriptions."""
+        meta = self.open_txn(txn, caller)
+        return self._register(meta, meta.subscriptions,
+                              self._add(meta, meta.subscriptions, subscriptions, "subscriptions"))
+
+    def _register(self, meta: TxnMeta, known: list, added: list) -> asyncio.Future[None] | None:
+        if added:
+            saving = meta.saving = self._save_later(meta)
+            saving.add_done_callback(lambda done: self._unless_saved(done, known, added))
+        elif not self._unsaved(meta):
+            meta.saving = None
+        return meta.saving
+
+    @staticmethod
+    def _unless_saved(done: asyncio.Future[None], known: list, added: list) -> None:
+        """A record that could not be written names none of `added`: the next one to name
+        them writes it again."""
+        if done.cancelled() or done.exception() is not None:
+            known[:] = [name for name in known if name not in added]
+
+    @staticmethod
+    def _add(meta: TxnMeta, known: list, names: list, what: str) -> list:
+        """Add the participants not known yet; those it added."""
         new = [name for name in dict.fromkeys(names) if name not in known]
         if len(known) + len(new) > MAX_NAMES_PER_COMMAND:
             raise BrokerServiceError(pb.NotAllowedError, f"a transaction spans at most {MAX_NAMES_PER_COMMAND} {what}")
-        if new:
-            known += new
-            self._save(meta)  # the first participant stores the transaction, with its deadline
+        known += new
+        return new
 
     async def end_txn(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> None:
         """Commit or abort: the decision is stored before any participant hears it, and the
@@ -206,20 +309,31 @@ class TransactionCoordinator:
         meta = self._owned(txn, caller)
         wanted = COMMITTING if action == COMMIT else ABORTING
         if meta.status == OPEN:
-            self._decided(meta, wanted)
             self._disarm(txn)
+            self._start_ending(meta, action, self._decided(meta, wanted))
         elif meta.status != wanted:
             raise BrokerServiceError(pb.InvalidTxnStatus, f"transaction {txn} is already {meta.status}")
-        self._start_ending(meta, action)  # the one under way, or again after one that failed
+        else:
+            self._start_ending(meta, action)  # the one under way, or again after one that failed
         await asyncio.shield(self._endings[txn])
 
     # -- ending
-    def _start_ending(self, meta: TxnMeta, action: int) -> None:
+    def _start_ending(self, meta: TxnMeta, action: int, decided: asyncio.Future[None] | None = None) -> None:
         if meta.txn not in self._endings:
-            task = self._endings[meta.txn] = asyncio.get_running_loop().create_task(self._end(meta, action))
+            task = self._endings[meta.txn] = asyncio.get_running_loop().create_task(self._end(meta, action, decided))
             task.add_done_callback(_retrieve)  # logged in _end; a timeout's ending has no one awaiting it
 
-    async def _end(self, meta: TxnMeta, action: int) -> None:
+    async def _end(self, meta: TxnMeta, action: int, decided: asyncio.Future[None] | None) -> None:
+        if decided is not None:
+            try:
+                await decided  # no participant hears of it before it is durable
+            except Exception:
+                self._endings.pop(meta.txn, None)
+                log.exception("transaction %s: its decision could not be stored; it stays open", meta.txn)
+                meta.status = OPEN  # decided again by a retry, or by its timeout (a second later at the soonest)
+                meta.deadline = max(meta.deadline, time.time() + 1)
+                self._arm(meta)
+                raise
         participants = self._participants
         ends = [participants.end_on_partition(topic, meta.txn, action) for topic in meta.partitions]
         ends += [participants.end_on_subscription(topic, sub, meta.txn, action) for topic, sub in meta.subscriptions]
@@ -231,8 +345,9 @@ class TransactionCoordinator:
         finally:
             self._endings.pop(meta.txn, None)
         if meta.stored:
-            self._ended.append(self._key(meta.txn))  # deleted with the next record written
+            self.log.forget_later(self._key(meta.txn))  # deleted with the next record written
         self._txns.pop(meta.txn, None)
+        self.stats.ended(action, meta.opened)
         log.info("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
 
     # -- timeouts
@@ -250,8 +365,8 @@ class TransactionCoordinator:
         meta = self._txns.get(txn)
         if meta is not None and meta.status == OPEN:
             log.info("transaction %s timed out: aborted", txn)
-            self._decided(meta, ABORTING)
-            self._start_ending(meta, ABORT)
+            self.stats.timed_out += 1
+            self._start_ending(meta, ABORT, self._decided(meta, ABORTING))
 
     def stop(self) -> None:
         for timer in self._timers.values():
@@ -259,3 +374,4 @@ class TransactionCoordinator:
         self._timers.clear()
         for task in self._endings.values():
             task.cancel()
+        self.log.close()

@@ -88,14 +88,15 @@ def _new_txn(cnx: CommandHost, body: pb.CommandNewTxn) -> TxnId:
     return _coordinator(cnx, body.tc_id).new_txn(body.txn_ttl_seconds, cnx.role)
 
 
-def _add_partitions(cnx: CommandHost, body: pb.CommandAddPartitionToTxn) -> None:
+def _add_partitions(cnx: CommandHost, body: pb.CommandAddPartitionToTxn) -> asyncio.Future[None] | None:
+    """Answered once the log's record naming them is durable (a group commit, off the loop)."""
     topics = [str(cnx.service.parse_topic(name)) for name in body.partitions]
-    _coordinator(cnx).add_partitions(txn_id_of(body), topics, _caller(cnx))
+    return _coordinator(cnx).register_partitions(txn_id_of(body), topics, _caller(cnx))
 
 
-def _add_subscriptions(cnx: CommandHost, body: pb.CommandAddSubscriptionToTxn) -> None:
+def _add_subscriptions(cnx: CommandHost, body: pb.CommandAddSubscriptionToTxn) -> asyncio.Future[None] | None:
     subscriptions = [(str(cnx.service.parse_topic(sub.topic)), sub.subscription) for sub in body.subscription]
-    _coordinator(cnx).add_subscriptions(txn_id_of(body), subscriptions, _caller(cnx))
+    return _coordinator(cnx).register_subscriptions(txn_id_of(body), subscriptions, _caller(cnx))
 
 
 def _end_txn(cnx: CommandHost, body: pb.CommandEndTxn) -> asyncio.Future[None]:
@@ -116,9 +117,10 @@ _COMMANDS = {
 def handle_send(cnx: CommandHost, producer: Producer, send: pb.CommandSend, record: Send) -> bool:
     """A SEND naming a transaction: staged to be stored with the rest of the read (True when
     the producer had nothing staged: the connection comes back to it), dispatched once the
-    transaction commits. The message's own metadata must name the same transaction, since
-    dispatch decides by it (a message claiming another transaction's id could otherwise
-    escape its abort)."""
+    transaction commits; stored once the transaction log names the partition (the client's
+    ADD_PARTITION_TO_TXN, or this SEND, registers it). The message's own metadata must name
+    the same transaction, since dispatch decides by it (a message claiming another
+    transaction's id could otherwise escape its abort)."""
     try:
         coordinator = _coordinator(cnx)
         txn = txn_id_of(send)
@@ -131,27 +133,51 @@ def handle_send(cnx: CommandHost, producer: Producer, send: pb.CommandSend, reco
         if txn_id_of(metadata) != txn or not metadata.HasField("txnid_most_bits"):
             raise BrokerServiceError(pb.NotAllowedError,
                                      f"the message's metadata does not name transaction {txn}, which its SEND does")
-        coordinator.add_partitions(txn, [str(producer.topic.name)], _caller(cnx))
+        registering = coordinator.register_partitions(txn, [str(producer.topic.name)], _caller(cnx))
     except BrokerServiceError as exc:
         log.info("%s transactional send refused: %s", cnx, exc.message)
         producer.refuse(send.sequence_id, exc.code, exc.message)
         return False
+    if registering is not None:  # the first SEND of the transaction here (or one close behind it)
+        producer.publish_staged()  # what was staged before it does not wait
+        producer.wait_for(registering, txn)
     return producer.stage_transactional(record, txn)
 
 
 def handle_ack(cnx: CommandHost, consumer: Consumer, ack: pb.CommandAck) -> None:
     """An ACK naming a transaction: its entries are held for it until it ends (the
-    subscription is registered with the transaction here if the client did not)."""
+    subscription is registered with the transaction here if the client did not), answered
+    once the hold and the registration are durable. Both are records of the transaction
+    log, the registration asked for first: after a crash no hold outlives it."""
     refusal: str | None = None
     code = pb.NotAllowedError
+    waits: list[asyncio.Future[None]] = []
     try:
         coordinator = _coordinator(cnx)
         txn = txn_id_of(ack)
         subscription = consumer.subscription
-        coordinator.add_subscriptions(txn, [(str(subscription.topic.name), subscription.name)], _caller(cnx))
-        subscription.acknowledge_in_txn(ack, txn)  # type: ignore[attr-defined]
+        registering = coordinator.register_subscriptions(txn, [(str(subscription.topic.name), subscription.name)],
+                                                         _caller(cnx))
+        holding = subscription.acknowledge_in_txn(ack, txn)  # type: ignore[attr-defined]
+        waits = [wait for wait in (registering, holding) if wait is not None]
     except BrokerServiceError as exc:
         log.info("%s transactional ack refused: %s", cnx, exc.message)
         refusal, code = exc.message, exc.code
-    if ack.HasField("request_id"):
+    if not ack.HasField("request_id"):
+        return
+    if not waits:
         cnx.send(commands.ack_response(ack.consumer_id, ack.request_id, refusal, code))
+        return
+    task = asyncio.get_running_loop().create_task(_ack_answer_later(cnx, ack, waits))
+    _ending.add(task)
+    task.add_done_callback(_ending.discard)
+
+
+async def _ack_answer_later(cnx: CommandHost, ack: pb.CommandAck, waits: list[asyncio.Future[None]]) -> None:
+    try:
+        await asyncio.gather(*waits)
+    except Exception as exc:  # the log could not be written: nothing is held after a restart
+        cnx.send(commands.ack_response(ack.consumer_id, ack.request_id,
+                                       f"could not store the acknowledgement: {exc}", pb.UnknownError))
+    else:
+        cnx.send(commands.ack_response(ack.consumer_id, ack.request_id, None, pb.NotAllowedError))

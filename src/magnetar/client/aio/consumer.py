@@ -281,22 +281,35 @@ class Consumer(Handler, Receiving):
         else:  # an id without its batch's record (deserialized): ack its index alone
             tracker.add(ledger, entry, ack_set_from_indexes([i for i in range(size) if i != index], size))
 
-    async def acknowledge_in_txn(self, message: Any, txn: Transaction) -> None:
-        """Acknowledge `message`'s entry in `txn` (PIP-31): no consumer of the subscription
-        gets it while the transaction is open; a commit acknowledges it, an abort gives it
-        back. TransactionConflict when another open transaction holds it."""
+    async def acknowledge_in_txn(self, message: Any, txn: Transaction, cumulative: bool = False) -> None:
+        """Acknowledge `message` in `txn` (PIP-31): no consumer of the subscription gets it
+        while the transaction is open; a commit acknowledges it, an abort gives it back. A
+        message of a batch is acknowledged alone (an ack_set, as the Java client sends), so
+        other transactions may take the batch's other messages. TransactionConflict when
+        another open transaction holds it."""
         mid = as_message_id(message)
         await txn.register_acked(self.topic, self.subscription)
         conn = self.conn
         if conn is None:
             raise errors.NotConnected(f"consumer on {self.topic} is not connected")
-        await conn.request(lambda request_id: wire_txn.ack(self.consumer_id, request_id, txn.txn_id, mid._l, mid._e))
+        index, size = mid._b, mid._n
+        acked = range(index + 1) if cumulative else (index,)  # cumulative: the batch's messages up to it
+        in_batch = index >= 0 and size > 0
+        ack_set = ack_set_from_indexes([i for i in range(size) if i not in acked], size) if in_batch else None
+        await conn.request(lambda request_id: wire_txn.ack(self.consumer_id, request_id, txn.txn_id, mid._l, mid._e,
+                                                           ack_set, size, cumulative))
 
-    def acknowledge_cumulative(self, message: Any) -> None:
-        """Acknowledge everything up to and including `message` (Exclusive and Failover only)."""
+    def acknowledge_cumulative(self, message: Any, txn: Transaction | None = None) -> asyncio.Future[None] | None:
+        """Acknowledge everything up to and including `message` (Exclusive and Failover only).
+        In a transaction `txn` as `acknowledge` with one: held for it, the future done once
+        the broker holds it."""
         if self._shared:
             raise errors.CumulativeAcknowledgementNotAllowedError(
                 "cumulative acknowledgement is not allowed on Shared and Key_Shared subscriptions")
+        if txn is not None:
+            done = asyncio.ensure_future(self.acknowledge_in_txn(message, txn, cumulative=True))
+            txn.track(done)
+            return done
         mid = as_message_id(message)
         if self._threaded:
             self._loop.call_soon_threadsafe(self._ack_cumulative, mid)

@@ -47,8 +47,8 @@ log = logging.getLogger(__name__)
 SendCallback = Callable[[Result, MessageId | None], None]
 
 
-def _complete(callback: SendCallback | None, sent: asyncio.Task[MessageId]) -> None:
-    """The callback of a transactional send_async, from the task that sent it."""
+def _complete(callback: SendCallback | None, sent: asyncio.Future[MessageId]) -> None:
+    """The callback of a transactional send_async, from the future its transaction waits on."""
     if sent.cancelled():
         fail(callback, errors.AlreadyClosed("the send was cancelled"))
     elif isinstance(exc := sent.exception(), errors.PulsarException):
@@ -102,6 +102,8 @@ class Producer(Handler):
         container = KeyBasedContainer if config.batching_type == BatchingType.KeyBased else BatchContainer
         self._container = container(config.batching_max_messages, config.batching_max_allowed_size_in_bytes,
                                     config.batched_filter_properties)
+        self._container_txn: tuple[int, int] | None = None
+        """The transaction of the messages in the batch container (None: none's)."""
         self._batch_timer: asyncio.TimerHandle | None = None
         self._batch_delay = config.batching_max_publish_delay_ms / 1000
         self._compression = int(config.compression_type)
@@ -205,19 +207,24 @@ class Producer(Handler):
         if self.closed:
             fail(callback, errors.AlreadyClosed(f"producer on {self.topic} is closed"))
             return
-        if txn is not None:
-            sent = self._loop.create_task(self.send_encoded(
-                content, properties, partition_key, ordering_key, sequence_id, replication_clusters,
-                disable_replication, event_timestamp, deliver_at, deliver_after, partition_key_b64_encoded,
-                null_partition_key, txn=txn))
-            sent.add_done_callback(lambda done: _complete(callback, done))
-            return
         if self._pending_messages >= self.config.max_pending_messages > 0 and not self.config.block_if_queue_full:
             fail(callback, errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}"))
             return
-        self._enqueue(self._message(content, callback, properties, partition_key, ordering_key, sequence_id,
-                                    replication_clusters, disable_replication, event_timestamp, deliver_at,
-                                    deliver_after, partition_key_b64_encoded, null_partition_key))
+        completion: Completion = callback
+        if txn is not None:
+            try:
+                txn.register_produced(self)
+            except errors.PulsarException as exc:
+                fail(callback, exc)
+                return
+            completion = self._loop.create_future()
+            completion.add_done_callback(lambda done: _complete(callback, done))
+            txn.track(completion)
+        message = self._message(content, completion, properties, partition_key, ordering_key, sequence_id,
+                                replication_clusters, disable_replication, event_timestamp, deliver_at,
+                                deliver_after, partition_key_b64_encoded, null_partition_key)
+        message.txn = None if txn is None else txn.txn_id
+        self._enqueue(message)
 
     async def send(self, content: Any, **options: Any) -> MessageId:
         """Send and wait for the broker's receipt; `options` as `send_encoded` takes them.
@@ -238,12 +245,14 @@ class Producer(Handler):
                            partition_key_b64_encoded: bool = False, null_partition_key: bool = False,
                            txn: Transaction | None = None) -> MessageId:
         """`send` of a value already encoded (see `send_encoded_async` for the key options).
-        With `txn`, the message is part of that transaction: registered with it first, sent
-        on its own (never batched with messages outside it), visible once it commits."""
+        With `txn`, the message is part of that transaction, visible once it commits: batched
+        with the transaction's other messages only (the batch is cut when the transaction
+        commits or aborts), and the partition is registered with it (ADD_PARTITION_TO_TXN)
+        without holding the message back for the answer (see Transaction.register_produced)."""
         if self.closed:
             raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
         if txn is not None:
-            await txn.register_produced(self.topic)
+            txn.register_produced(self)
         while self._pending_messages >= self.config.max_pending_messages > 0:
             if not self.config.block_if_queue_full:
                 raise errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}")
@@ -253,14 +262,10 @@ class Producer(Handler):
         message = self._message(content, future, properties, partition_key, ordering_key, sequence_id,
                                 replication_clusters, disable_replication, event_timestamp, deliver_at,
                                 deliver_after, partition_key_b64_encoded, null_partition_key)
-        if txn is None:
-            self._enqueue(message)
-        else:
+        if txn is not None:
+            message.txn = txn.txn_id
             txn.track(future)
-            self._pending_messages += 1
-            if self._batching and len(self._container):
-                self._flush_container()
-            self._send_single(message, txn.txn_id)
+        self._enqueue(message)
         return await future
 
     def _message(self, content: bytes | None, completion: Completion, properties: Mapping[str, str] | None,
@@ -285,6 +290,10 @@ class Producer(Handler):
         self._pending_messages += 1
         if self._batching and message.deliver_at is None and not message.replicate_to:
             container = self._container
+            if message.txn != self._container_txn:  # a batch holds one transaction's messages (or none's)
+                if len(container):
+                    self._flush_container()
+                self._container_txn = message.txn
             was_empty = not len(container)
             batches = container.add(message)
             for batch in batches:
@@ -376,15 +385,16 @@ class Producer(Handler):
             exc = errors.MessageTooBig(f"a batch of {len(entry)} bytes exceeds the broker's limit")
             self._fail_messages(messages, exc)
             return
-        self._add_op(OpSend(messages[0].sequence_id, messages[-1].sequence_id, entry,
-                             [m.completion for m in messages], len(messages)))
+        op = OpSend(messages[0].sequence_id, messages[-1].sequence_id, entry, [m.completion for m in messages],
+                    len(messages))
+        op.txn = messages[0].txn
+        self._add_op(op)
 
-    def _send_single(self, message: PendingMessage, txn: tuple[int, int] | None = None) -> None:
+    def _send_single(self, message: PendingMessage) -> None:
         metadata, payload = single_metadata(message, producer_name=self._name or "",
                                             publish_time=self._publish_time(), compression=self._compression,
                                             schema_version=self._schema_version)
-        if txn is not None:
-            metadata.txnid_most_bits, metadata.txnid_least_bits = txn
+        txn = message.txn
         limit = self._max_message_size()
         sealer = self._sealer
         if len(payload) + metadata.ByteSize() + 16 + (0 if sealer is None else sealer.overhead()) <= limit:

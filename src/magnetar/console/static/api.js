@@ -44,11 +44,14 @@ async function reason(response) {
   }
 }
 
-export async function request(url, method = "GET") {
+/** One admin API call; `body`, when given, is sent as JSON (a policy's value, a message id). */
+export async function request(url, method = "GET", body = undefined) {
   const headers = {};
   const token = sessionStorage.getItem(TOKEN);
   if (token !== null) headers.Authorization = `Bearer ${token}`;
-  const response = await fetch(url, { method, headers, cache: "no-store", credentials: "omit" });
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const response = await fetch(url, { method, headers, cache: "no-store", credentials: "omit",
+    body: body === undefined ? undefined : JSON.stringify(body) });
   if (response.status === 401) throw new AuthRequired(await reason(response));
   if (!response.ok) throw new ApiError(response.status, await reason(response));
   return response;
@@ -97,6 +100,21 @@ export function metricSums(exposition) {
     sums.set(name, (sums.get(name) ?? 0) + value);
   }
   return sums;
+}
+
+/** The samples of `name` in /metrics' text: [{labels: {name: value}, value}] (other metrics skipped unparsed). */
+export function metricSamples(exposition, name) {
+  const samples = [];
+  for (const line of exposition.split("\n")) {
+    if (!line.startsWith(`${name}{`)) continue;
+    const end = line.lastIndexOf("}");
+    const labels = {};
+    for (const [, key, value] of line.slice(name.length + 1, end).matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) {
+      labels[key] = value.replace(/\\(.)/g, (_, char) => (char === "n" ? "\n" : char));
+    }
+    samples.push({ labels, value: Number(line.slice(end + 1).trim()) });
+  }
+  return samples;
 }
 
 /** Each tenant's namespaces, each namespace's topics (persistent and not); null when the role may not list tenants. */

@@ -3,6 +3,7 @@
 
 import { AuthRequired, signIn, signOut, signedIn, takeReceived } from "./api.js";
 import { el, link } from "./dom.js";
+import { functionList, functionView } from "./functions.js";
 import { messages } from "./messages.js";
 import { topic } from "./topic.js";
 import { namespaces, overview, tenants, topics } from "./views.js";
@@ -14,7 +15,8 @@ const REFRESH_MS = 3000;
  * BYTES_PER_MS), so the pace does not depend on how loaded the browser's machine is. */
 const SHARE = 50;
 const BYTES_PER_MS = 30_000;
-const VIEWS = { "": overview, tenants, tenant: namespaces, namespace: topics, topic, messages };
+const VIEWS = { "": overview, tenants, tenant: namespaces, namespace: topics, topic, messages, functions: functionList,
+  function: functionView };
 const main = document.getElementById("view");
 const status = document.getElementById("status");
 const signInForm = document.getElementById("sign-in");
@@ -36,7 +38,9 @@ function parts() {
 
 function breadcrumbs([view, ...params]) {
   const trail = [link("Overview", "")];
-  if (view !== "") trail.push(link("Tenants", "tenants"));
+  if (view === "functions" || view === "function") trail.push(link("Functions", "functions"));
+  else if (view !== "") trail.push(link("Tenants", "tenants"));
+  if (view === "function") params = [null]; // the title names it
   const [domain, tenant, namespace, name] = view === "topic" || view === "messages" ? params : [null, ...params];
   if (view !== "tenants" && tenant) trail.push(link(tenant, "tenant", tenant));
   if (namespace) trail.push(link(namespace, "namespace", tenant, namespace));

@@ -59,3 +59,9 @@ export function rate(value, unit = "msg/s") {
 export function count(value) {
   return (Number(value) || 0).toLocaleString("en");
 }
+
+/** `node`'s children replaced by `children`, those left out (null, undefined, false) skipped:
+ * replaceChildren itself would show them as the words "null" and "undefined". */
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((child) => child !== null && child !== undefined && child !== false));
+}

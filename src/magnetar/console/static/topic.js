@@ -2,8 +2,10 @@
 // subscriptions, so they are listed here too) and consumers; a partitioned topic lists its
 // partitions with their figures summed.
 
-import { json, path, request } from "./api.js";
-import { bytes, count, el, facts, link, rate, table } from "./dom.js";
+import { json, optionalJson, path, request } from "./api.js";
+import { bytes, count, el, facts, fill, hashOf, link, rate, table } from "./dom.js";
+import { policyPanel } from "./policies.js";
+import { schemas } from "./schemas.js";
 
 function topicPath(domain, tenant, namespace, topic, ...rest) {
   return path(`admin/v2/${domain === "non-persistent" ? "non-persistent" : "persistent"}`, tenant, namespace, topic,
@@ -23,38 +25,58 @@ function producers(stats) {
     p.producerName, p.address ?? "", p.accessMode ?? "", rate(p.msgRateIn)]), "no producers");
 }
 
-/** A subscription's actions, each an admin API call after the user confirms it; `done` redraws. */
-function actions(subscriptionUrl, name, done) {
+/** A message id typed as `ledger:entry` (as the message browser shows it; a batch index after it is
+ * ignored: a reset goes to the entry) as Pulsar's MessageIdImpl JSON; null when it is not one. */
+export function messageId(typed) {
+  const found = /^\s*(\d+):(\d+)(?::\d+)?\s*$/.exec(typed ?? "");
+  return found === null ? null : { ledgerId: Number(found[1]), entryId: Number(found[2]) };
+}
+
+/** A subscription's actions, each an admin API call after the user confirms it; `done` redraws.
+ * `ask` gets what the call needs (a prompt, a look-up) and answers the call or null (cancelled). */
+function actions(subscriptionUrl, indexUrl, name, done) {
   const act = (label, question, ask) => el("button", { type: "button", onclick: async () => {
-    const suffix = ask();
-    if (suffix === null || !window.confirm(question())) return;
     try {
-      await request(subscriptionUrl(name, ...suffix), "POST");
+      const call = await ask();
+      if (call === null || !window.confirm(question(call))) return;
+      await request(subscriptionUrl(name, ...call.path), call.method ?? "POST", call.body);
       done(null);
     } catch (error) {
       done(error);
     }
   } }, label);
-  let skipped = null;
-  let minutes = null;
+  const asked = (question, fallback) => window.prompt(question, fallback) ?? "";
   return el("span", { class: "actions" },
-    act("Clear backlog", () => `Acknowledge every message of subscription ${name}?`, () => ["skip_all"]),
-    act("Skip…", () => `Acknowledge the next ${skipped} messages of subscription ${name}?`, () => {
-      skipped = Number.parseInt(window.prompt(`Skip how many messages of subscription ${name}?`, "1") ?? "", 10);
-      return skipped > 0 ? ["skip", String(skipped)] : null;
+    act("Clear backlog", () => `Acknowledge every message of subscription ${name}?`, () => ({ path: ["skip_all"] })),
+    act("Skip…", (call) => `Acknowledge the next ${call.path[1]} messages of subscription ${name}?`, () => {
+      const skipped = Number.parseInt(asked(`Skip how many messages of subscription ${name}?`, "1"), 10);
+      return skipped > 0 ? { path: ["skip", String(skipped)] } : null;
     }),
-    act("Reset…", () => `Move subscription ${name} back to what was published in the last ${minutes} minutes?`, () => {
-      minutes = Number.parseFloat(window.prompt(`Reset subscription ${name} to how many minutes ago?`, "60") ?? "");
-      return minutes >= 0 ? ["resetcursor", String(Math.round(Date.now() - minutes * 60_000))] : null;
-    }));
+    act("Reset…", (call) => `Move subscription ${name} back to what was published in the last ${call.minutes} minutes?`, () => {
+      const minutes = Number.parseFloat(asked(`Reset subscription ${name} to how many minutes ago?`, "60"));
+      return minutes >= 0 ? { minutes, path: ["resetcursor", String(Math.round(Date.now() - minutes * 60_000))] } : null;
+    }),
+    act("Reset to id…", (call) => `Move subscription ${name} to message ${call.body.ledgerId}:${call.body.entryId}?`, () => {
+      const body = messageId(asked(`Reset subscription ${name} to which message id (ledger:entry)?`, ""));
+      return body === null ? null : { path: ["resetcursor"], body };
+    }),
+    indexUrl === null ? null : act("Reset to index…",
+      (call) => `Move subscription ${name} to index ${call.index} (message ${call.body.ledgerId}:${call.body.entryId})?`,
+      async () => {
+        const index = asked(`Reset subscription ${name} to which PIP-70 index?`, "0").trim();
+        if (!/^\d+$/.test(index)) return null;
+        const found = await json(`${indexUrl}?index=${index}`);
+        return { index, path: ["resetcursor"], body: { ledgerId: found.ledgerId, entryId: found.entryId } };
+      }),
+    act("Delete…", () => `Delete subscription ${name} and its backlog?`, () => ({ path: [], method: "DELETE" })));
 }
 
-function subscriptions(stats, subscriptionUrl, done) {
+function subscriptions(stats, subscriptionUrl, indexUrl, done) {
   const entries = Object.entries(stats.subscriptions ?? {}).sort(([a], [b]) => a.localeCompare(b));
   return [
     table(["Subscription", "Type", "Backlog", "Unacked", "Rate out", "Consumers", "Actions"], entries.map(([name, s]) => [
       name, s.type ?? "", count(s.msgBacklog), count(s.unackedMessages), rate(s.msgRateOut),
-      count((s.consumers ?? []).length), subscriptionUrl === null ? "" : actions(subscriptionUrl, name, done)]),
+      count((s.consumers ?? []).length), subscriptionUrl === null ? "" : actions(subscriptionUrl, indexUrl, name, done)]),
     "no subscriptions"),
     el("h3", {}, "Consumers"),
     table(["Subscription", "Consumer", "Address", "Rate out", "Unacked"], entries.flatMap(([name, s]) =>
@@ -63,33 +85,62 @@ function subscriptions(stats, subscriptionUrl, done) {
   ];
 }
 
+/** Compaction's state as Pulsar's LongRunningProcessStatus says it, with its last error. */
+function compaction(status) {
+  if (status === null) return "(not allowed to read)";
+  return status.lastError ? `${status.status}: ${status.lastError}` : status.status;
+}
+
 export function topic([domain, tenant, namespace, name]) {
   const body = el("div");
   const outcome = el("p", { class: "outcome", role: "status" });
-  const subscriptionUrl = domain === "persistent"
-    ? (subscription, ...rest) => topicPath(domain, tenant, namespace, name, "subscription", subscription, ...rest)
-    : null;
+  const url = (...rest) => topicPath(domain, tenant, namespace, name, ...rest);
+  const persistent = domain === "persistent";
+  const subscriptionUrl = persistent ? (subscription, ...rest) => url("subscription", subscription, ...rest) : null;
+  const indexUrl = persistent ? url("getMessageIdByIndex") : null;
+  const full = `${domain}://${tenant}/${namespace}/${name}`;
+  const policies = persistent ? policyPanel(url(), { isTopic: true, what: full }) : null;
+  const schema = persistent ? schemas(tenant, namespace, name) : null;
+  let partitioned = false;
+  let reads = 0; // a refresh an action started may overtake the periodic one: the later read is drawn
   const done = (error) => {
     outcome.textContent = error === null ? "done" : `refused: ${error.message}`;
     refresh().catch((failure) => { outcome.textContent = `error: ${failure.message}`; });
   };
+  const remove = el("button", { type: "button", class: "danger", onclick: async () => {
+    if (!window.confirm(`Delete topic ${full} and all its messages?`)) return;
+    try {
+      await request(partitioned ? url("partitions") : url(), "DELETE");
+      location.hash = hashOf("namespace", tenant, namespace);
+    } catch (error) {
+      outcome.textContent = `refused: ${error.message}`;
+    }
+  } }, "Delete topic…");
+
   async function refresh() {
-    const { partitions } = await json(topicPath(domain, tenant, namespace, name, "partitions"));
-    if (partitions > 0) {
-      const stats = await json(topicPath(domain, tenant, namespace, name, "partitioned-stats"));
+    const mine = ++reads;
+    const { partitions } = await json(url("partitions"));
+    partitioned = partitions > 0;
+    if (partitioned) {
+      const stats = await json(url("partitioned-stats"));
+      if (mine !== reads) return;
       body.replaceChildren(facts([["Partitions", count(partitions)], ...traffic(stats)]),
         el("h2", {}, "Partitions"),
         table(["Partition"], Array.from({ length: partitions }, (_, i) => [
           link(`${name}-partition-${i}`, "topic", domain, tenant, namespace, `${name}-partition-${i}`)])),
         el("h2", {}, "Producers"), producers(stats));
-      return;
+    } else {
+      const [stats, compacted] = await Promise.all([json(url("stats")), persistent ? optionalJson(url("compaction")) : null]);
+      if (mine !== reads) return;
+      fill(body,
+        facts([...traffic(stats), ["Storage", bytes(stats.storageSize ?? 0)], ["Backlog", bytes(stats.backlogSize ?? 0)],
+          ...(persistent ? [["Compaction", compaction(compacted)]] : [])]),
+        persistent ? el("p", {}, link("Browse messages", "messages", domain, tenant, namespace, name)) : null,
+        el("h2", {}, "Producers"), producers(stats),
+        el("h2", {}, "Subscriptions"), ...subscriptions(stats, subscriptionUrl, indexUrl, done));
     }
-    const stats = await json(topicPath(domain, tenant, namespace, name, "stats"));
-    body.replaceChildren(
-      facts([...traffic(stats), ["Storage", bytes(stats.storageSize ?? 0)], ["Backlog", bytes(stats.backlogSize ?? 0)]]),
-      domain === "persistent" ? el("p", {}, link("Browse messages", "messages", domain, tenant, namespace, name)) : null,
-      el("h2", {}, "Producers"), producers(stats),
-      el("h2", {}, "Subscriptions"), ...subscriptions(stats, subscriptionUrl, done));
+    await Promise.all([policies?.refresh(), schema?.refresh()]);
   }
-  return { title: `Topic ${domain}://${tenant}/${namespace}/${name}`, node: el("div", {}, outcome, body), refresh };
+  return { title: `Topic ${full}`, node: el("div", {}, outcome, body, schema?.node, policies?.node,
+    el("p", { class: "actions" }, remove)), refresh };
 }

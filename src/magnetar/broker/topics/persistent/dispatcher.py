@@ -30,7 +30,7 @@ from magnetar.broker.topics.persistent.filter_gate import judge
 from magnetar.storage import CorruptEntryError, Position
 from magnetar.wire.entry import validate_publishable
 from magnetar.wire.errors import WireError
-from magnetar.wire.message_id import unacked_indexes
+from magnetar.wire.message_id import ack_set_from_indexes, unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -139,7 +139,8 @@ class Dispatcher:
     def _entry(self, position: Position, data: bytes | None) -> DispatchEntry | None:
         """What dispatch needs of an entry; None for one no consumer could read (unparseable
         metadata, a batch count its payload cannot hold, a corrupt record), which the
-        subscription skips rather than let it stall every later message."""
+        subscription skips rather than let it stall every later message, and for a batch
+        whose every message is acknowledged or held by open transactions."""
         sub = self.subscription
         if data is None:
             sub.skip_unreadable(position, "its stored record fails its checksum")
@@ -152,6 +153,12 @@ class Dispatcher:
         count = metadata.num_messages_in_batch if metadata is not None and metadata.HasField(
             "num_messages_in_batch") else 1
         ack_set = sub.cursor.get_batch_deleted_indexes(position) or []
+        pending = sub.pending_acks
+        if pending is not None and position in pending.indexes:  # messages open transactions acknowledged
+            left = set(unacked_indexes(ack_set, count) if ack_set else range(count)) - pending.held_indexes(position)
+            if not left:
+                return None
+            ack_set = ack_set_from_indexes(sorted(left), count)
         if ack_set:
             count = len(unacked_indexes(ack_set, count)) or count
         return DispatchEntry(position, data, metadata, count, sub.redelivery_counts.get(position, 0), list(ack_set))

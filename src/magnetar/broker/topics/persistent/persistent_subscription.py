@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from typing import TYPE_CHECKING
@@ -17,7 +18,9 @@ from magnetar.broker.topics.persistent.shared_dispatcher import MultipleConsumer
 from magnetar.broker.topics.persistent.single_active_dispatcher import SingleActiveConsumerDispatcher
 from magnetar.broker.topics.positions import position_of
 from magnetar.storage import ManagedCursor, Position
-from magnetar.wire.message_id import unacked_indexes
+from magnetar.wire.entry import parse_message_metadata
+from magnetar.wire.errors import WireError
+from magnetar.wire.message_id import ack_set_from_indexes, unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -31,6 +34,8 @@ __all__ = ["SUB_TYPE_NAMES", "PersistentSubscription"]
 _SUB_TYPES = {name: number for number, name in SUB_TYPE_NAMES.items()}
 #: Cursor property remembering the subscription's type while no consumer is connected.
 SUB_TYPE_PROPERTY = "#magnetar.subscription.type"
+#: Entries one cumulative ACK in a transaction may cover (each is held, and written, until it ends).
+MAX_CUMULATIVE_IN_TXN = 10_000
 
 
 class PersistentSubscription(AbstractSubscription):
@@ -134,6 +139,9 @@ class PersistentSubscription(AbstractSubscription):
                 left = self.cursor.intersect_batch_deleted_indexes(position, list(mid.ack_set))
                 if self._partial(mid, left):
                     continue
+            if self.pending_acks is not None and position in self.pending_acks.indexes:
+                self._ack_all_but_held(position)
+                continue
             whole.append(position)
         if whole:
             self.cursor.delete(whole)
@@ -141,28 +149,90 @@ class PersistentSubscription(AbstractSubscription):
         return self._refusal(refused)
 
     # -- acknowledgements in transactions (PIP-31)
-    def acknowledge_in_txn(self, ack: pb.CommandAck, txn: TxnId) -> None:
-        """Hold the ACK's entries for `txn` (whole entries: a batch is held as one): no consumer
-        gets them meanwhile, and the cursor moves only if the transaction commits."""
-        if ack.ack_type == pb.CommandAck.Cumulative:
-            raise BrokerServiceError(pb.NotAllowedError, "cumulative acknowledgements in a transaction are not "
-                                     "supported by magnetar yet: acknowledge each message")
+    def _ack_all_but_held(self, position: Position) -> None:
+        """A batch some of whose messages open transactions hold, acknowledged whole outside
+        them (a client that took the held ones, masked in its ack_set, for acknowledged):
+        the held ones stay, for their transactions to acknowledge or give back."""
+        assert self.pending_acks is not None
+        held = self.pending_acks.held_indexes(position)
+        self.cursor.set_batch_deleted_indexes(position, ack_set_from_indexes(sorted(held), self._batch_size(position)))
+        self._forget([position])  # out of the consumer's hands: an abort delivers the held ones again
+
+    def acknowledge_in_txn(self, ack: pb.CommandAck, txn: TxnId) -> asyncio.Future[None] | None:
+        """Hold the ACK's entries for `txn`, or with an ack_set the batch's messages it names:
+        no consumer gets them meanwhile, and the cursor moves only if the transaction commits.
+        Held at once; the future is done once the hold is durable (None: it is already)."""
         if not self.durable:
             raise BrokerServiceError(pb.NotAllowedError, "a reader cannot acknowledge in a transaction")
-        positions = [position_of(mid) for mid in ack.message_id]
-        ledger = self.topic.ledger
-        for position in positions:
-            if not ledger.has_entry(position):
+        whole: list[Position] = []
+        parts: list[tuple[Position, frozenset[int]]] = []
+        if ack.ack_type == pb.CommandAck.Cumulative:
+            whole = self._cumulative_in_txn(ack)
+        for mid in ack.message_id:
+            position = position_of(mid)
+            if not self.topic.ledger.has_entry(position):
                 raise BrokerServiceError(pb.NotAllowedError, self._refusal([position]) or "")
             if self.cursor.is_acknowledged(position):
                 raise BrokerServiceError(pb.TransactionConflict, f"{position} is acknowledged already")
+            indexes = self._acked_indexes(position, list(mid.ack_set)) if mid.ack_set else None
+            if indexes is None:
+                whole.append(position)
+            else:
+                parts.append((position, indexes))
+        pending = self._pending_acks()
+        held = pending.hold(txn, whole)
+        for position, indexes in parts:
+            pending.hold_indexes(txn, position, indexes)
+        if held and self.dispatcher is not None:
+            self.dispatcher.acknowledged(held)  # the consumer is done with them; nobody else gets them
+        return pending.saving(txn)
+
+    def _cumulative_in_txn(self, ack: pb.CommandAck) -> list[Position]:
+        """The entries before a cumulative ACK's message not acknowledged yet, held whole by
+        the transaction (the message itself is held as an individual ACK of it would be:
+        with its ack_set, the batch's messages up to it)."""
+        if self.sub_type in (Sub.Shared, Sub.Key_Shared) or len(ack.message_id) != 1:
+            raise BrokerServiceError(pb.NotAllowedError, "a cumulative acknowledgement names one message, on an "
+                                     "Exclusive or Failover subscription")
+        named = position_of(ack.message_id[0])
+        before = []
+        for position in self.cursor.iter_unacked():
+            if position >= named:
+                break
+            if len(before) >= MAX_CUMULATIVE_IN_TXN:
+                raise BrokerServiceError(pb.NotAllowedError, f"a cumulative acknowledgement in a transaction covers "
+                                         f"at most {MAX_CUMULATIVE_IN_TXN} entries: acknowledge more often")
+            before.append(position)
+        return before
+
+    def _pending_acks(self) -> PendingAcks:
         if self.pending_acks is None:
             from magnetar.broker.transactions.pending_ack import PendingAcks  # noqa: PLC0415 (the first one)
 
-            self.pending_acks = PendingAcks(self.topic.context.metadata, ledger.name, self.name)
-        held = self.pending_acks.hold(txn, positions)
-        if held and self.dispatcher is not None:
-            self.dispatcher.acknowledged(held)  # the consumer is done with them; nobody else gets them
+            self.pending_acks = PendingAcks(self.topic.context.metadata, self.topic.ledger.name, self.name)
+        return self.pending_acks
+
+    def _batch_size(self, position: Position) -> int:
+        """Messages in the entry (1 unless it is a batch), from its stored metadata."""
+        try:
+            metadata = parse_message_metadata(self.topic.ledger.read_entry(position))
+        except WireError as exc:
+            raise BrokerServiceError(pb.NotAllowedError, f"{position}: {exc}") from exc
+        return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+
+    def _acked_indexes(self, position: Position, ack_set: list[int]) -> frozenset[int] | None:
+        """The batch indexes an ack_set acknowledges (its cleared bits), none of them acked
+        already; None when it covers the whole entry."""
+        size = self._batch_size(position)
+        if len(ack_set) > (size + 63) // 64:
+            raise BrokerServiceError(pb.NotAllowedError, f"an ack_set of {len(ack_set)} words for a batch of {size}")
+        acked = frozenset(range(size)) - frozenset(unacked_indexes(ack_set, size))
+        if not acked:
+            raise BrokerServiceError(pb.NotAllowedError, f"the ack_set of {position} acknowledges no message")
+        stored = self.cursor.get_batch_deleted_indexes(position)
+        if stored is not None and acked - frozenset(unacked_indexes(stored, size)) != frozenset():
+            raise BrokerServiceError(pb.TransactionConflict, f"messages of {position} are acknowledged already")
+        return None if len(acked) == size else acked
 
     def end_txn_acks(self, txn: TxnId, commit: bool) -> None:
         """The transaction ended: what it held is acknowledged (stored before its record
@@ -171,13 +241,35 @@ class PersistentSubscription(AbstractSubscription):
         if pending is None:
             return
         held = pending.release(txn)
+        if commit:
+            pending.committed_count += 1
+        else:
+            pending.aborted_count += 1
+        positions = list(held)
         if held and commit:
-            self.cursor.delete(held)
+            done = [position for position, indexes in held.items()
+                    if indexes is None or self._ack_indexes(position, indexes)]
+            self.cursor.delete(done)
             self.cursor.flush()
-            self._forget(held)
+            self._forget(done)
         elif held and self.dispatcher is not None:
-            self.dispatcher.requeue(held)
+            dispatcher = self.dispatcher
+            with_consumers = [(dispatcher.outstanding[p], p) for p in positions if p in dispatcher.outstanding]
+            dispatcher.requeue(positions)
+            for consumer, position in with_consumers:  # a batch its consumer holds the rest of: sent again
+                self.redeliver(consumer, [position])
         pending.forget(txn)
+
+    def _ack_indexes(self, position: Position, indexes: frozenset[int]) -> bool:
+        """Acknowledge some messages of a batch in the cursor; True when none is left (the
+        entry is then deleted whole)."""
+        size = self._batch_size(position)
+        stored = self.cursor.get_batch_deleted_indexes(position)
+        left = (frozenset(range(size)) if stored is None else frozenset(unacked_indexes(stored, size))) - indexes
+        if not left:
+            return True
+        self.cursor.set_batch_deleted_indexes(position, ack_set_from_indexes(sorted(left), size))
+        return False
 
     def _before_first(self, position: Position) -> bool:
         """Older than every entry the topic has: acknowledged already, by definition."""

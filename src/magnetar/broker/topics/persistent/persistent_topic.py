@@ -24,7 +24,7 @@ from magnetar.broker.topics.persistent.persistent_subscription import Persistent
 from magnetar.broker.topics.positions import position_of
 from magnetar.broker.topics.replicators import TopicReplicator, has_replicator_prefix
 from magnetar.broker.transactions import TRANSACTIONS_PROPERTY
-from magnetar.storage import ManagedLedger, Position, StorageFullError, WriteFailedError
+from magnetar.storage import ManagedLedger, MetadataStore, Position, StorageFullError, WriteFailedError
 from magnetar.storage.message_finder import find_first_at_or_after
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
@@ -89,7 +89,7 @@ class PersistentTopic(AbstractTopic):
         if ledger.get_property(TRANSACTIONS_PROPERTY) is not None:
             from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
 
-            self._use_transaction_buffer(TransactionBuffer.load(ledger))
+            self._use_transaction_buffer(TransactionBuffer.load(ledger, *self._buffer_snapshots()))
 
     # -- publishing
     def publish_many(self, entries: list[bytes], counts: list[int], batch_size: int,
@@ -135,9 +135,15 @@ class PersistentTopic(AbstractTopic):
             from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
 
             self.ledger.set_property(TRANSACTIONS_PROPERTY, "1")  # before the entry: a restart rebuilds the buffer
-            buffer = self._use_transaction_buffer(TransactionBuffer(self.ledger))
+            buffer = self._use_transaction_buffer(TransactionBuffer(self.ledger, *self._buffer_snapshots()))
         positions = self._append(entries, counts, batch_size, callback)
         buffer.appended(txn, positions[0])
+
+    def _buffer_snapshots(self) -> tuple[MetadataStore, int, int]:
+        """Where the transaction buffer's snapshots go, and how often (broker.conf's keys)."""
+        config = self.context.config
+        return (self.context.metadata, config.transactionBufferSnapshotMaxTransactionCount,
+                config.transactionBufferSnapshotMinTimeInMillis)
 
     def _use_transaction_buffer(self, buffer: TransactionBuffer) -> TransactionBuffer:
         """Dispatch reads through it from now on, and so does the built-in compaction (a
@@ -158,11 +164,11 @@ class PersistentTopic(AbstractTopic):
             done.set_result(None)
             return done
 
-        def stored(_positions: list[Position] | None, exc: BaseException | None) -> None:
+        def stored(positions: list[Position] | None, exc: BaseException | None) -> None:
             if exc is not None:
                 done.set_exception(exc)
                 return
-            buffer.ended(txn, action)
+            buffer.ended(txn, action, positions[0] if positions else None)
             done.set_result(None)
 
         marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn)

@@ -1,0 +1,114 @@
+"""Issue 47's figure: Kafka transactional produce beside plain Kafka produce, in one run.
+
+    .venv/bin/python benchmarks/kafka_txn_bench.py [--messages 20000] [--rounds 3] [--per-txn 100]
+
+One `magnetar standalone --kafka 0 -c transactionCoordinatorEnabled=true` with its defaults
+(answers after the group's fsync). confluent-kafka (librdkafka) producers, 100-byte values,
+linger.ms=5, acks=all, one partition per run: plain (idempotence off, librdkafka's default),
+idempotent, and transactional with `--per-txn` records a transaction (begin, produce,
+commit_transaction, which flushes). Rounds alternate the three, so a load change hits all
+alike. Each run is checked: a read_committed consumer reads back exactly the records sent.
+
+Prints ONE JSON object: per run msg/s, the median per kind, transactional / plain and
+transactional / idempotent, and the machine's load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from _broker_process import PAYLOAD, Standalone
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+KAFKA_READY = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+)")
+_BASE = {"linger.ms": 5, "acks": "all", "queue.buffering.max.messages": 1_000_000}
+
+
+def _send(producer: Producer, topic: str, count: int) -> None:
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, PAYLOAD)
+                break
+            except BufferError:
+                producer.poll(0.001)
+
+
+def plain(bootstrap: str, topic: str, count: int, per_txn: int, *, idempotent: bool) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": idempotent, **_BASE})
+    producer.list_topics(topic, timeout=30)  # the topic exists before the clock starts
+    started = time.perf_counter()
+    _send(producer, topic, count)
+    if producer.flush(600):
+        raise SystemExit(f"{topic}: records left unsent")
+    return count / (time.perf_counter() - started)
+
+
+def transactional(bootstrap: str, topic: str, count: int, per_txn: int) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}", **_BASE})
+    producer.init_transactions(30)
+    producer.list_topics(topic, timeout=30)
+    started = time.perf_counter()
+    for first in range(0, count, per_txn):
+        producer.begin_transaction()
+        _send(producer, topic, min(per_txn, count - first))
+        producer.commit_transaction(60)
+    return count / (time.perf_counter() - started)
+
+
+def check(bootstrap: str, topic: str, count: int) -> None:
+    """A read_committed consumer gets exactly `count` records (markers are not records)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = 0, time.monotonic() + 120
+    while time.monotonic() < deadline:
+        batch = [m for m in consumer.consume(10_000, timeout=1) if not m.error()]
+        got += len(batch)
+        if not batch and got >= count:
+            break
+    consumer.close()
+    if got != count:
+        raise SystemExit(f"{topic}: read {got} of {count} records back")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--per-txn", type=int, default=100)
+    args = parser.parse_args()
+    kinds = {"plain": lambda *a: plain(*a, idempotent=False), "idempotent": lambda *a: plain(*a, idempotent=True),
+             "transactional": transactional}
+    runs: dict[str, list[float]] = {kind: [] for kind in kinds}
+    load_before = [round(x, 2) for x in os.getloadavg()]
+    with tempfile.TemporaryDirectory(prefix="magnetar-kafka-txn-bench-") as tmp:
+        broker = Standalone(Path(tmp) / "data", ["transactionCoordinatorEnabled=true"], args=["--kafka", "0"]).start()
+        bootstrap = f"127.0.0.1:{KAFKA_READY.findall(broker.log())[-1]}"
+        try:
+            for round_ in range(args.rounds):
+                for kind, run in kinds.items():
+                    topic = f"bench-{kind}-{round_}"
+                    runs[kind].append(round(run(bootstrap, topic, args.messages, args.per_txn)))
+                    check(bootstrap, topic, args.messages)
+        finally:
+            broker.stop()
+    medians = {kind: statistics.median(values) for kind, values in runs.items()}
+    print(json.dumps({
+        "messages": args.messages, "per_txn": args.per_txn, "value_bytes": len(PAYLOAD), "msg_s": runs,
+        "median_msg_s": medians,
+        "transactional_over_plain": round(medians["transactional"] / medians["plain"], 2),
+        "transactional_over_idempotent": round(medians["transactional"] / medians["idempotent"], 2),
+        "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

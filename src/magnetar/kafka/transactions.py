@@ -1,0 +1,348 @@
+"""Kafka transactions (`transactional.id`) as Pulsar transactions, as Kafka-on-Pulsar runs them.
+
+A transactional id is a record in the metadata store: its producer id and epoch, its
+`transaction.timeout.ms`, and the transaction under way, which IS a transaction of the
+broker's coordinator (broker.transactions): its first AddPartitionsToTxn opens one (the
+coordinator's timeout is the producer's), each partition is a participant of it, and its
+records are stored through the partition's transaction buffer (produce names the
+transaction in their MessageMetadata). EndTxn is the coordinator's END_TXN: its commit or
+abort markers, which Pulsar readers skip and Kafka fetchers read as control batches.
+
+Group offsets sent in a transaction (TxnOffsetCommit) are kept in the record and become
+the group's (and its Pulsar subscriptions') when it commits. The decision is written to
+the record before the coordinator hears it, so a restart finishes what a crash cut short:
+the coordinator's transaction is ended the same way and the offsets of a commit applied.
+
+A new InitProducerId for an id aborts the transaction its previous producer left open and
+bumps the epoch: the old producer, a zombie, is fenced (its requests carry an older
+epoch). A transaction the coordinator aborted at its timeout fences its producer too, as
+Kafka's coordinator does by bumping the epoch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
+
+from kio.schema.errors import ErrorCode
+
+from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.service.protocol_handlers import HandlerBroker
+from magnetar.broker.transactions.coordinator import TransactionCoordinator
+from magnetar.kafka.errors import TxnRefused
+from magnetar.kafka.topics import KafkaTopics
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+from magnetar.wire.txn import ABORT, COMMIT, TxnId
+
+log = logging.getLogger(__name__)
+#: Kafka's transaction states, as DescribeTransactions and ListTransactions name them.
+EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT = "Empty", "Ongoing", "PrepareCommit", "PrepareAbort"
+COMPLETE_COMMIT, COMPLETE_ABORT = "CompleteCommit", "CompleteAbort"
+STATES = (EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT)
+#: Kafka's transaction.max.timeout.ms default: a longer transaction.timeout.ms is refused.
+MAX_TIMEOUT_MS = 900_000
+#: Kafka's transactional.id.expiration.ms default: an id unused this long is forgotten.
+EXPIRATION_MS = 7 * 24 * 3600 * 1000
+#: Offsets one transaction may carry (each TxnOffsetCommit rewrites its record).
+MAX_OFFSETS = 10_000
+MAX_GROUPS = 100
+#: Transactional ids the broker keeps (each a record): a client inventing ids cannot fill the store.
+MAX_TRANSACTIONAL_IDS = 100_000
+_PREFIX = "kafka/transactions/"
+_MAX_EPOCH = 32767
+
+
+@dataclass
+class KafkaTxn:
+    namespace: str
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    timeout_ms: int
+    owner: str | None
+    status: str = EMPTY
+    txn: TxnId | None = None
+    started: int = 0
+    """Broker time (ms) the last transaction began (the id's first InitProducerId before one)."""
+    used: int = 0
+    """Broker time (ms) of the id's last InitProducerId or transaction: it expires after EXPIRATION_MS."""
+    partitions: list[tuple[str, int]] = field(default_factory=list)
+    groups: list[str] = field(default_factory=list)
+    offsets: dict[tuple[str, str, int], tuple[int, str | None]] = field(default_factory=dict)
+    """(group, topic, partition) -> (offset, metadata) sent with TxnOffsetCommit, applied on commit."""
+
+    def encode(self) -> bytes:
+        return json.dumps({
+            "pid": self.producer_id, "epoch": self.epoch, "timeout": self.timeout_ms, "owner": self.owner,
+            "status": self.status, "txn": None if self.txn is None else list(self.txn), "started": self.started,
+            "used": self.used, "partitions": self.partitions, "groups": self.groups,
+            "offsets": [[*key, *value] for key, value in self.offsets.items()]}).encode()
+
+    @classmethod
+    def decode(cls, namespace: str, transactional_id: str, raw: bytes) -> KafkaTxn:
+        data = json.loads(raw)
+        return cls(namespace, transactional_id, int(data["pid"]), int(data["epoch"]), int(data["timeout"]),
+                   data["owner"], data["status"], None if data["txn"] is None else TxnId(*data["txn"]),
+                   int(data["started"]), int(data["used"]), [(t, int(p)) for t, p in data["partitions"]],
+                   list(data["groups"]), {(g, t, int(p)): (int(o), m) for g, t, p, o, m in data["offsets"]})
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def fenced(version_with_fenced: bool) -> ErrorCode:
+    """Kafka's answer to an older epoch: PRODUCER_FENCED for clients that know it (KIP-588),
+    INVALID_PRODUCER_EPOCH for older request versions."""
+    return ErrorCode.producer_fenced if version_with_fenced else ErrorCode.invalid_producer_epoch
+
+
+class KafkaTransactions:
+    """The transactional ids of every namespace the listener serves, loaded from the store at
+    start; the transactions themselves live on the broker's coordinator."""
+
+    def __init__(self, broker: HandlerBroker, coordinator: TransactionCoordinator,
+                 allocate_producer_id: Callable[[], int]) -> None:
+        self._broker = broker
+        self._coordinator = coordinator
+        self._allocate = allocate_producer_id
+        self.ids: dict[tuple[str, str], KafkaTxn] = {}
+        self._next_expiry = 0
+        self.ready = False
+        """Set once `recover` ran: until then the coordinator may not know its transactions yet."""
+        for key in broker.state_keys(_PREFIX):
+            namespace, _, quoted = key[len(_PREFIX):].rpartition("/")
+            raw = broker.state(key)
+            if raw is None:
+                continue
+            try:
+                state = KafkaTxn.decode(unquote(namespace), unquote(quoted), raw)
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("unreadable Kafka transaction record %s (%s): dropped", key, exc)
+                continue
+            self.ids[(state.namespace, state.transactional_id)] = state
+
+    # -- records
+    @staticmethod
+    def _key(state: KafkaTxn) -> str:
+        return f"{_PREFIX}{quote(state.namespace, safe='')}/{quote(state.transactional_id, safe='')}"
+
+    def _save(self, state: KafkaTxn) -> None:
+        self._broker.set_state(self._key(state), state.encode())
+
+    def _forget(self, state: KafkaTxn) -> None:
+        self._broker.set_state(self._key(state), None)
+        self.ids.pop((state.namespace, state.transactional_id), None)
+
+    # -- InitProducerId
+    async def init_producer(self, namespace: str, transactional_id: str, timeout_ms: int, role: str | None,
+                            producer_id: int, epoch: int, *, version_with_fenced: bool) -> KafkaTxn:
+        """The id's producer id and a new epoch; a transaction its previous producer left open
+        is aborted first (that producer is fenced from now on)."""
+        self._check_ready()
+        if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
+            raise TxnRefused(ErrorCode.invalid_transaction_timeout,
+                             f"transaction.timeout.ms={timeout_ms} is not within 1..{MAX_TIMEOUT_MS}")
+        self._expire()
+        state = self.ids.get((namespace, transactional_id))
+        if state is None:
+            if len(self.ids) >= MAX_TRANSACTIONAL_IDS:
+                raise TxnRefused(ErrorCode.transactional_id_authorization_failed,
+                                 f"the broker keeps at most {MAX_TRANSACTIONAL_IDS} transactional ids")
+            state = KafkaTxn(namespace, transactional_id, self._allocate(), -1, timeout_ms, role, started=_now())
+        else:
+            self._check_owner(state, role)
+            if producer_id >= 0 and (producer_id, epoch) != (state.producer_id, state.epoch):
+                raise TxnRefused(fenced(version_with_fenced),
+                                 f"producer {producer_id} epoch {epoch} is not the id's current one")
+            if state.txn is not None:
+                log.info("Kafka transactional id %r: a new producer; its transaction %s (%s) is ended first",
+                         transactional_id, state.txn, state.status)
+            await self._finish(state, abort_open=True)
+        state.timeout_ms = timeout_ms
+        if state.epoch >= _MAX_EPOCH - 1:  # epochs are int16: a new producer id starts over
+            state.producer_id, state.epoch = self._allocate(), -1
+        state.epoch += 1
+        state.used = _now()
+        self.ids[(namespace, transactional_id)] = state
+        self._save(state)
+        return state
+
+    def _expire(self) -> None:
+        """Ids with no transaction unused for EXPIRATION_MS go (Kafka's transactional.id.expiration.ms),
+        looked for at most once a minute (a pass reads every id)."""
+        now = _now()
+        if now < self._next_expiry:
+            return
+        self._next_expiry = now + 60_000
+        horizon = now - EXPIRATION_MS
+        for state in [s for s in self.ids.values() if s.used < horizon and s.txn is None]:
+            self._forget(state)
+
+    # -- the checks every transactional request makes
+    def _check_ready(self) -> None:
+        if not self.ready:  # Kafka's answer while a coordinator loads its log: clients retry
+            raise TxnRefused(ErrorCode.coordinator_load_in_progress, "the transaction coordinator is recovering")
+
+    @staticmethod
+    def _check_owner(state: KafkaTxn, role: str | None) -> None:
+        if state.owner is not None and state.owner != role:
+            raise TxnRefused(ErrorCode.transactional_id_authorization_failed,
+                             f"transactional id {state.transactional_id!r} belongs to another role than {role!r}")
+
+    def producer(self, namespace: str, transactional_id: str, producer_id: int, epoch: int, role: str | None,
+                 *, version_with_fenced: bool = True) -> KafkaTxn:
+        """The id's state, for its current producer only: an older epoch is fenced, an unknown
+        id or producer id is INVALID_PRODUCER_ID_MAPPING, as Kafka answers."""
+        self._check_ready()
+        state = self.ids.get((namespace, transactional_id))
+        if state is None or state.producer_id != producer_id:
+            raise TxnRefused(ErrorCode.invalid_producer_id_mapping,
+                             f"transactional id {transactional_id!r} has no producer {producer_id}")
+        self._check_owner(state, role)
+        if epoch != state.epoch:
+            raise TxnRefused(fenced(version_with_fenced) if epoch < state.epoch else
+                             ErrorCode.invalid_producer_epoch, f"producer {producer_id} epoch {epoch} is fenced "
+                             f"(the id's epoch is {state.epoch})")
+        if state.txn is not None and not self._still_open(state):
+            raise TxnRefused(fenced(version_with_fenced),
+                             f"transaction of {transactional_id!r} timed out and was aborted")
+        if state.status in (PREPARE_COMMIT, PREPARE_ABORT):
+            raise TxnRefused(ErrorCode.concurrent_transactions, "the transaction is still ending")
+        return state
+
+    def _still_open(self, state: KafkaTxn) -> bool:
+        """Whether the coordinator still has the transaction open; one it aborted at its
+        timeout ends here too, and its producer is fenced (the epoch goes up)."""
+        if state.status != ONGOING or state.txn is None:
+            return True
+        try:
+            self._coordinator.open_txn(state.txn)
+        except BrokerServiceError:
+            log.info("Kafka transaction %r (%s) timed out: aborted, producer %d fenced", state.transactional_id,
+                     state.txn, state.producer_id)
+            self._ended(state, COMPLETE_ABORT)
+            state.epoch += 1
+            self._save(state)
+            return False
+        return True
+
+    # -- a transaction's parts
+    def _open(self, state: KafkaTxn) -> bool:
+        """Open the transaction on the coordinator, with the producer's timeout, unless one is
+        under way; whether it did (the record must then be written)."""
+        if state.txn is not None:
+            return False
+        try:
+            state.txn = self._coordinator.new_txn(max(1, -(-state.timeout_ms // 1000)))
+        except BrokerServiceError as exc:  # maxActiveTransactionsPerCoordinator
+            raise TxnRefused(ErrorCode.concurrent_transactions, exc.message) from None
+        state.status, state.started, state.used = ONGOING, _now(), _now()
+        state.partitions, state.groups, state.offsets = [], [], {}
+        return True
+
+    def add_partitions(self, state: KafkaTxn, partitions: list[tuple[str, int, str]]) -> None:
+        """(Kafka topic, partition, its Pulsar name): participants of the transaction (durably)."""
+        opened = self._open(state)
+        try:
+            self._coordinator.add_partitions(state.txn, [name for _, _, name in partitions])  # type: ignore[arg-type]
+        except BrokerServiceError as exc:
+            raise TxnRefused(ErrorCode.invalid_txn_state if exc.code != pb.NotAllowedError else
+                             ErrorCode.invalid_request, exc.message) from None
+        known = set(state.partitions)
+        new = [(topic, index) for topic, index, _ in partitions if (topic, index) not in known]
+        if new or opened:
+            state.partitions += new
+            self._save(state)
+
+    def has_partition(self, state: KafkaTxn, topic: str, partition: int) -> bool:
+        return state.txn is not None and (topic, partition) in state.partitions
+
+    def add_group(self, state: KafkaTxn, group: str) -> None:
+        if self._open(state) or group not in state.groups:
+            if len(state.groups) >= MAX_GROUPS:
+                raise TxnRefused(ErrorCode.invalid_request, f"a transaction spans at most {MAX_GROUPS} groups")
+            state.groups.append(group)
+            self._save(state)
+
+    def add_offsets(self, state: KafkaTxn, group: str, offsets: list[tuple[str, int, int, str | None]]) -> None:
+        """Offsets for `group`, the group's once the transaction commits."""
+        if state.txn is None or group not in state.groups:
+            raise TxnRefused(ErrorCode.invalid_txn_state, f"group {group!r} was not added (AddOffsetsToTxn)")
+        for topic, partition, offset, metadata in offsets:
+            state.offsets[(group, topic, partition)] = (offset, metadata)
+        if len(state.offsets) > MAX_OFFSETS:
+            raise TxnRefused(ErrorCode.invalid_request, f"a transaction carries at most {MAX_OFFSETS} offsets")
+        self._save(state)
+
+    # -- EndTxn
+    async def end(self, state: KafkaTxn, commit: bool) -> None:
+        """Commit or abort: decided in the record, ended on the coordinator, offsets applied."""
+        if state.txn is None:
+            done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
+            if state.status in (EMPTY, done) or not commit:
+                return  # nothing under way, or a retry of the end that came through
+            raise TxnRefused(ErrorCode.invalid_txn_state, f"no transaction to commit (it is {state.status})")
+        state.status = PREPARE_COMMIT if commit else PREPARE_ABORT
+        self._save(state)
+        await self._finish(state)
+
+    async def _finish(self, state: KafkaTxn, *, abort_open: bool = False) -> None:
+        """End a decided transaction (and, with `abort_open`, abort one still open): the
+        coordinator's end, then a commit's offsets; the record says so once done."""
+        if state.txn is None or (state.status == ONGOING and not abort_open):
+            return
+        commit = state.status == PREPARE_COMMIT
+        try:
+            await self._coordinator.end_txn(state.txn, COMMIT if commit else ABORT)
+        except BrokerServiceError as exc:
+            # not found: ended already (a restart after the coordinator's end), or timed out while open
+            if exc.code != pb.TransactionNotFound:
+                raise TxnRefused(ErrorCode.invalid_txn_state, exc.message) from None
+        if commit:
+            self._apply_offsets(state)
+        log.debug("Kafka transaction %r (%s) %s with %d offsets", state.transactional_id, state.txn,
+                  "committed" if commit else "aborted", len(state.offsets))
+        self._ended(state, COMPLETE_COMMIT if commit else COMPLETE_ABORT)
+        self._save(state)
+
+    def _apply_offsets(self, state: KafkaTxn) -> None:
+        topics = KafkaTopics(self._broker, state.namespace)
+        for (group, topic, partition), (offset, metadata) in state.offsets.items():
+            try:
+                topics.log(topic, partition).commit_offset(group, offset, metadata)
+            except Exception as exc:  # a partition deleted since has no offset to keep
+                log.info("Kafka transaction %r: offset of %s on %s-%d not kept: %s", state.transactional_id,
+                         group, topic, partition, exc)
+
+    @staticmethod
+    def _ended(state: KafkaTxn, status: str) -> None:
+        state.status, state.txn, state.offsets = status, None, {}
+        state.used = _now()
+
+    async def recover(self) -> None:
+        """After a restart, once the coordinator has read its log back: transactions decided
+        before a crash are ended (the coordinator's end again changes nothing) and a commit's
+        offsets applied."""
+        try:
+            for state in list(self.ids.values()):
+                if state.status in (PREPARE_COMMIT, PREPARE_ABORT):
+                    log.info("Kafka transaction %r (%s) decided before the restart: %s", state.transactional_id,
+                             state.txn, state.status)
+                    try:
+                        await self._finish(state)
+                    except TxnRefused as exc:
+                        log.warning("Kafka transaction %r not ended after the restart: %s", state.transactional_id,
+                                    exc)
+        finally:
+            self.ready = True
+
+    def describe(self, state: KafkaTxn) -> KafkaTxn:
+        """The state as it is now (a transaction the coordinator timed out is aborted)."""
+        self._still_open(state)
+        return state
+
