@@ -211,8 +211,8 @@ def _commit_topics(admin: AdminClient) -> list[str]:
 
 def test_a_task_waits_for_every_send_of_its_transaction_before_its_producers_close(broker):
     """A task's rows handed over faster than they are stored (Arrow batches ready at once):
-    its transaction's sends, which the producers' flush does not wait for, are all answered
-    before the producers close, and the driver's commit shows every row."""
+    every send of its transaction is answered before its producers close (their flush covers
+    a transaction's messages), and the driver's commit shows every row."""
     topic = "persistent://public/default/eo-in-flight"
     options = WriteOptions(service_url=broker.url, topic=topic, columns=("value",), exactly_once=True)
     batches = [pa.RecordBatch.from_pydict({"value": [b"f-%d" % i for i in range(j, j + 1000)]})

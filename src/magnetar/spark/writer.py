@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -86,27 +85,14 @@ def stream_identity(context: Any) -> Identity:
 
 
 class _Outcome:
-    """The first failed send of a task, reported by a callback shared by all its messages,
-    and how many have their answer (a transaction's sends are not covered by flush())."""
+    """The first failed send of a task, reported by a callback shared by all its messages."""
 
     def __init__(self) -> None:
         self.failure: Result | None = None
-        self.answered = 0
-        self._changed = threading.Condition()
 
     def __call__(self, result: Result, message_id: object) -> None:
-        with self._changed:
-            if result != Result.Ok and self.failure is None:
-                self.failure = result
-            self.answered += 1
-            self._changed.notify_all()
-
-    def wait(self, sent: int, timeout: float) -> None:
-        """Until every one of `sent` messages has its answer, or fail the task."""
-        with self._changed:
-            if not self._changed.wait_for(lambda: self.answered >= sent, timeout):
-                raise RuntimeError(f"magnetar sink: {sent - self.answered} messages had no answer from the broker "
-                                   f"in {timeout:.0f} s; the task fails so that Spark retries it")
+        if result != Result.Ok and self.failure is None:
+            self.failure = result
 
     def check(self) -> None:
         if self.failure is not None:
@@ -252,9 +238,7 @@ def write_messages(batches: Iterable[pa.RecordBatch], dest: Destinations) -> int
             dest.producer(partition).send_async(value, outcome, **kwargs)
             position += 1
         outcome.check()
-    if dest.txn is not None:  # before the producers close: their flush() does not cover these
-        outcome.wait(position, options.operation_timeout_seconds)
-    dest.close()
+    dest.close()  # flush() covers a transaction's messages too: all answered before the driver commits
     outcome.check()
     return position
 
