@@ -203,6 +203,16 @@ def test_replication_bench_replicates_every_message_and_reports_both_lags():
     assert only["messages"] == only["west_received"] == only["east_received"] == 300
     summary = report["summary"]["300"]
     assert summary["all_replicated"] and summary["west_lag_p50_ms"] > 0 and summary["east_lag_p50_ms"] > 0
+def test_replicated_subscription_bench_reports_what_a_failover_delivers_again():
+    done = run_script("replicated_subscription_bench.py", "--rate", "200", "--seconds", "2", "--rounds", "1",
+                      "--frequencies", "200")
+    assert done.returncode == 0, done.stderr
+    (only,) = json.loads(done.stdout)["rounds"]["200"]
+    assert only["acked"] > 0 and only["first_on_west"] is not None
+    assert 0 <= only["redelivered"] <= only["acked"]  # never before what west last heard of
+    assert only["markers_per_s_east"] > 0
+
+
 def test_console_bench_times_every_view_and_the_open_console():
     done = run_script("console_bench.py", "--topics", "20", "--rounds", "1", "--idle-seconds", "1")
     assert done.returncode == 0, done.stderr

@@ -133,3 +133,17 @@ def test_entry_columns_on_request_follow_each_row() -> None:
     plain = TableBuilder("persistent://public/default/t", -1)
     plain.add(1, 0, _versioned_entry(3, 2))
     assert plain.flush().schema == ARROW_SCHEMA  # nothing added unless asked
+
+
+def test_markers_are_never_rows() -> None:
+    """A replicated subscription's or a transaction's marker between two messages: two rows."""
+    from magnetar.wire import markers  # noqa: PLC0415
+    from magnetar.wire.txn import TXN_COMMIT_MARKER, TxnId, marker_entry  # noqa: PLC0415
+
+    builder = TableBuilder("persistent://public/default/t", -1)
+    entries = [build_entry(pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1), b"a"),
+               markers.update_entry("sub", {"west": (1, 2)}),
+               marker_entry(TXN_COMMIT_MARKER, TxnId(1, 1)),
+               build_entry(pb.MessageMetadata(producer_name="p", sequence_id=1, publish_time=2), b"b")]
+    assert [builder.add(1, i, entry) for i, entry in enumerate(entries)] == [1, 0, 0, 1]
+    assert builder.flush().column("value").to_pylist() == [b"a", b"b"]

@@ -16,6 +16,8 @@ from admin_http import http
 from security_helpers import TokenSigner, admin_json, assert_producer_refused, make_client, round_trip
 from standalone import Standalone
 
+import magnetar.client as magnetar_client
+
 
 @pytest.fixture(scope="module")
 def broker(signer, tmp_path_factory) -> Iterator[Standalone]:
@@ -143,3 +145,27 @@ def test_bad_permission_bodies_are_refused(broker, admin_headers, body, reason):
     status, answer = admin_json("POST", url, admin_headers, body)
     assert status == 400
     assert reason in answer["reason"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize("module", [pulsar, magnetar_client], ids=["official", "magnetar"])
+def test_only_a_super_user_may_produce_under_a_replicator_name(broker, signer, admin_headers, module):
+    """A replicator's producer is trusted with what only replicators do (messages stored as
+    replicated, markers that move subscriptions): a role that may produce still may not take
+    a name under replicatorPrefix; a super user (the role a broker replicates with) may."""
+    namespace = f"public/repl-names-{module.__name__.replace('.', '-')}"
+    create_namespace(broker, admin_headers, namespace)
+    url = f"{broker.admin_url}/admin/v2/namespaces/{namespace}/permissions/writer"
+    assert admin_json("POST", url, admin_headers, ["produce"])[0] == 204
+    topic = f"persistent://{namespace}/t"
+    for role, allowed in (("writer", False), ("admin", True)):
+        client = module.Client(broker.url, authentication=module.AuthenticationToken(signer.token(role)),
+                               operation_timeout_seconds=30)
+        try:
+            client.create_producer(topic, producer_name=f"{role}-own-name").send(b"ordinary")
+            if allowed:
+                client.create_producer(topic, producer_name="pulsar.repl.east-->standalone").send(b"replicated")
+            else:
+                with pytest.raises(module.AuthorizationError):
+                    client.create_producer(topic, producer_name="pulsar.repl.east-->standalone")
+        finally:
+            client.close()

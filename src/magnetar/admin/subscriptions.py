@@ -70,6 +70,8 @@ class SubscriptionsApi:
             web.get(SUBSCRIPTION + "/position/{n}", self.peek),
             web.get(SUBSCRIPTION + "/properties", self.get_properties),
             web.put(SUBSCRIPTION + "/properties", self.set_properties),
+            web.get(SUBSCRIPTION + "/replicatedSubscriptionStatus", self.replicated_status),
+            web.post(SUBSCRIPTION + "/replicatedSubscriptionStatus", self.set_replicated_status),
         ]
 
     def _subscription(self, request: web.Request) -> PersistentSubscription:
@@ -170,6 +172,24 @@ class SubscriptionsApi:
                 subscription.set_properties(body)
         except ValueError as exc:
             raise fail(412, str(exc)) from exc
+        return no_content()
+
+    async def replicated_status(self, request: web.Request) -> web.Response:
+        """Pulsar's answer: per topic (each partition of a partitioned one), the flag."""
+        return web.json_response({str(sub.topic.name): sub.replicated for sub in self._subscriptions(request)})
+
+    async def set_replicated_status(self, request: web.Request) -> web.Response:
+        """The body is `true` or `false`; on a partitioned topic it applies to each partition."""
+        body = await json_body(request)
+        if not isinstance(body, bool):
+            raise fail(400, "the body must be true or false")
+        if body and not self.service.config.enableReplicatedSubscriptions:
+            raise fail(405, "Replicated Subscription is disabled (enableReplicatedSubscriptions=false)")
+        subscriptions = self._subscriptions(request)
+        if not all(sub.durable for sub in subscriptions):
+            raise fail(405, "a non-durable subscription cannot be replicated")
+        for subscription in subscriptions:
+            subscription.set_replicated(body)
         return no_content()
 
     async def peek(self, request: web.Request) -> web.Response:

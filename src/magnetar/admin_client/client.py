@@ -323,6 +323,14 @@ class AdminClient:
         self._json("POST", _subscription(topic, subscription, "resetcursor"),
                    {"ledgerId": ledger_id, "entryId": entry_id})
 
+    def set_replicated_subscription_status(self, topic: str, subscription: str, enabled: bool) -> None:
+        """Mirror the subscription's position to the topic's other clusters (PIP-33), or stop."""
+        self._json("POST", _subscription(topic, subscription, "replicatedSubscriptionStatus"), enabled)
+
+    def replicated_subscription_status(self, topic: str, subscription: str) -> dict[str, bool]:
+        """Per topic (each partition of a partitioned one), whether the subscription is replicated."""
+        return self._json("GET", _subscription(topic, subscription, "replicatedSubscriptionStatus"))
+
     def expire_messages(self, topic: str, subscription: str, seconds: int) -> None:
         self._json("POST", _subscription(topic, subscription, f"expireMessages/{seconds}"))
 

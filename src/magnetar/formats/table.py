@@ -194,7 +194,8 @@ class TableBuilder:
         """
         parsed = parse_entry(entry)
         metadata = parsed.metadata
-        if self.skip_entry is not None and self.skip_entry(metadata):
+        # a marker (a transaction's, a replicated subscription's) holds no message: never a row
+        if metadata.HasField("marker_type") or (self.skip_entry is not None and self.skip_entry(metadata)):
             self.entries_skipped += 1
             return 0
         self.entries_decoded += 1

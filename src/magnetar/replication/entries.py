@@ -3,7 +3,7 @@ saying where it comes from, or nothing (Pulsar's PersistentReplicator's rules)."
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 from magnetar.broker.deduplication import REPL_SOURCE_POSITION
@@ -11,6 +11,14 @@ from magnetar.storage import Position
 from magnetar.wire import client_commands as cc
 from magnetar.wire.entry import build_entry, parse_entry
 from magnetar.wire.errors import WireError
+from magnetar.wire.markers import SNAPSHOT_REQUEST, SNAPSHOT_RESPONSE, UPDATE
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+MarkerSink = Callable[[Position, pb.MessageMetadata, bytes], None]
+"""Told of each marker the remote's replicator stored here (replicated subscriptions)."""
+_REPLICATED_MARKERS = frozenset({SNAPSHOT_REQUEST, SNAPSHOT_RESPONSE, UPDATE})
+"""The markers that cross clusters (a SNAPSHOT stays where it was made, a transaction's
+marker belongs to this cluster's transaction)."""
 
 
 class SchemaNeededError(Exception):
@@ -31,10 +39,12 @@ class Outgoing(NamedTuple):
 
 
 def outgoing(entry: bytes, position: Position, producer_id: int, local: str, remote: str,
-             schema_versions: Mapping[bytes, bytes]) -> Outgoing | None:
+             schema_versions: Mapping[bytes, bytes], markers: MarkerSink | None = None) -> Outgoing | None:
     """The SEND replicating `entry` to `remote`, or None for an entry that stays here:
-    unreadable, a marker, one that came from another cluster (so no message loops), or one
-    whose producer named other clusters (`replication_clusters`, `disable_replication`).
+    unreadable, a marker that does not cross clusters, one that came from another cluster
+    (so no message loops; a marker `remote` sent goes to `markers`, as Pulsar's replicator
+    hands it to the topic), or one whose producer named other clusters
+    (`replication_clusters`, `disable_replication`).
 
     The payload (a whole batch, compressed or encrypted as it is) goes unopened; the
     metadata keeps key, properties, event time, ordering key and sequence id, and gains
@@ -46,7 +56,11 @@ def outgoing(entry: bytes, position: Position, producer_id: int, local: str, rem
     except WireError:
         return None
     metadata = parsed.metadata
-    if metadata.HasField("marker_type") or metadata.HasField("replicated_from"):
+    if metadata.HasField("replicated_from"):
+        if markers is not None and metadata.HasField("marker_type") and metadata.replicated_from == remote:
+            markers(position, metadata, bytes(parsed.payload))
+        return None
+    if metadata.HasField("marker_type") and metadata.marker_type not in _REPLICATED_MARKERS:
         return None
     if metadata.replicate_to and remote not in metadata.replicate_to:
         return None

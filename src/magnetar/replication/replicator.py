@@ -25,7 +25,7 @@ from magnetar.broker.topics.publish_rate import PublishRateLimiter
 from magnetar.broker.topics.replicators import replicator_cursor_name, replicator_dispatch_rate
 from magnetar.broker.topics.stats import MessageCounter
 from magnetar.client.backoff import Backoff
-from magnetar.replication.entries import SchemaNeededError, outgoing
+from magnetar.replication.entries import MarkerSink, SchemaNeededError, outgoing
 from magnetar.replication.remote import RemoteCluster, RemoteProducer, RemoteUnavailableError
 from magnetar.replication.schemas import RemoteSchemas, SchemaRefusedError
 from magnetar.storage import Position, StorageClosedError
@@ -80,6 +80,8 @@ class Replicator:
         self._address = ""
         self.outbound = MessageCounter()
         self.closed = False
+        self.markers: MarkerSink | None = None
+        """Where the markers the remote replicated here go (replicated subscriptions)."""
         topic.append_listeners.append(self._wake.set)
         self._task = asyncio.ensure_future(self._run())
 
@@ -164,7 +166,7 @@ class Replicator:
         for at, data in entries:
             try:
                 send = outgoing(data, at, producer.producer_id, self.local_cluster, self.remote.name,
-                                self._schemas.versions)
+                                self._schemas.versions, self.markers)
             except SchemaNeededError as exc:
                 resume, pause = at, exc  # sent from here once the remote has the schema
                 break

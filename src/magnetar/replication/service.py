@@ -7,6 +7,7 @@ carries on where the remote's last receipt left it."""
 from __future__ import annotations
 
 import logging
+import weakref
 
 from magnetar.broker.policies.topic_policies import REPLICATION_CLUSTERS
 from magnetar.broker.service.broker_service import BrokerService
@@ -14,6 +15,7 @@ from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.topics.replicators import has_replicator_prefix, replicator_cursor_name
 from magnetar.replication.remote import RemoteCluster
 from magnetar.replication.replicator import Replicator
+from magnetar.replication.subscriptions.controller import SubscriptionsController
 from magnetar.wire.topic_name import TopicName
 
 log = logging.getLogger(__name__)
@@ -25,6 +27,11 @@ class ReplicationService:
         self.service = service
         self._resources = service.resources
         self._remotes: dict[str, RemoteCluster] = {}
+        self._controllers: weakref.WeakValueDictionary[TopicName, SubscriptionsController] = \
+            weakref.WeakValueDictionary()
+        """Per replicated topic, its replicated subscriptions' controller (PIP-33). The topic
+        holds it (its listeners, its replicators' marker sinks): a topic unloaded for good
+        takes its controller with it."""
         self._stopped = False
 
     def start(self) -> None:
@@ -75,6 +82,28 @@ class ReplicationService:
         partitions = (self.service.partitions_of(name.partitioned_topic_name) or 0) if name.partition_index >= 0 else 0
         for remote in sorted(wanted - set(topic.replicators)):
             topic.replicators[remote] = Replicator(topic, self._remote(remote), partitions, self.service.schemas)
+        self._reconcile_subscriptions(topic)
+
+    def _reconcile_subscriptions(self, topic: PersistentTopic) -> None:
+        """A replicated topic has a controller for its replicated subscriptions (while
+        enableReplicatedSubscriptions), which its replicators hand the markers they meet."""
+        controller = self._controllers.get(topic.name)
+        if controller is not None and (controller.topic is not topic or not topic.replicators):
+            controller.close()
+            controller = None
+        if not topic.replicators or not self.service.config.enableReplicatedSubscriptions:
+            return
+        if controller is None:
+            controller = self._controllers[topic.name] = SubscriptionsController(
+                topic, lambda: all(isinstance(r, Replicator) and r.connected_since for r in topic.replicators.values()),
+                self._controller_closed)
+        for replicator in topic.replicators.values():
+            if isinstance(replicator, Replicator):
+                replicator.markers = controller.received
+
+    def _controller_closed(self, controller: SubscriptionsController) -> None:
+        if self._controllers.get(controller.topic.name) is controller:
+            del self._controllers[controller.topic.name]
 
     def _remote(self, name: str) -> RemoteCluster:
         remote = self._remotes.get(name)
@@ -92,6 +121,8 @@ class ReplicationService:
             for replicator in topic.replicators.values():
                 replicator.close()
             topic.replicators.clear()
+        for controller in list(self._controllers.values()):
+            controller.close()
         for remote in self._remotes.values():
             remote.close()
         self._remotes.clear()

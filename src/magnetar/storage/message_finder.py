@@ -15,6 +15,11 @@ from dataclasses import dataclass
 from magnetar.storage.managed_ledger import ManagedLedger
 from magnetar.storage.position import Position
 from magnetar.wire.entry import first_message_index, parse_message_metadata, peek_broker_entry_metadata
+from magnetar.wire.errors import WireError
+from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+_LOOK_BACK = 1000
+"""Hidden entries (markers, aborted messages) last_visible looks back over at most."""
 
 
 def entry_timestamp(entry: bytes) -> int:
@@ -103,3 +108,23 @@ def find_by_index(ledger: ManagedLedger, index: int) -> SearchResult:
     `index` is the first whose index is >= it.
     """
     return first_at_or_above(ledger, entry_last_index, index)
+
+
+def last_visible(ledger: ManagedLedger, last: Position,
+                 hides: Callable[[pb.MessageMetadata], bool]) -> tuple[Position, pb.MessageMetadata | None] | None:
+    """The last entry at or before `last` that `hides` lets consumers receive, and its
+    metadata: what GetLastMessageId names, so a reader does not wait for a message that never
+    comes. After _LOOK_BACK hidden entries, the entry it stopped at; None: there is none."""
+    first = ledger.first_position
+    position = last
+    for _ in range(_LOOK_BACK):
+        if first is None or position < first:
+            return None
+        try:
+            metadata = parse_message_metadata(ledger.read_entry(position))
+        except WireError:
+            return position, None
+        if not hides(metadata):
+            return position, metadata
+        position = ledger.previous_position(position)
+    return position, None

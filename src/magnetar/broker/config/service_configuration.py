@@ -234,6 +234,15 @@ class ServiceConfiguration:
     brokerClientCertificateFilePath: str = ""
     brokerClientKeyFilePath: str = ""
     tlsHostnameVerificationEnabled: bool = False
+    # replicated subscriptions (PIP-33, magnetar.replication.subscriptions): snapshots of the
+    # topic's position in every cluster, taken while a replicated subscription exists
+    enableReplicatedSubscriptions: bool = True
+    replicatedSubscriptionsSnapshotFrequencyMillis: int = key(
+        1000, POSITIVE, "how often a topic with replicated subscriptions starts a snapshot")
+    replicatedSubscriptionsSnapshotTimeoutSeconds: int = key(
+        30, POSITIVE, "how long a snapshot waits for the other clusters' answers")
+    replicatedSubscriptionsSnapshotMaxCachedPerSubscription: int = key(
+        10, POSITIVE, "snapshots a replicated subscription keeps ahead of its mark-delete position")
     # deduplication (Pulsar's keys and defaults)
     brokerDeduplicationEnabled: bool = False
     brokerDeduplicationEntriesInterval: int = key(

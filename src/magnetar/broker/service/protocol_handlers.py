@@ -127,10 +127,15 @@ class PartitionLog:
         return topic.durable_index + 1
 
     def hidden(self, entry: bytes) -> bool:
-        """Whether `entry` is a transaction's marker or a message of an aborted transaction:
-        served as a control batch, which Kafka consumers step over."""
-        transactions = self._topic.transaction_buffer
-        return transactions is not None and transactions.hides(parse_message_metadata(entry))
+        """Whether `entry` is a marker (a transaction's, or a replicated subscription's on a
+        replicated topic) or a message of an aborted transaction: served as a control batch,
+        which Kafka consumers step over."""
+        topic = self._topic
+        transactions = topic.transaction_buffer
+        if transactions is None and not topic.replicators:
+            return False
+        metadata = parse_message_metadata(entry)
+        return metadata.HasField("marker_type") or (transactions is not None and transactions.hides(metadata))
 
     def start_offset(self) -> int:
         """Kafka's log start: the offset of the first message still stored, or the end when

@@ -29,6 +29,7 @@ from collections.abc import Set as AbstractSet
 
 from magnetar.broker.transactions.log import shared_log
 from magnetar.storage import ManagedLedger, MetadataStore, Position
+from magnetar.storage.message_finder import last_visible
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -36,8 +37,6 @@ from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, TxnId
 
 log = logging.getLogger(__name__)
 _REPLAY_CHUNK = 1000
-_LOOK_BACK = 1000
-_MARKERS = (TXN_COMMIT_MARKER, TXN_ABORT_MARKER)
 _SNAPSHOTS = "/transactions/buffer-snapshot/"
 
 
@@ -50,7 +49,7 @@ def drop_snapshot(store: MetadataStore, ledger_name: str) -> None:
 def hidden(metadata: pb.MessageMetadata, aborted: AbstractSet[TxnId]) -> bool:
     """A transaction's marker, or a message of one of the `aborted` transactions: no reader
     of the topic gets it (a Spark executor asks with the aborted set its driver found)."""
-    if metadata.marker_type in _MARKERS:
+    if metadata.HasField("marker_type"):  # a transaction's, or a replicated subscription's
         return True
     return bool(aborted) and metadata.HasField("txnid_most_bits") and \
         TxnId(metadata.txnid_most_bits, metadata.txnid_least_bits) in aborted
@@ -186,22 +185,11 @@ class TransactionBuffer:
         """The last entry at or before `last` a consumer may receive (not past the max read
         position, not a marker, not aborted), and its metadata: what GetLastMessageId names,
         so a reader does not wait for a message that never comes. Looks back over at most
-        _LOOK_BACK hidden entries (then names the entry it stopped at); None: there is none."""
+        a thousand hidden entries (then names the entry it stopped at); None: there is none."""
         ledger = self._ledger
-        first = ledger.first_position
         position = last if self._max_read is None or last < self._max_read else ledger.previous_position(
             self._max_read)
-        for _ in range(_LOOK_BACK):
-            if first is None or position < first:
-                return None
-            try:
-                metadata = parse_message_metadata(ledger.read_entry(position))
-            except WireError:
-                return position, None
-            if not self.hides(metadata):
-                return position, metadata
-            position = ledger.previous_position(position)
-        return position, None
+        return last_visible(ledger, position, self.hides)
 
     def _replay(self, after: Position | None) -> None:
         position = self._ledger.first_position if after is None else self._ledger.next_position(after)

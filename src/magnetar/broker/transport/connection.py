@@ -23,6 +23,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.schema_registry import SchemaCheckPending
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.producer import Producer, Send
+from magnetar.broker.topics.replicators import has_replicator_prefix
 from magnetar.broker.topics.topic_limits import check_producer_encryption
 from magnetar.broker.transport import consumer_commands, lookup_commands, schema_commands
 from magnetar.broker.transport.frame_writes import LARGE_FRAME, Frame, socket_fd, write_frames
@@ -463,6 +464,7 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
             check_producer_encryption(topic, req.encrypted)
             schema_version = self.service.schemas.add_schema(topic.name, schema)
             name = req.producer_name or self.service.generate_producer_name()
+            self._check_replicator_name(name)
             epoch = req.topic_epoch if req.HasField("topic_epoch") else None
             producer = topic.add_producer(self, req.producer_id, name, req.producer_access_mode, epoch)
         except BrokerServiceError as exc:
@@ -477,6 +479,17 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
         self.send(commands.producer_success(req.request_id, producer.name, _last_sequence_id(producer),
                                             topic_epoch=producer.topic_epoch, schema_version=schema_version))
 
+    def _check_replicator_name(self, name: str) -> None:
+        """A producer named as another cluster's replicator (`replicatorPrefix`) is trusted with
+        what only replicators do (messages stored as replicated, snapshot markers that move
+        subscriptions): with authorization on, only a super user may take such a name, as the
+        role a broker replicates with must be one in Pulsar."""
+        authorization = self.service.authorization
+        if (authorization.enabled and has_replicator_prefix(name, self.service.config.replicatorPrefix)
+                and not authorization.is_super_user(self.role)):
+            raise BrokerServiceError(pb.AuthorizationError, f"Producer name '{name}' is a replicator's "
+                                     f"(replicatorPrefix): only a super user may use it")
+
     def handle_send(self, cmd: pb.BaseCommand, payload: bytes | None) -> None:
         send = cmd.send
         producer = self.producers.get(send.producer_id)
@@ -487,7 +500,7 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
             log.warning("%s sent to unknown producer %d; closing", self, send.producer_id)
             self.close()
             return
-        problem = check_send(send, payload, producer.topic, self._max_message_size)
+        problem = check_send(send, payload, producer.topic, self._max_message_size, replicator=producer.replicator)
         if problem is not None:
             producer.refuse(send.sequence_id, *problem)
             return

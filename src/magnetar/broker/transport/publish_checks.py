@@ -26,7 +26,10 @@ Refusal = tuple[int, str]
 
 
 def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic,
-               max_message_size: int) -> Refusal | None:
+               max_message_size: int, *, replicator: bool = False) -> Refusal | None:
+    """Why the SEND is refused, or None. `replicator`: the producer is another cluster's
+    replicator, the only one whose entries may be markers (a marker from anyone else could
+    move replicated subscriptions, here and in every cluster it would be replicated to)."""
     if not payload:
         return pb.NotAllowedError, "SEND without a message"
     if len(payload) > max_message_size + FRAME_PADDING // 2:
@@ -41,6 +44,8 @@ def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic
         return pb.ChecksumError, "Checksum failed on the broker"
     except WireError as exc:
         return pb.NotAllowedError, f"malformed message: {exc}"
+    if metadata.HasField("marker_type") and not replicator:
+        return pb.NotAllowedError, "marker messages are written by brokers, not by producers"
     claimed = metadata.num_messages_in_batch or 1  # validated: when present, at least 1
     if claimed != send.num_messages:  # an absent num_messages reads as its default, 1
         return pb.NotAllowedError, (

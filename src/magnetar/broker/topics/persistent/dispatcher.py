@@ -198,8 +198,8 @@ class Dispatcher:
                     entry = self._entry(position, data)
                     if entry is None or self._hold(entry):
                         continue
-                    if transactions is not None and entry.metadata is not None and \
-                            transactions.hides(entry.metadata):
+                    if entry.metadata is not None and (entry.metadata.HasField("marker_type") or (
+                            transactions is not None and transactions.hides(entry.metadata))):
                         self.subscription.acknowledge_filtered(position)  # a marker or an aborted message
                         continue
                     entries.append(entry)

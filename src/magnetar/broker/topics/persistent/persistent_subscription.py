@@ -36,6 +36,9 @@ _SUB_TYPES = {name: number for number, name in SUB_TYPE_NAMES.items()}
 SUB_TYPE_PROPERTY = "#magnetar.subscription.type"
 #: Entries one cumulative ACK in a transaction may cover (each is held, and written, until it ends).
 MAX_CUMULATIVE_IN_TXN = 10_000
+#: Cursor property of a replicated subscription (PIP-33): its position is mirrored to the
+#: topic's other clusters (magnetar.replication.subscriptions does the mirroring).
+REPLICATED_PROPERTY = "#magnetar.subscription.replicated"
 
 
 class PersistentSubscription(AbstractSubscription):
@@ -94,6 +97,24 @@ class PersistentSubscription(AbstractSubscription):
                 self.cursor.set_property(key, value)
         self._properties = None
         self._filter_contexts.clear()
+
+    @property
+    def replicated(self) -> bool:
+        return self.durable and self.cursor.properties.get(REPLICATED_PROPERTY) == "true"
+
+    def set_replicated(self, replicated: bool) -> None:
+        """Kept with the cursor, so the mirroring goes on after a restart (a reader has no
+        position worth mirroring: it stays off)."""
+        if not self.durable or replicated == self.replicated:
+            return
+        if replicated:
+            self.cursor.set_property(REPLICATED_PROPERTY, "true")
+        else:
+            self.cursor.remove_property(REPLICATED_PROPERTY)
+        log.info("%s: replicated subscription %s", self, "on" if replicated else "off")
+        if replicated:
+            for listener in tuple(self.topic.replicated_subscription_listeners):
+                listener()
 
     def first_unacked_position(self) -> Position:
         """Where reading starts again: just after the mark-delete position."""
@@ -405,6 +426,7 @@ class PersistentSubscription(AbstractSubscription):
             "msgDelayed": delayed,
             "msgBacklogNoDelayed": max(0, backlog - delayed),
             "isDurable": self.durable,
+            "isReplicated": self.replicated,
             "unackedMessages": sum(c.unacked_messages for c in self.consumers),
             # magnetar's own: entries acknowledged because no consumer could read them
             "unreadableEntriesSkipped": self.unreadable_skipped,

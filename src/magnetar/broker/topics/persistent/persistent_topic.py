@@ -25,7 +25,7 @@ from magnetar.broker.topics.positions import position_of
 from magnetar.broker.topics.replicators import TopicReplicator, has_replicator_prefix
 from magnetar.broker.transactions import TRANSACTIONS_PROPERTY
 from magnetar.storage import ManagedLedger, MetadataStore, Position, StorageFullError, WriteFailedError
-from magnetar.storage.message_finder import find_first_at_or_after
+from magnetar.storage.message_finder import find_first_at_or_after, last_visible
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
 from magnetar.wire.message_id import MessageId
@@ -33,6 +33,8 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import TopicName
 
 if TYPE_CHECKING:
+    from magnetar.broker.topics.cnx import TransportCnx
+    from magnetar.broker.topics.consumer import Consumer
     from magnetar.broker.topics.context import BrokerContext
     from magnetar.broker.transactions.buffer import TransactionBuffer
     from magnetar.wire.txn import TxnId
@@ -55,6 +57,10 @@ def _batch_size(entry: bytes | None) -> int:
     except WireError:
         return -1
     return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else -1
+
+
+def _is_marker(metadata: pb.MessageMetadata) -> bool:
+    return metadata.HasField("marker_type")
 
 
 class PersistentTopic(AbstractTopic):
@@ -82,6 +88,8 @@ class PersistentTopic(AbstractTopic):
         self.compaction_service = context.new_compaction_service(ledger)
         # called after each durable append (a protocol handler's long-polling fetches wait on it)
         self.append_listeners: list[Callable[[], None]] = []
+        self.replicated_subscription_listeners: list[Callable[[], None]] = []
+        """Told when a subscription becomes replicated (magnetar.replication then takes snapshots)."""
         self.storage_write_latency = EntryLatencyBuckets()
         """Append to durable, per entry (pulsar_storage_write_latency_le_*)."""
         self.transaction_buffer: TransactionBuffer | None = None
@@ -221,8 +229,10 @@ class PersistentTopic(AbstractTopic):
             ledgers = self.ledger.ledgers
             return MessageId(ledgers[-1].ledger_id if ledgers else -1, -1, self.partition).to_proto()
         batch_size = self._last_batch_size
-        if self.transaction_buffer is not None:  # not a marker, an aborted message or one still held back
-            visible = self.transaction_buffer.last_visible(last)
+        transactions = self.transaction_buffer
+        if transactions is not None or self.replicators:  # not a marker, aborted or held back
+            visible = transactions.last_visible(last) if transactions is not None else \
+                last_visible(self.ledger, last, _is_marker)
             if visible is None:
                 first = self.ledger.first_position or last
                 return MessageId(first.ledger_id, first.entry_id - 1, self.partition).to_proto()
@@ -264,6 +274,19 @@ class PersistentTopic(AbstractTopic):
         self.ledger.set_property(TOPIC_EPOCH_PROPERTY, str(epoch))
 
     # -- consumers
+    def subscribe(self, cnx: TransportCnx, cmd: pb.CommandSubscribe) -> Consumer:
+        """A SUBSCRIBE asking for replicate_subscription_state makes the subscription a
+        replicated one (PIP-33; while enableReplicatedSubscriptions); one without it leaves
+        the subscription as it was, as in Pulsar."""
+        consumer = super().subscribe(cnx, cmd)
+        if cmd.replicate_subscription_state:
+            if self.context.config.enableReplicatedSubscriptions:
+                consumer.subscription.set_replicated(True)  # type: ignore[attr-defined]
+            else:
+                log.warning("[%s] %s asks for a replicated subscription, which enableReplicatedSubscriptions=false "
+                            "turns off", self.name, cmd.subscription)
+        return consumer
+
     def _check_subscribe(self, cmd: pb.CommandSubscribe) -> None:
         if has_replicator_prefix(cmd.subscription, self.context.config.replicatorPrefix):
             # a replicator's cursor: a consumer on it would take the remote cluster's messages
