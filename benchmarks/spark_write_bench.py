@@ -54,14 +54,15 @@ def official_rate(url: str, topic: str, rows: int) -> float:
     return rows / result.seconds
 
 
-def spark_rate(spark: object, url: str, topic: str, rows: int, entry_format: str) -> float:
+def spark_rate(spark: object, url: str, topic: str, rows: int, entry_format: str, **options: str) -> float:
+    """Rows/s of one batch write of `rows` 100-byte rows; `options`: more sink options."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     df = spark.range(rows, numPartitions=2).select(  # type: ignore[attr-defined]
         F.concat(F.lit("x" * 90), F.lpad(F.col("id").cast("string"), 10, "0")).cast("binary").alias("value"))
     start = time.perf_counter()
     df.write.format("magnetar").option("service.url", url).option("topic", topic) \
-        .option("entryFormat", entry_format).mode("append").save()
+        .option("entryFormat", entry_format).options(**options).mode("append").save()
     return rows / (time.perf_counter() - start)
 
 

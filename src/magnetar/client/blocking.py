@@ -115,6 +115,10 @@ class Client:
         """A transaction (PIP-31); needs `enable_transaction=True` (see the asyncio Client)."""
         return Transaction(self, self._run(self._core.new_transaction(timeout)))
 
+    def resume_transaction(self, txn_id: tuple[int, int]) -> Transaction:
+        """A transaction another client opened, by its id, to commit or abort (see the asyncio Client)."""
+        return Transaction(self, self._run(self._core.resume_transaction(txn_id)))
+
     def close(self) -> None:
         if self._core.closed:
             return
@@ -433,6 +437,11 @@ class Reader(_Receiving):
 
     def has_message_available(self) -> bool:
         return self._client._run(self._reader.has_message_available())
+
+    def get_last_message_id(self) -> MessageId:
+        """The id of the topic's last readable message (entry id -1: none), as the Java
+        Reader's getLastMessageIdAsync: a reader started there, inclusive, reads only it."""
+        return self._client._run(self._reader.consumer.get_last_message_id())
 
     def seek(self, target: Any) -> None:
         self._client._run(self._reader.seek(target))

@@ -15,7 +15,7 @@ from typing import Any
 from magnetar.client.enums import CompressionType
 from magnetar.credentials.security import ClientSecurity
 from magnetar.schemas import SchemaData
-from magnetar.spark.option_errors import fail, topic_option
+from magnetar.spark.option_errors import fail, topic_name_option, topic_option
 from magnetar.spark.options import (
     SECURITY_KNOWN,
     OptionNames,
@@ -40,6 +40,12 @@ WRITE_KNOWN = OptionNames({
     "batchingMaxBytes": "bytes per Pulsar batch",
     "operationTimeoutSeconds": "seconds to wait for the broker",
     "checkpointLocation": "Spark's own (streams): where the query keeps its progress",
+    "exactlyOnce": "false or true: each task's rows in a transaction, committed when Spark commits the "
+                   "(micro-)batch (needs a broker with transactionCoordinatorEnabled)",
+    "transactionTimeoutSeconds": "exactlyOnce: seconds a task's transaction may stay open before the broker "
+                                 "aborts it (it spans the task and Spark's commit of the batch)",
+    "commitNamespace": "exactlyOnce streams: the tenant/namespace of the topic recording each committed "
+                       "micro-batch (default: the 'topic' option's)",
     "valueFormat": "typed (register the schema of the value column's type) or bytes (a binary or string value, "
                    "registering nothing)",
     **SECURITY_KNOWN,
@@ -80,6 +86,11 @@ class WriteOptions:
     operation_timeout_seconds: float = 30.0
     security: ClientSecurity = field(default_factory=ClientSecurity)
     """TLS and credentials for service.url (the pulsar.client.* options), as reads take them."""
+    exactly_once: bool = False
+    """Each task's rows in one transaction, committed or aborted with Spark's batch (writer_commit)."""
+    transaction_timeout_seconds: int = 300
+    commit_namespace: str | None = None
+    """Where an exactly-once stream records its committed micro-batches (tenant/namespace)."""
 
 
 def _type_name(data_type: Any) -> str:
@@ -129,6 +140,9 @@ def parse_write_options(options: Mapping[str, str], schema: Any) -> WriteOptions
              f"got {_type_name(value_type)}")
     filter_names = tuple(n.strip() for n in str(lowered.get("batchedfilterproperties", "")).split(",") if n.strip())
     default_rows = 10_000 if entry_format == "arrow" else 1000
+    exactly_once = choice_option(lowered, "exactlyOnce", ("false", "true")) == "true"
+    if exactly_once and entry_format == "arrow":
+        fail("option 'exactlyOnce' needs entryFormat=pulsar (Arrow entries are not sent in transactions)")
     return WriteOptions(
         service_url=service_url,
         topic=topic,
@@ -141,5 +155,16 @@ def parse_write_options(options: Mapping[str, str], schema: Any) -> WriteOptions
         batching_max_bytes=integer_option(lowered, "batchingmaxbytes", 1, WRITE_KNOWN) or 128 * 1024,
         operation_timeout_seconds=operation_timeout(lowered, WRITE_KNOWN),
         security=security_options(lowered),
+        exactly_once=exactly_once,
+        transaction_timeout_seconds=integer_option(lowered, "transactiontimeoutseconds", 1, WRITE_KNOWN) or 300,
+        commit_namespace=_commit_namespace(lowered, topic),
     )
+
+
+def _commit_namespace(lowered: Mapping[str, str], topic: str | None) -> str | None:
+    """The namespace of the exactly-once stream's commit records: the option's, else the topic's."""
+    raw = str(lowered.get("commitnamespace") or "").strip()
+    if raw:
+        return topic_name_option(f"{raw}/probe", "commitNamespace").namespace_name
+    return topic_name_option(topic, "topic").namespace_name if topic is not None else None
 

@@ -18,11 +18,19 @@ each time, so a stream never cuts a batch on a timer: a Pulsar batch ends at
 fixed block of row positions, and unkeyed rows go to partitions by position, not at random.
 As with any idempotent sink, a replayed micro-batch must hold the same rows in the same
 order in each partition (true of a deterministic source such as magnetar's own).
+
+With `.option("exactlyOnce", "true")`, batch writes and streams are exactly once on any topic,
+deduplication or not: each task sends its rows in a transaction of its own and leaves it
+open, and Spark's commit or abort of the batch ends them all (magnetar.spark.sink_transactions).
+Producers then have no name or sequence ids of the sink's: an aborted attempt's ids must not
+make the broker drop the replay's rows as duplicates.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -35,8 +43,17 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 
 from magnetar.client import Client, Producer, Result, errors
 from magnetar.client.aio.routing import boost_string_hash
+from magnetar.client.blocking import Transaction
 from magnetar.client.schema import Schema
 from magnetar.schemas import SchemaData
+from magnetar.spark.option_errors import fail
+from magnetar.spark.sink_transactions import (
+    MagnetarCommitMessage,
+    abort_batch,
+    announce_opened,
+    commit_batch,
+    sink_client,
+)
 from magnetar.spark.value_encoding import ValueEncoder
 from magnetar.spark.write_options import WriteOptions
 
@@ -55,6 +72,7 @@ class Identity:
 
     producer_name: str
     first_sequence_id: int
+    query_id: str
 
 
 def stream_identity(context: Any) -> Identity:
@@ -63,13 +81,7 @@ def stream_identity(context: Any) -> Identity:
     batch_id = context.getLocalProperty(BATCH_ID_PROPERTY)
     if not query_id or batch_id is None:
         raise RuntimeError("the magnetar stream sink runs in micro-batch queries only (no query or batch id)")
-    return Identity(f"spark-{query_id}-{context.partitionId()}", int(batch_id) << ROW_SEQUENCE_BITS)
-
-
-@dataclass(slots=True)
-class MagnetarCommitMessage(WriterCommitMessage):
-    rows: int
-    producer_name: str | None
+    return Identity(f"spark-{query_id}-{context.partitionId()}", int(batch_id) << ROW_SEQUENCE_BITS, query_id)
 
 
 class _Outcome:
@@ -102,11 +114,14 @@ class EncodedValues(Schema):
 class Destinations:
     """A task's producers, one per topic partition, created on first use."""
 
-    def __init__(self, client: Client, options: WriteOptions, identity: Identity | None, seed: int) -> None:
+    def __init__(self, client: Client, options: WriteOptions, identity: Identity | None, seed: int,
+                 txn: Transaction | None = None) -> None:
         self.client = client
         self.options = options
         self.identity = identity
         self.seed = seed
+        self.txn = txn
+        """The task's transaction (exactlyOnce): every message is sent in it."""
         self._partitions: dict[str, list[str]] = {}
         self._producers: dict[str, Producer] = {}
 
@@ -217,11 +232,13 @@ def write_messages(batches: Iterable[pa.RecordBatch], dest: Destinations) -> int
                 kwargs["deliver_at"] = deliver_ats[i]
             if base is not None:
                 kwargs["sequence_id"] = base + position
+            if dest.txn is not None:
+                kwargs["txn"] = dest.txn
             partition = dest.route(_row_topic(topics, i, options), key, position)
             dest.producer(partition).send_async(value, outcome, **kwargs)
             position += 1
         outcome.check()
-    dest.close()
+    dest.close()  # flush() covers a transaction's messages too: all answered before the driver commits
     outcome.check()
     return position
 
@@ -291,11 +308,7 @@ def write_task(options: WriteOptions, batches: Iterator[pa.RecordBatch], identit
     """One Spark task's rows, published; returns how many."""
     context = TaskContext.get()
     seed = context.partitionId() if context is not None else 0
-    security = options.security
-    client = Client(options.service_url, security.authentication, options.operation_timeout_seconds,
-                    tls_trust_certs_file_path=security.tls_trust_certs_file_path,
-                    tls_allow_insecure_connection=security.tls_allow_insecure_connection,
-                    tls_validate_hostname=security.tls_validate_hostname)
+    client = sink_client(options)
     try:
         dest = Destinations(client, options, identity, seed)
         if options.entry_format == "arrow":
@@ -305,29 +318,69 @@ def write_task(options: WriteOptions, batches: Iterator[pa.RecordBatch], identit
         client.close()
 
 
+def write_task_in_txn(options: WriteOptions, batches: Iterator[pa.RecordBatch], query_id: str | None
+                      ) -> MagnetarCommitMessage:
+    """One task's rows in a transaction left open for the driver to end; aborted here if the
+    task fails, so that a failed attempt holds back nobody's reading until it times out."""
+    context = TaskContext.get()
+    seed = context.partitionId() if context is not None else 0
+    client = sink_client(options)
+    try:
+        deadline = time.time() + options.transaction_timeout_seconds
+        txn = client.new_transaction(options.transaction_timeout_seconds)
+        if query_id is not None:
+            announce_opened(client, options, query_id, txn.txn_id)
+        try:
+            rows = write_messages(batches, Destinations(client, options, None, seed, txn))
+        except BaseException:
+            with contextlib.suppress(Exception):  # by id: waits for no send still in flight
+                client.resume_transaction(txn.txn_id).abort()
+            raise
+        return MagnetarCommitMessage(rows, None, txn.txn_id, query_id, deadline)
+    finally:
+        client.close()
+
+
 class MagnetarBatchWriter(DataSourceArrowWriter):
-    """`df.write.format("magnetar")`: at least once (a retried task sends its rows again)."""
+    """`df.write.format("magnetar")`: at least once (a retried task sends its rows again), or
+    exactly once with the exactlyOnce option (the job's commit commits its tasks' transactions)."""
 
     def __init__(self, options: WriteOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> MagnetarCommitMessage:
+        if self.options.exactly_once:
+            return write_task_in_txn(self.options, iterator, None)
         return MagnetarCommitMessage(write_task(self.options, iterator, None), None)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        commit_batch(self.options, messages, None)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        abort_batch(self.options, messages)
 
 
 class MagnetarStreamWriter(DataSourceStreamArrowWriter):
-    """`df.writeStream.format("magnetar")`: exactly once on a topic with deduplication on."""
+    """`df.writeStream.format("magnetar")`: exactly once on a topic with deduplication on, or
+    on any topic with the exactlyOnce option (transactions ended by Spark's commit or abort)."""
 
     def __init__(self, options: WriteOptions) -> None:
+        if options.exactly_once and options.commit_namespace is None:
+            fail("option 'exactlyOnce' with a 'topic' column needs 'commitNamespace': the tenant/namespace "
+                 "where the stream records its committed micro-batches")
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> MagnetarCommitMessage:
         identity = stream_identity(TaskContext.get())
+        if self.options.exactly_once:
+            return write_task_in_txn(self.options, iterator, identity.query_id)
         return MagnetarCommitMessage(write_task(self.options, iterator, identity), identity.producer_name)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every row is stored once its task succeeds."""
+        """Without exactlyOnce nothing to do: every row is stored once its task succeeds."""
+        commit_batch(self.options, messages, batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo: a replay of the micro-batch is deduplicated by the broker."""
+        """Without exactlyOnce nothing to undo: a replay of the micro-batch is deduplicated by the broker."""
+        abort_batch(self.options, messages)
 

@@ -58,6 +58,7 @@ from magnetar.client.url import parse_service_url
 from magnetar.credentials.authentication import Authentication
 from magnetar.credentials.security import ClientSecurity
 from magnetar.wire.frames import DEFAULT_MAX_MESSAGE_SIZE
+from magnetar.wire.txn import TxnId
 
 if TYPE_CHECKING:
     from magnetar.client.schema import Schema
@@ -291,6 +292,17 @@ class Client:
             raise errors.InvalidConfiguration("transactions need Client(..., enable_transaction=True)")
         seconds = max(1, int(timeout))
         return Transaction(self._coordinators, await self._coordinators.new_txn(seconds), seconds)
+
+    async def resume_transaction(self, txn_id: tuple[int, int]) -> Transaction:
+        """A handle on a transaction another client opened, by its id (most, least bits), to
+        commit or abort it: the coordinator knows a transaction by id, not by connection, so
+        a driver can end what its tasks opened (the Spark sink's two phases)."""
+        self._check_open()
+        if self._coordinators is None:
+            raise errors.InvalidConfiguration("transactions need Client(..., enable_transaction=True)")
+        await self._coordinators.start()
+        most, least = txn_id
+        return Transaction(self._coordinators, TxnId(int(most), int(least)), 0)
 
     async def get_topic_partitions(self, topic: str) -> list[str]:
         name = full_topic_name(topic)
