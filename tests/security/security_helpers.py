@@ -116,7 +116,7 @@ ROUTE_PARAMS = {"domain": "persistent", "subscription": "sub", "role": "someone"
                 "name": "fn", "instance": "0", "key": "k", "file": "app.js", "most": "0", "least": "1",
                 "timeout": "1000", "partition": "0"}
 ROUTE_BODIES = {"/admin/v2/tenants/{tenant}": {"adminRoles": ["scratch-admin"], "allowedClusters": ["standalone"]},
-                "permissions/{role}": ["consume"],
+                "permissions/{role}": ["consume"], "replicatedSubscriptionStatus": True,
                 **{path: {"type": "STRING", "schema": ""} for path in ("/schema", "/compatibility", "/version")}}
 
 

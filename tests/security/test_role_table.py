@@ -116,6 +116,8 @@ MAY: dict[tuple[str, str], frozenset[str | None]] = {
     ("POST", SUB + "/resetcursor/{timestamp}"): CONSUMERS,
     ("GET", SUB + "/properties"): CONSUMERS,
     ("PUT", SUB + "/properties"): CONSUMERS,
+    ("GET", SUB + "/replicatedSubscriptionStatus"): CONSUMERS,
+    ("POST", SUB + "/replicatedSubscriptionStatus"): CONSUMERS,
     # changing a topic, its schema, permissions and policies: its tenant's admins
     ("PUT", TOPIC_PATH): ADMINS,
     ("DELETE", ANY_DOMAIN): ADMINS,

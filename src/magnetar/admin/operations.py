@@ -111,6 +111,8 @@ ROUTES: dict[Route, Operation] = {
     **_each("POST", [SUBSCRIPTION + "/expireMessages/{seconds}"], op.EXPIRE_MESSAGES),
     **_each("POST", [SUBSCRIPTION + "/resetcursor", SUBSCRIPTION + "/resetcursor/{timestamp}"], op.RESET_CURSOR),
     **_each("GET PUT", [SUBSCRIPTION + "/properties"], op.CONSUME),
+    **_each("GET", [SUBSCRIPTION + "/replicatedSubscriptionStatus"], op.GET_REPLICATED_SUBSCRIPTION_STATUS),
+    **_each("POST", [SUBSCRIPTION + "/replicatedSubscriptionStatus"], op.SET_REPLICATED_SUBSCRIPTION_STATUS),
     # topics: what only a tenant admin does
     **_each("PUT", [PERSISTENT, ANY_TOPIC + "/partitions"], op.CREATE_TOPIC),
     **_each("POST", [ANY_TOPIC + "/partitions"], op.TOPIC_POLICY_WRITE),
