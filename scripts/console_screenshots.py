@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TOPIC = "persistent://public/default/orders"
 TYPED = "persistent://public/default/payments"
 VIEWS = {  # name -> (address, what to wait for)
-    "overview": ("#/", "svg.chart"),
+    "overview": ("#/", "div.chart canvas"),
     "namespace": ("#/namespace/public/default", "[data-testid=policies] tbody tr"),
     "topic": ("#/topic/persistent/public/default/orders", "h2:text-is('Subscriptions')"),
     "schema": ("#/topic/persistent/public/default/payments", "[data-testid=schema-diff]"),

@@ -44,6 +44,10 @@ class Watched:
         """What the next dialogs get: text for a prompt, True or False for a confirm; none: dismissed."""
         self.page.on("dialog", self._answer)
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        # what the Content-Security-Policy refused (an inline style or script, of ours or of
+        # the vendored chart library) is an error too, though the browser only logs it
+        self.page.on("console", lambda message: self.errors.append(message.text)
+                     if "Content Security Policy" in message.text else None)
 
     def _answer(self, dialog) -> None:
         self.dialogs.append(dialog.message)

@@ -23,6 +23,9 @@ FILES = {
     "api.js": "text/javascript",
     "dom.js": "text/javascript",
     "chart.js": "text/javascript",
+    "uplot-1.6.32.esm.js": "text/javascript",  # vendored, MIT (uplot-1.6.32.LICENSE, shipped beside it)
+    "uplot-1.6.32.min.css": "text/css",
+    "uplot-1.6.32.LICENSE": "text/plain",
     "views.js": "text/javascript",
     "topic.js": "text/javascript",
     "messages.js": "text/javascript",

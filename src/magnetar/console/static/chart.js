@@ -1,26 +1,31 @@
-// A small line chart in SVG: the last samples of a few series, the largest value labelled.
+// Rates over time, drawn by uPlot (vendored: uplot-1.6.32.esm.js and .min.css, MIT, its
+// licence in uplot-1.6.32.LICENSE beside them; the broker serves them as it serves these files).
 
-const SVG = "http://www.w3.org/2000/svg";
+import uPlot from "./uplot-1.6.32.esm.js";
+import { el } from "./dom.js";
 
-function svg(tag, attrs) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
-  return node;
+function color(name) {
+  return getComputedStyle(document.documentElement).getPropertyValue(`--${name}`).trim() || "gray";
 }
 
-export function lineChart(series, { width = 600, height = 140, unit = "msg/s" } = {}) {
-  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart", role: "img" });
-  const top = Math.max(1, ...series.flatMap((line) => line.values));
-  const length = Math.max(2, ...series.map((line) => line.values.length));
-  const x = (i) => (i / (length - 1)) * width;
-  const y = (value) => height - 4 - (value / top) * (height - 20);
-  chart.append(svg("line", { x1: 0, y1: height - 4, x2: width, y2: height - 4, class: "axis" }));
-  const label = svg("text", { x: 4, y: 12, class: "axis-label" });
-  label.textContent = `${top.toFixed(1)} ${unit}`;
-  chart.append(label);
-  for (const line of series) {
-    const points = line.values.map((value, i) => `${x(i).toFixed(1)},${y(value).toFixed(1)}`).join(" ");
-    chart.append(svg("polyline", { points, class: `series ${line.cls}` }));
+/** A chart of `series` ({ label, values, cls }) at `times` (Unix seconds, one a refresh); the
+ * node carries how many samples it draws (data-samples). Until there are two, a line says so. */
+export function lineChart(times, series, { height = 160, unit = "msg/s" } = {}) {
+  const length = times.length;
+  const node = el("div", { class: "chart", "data-samples": String(length), role: "img",
+    "aria-label": `${series.map((line) => line.label).join(" and ")}, ${unit}, the last ${length} samples` });
+  if (length < 2) {
+    node.append(el("p", { class: "legend" }, "(a sample every refresh: the chart starts with the second)"));
+    return node;
   }
-  return chart;
+  const view = document.getElementById("view");
+  const width = Math.max(240, Math.min(720, (view?.clientWidth ?? 720) - 4));
+  const axis = { stroke: color("muted"), grid: { stroke: color("line") }, ticks: { stroke: color("line") } };
+  new uPlot({
+    width, height,
+    legend: { show: false }, // the views name the series beside the chart (a legend table would be one more table)
+    axes: [axis, { ...axis, label: unit }],
+    series: [{}, ...series.map((line) => ({ label: line.label, stroke: color(line.cls), width: 2 }))],
+  }, [times, ...series.map((line) => line.values)], node);
+  return node;
 }

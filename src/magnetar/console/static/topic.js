@@ -3,6 +3,7 @@
 // partitions with their figures summed.
 
 import { json, optionalJson, path, request } from "./api.js";
+import { lineChart } from "./chart.js";
 import { bytes, count, el, facts, fill, hashOf, link, rate, table } from "./dom.js";
 import { policyPanel } from "./policies.js";
 import { produceForm } from "./produce.js";
@@ -19,6 +20,30 @@ function traffic(stats) {
     ["Rate out", `${rate(stats.msgRateOut)} (${bytes(stats.msgThroughputOut)}/s)`],
     ["Messages in / out", `${count(stats.msgInCounter)} / ${count(stats.msgOutCounter)}`],
   ];
+}
+
+const HISTORY = 60; // samples in the chart: three minutes at a refresh every 3 s
+
+/** Messages per second in and out since the last refresh, from the topic's counters (its own
+ * rates move once a statsUpdateFrequencyInSecs, a minute by default), kept for the chart. */
+function rateHistory() {
+  const history = { times: [], in: [], out: [] };
+  let last = null;
+  return (stats) => {
+    const now = Date.now();
+    const counters = [stats.msgInCounter ?? 0, stats.msgOutCounter ?? 0];
+    if (last !== null && now > last.time) {
+      const seconds = (now - last.time) / 1000;
+      // an unloaded topic restarts its counters: never a negative rate
+      const [inRate, outRate] = counters.map((value, i) => Math.max(0, value - last.counters[i]) / seconds);
+      history.times = [...history.times, now / 1000].slice(-HISTORY);
+      history.in = [...history.in, inRate].slice(-HISTORY);
+      history.out = [...history.out, outRate].slice(-HISTORY);
+    }
+    last = { time: now, counters };
+    return lineChart(history.times, [{ label: "in", values: history.in, cls: "in" },
+      { label: "out", values: history.out, cls: "out" }]);
+  };
 }
 
 function producers(stats) {
@@ -114,6 +139,7 @@ export function topic([domain, tenant, namespace, name]) {
   const policies = persistent ? policyPanel(url(), { isTopic: true, what: full }) : null;
   const schema = persistent ? schemas(tenant, namespace, name) : null;
   const produce = persistent ? produceForm(tenant, namespace, name) : null;
+  const chart = rateHistory();
   let partitioned = false;
   let reads = 0; // a refresh an action started may overtake the periodic one: the later read is drawn
   const done = (error) => {
@@ -138,6 +164,7 @@ export function topic([domain, tenant, namespace, name]) {
       const stats = await json(url("partitioned-stats"));
       if (mine !== reads) return;
       body.replaceChildren(facts([["Partitions", count(partitions)], ...traffic(stats)]),
+        el("h2", {}, "Messages per second"), chart(stats),
         el("h2", {}, "Partitions"),
         table(["Partition"], Array.from({ length: partitions }, (_, i) => [
           link(`${name}-partition-${i}`, "topic", domain, tenant, namespace, `${name}-partition-${i}`)])),
@@ -148,6 +175,7 @@ export function topic([domain, tenant, namespace, name]) {
       fill(body,
         facts([...traffic(stats), ["Storage", bytes(stats.storageSize ?? 0)], ["Backlog", bytes(stats.backlogSize ?? 0)],
           ...(persistent ? [["Compaction", compaction(compacted)]] : [])]),
+        el("h2", {}, "Messages per second"), chart(stats),
         persistent ? el("p", {}, link("Browse messages", "messages", domain, tenant, namespace, name)) : null,
         el("h2", {}, "Producers"), producers(stats),
         el("h2", {}, "Subscriptions"), ...subscriptions(stats, subscriptionUrl, indexUrl, done));

@@ -72,7 +72,7 @@ function functionsRunning(functions) {
 }
 
 export function overview() {
-  const history = { in: [], out: [] };
+  const history = { times: [], in: [], out: [] };
   let last = null;
   const body = el("div");
 
@@ -103,7 +103,8 @@ export function overview() {
         el("span", { class: "in", "data-testid": "rate-in" }, `in ${rate(speeds[0])}`), " ",
         el("span", { class: "out", "data-testid": "rate-out" }, `out ${rate(speeds[1])}`), " ",
         el("span", {}, `(${bytes(speeds[2])}/s in, ${bytes(speeds[3])}/s out)`)),
-      lineChart([{ values: history.in, cls: "in" }, { values: history.out, cls: "out" }]));
+      lineChart(history.times, [{ label: "in", values: history.in, cls: "in" },
+        { label: "out", values: history.out, cls: "out" }]));
   }
 
   async function refresh() {
@@ -117,6 +118,7 @@ export function overview() {
     const now = performance.now();
     const { totals, values } = rates(sums, last, now);
     last = { time: now, totals };
+    history.times = [...history.times, Date.now() / 1000].slice(-HISTORY);
     history.in = [...history.in, values[0]].slice(-HISTORY);
     history.out = [...history.out, values[1]].slice(-HISTORY);
     draw(version, config, tree, sums, values, functions, warnings(exposition, sums, functions));
