@@ -22,6 +22,7 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 
 import broker_soak  # noqa: E402
+import console_bench  # noqa: E402
 import peers  # noqa: E402
 
 
@@ -218,7 +219,8 @@ def test_console_bench_times_every_view_and_the_open_console():
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["topics"] == 21
-    assert set(result["view_s"]) == {"overview", "namespace_first_row", "namespace_search", "topic", "messages"}
+    assert set(result["view_s"]) == {*console_bench.VIEWS, "namespace_search"}
+    assert {"overview", "namespace_first_row", "topic", "messages", "functions"} <= set(console_bench.VIEWS)
     assert all(len(view["all"]) == 1 and view["median"] > 0 for view in result["view_s"].values())
     cpu = result["broker_cpu_percent"]
     assert cpu["console_cost"] == round(cpu["overview_open"] - cpu["idle"], 2)
@@ -274,7 +276,7 @@ def test_metrics_bench_scrapes_every_topic_beside_a_probe():
         assert scrape["bytes"] > 20 * 1000  # every topic's samples, not an empty page
         assert scrape["probe_answers"] >= 0 and scrape["seconds"] > 0
     (stop,) = result["stop_seconds"].values()
-    assert stop > 0
+    assert stop >= 0  # tenths of a second: a broker of 20 topics may stop in less than one
 
 
 def test_kafka_produce_path_bench_answers_every_request_in_both_formats():

@@ -8,7 +8,7 @@ import pytest
 from console_pages import chromium
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator:
     with chromium() as browser:
         yield browser
