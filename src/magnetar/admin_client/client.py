@@ -277,6 +277,7 @@ class AdminClient:
 
     def remove_topic_policy(self, topic: str, policy: str) -> None:
         self._json("DELETE", _topic(topic, policy))
+
     def get_retention(self, topic: str) -> dict[str, Any] | None:
         return self.get_topic_policy(topic, "retention")
 

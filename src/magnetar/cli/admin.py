@@ -96,6 +96,10 @@ def _delayed_delivery(enable: bool, disable: bool, tick: str) -> dict[str, Any]:
     return {"active": _switch(enable, disable), "tickTime": _tick_ms(tick)}
 
 
+def _names(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
 def _switch(enable: bool, disable: bool) -> bool:
     if enable == disable:
         raise UsageError("give exactly one of --enable/-e and --disable/-d")
@@ -181,6 +185,9 @@ TOPIC_POLICIES = [
     PolicyVerbs("max-unacked-messages-per-consumer", "maxUnackedMessagesOnConsumer",
                 arg("-m", "--maxNum", type=int)),
     PolicyVerbs("max-message-size", "maxMessageSize", arg("-m", "--max-message-size", type=int)),
+    # the topic's own replication clusters, over its namespace's (removed: it follows them again)
+    PolicyVerbs("replication-clusters", "replication",
+                arg("-c", "--clusters", type=_names, help="cluster names, comma separated")),
     _DELAYED, _SCHEMA, _SCHEMA_VALIDATION, _PUBLISH_RATE, _REPLICATOR_DISPATCH_RATE,
 ]
 
@@ -243,10 +250,6 @@ def _cluster_data(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
-def _names(text: str) -> list[str]:
-    return [item.strip() for item in text.split(",") if item.strip()]
-
-
 RESOURCES: dict[str, list[Verb]] = {
     "clusters": [
         Verb("list", "list clusters", lambda a, _: a.clusters()),
@@ -287,7 +290,7 @@ RESOURCES: dict[str, list[Verb]] = {
         Verb("grant-permission", "grant a role actions on a namespace",
              lambda a, n: a.grant_permission(n.namespace, n.role, n.actions),
              [NAMESPACE, arg("--role", required=True),
-              arg("--actions", required=True, type=lambda s: [item.strip() for item in s.split(",") if item.strip()],
+              arg("--actions", required=True, type=_names,
                   help="produce,consume,functions,sources,sinks,packages")]),
         Verb("revoke-permission", "revoke a role's permissions on a namespace",
              lambda a, n: a.revoke_permission(n.namespace, n.role), [NAMESPACE, arg("--role", required=True)]),
@@ -318,13 +321,6 @@ RESOURCES: dict[str, list[Verb]] = {
         Verb("remove-retention", "remove the topic's retention", lambda a, n: a.remove_retention(n.topic), [TOPIC]),
         Verb("trim-topic", "delete consumed ledgers out of retention now", lambda a, n: a.trim_topic(n.topic),
              [TOPIC]),
-        Verb("set-replication-clusters", "replicate the topic to these clusters (over its namespace's)",
-             lambda a, n: a.set_topic_replication_clusters(n.topic, n.clusters),
-             [TOPIC, arg("-c", "--clusters", required=True, type=_names, help="cluster names, comma separated")]),
-        Verb("get-replication-clusters", "show the topic's own replication clusters",
-             lambda a, n: a.topic_replication_clusters(n.topic), [TOPIC]),
-        Verb("remove-replication-clusters", "let the topic follow its namespace's replication clusters",
-             lambda a, n: a.remove_topic_replication_clusters(n.topic), [TOPIC]),
         Verb("list", "list a namespace's topics", lambda a, n: a.topics(n.namespace), [NAMESPACE]),
         Verb("create", "create a non-partitioned topic", lambda a, n: a.create_topic(n.topic), [TOPIC]),
         Verb("create-partitioned-topic", "create a partitioned topic",
