@@ -23,10 +23,11 @@ import pytest
 MAGNETAR = {
     "magnetar": ".",
     # transactions: /admin/v3/transactions' routes (they read the coordinator only when it runs);
-    # produce: the REST producer's routes (its value encoding loads with the first request)
-    "magnetar.admin": ". backlog_quotas brokers compaction messages metrics namespaces operations permissions "
-                      "policy_table produce responses retention schemas security server subscriptions tenants topics "
-                      "transactions",
+    # produce: the REST producer's routes (its value encoding loads with the first request);
+    # loop_slices: what /metrics and the REST producer make their work in slices with
+    "magnetar.admin": ". backlog_quotas brokers compaction loop_slices messages metrics namespaces operations "
+                      "permissions policy_table produce responses retention schemas security server subscriptions "
+                      "tenants topics transactions",
     "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
     "magnetar.broker.auth": ". authentication authorization issued operations",
     "magnetar.broker.compaction": ". manager options service",

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from magnetar import web
+from magnetar.admin.loop_slices import LoopSlices
 from magnetar.admin.responses import INT64_MAX, fail, json_body
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.schema_registry import settled
@@ -49,8 +50,6 @@ MAX_BODY_BYTES = 1024 * 1024
 """A request's body at most: parsed on the event loop, so kept to a few milliseconds' work."""
 MAX_MESSAGES = 1000
 """Messages in one request at most."""
-ENCODE_SLICE_S = 0.002
-"""Work encoding a request's values does before other clients get a turn of the event loop."""
 DEFAULT_PRODUCER = "rest-producer"
 NO_SCHEMA = -1
 
@@ -159,7 +158,7 @@ class RestProducerApi:
     async def _messages(messages: list[Any], producer: str,
                         schema: _Schema) -> list[tuple[pb.MessageMetadata, bytes]]:
         """Each message's metadata and encoded value, other clients given a turn of the loop
-        after each ENCODE_SLICE_S of work (a full request of Avro records is about 8 ms)."""
+        after each slice of work (loop_slices; a full request of Avro records is about 8 ms)."""
         from magnetar.admin.produce_values import encoder_for  # noqa: PLC0415 (loaded by the first request)
 
         try:
@@ -168,15 +167,14 @@ class RestProducerApi:
             raise fail(400, str(exc)) from None
         now = int(time.time() * 1000)
         prepared = []
-        deadline = time.perf_counter() + ENCODE_SLICE_S
+        slices = LoopSlices()
         for n, message in enumerate(messages):
             try:
                 prepared.append(_message(message, encode, producer, now, n))
             except ValueError as exc:
                 raise fail(400, f"messages[{n}]: {exc}") from None
-            if time.perf_counter() > deadline:
-                await asyncio.sleep(0)
-                deadline = time.perf_counter() + ENCODE_SLICE_S
+            if slices.spent():
+                await slices.next()
         return prepared
 
     @staticmethod

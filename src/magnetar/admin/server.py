@@ -8,15 +8,14 @@ scripts (and `curl` habits) carry over.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import shutil
-import time
 from collections.abc import Callable, Iterable, Iterator
 
 from magnetar import web
 from magnetar.admin import metrics
 from magnetar.admin.brokers import BrokersApi
+from magnetar.admin.loop_slices import LoopSlices
 from magnetar.admin.namespaces import NamespacesApi
 from magnetar.admin.operations import ROUTES, Route
 from magnetar.admin.permissions import PermissionsApi
@@ -32,8 +31,6 @@ from magnetar.broker.auth.operations import Operation
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.transport.advertised_listeners import default_advertised_address
 
-METRICS_SLICE_S = 0.002
-"""Work /metrics does before other clients get a turn of the event loop."""
 METRICS_PART_LINES = 4096
 """Lines of /metrics in one part of the response at most (one send, one copy)."""
 
@@ -103,7 +100,7 @@ class AdminServer:
         await self.server.close()
 
     async def metrics(self, _request: web.Request) -> web.Response:
-        """The page is made a slice at a time (METRICS_SLICE_S of work, then the loop's other
+        """The page is made a slice at a time (loop_slices: 2 ms of work, then the loop's other
         clients have a turn) and sent in those slices: at 10,000 topics it is tens of
         megabytes, whose making and copying in one go held every producer's receipt for a
         third of a second."""
@@ -125,18 +122,16 @@ class AdminServer:
 
 async def _in_slices(lines: Iterator[str]) -> list[bytes]:
     """`lines` as text in parts of at most METRICS_PART_LINES, the loop handed back after
-    each METRICS_SLICE_S of making them."""
-    clock = time.perf_counter
-    deadline = clock() + METRICS_SLICE_S
+    each slice of making them (loop_slices)."""
+    slices = LoopSlices()
     parts: list[bytes] = []
     part: list[str] = []
     for n, line in enumerate(lines, 1):
         part.append(line)
-        if n % 128 == 0 and (clock() > deadline or len(part) >= METRICS_PART_LINES):
+        if n % 128 == 0 and (slices.spent() or len(part) >= METRICS_PART_LINES):
             parts.append(("\n".join(part) + "\n").encode())
             part = []
-            await asyncio.sleep(0)
-            deadline = clock() + METRICS_SLICE_S
+            await slices.next()
     parts.append(("\n".join(part) + "\n").encode())
     return parts
 
