@@ -2,22 +2,25 @@
 
 Built only when `transactionCoordinatorEnabled`: ending a transaction on a partition
 stores its marker there (PersistentTopic.end_transaction); a partition deleted since
-holds nothing to mark.
+holds nothing to mark. Every topic that loads holding open transactions is shown to the
+coordinator, which may have some of them aborted there (TransactionCoordinator.found_open).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
 from magnetar.wire.proto import pulsar_api_pb2 as pb
-from magnetar.wire.txn import COMMIT, TxnId
+from magnetar.wire.txn import ABORT, COMMIT, TxnId
 
 if TYPE_CHECKING:
     from magnetar.broker.service.broker_service import BrokerService
 
+log = logging.getLogger(__name__)
 #: The one coordinator this broker runs: partition 0 of the coordinator-assign topic.
 COORDINATOR_ID = 0
 
@@ -49,7 +52,25 @@ class TopicParticipants:
             held.end_txn_acks(txn, commit=action == COMMIT)
 
 
+    def loaded(self, topic: PersistentTopic) -> None:
+        """A topic loaded: the transactions it holds open, shown to the coordinator."""
+        buffer = topic.transaction_buffer
+        coordinator = self._service.transactions
+        if buffer is None or not buffer.ongoing or coordinator is None:
+            return
+        coordinator.found_open(str(topic.name), list(buffer.ongoing), lambda txn: _abort_on(topic, txn))
+
+
+def _abort_on(topic: PersistentTopic, txn: TxnId) -> None:
+    topic.end_transaction(txn, ABORT).add_done_callback(
+        lambda done: None if done.cancelled() or done.exception() is None else
+        log.warning("[%s] transaction %s not aborted here (%s): tried again at the next load", topic.name, txn,
+                    done.exception()))
+
+
 def new_coordinator(service: BrokerService) -> TransactionCoordinator:
-    return TransactionCoordinator(COORDINATOR_ID, service.metadata, TopicParticipants(service),
+    participants = TopicParticipants(service)
+    service.topic_watchers.append(participants.loaded)
+    return TransactionCoordinator(COORDINATOR_ID, service.metadata, participants,
                                   service.config.maxActiveTransactionsPerCoordinator)
 

@@ -8,6 +8,15 @@ every participant has ended it.
 A restart reads the records back: an open transaction's deadline is armed again (it is
 aborted when it passes, as Pulsar's timeout tracker does), and a decided one is ended
 again on every participant (ending twice writes a second marker, which changes nothing).
+
+A partition's record is written while the transaction's first messages there are stored
+(the SEND is answered once both are durable), so a crash can leave messages of a
+transaction on a partition its record does not name. Each topic that loads tells the
+coordinator which transactions it holds open (`found_open`): one of an earlier run that
+the log does not know at all (its id was reserved before this run, and it ended or was
+never recorded) is aborted there; one recorded as still open gets the partition added (its
+client may still commit it, and sends the unanswered messages again); one decided without
+the partition is aborted there (none of its messages there was answered).
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -95,6 +104,9 @@ class TxnMeta:
     """time.monotonic() when it was opened (None: opened before a restart)."""
     opened_at: float = 0.0
     """Wall-clock seconds when it was opened (0: a record written before magnetar kept it)."""
+    unrecorded: str | None = None
+    """Why the log could not name one of its participants (whose messages may be stored):
+    it can only abort."""
 
     def encode(self) -> bytes:
         return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
@@ -139,6 +151,10 @@ class TransactionCoordinator:
         """Wall-clock seconds when recovery started and ended (0: not yet)."""
         self._next_least = 1
         self._reserved_until = 1
+        self._earlier_runs_upto = 0
+        """The last id earlier runs may have handed out (read by `recover`)."""
+        self._found_early: list[tuple[str, list[TxnId], Callable[[TxnId], None]]] = []
+        """Topics that loaded before `recover` ran, and what they found open."""
 
     @property
     def active_count(self) -> int:
@@ -196,6 +212,7 @@ class TransactionCoordinator:
         """Read every unfinished transaction back, on the running loop: open ones get their
         deadline again, decided ones are ended again."""
         self.recovered = (time.time(), 0.0)
+        self._earlier_runs_upto = int(self._store.get(f"{self._prefix}sequence") or 0)
         for key in self._store.list(f"{self._prefix}txn/"):
             raw = self._store.get(key)
             if raw is None:
@@ -211,6 +228,33 @@ class TransactionCoordinator:
         if self._txns:
             log.info("transaction coordinator %d recovered %d unfinished transactions", self.coordinator_id,
                      len(self._txns))
+        found, self._found_early = self._found_early, []
+        for partition, txns, abort in found:
+            self.found_open(partition, txns, abort)
+
+    def found_open(self, partition: str, txns: Iterable[TxnId], abort: Callable[[TxnId], None]) -> None:
+        """`txns` have messages and no marker on `partition`, which just loaded: `abort` is
+        called for each that must be aborted there (see the module's docstring)."""
+        if not self.recovered[1]:
+            self._found_early.append((partition, list(txns), abort))
+            return
+        for txn in txns:
+            if txn.most != self.coordinator_id:
+                continue
+            meta = self._txns.get(txn)
+            if meta is None:
+                if txn.least <= self._earlier_runs_upto:
+                    log.info("transaction %s on %s: not in the log (a crash before it named the partition): "
+                             "aborted there", txn, partition)
+                    abort(txn)
+            elif partition not in meta.partitions:
+                if meta.status != OPEN:
+                    abort(txn)
+                    continue
+                try:
+                    self._register(meta, self._add(meta, meta.partitions, [partition], "partitions"))
+                except BrokerServiceError as exc:  # too many partitions: it can only abort
+                    meta.unrecorded = exc.message
 
     # -- commands
     def new_txn(self, timeout_seconds: int, owner: str | None = None) -> TxnId:
@@ -268,29 +312,30 @@ class TransactionCoordinator:
         """Record the partitions in the log's next group commit: the future is done once
         the record naming them is durable (None: it is already)."""
         meta = self.open_txn(txn, caller)
-        return self._register(meta, meta.partitions, self._add(meta, meta.partitions, partitions, "partitions"))
+        return self._register(meta, self._add(meta, meta.partitions, partitions, "partitions"))
 
     def register_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]],
                                caller: Caller = ANYONE) -> asyncio.Future[None] | None:
         """As register_partitions, for subscriptions."""
         meta = self.open_txn(txn, caller)
-        return self._register(meta, meta.subscriptions,
-                              self._add(meta, meta.subscriptions, subscriptions, "subscriptions"))
+        return self._register(meta, self._add(meta, meta.subscriptions, subscriptions, "subscriptions"))
 
-    def _register(self, meta: TxnMeta, known: list, added: list) -> asyncio.Future[None] | None:
+    def _register(self, meta: TxnMeta, added: list) -> asyncio.Future[None] | None:
         if added:
             saving = meta.saving = self._save_later(meta)
-            saving.add_done_callback(lambda done: self._unless_saved(done, known, added))
+            saving.add_done_callback(lambda done: self._unless_saved(meta, done))
         elif not self._unsaved(meta):
             meta.saving = None
         return meta.saving
 
     @staticmethod
-    def _unless_saved(done: asyncio.Future[None], known: list, added: list) -> None:
-        """A record that could not be written names none of `added`: the next one to name
-        them writes it again."""
+    def _unless_saved(meta: TxnMeta, done: asyncio.Future[None]) -> None:
+        """A record that could not be written: the participants it named stay known (their
+        messages may be stored, and an abort must reach them), and the transaction can only
+        abort (its client saw the SENDs or ACKs fail)."""
         if done.cancelled() or done.exception() is not None:
-            known[:] = [name for name in known if name not in added]
+            meta.unrecorded = f"the transaction log could not record its participants: " \
+                f"{'cancelled' if done.cancelled() else done.exception()}"
 
     @staticmethod
     def _add(meta: TxnMeta, known: list, names: list, what: str) -> list:
@@ -307,6 +352,9 @@ class TransactionCoordinator:
         if action not in (COMMIT, ABORT):
             raise BrokerServiceError(pb.NotAllowedError, f"unknown transaction action {action}")
         meta = self._owned(txn, caller)
+        if action == COMMIT and meta.status == OPEN and meta.unrecorded is not None:
+            await self.end_txn(txn, ABORT, caller)
+            raise BrokerServiceError(pb.TransactionConflict, f"transaction {txn} was aborted: {meta.unrecorded}")
         wanted = COMMITTING if action == COMMIT else ABORTING
         if meta.status == OPEN:
             self._disarm(txn)
@@ -348,7 +396,7 @@ class TransactionCoordinator:
             self.log.forget_later(self._key(meta.txn))  # deleted with the next record written
         self._txns.pop(meta.txn, None)
         self.stats.ended(action, meta.opened)
-        log.info("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
+        log.debug("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
 
     # -- timeouts
     def _arm(self, meta: TxnMeta) -> None:
