@@ -144,10 +144,13 @@ class HeldStore(SqliteMetadataStore):
         super().__init__(path)
         self.released = threading.Event()
         self.released.set()
+        self.failing = False
 
     @contextmanager
     def transaction(self):
         self.released.wait(10)
+        if self.failing:
+            raise OSError("disk gone")
         with super().transaction() as writer:
             yield writer
 
@@ -231,5 +234,63 @@ def test_an_ack_held_in_a_transaction_is_stored_off_the_loop_with_the_coordinato
         assert _stored(tmp_path / "m.db", txn)["subscriptions"] == [["persistent://t/n/a", "sub"]]
         assert coordinator.log.appends <= 2
         reader.close()
+
+    _with_held_store(tmp_path, body)
+
+
+def test_a_topic_loading_with_open_transactions_gets_those_the_log_does_not_know_ended(tmp_path: Path) -> None:
+    """What a restart finds open on a partition whose messages were stored while the log
+    recorded the partition: a transaction of an earlier run the log does not know is aborted
+    there, one recorded open without the partition gets it, one decided without it is ended
+    there as decided; one of this run, or of another coordinator, is left alone."""
+    async def run() -> None:
+        recorder = Recorder()
+        coordinator, store = _coordinator(tmp_path / "m.db", recorder)
+        unknown = coordinator.new_txn(60)  # its record never became durable
+        still_open = coordinator.new_txn(60)
+        coordinator.add_partitions(still_open, ["persistent://t/n/a"])
+        decided = coordinator.new_txn(60)
+        coordinator.add_partitions(decided, ["persistent://t/n/a"])
+        recorder.fail = True
+        with pytest.raises(OSError):
+            await coordinator.end_txn(decided, COMMIT)
+        coordinator.stop()
+        store.close()
+
+        revived, store = _coordinator(tmp_path / "m.db", Recorder())
+        ends: list[tuple[TxnId, int]] = []
+        found = [unknown, still_open, decided, TxnId(3, 1)]
+        revived.found_open("persistent://t/n/b", found, lambda txn, action: ends.append((txn, action)))
+        assert ends == []  # a topic that loads before the log is read waits for it
+        revived.recover()
+        assert ends == [(unknown, ABORT), (decided, COMMIT)]
+        saving = revived.open_txn(still_open).saving
+        assert saving is not None
+        await asyncio.wait_for(saving, 10)
+        assert _stored(tmp_path / "m.db", still_open)["partitions"] == ["persistent://t/n/a", "persistent://t/n/b"]
+        this_run = revived.new_txn(60)
+        revived.found_open("persistent://t/n/c", [this_run, still_open], lambda txn, action: ends.append((txn, action)))
+        assert len(ends) == 2
+        assert revived.open_txn(still_open).partitions[-1] == "persistent://t/n/c"
+        revived.stop()
+        store.close()
+
+    asyncio.run(run())
+
+
+def test_a_participant_the_log_could_not_record_leaves_the_transaction_abort_only(tmp_path: Path) -> None:
+    async def body(store: HeldStore, coordinator: TransactionCoordinator) -> None:
+        txn = coordinator.new_txn(60)
+        store.failing = True
+        registering = coordinator.register_partitions(txn, ["persistent://t/n/a"])
+        with pytest.raises(OSError):
+            await asyncio.wait_for(registering, 10)
+        store.failing = False
+        assert coordinator.register_partitions(txn, ["persistent://t/n/a"]) is None  # its messages are stored anyway
+        with pytest.raises(BrokerServiceError) as refused:
+            await coordinator.end_txn(txn, COMMIT)
+        assert refused.value.code == pb.TransactionConflict
+        assert coordinator.metadata(txn) is None
+        assert coordinator._participants.ends == [("partition", "persistent://t/n/a", str(txn), "ABORT")]
 
     _with_held_store(tmp_path, body)

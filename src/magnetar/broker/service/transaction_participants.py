@@ -15,7 +15,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.persistent.persistent_topic import PersistentTopic
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
 from magnetar.wire.proto import pulsar_api_pb2 as pb
-from magnetar.wire.txn import ABORT, COMMIT, TxnId
+from magnetar.wire.txn import COMMIT, TxnId
 
 if TYPE_CHECKING:
     from magnetar.broker.service.broker_service import BrokerService
@@ -58,13 +58,14 @@ class TopicParticipants:
         coordinator = self._service.transactions
         if buffer is None or not buffer.ongoing or coordinator is None:
             return
-        coordinator.found_open(str(topic.name), list(buffer.ongoing), lambda txn: _abort_on(topic, txn))
+        coordinator.found_open(str(topic.name), list(buffer.ongoing),
+                               lambda txn, action: _end_on(topic, txn, action))
 
 
-def _abort_on(topic: PersistentTopic, txn: TxnId) -> None:
-    topic.end_transaction(txn, ABORT).add_done_callback(
+def _end_on(topic: PersistentTopic, txn: TxnId, action: int) -> None:
+    topic.end_transaction(txn, action).add_done_callback(
         lambda done: None if done.cancelled() or done.exception() is None else
-        log.warning("[%s] transaction %s not aborted here (%s): tried again at the next load", topic.name, txn,
+        log.warning("[%s] transaction %s not ended here (%s): tried again at the next load", topic.name, txn,
                     done.exception()))
 
 

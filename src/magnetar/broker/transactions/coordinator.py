@@ -16,7 +16,7 @@ coordinator which transactions it holds open (`found_open`): one of an earlier r
 the log does not know at all (its id was reserved before this run, and it ended or was
 never recorded) is aborted there; one recorded as still open gets the partition added (its
 client may still commit it, and sends the unanswered messages again); one decided without
-the partition is aborted there (none of its messages there was answered).
+the partition (which the log's order rules out) is ended there as decided.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ class TransactionCoordinator:
         self._reserved_until = 1
         self._earlier_runs_upto = 0
         """The last id earlier runs may have handed out (read by `recover`)."""
-        self._found_early: list[tuple[str, list[TxnId], Callable[[TxnId], None]]] = []
+        self._found_early: list[tuple[str, list[TxnId], Callable[[TxnId, int], None]]] = []
         """Topics that loaded before `recover` ran, and what they found open."""
 
     @property
@@ -229,14 +229,14 @@ class TransactionCoordinator:
             log.info("transaction coordinator %d recovered %d unfinished transactions", self.coordinator_id,
                      len(self._txns))
         found, self._found_early = self._found_early, []
-        for partition, txns, abort in found:
-            self.found_open(partition, txns, abort)
+        for partition, txns, end in found:
+            self.found_open(partition, txns, end)
 
-    def found_open(self, partition: str, txns: Iterable[TxnId], abort: Callable[[TxnId], None]) -> None:
-        """`txns` have messages and no marker on `partition`, which just loaded: `abort` is
-        called for each that must be aborted there (see the module's docstring)."""
+    def found_open(self, partition: str, txns: Iterable[TxnId], end: Callable[[TxnId, int], None]) -> None:
+        """`txns` have messages and no marker on `partition`, which just loaded: `end` is
+        called with each that must be ended there at once, and how (see the module's docstring)."""
         if not self.recovered[1]:
-            self._found_early.append((partition, list(txns), abort))
+            self._found_early.append((partition, list(txns), end))
             return
         for txn in txns:
             if txn.most != self.coordinator_id:
@@ -246,10 +246,10 @@ class TransactionCoordinator:
                 if txn.least <= self._earlier_runs_upto:
                     log.info("transaction %s on %s: not in the log (a crash before it named the partition): "
                              "aborted there", txn, partition)
-                    abort(txn)
+                    end(txn, ABORT)
             elif partition not in meta.partitions:
                 if meta.status != OPEN:
-                    abort(txn)
+                    end(txn, COMMIT if meta.status == COMMITTING else ABORT)
                     continue
                 try:
                     self._register(meta, self._add(meta, meta.partitions, [partition], "partitions"))
