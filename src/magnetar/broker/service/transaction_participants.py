@@ -48,8 +48,9 @@ class TopicParticipants:
         has nothing left to apply it to."""
         loaded = self._topic(topic)
         held = loaded.subscriptions.get(subscription) if loaded is not None else None
-        if held is not None:
-            held.end_txn_acks(txn, commit=action == COMMIT)
+        stored = None if held is None else held.end_txn_acks(txn, commit=action == COMMIT)
+        if stored is not None:
+            await stored
 
 
     def loaded(self, topic: PersistentTopic) -> None:
