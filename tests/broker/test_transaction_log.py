@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.transactions.coordinator import OPEN, TransactionCoordinator, TxnMeta
+from magnetar.broker.transactions.coordinator import ID_BLOCK, OPEN, TransactionCoordinator, TxnMeta
 from magnetar.broker.transactions.pending_ack import PendingAcks
 from magnetar.storage import Position, SqliteMetadataStore
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -145,9 +145,12 @@ class HeldStore(SqliteMetadataStore):
         self.released = threading.Event()
         self.released.set()
         self.failing = False
+        self.writers: list[str] = []
+        """The threads that wrote, in order."""
 
     @contextmanager
     def transaction(self):
+        self.writers.append(threading.current_thread().name)
         self.released.wait(10)
         if self.failing:
             raise OSError("disk gone")
@@ -292,5 +295,27 @@ def test_a_participant_the_log_could_not_record_leaves_the_transaction_abort_onl
         assert refused.value.code == pb.TransactionConflict
         assert coordinator.metadata(txn) is None
         assert coordinator._participants.ends == [("partition", "persistent://t/n/a", str(txn), "ABORT")]
+
+    _with_held_store(tmp_path, body)
+
+
+def test_new_transactions_reserve_their_ids_ahead_through_the_log(tmp_path: Path) -> None:
+    """NEW_TXN does not write on the event loop once a run's first block is reserved: the next
+    block goes through the log's group commits while half of the current one is left."""
+    async def body(store: HeldStore, coordinator: TransactionCoordinator) -> None:
+        coordinator.new_txn(60)
+        store.writers.clear()
+        ids = []
+        for n in range(3 * ID_BLOCK):
+            ids.append(coordinator.new_txn(60).least)
+            if n % 100 == 0:  # a write asked for after the reservation is durable no sooner than it
+                await asyncio.wait_for(coordinator.log.write("/test/barrier", lambda: None), 10)
+        assert threading.current_thread().name not in store.writers
+        assert ids == sorted(set(ids))
+        assert int(store.get("/transactions/coordinator/0/sequence")) >= ids[-1]
+        revived = TransactionCoordinator(0, store, Recorder())
+        revived.recover()
+        assert revived.new_txn(60).least > ids[-1]
+        revived.stop()
 
     _with_held_store(tmp_path, body)

@@ -151,6 +151,10 @@ class TransactionCoordinator:
         """Wall-clock seconds when recovery started and ended (0: not yet)."""
         self._next_least = 1
         self._reserved_until = 1
+        self._reserving: int | None = None
+        """The end of the next block, on its way to the disk through the log."""
+        self._reserved_ahead = 0
+        """The end of the next block, durable (0: none yet)."""
         self._earlier_runs_upto = 0
         """The last id earlier runs may have handed out (read by `recover`)."""
         self._found_early: list[tuple[str, list[TxnId], Callable[[TxnId, int], None]]] = []
@@ -200,13 +204,32 @@ class TransactionCoordinator:
 
     def _next_id(self) -> TxnId:
         """Ids come from blocks reserved in the store, a write per ID_BLOCK transactions: no
-        id is handed out twice, even after a crash (the rest of a block is skipped)."""
+        id is handed out twice, even after a crash (the rest of a block is skipped). The next
+        block is reserved through the log while half of the current one is left, so NEW_TXN
+        does not wait for the disk (but for the first block of a run, or when transactions
+        open faster than the log commits)."""
         if self._next_least >= self._reserved_until:
-            self._reserved_until = bump_counter(self._store, f"{self._prefix}sequence", ID_BLOCK)
-            self._next_least = max(self._next_least, self._reserved_until - ID_BLOCK + 1)
+            if self._reserved_ahead > self._reserved_until:
+                self._reserved_until = self._reserved_ahead
+            else:
+                self._reserved_until = bump_counter(self._store, f"{self._prefix}sequence", ID_BLOCK)
+                self._next_least = max(self._next_least, self._reserved_until - ID_BLOCK + 1)
+        elif self._reserving is None and self._reserved_until - self._next_least <= ID_BLOCK // 2 \
+                and self._reserved_ahead <= self._reserved_until:
+            self._reserve_ahead(self._reserved_until + ID_BLOCK)
         txn = TxnId(self.coordinator_id, self._next_least)
         self._next_least += 1
         return txn
+
+    def _reserve_ahead(self, until: int) -> None:
+        self._reserving = until
+        self.log.write(f"{self._prefix}sequence", lambda: str(until).encode()).add_done_callback(
+            lambda done: self._reserved(done, until))
+
+    def _reserved(self, done: asyncio.Future[None], until: int) -> None:
+        self._reserving = None
+        if not done.cancelled() and done.exception() is None:
+            self._reserved_ahead = max(self._reserved_ahead, until)
 
     def recover(self) -> None:
         """Read every unfinished transaction back, on the running loop: open ones get their
