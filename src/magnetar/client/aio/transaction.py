@@ -16,12 +16,17 @@ import itertools
 from typing import TYPE_CHECKING, Any, Protocol
 
 from magnetar.client import errors
+from magnetar.client.enums import Result
 from magnetar.wire import txn as wire_txn
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
 
 if TYPE_CHECKING:
     from magnetar.client.aio.connection import Connection
     from magnetar.client.aio.context import ClientContext
+    from magnetar.client.message_id import MessageId
+
+SendCallback = Any
+"""callable(result, message_id), or None"""
 
 OPEN, COMMITTING, ABORTING, COMMITTED, ABORTED, ERROR = "OPEN", "COMMITTING", "ABORTING", "COMMITTED", "ABORTED", \
     "ERROR"
@@ -103,6 +108,10 @@ class Transaction:
         self._partitions: dict[tuple[str, ...], asyncio.Future[Any]] = {}
         """Registrations with the coordinator: partitions produced to, subscriptions acknowledged on."""
         self._sends: list[asyncio.Future[Any]] = []
+        self._unanswered = 0
+        """Messages sent with send_async in it whose answer has not come (see `tracked`)."""
+        self._refused: Result | None = None
+        self._all_answered: asyncio.Future[None] | None = None
         self._producers: list[Producer] = []
         """The producers that sent in the transaction: their batches are cut before it ends."""
 
@@ -153,6 +162,32 @@ class Transaction:
         """A message sent or acknowledged in the transaction: the commit waits for its answer."""
         self._sends.append(sent)
 
+    def tracked(self, callback: SendCallback) -> SendCallback:
+        """The completion of a message sent with send_async in the transaction: counted until
+        its answer, so that the commit waits for it without a future per message."""
+        self._unanswered += 1
+
+        def answered(result: Result, message_id: MessageId | None) -> None:
+            self._unanswered -= 1
+            if result != Result.Ok and self._refused is None:
+                self._refused = result
+            if not self._unanswered and self._all_answered is not None and not self._all_answered.done():
+                self._all_answered.set_result(None)
+            if callback is not None:
+                callback(result, message_id)
+
+        return answered
+
+    async def _answers(self) -> list[Any]:
+        """Every send's, ack's and registration's outcome, once all have one."""
+        if self._unanswered:
+            self._all_answered = asyncio.get_running_loop().create_future()
+        outcomes = await asyncio.gather(*self._sends, *self._partitions.values(), *filter(None, [self._all_answered]),
+                                        return_exceptions=True)
+        if self._refused is not None:
+            outcomes.append(errors.PulsarException(f"a message sent in it got {self._refused.name}"))
+        return outcomes
+
     def _cut_batches(self) -> None:
         for producer in self._producers:
             producer.flush_batch()
@@ -161,7 +196,7 @@ class Transaction:
         self._check_open()
         self.state = COMMITTING
         self._cut_batches()
-        outcomes = await asyncio.gather(*self._sends, *self._partitions.values(), return_exceptions=True)
+        outcomes = await self._answers()
         failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
         if failed is not None:
             await self._end(ABORT, ABORTED)
@@ -173,7 +208,7 @@ class Transaction:
         self._check_open()
         self.state = ABORTING
         self._cut_batches()
-        await asyncio.gather(*self._sends, *self._partitions.values(), return_exceptions=True)
+        await self._answers()
         await self._end(ABORT, ABORTED)
 
     async def _end(self, action: int, final: str) -> None:
