@@ -173,7 +173,7 @@ class Producer:
                        recorded: asyncio.Future[None] | None = None) -> None:
         group = _PendingGroup(sends, None, self.cnx.read_at)
         self._pending.append(group)
-        if recorded is not None and not recorded.done():
+        if recorded is not None:
             group.recorded = recorded
             recorded.add_done_callback(self._record_durable)
         entries = [send.entry for send in sends]
