@@ -155,8 +155,8 @@ class TransactionCoordinator:
         """The end of the next block, on its way to the disk through the log."""
         self._reserved_ahead = 0
         """The end of the next block, durable (0: none yet)."""
-        self._earlier_runs_upto = 0
-        """The last id earlier runs may have handed out (read by `recover`)."""
+        self._earlier_runs_upto = int(store.get(f"{self._prefix}sequence") or 0)
+        """The last id earlier runs may have handed out (this run's come from blocks after it)."""
         self._found_early: list[tuple[str, list[TxnId], Callable[[TxnId, int], None]]] = []
         """Topics that loaded before `recover` ran, and what they found open."""
 
@@ -235,7 +235,6 @@ class TransactionCoordinator:
         """Read every unfinished transaction back, on the running loop: open ones get their
         deadline again, decided ones are ended again."""
         self.recovered = (time.time(), 0.0)
-        self._earlier_runs_upto = int(self._store.get(f"{self._prefix}sequence") or 0)
         for key in self._store.list(f"{self._prefix}txn/"):
             raw = self._store.get(key)
             if raw is None:
