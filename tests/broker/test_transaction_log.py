@@ -168,11 +168,12 @@ def _stored(path: Path, txn: TxnId) -> dict | None:
     return None if raw is None else json.loads(raw)
 
 
-def _with_held_store(path: Path, body: Callable[[HeldStore, TransactionCoordinator], Awaitable[None]]) -> None:
-    """`body` on a coordinator over a HeldStore at `path`, both closed after."""
+def _with_held_store(path: Path, body: Callable[[HeldStore, TransactionCoordinator], Awaitable[None]],
+                     recorder: Recorder | None = None) -> None:
+    """`body` on a coordinator over a HeldStore at `path` (its participants `recorder`), both closed after."""
     async def run() -> None:
         store = HeldStore(path / "m.db")
-        coordinator = TransactionCoordinator(0, store, Recorder())
+        coordinator = TransactionCoordinator(0, store, recorder or Recorder())
         try:
             await body(store, coordinator)
         finally:
@@ -294,9 +295,10 @@ def test_a_participant_the_log_could_not_record_leaves_the_transaction_abort_onl
             await coordinator.end_txn(txn, COMMIT)
         assert refused.value.code == pb.TransactionConflict
         assert coordinator.metadata(txn) is None
-        assert coordinator._participants.ends == [("partition", "persistent://t/n/a", str(txn), "ABORT")]
+        assert recorder.ends == [("partition", "persistent://t/n/a", str(txn), "ABORT")]
 
-    _with_held_store(tmp_path, body)
+    recorder = Recorder()
+    _with_held_store(tmp_path, body, recorder)
 
 
 def test_new_transactions_reserve_their_ids_ahead_through_the_log(tmp_path: Path) -> None:
