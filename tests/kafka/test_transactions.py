@@ -27,9 +27,11 @@ from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3 import request as find_coordinator_v3
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
 from kio.schema.init_producer_id.v4 import request as init_producer_id
+from kio.schema.list_transactions.v1 import request as list_transactions
 from racing_clients import JS
 
 from magnetar.kafka.group_apis import NO_TRANSACTIONS
+from magnetar.kafka.txn_apis import LIST_CHUNK
 
 TRANSACTION, GROUP = 1, 0
 
@@ -101,3 +103,34 @@ def test_kafkajs_finds_no_coordinator(broker) -> None:
                          check=True, capture_output=True, text=True, timeout=60)
     assert json.loads(out.stdout) == {"error": "KafkaJSGroupCoordinatorNotFound", "type": None,
                                       "message": "Failed to find group coordinator"}
+
+
+def test_list_transactions_hands_the_loop_back_between_chunks_and_lists_every_id(tmp_path) -> None:
+    """Issue 47 item 4: a broker keeps up to 100,000 transactional ids; ListTransactions looks
+    at LIST_CHUNK of them a turn of the event loop, other clients served in between."""
+    async def test(kafka) -> None:
+        await kafka.apis.transactional().transactions.recover()
+        count = 3 * LIST_CHUNK + 7
+        answers = await asyncio.gather(*(kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
+            transactional_id=f"id-{i}", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+            producer_epoch=-1)) for i in range(count)))
+        assert {answer.error_code for answer in answers} == {ErrorCode.none}
+        turns = 0
+
+        async def other_client() -> None:
+            nonlocal turns
+            while True:
+                await asyncio.sleep(0)
+                turns += 1
+
+        ticking = asyncio.ensure_future(other_client())
+        await asyncio.sleep(0)
+        turns = 0
+        listed = await kafka.call(66, 1, list_transactions.ListTransactionsRequest(
+            state_filters=("Empty",), producer_id_filters=(), duration_filter=-1))
+        ticking.cancel()
+        assert sorted(state.transactional_id for state in listed.transaction_states) == sorted(
+            f"id-{i}" for i in range(count))
+        assert turns >= count // LIST_CHUNK
+
+    run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
