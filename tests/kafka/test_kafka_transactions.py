@@ -421,12 +421,7 @@ def test_aiokafka_transactions_with_offsets(broker: KafkaStandalone) -> None:
             await producer.stop()
 
     asyncio.run(run())
-    assert read_committed(broker, topic, 1) == [b"committed"]
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
-    try:
-        assert consumer.committed([TopicPartition(source, 0)], 10)[0].offset == 1
-    finally:
-        consumer.close()
+    _assert_committed(broker, topic, source, group, [b"committed"], 1)
 
 
 def test_a_retried_batch_of_an_open_transaction_is_not_stored_twice_after_a_sigkill(tmp_path) -> None:
@@ -555,11 +550,13 @@ def _open_with_offset(raw: RawKafka, transactional_id: str, topic: str, source: 
     return producer
 
 
-def _assert_committed(broker: KafkaStandalone, topic: str, source: str, group: str) -> None:
-    assert read_committed(broker, topic, 2) == [b"x", b"y"]
+def _assert_committed(broker: KafkaStandalone, topic: str, source: str, group: str,
+                      values: tuple[bytes, ...] | list[bytes] = (b"x", b"y"), offset: int = 7) -> None:
+    """`topic` holds `values` for read_committed, and `group` has `offset` on `source`."""
+    assert read_committed(broker, topic, len(values)) == list(values)
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
     try:
-        assert consumer.committed([TopicPartition(source, 0)], 10)[0].offset == 7
+        assert consumer.committed([TopicPartition(source, 0)], 10)[0].offset == offset
     finally:
         consumer.close()
 
