@@ -2,10 +2,9 @@
 committed and aborted back to back.
 
 Fetch's aborted-transactions list stays empty: aborted records are served as control batches
-over their offsets, which each client steps over, so none depends on the list. EndTxn is
-answered before the markers are written, so a producer's next transaction is often stored
-before its previous one's marker: the consumers must still get exactly the committed records,
-in order, each once (a client filtering by producer id would drop the next transaction's).
+over their offsets, which each client steps over, so none depends on the list: each must get
+exactly the committed records, in order, each once. EndTxn is answered before the markers
+are written; the producer's next transaction waits for them.
 Readers: confluent-kafka (librdkafka), kafka-python, aiokafka and kafkajs (Node.js).
 """
 
@@ -25,7 +24,9 @@ from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
-from kafka_brokers import KafkaStandalone, start_kafka_broker
+from kafka.record.default_records import DefaultRecordBatch
+from kafka_brokers import KafkaStandalone, RawKafka, start_kafka_broker
+from kafka_in_process import fetch_request
 from racing_clients import INSTALL_KAFKAJS, JS
 
 TIMEOUT = 20.0
@@ -138,3 +139,32 @@ def _until(count: int, poll: Callable[[], list[bytes]], close: Callable[[], None
 def test_read_committed_gets_exactly_the_committed_records(broker: KafkaStandalone, written, read) -> None:
     topic, committed = written
     assert read(broker.bootstrap, topic, len(committed)) == committed
+
+
+def test_a_producers_next_transaction_is_stored_after_its_last_ones_marker(broker: KafkaStandalone,
+                                                                          written) -> None:
+    """EndTxn is answered before the markers, but the producer's next transaction waits for them:
+    read_uncommitted, where markers (and aborted records) are control batches, a control batch
+    stands between the records of any two of its transactions."""
+    topic, committed = written
+    raw = RawKafka(broker.bootstrap)
+    try:
+        (answer,) = raw.call(1, 12, fetch_request(topic, {0: 0}, max_bytes=1 << 24,
+                                                  partition_max_bytes=1 << 24)).responses[0].partitions
+    finally:
+        raw.close()
+    records, last_transaction, marker_since = bytes(answer.records or b""), None, True
+    seen = []
+    while records:
+        size = int.from_bytes(records[8:12], "big") + 12
+        batch, records = DefaultRecordBatch(bytearray(records[:size])), records[size:]
+        if batch.is_control_batch:
+            marker_since = True
+            continue
+        for record in batch:
+            seen.append(record.value)
+            transaction = record.value.split(b"-")[1] if record.value != b"last" else None
+            if transaction is not None and transaction != last_transaction:
+                assert marker_since, f"{record.value!r} stored before the marker of transaction {last_transaction!r}"
+                last_transaction, marker_since = transaction, False
+    assert seen == committed

@@ -207,7 +207,10 @@ def test_open_transaction_holds_readers_back_until_it_ends(broker: KafkaStandalo
         assert (_latest(raw, topic, READ_COMMITTED), _latest(raw, topic, READ_UNCOMMITTED)) == (0, 2)
         assert read_committed(broker, topic, 1, timeout=2) == []
         producer.commit_transaction(10)
-        assert _latest(raw, topic, READ_COMMITTED) == 3  # two records and the commit marker
+        deadline = time.monotonic() + 10  # answered once decided: the marker follows, as in Kafka
+        while (latest := _latest(raw, topic, READ_COMMITTED)) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert latest == 3  # two records and the commit marker
     finally:
         raw.close()
     assert read_committed(broker, topic, 2) == [b"in-txn", b"after"]

@@ -10,10 +10,6 @@ stable offset (the first message of a transaction still open) and read_uncommitt
 high watermark. At either level a transaction's markers, and the messages of an aborted
 one, are served as control batches, which consumers step over: the aborted-transactions
 list Kafka sends along is not needed, and Pulsar and Kafka readers skip the same messages.
-Nor could it be sent as is: a client that filters by it drops a producer's batches from
-the aborted transaction's first offset until the producer's abort marker, and EndTxn is
-answered before the markers are written, so the producer's next transaction can be
-stored before them.
 """
 
 from __future__ import annotations

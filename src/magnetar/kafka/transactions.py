@@ -14,7 +14,8 @@ the coordinator's log, in the same commits as the coordinator's records (which o
 transactions share, off the loop): a partition added is in both or neither, and so is the
 decision, so a restart finishes what a crash cut short: the coordinator's transaction is
 ended the same way and the offsets of a commit applied. EndTxn is answered once the
-decision is durable, as Kafka answers it; the markers follow.
+decision is durable, as Kafka answers it; the markers follow, and the producer's next
+transaction waits for them before it stores anything.
 
 A new InitProducerId for an id aborts the transaction its previous producer left open and
 bumps the epoch: the old producer, a zombie, is fenced (its requests carry an older
@@ -80,6 +81,8 @@ class KafkaTxn:
     """(group, topic, partition) -> (offset, metadata) sent with TxnOffsetCommit, applied on commit."""
     unsaved: set[tuple[str, int]] = field(default_factory=set)
     """Partitions added whose records are not durable yet (not stored: in memory only)."""
+    ending: tuple[TxnId, int] | None = None
+    """The last transaction and its action while its markers may still be on their way (not stored)."""
 
     def encode(self) -> bytes:
         return json.dumps({
@@ -185,6 +188,7 @@ class KafkaTransactions:
             if state.txn is not None:
                 log.info("Kafka transactional id %r: a new producer; its transaction %s (%s) is ended first",
                          transactional_id, state.txn, state.status)
+            await self._previous_ended(state)
             await self._finish(state, abort_open=True)
         state.timeout_ms = timeout_ms
         if state.epoch >= _MAX_EPOCH - 1:  # epochs are int16: a new producer id starts over
@@ -268,11 +272,31 @@ class KafkaTransactions:
         state.partitions, state.groups, state.offsets = [], [], {}
         return True
 
+    async def _previous_ended(self, state: KafkaTxn) -> None:
+        """The markers of the producer's last transaction, written before its next one stores
+        anything (Kafka's coordinator answers CONCURRENT_TRANSACTIONS until then): a producer's
+        records never precede its last transaction's markers. An ending that failed is tried
+        again here, and the request refused (retriable) while it fails."""
+        if state.ending is None or state.txn is not None:
+            return
+        txn, action = state.ending
+        try:
+            await self._coordinator.end_txn(txn, action)
+        except BrokerServiceError as exc:
+            if exc.code != pb.TransactionNotFound:  # not found: ended already
+                raise TxnRefused(ErrorCode.concurrent_transactions, exc.message) from None
+        except Exception as exc:
+            raise TxnRefused(ErrorCode.concurrent_transactions,
+                             f"the last transaction's markers are not written yet: {exc}") from None
+        if state.ending == (txn, action):
+            state.ending = None
+
     async def add_partitions(self, state: KafkaTxn, partitions: list[tuple[str, int, str]]) -> None:
         """(Kafka topic, partition, its Pulsar name): participants of the transaction, durable
         when this returns. The coordinator's record and the id's go in the log's next group
         commit, which other transactions share; until it is durable a partition takes no
         transactional records (has_partition)."""
+        await self._previous_ended(state)
         opened = self._open(state)
         known = set(state.partitions)
         new = list(dict.fromkeys((topic, index) for topic, index, _ in partitions if (topic, index) not in known))
@@ -307,6 +331,7 @@ class KafkaTransactions:
         return state.txn is not None and key in state.partitions and key not in state.unsaved
 
     async def add_group(self, state: KafkaTxn, group: str) -> None:
+        await self._previous_ended(state)
         if self._open(state) or group not in state.groups:
             if len(state.groups) >= MAX_GROUPS:
                 raise TxnRefused(ErrorCode.invalid_request, f"a transaction spans at most {MAX_GROUPS} groups")
@@ -351,15 +376,15 @@ class KafkaTransactions:
         waited for too. The record says it ended in a later commit."""
         if state.txn is None or (state.status == ONGOING and not abort_open):
             return
-        commit = state.status == PREPARE_COMMIT
+        txn, commit = state.txn, state.status == PREPARE_COMMIT
         action = COMMIT if commit else ABORT
         try:
             with self._coordinator.log.together():
                 saved = self._save_later(state)
-                decided = self._coordinator.decide(state.txn, action)
+                decided = self._coordinator.decide(txn, action)
             await asyncio.gather(saved, decided)
             if markers:
-                await self._coordinator.end_txn(state.txn, action)
+                await self._coordinator.end_txn(txn, action)
         except BrokerServiceError as exc:
             # not found: ended already (a restart after the coordinator's end), or timed out while open
             if exc.code != pb.TransactionNotFound:
@@ -372,6 +397,7 @@ class KafkaTransactions:
         log.debug("Kafka transaction %r (%s) %s with %d offsets", state.transactional_id, state.txn,
                   "committed" if commit else "aborted", len(state.offsets))
         self._ended(state, COMPLETE_COMMIT if commit else COMPLETE_ABORT)
+        state.ending = None if markers else (txn, action)
         # Not waited for: until it is durable a restart finds the decision and ends the
         # transaction again, which changes nothing; the next write of the record includes it.
         self._save_unwaited(state)
