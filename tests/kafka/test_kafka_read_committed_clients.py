@@ -16,7 +16,7 @@ import random
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from aiokafka import AIOKafkaConsumer
@@ -25,7 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kafka.record.default_records import DefaultRecordBatch
-from kafka_brokers import KafkaStandalone, RawKafka, start_kafka_broker
+from kafka_brokers import KafkaStandalone, RawKafka
 from kafka_in_process import fetch_request
 from racing_clients import INSTALL_KAFKAJS, JS
 
@@ -33,11 +33,8 @@ TIMEOUT = 20.0
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaStandalone]:
-    started = start_kafka_broker(tmp_path_factory.mktemp("read-committed") / "data",
-                                 "transactionCoordinatorEnabled=true")
-    yield started
-    started.stop()
+def broker(txn_broker: KafkaStandalone) -> KafkaStandalone:
+    return txn_broker
 
 
 @pytest.fixture(scope="module")

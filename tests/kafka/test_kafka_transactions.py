@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pulsar
@@ -48,11 +47,8 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaStandalone]:
-    started = start_kafka_broker(tmp_path_factory.mktemp("kafka-transactions") / "data",
-                                 "transactionCoordinatorEnabled=true")
-    yield started
-    started.stop()
+def broker(txn_broker: KafkaStandalone) -> KafkaStandalone:
+    return txn_broker
 
 
 def _name(prefix: str) -> str:
