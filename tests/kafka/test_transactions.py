@@ -180,3 +180,21 @@ def test_end_txn_is_answered_before_its_markers_and_the_next_transaction_waits_f
         assert log.end_offset() == 2  # the record and its marker
 
     run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
+
+
+def test_init_producer_ids_at_once_each_get_an_epoch_of_their_own(tmp_path) -> None:
+    """InitProducerId answers once the id's record is durable: those arriving meanwhile for the
+    same id each get the next epoch, never one another's (two producers with one epoch would
+    not fence each other)."""
+    async def test(kafka) -> None:
+        await kafka.apis.transactional().transactions.recover()
+        request = init_producer_id.InitProducerIdRequest(
+            transactional_id="tx", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+            producer_epoch=-1)
+        first = await kafka.call(22, 4, request)
+        answers = await asyncio.gather(*(kafka.call(22, 4, request) for _ in range(5)))
+        assert {answer.error_code for answer in answers} == {ErrorCode.none}
+        assert {answer.producer_id for answer in answers} == {first.producer_id}
+        assert sorted(answer.producer_epoch for answer in answers) == list(range(1, 6))
+
+    run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)

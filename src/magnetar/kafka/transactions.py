@@ -166,9 +166,10 @@ class KafkaTransactions:
 
     # -- InitProducerId
     async def init_producer(self, namespace: str, transactional_id: str, timeout_ms: int, role: str | None,
-                            producer_id: int, epoch: int, *, version_with_fenced: bool) -> KafkaTxn:
-        """The id's producer id and a new epoch; a transaction its previous producer left open
-        is aborted first (that producer is fenced from now on)."""
+                            producer_id: int, epoch: int, *, version_with_fenced: bool) -> tuple[int, int]:
+        """The id's producer id and a new epoch, answered once durable (another InitProducerId
+        meanwhile takes the next one); a transaction its previous producer left open is aborted
+        first (that producer is fenced from now on)."""
         self._check_ready()
         if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
             raise TxnRefused(ErrorCode.invalid_transaction_timeout,
@@ -196,8 +197,9 @@ class KafkaTransactions:
         state.epoch += 1
         state.used = _now()
         self.ids[(namespace, transactional_id)] = state
+        given = state.producer_id, state.epoch
         await self._save_later(state)
-        return state
+        return given
 
     def _expire(self) -> None:
         """Ids with no transaction unused for EXPIRATION_MS go (Kafka's transactional.id.expiration.ms),

@@ -66,7 +66,7 @@ class TxnApis:
         body = request.body
         try:
             access.transactional_ids()
-            state = await self.transactions.init_producer(
+            producer_id, epoch = await self.transactions.init_producer(
                 access.topics.namespace, body.transactional_id, int(body.transaction_timeout.total_seconds() * 1000),
                 access.role, getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1),
                 version_with_fenced=_fenced_known(request))
@@ -74,7 +74,7 @@ class TxnApis:
             return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, error_code=exc.code,
                          producer_id=-1, producer_epoch=-1)
         return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none,
-                     producer_id=state.producer_id, producer_epoch=state.epoch)
+                     producer_id=producer_id, producer_epoch=epoch)
 
     async def add_partitions(self, request: Request, access: Access) -> Any:
         """Every partition is checked (it exists, the role may produce to it) before any is
