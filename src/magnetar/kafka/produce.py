@@ -1,12 +1,13 @@
-"""Produce: record batches checked, stored as one group per partition, answered once durable.
+"""Produce: record batches checked, stored once durable, each request answered in its turn.
 
-With entryFormat=kafka a batch is stored as the client sent it (PIP-96's Kafka format, one
-batch an entry); with entryFormat=pulsar it becomes a Pulsar batch every Pulsar client
-reads. Either way the offsets are the PIP-70 indexes the broker stamps, so the response's
-base offset is the first index of the partition's group. acks=0 gets no response (Kafka's
-rule), acks=1 and acks=all the same one: a single broker's durable write is all of both.
-Entries carry no Pulsar checksum (KoP writes none either): the batch's own CRC-32C was
-checked on arrival, and storage keeps a CRC of every entry it writes.
+The Produce requests a connection has read are taken as one group (produce_many): each
+partition is checked against its policies once, and its accepted batches across the group
+are stored with one append (per transaction), so they share one write, one wait and, in
+the Pulsar entry format, often one entry (produce_entries). Each request is still answered
+on its own, each partition with its own error or base offset: a partition refused in one
+request fails only that answer. Offsets are the PIP-70 indexes the broker stamps. acks=0
+gets no response (Kafka's rule), acks=1 and acks=all the same one: a single broker's durable
+write is all of both.
 """
 
 from __future__ import annotations
@@ -23,20 +24,17 @@ from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.service.protocol_handlers import PartitionLog
-from magnetar.formats.kafka_records import kafka_entry_properties
 from magnetar.kafka import publish_policies
 from magnetar.kafka.access import PRODUCE, Access
 from magnetar.kafka.errors import ANSWERABLE, Answer, MessageTooLarge, TxnRefused, kafka_error
 from magnetar.kafka.idempotence import ACCEPT, ProducerStates
-from magnetar.kafka.producer_snapshots import producer_name
+from magnetar.kafka.produce_entries import Pending, ProducedEntries, PulsarRecords
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
-from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches, to_pulsar_batch
+from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches
 from magnetar.kafka.protocol.templates import Int64Templates
 from magnetar.kafka.topics import KafkaTopics
 from magnetar.storage import StorageFullError
-from magnetar.wire.entry import build_entry
-from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import TxnId
 
 if TYPE_CHECKING:
@@ -99,9 +97,20 @@ class _Run:
 
     log: PartitionLog
     txn: TxnId | None
+    limit: int  # the partition's largest entry
     parts: list[tuple[_Part, list[ProducedBatch]]] = field(default_factory=list)
-    entries: list[bytes] = field(default_factory=list)
+    entries: list[Pending] = field(default_factory=list)
     counts: list[int] = field(default_factory=list)
+
+    def add(self, part: _Part, fresh: list[ProducedBatch], pending: list[Pending]) -> None:
+        self.parts.append((part, fresh))
+        for item, batch in zip(pending, fresh, strict=True):
+            last = self.entries[-1] if self.entries else None
+            if isinstance(item, PulsarRecords) and isinstance(last, PulsarRecords) and last.join(item, self.limit):
+                self.counts[-1] += batch.count
+            else:
+                self.entries.append(item)
+                self.counts.append(batch.count)
 
     def batches(self) -> list[ProducedBatch]:
         return [batch for _, fresh in self.parts for batch in fresh]
@@ -112,8 +121,7 @@ class ProduceApi:
         self._topics = topics
         self._config = config
         self._no_response = no_response
-        self._kafka_format = config.entryFormat == "kafka"
-        self._sequence = 0
+        self._entries = ProducedEntries(config.entryFormat == "kafka")
         self.states = ProducerStates(config.brokerDeduplicationEntriesInterval)
         self._templates = Int64Templates(PRODUCE_KEY)
         self.transactions: KafkaTransactions | None = None
@@ -161,7 +169,7 @@ class ProduceApi:
                         runs[key] = run
                         in_order.append(run)
         for run in in_order:
-            self._store(run, access)
+            self._store(run, now)
         for owner in owners:
             if owner is not None:
                 owner.release()
@@ -239,19 +247,17 @@ class ProduceApi:
             part.settle((refused or ErrorCode.none, -1 if duplicate is None else duplicate, None))
             return None
         try:
-            entries = [self._entry(producer, batch, now, txn) for batch in fresh]
+            pending = [self._entries.pending(producer, batch, now, txn) for batch in fresh]
         except ANSWERABLE as exc:
             self.states.forget(log_, fresh)
             part.settle(_failed(kafka_error(exc)))
             return None
         if run is None or run.txn != txn:
-            run = _Run(log_, txn)
-        run.parts.append((part, fresh))
-        run.entries += entries
-        run.counts += [batch.count for batch in fresh]
+            run = _Run(log_, txn, limit)
+        run.add(part, fresh, pending)
         return run
 
-    def _store(self, run: _Run, access: Access) -> None:
+    def _store(self, run: _Run, now: int) -> None:
         """One append of a run; what the topic's publish rate makes its producers wait goes into
         their answers."""
         log_ = run.log
@@ -272,7 +278,7 @@ class ProduceApi:
                 part.settle((ErrorCode.none, start, None))
 
         try:
-            log_.append(run.entries, run.counts, stored, run.txn)
+            log_.append([self._entries.entry(item, now) for item in run.entries], run.counts, stored, run.txn)
             wait = log_.publish_wait(sum(run.counts), sum(len(batch.data) for batch in run.batches()))
         except ANSWERABLE as exc:  # a ledger that failed a write or closed is KAFKA_STORAGE_ERROR
             self._failed_run(run, kafka_error(exc))
@@ -323,29 +329,6 @@ class ProduceApi:
         if not self.transactions.has_partition(state, topic, partition):
             raise TxnRefused(ErrorCode.invalid_txn_state, f"{topic}-{partition} was not added to the transaction")
         return state.txn
-
-    def _entry(self, producer: str, batch: ProducedBatch, now: int, txn: TxnId | None = None) -> bytes:
-        header = batch.header
-        if header.producer_id >= 0:  # what recovery reads back (producer_snapshots)
-            producer, sequence = producer_name(header.producer_id, header.producer_epoch), header.base_sequence
-        else:
-            sequence = self._sequence
-            self._sequence += batch.count
-        metadata = pb.MessageMetadata(producer_name=producer, sequence_id=sequence,
-                                      publish_time=now, num_messages_in_batch=batch.count)
-        if txn is not None:  # what the transaction buffer and every reader decide by
-            metadata.txnid_most_bits, metadata.txnid_least_bits = txn
-        if self._kafka_format:
-            for key, value in kafka_entry_properties().items():
-                metadata.properties.add(key=key, value=value)
-            return build_entry(metadata, batch.data, checksum=False)
-        if header.max_timestamp > 0:  # what ListOffsets by time searches on (offsets_by_time)
-            metadata.event_time = header.max_timestamp
-        converted = to_pulsar_batch(batch)
-        if converted.compression != pb.NONE:
-            metadata.compression = converted.compression  # type: ignore[assignment]
-            metadata.uncompressed_size = converted.uncompressed_size
-        return build_entry(metadata, converted.payload, checksum=False)
 
 
 def _failed(answer: Answer) -> _Result:
