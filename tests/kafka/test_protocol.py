@@ -17,6 +17,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kio.schema.api_versions.v3 import request as av_req
 from kio.schema.api_versions.v3 import response as av_resp
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v1 import response as md_resp_v1
 from kio.schema.metadata.v9 import response as md_resp
 from kio.schema.produce.v7 import request as produce7
 from kio.static.primitive import i16, i32, i64
@@ -106,6 +107,18 @@ def test_a_flexible_response_header_carries_its_tagged_fields_byte() -> None:
     framed = encode_response(3, 9, 5, body)
     assert _frame_body(framed)[4] == 0  # the header's empty tagged fields
     assert decode_response(_frame_body(framed), 3, 9) == (5, body)
+
+
+def test_a_body_encoded_before_is_framed_as_the_value_would_be() -> None:
+    """Flexible (Metadata v9), flexible with a v0 header (ApiVersions v3), not flexible (Metadata v1)."""
+    flexible = md_resp.MetadataResponse(throttle_time=datetime.timedelta(0), brokers=(), cluster_id="c",
+                                        controller_id=i32(0), topics=(),
+                                        cluster_authorized_operations=i32(-2147483648))
+    versions = av_resp.ApiVersionsResponse(error_code=ErrorCode.none, throttle_time=datetime.timedelta(0), api_keys=())
+    plain = md_resp_v1.MetadataResponse(brokers=(), controller_id=i32(0), topics=())
+    for api_key, version, body in ((3, 9, flexible), (18, 3, versions), (3, 1, plain)):
+        assert encode_response(api_key, version, 7, encode_body(api_key, version, body)) == \
+            encode_response(api_key, version, 7, body)
 
 
 def test_kafka_pythons_produce_request_keeps_its_records_as_bytes() -> None:

@@ -53,14 +53,16 @@ class _Waiting:
     """A request (acks 1 or all) whose answer waits for its partitions: built once every one
     is stored or refused and the whole group it came in is taken (the extra count)."""
 
-    __slots__ = ("_answer", "parts", "remaining", "request", "response", "throttle")
+    __slots__ = ("_answer", "parts", "received", "remaining", "request", "response", "throttle")
 
-    def __init__(self, request: Request, parts: int, answer: Callable[[_Waiting], Any]) -> None:
+    def __init__(self, request: Request, parts: int, answer: Callable[[_Waiting], Any], received: float,
+                 response: asyncio.Future[Any]) -> None:
         self.request = request
         self.parts: list[_Part] = []
         self.remaining = parts + 1
         self.throttle = 0.0
-        self.response: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.received = received
+        self.response = response
         self._answer = answer
 
     def release(self) -> None:
@@ -137,6 +139,7 @@ class ProduceApi:
         partition; a partition refused in one of them fails only its own answer. The time to
         an answer joins pulsar_broker_publish_latency, a partition stored counting as a SEND does."""
         received = time.monotonic()
+        loop = asyncio.get_running_loop()
         checked: dict[tuple[str, int], tuple[PartitionLog, int] | Answer] = {}
         runs: dict[tuple[str, int], _Run] = {}
         in_order: list[_Run] = []
@@ -147,7 +150,7 @@ class ProduceApi:
             owner = None
             if body.acks != 0:
                 owner = _Waiting(request, sum(len(topic.partition_data) for topic in body.topic_data),
-                                 lambda answered: self._answer(answered, received))
+                                 self._answer, received, loop.create_future())
             owners.append(owner)
             producer = f"kafka-{request.client_id or 'client'}"
             transactional_id = getattr(body, "transactional_id", None)
@@ -186,9 +189,9 @@ class ProduceApi:
         except ANSWERABLE as exc:
             return kafka_error(exc)
 
-    def _answer(self, waiting: _Waiting, received: float) -> Any:
+    def _answer(self, waiting: _Waiting) -> Any:
         stored = sum(part.result[0] == ErrorCode.none for part in waiting.parts)
-        self._topics.broker.publish_latency.observe((time.monotonic() - received) * 1000, stored)
+        self._topics.broker.publish_latency.observe((time.monotonic() - waiting.received) * 1000, stored)
         return self._response(waiting.request.api_version,
                               [(part.topic, part.index, *part.result) for part in waiting.parts], waiting.throttle)
 
