@@ -312,9 +312,9 @@ def test_a_write_the_disk_fails_answers_kafka_storage_error_and_frees_the_sequen
 def test_a_group_joins_plain_batches_into_one_entry_and_keeps_the_others_apart(tmp_path, entry_format) -> None:
     """Requests taken together (produce_many): in the Pulsar format consecutive batches join one
     Pulsar batch unless their codec, producer or idempotence differs, or together they pass
-    maxMessageSize; in the Kafka format every batch stays an entry. Each request's answer is the
+    half of maxMessageSize; in the Kafka format every batch stays an entry. Each request's answer is the
     offset of its own first record either way."""
-    big = b"x" * 1200
+    big = b"x" * 800  # a batch of it and one of "h" fit in half of maxMessageSize, two of it do not
     sent = [("app", batch([b"a", b"b"])), ("app", batch([b"c"])), ("app", _compressed([b"d" * 500], 1)),
             ("app", batch([b"e"])), ("app", batch([b"f"], producer=(7, 0, 0))),
             ("app", batch([b"f2"], producer=(7, 0, 1))), ("app", batch([b"g"])),

@@ -4,8 +4,9 @@ With entryFormat=kafka a batch is stored as the client sent it (PIP-96's Kafka f
 batch an entry). With entryFormat=pulsar its records become one Pulsar batch every Pulsar
 client reads, and the records of consecutive batches stored by one append (a connection's
 pipelined requests, see produce) join one Pulsar batch when nothing tells them apart: no
-idempotence, no transaction, one producer name and codec, and together no larger than the
-partition's maxMessageSize. A producer sending a request per record (librdkafka at
+idempotence, no transaction, one producer name and codec, and together no larger than half
+the partition's maxMessageSize (a converted record can be larger than it came: a binary key
+becomes base64, headers become properties). A producer sending a request per record (librdkafka at
 linger.ms=0) then costs the broker an entry per group of requests instead of one per record;
 offsets are the messages' PIP-70 indexes either way. An idempotent producer's batch stays an
 entry of its own, since its producer and sequence, in the entry's metadata, are what rebuild
@@ -41,9 +42,11 @@ class PulsarRecords:
     event_time: int
 
     def join(self, other: PulsarRecords, limit: int) -> bool:
-        """Take `other`'s records after these, when nothing tells the two apart and both fit in `limit`."""
+        """Take `other`'s records after these, when nothing tells the two apart and both came in
+        half of `limit` (the partition's maxMessageSize) or less."""
         if (self.sequence is not None or other.sequence is not None or self.txn is not None or other.txn is not None
-                or self.producer != other.producer or self.codec != other.codec or self.size + other.size > limit):
+                or self.producer != other.producer or self.codec != other.codec
+                or self.size + other.size > limit // 2):
             return False
         self.messages += other.messages
         self.size += other.size
