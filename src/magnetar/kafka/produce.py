@@ -17,7 +17,6 @@ import datetime
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -92,21 +91,25 @@ class _Part:
             self.owner.release()
 
 
-@dataclass(slots=True)
 class _Run:
     """The accepted batches of one partition (one transaction, or none) across a group's
     requests, in request order: stored with one append, so they share one write and one wait."""
 
-    log: PartitionLog
-    txn: TxnId | None
-    limit: int  # the partition's largest entry
-    parts: list[tuple[_Part, list[ProducedBatch]]] = field(default_factory=list)
-    entries: list[Pending] = field(default_factory=list)
-    counts: list[int] = field(default_factory=list)
+    __slots__ = ("counts", "entries", "limit", "log", "parts", "size", "txn")
+
+    def __init__(self, log: PartitionLog, txn: TxnId | None, limit: int) -> None:
+        self.log = log
+        self.txn = txn
+        self.limit = limit  # the partition's largest entry
+        self.parts: list[tuple[_Part, list[ProducedBatch]]] = []
+        self.entries: list[Pending] = []
+        self.counts: list[int] = []
+        self.size = 0  # bytes of the batches
 
     def add(self, part: _Part, fresh: list[ProducedBatch], pending: list[Pending]) -> None:
         self.parts.append((part, fresh))
         for item, batch in zip(pending, fresh, strict=True):
+            self.size += len(batch.data)
             last = self.entries[-1] if self.entries else None
             if isinstance(item, PulsarRecords) and isinstance(last, PulsarRecords) and last.join(item, self.limit):
                 self.counts[-1] += batch.count
@@ -282,7 +285,7 @@ class ProduceApi:
 
         try:
             log_.append([self._entries.entry(item, now) for item in run.entries], run.counts, stored, run.txn)
-            wait = log_.publish_wait(sum(run.counts), sum(len(batch.data) for batch in run.batches()))
+            wait = log_.publish_wait(sum(run.counts), run.size)
         except ANSWERABLE as exc:  # a ledger that failed a write or closed is KAFKA_STORAGE_ERROR
             self._failed_run(run, kafka_error(exc))
             return
