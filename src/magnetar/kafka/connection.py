@@ -6,6 +6,8 @@ another are taken while the earlier ones wait for their write (up to `PIPELINED_
 requests and `PIPELINED_PRODUCE_BYTES` in flight), so that a producer sending a request per
 record (librdkafka's linger.ms=0) shares one fsync among them instead of paying one each;
 Kafka's own brokers answer once the write is in the page cache, which costs no such wait.
+The Produce requests at the head of the queue are taken together, as one group (the
+produce API checks each partition once and stores it with one append for all of them).
 Their answers still leave in request order, and any other request waits until every
 produce before it is answered. Frames read ahead wait in a queue, and while any wait, or
 while the transport's write buffer is full (asyncio's pause_writing: the client is not
