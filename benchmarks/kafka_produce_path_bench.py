@@ -51,6 +51,7 @@ class CountingTransport(StubTransport, asyncio.Transport):
     def __init__(self) -> None:
         super().__init__()
         self.answers = 0
+        self.written = asyncio.Event()
 
     def writelines(self, data: list[bytes]) -> None:
         for written in data:
@@ -58,6 +59,7 @@ class CountingTransport(StubTransport, asyncio.Transport):
             while at < len(written):  # answers written together: count each by its length prefix
                 at += 4 + int.from_bytes(written[at : at + 4], "big")
                 self.answers += 1
+        self.written.set()
 
 
 def requests(count: int) -> list[bytes]:
@@ -78,7 +80,8 @@ async def run_workload(data_dir: Path, count: int, chunk: int, window: int, entr
                               admission=Admission(lambda _ip: True, lambda _ip: None, 0))
         transport = CountingTransport()
         cnx.connection_made(transport)  # type: ignore[arg-type]
-        cpu, wall = await play(cnx.data_received, lambda: transport.answers, requests(count), chunk, window)
+        cpu, wall = await play(cnx.data_received, lambda: transport.answers, transport.written, requests(count), chunk,
+                               window)
         cnx.connection_lost(None)
         apis.groups.stop()
     finally:
