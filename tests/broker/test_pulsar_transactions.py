@@ -9,7 +9,9 @@ message before that transaction ends (Pulsar's maxReadPosition).
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -449,3 +451,40 @@ def test_a_subscription_made_again_holds_nothing_of_the_one_deleted(txn_broker, 
     consumer.unsubscribe()
     again = clients("official", txn_broker.url).subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
     assert _receive(again, 1) == [b"m0"]
+
+
+def _inbound(broker: Standalone, topic: str) -> tuple[int, int, float | None]:
+    """(msgInCounter, bytesInCounter) of the topic's stats, and its pulsar_in_messages_total."""
+    path = topic.removeprefix("persistent://")
+    status, _, body = http("GET", f"{broker.admin_url}/admin/v2/persistent/{path}/stats")
+    assert status == 200, body
+    stats = json.loads(body)
+    _, _, page = http("GET", f"{broker.admin_url}/metrics")
+    found = re.search(rf'^pulsar_in_messages_total{{[^}}]*topic="{re.escape(topic)}"[^}}]*}} (\S+)$',
+                      page.decode(), re.MULTILINE)
+    return stats["msgInCounter"], stats["bytesInCounter"], float(found.group(1)) if found else None
+
+
+@pytest.mark.parametrize("kind", CONSUMERS)
+def test_commit_and_abort_markers_are_not_counted_as_published_messages(txn_broker, clients, kind):
+    """Pulsar counts what producers send: a transaction's end stores a marker entry, which
+    moves neither msgInCounter, bytesInCounter nor /metrics' pulsar_in_messages_total."""
+    topic = _topic("counted")
+    plain = random.randint(1, 10)
+    producer = clients(kind, txn_broker.url).create_producer(topic)
+    for i in range(plain):
+        producer.send_async(f"plain-{i}".encode(), None)
+    producer.flush()
+    producing = clients("magnetar", txn_broker.url, enable_transaction=True)
+    transactional = producing.create_producer(topic)
+    published = plain
+    for end in random.sample(["commit", "abort"] * 2, 4):
+        txn = producing.new_transaction(timeout=30)
+        count = random.randint(1, 20)
+        for i in range(count):
+            transactional.send(f"{end}-{i}".encode(), txn=txn)
+        published += count  # an aborted transaction's messages were published all the same
+        before = _inbound(txn_broker, topic)
+        assert before[0] == before[2] == published
+        getattr(txn, end)()
+        assert _inbound(txn_broker, topic) == before, end

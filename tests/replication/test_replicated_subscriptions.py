@@ -360,3 +360,29 @@ def test_kafka_consumers_step_over_the_markers(broker_factory, client_factory, t
             consumer.close()
     finally:
         east.stop()
+
+
+def test_snapshot_markers_are_not_counted_as_published_messages(broker_factory, api):
+    """The snapshot requests a replicated subscription makes its broker store are entries,
+    not messages: msgInCounter and /metrics' pulsar_in_messages_total count what producers
+    sent. East replicates to west only, so nothing else comes back into east's topic."""
+    mod, make = api
+    east = broker_factory("clusterName=east", "replicatedSubscriptionsSnapshotFrequencyMillis=100")
+    west = broker_factory("clusterName=west")
+    admin = AdminClient(east.admin_url)
+    admin.create_cluster("west", {"serviceUrl": west.admin_url, "brokerServiceUrl": west.url})
+    admin.update_tenant("public", [], ["east", "west"])
+    admin.set_replication_clusters("public/default", ["east", "west"])
+    topic = topic_name("counted")
+    make(east.url).subscribe(topic, SUB, initial_position=mod.InitialPosition.Earliest,
+                             replicate_subscription_state_enabled=True)
+    count = random.randint(1, 30)
+    producer = make(east.url).create_producer(topic, batching_enabled=False)  # an entry a message
+    for i in range(count):
+        producer.send(f"m{i}".encode())
+    assert wait_for(lambda: admin.internal_stats(topic)["numberOfEntries"] > count, SYNC_TIMEOUT), \
+        "no snapshot request was stored"
+    assert admin.stats(topic)["msgInCounter"] == count
+    _, _, page = http("GET", f"{east.admin_url}/metrics")
+    assert re.search(rf'^pulsar_in_messages_total{{[^}}]*topic="{re.escape(topic)}"[^}}]*}} {count}(\.0)?$',
+                     page.decode(), re.MULTILINE), "pulsar_in_messages_total"
