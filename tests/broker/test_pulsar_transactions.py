@@ -488,3 +488,22 @@ def test_commit_and_abort_markers_are_not_counted_as_published_messages(txn_brok
         assert before[0] == before[2] == published
         getattr(txn, end)()
         assert _inbound(txn_broker, topic) == before, end
+
+
+@pytest.mark.parametrize("in_txn", [True, False], ids=["transactional", "plain"])
+def test_an_ack_for_a_closed_consumer_is_refused_not_answered_ok(txn_broker, in_txn):
+    """An ACK asking for an answer that reaches the broker after its consumer closed holds
+    nothing: answered ConsumerNotFound (a success would let a transaction commit an
+    acknowledgement nothing holds)."""
+    raw = RawClient(txn_broker.url)
+    try:
+        raw.connect()
+        txn = {"txnid_most_bits": 0, "txnid_least_bits": 1} if in_txn else {}
+        raw.command(pb.BaseCommand(type=pb.BaseCommand.ACK, ack=pb.CommandAck(
+            consumer_id=77, ack_type=pb.CommandAck.Individual, request_id=9,
+            message_id=[pb.MessageIdData(ledgerId=1, entryId=2)], **txn)))
+        answer = raw.expect(pb.BaseCommand.ACK_RESPONSE).ackResponse
+        assert (answer.request_id, answer.error) == (9, pb.ConsumerNotFound) and "77" in answer.message
+        raw.ping()  # the connection carries on
+    finally:
+        raw.close()
