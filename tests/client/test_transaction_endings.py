@@ -150,3 +150,40 @@ def test_the_broker_killed_with_sends_unanswered(tmp_path: Path, end):
         assert _read_all_official(broker.url, topic) == [b"before"]
     finally:
         broker.stop()
+
+
+def test_the_broker_killed_during_the_commit(tmp_path: Path):
+    """Killed while the commit is on its way: the commit either succeeds or raises within the
+    operation timeout, saying what happened; after the restart the transaction is whole or
+    absent (the coordinator's log decides), never in part."""
+    broker = Standalone(tmp_path / "data", [TXN_ON]).start()
+    topic = _topic()
+    sent = [f"m-{i}".encode() for i in range(100)]
+    try:
+        async def run() -> BaseException | None:
+            async with _client(broker.url) as client:
+                producer = await client.create_producer(topic)
+                txn = await client.new_transaction(timeout=5)
+                for value in sent:
+                    producer.send_encoded_async(value, None, txn=txn)
+                await producer.flush()
+                ending = asyncio.ensure_future(txn.commit())
+                await asyncio.sleep(0)  # the commit's first step runs: END_TXN goes out
+                broker.proc.kill()
+                async with asyncio.timeout(NEVER / 10):
+                    try:
+                        await ending
+                    except errors.PulsarException as exc:
+                        return exc
+                return None
+
+        error = asyncio.run(run())
+        if error is not None:
+            assert isinstance(error, errors.NotConnected | errors.ConnectError | errors.Timeout), error
+            assert "transaction" in str(error) and ("outcome is unknown" in str(error) or "connect" in str(error))
+        broker.proc.wait()
+        broker.restart()
+        seen = _read_all_official(broker.url, topic)
+        assert seen in ([], sent) if error is not None else seen == sent, len(seen)
+    finally:
+        broker.stop()

@@ -210,6 +210,10 @@ class Transaction:
         txn = self.txn_id
         try:
             await self._coordinators.request(txn.most, lambda request_id: wire_txn.end_txn(request_id, txn, action))
+        except (errors.NotConnected, errors.Timeout) as exc:  # the coordinator may have ended it: nobody knows
+            self.state = ERROR
+            raise type(exc)(f"transaction {txn}: {'commit' if action == COMMIT else 'abort'} not confirmed, its "
+                            f"outcome is unknown ({exc})") from exc
         except BaseException:
             self.state = ERROR
             raise
