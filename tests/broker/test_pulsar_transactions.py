@@ -23,6 +23,7 @@ from compaction_helpers import compact, topic_path
 from polling import wait_for
 from rawclient import RawClient
 from standalone import Standalone
+from transactional_brokers import TXN_ON, module_broker
 
 import magnetar.client
 from magnetar.client import aio
@@ -30,7 +31,6 @@ from magnetar.wire.entry import build_entry
 from magnetar.wire.frames import encode_payload_command
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
-TXN_ON = "transactionCoordinatorEnabled=true"
 CONSUMERS = ["official", "magnetar"]
 QUIET = 0.3
 """How long a receive waits to show that nothing is delivered (a message that is there comes in ms)."""
@@ -38,9 +38,7 @@ QUIET = 0.3
 
 @pytest.fixture(scope="module")
 def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("txn") / "data", [TXN_ON]).start()
-    yield broker
-    broker.stop()
+    yield from module_broker(tmp_path_factory, "txn")
 
 
 def _client(kind: str, url: str):

@@ -15,10 +15,10 @@ from pathlib import Path
 import pulsar
 import pytest
 from standalone import Standalone
+from transactional_brokers import TXN_ON, module_broker, read_all_official
 
 from magnetar.client import aio, errors
 
-TXN_ON = "transactionCoordinatorEnabled=true"
 OPERATION_TIMEOUT = 2.0
 NEVER = 600.0
 """Far beyond any answer a live broker gives: an end waiting this long hangs."""
@@ -26,25 +26,11 @@ NEVER = 600.0
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("txn-endings") / "data", [TXN_ON]).start()
-    yield broker
-    broker.stop()
+    yield from module_broker(tmp_path_factory, "txn-endings")
 
 
 def _topic() -> str:
     return f"persistent://public/default/endings-{uuid.uuid4().hex[:8]}"
-
-
-def _read_all_official(url: str, topic: str) -> list[bytes]:
-    client = pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    try:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        got = []
-        while reader.has_message_available():
-            got.append(reader.read_next(10_000).data())
-        return got
-    finally:
-        client.close()
 
 
 def _client(url: str) -> aio.Client:
@@ -73,7 +59,7 @@ def test_a_producer_closed_with_sends_in_flight(shared, end, together):
             assert txn.state == ("COMMITTED" if end == "commit" else "ABORTED")
 
     asyncio.run(run())
-    assert _read_all_official(shared.url, topic) == (sent if end == "commit" else [])
+    assert read_all_official(shared.url, topic) == (sent if end == "commit" else [])
 
 
 @pytest.mark.parametrize("end", ["commit", "abort"])
@@ -147,7 +133,7 @@ def test_the_broker_killed_with_sends_unanswered(tmp_path: Path, end):
         else:  # the abort itself cannot reach the broker
             assert isinstance(error, errors.ConnectError | errors.NotConnected | errors.Timeout), error
         broker.restart()
-        assert _read_all_official(broker.url, topic) == [b"before"]
+        assert read_all_official(broker.url, topic) == [b"before"]
     finally:
         broker.stop()
 
@@ -183,7 +169,7 @@ def test_the_broker_killed_during_the_commit(tmp_path: Path):
             assert "transaction" in str(error) and ("outcome is unknown" in str(error) or "connect" in str(error))
         broker.proc.wait()
         broker.restart()
-        seen = _read_all_official(broker.url, topic)
+        seen = read_all_official(broker.url, topic)
         assert seen in ([], sent) if error is not None else seen == sent, len(seen)
     finally:
         broker.stop()
