@@ -58,12 +58,26 @@ def full_topic(name: str) -> str:
     return f"persistent://public/default/{name}" if len(parts) == 1 else f"persistent://{name}"
 
 
+def output_options(message: Any, topic: str) -> dict[str, Any]:
+    """The output's properties naming its input (as Pulsar's instances set them) and its key."""
+    properties = {"__pfn_input_topic__": topic,
+                  "__pfn_input_msg_id__": base64.b64encode(message.message_id().serialize()).decode()}
+    options: dict[str, Any] = {"properties": properties}
+    if key := message.partition_key():
+        options["partition_key"] = key
+    return options
+
+
 class Stopped(Exception):
     """The worker asked the instance to stop (the client reports it as Interrupted when the
     signal came during a receive)."""
 
 
 class Instance:
+    context_class = InstanceContext
+    stop_errors: tuple[type[BaseException], ...] = (Stopped, pulsar.Interrupted, pulsar.AlreadyClosed)
+    """What ends `run` quietly: a stop, or the client closed under it."""
+
     def __init__(self, identity: Identity, client: pulsar.Client, function: loader.UserFunction,
                  stats: InstanceStats, state: StateClient, logger: logging.Logger) -> None:
         self.identity = identity
@@ -78,12 +92,23 @@ class Instance:
         self.default_serde = loader.serde(None)
         self._serde_of_topic: dict[str, Any] = {}
         self.output_serde = loader.serde(config.outputSerdeClassName) if config.output else None
-        self.consumer = self._subscribe()
-        self.context = InstanceContext(identity, client, self.consumer, stats, state, logger)
+        self.consumer = self.client.subscribe(self._inputs(), config.subscription, **self._consumer_options())
+        self.context = self.context_class(identity, client, self.consumer, stats, state, logger)
         self.producers: dict[str, pulsar.Producer] = {}
         self.watchdog = Watchdog(config.timeoutMs, self._timed_out)
 
-    def _subscribe(self) -> Any:
+    @classmethod
+    def connect(cls, handoff: dict[str, Any]) -> Any:
+        """The client, acting with the credential the worker issued (None: authentication off)."""
+        credential = handoff.get("credential")
+        return pulsar.Client(handoff["serviceUrl"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+                             authentication=pulsar.AuthenticationToken(credential) if credential else None)
+
+    def _inputs(self) -> Any:
+        config = self.config
+        return re.compile(config.topicsPattern) if config.topicsPattern else config.input_topics
+
+    def _consumer_options(self) -> dict[str, Any]:
         config = self.config
         options: dict[str, Any] = {
             "consumer_type": pulsar.ConsumerType.Failover if config.failover else pulsar.ConsumerType.Shared,
@@ -98,8 +123,7 @@ class Instance:
             options["dead_letter_policy"] = pulsar.ConsumerDeadLetterPolicy(
                 max_redeliver_count=config.maxMessageRetries,
                 dead_letter_topic=config.dead_letter_topic)
-        topics: Any = re.compile(config.topicsPattern) if config.topicsPattern else config.input_topics
-        return self.client.subscribe(topics, config.subscription, **options)
+        return options
 
     def run(self) -> None:
         """Until SIGTERM: a blocking receive (the client wakes for signals), since a receive
@@ -109,7 +133,7 @@ class Instance:
         try:
             while True:
                 self.handle(self.consumer.receive())
-        except (Stopped, pulsar.Interrupted, pulsar.AlreadyClosed):
+        except self.stop_errors:
             return
 
     def handle(self, message: Any) -> None:
@@ -182,11 +206,7 @@ class Instance:
             self._failed(message, error)
             return
         message_id = message.message_id()
-        properties = {"__pfn_input_topic__": topic,
-                      "__pfn_input_msg_id__": base64.b64encode(message_id.serialize()).decode()}
-        options: dict[str, Any] = {"properties": properties}
-        if key := message.partition_key():
-            options["partition_key"] = key
+        options = output_options(message, topic)
         try:
             producer = self._producer(topic)
         except pulsar.PulsarException as error:  # the output refused (its role's permission revoked, ...)
@@ -277,10 +297,11 @@ class Watchdog:
                 self.on_timeout(elapsed)
 
 
-def run(handoff: dict[str, Any], code: Path) -> int:
+def run(handoff: dict[str, Any], code: Path, runtime: type[Instance] = Instance) -> int:
     """The instance, once magnetar.functions.bootstrap has confined its process and read what
     the worker handed over: its config, ids, where the broker is, the credential it acts with
-    (as the role that deployed the function), the pipe its stats go to."""
+    (as the role that deployed the function), the pipe its stats go to. `runtime` is the
+    Instance class that consumes (magnetar.functions.txn_instance has the transactional one)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = FunctionConfig.from_json(handoff["config"])
@@ -306,8 +327,7 @@ def run(handoff: dict[str, Any], code: Path) -> int:
         return 0
     identity = Identity(config, handoff["instanceId"], handoff["functionId"], handoff["functionVersion"])
     credential = handoff.get("credential")
-    client = pulsar.Client(handoff["serviceUrl"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-                           authentication=pulsar.AuthenticationToken(credential) if credential else None)
+    client = runtime.connect(handoff)
     logger = logging.getLogger(f"function.{config.fqfn}")
     if config.logTopic:
         log_topic = LogTopicHandler(client, config.logTopic, config.fqfn, identity.instance_id)
@@ -315,7 +335,7 @@ def run(handoff: dict[str, Any], code: Path) -> int:
         log_topic.tee_output()
     state = StateClient(handoff["stateUrl"], config.fqfn,
                         {"Authorization": f"Bearer {credential}"} if credential else None)
-    instance = Instance(identity, client, function, stats, state, logger)
+    instance = runtime(identity, client, function, stats, state, logger)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: instance.stop())
     log.info("instance %d of %s running (%s, %s)", identity.instance_id, config.fqfn, config.processingGuarantees,

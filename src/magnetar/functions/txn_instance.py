@@ -1,0 +1,255 @@
+"""EFFECTIVELY_ONCE on transactions (PIP-31): each input message is processed in a transaction
+of its own holding its output, what `context.publish` sent while processing it and the
+acknowledgement of the input, so they take effect together on commit and not at all on abort.
+
+magnetar.functions.bootstrap runs this instance instead of the plain one when the worker's
+broker runs the transaction coordinator (transactionCoordinatorEnabled) and the function asks
+for EFFECTIVELY_ONCE. The official client has no transactions, so this one consumes and
+produces with magnetar.client; the user's code still imports `pulsar` for the SDK.
+
+What happens when something fails, message by message:
+- process() raises (or its output does not serialize): the transaction aborts, a user
+  exception is counted, and the same message is processed again after a pause (RETRY_FIRST,
+  doubling to RETRY_MAX) before any later one: the instance keeps running.
+- a send or the acknowledgement is refused, or the commit aborts: a system exception, and the
+  message is processed again the same way.
+- the acknowledgement conflicts: the message was acknowledged already (delivered twice): its
+  transaction aborts and the message is skipped.
+- a transaction's end has an unknown outcome (the coordinator's answer was lost): the process
+  ends; the next one starts from what the broker holds.
+- the process dies with a transaction open: its id went to the worker (in the stats) before
+  anything was done in it, and the next instance aborts it before subscribing, so the
+  acknowledgement it held does not keep that message away until the transaction times out.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from magnetar.client import AuthenticationToken, Client, errors
+from magnetar.client.blocking import Transaction
+from magnetar.functions.config import FunctionConfig
+from magnetar.functions.context import InstanceContext
+from magnetar.functions.instance import EXIT_RETRY_IN_ORDER, Instance, output_options
+from magnetar.functions.instance import run as run_instance
+from magnetar.functions.stats import InstanceStats
+
+log = logging.getLogger("magnetar.functions.instance")
+RETRY_FIRST, RETRY_MAX = 0.1, 2.0
+"""Seconds before a failed message is processed again, doubling while it keeps failing."""
+TXN_TIMEOUT_SECONDS = 60
+TIMEOUT_MARGIN_SECONDS = 5
+
+
+def txn_timeout(config: FunctionConfig) -> int:
+    """A transaction opens at the first publish of a process() call (or after it returns) and
+    lasts until the commit: with --timeout-ms the watchdog ends a longer call, so a little
+    more is enough; without, a minute. The broker aborts a transaction left open that long."""
+    if config.timeoutMs:
+        return math.ceil(config.timeoutMs / 1000) + TIMEOUT_MARGIN_SECONDS
+    return TXN_TIMEOUT_SECONDS
+
+
+class UnknownOutcome(Exception):
+    """A transaction's end was asked for and its answer lost: committed or not, nobody here knows."""
+
+
+class Transactions:
+    """The instance's current transaction, opened when first needed, one at a time."""
+
+    def __init__(self, client: Client, stats: InstanceStats, timeout: int) -> None:
+        self.client = client
+        self.stats = stats
+        self.timeout = timeout
+        self.current: Transaction | None = None
+
+    def get(self) -> Transaction:
+        if self.current is None:
+            txn = self.client.new_transaction(self.timeout)
+            self.stats.on_transaction(txn.txn_id)  # before anything is done in it
+            self.current = txn
+        return self.current
+
+    def commit(self) -> None:
+        """Raises TransactionConflict when it aborted instead (a send or ack in it failed, or
+        the broker had timed it out), UnknownOutcome when nobody can tell."""
+        txn = self.current
+        if txn is None:
+            return
+        try:
+            txn.commit()
+        except errors.TransactionConflict:  # aborted, as the client says
+            self._ended()
+            raise
+        except errors.TransactionNotFound as error:  # timed out and aborted by the broker
+            self._ended()
+            raise errors.TransactionConflict(f"transaction {txn.txn_id} timed out ({error})") from error
+        except errors.PulsarException as error:
+            raise UnknownOutcome(f"the commit of transaction {txn.txn_id} has no known outcome: {error}") from error
+        self._ended()
+
+    def abort(self) -> None:
+        txn = self.current
+        if txn is None:
+            return
+        try:
+            txn.abort()
+        except errors.TransactionNotFound:  # timed out: aborted already
+            pass
+        except errors.PulsarException as error:
+            raise UnknownOutcome(f"the abort of transaction {txn.txn_id} has no known outcome: {error}") from error
+        self._ended()
+
+    def _ended(self) -> None:
+        self.current = None
+        self.stats.on_transaction(None)
+
+
+class TxnContext(InstanceContext):
+    """The SDK's Context, whose publish and ack go into the message's transaction."""
+
+    transactions: Transactions
+
+    def _send_options(self) -> dict[str, Any]:
+        return {"txn": self.transactions.get()}
+
+    def ack(self, msgid: Any, topic: str | None = None) -> None:
+        self._consumer.acknowledge(msgid, self.transactions.get())
+
+
+class TxnInstance(Instance):
+    context_class = TxnContext
+    stop_errors = (*Instance.stop_errors, errors.AlreadyClosed, errors.Interrupted)
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.transactions = Transactions(self.client, self.stats, txn_timeout(self.config))
+        assert isinstance(self.context, TxnContext)
+        self.context.transactions = self.transactions
+
+    @classmethod
+    def connect(cls, handoff: dict[str, Any]) -> Any:
+        """magnetar.client with transactions; the transaction a dead predecessor left open
+        is aborted before anything subscribes."""
+        credential = handoff.get("credential")
+        client = Client(handoff["serviceUrl"], authentication=AuthenticationToken(credential) if credential else None,
+                        enable_transaction=True)
+        left = (handoff.get("carried") or {}).get("openTransaction")
+        if left:
+            abort_left(client, (left[0], left[1]))
+        return client
+
+    def _consumer_options(self) -> dict[str, Any]:
+        """Without an ack timeout: a message it sent again would overtake the one being retried."""
+        options = super()._consumer_options()
+        options.pop("unacked_messages_timeout_ms", None)
+        return options
+
+    def handle(self, message: Any) -> None:
+        self.stats.on_received()
+        pause = RETRY_FIRST
+        while not self._attempt(message):
+            time.sleep(pause)  # a pause before the retry, not a wait for anything
+            pause = min(pause * 2, RETRY_MAX)
+
+    def _attempt(self, message: Any) -> bool:
+        """One try at a message: True when it is done with (committed, or acknowledged before)."""
+        topic = message.topic_name()
+        start = time.monotonic()
+        try:
+            value = self._input_serde(topic).deserialize(message.data())
+            self.context.set_message(message, topic)
+            with self.watchdog:
+                output = self.function.call(value, self.context)
+            data = None if output is None or self.output_serde is None else bytes(self.output_serde.serialize(output))
+        except Exception as error:
+            log.exception("process() raised on message %s of %s; its transaction aborts", message.message_id(), topic)
+            self.stats.on_user_exception(error)
+            self._settle(self.transactions.abort)
+            return False
+        except BaseException as error:  # sys.exit() in user code: recorded, then the process ends
+            self.stats.on_user_exception(error)
+            self.stats.write(force=True)
+            raise
+        latency_ms = (time.monotonic() - start) * 1000
+        try:
+            self._store(message, topic, data)
+        except errors.TransactionConflict:
+            log.warning("message %s of %s was acknowledged already (delivered again): skipped",
+                        message.message_id(), topic)
+            self._settle(self.transactions.abort)
+            return True
+        except errors.PulsarException as error:
+            self.stats.on_system_exception(f"message {message.message_id()} of {topic}: {error}")
+            self._settle(self.transactions.abort)
+            return False
+        try:
+            self._settle(self.transactions.commit)
+        except errors.TransactionConflict as error:
+            self.stats.on_system_exception(f"message {message.message_id()} of {topic}: {error}")
+            return False
+        self.stats.on_processed(latency_ms)
+        return True
+
+    def _store(self, message: Any, topic: str, data: bytes | None) -> None:
+        """The output and the input's acknowledgement, into the transaction."""
+        if data is None and not self.config.autoAck:
+            return
+        txn = self.transactions.get()
+        if data is not None:
+            self._output().send_async(data, None, txn=txn, **output_options(message, topic))
+        if self.config.autoAck:
+            self.consumer.acknowledge(message, txn)
+
+    def _output(self) -> Any:
+        producer = self.producers.get("")
+        if producer is None:
+            assert self.config.output is not None
+            producer = self.producers[""] = self.client.create_producer(self.config.output, block_if_queue_full=True)
+        return producer
+
+    def _settle(self, end: Any) -> None:
+        """End the transaction; when nobody can tell how it ended, end the process (its
+        successor aborts it, and takes up from what the broker holds)."""
+        try:
+            end()
+        except UnknownOutcome as error:
+            log.error("%s; the instance restarts", error)
+            self.stats.on_system_exception(error)
+            self.stats.write(force=True)
+            logging.shutdown()
+            os._exit(EXIT_RETRY_IN_ORDER)
+
+    def stop(self) -> None:
+        """Inside process(): its transaction is aborted before the process leaves."""
+        if self.watchdog.busy and self.transactions.current is not None:
+            self._abort_quietly()
+        super().stop()
+
+    def close(self) -> None:
+        self._abort_quietly()
+        super().close()
+
+    def _abort_quietly(self) -> None:
+        try:
+            self.transactions.abort()
+        except (UnknownOutcome, errors.PulsarException) as error:  # it times out on the broker
+            log.warning("stopping: %s", error)
+
+
+def abort_left(client: Client, txn_id: tuple[int, int]) -> None:
+    """Abort what a predecessor left open; one that ended already is refused, which is fine."""
+    try:
+        client.resume_transaction(txn_id).abort()
+    except (errors.TransactionNotFound, errors.InvalidTxnStatusError):
+        return
+    log.info("aborted transaction %s, left open by the instance before", txn_id)
+
+
+def run(handoff: dict[str, Any], code: Path) -> int:
+    return run_instance(handoff, code, TxnInstance)

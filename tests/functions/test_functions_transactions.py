@@ -1,0 +1,161 @@
+"""EFFECTIVELY_ONCE on transactions (issue 46): with transactionCoordinatorEnabled, an
+instance processes each message in a transaction holding its output, its context.publish
+messages and the input's acknowledgement. Inputs come from the official client (batching on)
+and magnetar.client; output and side topics are read back whole."""
+
+from __future__ import annotations
+
+import os
+import random
+from collections import Counter, defaultdict
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import pulsar
+import pytest
+from fn_helpers import deploy, functions_admin, make_client, status, wait_consumers
+from polling import wait_for
+from procfs import descendants
+from standalone import Standalone
+
+import magnetar.client
+from magnetar.admin_client import AdminClient, FunctionsAdmin
+
+TXN = "transactionCoordinatorEnabled=true"
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
+    broker = Standalone(tmp_path_factory.mktemp("fn-txn") / "data", [TXN]).start()
+    yield broker
+    broker.stop()
+
+
+def produce_both(url: str, topic: str, values: dict[str, list[str]]) -> None:
+    """Each key's values in order: keys starting `o` with the official client (batching on,
+    several keys a batch), the others with magnetar.client."""
+    official = make_client(url)
+    ours = magnetar.client.Client(url, operation_timeout_seconds=10)
+    try:
+        producers = {"o": official.create_producer(topic), "m": ours.create_producer(topic)}
+        for key, sequence in values.items():
+            for value in sequence:
+                producers[key[0]].send_async(value.encode(), None, partition_key=key)
+        for producer in producers.values():
+            producer.flush()
+    finally:
+        official.close()
+        ours.close()
+
+
+def keyed_inputs(rng: random.Random, count: int) -> dict[str, list[str]]:
+    keys = [f"{side}{i}" for side in "om" for i in range(5)]
+    values: dict[str, list[str]] = defaultdict(list)
+    for i in range(count):
+        key = rng.choice(keys)
+        values[key].append(f"{key}-{i}")
+    return values
+
+
+def read_all(url: str, topic: str, expected: int) -> list[pulsar.Message]:
+    """Every message of `topic` from its start: `expected` of them, then whatever else is there."""
+    client = make_client(url)
+    try:
+        reader = client.create_reader(topic, pulsar.MessageId.earliest)
+        got = [reader.read_next(30000) for _ in range(expected)]
+        while reader.has_message_available():
+            got.append(reader.read_next(10000))
+        return got
+    finally:
+        client.close()
+
+
+def backlog_drained(admin: AdminClient, topic: str, partitions: int, subscription: str) -> bool:
+    return all(admin.stats(f"{topic}-partition-{i}")["subscriptions"][subscription]["msgBacklog"] == 0
+               for i in range(partitions))
+
+
+def test_failed_tries_abort_with_their_outputs_and_publishes(txn_broker: Standalone) -> None:
+    """(a) and (c): the function raises on inputs chosen at random, the first time, after a
+    context.publish; each input's output and side message are there exactly once, outputs in
+    order per key, and the instance never restarted."""
+    rng = random.Random()
+    admin = functions_admin(txn_broker.admin_url)
+    admin.admin.create_partitioned_topic("txa-in", 2)
+    values = keyed_inputs(rng, 120)
+    every = [value for sequence in values.values() for value in sequence]
+    fail = rng.sample(every, 12)
+    deploy(admin, "txa", "txn_flaky.py", "txn_flaky.TxnFlaky", inputs=["txa-in"], output="txa-out",
+           processingGuarantees="EFFECTIVELY_ONCE", userConfig={"side": "txa-side", "fail": fail})
+    produce_both(txn_broker.url, "txa-in", values)
+    outputs = read_all(txn_broker.url, "txa-out", len(every))
+    assert wait_for(lambda: backlog_drained(admin.admin, "txa-in", 2, "public/default/txa"), timeout=30)
+    outputs += read_all(txn_broker.url, "txa-out", 0)[len(outputs):]
+    assert Counter(m.data().decode() for m in outputs) == Counter(f"out:{v}" for v in every)
+    by_key: dict[str, list[str]] = defaultdict(list)
+    for message in outputs:
+        by_key[message.partition_key()].append(message.data().decode().removeprefix("out:"))
+    assert by_key == values, "in order per key"
+    sides = read_all(txn_broker.url, "txa-side", len(every))
+    assert Counter(m.data().decode() for m in sides) == Counter(f"side:{v}" for v in every), \
+        "a failed try's publish aborted with it"
+    assert wait_for(lambda: status(admin, "txa")["instances"][0]["status"]["numSuccessfullyProcessed"] == len(every))
+    instance = status(admin, "txa")["instances"][0]["status"]
+    assert instance["numUserExceptions"] == len(fail) and instance["numRestarts"] == 0
+
+
+def instance_pid(broker: Standalone) -> int | None:
+    """The instance's Python process (under bubblewrap's, when sandboxed)."""
+    assert broker.proc is not None
+    for pid in descendants(broker.proc.pid):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"magnetar.functions.bootstrap" in argv and not argv[0].endswith(b"bwrap"):
+            return pid
+    return None
+
+
+def processed(admin: FunctionsAdmin, name: str) -> int:
+    return status(admin, name)["instances"][0]["status"]["numSuccessfullyProcessed"]
+
+
+def test_sigkills_of_instance_and_broker_lose_and_duplicate_nothing(brokers: list[Standalone],
+                                                                    tmp_path: Path) -> None:
+    """(b): the instance SIGKILLed at random points while inputs flow, then the broker: each
+    input's output and side message exactly once after recovery."""
+    rng = random.Random()
+    data_dir = tmp_path / "data"
+    broker = Standalone(data_dir, [TXN]).start()
+    brokers.append(broker)
+    admin = functions_admin(broker.admin_url)
+    admin.admin.create_partitioned_topic("txb-in", 2)
+    config = deploy(admin, "txb", "txn_flaky.py", "txn_flaky.TxnFlaky", inputs=["txb-in"], output="txb-out",
+                    processingGuarantees="EFFECTIVELY_ONCE", timeoutMs=2000,
+                    userConfig={"side": "txb-side", "fail": []})
+    every: list[str] = []
+    for round_ in range(3):
+        values = {key: [f"r{round_}-{v}" for v in sequence] for key, sequence in keyed_inputs(rng, 150).items()}
+        every += [value for sequence in values.values() for value in sequence]
+        produce_both(broker.url, "txb-in", values)
+        floor = processed(admin, "txb") + rng.randint(1, 100)
+        assert wait_for(lambda floor=floor: processed(admin, "txb") >= floor, timeout=60)
+        if round_ < 2:
+            pid = instance_pid(broker)
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            assert wait_for(lambda pid=pid: instance_pid(broker) not in (None, pid), timeout=30)
+            wait_consumers(admin.admin, config, 1)
+        else:
+            broker.stop(signal.SIGKILL)
+            broker = Standalone(data_dir, [TXN]).start()
+            brokers.append(broker)
+            admin = functions_admin(broker.admin_url)
+            wait_consumers(admin.admin, config, 1)
+    assert wait_for(lambda: backlog_drained(admin.admin, "txb-in", 2, "public/default/txb"), timeout=60)
+    outputs = read_all(broker.url, "txb-out", len(every))
+    assert Counter(m.data().decode() for m in outputs) == Counter(f"out:{v}" for v in every)
+    sides = read_all(broker.url, "txb-side", len(every))
+    assert Counter(m.data().decode() for m in sides) == Counter(f"side:{v}" for v in every)
