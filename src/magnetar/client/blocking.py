@@ -164,6 +164,16 @@ async def _in_txn(acknowledge: Callable[[Any, Any], Any], message: Any, txn: Any
     await acknowledge(message, txn)
 
 
+def _settle(outcome: concurrent.futures.Future[None], done: asyncio.Future[None]) -> None:
+    """`outcome` (a thread's future) as `done` (the loop's) ended."""
+    if done.cancelled():
+        outcome.cancel()
+    elif (error := done.exception()) is not None:
+        outcome.set_exception(error)
+    else:
+        outcome.set_result(None)
+
+
 def _core_txn(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The send options with a blocking Transaction replaced by its asyncio core."""
     txn = kwargs.get("txn")
@@ -379,6 +389,22 @@ class Consumer(_Receiving):
             self._core.acknowledge(message)
             return
         self._client._run(_in_txn(self._core.acknowledge, message, txn._core))
+
+    def acknowledge_async(self, message: Any, txn: Transaction) -> concurrent.futures.Future[None]:
+        """An acknowledgement in `txn` without waiting for the broker (the Java client's
+        acknowledgeAsync): the commit waits for it, and aborts if it was refused; the future
+        completes once the broker holds it. Returns once the acknowledgement is the
+        transaction's (a commit asked for afterwards includes it), without a round trip."""
+        outcome: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        async def start() -> None:
+            held = self._core.acknowledge(message, txn._core)
+            assert held is not None
+            held.add_done_callback(lambda done: _settle(outcome, done))
+            await asyncio.sleep(0)  # its first step runs now: it registers with the transaction while it is open
+
+        self._client._run(start())
+        return outcome
 
     def acknowledge_cumulative(self, message: Any, txn: Transaction | None = None) -> None:
         """With `txn`, waits until the broker holds the acknowledgement for the transaction."""
