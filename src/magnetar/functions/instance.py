@@ -132,9 +132,13 @@ class Instance:
         self.stats.write_periodically()
         try:
             while True:
-                self.handle(self.consumer.receive())
+                self.handle(self._next())
         except self.stop_errors:
             return
+
+    def _next(self) -> Any:
+        """What `handle` takes next: a message."""
+        return self.consumer.receive()
 
     def handle(self, message: Any) -> None:
         self.stats.on_received()

@@ -28,6 +28,8 @@ import logging
 import math
 import os
 import time
+from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,9 @@ RETRY_FIRST, RETRY_MAX = 0.1, 2.0
 GROUP_MAX = 50
 """Messages a transaction at most: those received already when the first one comes (a
 transaction's log writes and markers cost about 30 ms, shared by its messages)."""
+COMMITTED_KEPT = 10_000
+"""Messages committed last whose copies, sent again after an abort, are recognised and left
+out (an older copy's acknowledgement conflicts, and it is skipped then)."""
 GROUP_SECONDS = 0.1
 """A transaction takes no further message once its processing has lasted this long."""
 TXN_TIMEOUT_SECONDS = 60
@@ -115,6 +120,29 @@ class Transactions:
         self.stats.on_transaction(None)
 
 
+class Recent:
+    """The last `size` keys added, for membership tests."""
+
+    def __init__(self, size: int) -> None:
+        self._order: deque[Any] = deque()
+        self._keys: set[Any] = set()
+        self._size = size
+
+    def add(self, keys: Iterable[Any]) -> None:
+        for key in keys:
+            self._keys.add(key)
+            self._order.append(key)
+            if len(self._order) > self._size:
+                self._keys.discard(self._order.popleft())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+
+def _key(message: Any) -> tuple[str, Any]:
+    return message.topic_name(), message.message_id()
+
+
 class TxnContext(InstanceContext):
     """The SDK's Context, whose publish and ack go into the message's transaction."""
 
@@ -136,6 +164,7 @@ class TxnInstance(Instance):
         self.transactions = Transactions(self.client, self.stats, txn_timeout(self.config))
         assert isinstance(self.context, TxnContext)
         self.context.transactions = self.transactions
+        self.committed = Recent(COMMITTED_KEPT)
 
     @classmethod
     def connect(cls, handoff: dict[str, Any]) -> Any:
@@ -155,19 +184,12 @@ class TxnInstance(Instance):
         options.pop("unacked_messages_timeout_ms", None)
         return options
 
-    def run(self) -> None:
-        """As the plain instance, a group of messages at a time: the first waited for, then
-        those already received (GROUP_MAX at most)."""
-        self.stats.write(force=True)
-        self.stats.write_periodically()
-        try:
-            while True:
-                group = [self.consumer.receive()]
-                while len(group) < GROUP_MAX and (message := self._received()) is not None:
-                    group.append(message)
-                self.handle(group)
-        except self.stop_errors:
-            return
+    def _next(self) -> list[Any]:
+        """A group of messages: the first waited for, then those received already (GROUP_MAX at most)."""
+        group = [self.consumer.receive()]
+        while len(group) < GROUP_MAX and (message := self._received()) is not None:
+            group.append(message)
+        return group
 
     def _received(self) -> Any:
         try:
@@ -178,7 +200,10 @@ class TxnInstance(Instance):
     def handle(self, group: list[Any]) -> None:  # type: ignore[override]
         """Until every message of `group` is committed (or found acknowledged before): one
         transaction for as many as possible; after a failure, the messages before the failed
-        one in a transaction of their own, then the failed one alone, after a pause."""
+        one in a transaction of their own, then the failed one alone, after a pause. What this
+        instance committed already is left out: an abort makes the broker send what the
+        transaction held again, while the instance retries those messages itself."""
+        group = [message for message in group if _key(message) not in self.committed]
         for _ in group:
             self.stats.on_received()
         limit, pause = len(group), RETRY_FIRST
@@ -221,6 +246,7 @@ class TxnInstance(Instance):
                 log.warning("message %s of %s was acknowledged already (delivered again): skipped",
                             message.message_id(), topic)
                 self._settle(self.transactions.abort)
+                self.committed.add([_key(message)])
                 return 1, None
             except errors.PulsarException as error:
                 self.stats.on_system_exception(f"message {message.message_id()} of {topic}: {error}")
@@ -235,6 +261,7 @@ class TxnInstance(Instance):
             return 0, 0
         for latency_ms in latencies:
             self.stats.on_processed(latency_ms)
+        self.committed.add(_key(message) for message in group[:len(latencies)])
         return len(latencies), None
 
     def _process(self, message: Any, topic: str) -> bytes | None:
