@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pulsar
 from _broker_process import PAYLOAD, Standalone, cpu_seconds, official_client, start_standalone
-from procfs import descendants
+from procfs import function_instance
 
 from magnetar.admin_client import AdminClient, AdminError, FunctionsAdmin
 
@@ -103,14 +103,10 @@ def drain(output: pulsar.Consumer, count: int, pid_of: Callable[[], int]) -> tup
 def instance_pid(broker: Standalone) -> int:
     """The instance's Python process (under bwrap's two, when sandboxed)."""
     assert broker.proc is not None
-    for pid in descendants(broker.proc.pid):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"magnetar.functions.bootstrap" in argv and not argv[0].endswith(b"bwrap"):
-            return pid
-    raise RuntimeError("no instance process found")
+    pid = function_instance(broker.proc.pid)
+    if pid is None:
+        raise RuntimeError("no instance process found")
+    return pid
 
 
 def consuming(admin: AdminClient, topic: str, subscription: str) -> bool:

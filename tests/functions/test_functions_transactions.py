@@ -16,7 +16,7 @@ import pulsar
 import pytest
 from fn_helpers import deploy, functions_admin, make_client, status, wait_consumers
 from polling import wait_for
-from procfs import descendants
+from procfs import function_instance
 from standalone import Standalone
 
 import magnetar.client
@@ -117,16 +117,8 @@ def test_failed_tries_abort_with_their_outputs_and_publishes(txn_broker: Standal
 
 
 def instance_pid(broker: Standalone) -> int | None:
-    """The instance's Python process (under bubblewrap's, when sandboxed)."""
     assert broker.proc is not None
-    for pid in descendants(broker.proc.pid):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"magnetar.functions.bootstrap" in argv and not argv[0].endswith(b"bwrap"):
-            return pid
-    return None
+    return function_instance(broker.proc.pid)
 
 
 def processed(admin: FunctionsAdmin, name: str) -> int:

@@ -6,7 +6,6 @@ is refused, as a client of that role, acting as an attacker would, finds."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest

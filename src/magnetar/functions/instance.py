@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pulsar
 
@@ -246,13 +246,19 @@ class Instance:
     def _timed_out(self, elapsed_ms: float) -> None:
         """process() outlived --timeout-ms: a thread cannot be stopped, so the process ends and
         its worker starts another; the message, never acknowledged, comes back."""
-        error = TimeoutError(f"process() did not return within timeoutMs={self.config.timeoutMs} "
-                             f"({elapsed_ms:.0f} ms); the instance restarts")
+        self.restart(EXIT_TIMEOUT, TimeoutError(f"process() did not return within timeoutMs={self.config.timeoutMs} "
+                                                f"({elapsed_ms:.0f} ms); the instance restarts"))
+
+    def restart(self, exit_code: int, error: BaseException, user: bool = True) -> NoReturn:
+        """End the process after logging and counting `error`: its worker starts another."""
         log.error("%s", error)
-        self.stats.on_user_exception(error)
+        if user:
+            self.stats.on_user_exception(error)
+        else:
+            self.stats.on_system_exception(error)
         self.stats.write(force=True)
         logging.shutdown()
-        os._exit(EXIT_TIMEOUT)
+        os._exit(exit_code)
 
     def stop(self) -> None:
         """From the worker's SIGTERM: inside process(), leave at once; elsewhere end the loop

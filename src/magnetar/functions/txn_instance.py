@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from collections import deque
 from collections.abc import Iterable
@@ -300,11 +299,7 @@ class TxnInstance(Instance):
         try:
             end()
         except UnknownOutcome as error:
-            log.error("%s; the instance restarts", error)
-            self.stats.on_system_exception(error)
-            self.stats.write(force=True)
-            logging.shutdown()
-            os._exit(EXIT_RETRY_IN_ORDER)
+            self.restart(EXIT_RETRY_IN_ORDER, UnknownOutcome(f"{error}; the instance restarts"), user=False)
 
     def stop(self) -> None:
         """Inside process(): its transaction is aborted before the process leaves."""
