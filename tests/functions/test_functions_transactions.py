@@ -5,6 +5,7 @@ and magnetar.client; output and side topics are read back whole."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -83,7 +84,7 @@ def check_exactly_once(url: str, admin: AdminClient, name: str, values: dict[str
     outputs in order per key (`ordered`)."""
     every = [value for sequence in values.values() for value in sequence]
     assert wait_for(lambda: drained(admin, f"{name}-in", f"public/default/{name}"), timeout=60), \
-        status(FunctionsAdmin(admin), name)
+        json.dumps(status(FunctionsAdmin(admin), name)["instances"][0]["status"])
     outputs = read_all(url, f"{name}-out", len(every))
     assert Counter(m.data().decode() for m in outputs) == Counter(f"out:{v}" for v in every)
     by_key: dict[str, list[str]] = defaultdict(list)
