@@ -88,8 +88,11 @@ def send_frames(count: int, per_entry: int) -> list[bytes]:
     return frames
 
 
-async def run_workload(data_dir: Path, messages: int, per_entry: int, chunk: int, window: int) -> dict[str, float]:
-    service = BrokerService(ServiceConfiguration(bindAddress="127.0.0.1", brokerServicePort=0), data_dir)
+async def run_workload(data_dir: Path, messages: int, per_entry: int, chunk: int, window: int,
+                       coordinator: bool = False) -> dict[str, float]:
+    config = ServiceConfiguration(bindAddress="127.0.0.1", brokerServicePort=0,
+                                  transactionCoordinatorEnabled=coordinator)
+    service = BrokerService(config, data_dir)
     await service.start()
     settle_after_start()  # as `magnetar standalone` does once it is up
     try:
@@ -161,11 +164,25 @@ def _drain(results: Iterable[object]) -> None:
     collections.deque(results, maxlen=0)
 
 
+def coordinator_rounds(base: Path, args: argparse.Namespace) -> dict[str, list[float]]:
+    """Unbatched CPU per million messages, off and on in turn so drift falls on both."""
+    rounds: dict[str, list[float]] = {"off": [], "on": []}
+    for number in range(args.coordinator_rounds):
+        for label in ("off", "on") if number % 2 == 0 else ("on", "off"):
+            run = asyncio.run(run_workload(base / f"c{number}{label}", args.messages, 1, args.chunk, args.window,
+                                           coordinator=label == "on"))
+            rounds[label].append(run["cpu_s_per_million"])
+    return rounds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--chunk", type=int, default=250, help="SEND frames per read of the socket")
     parser.add_argument("--window", type=int, default=5000, help="messages without a receipt, at most")
+    parser.add_argument("--coordinator-rounds", type=int, default=0, metavar="N",
+                        help="also N rounds alternating a broker without and with a transaction coordinator "
+                             "(transactionCoordinatorEnabled): what the feature costs topics that never use it")
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="publish-path-"))
     try:
@@ -176,6 +193,8 @@ def main() -> None:
             "batched_100": asyncio.run(run_workload(base / "b", args.messages, 100, args.chunk, args.window)),
             "unbatched_stages_ns": stage_costs(base / "s", min(args.messages, 100_000), args.chunk),
         }
+        if args.coordinator_rounds:
+            result["unbatched_cpu_s_per_million_by_coordinator"] = coordinator_rounds(base, args)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     print(json.dumps(result))

@@ -37,7 +37,8 @@ def test_a_page_of_many_parts_arrives_whole(broker):
     for family in ("pulsar_msg_backlog", "pulsar_subscription_back_log", "pulsar_storage_write_latency_count"):
         shown = set(re.findall(rf'^{family}{{[^}}]*topic="([^"]+)"', text, re.M))
         assert set(names) <= shown, family
-    assert re.search(r"^magnetar_event_loop_lag_max_seconds\{.*\} \S+\n\Z", text, re.M)  # the last line too
+    assert re.search(r"^magnetar_event_loop_lag_max_seconds\{.*\} \S+$", text, re.M)
+    assert re.search(r"\n[a-z_]+\{[^}\n]*\} \S+\n\Z", text)  # the page's last sample arrived whole
 
     assert _request(connection, "HEAD", "/metrics")[0] in (200, 405)  # the connection is still in step
     assert _request(connection, "GET", "/admin/v2/brokers/ready")[0] == 200

@@ -264,8 +264,8 @@ def test_official_client_refuses_oversized_message_itself(broker_factory, client
     ("cmd", "answer"),
     [
         # the coordinator's commands are answered in their own response type (the Java client
-        # waits for that): here transactions are off
-        (T(type=T.NEW_TXN, newTxn=pb.CommandNewTxn(request_id=3)), "newTxnResponse"),
+        # waits for that): a coordinator this broker does not run, a transaction it never opened
+        (T(type=T.NEW_TXN, newTxn=pb.CommandNewTxn(request_id=3, tc_id=7)), "newTxnResponse"),
         (T(type=T.END_TXN, endTxn=pb.CommandEndTxn(request_id=3)), "endTxnResponse"),
         (T(type=T.END_TXN_ON_PARTITION, endTxnOnPartition=pb.CommandEndTxnOnPartition(request_id=3)),
          "endTxnOnPartitionResponse"),

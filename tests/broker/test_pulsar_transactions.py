@@ -286,7 +286,7 @@ def test_transaction_open_at_sigkill_is_aborted_at_its_timeout_after_restart(own
 
 
 def test_transactions_refused_clearly_when_the_coordinator_is_off(broker_factory):
-    broker = broker_factory()
+    broker = broker_factory("transactionCoordinatorEnabled=false")
     with magnetar.client.Client(broker.url, enable_transaction=True, operation_timeout_seconds=5) as client, \
             pytest.raises(magnetar.client.errors.TransactionCoordinatorNotFoundError):
         client.new_transaction(timeout=5)

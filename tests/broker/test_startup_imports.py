@@ -40,14 +40,16 @@ MAGNETAR = {
     # topics (and replicators) of a policy's or a cluster's change
     "magnetar.broker.policies": ". backlog_quota clusters resources retention topic_policies watchers",
     # loop_lag: the event-loop probe runs from the start; topics.latency: every producer records into it
-    "magnetar.broker.service": ". broker_service collector config_checks loop_lag",
+    # transaction_participants: the coordinator, on in the standalone (it recovers its log at start)
+    "magnetar.broker.service": ". broker_service collector config_checks loop_lag transaction_participants",
     # replicators: what a topic knows of replication (the replicators themselves load when used);
     # publish_rate: the policy's declaration, which the admin routes and every SEND's limits read
     "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context "
                               "failed_writes full_disk latency loop_bridge positions producer publish_rate "
                               "replicators stats topic_limits",
-    # only the ledger property a topic that held transactions carries (the feature loads when used)
-    "magnetar.broker.transactions": ".",
+    # the coordinator and its log (on in the standalone); a topic's buffer and a subscription's
+    # pending acknowledgements load with the first topic that held a transaction
+    "magnetar.broker.transactions": ". coordinator log",
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
                                          "key_shared_dispatcher message_expiry persistent_subscription "
                                          "persistent_topic shared_dispatcher single_active_dispatcher",
@@ -72,7 +74,7 @@ MAGNETAR = {
                         "position range_set rollover space_reserve",
     # the HTTP server the admin API and the functions worker's routes are served on
     "magnetar.web": ". connection_state messages routing server",
-    "magnetar.wire": ". checksum commands entry errors frames message_id proto proto.pulsar_api_pb2 topic_name",
+    "magnetar.wire": ". checksum commands entry errors frames message_id proto proto.pulsar_api_pb2 topic_name txn",
 }
 ALLOWED_MAGNETAR = frozenset(package if name == "." else f"{package}.{name}"
                              for package, names in MAGNETAR.items() for name in names.split())

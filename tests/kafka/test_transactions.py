@@ -36,7 +36,7 @@ TRANSACTION, GROUP = 1, 0
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory) -> Iterator[KafkaStandalone]:
-    started = start_kafka_broker(tmp_path_factory.mktemp("transactions"))
+    started = start_kafka_broker(tmp_path_factory.mktemp("transactions"), "transactionCoordinatorEnabled=false")
     yield started
     started.stop()
 

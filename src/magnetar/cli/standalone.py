@@ -48,6 +48,7 @@ STANDALONE_DEFAULTS = (
             "standalone default"),
     Setting("exposingBrokerEntryMetadataToClientEnabled", "true", "standalone default"),
     Setting("functionsWorkerEnabled", "true", "standalone default"),
+    Setting("transactionCoordinatorEnabled", "true", "standalone default"),
 )
 """Where the standalone departs from broker.conf's defaults, as Pulsar's standalone.conf does
 for other keys (it leaves these two at broker.conf's: none, false): PIP-70 on, so that what
@@ -55,7 +56,11 @@ magnetar builds on it (Spark streams and index offsets, `Message.index()`, seek 
 works on the broker a newcomer starts first. Any source of settings beats them;
 `-c brokerEntryMetadataInterceptors= -c exposingBrokerEntryMetadataToClientEnabled=false`
 gives Pulsar's behaviour back. The functions worker is on, as Pulsar's standalone runs one
-(`--no-functions-worker` turns it off)."""
+(`--no-functions-worker` turns it off). Transactions are on (Pulsar's standalone.conf leaves
+them off): the exactly-once Spark sink, Kafka transactions and magnetar.client's
+`new_transaction` then work on the first broker a newcomer starts, and a topic that never
+sees a transaction pays nothing for it (docs/transactions.md has the figures);
+`-c transactionCoordinatorEnabled=false` turns them off."""
 
 
 def register(commands: argparse._SubParsersAction) -> None:
