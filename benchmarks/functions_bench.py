@@ -49,7 +49,7 @@ GUARANTEES = {"atleast_once": ("plain", "ATLEAST_ONCE"), "effectively_once_dedup
               "effectively_once_txn": ("txn", "EFFECTIVELY_ONCE")}
 """Each kind of `--compare guarantees`: the broker it runs on and the function's guarantee."""
 BROKER_SETTINGS = {"bubblewrap": ["functionInstanceIsolation=bubblewrap"], "none": ["functionInstanceIsolation=none"],
-                   "plain": ["functionInstanceIsolation=none"],
+                   "plain": ["functionInstanceIsolation=none", "transactionCoordinatorEnabled=false"],
                    "txn": ["functionInstanceIsolation=none", "transactionCoordinatorEnabled=true"]}
 
 FUNCTION = '''
