@@ -22,6 +22,7 @@ from standalone import Standalone
 
 import magnetar.client
 from magnetar.admin_client import AdminClient, FunctionsAdmin
+from magnetar.admin_client.transactions import TransactionsAdmin
 
 TXN = "transactionCoordinatorEnabled=true"
 
@@ -72,10 +73,14 @@ def read_all(url: str, topic: str, expected: int) -> list[pulsar.Message]:
         client.close()
 
 
+def partitions(admin: AdminClient, topic: str) -> list[str]:
+    return [f"{topic}-partition-{i}" for i in range(admin.partitions(topic))] or [topic]
+
+
 def drained(admin: AdminClient, topic: str, subscription: str) -> bool:
     """No backlog left on any partition of `topic` for the subscription."""
-    names = [f"{topic}-partition-{i}" for i in range(admin.partitions(topic))] or [topic]
-    return all(admin.stats(name)["subscriptions"][subscription]["msgBacklog"] == 0 for name in names)
+    return all(admin.stats(name)["subscriptions"][subscription]["msgBacklog"] == 0
+               for name in partitions(admin, topic))
 
 
 def check_exactly_once(url: str, admin: AdminClient, name: str, values: dict[str, list[str]],
@@ -84,7 +89,9 @@ def check_exactly_once(url: str, admin: AdminClient, name: str, values: dict[str
     outputs in order per key (`ordered`)."""
     every = [value for sequence in values.values() for value in sequence]
     assert wait_for(lambda: drained(admin, f"{name}-in", f"public/default/{name}"), timeout=60), \
-        json.dumps(status(FunctionsAdmin(admin), name)["instances"][0]["status"])
+        json.dumps({"status": status(FunctionsAdmin(admin), name)["instances"][0]["status"],
+                    "open": TransactionsAdmin(admin).slow_transactions(0),
+                    "inputs": {part: admin.stats(part)["subscriptions"] for part in partitions(admin, f"{name}-in")}})
     outputs = read_all(url, f"{name}-out", len(every))
     assert Counter(m.data().decode() for m in outputs) == Counter(f"out:{v}" for v in every)
     by_key: dict[str, list[str]] = defaultdict(list)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from magnetar.client import AuthenticationToken, Client, errors
+from magnetar.client.aio.options import CLIENT_LOGGER
 from magnetar.client.blocking import Transaction
 from magnetar.functions.config import FunctionConfig
 from magnetar.functions.context import InstanceContext
@@ -170,6 +171,7 @@ class TxnInstance(Instance):
         """magnetar.client with transactions; the transaction a dead predecessor left open
         is aborted before anything subscribes."""
         credential = handoff.get("credential")
+        logging.getLogger(CLIENT_LOGGER).setLevel(logging.WARNING)  # as the official client's Warn level
         client = Client(handoff["serviceUrl"], authentication=AuthenticationToken(credential) if credential else None,
                         enable_transaction=True)
         left = (handoff.get("carried") or {}).get("openTransaction")
