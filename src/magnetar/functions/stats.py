@@ -77,8 +77,12 @@ class InstanceStats:
             self._dirty = True
 
     def on_transaction(self, txn_id: tuple[int, int] | None) -> None:
-        """Written at once: the worker must know the transaction before anything is done in it."""
-        self.open_txn = None if txn_id is None else [int(txn_id[0]), int(txn_id[1])]
+        """An open one is written at once (the worker must know it before anything is done in
+        it); an ended one with the next snapshot (a successor aborting it is refused)."""
+        if txn_id is None:
+            self.open_txn, self._dirty = None, True
+            return
+        self.open_txn = [int(txn_id[0]), int(txn_id[1])]
         self.write(force=True)
 
     def record_metric(self, name: str, value: float) -> None:
