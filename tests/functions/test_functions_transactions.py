@@ -84,10 +84,11 @@ def drained(admin: AdminClient, topic: str, subscription: str) -> bool:
 
 
 def check_exactly_once(url: str, admin: AdminClient, name: str, values: dict[str, list[str]],
-                       ordered: bool = True) -> None:
-    """Once the input is drained: each input's output and side message exactly once, the
-    outputs in order per key (`ordered`)."""
+                       ordered: bool = True, sides: list[str] | None = None) -> None:
+    """Once the input is drained: each input's output and side message (those of `sides`)
+    exactly once, the outputs in order per key (`ordered`)."""
     every = [value for sequence in values.values() for value in sequence]
+    sides = every if sides is None else sides
     assert wait_for(lambda: drained(admin, f"{name}-in", f"public/default/{name}"), timeout=60), \
         json.dumps({"status": status(FunctionsAdmin(admin), name)["instances"][0]["status"],
                     "open": TransactionsAdmin(admin).slow_transactions(0),
@@ -98,8 +99,8 @@ def check_exactly_once(url: str, admin: AdminClient, name: str, values: dict[str
     for message in outputs:
         by_key[message.partition_key()].append(message.data().decode().removeprefix("out:"))
     assert not ordered or by_key == values, "in order per key"
-    sides = read_all(url, f"{name}-side", len(every))
-    assert Counter(m.data().decode() for m in sides) == Counter(f"side:{v}" for v in every), \
+    published = read_all(url, f"{name}-side", len(sides))
+    assert Counter(m.data().decode() for m in published) == Counter(f"side:{v}" for v in sides), \
         "the publishes of a failed try aborted with it"
 
 
@@ -184,3 +185,20 @@ def test_an_instance_dying_inside_process_leaves_nothing_of_that_try(txn_broker:
     check_exactly_once(txn_broker.url, admin.admin, "txc", values)
     assert status(admin, "txc")["instances"][0]["status"]["numRestarts"] == len(crash)
 
+
+
+def test_an_idle_instance_asks_for_what_it_left_unacknowledged(txn_broker: Standalone) -> None:
+    """With autoAck off, messages the function did not acknowledge come back once the
+    instance has waited IDLE_MS with nothing to do (it asks for its unacknowledged messages
+    again), and a copy of one it committed meanwhile is not processed again."""
+    rng = random.Random()
+    admin = functions_admin(txn_broker.admin_url)
+    values = keyed_inputs(rng, 30)
+    every = [value for sequence in values.values() for value in sequence]
+    ignore = rng.sample(every, 3)
+    deploy(admin, "txi", "txn_ignoring.py", "txn_ignoring.TxnIgnoring", inputs=["txi-in"], output="txi-out",
+           processingGuarantees="EFFECTIVELY_ONCE", autoAck=False, userConfig={"side": "txi-side", "ignore": ignore})
+    produce_both(txn_broker.url, "txi-in", values)
+    # an ignored input's first side message went out with the transaction that left it unacknowledged
+    check_exactly_once(txn_broker.url, admin.admin, "txi", values, ordered=False, sides=[*every, *ignore])
+    assert wait_for(lambda: processed(admin, "txi") == len(every) + len(ignore))

@@ -28,9 +28,9 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from magnetar.client import AuthenticationToken, Client, errors
 from magnetar.client.aio.options import CLIENT_LOGGER
@@ -42,11 +42,14 @@ from magnetar.functions.instance import run as run_instance
 from magnetar.functions.stats import InstanceStats
 
 log = logging.getLogger("magnetar.functions.instance")
+_T = TypeVar("_T")
 RETRY_FIRST, RETRY_MAX = 0.1, 2.0
 """Seconds before a failed message is processed again, doubling while it keeps failing."""
 GROUP_MAX = 50
 """Messages a transaction at most: those received already when the first one comes (a
 transaction's log writes and markers cost about 30 ms, shared by its messages)."""
+IDLE_MS = 5000
+"""Waiting this long for a message, the instance asks for its unacknowledged ones again."""
 COMMITTED_KEPT = 10_000
 """Messages committed last whose copies, sent again after an abort, are recognised and left
 out (an older copy's acknowledgement conflicts, and it is skipped then)."""
@@ -77,6 +80,8 @@ class Transactions:
         self.stats = stats
         self.timeout = timeout
         self.current: Transaction | None = None
+        self.acked: list[Any] = []
+        """The ids of the messages acknowledged in the current transaction."""
 
     def get(self) -> Transaction:
         if self.current is None:
@@ -85,12 +90,24 @@ class Transactions:
             self.current = txn
         return self.current
 
-    def commit(self) -> None:
-        """Raises TransactionConflict when it aborted instead (a send or ack in it failed, or
-        the broker had timed it out), UnknownOutcome when nobody can tell."""
+    def acknowledge(self, consumer: Any, message: Any, wait: bool) -> None:
+        """`message` (or its id) acknowledged in the current transaction; `wait`: until the
+        broker holds it (so that a conflict is raised here)."""
+        txn = self.get()
+        if wait:
+            consumer.acknowledge(message, txn)
+        else:
+            consumer.acknowledge_async(message, txn)
+        self.acked.append(message.message_id() if hasattr(message, "message_id") else message)
+
+    def commit(self) -> list[Any]:
+        """The ids of the messages it acknowledged. Raises TransactionConflict when it aborted
+        instead (a send or ack in it failed, or the broker had timed it out), UnknownOutcome
+        when nobody can tell."""
         txn = self.current
         if txn is None:
-            return
+            return []
+        acked = self.acked
         try:
             txn.commit()
         except errors.TransactionConflict:  # aborted, as the client says
@@ -102,6 +119,7 @@ class Transactions:
         except errors.PulsarException as error:
             raise UnknownOutcome(f"the commit of transaction {txn.txn_id} has no known outcome: {error}") from error
         self._ended()
+        return acked
 
     def abort(self) -> None:
         txn = self.current
@@ -117,6 +135,7 @@ class Transactions:
 
     def _ended(self) -> None:
         self.current = None
+        self.acked = []
         self.stats.on_transaction(None)
 
 
@@ -139,10 +158,6 @@ class Recent:
         return key in self._keys
 
 
-def _key(message: Any) -> tuple[str, Any]:
-    return message.topic_name(), message.message_id()
-
-
 class TxnContext(InstanceContext):
     """The SDK's Context, whose publish and ack go into the message's transaction."""
 
@@ -152,7 +167,7 @@ class TxnContext(InstanceContext):
         return {"txn": self.transactions.get()}
 
     def ack(self, msgid: Any, topic: str | None = None) -> None:
-        self._consumer.acknowledge(msgid, self.transactions.get())
+        self.transactions.acknowledge(self._consumer, msgid, wait=True)
 
 
 class TxnInstance(Instance):
@@ -187,14 +202,22 @@ class TxnInstance(Instance):
 
     def _next(self) -> list[Any]:
         """A group of messages: the first waited for, then those received already (GROUP_MAX at most)."""
-        group = [self.consumer.receive()]
-        while len(group) < GROUP_MAX and (message := self._received()) is not None:
+        first = self._received(IDLE_MS)
+        while first is None:
+            # idle with nothing in hand, yet the broker may count messages as ours: those an
+            # aborted transaction held, sent again with a batch this consumer had (after a
+            # broker restart) and not surfaced; asking for every unacknowledged one again
+            # brings them (what this instance committed meanwhile is acknowledged, not resent)
+            self.consumer.redeliver_unacknowledged_messages()
+            first = self._received(IDLE_MS)
+        group = [first]
+        while len(group) < GROUP_MAX and (message := self._received(0)) is not None:
             group.append(message)
         return group
 
-    def _received(self) -> Any:
+    def _received(self, timeout_ms: int) -> Any:
         try:
-            return self.consumer.receive(0)
+            return self.consumer.receive(timeout_ms)
         except errors.Timeout:
             return None
 
@@ -204,13 +227,13 @@ class TxnInstance(Instance):
         one in a transaction of their own, then the failed one alone, after a pause. What this
         instance committed already is left out: an abort makes the broker send what the
         transaction held again, while the instance retries those messages itself."""
-        group = [message for message in group if _key(message) not in self.committed]
+        group = self._fresh(group)
         for _ in group:
             self.stats.on_received()
         limit, pause = len(group), RETRY_FIRST
         while group:
             done, failed = self._attempt(group[:limit])
-            group = group[done:]
+            group = self._fresh(group[done:])
             if failed is None:
                 limit, pause = len(group), RETRY_FIRST
             elif failed > 0:
@@ -218,6 +241,17 @@ class TxnInstance(Instance):
             else:
                 time.sleep(pause)  # a pause before the retry, not a wait for anything
                 limit, pause = 1, min(pause * 2, RETRY_MAX)
+
+    def _fresh(self, group: list[Any]) -> list[Any]:
+        """The messages of `group` neither committed nor met earlier in it (a copy the broker
+        sent again may arrive beside the original)."""
+        fresh, keys = [], set()
+        for message in group:
+            key = message.message_id()
+            if key not in self.committed and key not in keys:
+                keys.add(key)
+                fresh.append(message)
+        return fresh
 
     def _attempt(self, group: list[Any]) -> tuple[int, int | None]:
         """One transaction over the first messages of `group` (until GROUP_SECONDS have
@@ -230,6 +264,8 @@ class TxnInstance(Instance):
             start = time.monotonic()
             try:
                 data = self._process(message, topic)
+            except errors.TransactionConflict:  # context.ack of a message acknowledged before
+                return self._skip(message, index)
             except Exception as error:
                 log.exception("process() raised on message %s of %s; its transaction aborts",
                               message.message_id(), topic)
@@ -244,11 +280,7 @@ class TxnInstance(Instance):
             try:
                 self._store(message, topic, data, alone=len(group) == 1)
             except errors.TransactionConflict:
-                log.warning("message %s of %s was acknowledged already (delivered again): skipped",
-                            message.message_id(), topic)
-                self._settle(self.transactions.abort)
-                self.committed.add([_key(message)])
-                return 1, None
+                return self._skip(message, index)
             except errors.PulsarException as error:
                 self.stats.on_system_exception(f"message {message.message_id()} of {topic}: {error}")
                 self._settle(self.transactions.abort)
@@ -256,14 +288,23 @@ class TxnInstance(Instance):
             if time.monotonic() - started > GROUP_SECONDS:
                 break
         try:
-            self._settle(self.transactions.commit)
+            acked = self._settle(self.transactions.commit)
         except errors.TransactionConflict as error:
             self.stats.on_system_exception(f"{len(latencies)} message(s) from {group[0].message_id()}: {error}")
             return 0, 0
         for latency_ms in latencies:
             self.stats.on_processed(latency_ms)
-        self.committed.add(_key(message) for message in group[:len(latencies)])
+        self.committed.add(acked)
         return len(latencies), None
+
+    def _skip(self, message: Any, index: int) -> tuple[int, int | None]:
+        """`message` was acknowledged already (a copy sent again): the transaction aborts, the
+        messages before it are done again, and it is left out."""
+        log.warning("message %s of %s was acknowledged already (delivered again): skipped", message.message_id(),
+                    message.topic_name())
+        self._settle(self.transactions.abort)
+        self.committed.add([message.message_id()])
+        return 0, index or None
 
     def _process(self, message: Any, topic: str) -> bytes | None:
         """process() on the message and its output serialized (None: nothing to send)."""
@@ -281,12 +322,8 @@ class TxnInstance(Instance):
         txn = self.transactions.get()
         if data is not None:
             self._output().send_async(data, None, txn=txn, **output_options(message, topic))
-        if not self.config.autoAck:
-            return
-        if alone:
-            self.consumer.acknowledge(message, txn)
-        else:
-            self.consumer.acknowledge_async(message, txn)
+        if self.config.autoAck:
+            self.transactions.acknowledge(self.consumer, message, wait=alone)
 
     def _output(self) -> Any:
         producer = self.producers.get("")
@@ -295,11 +332,11 @@ class TxnInstance(Instance):
             producer = self.producers[""] = self.client.create_producer(self.config.output, block_if_queue_full=True)
         return producer
 
-    def _settle(self, end: Any) -> None:
+    def _settle(self, end: Callable[[], _T]) -> _T:
         """End the transaction; when nobody can tell how it ended, end the process (its
         successor aborts it, and takes up from what the broker holds)."""
         try:
-            end()
+            return end()
         except UnknownOutcome as error:
             self.restart(EXIT_RETRY_IN_ORDER, UnknownOutcome(f"{error}; the instance restarts"), user=False)
 
