@@ -118,24 +118,29 @@ def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: p
     assert not (fn_broker.data_dir / "functions" / "public" / "default" / "excl").exists(), "nor its files"
 
 
-def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:
+@pytest.mark.parametrize("guarantee", ["ATLEAST_ONCE", "EFFECTIVELY_ONCE"])
+def test_context_api(fn_broker: Standalone, client: pulsar.Client, guarantee: str) -> None:
+    """The same Context on the official client and, EFFECTIVELY_ONCE on transactions (the
+    standalone's default), on magnetar.client."""
+    name = "probe" if guarantee == "ATLEAST_ONCE" else "probe-eo"
     admin = functions_admin(fn_broker.admin_url)
-    deploy(admin, "probe", "probe.py", "probe.Probe", inputs=["probe-in"], output="probe-out", logTopic="probe-log",
-           userConfig={"greeting": "hi", "side_topic": "probe-side"}, secrets={"password": "s3cret"})
-    out, side = client.subscribe("probe-out", "check"), client.subscribe("probe-side", "check")
-    log = client.subscribe("probe-log", "check", initial_position=pulsar.InitialPosition.Earliest)
-    producer = client.create_producer("probe-in")
+    deploy(admin, name, "probe.py", "probe.Probe", inputs=[f"{name}-in"], output=f"{name}-out",
+           logTopic=f"{name}-log", processingGuarantees=guarantee,
+           userConfig={"greeting": "hi", "side_topic": f"{name}-side"}, secrets={"password": "s3cret"})
+    out, side = client.subscribe(f"{name}-out", "check"), client.subscribe(f"{name}-side", "check")
+    log = client.subscribe(f"{name}-log", "check", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(f"{name}-in")
     sent = producer.send(b"ping", partition_key="the-key", properties={"a": "1"}, event_timestamp=1234567)
 
     seen = json.loads(receive_all(out, 1)[0].data())
     assert seen["input"] == "ping" and seen["key"] == "the-key" and seen["partition_key"] == "the-key"
     assert seen["properties"] == {"a": "1"} and seen["eventtime"] == 1234567
-    assert seen["topic"] == "persistent://public/default/probe-in" and seen["message_id"] == str(sent)
-    assert (seen["tenant"], seen["namespace"], seen["name"], seen["instance"]) == ("public", "default", "probe", 0)
+    assert seen["topic"] == f"persistent://public/default/{name}-in" and seen["message_id"] == str(sent)
+    assert (seen["tenant"], seen["namespace"], seen["name"], seen["instance"]) == ("public", "default", name, 0)
     assert seen["function_id"] and seen["version"] == "0"
-    assert seen["user_config"] == {"greeting": "hi", "side_topic": "probe-side"} and seen["greeting"] == "hi"
+    assert seen["user_config"] == {"greeting": "hi", "side_topic": f"{name}-side"} and seen["greeting"] == "hi"
     assert seen["secret"] == "s3cret" and seen["missing_secret"] is None
-    assert seen["inputs"] == ["probe-in"] and seen["output"] == "probe-out" and seen["state"] == "ping"
+    assert seen["inputs"] == [f"{name}-in"] and seen["output"] == f"{name}-out" and seen["state"] == "ping"
 
     side_message, conf_message = receive_all(side, 2)
     assert side_message.data() == b"side:ping" and side_message.partition_key() == "side-key"
@@ -145,13 +150,13 @@ def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:
     logged = [m.data().decode() for m in receive_all(log, 2)]
     assert "probe saw ping" in logged[0] and logged[1] == "probe printed ping", logged
     assert wait_for(lambda: "[0] probe printed ping" in fn_broker.log()), "and to the broker's log"
-    assert admin.query_state("public", "default", "probe", "last")["stringValue"] == "ping"
-    assert wait_for(lambda: admin.stats("public", "default", "probe")["instances"][0]["metrics"]["userMetrics"]
+    assert admin.query_state("public", "default", name, "last")["stringValue"] == "ping"
+    assert wait_for(lambda: admin.stats("public", "default", name)["instances"][0]["metrics"]["userMetrics"]
                     == {"seen": 2.0})
     metrics = urllib.request.urlopen(f"{fn_broker.admin_url}/metrics", timeout=10).read().decode()
     assert 'pulsar_function_user_metric_seen_sum{cluster="standalone",tenant="public",namespace="public/default",' \
-           'name="probe",instance_id="0",fqfn="public/default/probe"} 2' in metrics
-    admin.delete("public", "default", "probe")
+           f'name="{name}",instance_id="0",fqfn="public/default/{name}"}} 2' in metrics
+    admin.delete("public", "default", name)
 
 
 def test_plain_functions_and_serdes(fn_broker: Standalone, client: pulsar.Client) -> None:
