@@ -430,7 +430,8 @@ def test_a_partitioned_topic_commits_and_aborts_across_its_partitions(txn_broker
 def test_acks_held_at_a_crash_stay_held_until_the_transaction_times_out(own_broker, clients):
     broker = own_broker
     topic = _topic("ack-crash")
-    consumer, _ = _ack_first_in_txn(clients, broker.url, topic, [b"held"], timeout=3)
+    # long enough for a restart on a loaded machine to finish inside it
+    consumer, _ = _ack_first_in_txn(clients, broker.url, topic, [b"held"], timeout=8)
     consumer.close()
     broker.kill()
     broker.start()

@@ -138,8 +138,8 @@ def test_bad_requests_get_reasons(txn_broker: Standalone, path: str, status: int
     assert got == status and body["reason"], (path, got, body)
 
 
-def test_off_by_default_503_and_no_metrics(broker_factory) -> None:
-    broker = broker_factory()
+def test_off_503_and_no_metrics(broker_factory) -> None:
+    broker = broker_factory("transactionCoordinatorEnabled=false")
     status, body = _get(broker, f"{TXNS}/coordinatorStats")
     assert status == 503 and "transactionCoordinatorEnabled" in body["reason"]
     assert not _metrics(broker)
