@@ -12,6 +12,7 @@ import signal
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pytest
@@ -49,6 +50,26 @@ def produce_both(url: str, topic: str, values: dict[str, list[str]]) -> None:
     finally:
         official.close()
         ours.close()
+
+
+def flow(broker: Standalone, name: str, class_name: str, count: int, picked_as: str, picks: int,
+         partitions: int = 0, **config: Any) -> tuple[FunctionsAdmin, dict[str, list[str]], list[str], list[str]]:
+    """`name` deployed EFFECTIVELY_ONCE from tests/functions/code (`<module>.<Class>`), its
+    user config naming its side topic and `picks` inputs chosen at random (as `picked_as`),
+    then `count` keyed inputs produced with both clients: (admin, inputs by key, all of them,
+    the picked ones)."""
+    rng = random.Random()
+    admin = functions_admin(broker.admin_url)
+    if partitions:
+        admin.admin.create_partitioned_topic(f"{name}-in", partitions)
+    values = keyed_inputs(rng, count)
+    every = [value for sequence in values.values() for value in sequence]
+    picked = rng.sample(every, picks)
+    module = class_name.partition(".")[0]
+    deploy(admin, name, f"{module}.py", class_name, inputs=[f"{name}-in"], output=f"{name}-out",
+           processingGuarantees="EFFECTIVELY_ONCE", userConfig={"side": f"{name}-side", picked_as: picked}, **config)
+    produce_both(broker.url, f"{name}-in", values)
+    return admin, values, every, picked
 
 
 def keyed_inputs(rng: random.Random, count: int) -> dict[str, list[str]]:
@@ -108,15 +129,7 @@ def test_failed_tries_abort_with_their_outputs_and_publishes(txn_broker: Standal
     """(a) and (c): the function raises on inputs chosen at random, the first time, after a
     context.publish; each input's output and side message are there exactly once, outputs in
     order per key, and the instance never restarted."""
-    rng = random.Random()
-    admin = functions_admin(txn_broker.admin_url)
-    admin.admin.create_partitioned_topic("txa-in", 2)
-    values = keyed_inputs(rng, 120)
-    every = [value for sequence in values.values() for value in sequence]
-    fail = rng.sample(every, 12)
-    deploy(admin, "txa", "txn_flaky.py", "txn_flaky.TxnFlaky", inputs=["txa-in"], output="txa-out",
-           processingGuarantees="EFFECTIVELY_ONCE", userConfig={"side": "txa-side", "fail": fail})
-    produce_both(txn_broker.url, "txa-in", values)
+    admin, values, every, fail = flow(txn_broker, "txa", "txn_flaky.TxnFlaky", 120, "fail", 12, partitions=2)
     check_exactly_once(txn_broker.url, admin.admin, "txa", values)
     assert wait_for(lambda: status(admin, "txa")["instances"][0]["status"]["numSuccessfullyProcessed"] == len(every))
     instance = status(admin, "txa")["instances"][0]["status"]
@@ -170,35 +183,22 @@ def test_sigkills_of_instance_and_broker_lose_and_duplicate_nothing(brokers: lis
     # not in order: a transaction open when the broker died holds its message until it times out
     check_exactly_once(broker.url, admin.admin, "txb", every, ordered=False)
 
+
 def test_an_instance_dying_inside_process_leaves_nothing_of_that_try(txn_broker: Standalone) -> None:
     """context.ack and context.publish are in the message's transaction too: the function
     acknowledges, publishes, then SIGKILLs its own process on a first try; the next instance
     aborts what it left open and processes the input again, in order."""
-    rng = random.Random()
-    admin = functions_admin(txn_broker.admin_url)
-    values = keyed_inputs(rng, 40)
-    every = [value for sequence in values.values() for value in sequence]
-    crash = rng.sample(every, 2)
-    deploy(admin, "txc", "txn_crashing.py", "txn_crashing.TxnCrashing", inputs=["txc-in"], output="txc-out",
-           processingGuarantees="EFFECTIVELY_ONCE", autoAck=False, userConfig={"side": "txc-side", "crash": crash})
-    produce_both(txn_broker.url, "txc-in", values)
+    admin, values, _every, crash = flow(txn_broker, "txc", "txn_crashing.TxnCrashing", 40, "crash", 2, autoAck=False)
     check_exactly_once(txn_broker.url, admin.admin, "txc", values)
     assert status(admin, "txc")["instances"][0]["status"]["numRestarts"] == len(crash)
-
 
 
 def test_an_idle_instance_asks_for_what_it_left_unacknowledged(txn_broker: Standalone) -> None:
     """With autoAck off, messages the function did not acknowledge come back once the
     instance has waited IDLE_MS with nothing to do (it asks for its unacknowledged messages
     again), and a copy of one it committed meanwhile is not processed again."""
-    rng = random.Random()
-    admin = functions_admin(txn_broker.admin_url)
-    values = keyed_inputs(rng, 30)
-    every = [value for sequence in values.values() for value in sequence]
-    ignore = rng.sample(every, 3)
-    deploy(admin, "txi", "txn_ignoring.py", "txn_ignoring.TxnIgnoring", inputs=["txi-in"], output="txi-out",
-           processingGuarantees="EFFECTIVELY_ONCE", autoAck=False, userConfig={"side": "txi-side", "ignore": ignore})
-    produce_both(txn_broker.url, "txi-in", values)
+    admin, values, every, ignore = flow(txn_broker, "txi", "txn_ignoring.TxnIgnoring", 30, "ignore", 3,
+                                        autoAck=False)
     # an ignored input's first side message went out with the transaction that left it unacknowledged
     check_exactly_once(txn_broker.url, admin.admin, "txi", values, ordered=False, sides=[*every, *ignore])
     assert wait_for(lambda: processed(admin, "txi") == len(every) + len(ignore))
