@@ -202,3 +202,28 @@ def test_an_idle_instance_asks_for_what_it_left_unacknowledged(txn_broker: Stand
     # an ignored input's first side message went out with the transaction that left it unacknowledged
     check_exactly_once(txn_broker.url, admin.admin, "txi", values, ordered=False, sides=[*every, *ignore])
     assert wait_for(lambda: processed(admin, "txi") == len(every) + len(ignore))
+
+
+def test_a_restart_inside_process_aborts_the_open_transaction(txn_broker: Standalone) -> None:
+    """Stopped while process() holds a transaction open (after a publish), the instance aborts
+    it before it leaves (the broker would hold it a minute otherwise), and the next one does
+    the message again: one output, one side message."""
+    admin = functions_admin(txn_broker.admin_url)
+    side = "persistent://public/default/txr-side"
+    deploy(admin, "txr", "txn_holding.py", "txn_holding.TxnHolding", inputs=["txr-in"], output="txr-out",
+           processingGuarantees="EFFECTIVELY_ONCE", userConfig={"side": side, "hold_s": 2})
+    transactions = TransactionsAdmin(admin.admin)
+
+    def holding() -> bool:
+        return any(side in meta["producedPartitions"] for meta in transactions.slow_transactions(0).values())
+
+    client = make_client(txn_broker.url)
+    try:
+        client.create_producer("txr-in").send(b"x")
+    finally:
+        client.close()
+    assert wait_for(holding, timeout=30)
+    admin.control("restart", "public", "default", "txr")
+    assert wait_for(lambda: not holding(), timeout=10), "aborted on the way out, not timed out a minute later"
+    assert [m.data() for m in read_all(txn_broker.url, "txr-out", 1)] == [b"x"]
+    assert [m.data() for m in read_all(txn_broker.url, side, 1)] == [b"x"]
