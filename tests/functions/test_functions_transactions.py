@@ -204,10 +204,11 @@ def test_an_idle_instance_asks_for_what_it_left_unacknowledged(txn_broker: Stand
     assert wait_for(lambda: processed(admin, "txi") == len(every) + len(ignore))
 
 
-def test_a_restart_inside_process_aborts_the_open_transaction(txn_broker: Standalone) -> None:
-    """Stopped while process() holds a transaction open (after a publish), the instance aborts
-    it before it leaves (the broker would hold it a minute otherwise), and the next one does
-    the message again: one output, one side message."""
+def test_an_update_inside_process_aborts_the_open_transaction(txn_broker: Standalone) -> None:
+    """Stopped by an update while process() holds a transaction open (after a publish), the
+    instance aborts it before it leaves (nobody would hand its id to the updated function's
+    instance, and the broker would hold it a minute), and the updated one does the message
+    again: one output, one side message."""
     admin = functions_admin(txn_broker.admin_url)
     side = "persistent://public/default/txr-side"
     deploy(admin, "txr", "txn_holding.py", "txn_holding.TxnHolding", inputs=["txr-in"], output="txr-out",
@@ -223,7 +224,8 @@ def test_a_restart_inside_process_aborts_the_open_transaction(txn_broker: Standa
     finally:
         client.close()
     assert wait_for(holding, timeout=30)
-    admin.control("restart", "public", "default", "txr")
+    admin.update({"tenant": "public", "namespace": "default", "name": "txr",
+                  "userConfig": {"side": side, "hold_s": 0}})
     assert wait_for(lambda: not holding(), timeout=10), "aborted on the way out, not timed out a minute later"
     assert [m.data() for m in read_all(txn_broker.url, "txr-out", 1)] == [b"x"]
     assert [m.data() for m in read_all(txn_broker.url, side, 1)] == [b"x"]
