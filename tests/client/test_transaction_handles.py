@@ -110,3 +110,8 @@ def test_acknowledge_async_is_held_by_the_transaction_the_commit_waits_for(broke
             txn.commit()
         with pytest.raises(errors.TransactionConflict):
             refused.result(10)
+        txn = client.new_transaction(timeout=60)
+        nonsense = again.acknowledge_async("not a message", txn)  # refused before anything is sent
+        with pytest.raises(errors.TransactionConflict):
+            txn.commit()
+        assert nonsense.exception(10) is not None

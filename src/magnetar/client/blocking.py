@@ -393,17 +393,22 @@ class Consumer(_Receiving):
     def acknowledge_async(self, message: Any, txn: Transaction) -> concurrent.futures.Future[None]:
         """An acknowledgement in `txn` without waiting for the broker (the Java client's
         acknowledgeAsync): the commit waits for it, and aborts if it was refused; the future
-        completes once the broker holds it. Returns once the acknowledgement is the
-        transaction's (a commit asked for afterwards includes it), without a round trip."""
+        completes once the broker holds it. Handed to the I/O thread without waiting for it:
+        a commit asked for afterwards is handed over after it, and its first step (where the
+        transaction stops taking acknowledgements) comes after the acknowledgement's."""
         outcome: concurrent.futures.Future[None] = concurrent.futures.Future()
 
-        async def start() -> None:
-            held = self._core.acknowledge(message, txn._core)
+        def start() -> None:
+            try:
+                held = self._core.acknowledge(message, txn._core)
+            except Exception as error:  # not even sent: the commit must abort, as for a refusal
+                held = self._loop.create_future()
+                held.set_exception(error)
+                txn._core.track(held)
             assert held is not None
             held.add_done_callback(lambda done: _settle(outcome, done))
-            await asyncio.sleep(0)  # its first step runs now: it registers with the transaction while it is open
 
-        self._client._run(start())
+        self._loop.call_soon_threadsafe(start)
         return outcome
 
     def acknowledge_cumulative(self, message: Any, txn: Transaction | None = None) -> None:
