@@ -1,6 +1,7 @@
-"""EFFECTIVELY_ONCE on transactions (PIP-31): each input message is processed in a transaction
-of its own holding its output, what `context.publish` sent while processing it and the
-acknowledgement of the input, so they take effect together on commit and not at all on abort.
+"""EFFECTIVELY_ONCE on transactions (PIP-31): input messages are processed in transactions
+(the messages received already, GROUP_MAX at most, in one) holding their outputs, what
+`context.publish` sent while processing them and the acknowledgements of the inputs, so they
+take effect together on commit and not at all on abort.
 
 magnetar.functions.bootstrap runs this instance instead of the plain one when the worker's
 broker runs the transaction coordinator (transactionCoordinatorEnabled) and the function asks
@@ -9,12 +10,14 @@ produces with magnetar.client; the user's code still imports `pulsar` for the SD
 
 What happens when something fails, message by message:
 - process() raises (or its output does not serialize): the transaction aborts, a user
-  exception is counted, and the same message is processed again after a pause (RETRY_FIRST,
-  doubling to RETRY_MAX) before any later one: the instance keeps running.
-- a send or the acknowledgement is refused, or the commit aborts: a system exception, and the
-  message is processed again the same way.
-- the acknowledgement conflicts: the message was acknowledged already (delivered twice): its
+  exception is counted, the messages before it in the group are processed again and
+  committed, then it is, after a pause (RETRY_FIRST, doubling to RETRY_MAX), before any later
+  message: the instance keeps running.
+- a send or an acknowledgement is refused, or the commit aborts: a system exception, and the
+  group is processed again the same way, one message a transaction until one commits.
+- an acknowledgement conflicts: the message was acknowledged already (delivered twice): the
   transaction aborts and the message is skipped.
+- idle IDLE_MS with nothing in hand: the instance asks for its unacknowledged messages again.
 - a transaction's end has an unknown outcome (the coordinator's answer was lost): the process
   ends; the next one starts from what the broker holds.
 - the process dies with a transaction open: its id went to the worker (in the stats) before
