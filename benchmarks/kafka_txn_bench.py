@@ -1,13 +1,16 @@
 """Issue 47's figure: Kafka transactional produce beside plain Kafka produce, in one run.
 
-    .venv/bin/python benchmarks/kafka_txn_bench.py [--messages 20000] [--rounds 3] [--per-txn 100]
+    .venv/bin/python benchmarks/kafka_txn_bench.py [--messages 20000] [--rounds 3] [--per-txn 100] [--producers 4]
 
 One `magnetar standalone --kafka 0 -c transactionCoordinatorEnabled=true` with its defaults
 (answers after the group's fsync). confluent-kafka (librdkafka) producers, 100-byte values,
 linger.ms=5, acks=all, one partition per run: plain (idempotence off, librdkafka's default),
 idempotent, and transactional with `--per-txn` records a transaction (begin, produce,
-commit_transaction, which flushes). Rounds alternate the three, so a load change hits all
-alike. Each run is checked: a read_committed consumer reads back exactly the records sent.
+commit_transaction, which flushes); then plain and transactional again with `--producers`
+producers at once on the same partition, each sending its share (as several
+kafka-producer-perf-test processes run), every producer with the same settings. Rounds
+alternate the kinds, so a load change hits all alike. Each run is checked: a read_committed
+consumer reads back exactly the records sent.
 
 Prints ONE JSON object: per run msg/s, the median per kind, transactional / plain and
 transactional / idempotent, and the machine's load average before and after.
@@ -21,6 +24,7 @@ import os
 import re
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -52,15 +56,63 @@ def plain(bootstrap: str, topic: str, count: int, per_txn: int, *, idempotent: b
 
 
 def transactional(bootstrap: str, topic: str, count: int, per_txn: int) -> float:
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-{topic}", **_BASE})
+    producer = _transactional_producer(bootstrap, f"bench-{topic}", topic)
+    started = time.perf_counter()
+    _transactions(producer, topic, count, per_txn)
+    return count / (time.perf_counter() - started)
+
+
+def _transactional_producer(bootstrap: str, transactional_id: str, topic: str) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id, **_BASE})
     producer.init_transactions(30)
     producer.list_topics(topic, timeout=30)
-    started = time.perf_counter()
+    return producer
+
+
+def _transactions(producer: Producer, topic: str, count: int, per_txn: int) -> None:
     for first in range(0, count, per_txn):
         producer.begin_transaction()
         _send(producer, topic, min(per_txn, count - first))
         producer.commit_transaction(60)
-    return count / (time.perf_counter() - started)
+
+
+def concurrent(bootstrap: str, topic: str, count: int, per_txn: int, *, producers: int, txn: bool) -> float:
+    """`producers` producers (threads; librdkafka's calls let go of the GIL) sending their
+    shares at once, timed from a common start to the last one's end."""
+    shares = [count // producers + (i < count % producers) for i in range(producers)]
+    if txn:
+        made = [_transactional_producer(bootstrap, f"bench-{topic}-{i}", topic) for i in range(producers)]
+    else:
+        made = [Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, **_BASE})
+                for _ in range(producers)]
+        for producer in made:
+            producer.list_topics(topic, timeout=30)
+    start = threading.Barrier(producers + 1)
+    failures: list[BaseException] = []
+
+    def run(producer: Producer, share: int) -> None:
+        start.wait()
+        try:
+            if txn:
+                _transactions(producer, topic, share, per_txn)
+            else:
+                _send(producer, topic, share)
+                if producer.flush(600):
+                    raise RuntimeError(f"{topic}: records left unsent")
+        except BaseException as exc:  # reported once every thread ended
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(p, share)) for p, share in zip(made, shares, strict=True)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    if failures:
+        raise SystemExit(f"{topic}: {failures[0]!r}")
+    return count / elapsed
 
 
 def check(bootstrap: str, topic: str, count: int) -> None:
@@ -84,9 +136,13 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-txn", type=int, default=100)
+    parser.add_argument("--producers", type=int, default=4, help="producers at once in the concurrent kinds")
     args = parser.parse_args()
+    many = args.producers
     kinds = {"plain": lambda *a: plain(*a, idempotent=False), "idempotent": lambda *a: plain(*a, idempotent=True),
-             "transactional": transactional}
+             "transactional": transactional,
+             f"plain_x{many}": lambda *a: concurrent(*a, producers=many, txn=False),
+             f"transactional_x{many}": lambda *a: concurrent(*a, producers=many, txn=True)}
     runs: dict[str, list[float]] = {kind: [] for kind in kinds}
     load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="magnetar-kafka-txn-bench-") as tmp:
@@ -95,7 +151,7 @@ def main() -> None:
         try:
             for round_ in range(args.rounds):
                 for kind, run in kinds.items():
-                    topic = f"bench-{kind}-{round_}"
+                    topic = f"bench-{kind.replace('_', '-')}-{round_}"
                     runs[kind].append(round(run(bootstrap, topic, args.messages, args.per_txn)))
                     check(bootstrap, topic, args.messages)
         finally:
@@ -106,6 +162,8 @@ def main() -> None:
         "median_msg_s": medians,
         "transactional_over_plain": round(medians["transactional"] / medians["plain"], 2),
         "transactional_over_idempotent": round(medians["transactional"] / medians["idempotent"], 2),
+        f"transactional_x{many}_over_plain_x{many}": round(medians[f"transactional_x{many}"]
+                                                           / medians[f"plain_x{many}"], 2),
         "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2))
 

@@ -29,8 +29,12 @@ class Recorder:
     def __init__(self) -> None:
         self.ends: list[tuple[str, ...]] = []
         self.fail = False
+        self.open = asyncio.Event()
+        """Cleared: every end waits (markers slower than the test)."""
+        self.open.set()
 
     async def end_on_partition(self, topic: str, txn: TxnId, action: int) -> None:
+        await self.open.wait()
         if self.fail:
             raise OSError("disk gone")
         self.ends.append(("partition", topic, str(txn), pb.TxnAction.Name(action)))
@@ -233,3 +237,39 @@ def test_an_ack_held_in_a_transaction_is_stored_off_the_loop_with_the_coordinato
         reader.close()
 
     _with_held_store(tmp_path, body)
+
+
+def test_a_decision_is_answered_once_durable_with_what_was_written_together_before_the_markers(
+        tmp_path: Path) -> None:
+    """Kafka's EndTxn: decide() is done when the decision (and the record written together with
+    it, in the same commit) is durable, while the participants still wait; a crash then finds
+    the decision and ends the transaction."""
+    async def run() -> None:
+        recorder = Recorder()
+        coordinator, store = _coordinator(tmp_path / "m.db", recorder)
+        txn = coordinator.new_txn(60)
+        await coordinator.register_partitions(txn, ["persistent://t/n/a"])  # type: ignore[misc]
+        commits = coordinator.log.appends
+        recorder.open.clear()
+        with coordinator.log.together():
+            beside = coordinator.log.write("/handler/record", lambda: b"decided")
+            decided = coordinator.decide(txn, COMMIT)
+        await asyncio.wait_for(asyncio.gather(beside, decided), 10)
+        assert coordinator.log.appends == commits + 1  # one commit for both
+        assert _stored(tmp_path / "m.db", txn)["status"] == "COMMITTING"
+        assert recorder.ends == []  # answered before any participant ended it
+        again = coordinator.decide(txn, COMMIT)  # a retry waits for the participants
+        await asyncio.sleep(0.05)
+        assert not again.done()
+        coordinator.stop()
+        store.close()  # the crash, markers unwritten
+
+        after = Recorder()
+        revived, store = _coordinator(tmp_path / "m.db", after)
+        revived.recover()
+        assert await _ends(after, 1) == [("partition", "persistent://t/n/a", str(txn), "COMMIT")]
+        assert store.get("/handler/record") == b"decided"
+        revived.stop()
+        store.close()
+
+    asyncio.run(run())

@@ -14,3 +14,11 @@ def kafka_broker(request, tmp_path_factory) -> Iterator[KafkaStandalone]:
     broker = start_kafka_broker(tmp_path_factory.mktemp("kafka"), f"entryFormat={request.param}")
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory) -> Iterator[KafkaStandalone]:
+    """One broker per module with the transaction coordinator on: tests use ids and topics of their own."""
+    broker = start_kafka_broker(tmp_path_factory.mktemp("kafka-txn"), "transactionCoordinatorEnabled=true")
+    yield broker
+    broker.stop()

@@ -115,9 +115,10 @@ class RawKafka:
         self.sock.close()
 
 
-def batch(values: list[bytes], producer: tuple[int, int, int] = (-1, -1, -1)) -> bytes:
+def batch(values: list[bytes], producer: tuple[int, int, int] = (-1, -1, -1), *, transactional: bool = False) -> bytes:
     """One record batch of `values`, from (producer id, epoch, base sequence)."""
-    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False, producer_id=producer[0],
+    builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=transactional,
+                                        producer_id=producer[0],
                                         producer_epoch=producer[1], base_sequence=producer[2], batch_size=1 << 24)
     for offset, value in enumerate(values):
         builder.append(offset, timestamp=1_700_000_000_000, key=None, value=value, headers=[])

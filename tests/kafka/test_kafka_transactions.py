@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pulsar
@@ -48,11 +47,8 @@ READ_UNCOMMITTED, READ_COMMITTED = 0, 1
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaStandalone]:
-    started = start_kafka_broker(tmp_path_factory.mktemp("kafka-transactions") / "data",
-                                 "transactionCoordinatorEnabled=true")
-    yield started
-    started.stop()
+def broker(txn_broker: KafkaStandalone) -> KafkaStandalone:
+    return txn_broker
 
 
 def _name(prefix: str) -> str:
@@ -207,7 +203,10 @@ def test_open_transaction_holds_readers_back_until_it_ends(broker: KafkaStandalo
         assert (_latest(raw, topic, READ_COMMITTED), _latest(raw, topic, READ_UNCOMMITTED)) == (0, 2)
         assert read_committed(broker, topic, 1, timeout=2) == []
         producer.commit_transaction(10)
-        assert _latest(raw, topic, READ_COMMITTED) == 3  # two records and the commit marker
+        deadline = time.monotonic() + 10  # answered once decided: the marker follows, as in Kafka
+        while (latest := _latest(raw, topic, READ_COMMITTED)) == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert latest == 3  # two records and the commit marker
     finally:
         raw.close()
     assert read_committed(broker, topic, 2) == [b"in-txn", b"after"]
@@ -421,12 +420,7 @@ def test_aiokafka_transactions_with_offsets(broker: KafkaStandalone) -> None:
             await producer.stop()
 
     asyncio.run(run())
-    assert read_committed(broker, topic, 1) == [b"committed"]
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
-    try:
-        assert consumer.committed([TopicPartition(source, 0)], 10)[0].offset == 1
-    finally:
-        consumer.close()
+    _assert_committed(broker, topic, source, group, [b"committed"], 1)
 
 
 def test_a_retried_batch_of_an_open_transaction_is_not_stored_twice_after_a_sigkill(tmp_path) -> None:
@@ -509,43 +503,94 @@ def test_a_commit_decided_before_a_crash_is_finished_after_the_restart(tmp_path)
     topic, source, group, transactional_id = _name("decided"), _name("source"), _name("group"), _name("decided")
     try:
         raw = RawKafka(broker.bootstrap)
-        raw.create_topic(topic)
-        raw.create_topic(source)
-        ids = _init(raw, transactional_id)
-        producer = (ids.producer_id, ids.producer_epoch)
-        raw.call(24, 3, add_partitions.AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer[0],
-            v3_and_below_producer_epoch=producer[1],
-            v3_and_below_topics=(add_partitions.AddPartitionsToTxnTopic(name=topic, partitions=(0,)),)))
-        request = replace(produce_request(topic, _raw_transactional_batch(producer, 0, [b"x", b"y"])),
-                          transactional_id=transactional_id)
-        assert raw.call(0, 9, request).responses[0].partition_responses[0].error_code == ErrorCode.none
-        assert raw.call(25, 3, add_offsets.AddOffsetsToTxnRequest(
-            transactional_id=transactional_id, producer_id=producer[0], producer_epoch=producer[1],
-            group_id=group)).error_code == ErrorCode.none
-        committed = raw.call(28, 3, txn_offset_commit.TxnOffsetCommitRequest(
-            transactional_id=transactional_id, group_id=group, producer_id=producer[0], producer_epoch=producer[1],
-            generation_id=-1, member_id="", group_instance_id=None, topics=(
-                txn_offset_commit.TxnOffsetCommitRequestTopic(name=source, partitions=(
-                    txn_offset_commit.TxnOffsetCommitRequestPartition(
-                        partition_index=0, committed_offset=7, committed_leader_epoch=-1,
-                        committed_metadata="m"),)),)))
-        assert committed.topics[0].partitions[0].error_code == ErrorCode.none
+        _open_with_offset(raw, transactional_id, topic, source, group)
         raw.close()
         broker.kill()
         store = SqliteMetadataStore(broker.data_dir / "metadata.db")
-        key = f"/protocol-handlers/state/kafka/transactions/public%2Fdefault/{transactional_id}"
+        key = _record_key(transactional_id)
         record = json.loads(store.get(key))
         assert record["status"] == "Ongoing"
         store.put(key, json.dumps({**record, "status": "PrepareCommit"}).encode())
         store.close()
         broker.start()
-        assert read_committed(broker, topic, 2) == [b"x", b"y"]
-        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
-        try:
-            assert consumer.committed([TopicPartition(source, 0)], 10)[0].offset == 7
-        finally:
-            consumer.close()
+        _assert_committed(broker, topic, source, group)
+    finally:
+        broker.stop()
+
+
+def _record_key(transactional_id: str) -> str:
+    return f"/protocol-handlers/state/kafka/transactions/public%2Fdefault/{transactional_id}"
+
+
+def _open_with_offset(raw: RawKafka, transactional_id: str, topic: str, source: str, group: str) -> tuple[int, int]:
+    """A transaction that stored x and y in `topic` and sent `group`'s offset 7 on `source`; its producer."""
+    raw.create_topic(topic)
+    raw.create_topic(source)
+    ids = _init(raw, transactional_id)
+    producer = (ids.producer_id, ids.producer_epoch)
+    raw.call(24, 3, add_partitions.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer[0],
+        v3_and_below_producer_epoch=producer[1],
+        v3_and_below_topics=(add_partitions.AddPartitionsToTxnTopic(name=topic, partitions=(0,)),)))
+    request = replace(produce_request(topic, _raw_transactional_batch(producer, 0, [b"x", b"y"])),
+                      transactional_id=transactional_id)
+    assert raw.call(0, 9, request).responses[0].partition_responses[0].error_code == ErrorCode.none
+    assert raw.call(25, 3, add_offsets.AddOffsetsToTxnRequest(
+        transactional_id=transactional_id, producer_id=producer[0], producer_epoch=producer[1],
+        group_id=group)).error_code == ErrorCode.none
+    committed = raw.call(28, 3, txn_offset_commit.TxnOffsetCommitRequest(
+        transactional_id=transactional_id, group_id=group, producer_id=producer[0], producer_epoch=producer[1],
+        generation_id=-1, member_id="", group_instance_id=None, topics=(
+            txn_offset_commit.TxnOffsetCommitRequestTopic(name=source, partitions=(
+                txn_offset_commit.TxnOffsetCommitRequestPartition(
+                    partition_index=0, committed_offset=7, committed_leader_epoch=-1,
+                    committed_metadata="m"),)),)))
+    assert committed.topics[0].partitions[0].error_code == ErrorCode.none
+    return producer
+
+
+def _assert_committed(broker: KafkaStandalone, topic: str, source: str, group: str,
+                      values: tuple[bytes, ...] | list[bytes] = (b"x", b"y"), offset: int = 7) -> None:
+    """`topic` holds `values` for read_committed, and `group` has `offset` on `source`."""
+    assert read_committed(broker, topic, len(values)) == list(values)
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})
+    try:
+        assert consumer.committed([TopicPartition(source, 0)], 10)[0].offset == offset
+    finally:
+        consumer.close()
+
+
+def test_a_commit_answered_before_its_markers_survives_a_sigkill_at_once(tmp_path) -> None:
+    """EndTxn is answered once the decision is durable in the id's record and the coordinator's
+    (one commit), the markers written after, as Kafka answers it. Read while the broker runs,
+    the store never shows the answer ahead of the decision; a SIGKILL right after the answer
+    keeps the records, the offset and the answer to the client's retry."""
+    broker = start_kafka_broker(tmp_path / "data", "transactionCoordinatorEnabled=true")
+    topic, source, group, transactional_id = _name("answered"), _name("source"), _name("group"), _name("answered")
+    try:
+        raw = RawKafka(broker.bootstrap)
+        producer = _open_with_offset(raw, transactional_id, topic, source, group)
+        end = end_txn.EndTxnRequest(transactional_id=transactional_id, producer_id=producer[0],
+                                    producer_epoch=producer[1], committed=True)
+        assert raw.call(26, 3, end).error_code == ErrorCode.none
+        store = SqliteMetadataStore(broker.data_dir / "metadata.db", read_only=True)
+        record = json.loads(store.get(_record_key(transactional_id)))
+        decisions = [json.loads(store.get(key))["status"] for key in store.list("/transactions/coordinator/")
+                     if "/txn/" in key]
+        store.close()
+        broker.kill()
+        assert record["status"] in ("PrepareCommit", "CompleteCommit")
+        assert set(decisions) <= {"COMMITTING"}  # or ended and deleted already
+        raw.close()
+        broker.start()
+        raw = RawKafka(broker.bootstrap)
+        deadline = time.monotonic() + 10
+        while (error := raw.call(26, 3, end).error_code) == ErrorCode.coordinator_load_in_progress and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)  # the client's retry backoff
+        assert error == ErrorCode.none  # the retry of a commit that came through
+        raw.close()
+        _assert_committed(broker, topic, source, group)
     finally:
         broker.stop()
 

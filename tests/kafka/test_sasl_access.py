@@ -17,16 +17,21 @@ import pytest
 from admin_http import admin_call
 from kafka_brokers import RawKafka, batch
 from kafka_in_process import start
+from kio.schema.add_partitions_to_txn.v3 import request as add_partitions
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.create_partitions.v3 import request as partitions_request
 from kio.schema.create_topics.v7 import request as create_topics
 from kio.schema.delete_records.v2 import request as delete_records
 from kio.schema.delete_topics.v6 import request as delete_topics
 from kio.schema.describe_configs.v4 import request as describe
+from kio.schema.describe_transactions.v0 import request as describe_transactions
+from kio.schema.end_txn.v3 import request as end_txn
 from kio.schema.errors import ErrorCode
 from kio.schema.incremental_alter_configs.v1 import request as incremental
+from kio.schema.init_producer_id.v4 import request as init_producer_id
 from kio.schema.join_group.v7 import request as join_group
 from kio.schema.list_groups.v4 import request as list_groups
+from kio.schema.list_transactions.v1 import request as list_transactions
 from kio.schema.metadata.v12 import request as metadata
 from kio.schema.sasl_authenticate.v2 import request as sasl_authenticate
 from kio.schema.sasl_handshake.v1 import request as sasl_handshake
@@ -52,7 +57,7 @@ class Secured:
             "basicAuthConf": str(directory / "htpasswd"),
             "superUserRoles": "admin", "tokenSecretKey": "data:;base64," + base64.b64encode(self.key).decode(),
             "kafkaListeners": "SASL_PLAINTEXT://127.0.0.1:0", "kafkaTenant": "kt",
-            "kafkaNamespace": "ns"})
+            "kafkaNamespace": "ns", "transactionCoordinatorEnabled": True})
         self.port = ports["SASL_PLAINTEXT"]
         self.admin("PUT", "tenants/kt", {"adminRoles": ["kt-admin"], "allowedClusters": ["standalone"]})
         self.admin("PUT", "namespaces/kt/ns")
@@ -338,3 +343,74 @@ def test_deleting_topics_needs_a_tenant_admin_and_says_why(secured) -> None:
     finally:
         app.close()
         admin.close()
+
+
+# -- transactional ids (Kafka's TRANSACTIONAL_ID resource): produce on the namespace, and the id the role's own
+def _init_id(raw: RawKafka, transactional_id: str, producer: tuple[int, int] = (-1, -1)) -> tuple[ErrorCode, int, int]:
+    answer = raw.call(22, 4, init_producer_id.InitProducerIdRequest(
+        transactional_id=transactional_id, transaction_timeout=TIMEOUT, producer_id=producer[0],
+        producer_epoch=producer[1]))
+    return answer.error_code, answer.producer_id, answer.producer_epoch
+
+
+def _add(raw: RawKafka, transactional_id: str, producer: tuple[int, int], topic: str) -> ErrorCode:
+    answer = raw.call(24, 3, add_partitions.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=transactional_id, v3_and_below_producer_id=producer[0],
+        v3_and_below_producer_epoch=producer[1],
+        v3_and_below_topics=(add_partitions.AddPartitionsToTxnTopic(name=topic, partitions=(0,)),)))
+    return answer.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+
+
+def _end(raw: RawKafka, transactional_id: str, producer: tuple[int, int], commit: bool) -> ErrorCode:
+    return raw.call(26, 3, end_txn.EndTxnRequest(transactional_id=transactional_id, producer_id=producer[0],
+                                                 producer_epoch=producer[1], committed=commit)).error_code
+
+
+def _described(raw: RawKafka, *ids: str) -> list[tuple[ErrorCode, str]]:
+    states = raw.call(65, 0, describe_transactions.DescribeTransactionsRequest(transactional_ids=ids))
+    return [(state.error_code, state.transaction_state) for state in states.transaction_states]
+
+
+def _listed(raw: RawKafka) -> set[str]:
+    answer = raw.call(66, 1, list_transactions.ListTransactionsRequest(
+        state_filters=(), producer_id_filters=(), duration_filter=-1))
+    assert answer.error_code == ErrorCode.none
+    return {state.transactional_id for state in answer.transaction_states}
+
+
+def test_a_transactional_id_is_its_first_roles_and_needs_produce_on_the_namespace(secured) -> None:
+    """An attacker with a grant of its own (ingest) or none to produce (reader, nobody) can
+    neither take over, end, describe nor list app's id, even knowing its producer id and epoch;
+    it cannot tell an id that exists from one that does not."""
+    topic, owned = f"t-{uuid.uuid4().hex[:8]}", f"app-{uuid.uuid4().hex[:8]}"
+    app, ingest, reader, nobody = (_user(secured, "app"), _user(secured, "ingest"), _user(secured, "reader"),
+                                   _user(secured, "nobody"))
+    denied = ErrorCode.transactional_id_authorization_failed
+    try:
+        assert _topics(app, [topic]) == {topic: ErrorCode.none}
+        error, *producer = _init_id(app, owned)
+        assert error == ErrorCode.none
+        assert _add(app, owned, tuple(producer), topic) == ErrorCode.none
+        for attacker in (ingest, reader, nobody):
+            assert _init_id(attacker, owned)[0] == denied  # no fencing the owner by taking its id
+            assert _init_id(attacker, owned, tuple(producer))[0] == denied
+            assert _add(attacker, owned, tuple(producer), topic) == denied
+            assert _end(attacker, owned, tuple(producer), commit=False) == denied
+            unknown = ErrorCode.transactional_id_not_found if attacker is ingest else denied  # ingest may produce
+            assert _described(attacker, owned, "never-used") == [(denied, ""), (unknown, "")]
+            assert owned not in _listed(attacker)
+        for role in (reader, nobody):  # no produce: no transactional id at all, not even a new one
+            assert _init_id(role, f"own-{uuid.uuid4().hex[:8]}")[0] == denied
+        assert _described(app, owned) == [(ErrorCode.none, "Ongoing")]  # the owner's transaction went on
+        assert owned in _listed(app)
+        assert _end(app, owned, tuple(producer), commit=True) == ErrorCode.none
+        secured.admin("DELETE", "namespaces/kt/ns/permissions/app")  # revoked: the next request is refused
+        try:
+            assert _init_id(app, owned, tuple(producer))[0] == denied
+            assert _add(app, owned, tuple(producer), topic) == denied
+            assert _described(app, owned) == [(denied, "")] and _listed(app) == set()
+        finally:
+            secured.admin("POST", "namespaces/kt/ns/permissions/app", GRANTS["app"])
+    finally:
+        for raw in (app, ingest, reader, nobody):
+            raw.close()

@@ -5,11 +5,15 @@ transaction state topic is unavailable, and InitProducerId from a broker that is
 coordinator with NOT_COORDINATOR; clients retry both until their own timeout. This broker used
 to answer TRANSACTIONAL_ID_AUTHORIZATION_FAILED, which clients take as a fatal permission error
 (with authorization off). Idempotent producers (no transactional id) are unaffected.
+
+Issue 47, in process (a disk held, a loop's turns counted): EndTxn answered before its markers,
+the producer's next transaction waiting for them; ListTransactions in chunks.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime
 import json
 import subprocess
@@ -21,15 +25,19 @@ from aiokafka import AIOKafkaProducer
 from confluent_kafka import KafkaError, KafkaException, Producer
 from kafka import KafkaProducer
 from kafka.errors import KafkaTimeoutError
-from kafka_brokers import KafkaStandalone, start_kafka_broker
-from kafka_in_process import run_in_process
+from kafka_brokers import KafkaStandalone, batch, produce_request, start_kafka_broker
+from kafka_in_process import held_writes, run_in_process
+from kio.schema.add_partitions_to_txn.v3 import request as add_partitions
+from kio.schema.end_txn.v3 import request as end_txn
 from kio.schema.errors import ErrorCode
 from kio.schema.find_coordinator.v3 import request as find_coordinator_v3
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
 from kio.schema.init_producer_id.v4 import request as init_producer_id
+from kio.schema.list_transactions.v1 import request as list_transactions
 from racing_clients import JS
 
 from magnetar.kafka.group_apis import NO_TRANSACTIONS
+from magnetar.kafka.txn_apis import LIST_CHUNK
 
 TRANSACTION, GROUP = 1, 0
 
@@ -101,3 +109,92 @@ def test_kafkajs_finds_no_coordinator(broker) -> None:
                          check=True, capture_output=True, text=True, timeout=60)
     assert json.loads(out.stdout) == {"error": "KafkaJSGroupCoordinatorNotFound", "type": None,
                                       "message": "Failed to find group coordinator"}
+
+
+def test_list_transactions_hands_the_loop_back_between_chunks_and_lists_every_id(tmp_path) -> None:
+    """Issue 47 item 4: a broker keeps up to 100,000 transactional ids; ListTransactions looks
+    at LIST_CHUNK of them a turn of the event loop, other clients served in between."""
+    async def test(kafka) -> None:
+        await kafka.apis.transactional().transactions.recover()
+        count = 3 * LIST_CHUNK + 7
+        answers = await asyncio.gather(*(kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
+            transactional_id=f"id-{i}", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+            producer_epoch=-1)) for i in range(count)))
+        assert {answer.error_code for answer in answers} == {ErrorCode.none}
+        turns = 0
+
+        async def other_client() -> None:
+            nonlocal turns
+            while True:
+                await asyncio.sleep(0)
+                turns += 1
+
+        ticking = asyncio.ensure_future(other_client())
+        await asyncio.sleep(0)
+        turns = 0
+        listed = await kafka.call(66, 1, list_transactions.ListTransactionsRequest(
+            state_filters=("Empty",), producer_id_filters=(), duration_filter=-1))
+        ticking.cancel()
+        assert sorted(state.transactional_id for state in listed.transaction_states) == sorted(
+            f"id-{i}" for i in range(count))
+        assert turns >= count // LIST_CHUNK
+
+    run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
+
+
+def test_end_txn_is_answered_before_its_markers_and_the_next_transaction_waits_for_them(tmp_path) -> None:
+    """Issue 47 item 1: EndTxn is answered once the decision is durable, with the markers still
+    held on their way to the disk; the producer's next AddPartitionsToTxn waits for them, so none
+    of its records can precede them."""
+    async def test(kafka) -> None:
+        await kafka.apis.transactional().transactions.recover()
+        kafka.apis.topics.create("t", 1)
+        ids = await kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
+            transactional_id="tx", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+            producer_epoch=-1))
+        producer = (ids.producer_id, ids.producer_epoch)
+        add = add_partitions.AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="tx", v3_and_below_producer_id=producer[0],
+            v3_and_below_producer_epoch=producer[1],
+            v3_and_below_topics=(add_partitions.AddPartitionsToTxnTopic(name="t", partitions=(0,)),))
+
+        async def added() -> ErrorCode:
+            return (await kafka.call(24, 3, add)).results_by_topic_v3_and_below[0].results_by_partition[0] \
+                .partition_error_code
+
+        assert await added() == ErrorCode.none
+        stored = await kafka.call(0, 9, dataclasses.replace(
+            produce_request("t", batch([b"in-txn"], (*producer, 0), transactional=True)), transactional_id="tx"))
+        assert stored.responses[0].partition_responses[0].error_code == ErrorCode.none
+        log = kafka.apis.topics.log("t", 0)
+        with held_writes(kafka.service) as release:
+            ended = await kafka.call(26, 3, end_txn.EndTxnRequest(
+                transactional_id="tx", producer_id=producer[0], producer_epoch=producer[1], committed=True))
+            assert ended.error_code == ErrorCode.none  # answered with the marker held
+            assert log.end_offset() == 0  # readers wait for the marker
+            next_one = asyncio.ensure_future(added())
+            await asyncio.sleep(0.2)
+            assert not next_one.done()  # the next transaction waits for the marker
+            release.set()
+            assert await next_one == ErrorCode.none
+        assert log.end_offset() == 2  # the record and its marker
+
+    run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
+
+
+def test_init_producer_ids_at_once_each_get_an_epoch_of_their_own(tmp_path) -> None:
+    """InitProducerId answers once the id's record is durable: those arriving meanwhile for the
+    same id each get the next epoch, never one another's (two producers with one epoch would
+    not fence each other)."""
+    async def test(kafka) -> None:
+        await kafka.apis.transactional().transactions.recover()
+        request = init_producer_id.InitProducerIdRequest(
+            transactional_id="tx", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+            producer_epoch=-1)
+        first = await kafka.call(22, 4, request)
+        answers = await asyncio.gather(*(kafka.call(22, 4, request) for _ in range(5)))
+        assert {answer.error_code for answer in answers} == {ErrorCode.none}
+        assert {answer.producer_id for answer in answers} == {first.producer_id}
+        assert sorted(answer.producer_epoch for answer in answers) == list(range(1, 6))
+
+    run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)

@@ -5,7 +5,9 @@ KoP maps Kafka's operations onto Pulsar's permissions, and so does this: produci
 a lookup (`produce` or `consume`), listing the namespace's topics `consume` on it,
 CreateTopics, DeleteTopics, changing a topic's configurations or partitions and deleting
 its records a tenant admin. Pulsar has no permission on groups; a group is a subscription,
-so group membership needs `consume` on the Kafka namespace.
+so group membership needs `consume` on the Kafka namespace. Nor on transactional ids: using
+one (Kafka's WRITE and DESCRIBE on it) needs `produce` on the namespace, and the id must be
+the role's (the first role to use an id owns it).
 
 Nothing is remembered between requests: every request asks again, so a revoked
 permission refuses the connection's next request, as Pulsar closes the producers and
@@ -21,7 +23,7 @@ from magnetar.broker.auth.authorization import AuthorizationError
 from magnetar.broker.auth.operations import Operation
 from magnetar.broker.errors import BrokerServiceError, ResourceNotFoundError
 from magnetar.broker.service.protocol_handlers import HandlerBroker
-from magnetar.kafka.errors import Answer, Unauthorized, kafka_error
+from magnetar.kafka.errors import Answer, TxnRefused, Unauthorized, kafka_error
 from magnetar.kafka.groups import GroupError
 from magnetar.kafka.topics import KafkaTopics, UnknownPartition
 
@@ -69,6 +71,14 @@ class Access:
         except (AuthorizationError, ResourceNotFoundError):
             return False
         return True
+
+    def transactional_ids(self) -> None:
+        """TxnRefused(TRANSACTIONAL_ID_AUTHORIZATION_FAILED) unless the role may use
+        transactional ids: Kafka's WRITE on a TRANSACTIONAL_ID is `produce` on the namespace
+        here (and the id must be the role's own: transactions checks that)."""
+        if not self.namespace(PRODUCE):
+            raise TxnRefused(ErrorCode.transactional_id_authorization_failed,
+                             f"role {self.role!r} may not produce to {self._namespace}: no transactional ids")
 
     def group(self) -> None:
         """GroupError(GROUP_AUTHORIZATION_FAILED) unless the role may use consumer groups."""

@@ -9,9 +9,13 @@ transaction in their MessageMetadata). EndTxn is the coordinator's END_TXN: its 
 abort markers, which Pulsar readers skip and Kafka fetchers read as control batches.
 
 Group offsets sent in a transaction (TxnOffsetCommit) are kept in the record and become
-the group's (and its Pulsar subscriptions') when it commits. The decision is written to
-the record before the coordinator hears it, so a restart finishes what a crash cut short:
-the coordinator's transaction is ended the same way and the offsets of a commit applied.
+the group's (and its Pulsar subscriptions') when it commits. The record is written through
+the coordinator's log, in the same commits as the coordinator's records (which other
+transactions share, off the loop): a partition added is in both or neither, and so is the
+decision, so a restart finishes what a crash cut short: the coordinator's transaction is
+ended the same way and the offsets of a commit applied. EndTxn is answered once the
+decision is durable, as Kafka answers it; the markers follow, and the producer's next
+transaction waits for them before it stores anything.
 
 A new InitProducerId for an id aborts the transaction its previous producer left open and
 bumps the epoch: the old producer, a zombie, is fenced (its requests carry an older
@@ -21,6 +25,7 @@ Kafka's coordinator does by bumping the epoch.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -74,6 +79,10 @@ class KafkaTxn:
     groups: list[str] = field(default_factory=list)
     offsets: dict[tuple[str, str, int], tuple[int, str | None]] = field(default_factory=dict)
     """(group, topic, partition) -> (offset, metadata) sent with TxnOffsetCommit, applied on commit."""
+    unsaved: set[tuple[str, int]] = field(default_factory=set)
+    """Partitions added whose records are not durable yet (not stored: in memory only)."""
+    ending: tuple[TxnId, int] | None = None
+    """The last transaction and its action while its markers may still be on their way (not stored)."""
 
     def encode(self) -> bytes:
         return json.dumps({
@@ -89,6 +98,15 @@ class KafkaTxn:
                    data["owner"], data["status"], None if data["txn"] is None else TxnId(*data["txn"]),
                    int(data["started"]), int(data["used"]), [(t, int(p)) for t, p in data["partitions"]],
                    list(data["groups"]), {(g, t, int(p)): (int(o), m) for g, t, p, o, m in data["offsets"]})
+
+
+def _nothing() -> None:
+    return None
+
+
+def _logged(saved: asyncio.Future[None]) -> None:
+    if not saved.cancelled() and saved.exception() is not None:
+        log.warning("Kafka transaction record not stored (a restart decides it again): %s", saved.exception())
 
 
 def _now() -> int:
@@ -131,18 +149,27 @@ class KafkaTransactions:
     def _key(state: KafkaTxn) -> str:
         return f"{_PREFIX}{quote(state.namespace, safe='')}/{quote(state.transactional_id, safe='')}"
 
-    def _save(self, state: KafkaTxn) -> None:
-        self._broker.set_state(self._key(state), state.encode())
+    def _save_later(self, state: KafkaTxn) -> asyncio.Future[None]:
+        """The record in the coordinator log's next group commit (shared with the coordinator's
+        records and every other id's, off the loop), as it is when that commit is dispatched."""
+        return self._broker.log_state(self._key(state), state.encode)
+
+    def _save_unwaited(self, state: KafkaTxn) -> None:
+        """The record in the next group commit, for changes a restart would make again if it
+        were lost (a transaction's end after its decision, a timeout's fencing)."""
+        self._save_later(state).add_done_callback(_logged)
 
     def _forget(self, state: KafkaTxn) -> None:
-        self._broker.set_state(self._key(state), None)
+        """The id goes (an expired one: should the delete be lost, it expires again)."""
+        self._broker.log_state(self._key(state), _nothing).add_done_callback(_logged)
         self.ids.pop((state.namespace, state.transactional_id), None)
 
     # -- InitProducerId
     async def init_producer(self, namespace: str, transactional_id: str, timeout_ms: int, role: str | None,
-                            producer_id: int, epoch: int, *, version_with_fenced: bool) -> KafkaTxn:
-        """The id's producer id and a new epoch; a transaction its previous producer left open
-        is aborted first (that producer is fenced from now on)."""
+                            producer_id: int, epoch: int, *, version_with_fenced: bool) -> tuple[int, int]:
+        """The id's producer id and a new epoch, answered once durable (another InitProducerId
+        meanwhile takes the next one); a transaction its previous producer left open is aborted
+        first (that producer is fenced from now on)."""
         self._check_ready()
         if not 0 < timeout_ms <= MAX_TIMEOUT_MS:
             raise TxnRefused(ErrorCode.invalid_transaction_timeout,
@@ -162,6 +189,7 @@ class KafkaTransactions:
             if state.txn is not None:
                 log.info("Kafka transactional id %r: a new producer; its transaction %s (%s) is ended first",
                          transactional_id, state.txn, state.status)
+            await self._previous_ended(state)
             await self._finish(state, abort_open=True)
         state.timeout_ms = timeout_ms
         if state.epoch >= _MAX_EPOCH - 1:  # epochs are int16: a new producer id starts over
@@ -169,8 +197,9 @@ class KafkaTransactions:
         state.epoch += 1
         state.used = _now()
         self.ids[(namespace, transactional_id)] = state
-        self._save(state)
-        return state
+        given = state.producer_id, state.epoch
+        await self._save_later(state)
+        return given
 
     def _expire(self) -> None:
         """Ids with no transaction unused for EXPIRATION_MS go (Kafka's transactional.id.expiration.ms),
@@ -227,7 +256,7 @@ class KafkaTransactions:
                      state.txn, state.producer_id)
             self._ended(state, COMPLETE_ABORT)
             state.epoch += 1
-            self._save(state)
+            self._save_unwaited(state)
             return False
         return True
 
@@ -245,31 +274,73 @@ class KafkaTransactions:
         state.partitions, state.groups, state.offsets = [], [], {}
         return True
 
-    def add_partitions(self, state: KafkaTxn, partitions: list[tuple[str, int, str]]) -> None:
-        """(Kafka topic, partition, its Pulsar name): participants of the transaction (durably)."""
-        opened = self._open(state)
+    async def _previous_ended(self, state: KafkaTxn) -> None:
+        """The markers of the producer's last transaction, written before its next one stores
+        anything (Kafka's coordinator answers CONCURRENT_TRANSACTIONS until then): a producer's
+        records never precede its last transaction's markers. An ending that failed is tried
+        again here, and the request refused (retriable) while it fails."""
+        if state.ending is None or state.txn is not None:
+            return
+        txn, action = state.ending
         try:
-            self._coordinator.add_partitions(state.txn, [name for _, _, name in partitions])  # type: ignore[arg-type]
+            await self._coordinator.end_txn(txn, action)
         except BrokerServiceError as exc:
-            raise TxnRefused(ErrorCode.invalid_txn_state if exc.code != pb.NotAllowedError else
-                             ErrorCode.invalid_request, exc.message) from None
+            if exc.code != pb.TransactionNotFound:  # not found: ended already
+                raise TxnRefused(ErrorCode.concurrent_transactions, exc.message) from None
+        except Exception as exc:
+            raise TxnRefused(ErrorCode.concurrent_transactions,
+                             f"the last transaction's markers are not written yet: {exc}") from None
+        if state.ending == (txn, action):
+            state.ending = None
+
+    async def add_partitions(self, state: KafkaTxn, partitions: list[tuple[str, int, str]]) -> None:
+        """(Kafka topic, partition, its Pulsar name): participants of the transaction, durable
+        when this returns. The coordinator's record and the id's go in the log's next group
+        commit, which other transactions share; until it is durable a partition takes no
+        transactional records (has_partition)."""
+        await self._previous_ended(state)
+        opened = self._open(state)
         known = set(state.partitions)
-        new = [(topic, index) for topic, index, _ in partitions if (topic, index) not in known]
-        if new or opened:
-            state.partitions += new
-            self._save(state)
+        new = list(dict.fromkeys((topic, index) for topic, index, _ in partitions if (topic, index) not in known))
+        with self._coordinator.log.together():  # both records in one commit
+            try:
+                saving = self._coordinator.register_partitions(state.txn,  # type: ignore[arg-type]
+                                                               [name for _, _, name in partitions])
+            except BrokerServiceError as exc:
+                raise TxnRefused(ErrorCode.invalid_txn_state if exc.code != pb.NotAllowedError else
+                                 ErrorCode.invalid_request, exc.message) from None
+            saved = None
+            if new or opened:
+                state.partitions += new
+                state.unsaved.update(new)
+                saved = self._save_later(state)
+        if saved is None:
+            if saving is not None:
+                await saving  # named by a request whose record is still on its way
+            return
+        try:
+            await asyncio.gather(*(f for f in (saving, saved) if f is not None))
+        except Exception as exc:  # neither record names them: the client adds them again
+            log.warning("Kafka transaction %r: partitions not stored: %s", state.transactional_id, exc)
+            state.partitions = [p for p in state.partitions if p not in new]
+            raise TxnRefused(ErrorCode.kafka_storage_error, str(exc)) from None
+        finally:
+            state.unsaved.difference_update(new)
 
     def has_partition(self, state: KafkaTxn, topic: str, partition: int) -> bool:
-        return state.txn is not None and (topic, partition) in state.partitions
+        """Whether the transaction's records may go to the partition: added, and durably so."""
+        key = (topic, partition)
+        return state.txn is not None and key in state.partitions and key not in state.unsaved
 
-    def add_group(self, state: KafkaTxn, group: str) -> None:
+    async def add_group(self, state: KafkaTxn, group: str) -> None:
+        await self._previous_ended(state)
         if self._open(state) or group not in state.groups:
             if len(state.groups) >= MAX_GROUPS:
                 raise TxnRefused(ErrorCode.invalid_request, f"a transaction spans at most {MAX_GROUPS} groups")
             state.groups.append(group)
-            self._save(state)
+            await self._stored(state)
 
-    def add_offsets(self, state: KafkaTxn, group: str, offsets: list[tuple[str, int, int, str | None]]) -> None:
+    async def add_offsets(self, state: KafkaTxn, group: str, offsets: list[tuple[str, int, int, str | None]]) -> None:
         """Offsets for `group`, the group's once the transaction commits."""
         if state.txn is None or group not in state.groups:
             raise TxnRefused(ErrorCode.invalid_txn_state, f"group {group!r} was not added (AddOffsetsToTxn)")
@@ -277,38 +348,61 @@ class KafkaTransactions:
             state.offsets[(group, topic, partition)] = (offset, metadata)
         if len(state.offsets) > MAX_OFFSETS:
             raise TxnRefused(ErrorCode.invalid_request, f"a transaction carries at most {MAX_OFFSETS} offsets")
-        self._save(state)
+        await self._stored(state)
+
+    async def _stored(self, state: KafkaTxn) -> None:
+        """The record in the next group commit, durable when this returns (KAFKA_STORAGE_ERROR if not)."""
+        try:
+            await self._save_later(state)
+        except Exception as exc:
+            raise TxnRefused(ErrorCode.kafka_storage_error, str(exc)) from None
 
     # -- EndTxn
     async def end(self, state: KafkaTxn, commit: bool) -> None:
-        """Commit or abort: decided in the record, ended on the coordinator, offsets applied."""
+        """Commit or abort, answered once the decision is durable and a commit's offsets are
+        applied, as Kafka answers EndTxn once its log has the decision: the markers follow
+        (readers wait for them at the last stable offset) and a restart writes them from the
+        coordinator's record."""
         if state.txn is None:
             done = COMPLETE_COMMIT if commit else COMPLETE_ABORT
             if state.status in (EMPTY, done) or not commit:
                 return  # nothing under way, or a retry of the end that came through
             raise TxnRefused(ErrorCode.invalid_txn_state, f"no transaction to commit (it is {state.status})")
         state.status = PREPARE_COMMIT if commit else PREPARE_ABORT
-        self._save(state)
-        await self._finish(state)
+        await self._finish(state, markers=False)
 
-    async def _finish(self, state: KafkaTxn, *, abort_open: bool = False) -> None:
+    async def _finish(self, state: KafkaTxn, *, abort_open: bool = False, markers: bool = True) -> None:
         """End a decided transaction (and, with `abort_open`, abort one still open): the
-        coordinator's end, then a commit's offsets; the record says so once done."""
+        decision in the id's record and the coordinator's (one commit: both or neither), a
+        commit's offsets applied once it is durable; with `markers`, the participants' end
+        waited for too. The record says it ended in a later commit."""
         if state.txn is None or (state.status == ONGOING and not abort_open):
             return
-        commit = state.status == PREPARE_COMMIT
+        txn, commit = state.txn, state.status == PREPARE_COMMIT
+        action = COMMIT if commit else ABORT
         try:
-            await self._coordinator.end_txn(state.txn, COMMIT if commit else ABORT)
+            with self._coordinator.log.together():
+                saved = self._save_later(state)
+                decided = self._coordinator.decide(txn, action)
+            await asyncio.gather(saved, decided)
+            if markers:
+                await self._coordinator.end_txn(txn, action)
         except BrokerServiceError as exc:
             # not found: ended already (a restart after the coordinator's end), or timed out while open
             if exc.code != pb.TransactionNotFound:
                 raise TxnRefused(ErrorCode.invalid_txn_state, exc.message) from None
+        except Exception as exc:  # the decision is not stored: the transaction stays open
+            state.status = ONGOING
+            raise TxnRefused(ErrorCode.kafka_storage_error, str(exc)) from None
         if commit:
             self._apply_offsets(state)
         log.debug("Kafka transaction %r (%s) %s with %d offsets", state.transactional_id, state.txn,
                   "committed" if commit else "aborted", len(state.offsets))
         self._ended(state, COMPLETE_COMMIT if commit else COMPLETE_ABORT)
-        self._save(state)
+        state.ending = None if markers else (txn, action)
+        # Not waited for: until it is durable a restart finds the decision and ends the
+        # transaction again, which changes nothing; the next write of the record includes it.
+        self._save_unwaited(state)
 
     def _apply_offsets(self, state: KafkaTxn) -> None:
         topics = KafkaTopics(self._broker, state.namespace)

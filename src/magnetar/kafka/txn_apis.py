@@ -8,6 +8,7 @@ answer every partition of a request alike, as Kafka's coordinator does.
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,8 @@ from magnetar.kafka.transactions import STATES, KafkaTransactions, KafkaTxn
 _NO_WAIT = datetime.timedelta(0)
 INIT_PRODUCER_ID, ADD_PARTITIONS, ADD_OFFSETS, END_TXN, TXN_OFFSET_COMMIT = 22, 24, 25, 26, 28
 DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 65, 66
+#: Transactional ids ListTransactions looks at in one turn of the event loop.
+LIST_CHUNK = 500
 #: api key -> (lowest, highest) version implemented (AddPartitionsToTxn v4 is brokers' batched form).
 VERSIONS = {ADD_PARTITIONS: (0, 3), ADD_OFFSETS: (0, 3), END_TXN: (0, 3), TXN_OFFSET_COMMIT: (0, 3),
             DESCRIBE_TRANSACTIONS: (0, 0), LIST_TRANSACTIONS: (0, 1)}
@@ -54,6 +57,7 @@ class TxnApis:
 
     def _producer(self, request: Request, access: Access, transactional_id: str, producer_id: int,
                   epoch: int) -> KafkaTxn:
+        access.transactional_ids()
         return self.transactions.producer(access.topics.namespace, transactional_id, producer_id, epoch,
                                           access.role, version_with_fenced=_fenced_known(request))
 
@@ -61,7 +65,8 @@ class TxnApis:
         module = response_module(INIT_PRODUCER_ID, request.api_version)
         body = request.body
         try:
-            state = await self.transactions.init_producer(
+            access.transactional_ids()
+            producer_id, epoch = await self.transactions.init_producer(
                 access.topics.namespace, body.transactional_id, int(body.transaction_timeout.total_seconds() * 1000),
                 access.role, getattr(body, "producer_id", -1), getattr(body, "producer_epoch", -1),
                 version_with_fenced=_fenced_known(request))
@@ -69,9 +74,9 @@ class TxnApis:
             return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, error_code=exc.code,
                          producer_id=-1, producer_epoch=-1)
         return build(module, "InitProducerIdResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none,
-                     producer_id=state.producer_id, producer_epoch=state.epoch)
+                     producer_id=producer_id, producer_epoch=epoch)
 
-    def add_partitions(self, request: Request, access: Access) -> Any:
+    async def add_partitions(self, request: Request, access: Access) -> Any:
         """Every partition is checked (it exists, the role may produce to it) before any is
         added; when one fails the others are OPERATION_NOT_ATTEMPTED, as in Kafka."""
         module = response_module(ADD_PARTITIONS, request.api_version)
@@ -96,7 +101,7 @@ class TxnApis:
                 errors = {key: errors.get(key, ErrorCode.operation_not_attempted) for key in wanted}
             else:
                 try:
-                    self.transactions.add_partitions(state, names)
+                    await self.transactions.add_partitions(state, names)
                 except TxnRefused as exc:
                     errors = dict.fromkeys(wanted, exc.code)
         by_topic: dict[str, list[Any]] = {}
@@ -110,19 +115,19 @@ class TxnApis:
         return build(module, "AddPartitionsToTxnResponse", throttle_time=_NO_WAIT,
                      results_by_topic_v3_and_below=results)
 
-    def add_offsets(self, request: Request, access: Access) -> Any:
+    async def add_offsets(self, request: Request, access: Access) -> Any:
         body = request.body
         try:
             access.group()
             state = self._producer(request, access, body.transactional_id, body.producer_id, body.producer_epoch)
-            self.transactions.add_group(state, body.group_id)
+            await self.transactions.add_group(state, body.group_id)
             error = ErrorCode.none
         except ANSWERABLE as exc:
             error = kafka_error(exc)[0]
         return build(response_module(ADD_OFFSETS, request.api_version), "AddOffsetsToTxnResponse",
                      throttle_time=_NO_WAIT, error_code=error)
 
-    def txn_offset_commit(self, request: Request, access: Access) -> Any:
+    async def txn_offset_commit(self, request: Request, access: Access) -> Any:
         """The offsets are kept with the transaction: the group's (and its subscriptions') on commit."""
         module = response_module(TXN_OFFSET_COMMIT, request.api_version)
         body = request.body
@@ -144,7 +149,7 @@ class TxnApis:
                 except ANSWERABLE as exc:
                     errors[(topic, p.partition_index)] = kafka_error(exc)[0]
             try:
-                self.transactions.add_offsets(state, body.group_id, offsets)
+                await self.transactions.add_offsets(state, body.group_id, offsets)
             except TxnRefused as exc:
                 errors = dict.fromkeys(((t, p.partition_index) for t, p in wanted), exc.code)
         by_topic: dict[str, list[Any]] = {}
@@ -168,17 +173,19 @@ class TxnApis:
                      error_code=error)
 
     def describe_transactions(self, request: Request, access: Access) -> Any:
-        """The ids of the connection's namespace that its role uses (another role's are
-        TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+        """The ids of the connection's namespace that its role uses; another role's, and any
+        to a role without `produce` on the namespace, are TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        (whether they exist is not told)."""
         module = response_module(DESCRIBE_TRANSACTIONS, request.api_version)
         described = []
+        allowed = access.namespace(PRODUCE)
         for transactional_id in request.body.transactional_ids:
             state = self.transactions.ids.get((access.topics.namespace, transactional_id))
             error = ErrorCode.none
-            if state is None:
-                error = ErrorCode.transactional_id_not_found
-            elif state.owner is not None and state.owner != access.role:
+            if not allowed or (state is not None and state.owner is not None and state.owner != access.role):
                 error, state = ErrorCode.transactional_id_authorization_failed, None
+            elif state is None:
+                error = ErrorCode.transactional_id_not_found
             if state is None:
                 described.append(build(module, "TransactionState", error_code=error, transactional_id=transactional_id,
                                        transaction_state="", transaction_timeout=_NO_WAIT,
@@ -199,9 +206,10 @@ class TxnApis:
         return build(module, "DescribeTransactionsResponse", throttle_time=_NO_WAIT,
                      transaction_states=tuple(described))
 
-    def list_transactions(self, request: Request, access: Access) -> Any:
-        """The namespace's ids its role uses, filtered by state, producer id and (v1) by
-        running longer than `duration_filter` ms."""
+    async def list_transactions(self, request: Request, access: Access) -> Any:
+        """The namespace's ids its role uses (none without `produce` on it), filtered by state, producer id and (v1) by
+        running longer than `duration_filter` ms. The broker keeps up to MAX_TRANSACTIONAL_IDS
+        of them: they are looked at LIST_CHUNK at a time, other clients served in between."""
         module = response_module(LIST_TRANSACTIONS, request.api_version)
         body = request.body
         states = set(body.state_filters)
@@ -210,7 +218,10 @@ class TxnApis:
         namespace = access.topics.namespace
         now = datetime.datetime.now(tz=datetime.UTC).timestamp() * 1000
         listed = []
-        for (state_namespace, _), state in list(self.transactions.ids.items()):
+        ids = list(self.transactions.ids.items()) if access.namespace(PRODUCE) else []
+        for seen, ((state_namespace, _), state) in enumerate(ids, 1):
+            if not seen % LIST_CHUNK:
+                await asyncio.sleep(0)
             if state_namespace != namespace or (state.owner is not None and state.owner != access.role):
                 continue
             self.transactions.describe(state)

@@ -3,6 +3,7 @@
 // The consumer subscribes from the beginning; DELAY_MS after it starts, a producer sends COUNT keyed
 // records in small sends. Prints one JSON line: how many distinct records the consumer received.
 const { Kafka, logLevel } = require('kafkajs')
+const { startConsuming } = require('./consume')
 
 const [bootstrap, topic, group, count, delayMs, timeoutMs] = process.argv.slice(2)
 const total = Number(count)
@@ -10,8 +11,6 @@ const kafka = new Kafka({ clientId: 'race', brokers: [bootstrap], logLevel: logL
 const consumer = kafka.consumer({ groupId: group, maxWaitTimeInMs: 200 })
 const producer = kafka.producer()
 const received = new Set()
-let done
-const finished = new Promise(resolve => { done = resolve })
 
 async function produce () {
   await new Promise(resolve => setTimeout(resolve, Number(delayMs)))
@@ -24,18 +23,9 @@ async function produce () {
 }
 
 async function main () {
-  const timer = setTimeout(done, Number(timeoutMs))
-  await consumer.connect()
-  await consumer.subscribe({ topic, fromBeginning: true })
-  await consumer.run({
-    eachMessage: async ({ message }) => {
-      received.add(message.value.toString())
-      if (received.size >= total) done()
-    }
-  })
+  const { finished } = await startConsuming(consumer, topic, value => received.add(value).size >= total, timeoutMs)
   const producing = produce()
   await finished
-  clearTimeout(timer)
   await producing.catch(() => {})
   await Promise.all([consumer.disconnect(), producer.disconnect()])
   console.log(JSON.stringify({ received: received.size }))

@@ -10,6 +10,7 @@ keeps BrokerService's internals free to change under it.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import ssl
 from collections.abc import Callable
@@ -398,6 +399,16 @@ class HandlerBroker:
             self._service.metadata.delete(_STATE_PREFIX + key)
         else:
             self._service.metadata.put(_STATE_PREFIX + key, value)
+
+    def log_state(self, key: str, encode: Callable[[], bytes | None]) -> asyncio.Future[None]:
+        """Write a handler's record (`encode` gives its bytes when the commit is dispatched,
+        None: delete it) in the transaction log's next group commit: off the loop, shared with
+        the coordinator's records and ordered with them (a record asked for first is durable
+        no later). The future is done once it is durable. Needs transactionCoordinatorEnabled."""
+        coordinator = self._service.transactions
+        if coordinator is None:
+            raise BrokerServiceError(pb.NotAllowedError, "transactionCoordinatorEnabled is off")
+        return coordinator.log.write(_STATE_PREFIX + key, encode)
 
     def namespace_exists(self, namespace: str) -> bool:
         """Whether `tenant/namespace` exists (a user may name one)."""

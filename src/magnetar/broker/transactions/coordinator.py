@@ -304,18 +304,31 @@ class TransactionCoordinator:
     async def end_txn(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> None:
         """Commit or abort: the decision is stored before any participant hears it, and the
         answer waits until every participant has ended the transaction."""
+        self._begin_ending(txn, action, caller)
+        await asyncio.shield(self._endings[txn])
+
+    def decide(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> asyncio.Future[None]:
+        """As end_txn, done once the decision is durable (Kafka's coordinator answers EndTxn
+        then): the participants hear it after, and a restart ends it from its record. One
+        decided before (a retry) is done once every participant has ended it."""
+        decided = self._begin_ending(txn, action, caller)
+        return asyncio.shield(decided if decided is not None else self._endings[txn])
+
+    def _begin_ending(self, txn: TxnId, action: int, caller: Caller) -> asyncio.Future[None] | None:
+        """The ending started (or the one under way); the decision's write when this call made it."""
         if action not in (COMMIT, ABORT):
             raise BrokerServiceError(pb.NotAllowedError, f"unknown transaction action {action}")
         meta = self._owned(txn, caller)
         wanted = COMMITTING if action == COMMIT else ABORTING
         if meta.status == OPEN:
             self._disarm(txn)
-            self._start_ending(meta, action, self._decided(meta, wanted))
-        elif meta.status != wanted:
+            decided = self._decided(meta, wanted)
+            self._start_ending(meta, action, decided)
+            return decided
+        if meta.status != wanted:
             raise BrokerServiceError(pb.InvalidTxnStatus, f"transaction {txn} is already {meta.status}")
-        else:
-            self._start_ending(meta, action)  # the one under way, or again after one that failed
-        await asyncio.shield(self._endings[txn])
+        self._start_ending(meta, action)  # the one under way, or again after one that failed
+        return None
 
     # -- ending
     def _start_ending(self, meta: TxnMeta, action: int, decided: asyncio.Future[None] | None = None) -> None:

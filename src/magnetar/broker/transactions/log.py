@@ -17,9 +17,10 @@ skip its (older) encodings.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from magnetar.storage import MetadataStore
@@ -58,6 +59,7 @@ class TransactionLog:
         self._running_keys: dict[str, Encoder] = {}
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
+        self._holding = 0
         self.appends = 0
         """Commits made (Pulsar's pulsar_txn_append_log_total counts appends)."""
 
@@ -67,9 +69,21 @@ class TransactionLog:
         self._queued[key] = encode
         waiter = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
-        if self._running is None:
+        if self._running is None and not self._holding:
             self._dispatch()
         return waiter
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """Writes asked for in the block go in one commit (one SQLite transaction: all or none
+        of them durable), the block holding the dispatch back; it must not await."""
+        self._holding += 1
+        try:
+            yield
+        finally:
+            self._holding -= 1
+            if not self._holding and self._running is None and self._waiters:
+                self._dispatch()
 
     def forget_later(self, key: str) -> None:
         """Delete `key` with the next commit, whoever asks for it (nobody waits for this)."""
