@@ -64,3 +64,40 @@ def test_reader_last_message_id_names_the_last_message(broker):
         tail = client.create_reader(topic, last, start_message_id_inclusive=True)
         assert tail.read_next(10_000).data() == b"r-2"
         assert not tail.has_message_available()
+
+
+@pytest.mark.parametrize("action", ["commit", "abort"])
+def test_acknowledge_async_is_held_by_the_transaction_the_commit_waits_for(broker, action):
+    """Many acknowledgements in a transaction without waiting for each (acknowledge_async):
+    the commit acknowledges them all, an abort gives them all back; a message acknowledged
+    already makes its future fail and the commit abort."""
+    topic = _topic()
+    with magnetar.client.Client(broker.url, enable_transaction=True) as client:
+        producer = client.create_producer(topic)
+        consumer = client.subscribe(topic, "s", consumer_type=magnetar.client.ConsumerType.Failover,
+                                    initial_position=magnetar.client.InitialPosition.Earliest)
+        for i in range(20):
+            producer.send(f"m-{i}".encode())
+        messages = [consumer.receive(10_000) for _ in range(20)]
+        txn = client.new_transaction(timeout=60)
+        futures = [consumer.acknowledge_async(message, txn) for message in messages]
+        txn.commit() if action == "commit" else txn.abort()
+        assert all(future.result(10) is None for future in futures)
+        consumer.close()
+        again = client.subscribe(topic, "s", consumer_type=magnetar.client.ConsumerType.Failover)
+        if action == "abort":
+            assert [again.receive(10_000).data() for _ in range(20)] == [m.data() for m in messages]
+            return
+        producer.send(b"after")
+        assert again.receive(10_000).data() == b"after"
+        txn = client.new_transaction(timeout=60)
+        refused = again.acknowledge_async(messages[0], txn)  # acknowledged by the commit already
+        with pytest.raises(errors.TransactionConflict):
+            txn.commit()
+        with pytest.raises(errors.TransactionConflict):
+            refused.result(10)
+        txn = client.new_transaction(timeout=60)
+        nonsense = again.acknowledge_async("not a message", txn)  # refused before anything is sent
+        with pytest.raises(errors.TransactionConflict):
+            txn.commit()
+        assert nonsense.exception(10) is not None
