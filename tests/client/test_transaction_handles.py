@@ -7,9 +7,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 
-import pulsar
 import pytest
 from standalone import Standalone
+from transactional_brokers import module_broker, read_all_official
 
 import magnetar.client
 from magnetar.client import MessageId, errors
@@ -17,25 +17,11 @@ from magnetar.client import MessageId, errors
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("txn-handles") / "data", ["transactionCoordinatorEnabled=true"]).start()
-    yield broker
-    broker.stop()
+    yield from module_broker(tmp_path_factory, "txn-handles")
 
 
 def _topic() -> str:
     return f"persistent://public/default/handles-{uuid.uuid4().hex[:8]}"
-
-
-def _read_all_official(url: str, topic: str) -> list[bytes]:
-    client = pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    try:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        got = []
-        while reader.has_message_available():
-            got.append(reader.read_next(10_000).data())
-        return got
-    finally:
-        client.close()
 
 
 @pytest.mark.parametrize("action", ["commit", "abort"])
@@ -48,12 +34,12 @@ def test_a_transaction_is_ended_by_another_client_by_its_id(broker, action):
         for i in range(5):
             producer.send(f"m-{i}".encode(), txn=txn)
         producer.send(b"plain")  # behind the open transaction: held until it ends
-        assert _read_all_official(broker.url, topic) == []
+        assert read_all_official(broker.url, topic) == []
         handle = ender.resume_transaction(txn.txn_id)
         handle.commit() if action == "commit" else handle.abort()
         assert handle.state == ("COMMITTED" if action == "commit" else "ABORTED")
         expected = [f"m-{i}".encode() for i in range(5)] if action == "commit" else []
-        assert _read_all_official(broker.url, topic) == [*expected, b"plain"]
+        assert read_all_official(broker.url, topic) == [*expected, b"plain"]
         with pytest.raises(errors.TransactionNotFound):  # ended: the coordinator forgot it
             ender.resume_transaction(txn.txn_id).commit()
 
