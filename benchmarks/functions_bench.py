@@ -16,6 +16,13 @@ counts for none. The order of kinds turns run by run so drift in the machine's s
 on all; prints one JSON object with medians, the ratios and the load average before and after.
 
     .venv/bin/python benchmarks/functions_bench.py --messages 20000 --runs 3
+
+`--compare guarantees` runs the same identity function (not sandboxed) under each processing
+guarantee instead: ATLEAST_ONCE, EFFECTIVELY_ONCE on deduplication (a broker without the
+transaction coordinator) and EFFECTIVELY_ONCE on transactions (a broker with
+transactionCoordinatorEnabled: a transaction a message), side by side in one run.
+
+    .venv/bin/python benchmarks/functions_bench.py --compare guarantees --messages 2000 --runs 3
 """
 
 from __future__ import annotations
@@ -33,11 +40,17 @@ from pathlib import Path
 
 import pulsar
 from _broker_process import PAYLOAD, Standalone, cpu_seconds, official_client, start_standalone
-from procfs import descendants
+from procfs import function_instance
 
 from magnetar.admin_client import AdminClient, AdminError, FunctionsAdmin
 
 ISOLATIONS = ("bubblewrap", "none")
+GUARANTEES = {"atleast_once": ("plain", "ATLEAST_ONCE"), "effectively_once_dedup": ("plain", "EFFECTIVELY_ONCE"),
+              "effectively_once_txn": ("txn", "EFFECTIVELY_ONCE")}
+"""Each kind of `--compare guarantees`: the broker it runs on and the function's guarantee."""
+BROKER_SETTINGS = {"bubblewrap": ["functionInstanceIsolation=bubblewrap"], "none": ["functionInstanceIsolation=none"],
+                   "plain": ["functionInstanceIsolation=none", "transactionCoordinatorEnabled=false"],
+                   "txn": ["functionInstanceIsolation=none", "transactionCoordinatorEnabled=true"]}
 
 FUNCTION = '''
 class Bytes:
@@ -90,14 +103,10 @@ def drain(output: pulsar.Consumer, count: int, pid_of: Callable[[], int]) -> tup
 def instance_pid(broker: Standalone) -> int:
     """The instance's Python process (under bwrap's two, when sandboxed)."""
     assert broker.proc is not None
-    for pid in descendants(broker.proc.pid):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"magnetar.functions.bootstrap" in argv and not argv[0].endswith(b"bwrap"):
-            return pid
-    raise RuntimeError("no instance process found")
+    pid = function_instance(broker.proc.pid)
+    if pid is None:
+        raise RuntimeError("no instance process found")
+    return pid
 
 
 def consuming(admin: AdminClient, topic: str, subscription: str) -> bool:
@@ -107,15 +116,16 @@ def consuming(admin: AdminClient, topic: str, subscription: str) -> bool:
         return False
 
 
-def run_function(client: pulsar.Client, broker: Standalone, code: Path, run: int, count: int,
-                 serde: str) -> tuple[float, float, float, float]:
+def run_function(client: pulsar.Client, broker: Standalone, code: Path, run: str, count: int,
+                 serde: str, guarantee: str = "ATLEAST_ONCE") -> tuple[float, float, float, float]:
     """(messages a second, CPU us a message, seconds to create, seconds until consuming)."""
     functions = FunctionsAdmin(AdminClient(broker.admin_url))
     name, source, sink = f"identity{run}", f"fn-in-{run}", f"fn-out-{run}"
     fill(client, source, count)
     output = client.subscribe(sink, "bench")
     config = {"tenant": "public", "namespace": "default", "name": name, "className": "identity.process",
-              "inputs": [source], "output": sink, "subscriptionPosition": "Earliest"}
+              "inputs": [source], "output": sink, "subscriptionPosition": "Earliest",
+              "processingGuarantees": guarantee}
     if serde == "bytes":
         config.update(customSerdeInputs={source: "identity.Bytes"}, outputSerdeClassName="identity.Bytes")
     started = time.perf_counter()
@@ -149,27 +159,29 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=20000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--serde", choices=("bytes", "identity"), default="bytes")
+    parser.add_argument("--compare", choices=("isolation", "guarantees"), default="isolation")
     args = parser.parse_args()
     load_before = os.getloadavg()
-    kinds = [*ISOLATIONS, "script"]
+    kinds = [*ISOLATIONS, "script"] if args.compare == "isolation" else list(GUARANTEES)
     results: dict[str, list[tuple[float, ...]]] = {kind: [] for kind in kinds}
     with tempfile.TemporaryDirectory() as scratch:
         code = Path(scratch) / "identity.py"
         code.write_text(FUNCTION)
-        brokers = {kind: start_standalone(Path(scratch) / kind, [f"functionInstanceIsolation={kind}"])
-                   for kind in ISOLATIONS}
-        client = official_client(brokers["none"].url)
-        clients = {kind: official_client(broker.url) for kind, broker in brokers.items()}
+        names = ISOLATIONS if args.compare == "isolation" else ("plain", "txn")
+        brokers = {name: start_standalone(Path(scratch) / name, BROKER_SETTINGS[name]) for name in names}
+        clients = {name: official_client(broker.url) for name, broker in brokers.items()}
         try:
             for run in range(args.runs):
-                for kind in kinds[run % 3:] + kinds[:run % 3]:
+                turn = run % len(kinds)
+                for kind in kinds[turn:] + kinds[:turn]:
                     if kind == "script":
-                        results[kind].append(run_script(client, brokers["none"].url, run, args.messages))
-                    else:
-                        results[kind].append(run_function(clients[kind], brokers[kind], code, run, args.messages,
-                                                          args.serde))
+                        results[kind].append(run_script(clients["none"], brokers["none"].url, run, args.messages))
+                        continue
+                    where, guarantee = GUARANTEES.get(kind, (kind, "ATLEAST_ONCE"))
+                    results[kind].append(run_function(clients[where], brokers[where], code, f"{kind}-{run}",
+                                                      args.messages, args.serde, guarantee))
         finally:
-            for opened in (client, *clients.values()):
+            for opened in clients.values():
                 opened.close()
             for broker in brokers.values():
                 broker.stop()
@@ -188,14 +200,16 @@ def main() -> None:
         denominator = float(summary[other][key])  # type: ignore[arg-type]
         return round(float(summary[kind][key]) / denominator, 2) if denominator else None  # type: ignore[arg-type]
 
-    print(json.dumps({
-        "messages": args.messages, "serde": args.serde, **summary,
-        "rate_ratio_bubblewrap_to_none": ratio("bubblewrap", "none", "msg_per_s"),
-        "cpu_ratio_bubblewrap_to_none": ratio("bubblewrap", "none", "cpu_us_per_msg"),
-        "start_ratio_bubblewrap_to_none": ratio("bubblewrap", "none", "consuming_s"),
-        "rate_ratio_function_to_script": ratio("none", "script", "msg_per_s"),
-        "loadavg_before": load_before, "loadavg_after": os.getloadavg(),
-    }, indent=2))
+    if args.compare == "isolation":
+        ratios = {"rate_ratio_bubblewrap_to_none": ratio("bubblewrap", "none", "msg_per_s"),
+                  "cpu_ratio_bubblewrap_to_none": ratio("bubblewrap", "none", "cpu_us_per_msg"),
+                  "start_ratio_bubblewrap_to_none": ratio("bubblewrap", "none", "consuming_s"),
+                  "rate_ratio_function_to_script": ratio("none", "script", "msg_per_s")}
+    else:
+        ratios = {"rate_ratio_txn_to_atleast_once": ratio("effectively_once_txn", "atleast_once", "msg_per_s"),
+                  "rate_ratio_txn_to_dedup": ratio("effectively_once_txn", "effectively_once_dedup", "msg_per_s")}
+    print(json.dumps({"messages": args.messages, "serde": args.serde, "compare": args.compare, **summary, **ratios,
+                      "loadavg_before": load_before, "loadavg_after": os.getloadavg()}, indent=2))
 
 
 if __name__ == "__main__":

@@ -73,3 +73,16 @@ def established(pid: int, port: int) -> int:
             local, state = row.split()[1], row.split()[3]
             count += int(local.rsplit(":", 1)[1], 16) == port and state == "01"
     return count
+
+
+def function_instance(pid: int) -> int | None:
+    """The Python process of a function instance below `pid` (a broker), not the bubblewrap
+    ones around it when sandboxed; None when there is none."""
+    for found in descendants(pid):
+        try:
+            argv = Path(f"/proc/{found}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"magnetar.functions.bootstrap" in argv and not argv[0].endswith(b"bwrap"):
+            return found
+    return None

@@ -120,7 +120,7 @@ def test_brokers_endpoints(broker):
     assert http("GET", f"{broker.admin_url}/admin/v2/brokers/ready")[2] == b"ok"
     assert http("GET", f"{broker.admin_url}/admin/v2/brokers/version")[2].startswith(b"magnetar-")
     runtime = get_json(f"{broker.admin_url}/admin/v2/brokers/configuration/runtime")
-    assert runtime["brokerServicePort"] == "0" and runtime["allowAutoTopicCreation"] == "true"
+    assert runtime["brokerServicePort"] == str(broker.port) and runtime["allowAutoTopicCreation"] == "true"
     assert get_json(f"{broker.admin_url}/admin/v2/brokers/standalone") == [broker.admin_url.removeprefix("http://")]
 
 

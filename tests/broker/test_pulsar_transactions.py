@@ -9,7 +9,9 @@ message before that transaction ends (Pulsar's maxReadPosition).
 from __future__ import annotations
 
 import asyncio
+import json
 import random
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from compaction_helpers import compact, topic_path
 from polling import wait_for
 from rawclient import RawClient
 from standalone import Standalone
+from transactional_brokers import TXN_ON, module_broker
 
 import magnetar.client
 from magnetar.client import aio
@@ -28,7 +31,6 @@ from magnetar.wire.entry import build_entry
 from magnetar.wire.frames import encode_payload_command
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
-TXN_ON = "transactionCoordinatorEnabled=true"
 CONSUMERS = ["official", "magnetar"]
 QUIET = 0.3
 """How long a receive waits to show that nothing is delivered (a message that is there comes in ms)."""
@@ -36,9 +38,7 @@ QUIET = 0.3
 
 @pytest.fixture(scope="module")
 def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("txn") / "data", [TXN_ON]).start()
-    yield broker
-    broker.stop()
+    yield from module_broker(tmp_path_factory, "txn")
 
 
 def _client(kind: str, url: str):
@@ -450,3 +450,59 @@ def test_a_subscription_made_again_holds_nothing_of_the_one_deleted(txn_broker, 
     consumer.unsubscribe()
     again = clients("official", txn_broker.url).subscribe(topic, "s", initial_position=pulsar.InitialPosition.Earliest)
     assert _receive(again, 1) == [b"m0"]
+
+
+def _inbound(broker: Standalone, topic: str) -> tuple[int, int, float | None]:
+    """(msgInCounter, bytesInCounter) of the topic's stats, and its pulsar_in_messages_total."""
+    path = topic.removeprefix("persistent://")
+    status, _, body = http("GET", f"{broker.admin_url}/admin/v2/persistent/{path}/stats")
+    assert status == 200, body
+    stats = json.loads(body)
+    _, _, page = http("GET", f"{broker.admin_url}/metrics")
+    found = re.search(rf'^pulsar_in_messages_total{{[^}}]*topic="{re.escape(topic)}"[^}}]*}} (\S+)$',
+                      page.decode(), re.MULTILINE)
+    return stats["msgInCounter"], stats["bytesInCounter"], float(found.group(1)) if found else None
+
+
+@pytest.mark.parametrize("kind", CONSUMERS)
+def test_commit_and_abort_markers_are_not_counted_as_published_messages(txn_broker, clients, kind):
+    """Pulsar counts what producers send: a transaction's end stores a marker entry, which
+    moves neither msgInCounter, bytesInCounter nor /metrics' pulsar_in_messages_total."""
+    topic = _topic("counted")
+    plain = random.randint(1, 10)
+    producer = clients(kind, txn_broker.url).create_producer(topic)
+    for i in range(plain):
+        producer.send_async(f"plain-{i}".encode(), None)
+    producer.flush()
+    producing = clients("magnetar", txn_broker.url, enable_transaction=True)
+    transactional = producing.create_producer(topic)
+    published = plain
+    for end in random.sample(["commit", "abort"] * 2, 4):
+        txn = producing.new_transaction(timeout=30)
+        count = random.randint(1, 20)
+        for i in range(count):
+            transactional.send(f"{end}-{i}".encode(), txn=txn)
+        published += count  # an aborted transaction's messages were published all the same
+        before = _inbound(txn_broker, topic)
+        assert before[0] == before[2] == published
+        getattr(txn, end)()
+        assert _inbound(txn_broker, topic) == before, end
+
+
+@pytest.mark.parametrize("in_txn", [True, False], ids=["transactional", "plain"])
+def test_an_ack_for_a_closed_consumer_is_refused_not_answered_ok(txn_broker, in_txn):
+    """An ACK asking for an answer that reaches the broker after its consumer closed holds
+    nothing: answered ConsumerNotFound (a success would let a transaction commit an
+    acknowledgement nothing holds)."""
+    raw = RawClient(txn_broker.url)
+    try:
+        raw.connect()
+        txn = {"txnid_most_bits": 0, "txnid_least_bits": 1} if in_txn else {}
+        raw.command(pb.BaseCommand(type=pb.BaseCommand.ACK, ack=pb.CommandAck(
+            consumer_id=77, ack_type=pb.CommandAck.Individual, request_id=9,
+            message_id=[pb.MessageIdData(ledgerId=1, entryId=2)], **txn)))
+        answer = raw.expect(pb.BaseCommand.ACK_RESPONSE).ackResponse
+        assert (answer.request_id, answer.error) == (9, pb.ConsumerNotFound) and "77" in answer.message
+        raw.ping()  # the connection carries on
+    finally:
+        raw.close()

@@ -31,8 +31,8 @@ MAGNETAR = {
     "magnetar.broker": ". deduplication entry_metadata errors schema_registry tls",
     "magnetar.broker.auth": ". authentication authorization issued operations",
     "magnetar.broker.compaction": ". manager options service",
-    # the configuration's keys carry their rules
-    "magnetar.broker.config": ". loading properties rules service_configuration",
+    # the configuration's keys carry their rules; secrets: which values the start-up log masks
+    "magnetar.broker.config": ". loading properties rules secrets service_configuration",
     "magnetar.broker.delayed_delivery": ".",
     "magnetar.broker.entry_filters": ". policy",
     "magnetar.broker.monitors": ". backlog_quota compaction inactivity message_expiry periodic retention revalidation",

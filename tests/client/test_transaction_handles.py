@@ -8,9 +8,9 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 
-import pulsar
 import pytest
 from standalone import Standalone
+from transactional_brokers import module_broker, read_all_official
 
 import magnetar.client
 from magnetar.client import MessageId, aio, errors
@@ -19,25 +19,11 @@ from magnetar.client.enums import Result
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    broker = Standalone(tmp_path_factory.mktemp("txn-handles") / "data", ["transactionCoordinatorEnabled=true"]).start()
-    yield broker
-    broker.stop()
+    yield from module_broker(tmp_path_factory, "txn-handles")
 
 
 def _topic() -> str:
     return f"persistent://public/default/handles-{uuid.uuid4().hex[:8]}"
-
-
-def _read_all_official(url: str, topic: str) -> list[bytes]:
-    client = pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    try:
-        reader = client.create_reader(topic, pulsar.MessageId.earliest)
-        got = []
-        while reader.has_message_available():
-            got.append(reader.read_next(10_000).data())
-        return got
-    finally:
-        client.close()
 
 
 @pytest.mark.parametrize("action", ["commit", "abort"])
@@ -50,12 +36,12 @@ def test_a_transaction_is_ended_by_another_client_by_its_id(broker, action):
         for i in range(5):
             producer.send(f"m-{i}".encode(), txn=txn)
         producer.send(b"plain")  # behind the open transaction: held until it ends
-        assert _read_all_official(broker.url, topic) == []
+        assert read_all_official(broker.url, topic) == []
         handle = ender.resume_transaction(txn.txn_id)
         handle.commit() if action == "commit" else handle.abort()
         assert handle.state == ("COMMITTED" if action == "commit" else "ABORTED")
         expected = [f"m-{i}".encode() for i in range(5)] if action == "commit" else []
-        assert _read_all_official(broker.url, topic) == [*expected, b"plain"]
+        assert read_all_official(broker.url, topic) == [*expected, b"plain"]
         with pytest.raises(errors.TransactionNotFound):  # ended: the coordinator forgot it
             ender.resume_transaction(txn.txn_id).commit()
 
@@ -116,4 +102,41 @@ def test_a_commit_after_a_refused_send_async_aborts_instead(broker):
     topic = _topic()
     results = asyncio.run(_send_one_refused(broker.url, topic))
     assert sorted(results) == [Result.Ok, Result.Timeout]  # each callback told
-    assert _read_all_official(broker.url, topic) == []
+    assert read_all_official(broker.url, topic) == []
+
+
+@pytest.mark.parametrize("action", ["commit", "abort"])
+def test_acknowledge_async_is_held_by_the_transaction_the_commit_waits_for(broker, action):
+    """Many acknowledgements in a transaction without waiting for each (acknowledge_async):
+    the commit acknowledges them all, an abort gives them all back; a message acknowledged
+    already makes its future fail and the commit abort."""
+    topic = _topic()
+    with magnetar.client.Client(broker.url, enable_transaction=True) as client:
+        producer = client.create_producer(topic)
+        consumer = client.subscribe(topic, "s", consumer_type=magnetar.client.ConsumerType.Failover,
+                                    initial_position=magnetar.client.InitialPosition.Earliest)
+        for i in range(20):
+            producer.send(f"m-{i}".encode())
+        messages = [consumer.receive(10_000) for _ in range(20)]
+        txn = client.new_transaction(timeout=60)
+        futures = [consumer.acknowledge_async(message, txn) for message in messages]
+        txn.commit() if action == "commit" else txn.abort()
+        assert all(future.result(10) is None for future in futures)
+        consumer.close()
+        again = client.subscribe(topic, "s", consumer_type=magnetar.client.ConsumerType.Failover)
+        if action == "abort":
+            assert [again.receive(10_000).data() for _ in range(20)] == [m.data() for m in messages]
+            return
+        producer.send(b"after")
+        assert again.receive(10_000).data() == b"after"
+        txn = client.new_transaction(timeout=60)
+        refused = again.acknowledge_async(messages[0], txn)  # acknowledged by the commit already
+        with pytest.raises(errors.TransactionConflict):
+            txn.commit()
+        with pytest.raises(errors.TransactionConflict):
+            refused.result(10)
+        txn = client.new_transaction(timeout=60)
+        nonsense = again.acknowledge_async("not a message", txn)  # refused before anything is sent
+        with pytest.raises(errors.TransactionConflict):
+            txn.commit()
+        assert nonsense.exception(10) is not None

@@ -107,6 +107,9 @@ def test_overview_counts_match_the_admin_api(page, broker):
     assert (fact(p, "Tenants"), fact(p, "Namespaces"), fact(p, "Topics")) == (
         str(len(tenants)), str(len(namespaces)), str(len(topics)))
     assert len(topics) >= 3  # orders, the hostile topic, the Kafka topic's partition
+    # the ports bound, though the broker was asked for any free one (port 0)
+    listeners = fact(p, "Listeners")
+    assert f":{broker.port}" in listeners and f":{broker.admin_url.rsplit(':', 1)[1]}" in listeners, listeners
     # polled: the chart of rates gains a sample every few seconds, the rates from the counters between two
     client = pulsar.Client(broker.url, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
     try:

@@ -271,6 +271,9 @@ def test_class_names_are_read_from_the_code_without_importing_it(tmp_path: Path)
      {"latestUserExceptions": [{"exceptionString": "boom", "timestampMs": 5}]}),
     (b'{"userMetrics": {"m": {"sum": 2, "count": 1}, "bad": {"sum": "x", "count": 1}}}',
      {"userMetrics": {"m": {"sum": 2.0, "count": 1}}}),
+    (b'{"openTransaction": [0, 42]}', {"openTransaction": [0, 42]}),
+    (b'{"openTransaction": [0, -1]}', {}), (b'{"openTransaction": [0, 1, 2]}', {}),
+    (b'{"openTransaction": "0,1"}', {}), (b'{"openTransaction": [true, 1]}', {}),
     (b"[1, 2]", None), (b"not json", None), (b"[" * 100_000, None), (b'{"a": "' + b"x" * 300_000 + b'"}', None),
 ])
 def test_a_stats_line_keeps_only_values_of_the_right_type(line: bytes, kept: dict[str, object] | None) -> None:

@@ -13,6 +13,7 @@ import urllib.request
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pulsar
 import pytest
@@ -117,24 +118,29 @@ def test_exclamation_through_pulsar_admin_verbs(fn_broker: Standalone, client: p
     assert not (fn_broker.data_dir / "functions" / "public" / "default" / "excl").exists(), "nor its files"
 
 
-def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:
+@pytest.mark.parametrize("guarantee", ["ATLEAST_ONCE", "EFFECTIVELY_ONCE"])
+def test_context_api(fn_broker: Standalone, client: pulsar.Client, guarantee: str) -> None:
+    """The same Context on the official client and, EFFECTIVELY_ONCE on transactions (the
+    standalone's default), on magnetar.client."""
+    name = "probe" if guarantee == "ATLEAST_ONCE" else "probe-eo"
     admin = functions_admin(fn_broker.admin_url)
-    deploy(admin, "probe", "probe.py", "probe.Probe", inputs=["probe-in"], output="probe-out", logTopic="probe-log",
-           userConfig={"greeting": "hi", "side_topic": "probe-side"}, secrets={"password": "s3cret"})
-    out, side = client.subscribe("probe-out", "check"), client.subscribe("probe-side", "check")
-    log = client.subscribe("probe-log", "check", initial_position=pulsar.InitialPosition.Earliest)
-    producer = client.create_producer("probe-in")
+    deploy(admin, name, "probe.py", "probe.Probe", inputs=[f"{name}-in"], output=f"{name}-out",
+           logTopic=f"{name}-log", processingGuarantees=guarantee,
+           userConfig={"greeting": "hi", "side_topic": f"{name}-side"}, secrets={"password": "s3cret"})
+    out, side = client.subscribe(f"{name}-out", "check"), client.subscribe(f"{name}-side", "check")
+    log = client.subscribe(f"{name}-log", "check", initial_position=pulsar.InitialPosition.Earliest)
+    producer = client.create_producer(f"{name}-in")
     sent = producer.send(b"ping", partition_key="the-key", properties={"a": "1"}, event_timestamp=1234567)
 
     seen = json.loads(receive_all(out, 1)[0].data())
     assert seen["input"] == "ping" and seen["key"] == "the-key" and seen["partition_key"] == "the-key"
     assert seen["properties"] == {"a": "1"} and seen["eventtime"] == 1234567
-    assert seen["topic"] == "persistent://public/default/probe-in" and seen["message_id"] == str(sent)
-    assert (seen["tenant"], seen["namespace"], seen["name"], seen["instance"]) == ("public", "default", "probe", 0)
+    assert seen["topic"] == f"persistent://public/default/{name}-in" and seen["message_id"] == str(sent)
+    assert (seen["tenant"], seen["namespace"], seen["name"], seen["instance"]) == ("public", "default", name, 0)
     assert seen["function_id"] and seen["version"] == "0"
-    assert seen["user_config"] == {"greeting": "hi", "side_topic": "probe-side"} and seen["greeting"] == "hi"
+    assert seen["user_config"] == {"greeting": "hi", "side_topic": f"{name}-side"} and seen["greeting"] == "hi"
     assert seen["secret"] == "s3cret" and seen["missing_secret"] is None
-    assert seen["inputs"] == ["probe-in"] and seen["output"] == "probe-out" and seen["state"] == "ping"
+    assert seen["inputs"] == [f"{name}-in"] and seen["output"] == f"{name}-out" and seen["state"] == "ping"
 
     side_message, conf_message = receive_all(side, 2)
     assert side_message.data() == b"side:ping" and side_message.partition_key() == "side-key"
@@ -144,13 +150,13 @@ def test_context_api(fn_broker: Standalone, client: pulsar.Client) -> None:
     logged = [m.data().decode() for m in receive_all(log, 2)]
     assert "probe saw ping" in logged[0] and logged[1] == "probe printed ping", logged
     assert wait_for(lambda: "[0] probe printed ping" in fn_broker.log()), "and to the broker's log"
-    assert admin.query_state("public", "default", "probe", "last")["stringValue"] == "ping"
-    assert wait_for(lambda: admin.stats("public", "default", "probe")["instances"][0]["metrics"]["userMetrics"]
+    assert admin.query_state("public", "default", name, "last")["stringValue"] == "ping"
+    assert wait_for(lambda: admin.stats("public", "default", name)["instances"][0]["metrics"]["userMetrics"]
                     == {"seen": 2.0})
     metrics = urllib.request.urlopen(f"{fn_broker.admin_url}/metrics", timeout=10).read().decode()
     assert 'pulsar_function_user_metric_seen_sum{cluster="standalone",tenant="public",namespace="public/default",' \
-           'name="probe",instance_id="0",fqfn="public/default/probe"} 2' in metrics
-    admin.delete("public", "default", "probe")
+           f'name="{name}",instance_id="0",fqfn="public/default/{name}"}} 2' in metrics
+    admin.delete("public", "default", name)
 
 
 def test_plain_functions_and_serdes(fn_broker: Standalone, client: pulsar.Client) -> None:
@@ -360,11 +366,17 @@ def test_retain_ordering_keeps_the_input_order_with_two_instances(fn_broker: Sta
     admin.delete("public", "default", "ordered")
 
 
-def test_effectively_once_retries_a_failed_message_in_order(fn_broker: Standalone, client: pulsar.Client) -> None:
-    """A redelivered message alone would come after later ones, and its output (a lower
-    sequence id) would be dropped as a duplicate: the instance restarts instead, and every
-    output is there once, in input order."""
-    admin = functions_admin(fn_broker.admin_url)
+@pytest.mark.parametrize("coordinator", ["on", "off"])
+def test_effectively_once_retries_a_failed_message_in_order(fn_broker: Standalone, broker_factory: Any,
+                                                            coordinator: str) -> None:
+    """Every output is there once, in input order, the failed message retried before later
+    ones. On transactions (the standalone's default) the try's transaction aborts and the
+    instance retries it; on deduplication (no coordinator) a redelivered message alone would
+    come after later ones, and its output (a lower sequence id) would be dropped as a
+    duplicate: the instance restarts instead."""
+    broker = fn_broker if coordinator == "on" else broker_factory("transactionCoordinatorEnabled=false")
+    client = make_client(broker.url)
+    admin = functions_admin(broker.admin_url)
     deploy(admin, "eo-retry", "fails_once.py", "fails_once.FailsOnce", inputs=["eor-in"], output="eor-out",
            processingGuarantees="EFFECTIVELY_ONCE")
     out = client.subscribe("eor-out", "check")
@@ -374,9 +386,10 @@ def test_effectively_once_retries_a_failed_message_in_order(fn_broker: Standalon
     with pytest.raises(pulsar.Timeout):
         out.receive(500)
     shown = status(admin, "eo-retry")["instances"][0]["status"]
-    assert shown["numRestarts"] == 1
+    assert shown["numRestarts"] == (0 if coordinator == "on" else 1)
     assert any("first try of e-7 fails" in e["exceptionString"] for e in shown["latestUserExceptions"])
     admin.delete("public", "default", "eo-retry")
+    client.close()
 
 
 def test_at_least_once_keeps_an_input_whose_output_failed(fn_broker: Standalone, client: pulsar.Client) -> None:

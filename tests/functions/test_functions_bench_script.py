@@ -23,3 +23,14 @@ def test_the_isolation_benchmark_reports_both_settings_and_the_script() -> None:
         assert 0 < report[kind]["create_s"] <= report[kind]["consuming_s"] < 60
     assert report["script"]["msg_per_s"] > 0
     assert report["rate_ratio_bubblewrap_to_none"] > 0 and report["start_ratio_bubblewrap_to_none"] > 0
+
+
+def test_the_guarantees_benchmark_reports_each_guarantee() -> None:
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "functions_bench.py"), "--compare", "guarantees",
+                           "--messages", "300", "--runs", "1"],
+                          capture_output=True, text=True, timeout=240, check=False, cwd=BENCHMARKS, env={**os.environ})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    for kind in ("atleast_once", "effectively_once_dedup", "effectively_once_txn"):
+        assert report[kind]["msg_per_s"] > 0 and 0 < report[kind]["create_s"] <= report[kind]["consuming_s"] < 60
+    assert report["rate_ratio_txn_to_atleast_once"] is not None and report["rate_ratio_txn_to_dedup"] is not None

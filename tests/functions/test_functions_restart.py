@@ -92,8 +92,10 @@ def test_word_count_state_and_deployment_survive_a_restart(brokers: list[Standal
 
 def test_sigkill_of_the_broker_loses_and_duplicates_nothing_effectively_once(
         brokers: list[Standalone], tmp_path: Path) -> None:
+    """On deduplication (no transaction coordinator); test_functions_transactions has the
+    same on transactions."""
     data_dir = tmp_path / "data"
-    broker = start(brokers, data_dir)
+    broker = start(brokers, data_dir, "transactionCoordinatorEnabled=false")
     admin = functions_admin(broker.admin_url)
     admin.admin.create_partitioned_topic("eo-in", 2)  # one output producer a partition, each deduplicated
     config = deploy(admin, "eo", "slow_identity.py", "slow_identity", inputs=["eo-in"], output="eo-out",
@@ -111,7 +113,7 @@ def test_sigkill_of_the_broker_loses_and_duplicates_nothing_effectively_once(
     broker.stop(signal.SIGKILL)
     assert wait_for(lambda: not any(alive(pid) for pid in pids), timeout=10), "instances end with their broker"
 
-    broker = start(brokers, data_dir)
+    broker = start(brokers, data_dir, "transactionCoordinatorEnabled=false")
     admin = functions_admin(broker.admin_url)
     wait_consumers(admin.admin, config, 1)
     assert wait_for(lambda: all(admin.admin.stats(f"eo-in-partition-{i}")["subscriptions"]["public/default/eo"]

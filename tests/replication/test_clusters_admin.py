@@ -43,7 +43,7 @@ def test_cluster_lifecycle_and_refusals(edge):
             "authenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
             "authenticationParameters": "token:xyz", "brokerClientTlsEnabled": False}
     assert call(edge, "PUT", f"{CLUSTERS}/central", data) == (204, None)
-    assert call(edge, "GET", f"{CLUSTERS}/central") == (200, data)
+    assert call(edge, "GET", f"{CLUSTERS}/central") == (200, {**data, "authenticationParameters": "****"})
     assert call(edge, "GET", CLUSTERS) == (200, ["central", "edge"])
     assert call(edge, "PUT", f"{CLUSTERS}/central", data) == (409, {"reason": "Cluster already exists"})
     assert call(edge, "POST", f"{CLUSTERS}/central", {**data, "brokerServiceUrl": "pulsar://127.0.0.1:10"}) == (

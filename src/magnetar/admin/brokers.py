@@ -8,6 +8,7 @@ from dataclasses import asdict
 
 from magnetar import __version__, web
 from magnetar.admin.responses import bool_param, fail
+from magnetar.broker.config.secrets import masked
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.service.broker_service import BrokerService
 from magnetar.broker.transport.advertised_listeners import ListenerNotFoundError
@@ -18,10 +19,12 @@ LOOKUP = "/lookup/v2/topic/{domain:persistent|non-persistent}/{tenant}/{namespac
 
 class BrokersApi:
     def __init__(self, service: BrokerService, http_url: Callable[[], str],
-                 https_url: Callable[[], str] = lambda: "") -> None:
+                 https_url: Callable[[], str] = lambda: "",
+                 web_ports: Callable[[], dict[str, int | None]] = dict) -> None:
         self.service = service
         self._http_url = http_url
         self._https_url = https_url
+        self._web_ports = web_ports
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -50,9 +53,18 @@ class BrokersApi:
         return web.Response(text=f"magnetar-{__version__}")
 
     async def runtime_configuration(self, _request: web.Request) -> web.Response:
-        """The configuration in effect, every value as a string, as Pulsar answers it."""
-        values = asdict(self.service.config)
-        return web.json_response({key: _as_text(value) for key, value in sorted(values.items())})
+        """The configuration in effect, every value as a string, as Pulsar answers it.
+
+        Secrets are masked (broker.config.secrets): an admin role reading the configuration
+        must not learn the token signing key or the broker's own credentials. A port asked as
+        0 (any free one) is shown as the one bound, the port clients reach."""
+        values = asdict(self.service.config) | self._bound_ports()
+        return web.json_response({key: _as_text(value) for key, value in sorted(masked(values).items())})
+
+    def _bound_ports(self) -> dict[str, int | None]:
+        bound = {"brokerServicePort": self.service.port, "brokerServicePortTls": self.service.tls_port,
+                 **self._web_ports()}
+        return {key: port for key, port in bound.items() if port is not None}
 
     async def list_brokers(self, request: web.Request) -> web.Response:
         if request.match_info["cluster"] != self.service.config.clusterName:
@@ -83,6 +95,8 @@ class BrokersApi:
 
 
 def _as_text(value: object) -> str:
+    if value is None:
+        return ""
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, list):

@@ -48,7 +48,8 @@ class AdminServer:
                                     service.config.maxHttpServerConnections)
         topics = TopicsApi(service)
         for api in (TenantsApi(service, self.http_url), NamespacesApi(service), topics, SubscriptionsApi(topics),
-                    BrokersApi(service, self.http_url, self.https_url), PermissionsApi(service, topics.topic_name),
+                    BrokersApi(service, self.http_url, self.https_url, self.bound_ports),
+                    PermissionsApi(service, topics.topic_name),
                     SchemasApi(service), TransactionsApi(service), RestProducerApi(service)):
             self.router.add_routes(api.routes())
         self.router.add_routes([web.get("/metrics", self.metrics)])
@@ -79,6 +80,10 @@ class AdminServer:
         address = default_advertised_address(config.advertisedAddress, config.bindAddress)
         host = f"[{address}]" if ":" in address else address
         return f"{scheme}://{host}:{port}"
+
+    def bound_ports(self) -> dict[str, int | None]:
+        """The admin API's ports under their configuration keys (None: not listened on)."""
+        return {"webServicePort": self.port, "webServicePortTls": self.tls_port}
 
     def console_urls(self) -> list[str]:
         """Where the web console is, when it is on."""

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from magnetar import web
 from magnetar.admin.responses import fail, json_body, no_content
+from magnetar.broker.config.secrets import masked
 from magnetar.broker.policies.resources import default_tenant_info
 from magnetar.broker.policies.topic_policies import REPLICATION_CLUSTERS
 from magnetar.broker.service.broker_service import BrokerService
@@ -59,7 +60,8 @@ class TenantsApi:
 
     async def get_cluster(self, request: web.Request) -> web.Response:
         """A remote cluster's data as stored; the local one's as this broker serves it,
-        under what an update stored."""
+        under what an update stored. Credentials are masked (broker.config.secrets): they are
+        how this broker authenticates to the cluster, not for its admins to read back."""
         clusters = self.resources.clusters
         cluster = request.match_info["cluster"]
         data = clusters.get(cluster)
@@ -67,7 +69,7 @@ class TenantsApi:
             listener = self.service.listeners.resolve(None)
             data = {"serviceUrl": self._http_url(), "brokerServiceUrl": listener.broker_service_url,
                     "brokerServiceUrlTls": listener.broker_service_url_tls, **data}
-        return web.json_response(data)
+        return web.json_response(masked(data))
 
     async def create_cluster(self, request: web.Request) -> web.Response:
         self.resources.clusters.create(request.match_info["cluster"], _as_object(await json_body(request, {})))

@@ -164,6 +164,16 @@ async def _in_txn(acknowledge: Callable[[Any, Any], Any], message: Any, txn: Any
     await acknowledge(message, txn)
 
 
+def _settle(outcome: concurrent.futures.Future[None], done: asyncio.Future[None]) -> None:
+    """`outcome` (a thread's future) as `done` (the loop's) ended."""
+    if done.cancelled():
+        outcome.cancel()
+    elif (error := done.exception()) is not None:
+        outcome.set_exception(error)
+    else:
+        outcome.set_result(None)
+
+
 def _core_txn(kwargs: dict[str, Any]) -> dict[str, Any]:
     """The send options with a blocking Transaction replaced by its asyncio core."""
     txn = kwargs.get("txn")
@@ -379,6 +389,27 @@ class Consumer(_Receiving):
             self._core.acknowledge(message)
             return
         self._client._run(_in_txn(self._core.acknowledge, message, txn._core))
+
+    def acknowledge_async(self, message: Any, txn: Transaction) -> concurrent.futures.Future[None]:
+        """An acknowledgement in `txn` without waiting for the broker (the Java client's
+        acknowledgeAsync): the commit waits for it, and aborts if it was refused; the future
+        completes once the broker holds it. Handed to the I/O thread without waiting for it:
+        a commit asked for afterwards is handed over after it, and its first step (where the
+        transaction stops taking acknowledgements) comes after the acknowledgement's."""
+        outcome: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+        def start() -> None:
+            try:
+                held = self._core.acknowledge(message, txn._core)
+            except Exception as error:  # not even sent: the commit must abort, as for a refusal
+                held = self._loop.create_future()
+                held.set_exception(error)
+                txn._core.track(held)
+            assert held is not None
+            held.add_done_callback(lambda done: _settle(outcome, done))
+
+        self._loop.call_soon_threadsafe(start)
+        return outcome
 
     def acknowledge_cumulative(self, message: Any, txn: Transaction | None = None) -> None:
         """With `txn`, waits until the broker holds the acknowledgement for the transaction."""

@@ -7,5 +7,7 @@ magnetar.spark and magnetar.kafka, which it never imports; below magnetar.cli, w
 standalone builds the worker and hands the admin server its routes. The instance runtime
 (`magnetar.functions.instance`) runs in a child process with the official `pulsar-client`
 (the SDK a user's `from pulsar import Function` needs anyway) and imports nothing of the
-broker. Enforced by import-linter (pyproject.toml).
+broker; EFFECTIVELY_ONCE on transactions (`magnetar.functions.txn_instance`) runs it on
+magnetar.client, which has them, and imports nothing of the broker either. Enforced by
+import-linter (pyproject.toml).
 """

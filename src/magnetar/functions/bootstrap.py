@@ -51,7 +51,10 @@ def main(argv: list[str] | None = None) -> int:
     handoff = json.loads(line)
     _confine(args.run_as)
     _watch_worker(0, rest)
-    from magnetar.functions.instance import run  # noqa: PLC0415  (after the process is confined)
+    if handoff.get("transactions"):  # EFFECTIVELY_ONCE with the broker's transaction coordinator
+        from magnetar.functions.txn_instance import run  # noqa: PLC0415  (after the process is confined)
+    else:
+        from magnetar.functions.instance import run  # noqa: PLC0415
 
     return run(handoff, Path(args.code))
 

@@ -134,8 +134,14 @@ class InstanceContext(pulsar.Context):
             if callback is not None:
                 callback(result, message_id)
 
-        options = {**({"properties": properties} if properties is not None else {}), **(message_conf or {})}
+        options = {**({"properties": properties} if properties is not None else {}), **(message_conf or {}),
+                   **self._send_options()}
         producer.send_async(bytes(serde.serialize(message)), done, **options)
+
+    def _send_options(self) -> dict[str, Any]:
+        """What a publish is sent with besides the caller's options: nothing here; the
+        message's transaction under EFFECTIVELY_ONCE on transactions (txn_instance)."""
+        return {}
 
     def ack(self, msgid: Any, topic: str | None = None) -> None:
         self._consumer.acknowledge(msgid)

@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pulsar
 
@@ -58,12 +58,26 @@ def full_topic(name: str) -> str:
     return f"persistent://public/default/{name}" if len(parts) == 1 else f"persistent://{name}"
 
 
+def output_options(message: Any, topic: str) -> dict[str, Any]:
+    """The output's properties naming its input (as Pulsar's instances set them) and its key."""
+    properties = {"__pfn_input_topic__": topic,
+                  "__pfn_input_msg_id__": base64.b64encode(message.message_id().serialize()).decode()}
+    options: dict[str, Any] = {"properties": properties}
+    if key := message.partition_key():
+        options["partition_key"] = key
+    return options
+
+
 class Stopped(Exception):
     """The worker asked the instance to stop (the client reports it as Interrupted when the
     signal came during a receive)."""
 
 
 class Instance:
+    context_class = InstanceContext
+    stop_errors: tuple[type[BaseException], ...] = (Stopped, pulsar.Interrupted, pulsar.AlreadyClosed)
+    """What ends `run` quietly: a stop, or the client closed under it."""
+
     def __init__(self, identity: Identity, client: pulsar.Client, function: loader.UserFunction,
                  stats: InstanceStats, state: StateClient, logger: logging.Logger) -> None:
         self.identity = identity
@@ -78,12 +92,23 @@ class Instance:
         self.default_serde = loader.serde(None)
         self._serde_of_topic: dict[str, Any] = {}
         self.output_serde = loader.serde(config.outputSerdeClassName) if config.output else None
-        self.consumer = self._subscribe()
-        self.context = InstanceContext(identity, client, self.consumer, stats, state, logger)
+        self.consumer = self.client.subscribe(self._inputs(), config.subscription, **self._consumer_options())
+        self.context = self.context_class(identity, client, self.consumer, stats, state, logger)
         self.producers: dict[str, pulsar.Producer] = {}
         self.watchdog = Watchdog(config.timeoutMs, self._timed_out)
 
-    def _subscribe(self) -> Any:
+    @classmethod
+    def connect(cls, handoff: dict[str, Any]) -> Any:
+        """The client, acting with the credential the worker issued (None: authentication off)."""
+        credential = handoff.get("credential")
+        return pulsar.Client(handoff["serviceUrl"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
+                             authentication=pulsar.AuthenticationToken(credential) if credential else None)
+
+    def _inputs(self) -> Any:
+        config = self.config
+        return re.compile(config.topicsPattern) if config.topicsPattern else config.input_topics
+
+    def _consumer_options(self) -> dict[str, Any]:
         config = self.config
         options: dict[str, Any] = {
             "consumer_type": pulsar.ConsumerType.Failover if config.failover else pulsar.ConsumerType.Shared,
@@ -98,8 +123,7 @@ class Instance:
             options["dead_letter_policy"] = pulsar.ConsumerDeadLetterPolicy(
                 max_redeliver_count=config.maxMessageRetries,
                 dead_letter_topic=config.dead_letter_topic)
-        topics: Any = re.compile(config.topicsPattern) if config.topicsPattern else config.input_topics
-        return self.client.subscribe(topics, config.subscription, **options)
+        return options
 
     def run(self) -> None:
         """Until SIGTERM: a blocking receive (the client wakes for signals), since a receive
@@ -108,9 +132,13 @@ class Instance:
         self.stats.write_periodically()
         try:
             while True:
-                self.handle(self.consumer.receive())
-        except (Stopped, pulsar.Interrupted, pulsar.AlreadyClosed):
+                self.handle(self._next())
+        except self.stop_errors:
             return
+
+    def _next(self) -> Any:
+        """What `handle` takes next: a message."""
+        return self.consumer.receive()
 
     def handle(self, message: Any) -> None:
         self.stats.on_received()
@@ -182,11 +210,7 @@ class Instance:
             self._failed(message, error)
             return
         message_id = message.message_id()
-        properties = {"__pfn_input_topic__": topic,
-                      "__pfn_input_msg_id__": base64.b64encode(message_id.serialize()).decode()}
-        options: dict[str, Any] = {"properties": properties}
-        if key := message.partition_key():
-            options["partition_key"] = key
+        options = output_options(message, topic)
         try:
             producer = self._producer(topic)
         except pulsar.PulsarException as error:  # the output refused (its role's permission revoked, ...)
@@ -222,13 +246,19 @@ class Instance:
     def _timed_out(self, elapsed_ms: float) -> None:
         """process() outlived --timeout-ms: a thread cannot be stopped, so the process ends and
         its worker starts another; the message, never acknowledged, comes back."""
-        error = TimeoutError(f"process() did not return within timeoutMs={self.config.timeoutMs} "
-                             f"({elapsed_ms:.0f} ms); the instance restarts")
+        self.restart(EXIT_TIMEOUT, TimeoutError(f"process() did not return within timeoutMs={self.config.timeoutMs} "
+                                                f"({elapsed_ms:.0f} ms); the instance restarts"))
+
+    def restart(self, exit_code: int, error: BaseException, user: bool = True) -> NoReturn:
+        """End the process after logging and counting `error`: its worker starts another."""
         log.error("%s", error)
-        self.stats.on_user_exception(error)
+        if user:
+            self.stats.on_user_exception(error)
+        else:
+            self.stats.on_system_exception(error)
         self.stats.write(force=True)
         logging.shutdown()
-        os._exit(EXIT_TIMEOUT)
+        os._exit(exit_code)
 
     def stop(self) -> None:
         """From the worker's SIGTERM: inside process(), leave at once; elsewhere end the loop
@@ -277,10 +307,11 @@ class Watchdog:
                 self.on_timeout(elapsed)
 
 
-def run(handoff: dict[str, Any], code: Path) -> int:
+def run(handoff: dict[str, Any], code: Path, runtime: type[Instance] = Instance) -> int:
     """The instance, once magnetar.functions.bootstrap has confined its process and read what
     the worker handed over: its config, ids, where the broker is, the credential it acts with
-    (as the role that deployed the function), the pipe its stats go to."""
+    (as the role that deployed the function), the pipe its stats go to. `runtime` is the
+    Instance class that consumes (magnetar.functions.txn_instance has the transactional one)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = FunctionConfig.from_json(handoff["config"])
@@ -306,8 +337,7 @@ def run(handoff: dict[str, Any], code: Path) -> int:
         return 0
     identity = Identity(config, handoff["instanceId"], handoff["functionId"], handoff["functionVersion"])
     credential = handoff.get("credential")
-    client = pulsar.Client(handoff["serviceUrl"], logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn),
-                           authentication=pulsar.AuthenticationToken(credential) if credential else None)
+    client = runtime.connect(handoff)
     logger = logging.getLogger(f"function.{config.fqfn}")
     if config.logTopic:
         log_topic = LogTopicHandler(client, config.logTopic, config.fqfn, identity.instance_id)
@@ -315,7 +345,7 @@ def run(handoff: dict[str, Any], code: Path) -> int:
         log_topic.tee_output()
     state = StateClient(handoff["stateUrl"], config.fqfn,
                         {"Authorization": f"Bearer {credential}"} if credential else None)
-    instance = Instance(identity, client, function, stats, state, logger)
+    instance = runtime(identity, client, function, stats, state, logger)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: instance.stop())
     log.info("instance %d of %s running (%s, %s)", identity.instance_id, config.fqfn, config.processingGuarantees,

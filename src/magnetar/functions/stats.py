@@ -43,6 +43,9 @@ class InstanceStats:
         self.latest_user: deque[dict[str, Any]] = deque(maxlen=LATEST_EXCEPTIONS)
         self.latest_system: deque[dict[str, Any]] = deque(maxlen=LATEST_EXCEPTIONS)
         self.user_metrics: dict[str, list[float]] = {}
+        self.open_txn: list[int] | None = None
+        """The transaction the instance has open (EFFECTIVELY_ONCE on transactions): the worker
+        hands it to the next instance, which aborts it if this one dies holding it."""
         self._dirty = True
         self._written = 0.0
         # a restarted instance starts its counts at zero, as Pulsar's do, but keeps the exceptions
@@ -73,6 +76,15 @@ class InstanceStats:
             self.latest_system.append(_exception(error))
             self._dirty = True
 
+    def on_transaction(self, txn_id: tuple[int, int] | None) -> None:
+        """An open one is written at once (the worker must know it before anything is done in
+        it); an ended one with the next snapshot (a successor aborting it is refused)."""
+        if txn_id is None:
+            self.open_txn, self._dirty = None, True
+            return
+        self.open_txn = [int(txn_id[0]), int(txn_id[1])]
+        self.write(force=True)
+
     def record_metric(self, name: str, value: float) -> None:
         with self._lock:
             if name not in self.user_metrics and len(self.user_metrics) >= MAX_USER_METRICS:
@@ -94,6 +106,7 @@ class InstanceStats:
                 "averageLatency": self.latency_ms_total / self.processed if self.processed else 0.0,
                 "lastInvocationTime": self.last_invocation,
                 "userMetrics": {name: {"sum": s, "count": c} for name, (s, c) in self.user_metrics.items()},
+                **({"openTransaction": self.open_txn} if self.open_txn is not None else {}),
             }
 
     def write(self, force: bool = False) -> None:
@@ -153,6 +166,9 @@ def parse(line: bytes) -> dict[str, Any] | None:
                               "timestampMs": item["timestampMs"]}
                              for item in listed[-LATEST_EXCEPTIONS:] if isinstance(item, dict)
                              and isinstance(item.get("exceptionString"), str) and _count(item.get("timestampMs"))]
+    txn = sent.get("openTransaction")
+    if isinstance(txn, list) and len(txn) == 2 and all(_count(part) for part in txn):
+        snapshot["openTransaction"] = txn
     metrics = sent.get("userMetrics")
     if isinstance(metrics, dict):
         snapshot["userMetrics"] = {

@@ -67,6 +67,8 @@ class Launcher:
     endpoints: Endpoints
     isolation: Isolation
     credentials: IssuedCredentials | None
+    transactions: bool = False
+    """The broker runs the transaction coordinator: EFFECTIVELY_ONCE instances use transactions."""
 
     async def spawn(self, code: Path, scratch: Path, config: FunctionConfig, handoff: dict[str, Any],
                     stats_fd: int | None = None) -> asyncio.subprocess.Process:
@@ -142,7 +144,8 @@ class InstanceProcess:
             handoff = {"instanceId": self.instance_id, "functionId": self.deployment.function_id,
                        "functionVersion": str(self.deployment.version), "credential": credential,
                        "serviceUrl": self.launcher.endpoints.service_url,
-                       "stateUrl": self.launcher.endpoints.admin_url, "carried": self.counted}
+                       "stateUrl": self.launcher.endpoints.admin_url, "carried": self.counted,
+                       "transactions": self.launcher.transactions and config.processingGuarantees == "EFFECTIVELY_ONCE"}
             # a task of its own, never cancelled: a bubblewrap killed while it sets the sandbox up may leave
             # the sandbox running (its child arms the parent-death signal a moment later); stop() waits for it
             self._spawn = asyncio.ensure_future(self.launcher.spawn(self.home.code, scratch, config, handoff,

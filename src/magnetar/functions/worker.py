@@ -64,7 +64,7 @@ class FunctionsWorker:
             log.warning("functions worker: killed %d process(es) an earlier broker of this data directory left "
                         "running: %s", len(left), left)
         credentials = self.service.authentication.issued if self.service.authentication.enabled else None
-        self.launcher = Launcher(endpoints, isolation, credentials)
+        self.launcher = Launcher(endpoints, isolation, credentials, config.transactionCoordinatorEnabled)
         for fqfn in self.store.fqfns():
             try:
                 await self._restore(fqfn)

@@ -19,12 +19,12 @@ typed for magnetar in the moment, so a typo there is a mistake to stop at.
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from magnetar.broker.config.properties import PropertiesError, Setting, read_properties_file
+from magnetar.broker.config.secrets import MASK, is_secret
 from magnetar.broker.config.service_configuration import (
     Check,
     ConfigError,
@@ -37,9 +37,6 @@ from magnetar.broker.config.service_configuration import (
 log = logging.getLogger("magnetar.config")
 
 ENVIRONMENT_PREFIX = "PULSAR_PREFIX_"
-
-# Key names whose values must not reach a log: credentials and key material.
-_SECRET_KEY_NAME = re.compile(r"password|secret|token|credential|parameters|key$|basicAuthConf", re.IGNORECASE)
 
 
 @dataclass(slots=True)
@@ -84,8 +81,8 @@ def non_default_settings(config: ServiceConfiguration) -> dict[str, object]:
 
 def displayed_value(key: str, value: object) -> str:
     """A value as the start-up log shows it: secrets masked, lists and switches as written."""
-    if _SECRET_KEY_NAME.search(key):
-        return "****"
+    if is_secret(key, value):
+        return MASK
     if value is None:
         return "(off)"
     if isinstance(value, list):

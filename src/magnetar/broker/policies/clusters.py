@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from magnetar.broker.config.secrets import MASK
 from magnetar.broker.errors import InvalidResourceError, ResourceConflictError, ResourceNotFoundError
 from magnetar.broker.policies.watchers import Watchers
 from magnetar.spelling import did_you_mean
@@ -82,8 +83,12 @@ class ClusterResources:
         self._watchers.notify(cluster)
 
     def update(self, cluster: str, data: dict[str, Any]) -> None:
+        """A secret sent back as the admin API showed it (masked) keeps its stored value, so
+        data read, changed and written back does not turn a password into the mask."""
         if not self.exists(cluster):
             raise ResourceNotFoundError("Cluster does not exist")
+        stored = self.stored(cluster) or {}
+        data = {name: stored[name] if value == MASK and name in stored else value for name, value in data.items()}
         self._store.put(_CLUSTERS + cluster, json.dumps(cluster_data(data)).encode())
         self._watchers.notify(cluster)
 

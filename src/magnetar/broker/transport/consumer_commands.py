@@ -65,14 +65,22 @@ def handle_flow(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -
 
 
 def handle_ack(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> None:
+    """An ACK for a consumer that is gone (closed while the ACK was on its way) is refused when
+    it asks for an answer: told it succeeded, a client would count an acknowledgement held in
+    its transaction that nothing holds, and commit it."""
     ack = cmd.ack
     consumer = _consumer(cnx, ack.consumer_id)
-    if consumer is not None and ack.txnid_least_bits:  # in a transaction (PIP-31; ids start at 1): loaded when met
+    if consumer is None:
+        if ack.HasField("request_id"):
+            cnx.send(commands.ack_response(ack.consumer_id, ack.request_id, f"Consumer {ack.consumer_id} not found",
+                                           pb.ConsumerNotFound))
+        return
+    if ack.txnid_least_bits:  # in a transaction (PIP-31; ids start at 1): loaded when met
         from magnetar.broker.transport import txn_commands  # noqa: PLC0415
 
         txn_commands.handle_ack(cnx, consumer, ack)
         return
-    refusal = consumer.subscription.acknowledge(consumer, ack) if consumer is not None else None
+    refusal = consumer.subscription.acknowledge(consumer, ack)
     if ack.HasField("request_id"):
         cnx.send(commands.ack_response(ack.consumer_id, ack.request_id, refusal))
 

@@ -12,6 +12,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
+from magnetar.broker.auth.operations import CONSUME, PRODUCE
 from magnetar.broker.errors import BrokerServiceError
 from magnetar.wire import commands
 from magnetar.wire.entry import parse_message_metadata
@@ -89,13 +90,20 @@ def _new_txn(cnx: CommandHost, body: pb.CommandNewTxn) -> TxnId:
 
 
 def _add_partitions(cnx: CommandHost, body: pb.CommandAddPartitionToTxn) -> asyncio.Future[None] | None:
-    """Answered once the log's record naming them is durable (a group commit, off the loop)."""
+    """Answered once the log's record naming them is durable (a group commit, off the loop).
+    The role must be allowed to produce to each (a transaction's commit or abort writes a marker there):
+    a transaction is no way into a topic its role cannot write."""
     topics = [str(cnx.service.parse_topic(name)) for name in body.partitions]
+    for topic in topics:
+        cnx.authorize(PRODUCE, topic)
     return _coordinator(cnx).register_partitions(txn_id_of(body), topics, _caller(cnx))
 
 
 def _add_subscriptions(cnx: CommandHost, body: pb.CommandAddSubscriptionToTxn) -> asyncio.Future[None] | None:
+    """The role must be allowed to consume each topic (its end moves the subscription's acknowledgements)."""
     subscriptions = [(str(cnx.service.parse_topic(sub.topic)), sub.subscription) for sub in body.subscription]
+    for topic, _subscription in subscriptions:
+        cnx.authorize(CONSUME, topic)
     return _coordinator(cnx).register_subscriptions(txn_id_of(body), subscriptions, _caller(cnx))
 
 

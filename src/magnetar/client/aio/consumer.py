@@ -289,6 +289,9 @@ class Consumer(Handler, Receiving):
         another open transaction holds it."""
         mid = as_message_id(message)
         await txn.register_acked(self.topic, self.subscription)
+        if self.closed:  # closed meanwhile: the broker would hold nothing for the transaction
+            raise errors.AlreadyClosed(f"consumer on {self.topic} closed before its acknowledgement in "
+                                       f"transaction {txn.txn_id} was sent")
         conn = self.conn
         if conn is None:
             raise errors.NotConnected(f"consumer on {self.topic} is not connected")

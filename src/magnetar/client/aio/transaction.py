@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from magnetar.client import errors
 from magnetar.client.enums import Result
@@ -89,6 +89,10 @@ class CoordinatorClient:
     async def request(self, tc_id: int, build: Any) -> Any:
         conn = await self._connection(tc_id)
         return await conn.request(build)
+
+    @property
+    def operation_timeout(self) -> float:
+        return self._context.operation_timeout
 
     async def new_txn(self, timeout_seconds: int) -> TxnId:
         await self.start()
@@ -178,43 +182,72 @@ class Transaction:
 
         return answered
 
-    async def _answers(self) -> list[Any]:
-        """Every send's, ack's and registration's outcome, once all have one."""
-        if self._unanswered:
-            self._all_answered = asyncio.get_running_loop().create_future()
-        outcomes = await asyncio.gather(*self._sends, *self._partitions.values(), *filter(None, [self._all_answered]),
-                                        return_exceptions=True)
-        if self._refused is not None:
-            outcomes.append(errors.PulsarException(f"a message sent in it got {self._refused.name}"))
-        return outcomes
-
     def _cut_batches(self) -> None:
         for producer in self._producers:
             producer.flush_batch()
 
     async def commit(self) -> None:
+        """Commit once every send, acknowledgement and registration in the transaction has its
+        answer; if one failed, or one has none within the operation timeout (its connection
+        lost, the broker gone), abort instead and raise why."""
         self._check_open()
         self.state = COMMITTING
-        self._cut_batches()
-        outcomes = await self._answers()
-        failed = next((o for o in outcomes if isinstance(o, BaseException)), None)
-        if failed is not None:
-            await self._end(ABORT, ABORTED)
-            raise errors.TransactionConflict(f"transaction {self.txn_id} aborted: a send or ack in it failed "
-                                             f"({failed})")
+        problem = await self._settled()
+        if problem is not None:
+            await self._abort_instead(problem)
         await self._end(COMMIT, COMMITTED)
 
     async def abort(self) -> None:
         self._check_open()
         self.state = ABORTING
-        self._cut_batches()
-        await self._answers()
+        await self._settled()
         await self._end(ABORT, ABORTED)
+
+    async def _settled(self) -> errors.PulsarException | None:
+        """Cut the batches and wait for the answers the end depends on, one operation timeout
+        at most: a send cut off from its broker is otherwise failed only by its producer's
+        send timeout, and a producer reconnecting keeps it longer. Why the transaction cannot
+        commit, or None."""
+        self._cut_batches()
+        if self._unanswered:
+            self._all_answered = asyncio.get_running_loop().create_future()
+        waits = [*self._sends, *self._partitions.values(), *filter(None, [self._all_answered])]
+        if not waits:
+            return self._refusal()
+        timeout = self._coordinators.operation_timeout
+        done, pending = await asyncio.wait(waits, timeout=timeout)
+        for late in pending:
+            late.add_done_callback(_retrieved)
+        if pending:
+            return errors.Timeout(f"{len(pending)} of its {len(waits)} sends, acknowledgements and registrations "
+                                  f"had no answer within the operation timeout ({timeout:g} s)")
+        causes = ["cancelled" if outcome.cancelled() else outcome.exception() for outcome in done]  # all retrieved
+        failed = next((cause for cause in causes if cause is not None), None)
+        return self._refusal() if failed is None else errors.TransactionConflict(
+            f"a send or ack in it failed ({failed})")
+
+    def _refusal(self) -> errors.PulsarException | None:
+        """A message sent with send_async in it that failed (see `tracked`), or None."""
+        if self._refused is None:
+            return None
+        return errors.TransactionConflict(f"a send in it failed ({self._refused.name})")
+
+    async def _abort_instead(self, problem: errors.PulsarException) -> NoReturn:
+        try:
+            await self._end(ABORT, ABORTED)
+        except errors.PulsarException as exc:
+            raise type(problem)(f"transaction {self.txn_id} not committed: {problem}; aborting it failed too "
+                                f"({exc}), so the coordinator aborts it once its timeout passes") from exc
+        raise type(problem)(f"transaction {self.txn_id} aborted: {problem}")
 
     async def _end(self, action: int, final: str) -> None:
         txn = self.txn_id
         try:
             await self._coordinators.request(txn.most, lambda request_id: wire_txn.end_txn(request_id, txn, action))
+        except (errors.NotConnected, errors.Timeout) as exc:  # the coordinator may have ended it: nobody knows
+            self.state = ERROR
+            raise type(exc)(f"transaction {txn}: {'commit' if action == COMMIT else 'abort'} not confirmed, its "
+                            f"outcome is unknown ({exc})") from exc
         except BaseException:
             self.state = ERROR
             raise

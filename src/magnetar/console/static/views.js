@@ -16,7 +16,7 @@ const RECENT_EXCEPTION_MS = 5 * 60_000;
 function listeners(config) {
   if (config === null) return "(needs a super user's token)";
   const host = config.advertisedAddress || config.bindAddress;
-  const port = (scheme, value) => (value && value !== "None" ? `${scheme}://${host}:${value === "0" ? "(a free port)" : value}` : null);
+  const port = (scheme, value) => (value ? `${scheme}://${host}:${value}` : null);
   return [port("pulsar", config.brokerServicePort), port("pulsar+ssl", config.brokerServicePortTls),
     port("http", config.webServicePort), port("https", config.webServicePortTls),
     config.kafkaListeners ? `Kafka ${config.kafkaListeners}` : null].filter(Boolean).join(", ");

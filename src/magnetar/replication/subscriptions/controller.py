@@ -231,7 +231,7 @@ class SubscriptionsController:
             stored(None, None)
             return
         try:
-            topic.publish_many([entry], [1], -1, stored)
+            topic.publish_marker(entry, stored)
         except (StorageFullError, WriteFailedError, StorageClosedError) as exc:
             stored(None, exc)
 

@@ -106,11 +106,19 @@ class PersistentTopic(AbstractTopic):
         the loop once all are durable (or failed)."""
         self._append(entries, counts, batch_size, callback)
 
+    def publish_marker(self, marker: bytes, callback: GroupPublishCallback) -> None:
+        """Store a marker the broker writes itself (a transaction's commit or abort, a
+        replicated subscription's snapshot request, response, snapshot or update): an entry,
+        but no message published, so it is not counted in msgInCounter, msgRateIn or
+        /metrics' pulsar_in_messages_total, as Pulsar counts only what producers send."""
+        self._append([marker], [1], -1, callback, published=False)
+
     def _append(self, entries: list[bytes], counts: list[int], batch_size: int,
-                callback: GroupPublishCallback) -> list[Position]:
-        """Stamp and append entries; their positions are handed out at once (not yet durable)."""
-        num_messages = sum(counts)
-        self.inbound.add(num_messages, sum(map(len, entries)))
+                callback: GroupPublishCallback, *, published: bool = True) -> list[Position]:
+        """Stamp and append entries; their positions are handed out at once (not yet durable).
+        `published`: messages of producers, counted as the topic's inbound traffic."""
+        if published:
+            self.inbound.add(sum(counts), sum(map(len, entries)))
         entry_metadata = self.context.entry_metadata
         state = self.entry_metadata_state
         if entry_metadata.interceptors:
@@ -180,7 +188,7 @@ class PersistentTopic(AbstractTopic):
             done.set_result(None)
 
         marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn)
-        self._append([marker], [1], -1, stored)
+        self.publish_marker(marker, stored)
         return done
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
