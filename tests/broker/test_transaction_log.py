@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.transactions.coordinator import OPEN, TransactionCoordinator, TxnMeta
+from magnetar.broker.transactions.coordinator import ID_BLOCK, OPEN, TransactionCoordinator, TxnMeta
 from magnetar.broker.transactions.pending_ack import PendingAcks
 from magnetar.storage import Position, SqliteMetadataStore
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -148,10 +148,16 @@ class HeldStore(SqliteMetadataStore):
         super().__init__(path)
         self.released = threading.Event()
         self.released.set()
+        self.failing = False
+        self.writers: list[str] = []
+        """The threads that wrote, in order."""
 
     @contextmanager
     def transaction(self):
+        self.writers.append(threading.current_thread().name)
         self.released.wait(10)
+        if self.failing:
+            raise OSError("disk gone")
         with super().transaction() as writer:
             yield writer
 
@@ -166,11 +172,12 @@ def _stored(path: Path, txn: TxnId) -> dict | None:
     return None if raw is None else json.loads(raw)
 
 
-def _with_held_store(path: Path, body: Callable[[HeldStore, TransactionCoordinator], Awaitable[None]]) -> None:
-    """`body` on a coordinator over a HeldStore at `path`, both closed after."""
+def _with_held_store(path: Path, body: Callable[[HeldStore, TransactionCoordinator], Awaitable[None]],
+                     recorder: Recorder | None = None) -> None:
+    """`body` on a coordinator over a HeldStore at `path` (its participants `recorder`), both closed after."""
     async def run() -> None:
         store = HeldStore(path / "m.db")
-        coordinator = TransactionCoordinator(0, store, Recorder())
+        coordinator = TransactionCoordinator(0, store, recorder or Recorder())
         try:
             await body(store, coordinator)
         finally:
@@ -239,6 +246,46 @@ def test_an_ack_held_in_a_transaction_is_stored_off_the_loop_with_the_coordinato
     _with_held_store(tmp_path, body)
 
 
+def test_a_topic_loading_with_open_transactions_gets_those_the_log_does_not_know_ended(tmp_path: Path) -> None:
+    """What a restart finds open on a partition whose messages were stored while the log
+    recorded the partition: a transaction of an earlier run the log does not know is aborted
+    there, one recorded open without the partition gets it, one decided without it is ended
+    there as decided; one of this run, or of another coordinator, is left alone."""
+    async def run() -> None:
+        recorder = Recorder()
+        coordinator, store = _coordinator(tmp_path / "m.db", recorder)
+        unknown = coordinator.new_txn(60)  # its record never became durable
+        still_open = coordinator.new_txn(60)
+        coordinator.add_partitions(still_open, ["persistent://t/n/a"])
+        decided = coordinator.new_txn(60)
+        coordinator.add_partitions(decided, ["persistent://t/n/a"])
+        recorder.fail = True
+        with pytest.raises(OSError):
+            await coordinator.end_txn(decided, COMMIT)
+        coordinator.stop()
+        store.close()
+
+        revived, store = _coordinator(tmp_path / "m.db", Recorder())
+        ends: list[tuple[TxnId, int]] = []
+        found = [unknown, still_open, decided, TxnId(3, 1)]
+        revived.found_open("persistent://t/n/b", found, lambda txn, action: ends.append((txn, action)))
+        assert ends == []  # a topic that loads before the log is read waits for it
+        revived.recover()
+        assert ends == [(unknown, ABORT), (decided, COMMIT)]
+        saving = revived.open_txn(still_open).saving
+        assert saving is not None
+        await asyncio.wait_for(saving, 10)
+        assert _stored(tmp_path / "m.db", still_open)["partitions"] == ["persistent://t/n/a", "persistent://t/n/b"]
+        this_run = revived.new_txn(60)
+        revived.found_open("persistent://t/n/c", [this_run, still_open], lambda txn, action: ends.append((txn, action)))
+        assert len(ends) == 2
+        assert revived.open_txn(still_open).partitions[-1] == "persistent://t/n/c"
+        revived.stop()
+        store.close()
+
+    asyncio.run(run())
+
+
 def test_a_decision_is_answered_once_durable_with_what_was_written_together_before_the_markers(
         tmp_path: Path) -> None:
     """Kafka's EndTxn: decide() is done when the decision (and the record written together with
@@ -273,3 +320,44 @@ def test_a_decision_is_answered_once_durable_with_what_was_written_together_befo
         store.close()
 
     asyncio.run(run())
+
+
+def test_a_participant_the_log_could_not_record_leaves_the_transaction_abort_only(tmp_path: Path) -> None:
+    async def body(store: HeldStore, coordinator: TransactionCoordinator) -> None:
+        txn = coordinator.new_txn(60)
+        store.failing = True
+        registering = coordinator.register_partitions(txn, ["persistent://t/n/a"])
+        with pytest.raises(OSError):
+            await asyncio.wait_for(registering, 10)
+        store.failing = False
+        assert coordinator.register_partitions(txn, ["persistent://t/n/a"]) is None  # its messages are stored anyway
+        with pytest.raises(BrokerServiceError) as refused:
+            await coordinator.end_txn(txn, COMMIT)
+        assert refused.value.code == pb.TransactionConflict
+        assert coordinator.metadata(txn) is None
+        assert recorder.ends == [("partition", "persistent://t/n/a", str(txn), "ABORT")]
+
+    recorder = Recorder()
+    _with_held_store(tmp_path, body, recorder)
+
+
+def test_new_transactions_reserve_their_ids_ahead_through_the_log(tmp_path: Path) -> None:
+    """NEW_TXN does not write on the event loop once a run's first block is reserved: the next
+    block goes through the log's group commits while half of the current one is left."""
+    async def body(store: HeldStore, coordinator: TransactionCoordinator) -> None:
+        coordinator.new_txn(60)
+        store.writers.clear()
+        ids = []
+        for n in range(3 * ID_BLOCK):
+            ids.append(coordinator.new_txn(60).least)
+            if n % 100 == 0:  # a write asked for after the reservation is durable no sooner than it
+                await asyncio.wait_for(coordinator.log.write("/test/barrier", lambda: None), 10)
+        assert threading.current_thread().name not in store.writers
+        assert ids == sorted(set(ids))
+        assert int(store.get("/transactions/coordinator/0/sequence")) >= ids[-1]
+        revived = TransactionCoordinator(0, store, Recorder())
+        revived.recover()
+        assert revived.new_txn(60).least > ids[-1]
+        revived.stop()
+
+    _with_held_store(tmp_path, body)

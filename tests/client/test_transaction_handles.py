@@ -4,6 +4,7 @@ against a real broker with transactions; outputs read with the official client t
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 
@@ -12,7 +13,8 @@ from standalone import Standalone
 from transactional_brokers import module_broker, read_all_official
 
 import magnetar.client
-from magnetar.client import MessageId, errors
+from magnetar.client import MessageId, aio, errors
+from magnetar.client.enums import Result
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +66,43 @@ def test_reader_last_message_id_names_the_last_message(broker):
         tail = client.create_reader(topic, last, start_message_id_inclusive=True)
         assert tail.read_next(10_000).data() == b"r-2"
         assert not tail.has_message_available()
+
+
+async def _send_one_refused(url: str, topic: str) -> list[Result]:
+    """A message on `topic` and one that fails (the broker refuses it: non-persistent topics
+    take no transactional messages; the client sends it again until its send timeout), both
+    with send_async in one transaction, then a commit once both are answered (the refused
+    message waits in its batch long enough for its partition's registration to be answered
+    first: the commit aborts for the message, not for a registration lost with the
+    connection)."""
+    async with aio.Client(url, enable_transaction=True, operation_timeout_seconds=10) as client:
+        kept = await client.create_producer(topic)
+        refused = await client.create_producer(f"non-persistent://public/default/refused-{uuid.uuid4().hex[:8]}",
+                                               send_timeout_millis=1000, batching_enabled=True,
+                                               batching_max_publish_delay_ms=300)
+        txn = await client.new_transaction(timeout=60)
+        results: list[Result] = []
+        both = asyncio.get_running_loop().create_future()
+
+        def answered(result: Result, _id: object) -> None:
+            results.append(result)
+            if len(results) == 2:
+                both.set_result(None)
+
+        for producer in (kept, refused):
+            producer.send_async(b"m", answered, txn=txn)
+        await asyncio.wait_for(both, 10)  # the registrations answered long before
+        with pytest.raises(errors.TransactionConflict):
+            await txn.commit()
+        assert txn.state == "ABORTED"
+        return results
+
+
+def test_a_commit_after_a_refused_send_async_aborts_instead(broker):
+    topic = _topic()
+    results = asyncio.run(_send_one_refused(broker.url, topic))
+    assert sorted(results) == [Result.Ok, Result.Timeout]  # each callback told
+    assert read_all_official(broker.url, topic) == []
 
 
 @pytest.mark.parametrize("action", ["commit", "abort"])

@@ -195,9 +195,9 @@ class BrokerService:
             await handler.start()
         self._stats_timer = loop.call_later(self.config.statsUpdateFrequencyInSecs, self._sample_rates)
         self.loop_lag.start(loop)
-        loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
-        if self.transactions is not None:
+        if self.transactions is not None:  # first: the topics loading next ask it about their open transactions
             loop.call_soon(self.transactions.recover)
+        loop.call_soon(self._load_stored_topics, iter(self.factory.list_names()))
 
     async def _listen(self, port: int, *, tls: bool) -> int:
         """One listening socket; a TLS one drops a peer whose handshake is not over in time

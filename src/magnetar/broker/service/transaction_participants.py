@@ -2,11 +2,13 @@
 
 Built only when `transactionCoordinatorEnabled`: ending a transaction on a partition
 stores its marker there (PersistentTopic.end_transaction); a partition deleted since
-holds nothing to mark.
+holds nothing to mark. Every topic that loads holding open transactions is shown to the
+coordinator, which may have some of them aborted there (TransactionCoordinator.found_open).
 """
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from magnetar.broker.errors import BrokerServiceError
@@ -18,6 +20,7 @@ from magnetar.wire.txn import COMMIT, TxnId
 if TYPE_CHECKING:
     from magnetar.broker.service.broker_service import BrokerService
 
+log = logging.getLogger(__name__)
 #: The one coordinator this broker runs: partition 0 of the coordinator-assign topic.
 COORDINATOR_ID = 0
 
@@ -45,11 +48,31 @@ class TopicParticipants:
         has nothing left to apply it to."""
         loaded = self._topic(topic)
         held = loaded.subscriptions.get(subscription) if loaded is not None else None
-        if held is not None:
-            held.end_txn_acks(txn, commit=action == COMMIT)
+        stored = None if held is None else held.end_txn_acks(txn, commit=action == COMMIT)
+        if stored is not None:
+            await stored
+
+
+    def loaded(self, topic: PersistentTopic) -> None:
+        """A topic loaded: the transactions it holds open, shown to the coordinator."""
+        buffer = topic.transaction_buffer
+        coordinator = self._service.transactions
+        if buffer is None or not buffer.ongoing or coordinator is None:
+            return
+        coordinator.found_open(str(topic.name), list(buffer.ongoing),
+                               lambda txn, action: _end_on(topic, txn, action))
+
+
+def _end_on(topic: PersistentTopic, txn: TxnId, action: int) -> None:
+    topic.end_transaction(txn, action).add_done_callback(
+        lambda done: None if done.cancelled() or done.exception() is None else
+        log.warning("[%s] transaction %s not ended here (%s): tried again at the next load", topic.name, txn,
+                    done.exception()))
 
 
 def new_coordinator(service: BrokerService) -> TransactionCoordinator:
-    return TransactionCoordinator(COORDINATOR_ID, service.metadata, TopicParticipants(service),
+    participants = TopicParticipants(service)
+    service.topic_watchers.append(participants.loaded)
+    return TransactionCoordinator(COORDINATOR_ID, service.metadata, participants,
                                   service.config.maxActiveTransactionsPerCoordinator)
 

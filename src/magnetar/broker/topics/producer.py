@@ -14,7 +14,6 @@ import functools
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -56,6 +55,9 @@ class _PendingGroup:
     answer: bytes | None = None
     received_at: float = 0.0
     """When the read holding the SENDs arrived (0 for an answer given at once)."""
+    recorded: asyncio.Future[None] | None = None
+    """A transaction's messages: the coordinator's record naming this partition, written
+    while they are (the answer waits for both; a record that failed makes them SEND_ERRORs)."""
 
 
 class Producer:
@@ -81,10 +83,7 @@ class Producer:
         self._publish_latency = topic.context.publish_latency
         self._staged_txn: TxnId | None = None
         """The transaction the staged SENDs belong to (they all belong to one, or to none)."""
-        self._gates: set[asyncio.Future[None]] = set()
-        """Transaction-log writes the next publish waits for (see `wait_for`)."""
-        self._gated: deque[Callable[[], None]] = deque()
-        self._refused_txns: dict[TxnId, str] = {}
+        self._staged_recorded: asyncio.Future[None] | None = None
 
     def stage(self, send: Send) -> bool:
         """Hold a checked SEND until the connection's read is done (publish_staged); True
@@ -94,49 +93,30 @@ class Producer:
         self._staged.append(send)
         return len(self._staged) == 1
 
-    def stage_transactional(self, send: Send, txn: TxnId) -> bool:
+    def stage_transactional(self, send: Send, txn: TxnId, recorded: asyncio.Future[None] | None) -> bool:
         """As `stage`, for a message of the open transaction `txn`: those of one transaction
-        read together are stored as one group, as plain ones are."""
+        read together are stored as one group, as plain ones are. `recorded`: the
+        coordinator's record naming this partition, not yet durable (None: it is); the
+        messages are stored meanwhile, and answered once both are durable (a message whose
+        transaction the log never named is aborted after a crash: see the coordinator's
+        `found_open`)."""
         if self._staged and self._staged_txn != txn:
             self.publish_staged()
         self._staged.append(send)
         self._staged_txn = txn
+        if recorded is not None:  # a later record is durable no sooner than an earlier one
+            self._staged_recorded = recorded
         return len(self._staged) == 1
 
     def publish_staged(self) -> None:
         if self._staged:
             sends, self._staged = self._staged, []
             txn, self._staged_txn = self._staged_txn, None
-            if self._gates:
-                self._gated.append(functools.partial(self._publish_run, sends, txn))
+            if txn is None:
+                self.publish_many(sends)
             else:
-                self._publish_run(sends, txn)
-
-    def _publish_run(self, sends: list[Send], txn: TxnId | None) -> None:
-        if txn is None:
-            self.publish_many(sends)
-        else:
-            self._publish_transactional(sends, txn)
-
-    def wait_for(self, registered: asyncio.Future[None], txn: TxnId) -> None:
-        """Store nothing more, and answer nothing more, until the coordinator's record naming
-        this partition in `txn` is durable: a message of a transaction the log does not
-        name could never be ended after a crash. What comes meanwhile keeps its order; if
-        the record cannot be written, the transaction's messages are refused."""
-        if registered in self._gates:
-            return
-        self._gates.add(registered)
-        registered.add_done_callback(lambda done: self._gate_opened(done, txn))
-
-    def _gate_opened(self, done: asyncio.Future[None], txn: TxnId) -> None:
-        self._gates.discard(done)
-        if done.cancelled() or done.exception() is not None:
-            self._refused_txns[txn] = f"the transaction log could not record {self.topic.name}: " \
-                f"{'cancelled' if done.cancelled() else done.exception()}"
-        while self._gated and not self._gates:
-            self._gated.popleft()()
-        if not self._gated:
-            self._refused_txns.clear()
+                recorded, self._staged_recorded = self._staged_recorded, None
+                self._publish_transactional(sends, txn, recorded)
 
     def publish_many(self, sends: list[Send]) -> None:
         """Store SENDs read together: runs of new messages go to the topic as one group;
@@ -144,8 +124,7 @@ class Producer:
         answers keep the order the producer sent in."""
         topic = self.topic
         if topic.terminated:
-            for send in sends:
-                self.refuse(send.sequence_id, pb.TopicTerminatedError, f"Topic {topic.name} was already terminated")
+            self._refuse_terminated(sends)
             return
         dedup = topic.deduplication
         if dedup is None:
@@ -178,22 +157,25 @@ class Producer:
             return replicated_identity(send.entry, self.name, self.cnx.repl_dedup_by_position)
         return self.name, send.sequence_id, send.highest_sequence_id
 
-    def _publish_transactional(self, sends: list[Send], txn: TxnId) -> None:
+    def _publish_transactional(self, sends: list[Send], txn: TxnId, recorded: asyncio.Future[None] | None) -> None:
         """Messages of an open transaction, as one group (never deduplicated: a transaction
         that fails is aborted and produced again)."""
-        refusal = (pb.TopicTerminatedError, f"Topic {self.topic.name} was already terminated") \
-            if self.topic.terminated else None
-        if txn in self._refused_txns:
-            refusal = (pb.PersistenceError, self._refused_txns[txn])
-        if refusal is not None:
-            for send in sends:
-                self.refuse(send.sequence_id, *refusal)
+        if self.topic.terminated:
+            self._refuse_terminated(sends)
             return
-        self._publish_group(sends, None, txn)
+        self._publish_group(sends, None, txn, recorded)
 
-    def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None, txn: TxnId | None = None) -> None:
+    def _refuse_terminated(self, sends: list[Send]) -> None:
+        for send in sends:
+            self.refuse(send.sequence_id, pb.TopicTerminatedError, f"Topic {self.topic.name} was already terminated")
+
+    def _publish_group(self, sends: list[Send], dedup: MessageDeduplication | None, txn: TxnId | None = None,
+                       recorded: asyncio.Future[None] | None = None) -> None:
         group = _PendingGroup(sends, None, self.cnx.read_at)
         self._pending.append(group)
+        if recorded is not None:
+            group.recorded = recorded
+            recorded.add_done_callback(self._record_durable)
         entries = [send.entry for send in sends]
         counts = [send.num_messages for send in sends]
         self.inbound.add(sum(counts), sum(map(len, entries)))
@@ -212,12 +194,12 @@ class Producer:
     @property
     def awaiting_receipts(self) -> bool:
         """SENDs handed to the topic whose answer has not gone out yet."""
-        return bool(self._pending) or bool(self._gated)
+        return bool(self._pending)
+
+    def _record_durable(self, _recorded: asyncio.Future[None]) -> None:
+        self._flush()
 
     def _answer(self, answer: bytes) -> None:
-        if self._gates:  # behind what waits for the transaction log
-            self._gated.append(functools.partial(self._answer, answer))
-            return
         self._pending.append(_PendingGroup([], answer))
         self._flush()
 
@@ -262,11 +244,27 @@ class Producer:
     def _flush(self) -> None:
         pending = self._pending
         while pending and pending[0].answer is not None:
-            group = pending.popleft()
+            group = pending[0]
+            if group.recorded is not None:
+                if not group.recorded.done():
+                    return
+                self._unless_recorded(group)
+            pending.popleft()
             if not self.closed:
                 self.cnx.send(group.answer)  # type: ignore[arg-type]
                 if group.received_at:
                     self._publish_latency.observe((time.monotonic() - group.received_at) * 1000, len(group.sends))
+
+    def _unless_recorded(self, group: _PendingGroup) -> None:
+        """Stored messages of a transaction the log could not name are answered with an
+        error (the coordinator lets that transaction abort only, so they are never seen)."""
+        recorded = group.recorded
+        failure = "cancelled" if recorded.cancelled() else recorded.exception()  # type: ignore[union-attr]
+        if failure is not None and group.answer:
+            group.answer = b"".join(
+                commands.send_error(self.producer_id, send.sequence_id, pb.PersistenceError,
+                                    f"the transaction log could not record {self.topic.name}: {failure}")
+                for send in group.sends)
 
     def stats(self) -> dict[str, object]:
         return {

@@ -8,6 +8,15 @@ every participant has ended it.
 A restart reads the records back: an open transaction's deadline is armed again (it is
 aborted when it passes, as Pulsar's timeout tracker does), and a decided one is ended
 again on every participant (ending twice writes a second marker, which changes nothing).
+
+A partition's record is written while the transaction's first messages there are stored
+(the SEND is answered once both are durable), so a crash can leave messages of a
+transaction on a partition its record does not name. Each topic that loads tells the
+coordinator which transactions it holds open (`found_open`): one of an earlier run that
+the log does not know at all (its id was reserved before this run, and it ended or was
+never recorded) is aborted there; one recorded as still open gets the partition added (its
+client may still commit it, and sends the unanswered messages again); one decided without
+the partition (which the log's order rules out) is ended there as decided.
 """
 
 from __future__ import annotations
@@ -16,7 +25,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -95,6 +104,9 @@ class TxnMeta:
     """time.monotonic() when it was opened (None: opened before a restart)."""
     opened_at: float = 0.0
     """Wall-clock seconds when it was opened (0: a record written before magnetar kept it)."""
+    unrecorded: str | None = None
+    """Why the log could not name one of its participants (whose messages may be stored):
+    it can only abort."""
 
     def encode(self) -> bytes:
         return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
@@ -111,6 +123,10 @@ class TxnMeta:
 
 def _not_found(txn: TxnId) -> BrokerServiceError:
     return BrokerServiceError(pb.TransactionNotFound, f"transaction {txn} not found (ended, timed out or never opened)")
+
+
+class _AbortedInstead(BrokerServiceError):
+    """A commit of a transaction that can only abort (TxnMeta.unrecorded): it is aborted."""
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:
@@ -139,6 +155,14 @@ class TransactionCoordinator:
         """Wall-clock seconds when recovery started and ended (0: not yet)."""
         self._next_least = 1
         self._reserved_until = 1
+        self._reserving: int | None = None
+        """The end of the next block, on its way to the disk through the log."""
+        self._reserved_ahead = 0
+        """The end of the next block, durable (0: none yet)."""
+        self._earlier_runs_upto = int(store.get(f"{self._prefix}sequence") or 0)
+        """The last id earlier runs may have handed out (this run's come from blocks after it)."""
+        self._found_early: list[tuple[str, list[TxnId], Callable[[TxnId, int], None]]] = []
+        """Topics that loaded before `recover` ran, and what they found open."""
 
     @property
     def active_count(self) -> int:
@@ -184,13 +208,32 @@ class TransactionCoordinator:
 
     def _next_id(self) -> TxnId:
         """Ids come from blocks reserved in the store, a write per ID_BLOCK transactions: no
-        id is handed out twice, even after a crash (the rest of a block is skipped)."""
+        id is handed out twice, even after a crash (the rest of a block is skipped). The next
+        block is reserved through the log while half of the current one is left, so NEW_TXN
+        does not wait for the disk (but for the first block of a run, or when transactions
+        open faster than the log commits)."""
         if self._next_least >= self._reserved_until:
-            self._reserved_until = bump_counter(self._store, f"{self._prefix}sequence", ID_BLOCK)
-            self._next_least = max(self._next_least, self._reserved_until - ID_BLOCK + 1)
+            if self._reserved_ahead > self._reserved_until:
+                self._reserved_until = self._reserved_ahead
+            else:
+                self._reserved_until = bump_counter(self._store, f"{self._prefix}sequence", ID_BLOCK)
+                self._next_least = max(self._next_least, self._reserved_until - ID_BLOCK + 1)
+        elif self._reserving is None and self._reserved_until - self._next_least <= ID_BLOCK // 2 \
+                and self._reserved_ahead <= self._reserved_until:
+            self._reserve_ahead(self._reserved_until + ID_BLOCK)
         txn = TxnId(self.coordinator_id, self._next_least)
         self._next_least += 1
         return txn
+
+    def _reserve_ahead(self, until: int) -> None:
+        self._reserving = until
+        self.log.write(f"{self._prefix}sequence", lambda: str(until).encode()).add_done_callback(
+            lambda done: self._reserved(done, until))
+
+    def _reserved(self, done: asyncio.Future[None], until: int) -> None:
+        self._reserving = None
+        if not done.cancelled() and done.exception() is None:
+            self._reserved_ahead = max(self._reserved_ahead, until)
 
     def recover(self) -> None:
         """Read every unfinished transaction back, on the running loop: open ones get their
@@ -211,6 +254,33 @@ class TransactionCoordinator:
         if self._txns:
             log.info("transaction coordinator %d recovered %d unfinished transactions", self.coordinator_id,
                      len(self._txns))
+        found, self._found_early = self._found_early, []
+        for partition, txns, end in found:
+            self.found_open(partition, txns, end)
+
+    def found_open(self, partition: str, txns: Iterable[TxnId], end: Callable[[TxnId, int], None]) -> None:
+        """`txns` have messages and no marker on `partition`, which just loaded: `end` is
+        called with each that must be ended there at once, and how (see the module's docstring)."""
+        if not self.recovered[1]:
+            self._found_early.append((partition, list(txns), end))
+            return
+        for txn in txns:
+            if txn.most != self.coordinator_id:
+                continue
+            meta = self._txns.get(txn)
+            if meta is None:
+                if txn.least <= self._earlier_runs_upto:
+                    log.info("transaction %s on %s: not in the log (a crash before it named the partition): "
+                             "aborted there", txn, partition)
+                    end(txn, ABORT)
+            elif partition not in meta.partitions:
+                if meta.status != OPEN:
+                    end(txn, COMMIT if meta.status == COMMITTING else ABORT)
+                    continue
+                try:
+                    self._register(meta, self._add(meta, meta.partitions, [partition], "partitions"))
+                except BrokerServiceError as exc:  # too many partitions: it can only abort
+                    meta.unrecorded = exc.message
 
     # -- commands
     def new_txn(self, timeout_seconds: int, owner: str | None = None) -> TxnId:
@@ -268,29 +338,30 @@ class TransactionCoordinator:
         """Record the partitions in the log's next group commit: the future is done once
         the record naming them is durable (None: it is already)."""
         meta = self.open_txn(txn, caller)
-        return self._register(meta, meta.partitions, self._add(meta, meta.partitions, partitions, "partitions"))
+        return self._register(meta, self._add(meta, meta.partitions, partitions, "partitions"))
 
     def register_subscriptions(self, txn: TxnId, subscriptions: list[tuple[str, str]],
                                caller: Caller = ANYONE) -> asyncio.Future[None] | None:
         """As register_partitions, for subscriptions."""
         meta = self.open_txn(txn, caller)
-        return self._register(meta, meta.subscriptions,
-                              self._add(meta, meta.subscriptions, subscriptions, "subscriptions"))
+        return self._register(meta, self._add(meta, meta.subscriptions, subscriptions, "subscriptions"))
 
-    def _register(self, meta: TxnMeta, known: list, added: list) -> asyncio.Future[None] | None:
+    def _register(self, meta: TxnMeta, added: list) -> asyncio.Future[None] | None:
         if added:
             saving = meta.saving = self._save_later(meta)
-            saving.add_done_callback(lambda done: self._unless_saved(done, known, added))
+            saving.add_done_callback(lambda done: self._unless_saved(meta, done))
         elif not self._unsaved(meta):
             meta.saving = None
         return meta.saving
 
     @staticmethod
-    def _unless_saved(done: asyncio.Future[None], known: list, added: list) -> None:
-        """A record that could not be written names none of `added`: the next one to name
-        them writes it again."""
+    def _unless_saved(meta: TxnMeta, done: asyncio.Future[None]) -> None:
+        """A record that could not be written: the participants it named stay known (their
+        messages may be stored, and an abort must reach them), and the transaction can only
+        abort (its client saw the SENDs or ACKs fail)."""
         if done.cancelled() or done.exception() is not None:
-            known[:] = [name for name in known if name not in added]
+            meta.unrecorded = f"the transaction log could not record its participants: " \
+                f"{'cancelled' if done.cancelled() else done.exception()}"
 
     @staticmethod
     def _add(meta: TxnMeta, known: list, names: list, what: str) -> list:
@@ -303,8 +374,13 @@ class TransactionCoordinator:
 
     async def end_txn(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> None:
         """Commit or abort: the decision is stored before any participant hears it, and the
-        answer waits until every participant has ended the transaction."""
-        self._begin_ending(txn, action, caller)
+        answer waits until every participant has ended the transaction (a commit that aborts
+        instead fails once the abort is done)."""
+        try:
+            self._begin_ending(txn, action, caller)
+        except _AbortedInstead:
+            await asyncio.shield(self._endings[txn])
+            raise
         await asyncio.shield(self._endings[txn])
 
     def decide(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> asyncio.Future[None]:
@@ -319,6 +395,9 @@ class TransactionCoordinator:
         if action not in (COMMIT, ABORT):
             raise BrokerServiceError(pb.NotAllowedError, f"unknown transaction action {action}")
         meta = self._owned(txn, caller)
+        if action == COMMIT and meta.status == OPEN and meta.unrecorded is not None:
+            self._begin_ending(txn, ABORT, caller)
+            raise _AbortedInstead(pb.TransactionConflict, f"transaction {txn} was aborted: {meta.unrecorded}")
         wanted = COMMITTING if action == COMMIT else ABORTING
         if meta.status == OPEN:
             self._disarm(txn)
@@ -361,7 +440,7 @@ class TransactionCoordinator:
             self.log.forget_later(self._key(meta.txn))  # deleted with the next record written
         self._txns.pop(meta.txn, None)
         self.stats.ended(action, meta.opened)
-        log.info("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
+        log.debug("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
 
     # -- timeouts
     def _arm(self, meta: TxnMeta) -> None:

@@ -125,8 +125,10 @@ _COMMANDS = {
 def handle_send(cnx: CommandHost, producer: Producer, send: pb.CommandSend, record: Send) -> bool:
     """A SEND naming a transaction: staged to be stored with the rest of the read (True when
     the producer had nothing staged: the connection comes back to it), dispatched once the
-    transaction commits; stored once the transaction log names the partition (the client's
-    ADD_PARTITION_TO_TXN, or this SEND, registers it). The message's own metadata must name
+    transaction commits. Stored while the transaction log records the partition (the
+    client's ADD_PARTITION_TO_TXN, or this SEND, registers it) and answered once both are
+    durable: a crash between the two leaves messages of a transaction the log does not name
+    here, which the coordinator aborts when the topic loads. The message's own metadata must name
     the same transaction, since dispatch decides by it (a message claiming another
     transaction's id could otherwise escape its abort)."""
     try:
@@ -146,10 +148,7 @@ def handle_send(cnx: CommandHost, producer: Producer, send: pb.CommandSend, reco
         log.info("%s transactional send refused: %s", cnx, exc.message)
         producer.refuse(send.sequence_id, exc.code, exc.message)
         return False
-    if registering is not None:  # the first SEND of the transaction here (or one close behind it)
-        producer.publish_staged()  # what was staged before it does not wait
-        producer.wait_for(registering, txn)
-    return producer.stage_transactional(record, txn)
+    return producer.stage_transactional(record, txn, registering)
 
 
 def handle_ack(cnx: CommandHost, consumer: Consumer, ack: pb.CommandAck) -> None:

@@ -47,18 +47,6 @@ log = logging.getLogger(__name__)
 SendCallback = Callable[[Result, MessageId | None], None]
 
 
-def _complete(callback: SendCallback | None, sent: asyncio.Future[MessageId]) -> None:
-    """The callback of a transactional send_async, from the future its transaction waits on."""
-    if sent.cancelled():
-        fail(callback, errors.AlreadyClosed("the send was cancelled"))
-    elif isinstance(exc := sent.exception(), errors.PulsarException):
-        fail(callback, exc)
-    elif exc is not None:
-        fail(callback, errors.UnknownError(str(exc)))
-    else:
-        complete(callback, sent.result())
-
-
 def _millis(value: int | timedelta | None) -> int | None:
     if value is None:
         return None
@@ -217,9 +205,7 @@ class Producer(Handler):
             except errors.PulsarException as exc:
                 fail(callback, exc)
                 return
-            completion = self._loop.create_future()
-            completion.add_done_callback(lambda done: _complete(callback, done))
-            txn.track(completion)
+            completion = txn.tracked(callback)
         message = self._message(content, completion, properties, partition_key, ordering_key, sequence_id,
                                 replication_clusters, disable_replication, event_timestamp, deliver_at,
                                 deliver_after, partition_key_b64_encoded, null_partition_key)

@@ -16,12 +16,17 @@ import itertools
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from magnetar.client import errors
+from magnetar.client.enums import Result
 from magnetar.wire import txn as wire_txn
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
 
 if TYPE_CHECKING:
     from magnetar.client.aio.connection import Connection
     from magnetar.client.aio.context import ClientContext
+    from magnetar.client.message_id import MessageId
+
+SendCallback = Any
+"""callable(result, message_id), or None"""
 
 OPEN, COMMITTING, ABORTING, COMMITTED, ABORTED, ERROR = "OPEN", "COMMITTING", "ABORTING", "COMMITTED", "ABORTED", \
     "ERROR"
@@ -107,6 +112,10 @@ class Transaction:
         self._partitions: dict[tuple[str, ...], asyncio.Future[Any]] = {}
         """Registrations with the coordinator: partitions produced to, subscriptions acknowledged on."""
         self._sends: list[asyncio.Future[Any]] = []
+        self._unanswered = 0
+        """Messages sent with send_async in it whose answer has not come (see `tracked`)."""
+        self._refused: Result | None = None
+        self._all_answered: asyncio.Future[None] | None = None
         self._producers: list[Producer] = []
         """The producers that sent in the transaction: their batches are cut before it ends."""
 
@@ -157,6 +166,22 @@ class Transaction:
         """A message sent or acknowledged in the transaction: the commit waits for its answer."""
         self._sends.append(sent)
 
+    def tracked(self, callback: SendCallback) -> SendCallback:
+        """The completion of a message sent with send_async in the transaction: counted until
+        its answer, so that the commit waits for it without a future per message."""
+        self._unanswered += 1
+
+        def answered(result: Result, message_id: MessageId | None) -> None:
+            self._unanswered -= 1
+            if result != Result.Ok and self._refused is None:
+                self._refused = result
+            if not self._unanswered and self._all_answered is not None and not self._all_answered.done():
+                self._all_answered.set_result(None)
+            if callback is not None:
+                callback(result, message_id)
+
+        return answered
+
     def _cut_batches(self) -> None:
         for producer in self._producers:
             producer.flush_batch()
@@ -184,9 +209,11 @@ class Transaction:
         send timeout, and a producer reconnecting keeps it longer. Why the transaction cannot
         commit, or None."""
         self._cut_batches()
-        waits = [*self._sends, *self._partitions.values()]
+        if self._unanswered:
+            self._all_answered = asyncio.get_running_loop().create_future()
+        waits = [*self._sends, *self._partitions.values(), *filter(None, [self._all_answered])]
         if not waits:
-            return None
+            return self._refusal()
         timeout = self._coordinators.operation_timeout
         done, pending = await asyncio.wait(waits, timeout=timeout)
         for late in pending:
@@ -196,7 +223,14 @@ class Transaction:
                                   f"had no answer within the operation timeout ({timeout:g} s)")
         causes = ["cancelled" if outcome.cancelled() else outcome.exception() for outcome in done]  # all retrieved
         failed = next((cause for cause in causes if cause is not None), None)
-        return None if failed is None else errors.TransactionConflict(f"a send or ack in it failed ({failed})")
+        return self._refusal() if failed is None else errors.TransactionConflict(
+            f"a send or ack in it failed ({failed})")
+
+    def _refusal(self) -> errors.PulsarException | None:
+        """A message sent with send_async in it that failed (see `tracked`), or None."""
+        if self._refused is None:
+            return None
+        return errors.TransactionConflict(f"a send in it failed ({self._refused.name})")
 
     async def _abort_instead(self, problem: errors.PulsarException) -> NoReturn:
         try:

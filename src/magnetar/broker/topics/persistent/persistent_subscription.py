@@ -255,12 +255,14 @@ class PersistentSubscription(AbstractSubscription):
             raise BrokerServiceError(pb.TransactionConflict, f"messages of {position} are acknowledged already")
         return None if len(acked) == size else acked
 
-    def end_txn_acks(self, txn: TxnId, commit: bool) -> None:
-        """The transaction ended: what it held is acknowledged (stored before its record
-        goes), or given back to be delivered again."""
+    def end_txn_acks(self, txn: TxnId, commit: bool) -> asyncio.Future[None] | None:
+        """The transaction ended: what it held is acknowledged, or given back to be delivered
+        again. A commit's acknowledgements are stored off the event loop (the cursor's write
+        is a SQLite commit) and the transaction's record here goes once they are durable:
+        the future is done then (None: nothing to store)."""
         pending = self.pending_acks
         if pending is None:
-            return
+            return None
         held = pending.release(txn)
         if commit:
             pending.committed_count += 1
@@ -271,15 +273,18 @@ class PersistentSubscription(AbstractSubscription):
             done = [position for position, indexes in held.items()
                     if indexes is None or self._ack_indexes(position, indexes)]
             self.cursor.delete(done)
-            self.cursor.flush()
             self._forget(done)
-        elif held and self.dispatcher is not None:
+            stored = asyncio.get_running_loop().run_in_executor(None, self.cursor.flush)
+            stored.add_done_callback(lambda flushed: flushed.cancelled() or flushed.exception() or pending.forget(txn))
+            return stored
+        if held and self.dispatcher is not None:
             dispatcher = self.dispatcher
             with_consumers = [(dispatcher.outstanding[p], p) for p in positions if p in dispatcher.outstanding]
             dispatcher.requeue(positions)
             for consumer, position in with_consumers:  # a batch its consumer holds the rest of: sent again
                 self.redeliver(consumer, [position])
         pending.forget(txn)
+        return None
 
     def _ack_indexes(self, position: Position, indexes: frozenset[int]) -> bool:
         """Acknowledge some messages of a batch in the cursor; True when none is left (the
