@@ -290,12 +290,19 @@ def test_pattern_auto_discovery_finds_new_non_persistent_topics(broker, client, 
     stored = client.create_producer("persistent://public/default/disc-p")
     stored.send(b"stored")
     second = client.create_producer(f"{NP}disc-b")
-    assert wait_for(lambda: "disc" in stats(broker, "disc-b")["subscriptions"]), "disc-b was not discovered"
+    # a non-persistent message reaches only a consumer that has asked for it (its FLOW came)
+    assert wait_for(lambda: all(_has_permits(stats(broker, name), "disc") for name in ("disc-a", "disc-b"))), \
+        "disc-b was not discovered"
     second.send(b"b")
     first.send(b"a")
     assert sorted(m.data() for m in receive(consumer, 2)) == [b"a", b"b"]
     status, persistent_stats = http(broker, "GET", "/admin/v2/persistent/public/default/disc-p/stats")
     assert status == 200 and "disc" not in persistent_stats["subscriptions"]
+
+
+def _has_permits(topic_stats: dict, subscription: str) -> bool:
+    consumers = topic_stats["subscriptions"].get(subscription, {}).get("consumers", [])
+    return bool(consumers) and consumers[0]["availablePermits"] > 0
 
 
 def get_topics(raw: RawClient, request_id: int, mode: int, **fields) -> pb.CommandGetTopicsOfNamespaceResponse:
