@@ -39,6 +39,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.service.protocol_handlers import HandlerBroker
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
 from magnetar.kafka.errors import TxnRefused
+from magnetar.kafka.producer_snapshots import producer_name
 from magnetar.kafka.topics import KafkaTopics
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
@@ -130,6 +131,8 @@ class KafkaTransactions:
         self._allocate = allocate_producer_id
         self.ids: dict[tuple[str, str], KafkaTxn] = {}
         self._next_expiry = 0
+        self._loaded: set[TxnId] = set()
+        """Transactions open before the restart: their partitions' markers need their producer told again."""
         self.ready = False
         """Set once `recover` ran: until then the coordinator may not know its transactions yet."""
         for key in broker.state_keys(_PREFIX):
@@ -143,6 +146,8 @@ class KafkaTransactions:
                 log.warning("unreadable Kafka transaction record %s (%s): dropped", key, exc)
                 continue
             self.ids[(state.namespace, state.transactional_id)] = state
+            if state.txn is not None:
+                self._loaded.add(state.txn)
 
     # -- records
     @staticmethod
@@ -380,6 +385,8 @@ class KafkaTransactions:
             return
         txn, commit = state.txn, state.status == PREPARE_COMMIT
         action = COMMIT if commit else ABORT
+        if txn in self._loaded:
+            self._vouch(state, txn)
         try:
             with self._coordinator.log.together():
                 saved = self._save_later(state)
@@ -403,6 +410,18 @@ class KafkaTransactions:
         # Not waited for: until it is durable a restart finds the decision and ends the
         # transaction again, which changes nothing; the next write of the record includes it.
         self._save_unwaited(state)
+
+    def _vouch(self, state: KafkaTxn, txn: TxnId) -> None:
+        """Tell the partitions whose transaction `txn` is, which their restart could not tell
+        (the producer's aborted-transaction entries in Fetch need it)."""
+        self._loaded.discard(txn)
+        topics = KafkaTopics(self._broker, state.namespace)
+        for topic, partition in state.partitions:
+            try:
+                topics.log(topic, partition).vouch(txn, producer_name(state.producer_id, state.epoch))
+            except Exception as exc:  # a partition deleted since has nothing to mark
+                log.info("Kafka transaction %r: %s-%d not told its producer: %s", state.transactional_id, topic,
+                         partition, exc)
 
     def _apply_offsets(self, state: KafkaTxn) -> None:
         topics = KafkaTopics(self._broker, state.namespace)

@@ -143,17 +143,21 @@ class PersistentTopic(AbstractTopic):
 
     # -- transactions
     def publish_transactional(self, entries: list[bytes], counts: list[int], batch_size: int, txn: TxnId,
-                              callback: GroupPublishCallback) -> None:
+                              callback: GroupPublishCallback, producer: str = "") -> None:
         """Store messages of an open transaction: nothing from the first of them on is
-        dispatched until it ends (the transaction buffer's max read position)."""
+        dispatched until it ends (the transaction buffer's max read position). `producer`:
+        whose transaction it is, as a protocol handler vouches (its markers name it)."""
         buffer = self.transaction_buffer
         if buffer is None:
             from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
 
             self.ledger.set_property(TRANSACTIONS_PROPERTY, "1")  # before the entry: a restart rebuilds the buffer
             buffer = self._use_transaction_buffer(TransactionBuffer(self.ledger, *self._buffer_snapshots()))
+        before = self.entry_metadata_state.index
         positions = self._append(entries, counts, batch_size, callback)
-        buffer.appended(txn, positions[0])
+        if txn not in buffer.ongoing:  # its first message here: where an abort's range starts, and whose it is
+            first = before + 1 if self.entry_metadata_state.index > before else -1
+            buffer.appended(txn, positions[0], first, producer)
 
     def _buffer_snapshots(self) -> tuple[MetadataStore, int, int]:
         """Where the transaction buffer's snapshots go, and how often (broker.conf's keys)."""
@@ -184,11 +188,16 @@ class PersistentTopic(AbstractTopic):
             if exc is not None:
                 done.set_exception(exc)
                 return
-            buffer.ended(txn, action, positions[0] if positions else None)
+            buffer.ended(txn, action, positions[0] if positions else None, index[0])
             done.set_result(None)
 
-        marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn)
+        marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn,
+                              buffer.producer_of(txn))
+        state = self.entry_metadata_state
+        index = [-1]  # the marker's, once stamped (the write may end before this returns)
+        before = state.index
         self.publish_marker(marker, stored)
+        index[0] = state.index if state.index > before else -1
         return done
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
