@@ -37,6 +37,7 @@ from kio.schema.list_transactions.v1 import request as list_transactions
 from racing_clients import JS
 
 from magnetar.kafka.group_apis import NO_TRANSACTIONS
+from magnetar.kafka.transactions import EXPIRATION_MS, EXPIRY_CHUNK
 from magnetar.kafka.txn_apis import LIST_CHUNK
 
 TRANSACTION, GROUP = 1, 0
@@ -196,5 +197,46 @@ def test_init_producer_ids_at_once_each_get_an_epoch_of_their_own(tmp_path) -> N
         assert {answer.error_code for answer in answers} == {ErrorCode.none}
         assert {answer.producer_id for answer in answers} == {first.producer_id}
         assert sorted(answer.producer_epoch for answer in answers) == list(range(1, 6))
+
+    run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
+
+
+def test_the_expiry_pass_hands_the_loop_back_between_chunks_and_forgets_only_unused_ids(tmp_path) -> None:
+    """Issue 47: ids unused for transactional.id.expiration.ms go, looked at EXPIRY_CHUNK a turn
+    of the event loop (the broker keeps up to 100,000), other clients served in between; an id
+    used again while the pass runs stays."""
+    async def test(kafka) -> None:
+        transactions = kafka.apis.transactional().transactions
+        await transactions.recover()
+
+        async def init(transactional_id: str) -> None:
+            answer = await kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
+                transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60),
+                producer_id=-1, producer_epoch=-1))
+            assert answer.error_code == ErrorCode.none
+
+        count = 2 * EXPIRY_CHUNK + 7
+        await asyncio.gather(*(init(f"id-{i}") for i in range(count)))
+        old = {i for i in range(count) if i % 3}
+        for i in old:  # unused since longer ago than the expiration: as if time had passed
+            transactions.ids[("public/default", f"id-{i}")].used -= EXPIRATION_MS + 1000
+        turns = 0
+
+        async def other_client() -> None:
+            nonlocal turns
+            while True:
+                await asyncio.sleep(0)
+                turns += 1
+
+        transactions._next_expiry = 0  # due now (a pass starts at most once a minute)
+        transactions._expire()
+        again = count - 1  # among the old, looked at last: used again once the pass is under way
+        assert again in old
+        ticking = asyncio.gather(other_client(), init(f"id-{again}"))
+        await transactions.expiring
+        ticking.cancel()
+        assert sorted(transactional_id for _, transactional_id in transactions.ids) == sorted(
+            f"id-{i}" for i in range(count) if i not in old or i == again)
+        assert turns >= count // EXPIRY_CHUNK
 
     run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
