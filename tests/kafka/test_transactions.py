@@ -34,8 +34,10 @@ from kio.schema.find_coordinator.v3 import request as find_coordinator_v3
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
 from kio.schema.init_producer_id.v4 import request as init_producer_id
 from kio.schema.list_transactions.v1 import request as list_transactions
+from polling import wait_for_async
 from racing_clients import JS
 
+from magnetar.broker.transactions.log import shared_log
 from magnetar.kafka.group_apis import NO_TRANSACTIONS
 from magnetar.kafka.transactions import EXPIRATION_MS, EXPIRY_CHUNK
 from magnetar.kafka.txn_apis import LIST_CHUNK
@@ -112,6 +114,18 @@ def test_kafkajs_finds_no_coordinator(broker) -> None:
                                       "message": "Failed to find group coordinator"}
 
 
+class _Turns:
+    """Another client on the event loop: it counts the turns it gets."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(0)
+            self.count += 1
+
+
 def test_list_transactions_hands_the_loop_back_between_chunks_and_lists_every_id(tmp_path) -> None:
     """Issue 47 item 4: a broker keeps up to 100,000 transactional ids; ListTransactions looks
     at LIST_CHUNK of them a turn of the event loop, other clients served in between."""
@@ -122,25 +136,32 @@ def test_list_transactions_hands_the_loop_back_between_chunks_and_lists_every_id
             transactional_id=f"id-{i}", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
             producer_epoch=-1)) for i in range(count)))
         assert {answer.error_code for answer in answers} == {ErrorCode.none}
-        turns = 0
-
-        async def other_client() -> None:
-            nonlocal turns
-            while True:
-                await asyncio.sleep(0)
-                turns += 1
-
-        ticking = asyncio.ensure_future(other_client())
+        other_client = _Turns()
+        ticking = asyncio.ensure_future(other_client.run())
         await asyncio.sleep(0)
-        turns = 0
+        other_client.count = 0
         listed = await kafka.call(66, 1, list_transactions.ListTransactionsRequest(
             state_filters=("Empty",), producer_id_filters=(), duration_filter=-1))
         ticking.cancel()
         assert sorted(state.transactional_id for state in listed.transaction_states) == sorted(
             f"id-{i}" for i in range(count))
-        assert turns >= count // LIST_CHUNK
+        assert other_client.count >= count // LIST_CHUNK
 
     run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
+
+
+async def _transactional_id_on_topic_t(kafka) -> tuple[tuple[int, int], add_partitions.AddPartitionsToTxnRequest]:
+    """Topic t (one partition) and id tx's producer (id, epoch), with the AddPartitionsToTxn of t-0."""
+    await kafka.apis.transactional().transactions.recover()
+    kafka.apis.topics.create("t", 1)
+    ids = await kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
+        transactional_id="tx", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+        producer_epoch=-1))
+    producer = (ids.producer_id, ids.producer_epoch)
+    return producer, add_partitions.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="tx", v3_and_below_producer_id=producer[0],
+        v3_and_below_producer_epoch=producer[1],
+        v3_and_below_topics=(add_partitions.AddPartitionsToTxnTopic(name="t", partitions=(0,)),))
 
 
 def test_end_txn_is_answered_before_its_markers_and_the_next_transaction_waits_for_them(tmp_path) -> None:
@@ -148,16 +169,7 @@ def test_end_txn_is_answered_before_its_markers_and_the_next_transaction_waits_f
     held on their way to the disk; the producer's next AddPartitionsToTxn waits for them, so none
     of its records can precede them."""
     async def test(kafka) -> None:
-        await kafka.apis.transactional().transactions.recover()
-        kafka.apis.topics.create("t", 1)
-        ids = await kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
-            transactional_id="tx", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
-            producer_epoch=-1))
-        producer = (ids.producer_id, ids.producer_epoch)
-        add = add_partitions.AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id="tx", v3_and_below_producer_id=producer[0],
-            v3_and_below_producer_epoch=producer[1],
-            v3_and_below_topics=(add_partitions.AddPartitionsToTxnTopic(name="t", partitions=(0,)),))
+        producer, add = await _transactional_id_on_topic_t(kafka)
 
         async def added() -> ErrorCode:
             return (await kafka.call(24, 3, add)).results_by_topic_v3_and_below[0].results_by_partition[0] \
@@ -220,23 +232,45 @@ def test_the_expiry_pass_hands_the_loop_back_between_chunks_and_forgets_only_unu
         old = {i for i in range(count) if i % 3}
         for i in old:  # unused since longer ago than the expiration: as if time had passed
             transactions.ids[("public/default", f"id-{i}")].used -= EXPIRATION_MS + 1000
-        turns = 0
-
-        async def other_client() -> None:
-            nonlocal turns
-            while True:
-                await asyncio.sleep(0)
-                turns += 1
-
+        other_client = _Turns()
         transactions._next_expiry = 0  # due now (a pass starts at most once a minute)
         transactions._expire()
         again = count - 1  # among the old, looked at last: used again once the pass is under way
         assert again in old
-        ticking = asyncio.gather(other_client(), init(f"id-{again}"))
+        ticking = asyncio.gather(other_client.run(), init(f"id-{again}"))
         await transactions.expiring
         ticking.cancel()
         assert sorted(transactional_id for _, transactional_id in transactions.ids) == sorted(
             f"id-{i}" for i in range(count) if i not in old or i == again)
-        assert turns >= count // EXPIRY_CHUNK
+        assert other_client.count >= count // EXPIRY_CHUNK
+
+    run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
+
+
+def test_add_partitions_is_answered_before_its_record_is_durable_and_the_first_produce_waits_for_it(
+        tmp_path) -> None:
+    """Issue 47 item 3: AddPartitionsToTxn is answered with the partition's record on its way
+    (held here: the transaction log commits nothing), and the partition's first records are
+    stored meanwhile, but their Produce answer waits for the record; once it is durable the
+    transaction commits them."""
+    async def test(kafka) -> None:
+        producer, add = await _transactional_id_on_topic_t(kafka)
+        log = kafka.apis.topics.log("t", 0)
+        with shared_log(kafka.service.metadata).together():  # nothing of the log becomes durable
+            added = await asyncio.wait_for(kafka.call(24, 3, add), 10)
+            assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == \
+                ErrorCode.none
+            answer = asyncio.ensure_future(kafka.call(0, 9, dataclasses.replace(
+                produce_request("t", batch([b"in-txn"], (*producer, 0), transactional=True)),
+                transactional_id="tx")))
+            assert await wait_for_async(lambda: log.end_offset(stable=False) == 1)  # the batch is stored
+            await asyncio.sleep(0.1)
+            assert not answer.done()  # the answer waits for the partition's record
+        stored = await asyncio.wait_for(answer, 10)
+        assert stored.responses[0].partition_responses[0].error_code == ErrorCode.none
+        ended = await kafka.call(26, 3, end_txn.EndTxnRequest(
+            transactional_id="tx", producer_id=producer[0], producer_epoch=producer[1], committed=True))
+        assert ended.error_code == ErrorCode.none
+        assert await wait_for_async(lambda: log.end_offset() == 2)  # the record and its marker
 
     run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)

@@ -145,8 +145,8 @@ class ProduceApi:
                 done.set_result((refused[0], -1, refused[1]))
                 return done
             batches = self._checked(records, publish_policies.max_batch_size(log_))
-            txn = self._transaction(batches, transactional_id, topic, partition, access) \
-                if batches[0].header.attributes & _TRANSACTIONAL or len(batches) > 1 else None
+            txn, recording = self._transaction(batches, transactional_id, topic, partition, access) \
+                if batches[0].header.attributes & _TRANSACTIONAL or len(batches) > 1 else (None, None)
         except ANSWERABLE as exc:
             return _failed(done, kafka_error(exc))
         verdicts = [self.states.check(log_, batch) for batch in batches]
@@ -180,7 +180,7 @@ class ProduceApi:
         except ANSWERABLE as exc:  # a ledger that failed a write or closed is KAFKA_STORAGE_ERROR
             self.states.forget(log_, fresh)
             _failed(done, kafka_error(exc))
-        return done
+        return done if recording is None else _once_recorded(recording, done)
 
     @staticmethod
     def _checked(records: bytes | None, limit: int) -> list[ProducedBatch]:
@@ -193,16 +193,17 @@ class ProduceApi:
         return batches
 
     def _transaction(self, batches: list[ProducedBatch], transactional_id: str | None, topic: str, partition: int,
-                     access: Access) -> TxnId | None:
+                     access: Access) -> tuple[TxnId | None, asyncio.Future[None] | None]:
         """The transaction transactional batches belong to: their producer's, open, with this
-        partition added (TxnRefused else); None for batches outside any. A request's batches
-        for one partition are all in it or all outside."""
+        partition added (TxnRefused else), and the write of the partition's records if it is
+        still under way; None for batches outside any. A request's batches for one partition
+        are all in it or all outside."""
         flags = {bool(batch.header.attributes & _TRANSACTIONAL) for batch in batches}
         if len(flags) > 1:
             raise InvalidRecords("transactional and non-transactional batches in one partition's records",
                                  corrupt=False)
         if not flags.pop():
-            return None
+            return None, None
         header = batches[0].header
         if self.transactions is None or transactional_id is None:
             raise TxnRefused(ErrorCode.invalid_txn_state if self.transactions is not None else
@@ -217,7 +218,7 @@ class ProduceApi:
             raise
         if not self.transactions.has_partition(state, topic, partition):
             raise TxnRefused(ErrorCode.invalid_txn_state, f"{topic}-{partition} was not added to the transaction")
-        return state.txn
+        return state.txn, state.recording.get((topic, partition))
 
     def _entry(self, producer: str, batch: ProducedBatch, now: int, txn: TxnId | None = None) -> bytes:
         header = batch.header
@@ -241,6 +242,20 @@ class ProduceApi:
             metadata.compression = converted.compression  # type: ignore[assignment]
             metadata.uncompressed_size = converted.uncompressed_size
         return build_entry(metadata, converted.payload, checksum=False)
+
+
+def _once_recorded(recording: asyncio.Future[None], stored: asyncio.Future[_Result]) -> asyncio.Future[_Result]:
+    """The answer once the batches are stored and the transaction's record of the partition
+    is durable too: KAFKA_STORAGE_ERROR if that record could not be written."""
+    async def both() -> _Result:
+        result = await stored
+        try:
+            await asyncio.shield(recording)
+        except Exception as exc:  # the transaction can only abort (see KafkaTransactions._recorded)
+            return ErrorCode.kafka_storage_error, -1, f"the transaction could not record the partition: {exc}"
+        return result
+
+    return asyncio.ensure_future(both())
 
 
 def _failed(done: asyncio.Future[_Result], answer: Answer) -> asyncio.Future[_Result]:
