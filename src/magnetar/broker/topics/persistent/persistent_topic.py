@@ -194,7 +194,7 @@ class PersistentTopic(AbstractTopic):
         marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn,
                               buffer.producer_of(txn))
         state = self.entry_metadata_state
-        index = [-1]  # the marker's, once stamped (the write may end before this returns)
+        index = [-1]  # the marker's, set once it is stamped (its write ends later, on the loop)
         before = state.index
         self.publish_marker(marker, stored)
         index[0] = state.index if state.index > before else -1
