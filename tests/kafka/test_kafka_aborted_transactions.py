@@ -19,6 +19,7 @@ entryFormat=pulsar it never does (it comes back from reading the entries).
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 import uuid
@@ -131,7 +132,7 @@ def _pulsar_txn(broker: KafkaStandalone, topic: str, producer_name: str, values:
 def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         tuple[KafkaStandalone, Written]]:
     entry_format = request.param
-    seed = random.randrange(1 << 32)
+    seed = int(os.environ.get("ABORTED_SEED", random.randrange(1 << 32)))
     print(f"seed {seed}")  # to replay a failure
     rng = random.Random(seed)
     broker = start_kafka_broker(tmp_path_factory.mktemp("aborted") / "data", "transactionCoordinatorEnabled=true",
@@ -218,7 +219,9 @@ def _aborted(written: Written) -> list[tuple[int, int, Txn]]:
 def test_read_committed_lists_the_aborted_kafka_transactions_and_their_markers(written) -> None:
     broker, w = written
     answer = _fetch(broker, w.topic, 0)
-    assert _listed(answer) == [(pid, first) for pid, first, _ in _aborted(w)]
+    assert _listed(answer) == [(pid, first) for pid, first, _ in _aborted(w)], (
+        [(t.producer, t.offsets, t.commit) for t in w.txns],
+        [line for line in broker.log().splitlines() if "ransaction" in line][-40:])
     assert _fetch(broker, w.topic, 0, isolation_level=0).aborted_transactions is None
     batches = _batches(bytes(answer.records or b""))
     values = [r.value for batch in batches if not batch.is_control_batch for r in batch]
@@ -227,7 +230,10 @@ def test_read_committed_lists_the_aborted_kafka_transactions_and_their_markers(w
     assert [v for v in values if v.startswith(b"p-")] == w.pulsar_committed
     markers = [(batch.base_offset, batch.producer_id, struct.unpack(">hh", next(iter(batch)).key)[1])
                for batch in batches if batch.is_control_batch and batch.producer_id >= 0]
-    assert len(markers) == len([t for t in w.txns if t.offsets])  # the Pulsar client's name none
+    assert len(markers) == len([t for t in w.txns if t.offsets]), (  # the Pulsar client's name none
+        markers, [(b.base_offset, b.producer_id, b.is_control_batch) for b in batches],
+        [(t.producer, t.offsets, t.commit) for t in w.txns],
+        [line for line in broker.log().splitlines() if "ransaction" in line or "ERROR" in line][-40:])
     for txn in w.txns:
         if txn.offsets:  # its marker: the producer's first control batch after its records
             pid = w.pids[txn.producer]

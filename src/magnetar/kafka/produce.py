@@ -174,8 +174,7 @@ class ProduceApi:
         try:
             now = int(time.time() * 1000)
             log_.append([self._entry(producer, batch, now, txn) for batch in fresh], [b.count for b in fresh], stored,
-                        txn, "" if txn is None else producer_name(batches[0].header.producer_id,  # the one checked
-                                                                  batches[0].header.producer_epoch))
+                        txn)
             waits.append(log_.publish_wait(sum(b.count for b in fresh), sum(len(b.data) for b in fresh)))
         except ANSWERABLE as exc:  # a ledger that failed a write or closed is KAFKA_STORAGE_ERROR
             self.states.forget(log_, fresh)

@@ -140,8 +140,6 @@ class KafkaTransactions:
         self._next_expiry = 0
         self.expiring: asyncio.Future[None] | None = None
         """The expiry pass under way, or the last one."""
-        self._loaded: set[TxnId] = set()
-        """Transactions open before the restart: their partitions' markers need their producer told again."""
         self.ready = False
         """Set once `recover` ran: until then the coordinator may not know its transactions yet."""
         for key in broker.state_keys(_PREFIX):
@@ -155,8 +153,6 @@ class KafkaTransactions:
                 log.warning("unreadable Kafka transaction record %s (%s): dropped", key, exc)
                 continue
             self.ids[(state.namespace, state.transactional_id)] = state
-            if state.txn is not None:
-                self._loaded.add(state.txn)
 
     # -- records
     @staticmethod
@@ -289,7 +285,9 @@ class KafkaTransactions:
         if state.txn is not None:
             return False
         try:
-            state.txn = self._coordinator.new_txn(max(1, -(-state.timeout_ms // 1000)))
+            # its markers name the producer (id and epoch): Kafka fetchers need them on each marker
+            state.txn = self._coordinator.new_txn(max(1, -(-state.timeout_ms // 1000)),
+                                                  producer=producer_name(state.producer_id, state.epoch))
         except BrokerServiceError as exc:  # maxActiveTransactionsPerCoordinator
             raise TxnRefused(ErrorCode.concurrent_transactions, exc.message) from None
         state.status, state.started, state.used = ONGOING, _now(), _now()
@@ -411,8 +409,6 @@ class KafkaTransactions:
             return
         txn, commit = state.txn, state.status == PREPARE_COMMIT
         action = COMMIT if commit else ABORT
-        if txn in self._loaded:
-            self._vouch(state, txn)
         try:
             with self._coordinator.log.together():
                 saved = self._save_later(state)
@@ -436,18 +432,6 @@ class KafkaTransactions:
         # Not waited for: until it is durable a restart finds the decision and ends the
         # transaction again, which changes nothing; the next write of the record includes it.
         self._save_unwaited(state)
-
-    def _vouch(self, state: KafkaTxn, txn: TxnId) -> None:
-        """Tell the partitions whose transaction `txn` is, which their restart could not tell
-        (the producer's aborted-transaction entries in Fetch need it)."""
-        self._loaded.discard(txn)
-        topics = KafkaTopics(self._broker, state.namespace)
-        for topic, partition in state.partitions:
-            try:
-                topics.log(topic, partition).vouch(txn, producer_name(state.producer_id, state.epoch))
-            except Exception as exc:  # a partition deleted since has nothing to mark
-                log.info("Kafka transaction %r: %s-%d not told its producer: %s", state.transactional_id, topic,
-                         partition, exc)
 
     def _apply_offsets(self, state: KafkaTxn) -> None:
         topics = KafkaTopics(self._broker, state.namespace)

@@ -89,11 +89,10 @@ class PartitionLog:
         return str(self._topic.name)
 
     def append(self, entries: list[bytes], counts: list[int], done: AppendCallback,
-               txn: TxnId | None = None, producer: str = "") -> None:
+               txn: TxnId | None = None) -> None:
         """Store entries (without broker-entry metadata: the broker stamps it) as one group;
         with `txn`, as messages of that open transaction (their MessageMetadata names it):
-        through the topic's transaction buffer, read by no one until it ends. `producer`:
-        the transaction's producer, checked by the handler, which its markers name."""
+        through the topic's transaction buffer, read by no one until it ends."""
         topic = self._topic
         if topic.terminated:
             raise BrokerServiceError(pb.TopicTerminatedError, f"{topic.name} is terminated")
@@ -105,7 +104,7 @@ class PartitionLog:
         if txn is None:
             topic.publish_many(entries, counts, counts[-1], stored)
         else:
-            topic.publish_transactional(entries, counts, counts[-1], txn, stored, producer)
+            topic.publish_transactional(entries, counts, counts[-1], txn, stored)
 
     def publish_wait(self, messages: int, size: int) -> float:
         """Count a publish against the topic's publish rate: the seconds its publisher must
@@ -127,12 +126,6 @@ class PartitionLog:
             # Kafka's last stable offset: nothing from an open transaction's first message on
             return entry_first_index(topic.ledger.read_entry(transactions.max_read_position))
         return topic.durable_index + 1
-
-    def vouch(self, txn: TxnId, producer: str) -> None:
-        """The open transaction `txn` is `producer`'s (after a restart, which cannot tell)."""
-        transactions = self._topic.transaction_buffer
-        if transactions is not None:
-            transactions.vouch(txn, producer)
 
     def aborted_between(self, start: int, end: int) -> list[tuple[str, int]]:
         """(producer name, first offset) of the aborted transactions with messages from `start`

@@ -38,10 +38,10 @@ class TopicParticipants:
             raise
         return loaded if isinstance(loaded, PersistentTopic) else None
 
-    async def end_on_partition(self, topic: str, txn: TxnId, action: int) -> None:
+    async def end_on_partition(self, topic: str, txn: TxnId, action: int, producer: str = "") -> None:
         loaded = self._topic(topic)
         if loaded is not None:
-            await loaded.end_transaction(txn, action)
+            await loaded.end_transaction(txn, action, producer)
 
     async def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> None:
         """Apply or release what the transaction acknowledged; a subscription deleted since

@@ -65,9 +65,8 @@ class AbstractTopic:
         raise NotImplementedError
 
     def publish_transactional(self, entries: list[bytes], counts: list[int], batch_size: int, txn: TxnId,
-                              callback: GroupPublishCallback, producer: str = "") -> None:
-        """As publish_many, for messages of the open transaction `txn` (stored topics only),
-        `producer`'s as a protocol handler vouches."""
+                              callback: GroupPublishCallback) -> None:
+        """As publish_many, for messages of the open transaction `txn` (stored topics only)."""
         raise BrokerServiceError(pb.NotAllowedError, f"{self.name} takes no transactional messages")
 
     def stats(self) -> dict[str, object]:

@@ -19,10 +19,10 @@ metadata store through the transaction log (grouped, off the event loop); a load
 and only the entries after it.
 
 Each aborted transaction also leaves a range: the index of its first message here, its
-marker's, and its producer as the protocol handler that stored it vouched (a Kafka
-producer's id and epoch; the marker names it, a message's own producer name is not
-trusted). Kafka's Fetch lists them as its aborted transactions; they are kept,
-snapshotted and trimmed with the aborted set, and rebuilt from the markers by a load.
+marker's, and the producer its marker names (the coordinator's TxnMeta.producer: a Kafka
+producer's id and epoch; a message's own producer name is not trusted). Kafka's Fetch
+lists them as its aborted transactions; they are kept, snapshotted and trimmed with the
+aborted set, and rebuilt from the markers by a load.
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ class TransactionBuffer:
         self._ledger = ledger
         self.ongoing: dict[TxnId, Position] = {}
         """Open transactions with messages here, and the position of their first one."""
-        self.origins: dict[TxnId, tuple[int, str]] = {}
-        """Open transactions' first message here: its index (-1: unknown) and producer name."""
+        self.first_index: dict[TxnId, int] = {}
+        """Open transactions' first message here: its index (-1: unknown)."""
         self.aborted_ranges: list[AbortedRange] = []
         """Aborted transactions whose first message and producer are known, by their marker's index."""
         self._longest = 0
@@ -121,28 +121,19 @@ class TransactionBuffer:
     def _update_max_read(self) -> None:
         self._max_read = min(self.ongoing.values()) if self.ongoing else None
 
-    def appended(self, txn: TxnId, position: Position, first: int = -1, producer: str = "") -> None:
+    def appended(self, txn: TxnId, position: Position, first: int = -1) -> None:
         """A message of `txn` was given `position` (before it is durable); the first one here
-        has index `first` and comes from `producer`."""
+        has index `first`."""
         if txn not in self.ongoing:
             self.ongoing[txn] = position
-            self.origins[txn] = (first, producer)
+            self.first_index[txn] = first
             self._update_max_read()
 
-    def vouch(self, txn: TxnId, producer: str) -> None:
-        """`producer` is the open transaction's, which a load could not tell (its markers name it)."""
-        first, known = self.origins.get(txn, (-1, ""))
-        if txn in self.ongoing and not known:
-            self.origins[txn] = (first, producer)
-
-    def producer_of(self, txn: TxnId) -> str:
-        """The producer of the open transaction's first message here ("" if unknown): its marker names it."""
-        return self.origins.get(txn, (-1, ""))[1]
-
-    def ended(self, txn: TxnId, action: int, marker: Position | None = None, marker_index: int = -1) -> None:
-        """The marker of `txn` is stored (at `marker`, index `marker_index`): its messages are
-        delivered or dropped from now on."""
-        first, producer = self.origins.pop(txn, (-1, ""))
+    def ended(self, txn: TxnId, action: int, marker: Position | None = None, marker_index: int = -1,
+              producer: str = "") -> None:
+        """The marker of `txn` is stored (at `marker`, index `marker_index`, naming `producer`):
+        its messages are delivered or dropped from now on."""
+        first = self.first_index.pop(txn, -1)
         if action == ABORT:
             self.aborted.add(txn)
             at = marker or self._ledger.last_confirmed_position or Position(-1, -1)
@@ -204,8 +195,7 @@ class TransactionBuffer:
         self.snapshot_taken_ms = int(time.time() * 1000)
         return json.dumps({
             "position": list(last),
-            "ongoing": [[*txn, *at, *self.origins.get(txn, (-1, ""))]
-                        for txn, at in self.ongoing.items() if at <= last],
+            "ongoing": [[*txn, *at, self.first_index.get(txn, -1)] for txn, at in self.ongoing.items() if at <= last],
             "aborted": [[*txn, *at] for txn, at in self._aborted_at.items() if at <= last],
             "ranges": [[aborted.last, aborted.first, aborted.producer, *aborted.at]
                        for aborted in self.aborted_ranges if aborted.at <= last],
@@ -223,8 +213,7 @@ class TransactionBuffer:
             position = Position(*data["position"])
             ongoing = {TxnId(most, least): Position(ledger_id, entry_id)
                        for most, least, ledger_id, entry_id, *_ in data["ongoing"]}
-            origins = {TxnId(most, least): (int(origin[0]), str(origin[1]))
-                       for most, least, _, _, *origin in data["ongoing"] if len(origin) == 2}
+            first_index = {TxnId(most, least): int(first[0]) for most, least, _, _, *first in data["ongoing"] if first}
             aborted = {TxnId(most, least): Position(ledger_id, entry_id)
                        for most, least, ledger_id, entry_id in data["aborted"]}
             ranges = sorted(AbortedRange(int(last), int(first), str(producer), Position(ledger_id, entry_id))
@@ -236,7 +225,7 @@ class TransactionBuffer:
         first = self._ledger.first_position
         if last is None or last < position or (first is not None and any(at < first for at in ongoing.values())):
             return None  # not this ledger's (a topic made again), or of entries since trimmed
-        self.ongoing, self._aborted_at, self.origins = ongoing, aborted, origins
+        self.ongoing, self._aborted_at, self.first_index = ongoing, aborted, first_index
         for aborted_range in ranges:
             self._add_range(aborted_range)
         self.aborted = set(aborted)
@@ -291,16 +280,16 @@ class TransactionBuffer:
             txn = TxnId(metadata.txnid_most_bits, metadata.txnid_least_bits)
             if metadata.marker_type == TXN_COMMIT_MARKER:
                 self.ongoing.pop(txn, None)
-                self.origins.pop(txn, None)
+                self.first_index.pop(txn, None)
             elif metadata.marker_type == TXN_ABORT_MARKER:
                 self.ongoing.pop(txn, None)
                 self.aborted.add(txn)
                 self._aborted_at[txn] = at
-                first, _ = self.origins.pop(txn, (-1, ""))
+                first = self.first_index.pop(txn, -1)
                 self._add_range(AbortedRange(entry_first_index(data), first, marker_producer(metadata), at))
             elif txn not in self.aborted and txn not in self.ongoing:
                 self.ongoing[txn] = at
-                self.origins[txn] = (entry_first_index(data), "")  # whose: unknown, its marker will not say
+                self.first_index[txn] = entry_first_index(data)
 
 
 def _retrieve(done: object) -> None:

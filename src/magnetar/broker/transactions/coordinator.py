@@ -80,7 +80,7 @@ class CoordinatorStats:
 class Participants(Protocol):
     """The topics a coordinator ends a transaction on (the broker service)."""
 
-    def end_on_partition(self, topic: str, txn: TxnId, action: int) -> Awaitable[None]: ...
+    def end_on_partition(self, topic: str, txn: TxnId, action: int, producer: str = "") -> Awaitable[None]: ...
 
     def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> Awaitable[None]: ...
 
@@ -107,18 +107,21 @@ class TxnMeta:
     unrecorded: str | None = None
     """Why the log could not name one of its participants (whose messages may be stored):
     it can only abort."""
+    producer: str = ""
+    """Whose transaction it is, as the protocol handler that opened it named it (a Kafka
+    producer's id and epoch): its markers name it ("" for a Pulsar client's)."""
 
     def encode(self) -> bytes:
         return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
                            "subscriptions": self.subscriptions, "owner": self.owner,
-                           "opened": self.opened_at}).encode()
+                           "opened": self.opened_at, **({"producer": self.producer} if self.producer else {})}).encode()
 
     @classmethod
     def decode(cls, txn: TxnId, raw: bytes) -> TxnMeta:
         data = json.loads(raw)
         return cls(txn, data["status"], float(data["deadline"]), list(data["partitions"]),
                    [(topic, sub) for topic, sub in data["subscriptions"]], data.get("owner"),
-                   opened_at=float(data.get("opened", 0.0)))
+                   opened_at=float(data.get("opened", 0.0)), producer=str(data.get("producer", "")))
 
 
 def _not_found(txn: TxnId) -> BrokerServiceError:
@@ -283,7 +286,7 @@ class TransactionCoordinator:
                     meta.unrecorded = exc.message
 
     # -- commands
-    def new_txn(self, timeout_seconds: int, owner: str | None = None) -> TxnId:
+    def new_txn(self, timeout_seconds: int, owner: str | None = None, producer: str = "") -> TxnId:
         if self._max_active and len(self._txns) >= self._max_active:
             raise BrokerServiceError(pb.NotAllowedError,
                                      f"{len(self._txns)} transactions are open (maxActiveTransactionsPerCoordinator)")
@@ -291,7 +294,7 @@ class TransactionCoordinator:
         txn = self._next_id()
         now = time.time()
         meta = TxnMeta(txn, OPEN, now + timeout, owner=owner, opened=time.monotonic(),
-                       opened_at=now)  # stored with its first participant
+                       opened_at=now, producer=producer)  # stored with its first participant
         self.stats.created += 1
         self._txns[txn] = meta
         self._arm(meta)
@@ -427,7 +430,7 @@ class TransactionCoordinator:
                 self._arm(meta)
                 raise
         participants = self._participants
-        ends = [participants.end_on_partition(topic, meta.txn, action) for topic in meta.partitions]
+        ends = [participants.end_on_partition(topic, meta.txn, action, meta.producer) for topic in meta.partitions]
         ends += [participants.end_on_subscription(topic, sub, meta.txn, action) for topic, sub in meta.subscriptions]
         try:
             await asyncio.gather(*ends)

@@ -143,10 +143,9 @@ class PersistentTopic(AbstractTopic):
 
     # -- transactions
     def publish_transactional(self, entries: list[bytes], counts: list[int], batch_size: int, txn: TxnId,
-                              callback: GroupPublishCallback, producer: str = "") -> None:
+                              callback: GroupPublishCallback) -> None:
         """Store messages of an open transaction: nothing from the first of them on is
-        dispatched until it ends (the transaction buffer's max read position). `producer`:
-        whose transaction it is, as a protocol handler vouches (its markers name it)."""
+        dispatched until it ends (the transaction buffer's max read position)."""
         buffer = self.transaction_buffer
         if buffer is None:
             from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
@@ -155,9 +154,8 @@ class PersistentTopic(AbstractTopic):
             buffer = self._use_transaction_buffer(TransactionBuffer(self.ledger, *self._buffer_snapshots()))
         before = self.entry_metadata_state.index
         positions = self._append(entries, counts, batch_size, callback)
-        if txn not in buffer.ongoing:  # its first message here: where an abort's range starts, and whose it is
-            first = before + 1 if self.entry_metadata_state.index > before else -1
-            buffer.appended(txn, positions[0], first, producer)
+        if txn not in buffer.ongoing:  # its first message here: where an abort's range starts
+            buffer.appended(txn, positions[0], before + 1 if self.entry_metadata_state.index > before else -1)
 
     def _buffer_snapshots(self) -> tuple[MetadataStore, int, int]:
         """Where the transaction buffer's snapshots go, and how often (broker.conf's keys)."""
@@ -173,9 +171,10 @@ class PersistentTopic(AbstractTopic):
             self.compaction_service.transactions = buffer
         return buffer
 
-    def end_transaction(self, txn: TxnId, action: int) -> asyncio.Future[None]:
-        """END_TXN_ON_PARTITION: store the commit or abort marker; done once it is durable
-        and dispatch may read past the transaction's messages (or must skip them)."""
+    def end_transaction(self, txn: TxnId, action: int, producer: str = "") -> asyncio.Future[None]:
+        """END_TXN_ON_PARTITION: store the commit or abort marker (naming the transaction's
+        `producer`, see TxnMeta.producer); done once it is durable and dispatch may read past
+        the transaction's messages (or must skip them)."""
         from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, marker_entry  # noqa: PLC0415
 
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -188,11 +187,13 @@ class PersistentTopic(AbstractTopic):
             if exc is not None:
                 done.set_exception(exc)
                 return
-            buffer.ended(txn, action, positions[0] if positions else None, index[0])
+            buffer.ended(txn, action, positions[0] if positions else None, index[0], named)
             done.set_result(None)
 
-        marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn,
-                              buffer.producer_of(txn))
+        # only the first marker after its messages names the producer: a restart's repeat of
+        # an ending, or a partition it never wrote to, ends no transaction of that producer's
+        named = producer if txn in buffer.ongoing else ""
+        marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn, named)
         state = self.entry_metadata_state
         index = [-1]  # the marker's, set once it is stamped (its write ends later, on the loop)
         before = state.index
