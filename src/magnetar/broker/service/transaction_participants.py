@@ -38,10 +38,13 @@ class TopicParticipants:
             raise
         return loaded if isinstance(loaded, PersistentTopic) else None
 
-    async def end_on_partition(self, topic: str, txn: TxnId, action: int, producer: str = "") -> None:
+    async def end_on_partition(self, topic: str, txn: TxnId, action: int) -> None:
+        """The marker, naming the transaction's producer (TxnMeta.producer) if it has one."""
         loaded = self._topic(topic)
         if loaded is not None:
-            await loaded.end_transaction(txn, action, producer)
+            coordinator = self._service.transactions
+            meta = coordinator.metadata(txn) if coordinator is not None else None
+            await loaded.end_transaction(txn, action, meta.producer if meta is not None else "")
 
     async def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> None:
         """Apply or release what the transaction acknowledged; a subscription deleted since

@@ -80,7 +80,7 @@ class CoordinatorStats:
 class Participants(Protocol):
     """The topics a coordinator ends a transaction on (the broker service)."""
 
-    def end_on_partition(self, topic: str, txn: TxnId, action: int, producer: str = "") -> Awaitable[None]: ...
+    def end_on_partition(self, topic: str, txn: TxnId, action: int) -> Awaitable[None]: ...
 
     def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> Awaitable[None]: ...
 
@@ -430,7 +430,7 @@ class TransactionCoordinator:
                 self._arm(meta)
                 raise
         participants = self._participants
-        ends = [participants.end_on_partition(topic, meta.txn, action, meta.producer) for topic in meta.partitions]
+        ends = [participants.end_on_partition(topic, meta.txn, action) for topic in meta.partitions]
         ends += [participants.end_on_subscription(topic, sub, meta.txn, action) for topic, sub in meta.subscriptions]
         try:
             await asyncio.gather(*ends)
