@@ -41,16 +41,16 @@ def txn_id_of(body: object) -> TxnId:
 
 
 # -- markers
-#: The marker's property naming the producer of its transaction's first message on the topic.
+#: The marker's property naming its transaction's producer (see marker_entry).
 MARKER_PRODUCER = "txn.producer"
 
 
 def marker_entry(marker_type: int, txn: TxnId, producer: str = "") -> bytes:
     """An entry marking `txn` committed or aborted in a topic: dispatch never sends it, and
     a restart reads the topic's markers back to know which messages are aborted. It names
-    the `producer` of the transaction's first message there (a Kafka producer's id and
-    epoch, which Kafka fetchers need on the marker) in a property, not as its own producer
-    name, which deduplication would take for a producer's."""
+    the transaction's `producer` (a Kafka producer's id and epoch, which Kafka fetchers
+    need on the marker) in a property, not as its own producer name, which deduplication
+    would take for a producer's."""
     metadata = pb.MessageMetadata(producer_name="", sequence_id=0, publish_time=int(time.time() * 1000),
                                   marker_type=marker_type, txnid_most_bits=txn.most, txnid_least_bits=txn.least)
     if producer:
