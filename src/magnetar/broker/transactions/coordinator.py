@@ -129,6 +129,18 @@ class _AbortedInstead(BrokerServiceError):
     """A commit of a transaction that can only abort (TxnMeta.unrecorded): it is aborted."""
 
 
+def _failing_after(ending: asyncio.Future[None], refused: BrokerServiceError) -> asyncio.Future[None]:
+    """A future that fails once `ending` is done: as it failed, or else with `refused`."""
+    failing = asyncio.get_running_loop().create_future()
+
+    def ended(done: asyncio.Future[None]) -> None:
+        if not failing.done():
+            failing.set_exception(refused if done.cancelled() or done.exception() is None else done.exception())
+
+    ending.add_done_callback(ended)
+    return failing
+
+
 def _retrieve(task: asyncio.Task[None]) -> None:
     if not task.cancelled():
         task.exception()
@@ -376,12 +388,17 @@ class TransactionCoordinator:
         """Commit or abort: the decision is stored before any participant hears it, and the
         answer waits until every participant has ended the transaction (a commit that aborts
         instead fails once the abort is done)."""
+        await self.ending(txn, action, caller)
+
+    def ending(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> asyncio.Future[None]:
+        """As end_txn, without a coroutine and a task of its own (END_TXN's answer is a
+        callback on it): done once every participant has ended the transaction; a refusal
+        to start is raised at once. Cancelling it does not cancel the ending."""
         try:
             self._begin_ending(txn, action, caller)
-        except _AbortedInstead:
-            await asyncio.shield(self._endings[txn])
-            raise
-        await asyncio.shield(self._endings[txn])
+        except _AbortedInstead as refused:
+            return _failing_after(self._endings[txn], refused)
+        return asyncio.shield(self._endings[txn])
 
     def decide(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> asyncio.Future[None]:
         """As end_txn, done once the decision is durable (Kafka's coordinator answers EndTxn
@@ -430,7 +447,10 @@ class TransactionCoordinator:
         ends = [participants.end_on_partition(topic, meta.txn, action) for topic in meta.partitions]
         ends += [participants.end_on_subscription(topic, sub, meta.txn, action) for topic, sub in meta.subscriptions]
         try:
-            await asyncio.gather(*ends)
+            if len(ends) == 1:  # most transactions: no gather (and its future) to make
+                await ends[0]
+            else:
+                await asyncio.gather(*ends)
         except Exception:
             log.exception("transaction %s: ending on its participants failed; tried again after a restart", meta.txn)
             raise
