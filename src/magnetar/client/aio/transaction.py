@@ -224,17 +224,24 @@ class Transaction:
         self._cut_batches()
         if self._unanswered:
             self._all_answered = asyncio.get_running_loop().create_future()
-        waits = [*self._sends, *self._partitions.values(), *filter(None, [self._all_answered])]
-        if not waits:
-            return self._refusal()
+        waits = [wait for wait in (*self._sends, *self._partitions.values(), self._all_answered)
+                 if wait is not None and not wait.done()]
+        if not waits:  # the usual commit after a flush: no wait (its timer and its turn of the loop) to make
+            return self._outcome()
         timeout = self._coordinators.operation_timeout
-        done, pending = await asyncio.wait(waits, timeout=timeout)
+        _done, pending = await asyncio.wait(waits, timeout=timeout)
         for late in pending:
             late.add_done_callback(_retrieved)
         if pending:
             return errors.Timeout(f"{len(pending)} of its {len(waits)} sends, acknowledgements and registrations "
                                   f"had no answer within the operation timeout ({timeout:g} s)")
-        causes = ["cancelled" if outcome.cancelled() else outcome.exception() for outcome in done]  # all retrieved
+        return self._outcome()
+
+    def _outcome(self) -> errors.PulsarException | None:
+        """Why the transaction cannot commit, its sends, acknowledgements and registrations all
+        answered (None: it can)."""
+        answered = [*self._sends, *self._partitions.values()]
+        causes = ["cancelled" if outcome.cancelled() else outcome.exception() for outcome in answered]  # all retrieved
         failed = next((cause for cause in causes if cause is not None), None)
         return self._refusal() if failed is None else errors.TransactionConflict(
             f"a send or ack in it failed ({failed})")
