@@ -192,7 +192,11 @@ class PersistentTopic(AbstractTopic):
         buffer = self.transaction_buffer
         assert buffer is not None  # set before any marker is asked for, never unset
 
+        given: list[Position] = []
+
         def stored(positions: list[Position] | None, exc: BaseException | None) -> None:
+            if exc is not None:
+                buffer.unmarked(given)
             for i, (txn, action, done) in enumerate(ends):
                 if exc is not None:
                     done.set_exception(exc)
@@ -203,9 +207,11 @@ class PersistentTopic(AbstractTopic):
         markers = [marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn)
                    for txn, action, _done in ends]
         try:
-            self._append(markers, [1] * len(markers), -1, stored, published=False)
+            given += self._append(markers, [1] * len(markers), -1, stored, published=False)
         except Exception as exc:  # a full disk, a failed ledger: each ending fails with it
             stored(None, exc)
+            return
+        buffer.marking(given)  # `stored` runs on a later turn of the loop
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
                 exc: BaseException | None, write_seconds: float) -> None:
