@@ -14,35 +14,13 @@ import threading
 import uuid
 from pathlib import Path
 
-import pulsar
 import pytest
 from standalone import Standalone
+from transactional_brokers import TXN_ON, consumer, kill_while, read_until
 
-import magnetar.client
 from magnetar.client import aio
 
-TXN_ON = "transactionCoordinatorEnabled=true"
 CONSUMERS = ["official", "magnetar"]
-
-
-def _consumer(kind: str, url: str, topic: str, subscription: str):
-    if kind == "official":
-        client = pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    else:
-        client = magnetar.client.Client(url, operation_timeout_seconds=10)
-    return client, client.subscribe(topic, subscription, initial_position=pulsar.InitialPosition.Earliest)
-
-
-def _receive_all(consumer, expected: set[bytes], quiet_ms: int = 500) -> list[bytes]:
-    """Every value the consumer gets until it has all of `expected` and then stays quiet."""
-    got: list[bytes] = []
-    while True:
-        try:
-            message = consumer.receive(10_000 if not expected <= set(got) else quiet_ms)
-        except Exception:  # Timeout, in either client's spelling
-            return got
-        got.append(message.data())
-        consumer.acknowledge(message)
 
 
 async def _end_together(url: str, topic: str, rng: random.Random, rounds: int,
@@ -124,13 +102,14 @@ def test_transactions_ended_together_are_each_whole_as_decided_before_and_after_
 
 
 def _readers(url: str, topic: str, prefix: str) -> list[tuple]:
-    return [_consumer(kind, url, topic, f"{prefix}-{kind}") for kind in CONSUMERS]
+    return [consumer(kind, url, topic, f"{prefix}-{kind}") for kind in CONSUMERS]
 
 
 def _check_each(readers: list[tuple], outcomes: dict[int, tuple[str, int]], seed: int) -> None:
     try:
-        for _client, consumer in readers:
-            _check(_receive_all(consumer, _committed_values(outcomes)), outcomes, seed, all_answered=True)
+        for _client, reader in readers:
+            _check([value for value, _ in read_until(reader, _committed_values(outcomes), 500)], outcomes, seed,
+                   all_answered=True)
     finally:
         for client, _ in readers:
             client.close()
@@ -148,20 +127,12 @@ def test_sigkill_while_transactions_end_together_leaves_each_whole_or_gone(tmp_p
     broker = Standalone(tmp_path / "data", [TXN_ON]).start()
     try:
         outcomes: dict[int, tuple[str, int]] = {}
-        stop = threading.Event()
-        producing = threading.Thread(target=lambda: asyncio.run(_end_together(broker.url, topic, rng, 1, outcomes,
-                                                                                stop)))
-        producing.start()
-        stop.wait(rng.uniform(0.3, 1.5))
-        broker.kill()
-        stop.set()
-        producing.join(60)
-        assert not producing.is_alive()
+        kill_while(broker, lambda stop: asyncio.run(_end_together(broker.url, topic, rng, 1, outcomes, stop)), rng,
+                   (0.3, 1.5))
         assert outcomes, f"no transaction ended before the kill (seed {seed})"
-        broker.start()
-        client, consumer = _consumer(kind, broker.url, topic, "after")
+        client, reader = consumer(kind, broker.url, topic, "after")
         try:
-            _check(_receive_all(consumer, _committed_values(outcomes), quiet_ms=1500), outcomes, seed,
+            _check([value for value, _ in read_until(reader, _committed_values(outcomes), 1500)], outcomes, seed,
                    all_answered=False)
         finally:
             client.close()

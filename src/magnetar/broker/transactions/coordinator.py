@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Protocol
 
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.transactions.log import shared_log
+from magnetar.broker.transactions.log import settle, shared_log
 from magnetar.broker.transactions.records import ABORTING, COMMITTING, OPEN, CoordinatorStats, TxnMeta
 from magnetar.storage import MetadataStore, bump_counter
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -86,16 +86,6 @@ def _failing_after(ending: asyncio.Future[None], refused: BrokerServiceError) ->
 def _failure(done: asyncio.Future[None]) -> BaseException | None:
     """Why a future failed (a cancelled one: CancelledError), or None."""
     return asyncio.CancelledError() if done.cancelled() else done.exception()
-
-
-def _settle(future: asyncio.Future[None], exc: BaseException | None) -> None:
-    """Done, unless it was already (cancelled by `stop`)."""
-    if future.done():
-        return
-    if exc is None:
-        future.set_result(None)
-    else:
-        future.set_exception(exc)
 
 
 def _retrieve(task: asyncio.Future[None]) -> None:
@@ -412,7 +402,7 @@ class TransactionCoordinator:
         meta.status = OPEN  # decided again by a retry, or by its timeout (a second later at the soonest)
         meta.deadline = max(meta.deadline, time.time() + 1)
         self._arm(meta)
-        _settle(ending, exc)
+        settle(ending, exc)
 
     def _end_participants(self, meta: TxnMeta, action: int, ending: asyncio.Future[None]) -> None:
         participants = self._participants
@@ -445,14 +435,14 @@ class TransactionCoordinator:
         if exc is not None:
             log.error("transaction %s: ending on its participants failed; tried again after a restart", meta.txn,
                       exc_info=exc)
-            _settle(ending, exc)
+            settle(ending, exc)
             return
         if meta.stored:
             self.log.forget_later(self._key(meta.txn))  # deleted with the next record written
         self._txns.pop(meta.txn, None)
         self.stats.ended(action, meta.opened)
         log.debug("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
-        _settle(ending, None)
+        settle(ending, None)
 
     # -- timeouts
     def _arm(self, meta: TxnMeta) -> None:
