@@ -21,6 +21,9 @@ each transactional mode to each plain mode, commit latency (from commit() called
 the sends already receipted by the flush) p50/p99 in ms, and the machine's load average
 before and after.
 
+`--concurrent-only` runs plain batched and the `--in-flight` mode only, the issue's aim, so
+that more rounds fit in the same time.
+
 `--magnetar LABEL=SRC` (repeatable) puts versions side by side in one run: each round runs
 once per label, in turns (the order reversed every other round), in a process of its own
 with PYTHONPATH=SRC, so both the broker and magnetar.client are that tree's; the document
@@ -106,22 +109,25 @@ class _Cpu:
         return rate
 
 
-async def run(url: str, broker_pid: int, messages: int, per_txn: int, rounds: int,
-              in_flight: int) -> dict[str, object]:
+async def run(url: str, broker_pid: int, messages: int, per_txn: int, rounds: int, in_flight: int,
+              concurrent_only: bool = False) -> dict[str, object]:
     concurrent = f"transactional_{in_flight}_in_flight"
-    rates: dict[str, list[float]] = {"plain_batched": [], "plain_unbatched": [], "transactional_1_in_flight": [],
-                                     concurrent: []}
-    commits: dict[str, list[float]] = {"transactional_1_in_flight": [], concurrent: []}
+    alone = [] if concurrent_only else ["transactional_1_in_flight"]
+    rates: dict[str, list[float]] = {mode: [] for mode in ("plain_batched", *alone, concurrent)}
+    commits: dict[str, list[float]] = {mode: [] for mode in (*alone, concurrent)}
+    if not concurrent_only:
+        rates["plain_unbatched"] = []
     cpu = _Cpu(broker_pid)
     async with aio.Client(url, enable_transaction=True) as client:
         await _plain(client, 1000, True)  # warm up: connections, the coordinator's lookup
         for _ in range(rounds):
             rates["plain_batched"].append(await cpu.measure("plain_batched", _plain(client, messages, True)))
-            rates["transactional_1_in_flight"].append(await cpu.measure("transactional_1_in_flight", _transactional(
-                client, messages, per_txn, 1, commits["transactional_1_in_flight"])))
+            for mode in alone:
+                rates[mode].append(await cpu.measure(mode, _transactional(client, messages, per_txn, 1, commits[mode])))
             rates[concurrent].append(await cpu.measure(concurrent, _transactional(
                 client, messages, per_txn, in_flight, commits[concurrent])))
-            rates["plain_unbatched"].append(await cpu.measure("plain_unbatched", _plain(client, messages, False)))
+            if not concurrent_only:
+                rates["plain_unbatched"].append(await cpu.measure("plain_unbatched", _plain(client, messages, False)))
     return {**_summary(rates, commits), "commit_samples_ms": commits,
             "cpu_s": {mode: [round(broker, 3), round(own, 3)] for mode, (broker, own) in cpu.spent.items()}}
 
@@ -132,7 +138,8 @@ def _summary(rates: dict[str, list[float]], commits: dict[str, list[float]]) -> 
         "msg_per_s": {mode: [round(v) for v in values] for mode, values in rates.items()},
         "median_msg_per_s": {mode: round(v) for mode, v in medians.items()},
         "vs_plain_batched": {mode: round(medians[mode] / medians["plain_batched"], 3) for mode in commits},
-        "vs_plain_unbatched": {mode: round(medians[mode] / medians["plain_unbatched"], 3) for mode in commits},
+        "vs_plain_unbatched": {mode: round(medians[mode] / medians["plain_unbatched"], 3) for mode in commits
+                               if "plain_unbatched" in medians},
         "commit_ms": {mode: _percentiles(values) for mode, values in commits.items()},
         "commits": {mode: len(values) for mode, values in commits.items()},
     }
@@ -143,7 +150,7 @@ def _one_run(args: argparse.Namespace) -> dict[str, object]:
         broker = start_standalone(Path(tmp) / "data", ["transactionCoordinatorEnabled=true"])
         try:
             result = asyncio.run(run(broker.url, broker.proc.pid, args.messages, args.per_txn, args.rounds,
-                                     args.in_flight))
+                                     args.in_flight, args.concurrent_only))
         finally:
             broker.stop()
     result["cpu_us_per_msg"] = _cpu_per_message([result], args.messages)
@@ -166,7 +173,8 @@ def _side_by_side(args: argparse.Namespace, sources: dict[str, str]) -> dict[str
     for round_no in range(args.rounds):
         for label in labels if round_no % 2 == 0 else labels[::-1]:
             command = [sys.executable, __file__, "--messages", str(args.messages), "--per-txn", str(args.per_txn),
-                       "--rounds", "1", "--in-flight", str(args.in_flight), "--commits"]
+                       "--rounds", "1", "--in-flight", str(args.in_flight), "--commits",
+                       *(["--concurrent-only"] if args.concurrent_only else [])]
             env = {**os.environ, "PYTHONPATH": str(Path(sources[label]).resolve())}
             done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
             if done.returncode:
@@ -189,6 +197,8 @@ def main() -> None:
     parser.add_argument("--in-flight", type=int, default=8, help="transactions open at once in the concurrent mode")
     parser.add_argument("--magnetar", action="append", metavar="LABEL=SRC",
                         help="a magnetar (broker and client) to run from source tree SRC (repeatable)")
+    parser.add_argument("--concurrent-only", action="store_true",
+                        help="only plain batched and the --in-flight mode, each round (the issue's aim, more often)")
     parser.add_argument("--commits", action="store_true", help=argparse.SUPPRESS)  # a side-by-side round's samples
     args = parser.parse_args()
     sources: dict[str, str] = {}
