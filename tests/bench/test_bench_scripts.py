@@ -286,3 +286,14 @@ def test_kafka_produce_path_bench_answers_every_request_in_both_formats():
     for fmt in ("pulsar", "kafka"):
         figures = result[f"entryFormat={fmt}"]
         assert figures["cpu_s_per_million"] > 0 and figures["requests_per_s"] > 0
+
+
+def test_kafka_produce_path_bench_compares_source_trees_round_by_round():
+    source = str(BENCHMARKS.parent / "src")
+    done = run_script("kafka_produce_path_bench.py", "--requests", "200", "--entry-format", "kafka",
+                      "--magnetar", f"one={source}", "--magnetar", f"two={source}", "--rounds", "2")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result["cells"]) == ["one round 1", "two round 1", "two round 2", "one round 2"]
+    assert all(cell["entryFormat=kafka"]["requests_per_s"] > 0 for cell in result["cells"].values())
+    assert len(result["load_start"]) == 3
