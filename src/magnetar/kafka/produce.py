@@ -72,6 +72,11 @@ class _Waiting:
             self.response.set_result(self._answer(self))
         except Exception as exc:  # the connection logs it and closes, rather than wait forever
             self.response.set_exception(exc)
+        finally:
+            # each part names its owner: emptied, the request dies by its reference count the
+            # moment it is answered, not in a collection (a cycle a request held its records in
+            # the young generation until one, and made collections many and slow)
+            self.parts.clear()
 
 
 class _Part:
