@@ -264,6 +264,10 @@ def test_kafka_latency_bench_counts_every_record_of_each_cell():
         rate = int(name.split()[1].removesuffix("/s"))
         assert figures["errors"] == 0 and figures["records"] == rate  # one measured second, warm-up left out
         assert 0 < figures["p50"] <= figures["p99"] <= figures["p99.9"] <= figures["max"]
+        # the broker's own view of the cell: its produce answers' mean time, its loop probes
+        assert figures["broker_publish_mean_ms"] > 0
+        assert figures["broker_loop_probes"] >= 10 and 0 <= figures["broker_loop_lag_over_5ms"] <= figures[
+            "broker_loop_probes"]
 
 
 def test_metrics_bench_scrapes_every_topic_beside_a_probe():
