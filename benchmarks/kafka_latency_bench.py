@@ -16,9 +16,9 @@ two versions compare side by side in one run; rounds alternate their order.
 Prints ONE JSON object: per label and rate the records counted and their p50/p99/p99.9/max
 (ms), delivery errors, how late the sender itself ran at worst (ms), the broker's CPU (% of
 one core), what the broker says of itself over the cell (_broker_figures: its mean time from a
-Produce read to its answer written, and how many of its 100 ms loop-lag probes ran over 5 ms
-late), and the load average at start and end. The open loop, the latency record and the
-percentiles are latency_bench.py's (_latency_drivers).
+Produce read to its answer written, its young collections and the objects they freed, and how
+many of its 100 ms loop-lag probes ran over 5 ms late), and the load average at start and end.
+The open loop, the latency record and the percentiles are latency_bench.py's (_latency_drivers).
 """
 
 from __future__ import annotations

@@ -268,6 +268,7 @@ def test_kafka_latency_bench_counts_every_record_of_each_cell():
         assert figures["broker_publish_mean_ms"] > 0
         assert figures["broker_loop_probes"] >= 10 and 0 <= figures["broker_loop_lag_over_5ms"] <= figures[
             "broker_loop_probes"]
+        assert figures["broker_young_collections"] >= 0 and figures["broker_young_collections_freed"] >= 0
 
 
 def test_metrics_bench_scrapes_every_topic_beside_a_probe():
