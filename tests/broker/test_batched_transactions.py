@@ -421,3 +421,38 @@ def test_a_transactional_send_is_answered_only_once_the_log_names_its_partition(
         assert values == [b"earlier", b"held"]
     finally:
         broker.stop()
+
+
+async def _commit_while_the_log_is_held(url: str, topic: str, data_dir: Path) -> tuple[str, list[bytes]]:
+    """A commit asked for while another process holds the metadata store's write lock for
+    longer than SQLite waits (its decision cannot be stored): how the commit failed, then the
+    values a consumer gets once the lock is let go and the transaction is committed again
+    through a handle resumed by its id."""
+    async with aio.Client(url, enable_transaction=True, operation_timeout_seconds=20) as client:
+        producer = await client.create_producer(topic, batching_enabled=False)
+        consumer = await client.subscribe(topic, "s")
+        txn = await client.new_transaction(timeout=60)
+        await producer.send(b"held", txn=txn)
+        holder = sqlite3.connect(data_dir / "metadata.db", isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            with pytest.raises(magnetar.client.errors.PulsarException) as failed:
+                await txn.commit()
+        finally:
+            holder.close()
+        await (await client.resume_transaction(txn.txn_id)).commit()  # the client's retry
+        message = await asyncio.wait_for(consumer.receive(), 10)
+        return str(failed.value), [message.data()]
+
+
+def test_a_commit_whose_decision_cannot_be_stored_is_answered_with_the_error_and_can_be_retried(tmp_path: Path):
+    """END_TXN is answered from a callback on the transaction's ending: a decision that could
+    not be stored comes back as an error (not as a commit), and the transaction stays open."""
+    broker = Standalone(tmp_path / "data", [TXN_ON]).start()
+    try:
+        why, values = asyncio.run(_commit_while_the_log_is_held(broker.url, _topic("held-commit"),
+                                                                tmp_path / "data"))
+        assert "could not end the transaction" in why and "locked" in why, why
+        assert values == [b"held"]
+    finally:
+        broker.stop()
