@@ -4,6 +4,7 @@ import threading
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from write_holder import write_held_open
 
 from magnetar.storage import ManagedLedgerConfig, Position, SqliteMetadataStore
 
@@ -184,27 +185,12 @@ def test_a_slow_cursor_flush_does_not_hold_up_appends(open_factory):
         return snapshot()
 
     cursor.snapshot = spied_snapshot
-    release = threading.Event()
-    inside = threading.Event()
-
-    def hold_the_store():  # the cursor's commit cannot finish while this write is open
-        with factory.metadata_store.transaction():
-            inside.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold_the_store)
-    holder.start()
-    try:
-        assert inside.wait(10)
+    with write_held_open(factory.metadata_store):  # the cursor's commit cannot finish meanwhile
         cursor.delete([p[0]])
         assert flushing.wait(10)  # the flush has its snapshot and now waits for the store
         durable = threading.Event()
         ml.append(b"y", lambda _position, _error: durable.set())
         assert durable.wait(10), "an append waited for a cursor flush"
-    finally:
-        release.set()
-        holder.join()
-
 
 def test_non_durable_cursor_is_not_persisted(open_factory):
     factory = open_factory()

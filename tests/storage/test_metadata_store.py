@@ -1,6 +1,7 @@
 import threading
 
 import pytest
+from write_holder import write_held_open
 
 from magnetar.storage.errors import ReadOnlyError, StorageClosedError
 from magnetar.storage.metadata_store import SqliteMetadataStore, bump_counter
@@ -150,26 +151,11 @@ def test_a_read_does_not_wait_for_another_threads_write_transaction(store):
     fsyncs): the read returns the last committed value without waiting for that commit."""
     store.put("k", b"committed")
     store.put("t/a", b"")
-    inside, release = threading.Event(), threading.Event()
-
-    def hold_write_open():
-        with store.transaction() as txn:
-            txn.put("k", b"uncommitted")
-            txn.put("t/b", b"")
-            inside.set()
-            release.wait(30)
-
-    holder = threading.Thread(target=hold_write_open)
-    holder.start()
-    try:
-        assert inside.wait(10)
+    with write_held_open(store, {"k": b"uncommitted", "t/b": b""}):
         done, result = _in_thread(lambda: (store.get("k"), store.list("t/")))
         # Generous deadline: with the reads behind the writer's lock this waits it out and fails.
         assert done.wait(10), "a read waited for another thread's open write transaction"
         assert result == [(b"committed", ["t/a"])]
-    finally:
-        release.set()
-        holder.join()
     assert (store.get("k"), store.list("t/")) == (b"uncommitted", ["t/a", "t/b"])
 
 
