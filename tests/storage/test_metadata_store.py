@@ -180,3 +180,33 @@ def test_reads_after_close_are_refused(tmp_path):
         s.get("k")
     with pytest.raises(StorageClosedError):
         s.list("")
+
+
+def test_reads_from_many_threads_see_commits_in_order_on_a_few_connections(store):
+    """Readers beside a writer: each sees the counter move forward only, and the read
+    connections number no more than the reads that ran at once."""
+    store.put("n", b"0")
+    stop = threading.Event()
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            store.put("n", str(i).encode())
+
+    def read(seen):
+        for _ in range(200):
+            seen.append(int(store.get("n")))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    seen_by = [[] for _ in range(6)]
+    readers = [threading.Thread(target=read, args=(seen,)) for seen in seen_by]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    stop.set()
+    writer.join()
+    assert all(seen == sorted(seen) and len(seen) == 200 for seen in seen_by)
+    assert len(store._readers._idle) <= len(readers)
