@@ -246,6 +246,31 @@ def test_latency_bench_times_every_message_of_every_cell_from_its_schedule():
     assert set(result["table"]) == {c["cell"] for c in cells}
 
 
+def test_latency_bench_stages_come_from_inside_the_broker_of_each_cell():
+    done = run_script("latency_bench.py", "--duration", "0.4", "--warmup", "0.1", "--rate", "500", "--no-peers",
+                      "--client", "official", "--batching", "off", "--callback", "tenth", "--stages")
+    assert done.returncode == 0, done.stderr
+    (cell,) = json.loads(done.stdout)["cells"]
+    stages = cell["broker_stages_ms"]
+    assert stages["publish"]["count"] >= 1 and stages["hop"]["count"] >= stages["publish"]["count"], stages
+    assert stages["commit_group"]["count"] >= stages["queue_wait"]["count"] >= 1, stages
+    assert stages["loop_iteration"]["count"] > stages["drain"]["count"] >= 1, stages
+    assert stages["cpu_us_per_message"] > 0, stages
+    assert 0 <= stages["publish"]["p50"] <= stages["publish"]["max"], stages
+
+
+def test_commit_stall_bench_runs_each_tree_every_round_in_alternating_order():
+    src = str(BENCHMARKS.parent / "src")
+    done = run_script("commit_stall_bench.py", "--rate", "2000", "--seconds", "0.5", "--rounds", "2",
+                      "--tree", f"one={src}", "--tree", f"two={src}")
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)["runs"]
+    assert [(run["tree"], run["round"]) for run in runs] == [("one", 1), ("two", 1), ("two", 2), ("one", 2)]
+    for run in runs:
+        assert run["count"] == 1000, run  # every append became durable
+        assert 0 < run["p50"] <= run["p99"] <= run["p99.9"] <= run["max"], run
+
+
 def test_latency_bench_names_the_flag_it_refuses():
     done = run_script("latency_bench.py", "--rate", "0")
     assert done.returncode == 2
