@@ -318,6 +318,28 @@ def test_kafka_produce_path_bench_answers_every_request_in_both_formats():
         assert figures["cpu_s_per_million"] > 0 and figures["requests_per_s"] > 0
 
 
+def test_transactions_bench_runs_each_tree_in_turns_and_commits_every_transaction():
+    src = str(BENCHMARKS.parent / "src")
+    done = run_script("transactions_bench.py", "--messages", "800", "--rounds", "2", "--in-flight", "2",
+                      "--magnetar", f"a={src}", "--magnetar", f"b={src}")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    for label in ("a", "b"):
+        figures = result[label]
+        assert figures["commits"] == {"transactional_1_in_flight": 16, "transactional_2_in_flight": 16}
+        assert all(len(rates) == 2 and min(rates) > 0 for rates in figures["msg_per_s"].values())
+        assert set(figures["cpu_us_per_msg"]) == set(figures["msg_per_s"])
+        assert all(cpu["client"] > 0 for cpu in figures["cpu_us_per_msg"].values())
+        assert 0 < figures["commit_ms"]["transactional_1_in_flight"]["p50"] <= \
+            figures["commit_ms"]["transactional_1_in_flight"]["p99"]
+
+
+def test_transactions_bench_names_the_flag_it_refuses():
+    done = run_script("transactions_bench.py", "--magnetar", "nolabel")
+    assert done.returncode == 2
+    assert "--magnetar" in done.stderr and "Traceback" not in done.stderr
+
+
 def test_kafka_produce_path_bench_compares_source_trees_round_by_round():
     source = str(BENCHMARKS.parent / "src")
     done = run_script("kafka_produce_path_bench.py", "--requests", "200", "--entry-format", "kafka",

@@ -8,6 +8,7 @@ coordinator, which may have some of them aborted there (TransactionCoordinator.f
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -38,19 +39,17 @@ class TopicParticipants:
             raise
         return loaded if isinstance(loaded, PersistentTopic) else None
 
-    async def end_on_partition(self, topic: str, txn: TxnId, action: int) -> None:
+    def end_on_partition(self, topic: str, txn: TxnId, action: int) -> asyncio.Future[None] | None:
         loaded = self._topic(topic)
-        if loaded is not None:
-            await loaded.end_transaction(txn, action)
+        return None if loaded is None else loaded.end_transaction(txn, action)
 
-    async def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> None:
+    def end_on_subscription(self, topic: str, subscription: str, txn: TxnId,
+                            action: int) -> asyncio.Future[None] | None:
         """Apply or release what the transaction acknowledged; a subscription deleted since
         has nothing left to apply it to."""
         loaded = self._topic(topic)
         held = loaded.subscriptions.get(subscription) if loaded is not None else None
-        stored = None if held is None else held.end_txn_acks(txn, commit=action == COMMIT)
-        if stored is not None:
-            await stored
+        return None if held is None else held.end_txn_acks(txn, commit=action == COMMIT)
 
 
     def loaded(self, topic: PersistentTopic) -> None:

@@ -94,6 +94,8 @@ class PersistentTopic(AbstractTopic):
         """Append to durable, per entry (pulsar_storage_write_latency_le_*)."""
         self.transaction_buffer: TransactionBuffer | None = None
         """What dispatch may read of a topic that has held transactions (None: all of it)."""
+        self._markers: list[tuple[TxnId, int, asyncio.Future[None]]] = []
+        """Transactions' endings whose markers are appended at the end of this turn of the loop."""
         if ledger.get_property(TRANSACTIONS_PROPERTY) is not None:
             from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
 
@@ -107,8 +109,8 @@ class PersistentTopic(AbstractTopic):
         self._append(entries, counts, batch_size, callback)
 
     def publish_marker(self, marker: bytes, callback: GroupPublishCallback) -> None:
-        """Store a marker the broker writes itself (a transaction's commit or abort, a
-        replicated subscription's snapshot request, response, snapshot or update): an entry,
+        """Store a marker the broker writes itself (a replicated subscription's snapshot
+        request, response, snapshot or update; a transaction's, see end_transaction): an entry,
         but no message published, so it is not counted in msgInCounter, msgRateIn or
         /metrics' pulsar_in_messages_total, as Pulsar counts only what producers send."""
         self._append([marker], [1], -1, callback, published=False)
@@ -171,25 +173,45 @@ class PersistentTopic(AbstractTopic):
 
     def end_transaction(self, txn: TxnId, action: int) -> asyncio.Future[None]:
         """END_TXN_ON_PARTITION: store the commit or abort marker; done once it is durable
-        and dispatch may read past the transaction's messages (or must skip them)."""
-        from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, marker_entry  # noqa: PLC0415
-
+        and dispatch may read past the transaction's messages (or must skip them). The
+        markers asked for in one turn of the loop (the transactions one log commit decided)
+        are stored as one append: one hand-over to the storage thread, one fsync."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        buffer = self.transaction_buffer
-        if buffer is None:  # none of its messages came here: nothing to mark
+        if self.transaction_buffer is None:  # none of its messages came here: nothing to mark
             done.set_result(None)
             return done
+        if not self._markers:
+            asyncio.get_running_loop().call_soon(self._append_markers)
+        self._markers.append((txn, action, done))
+        return done
+
+    def _append_markers(self) -> None:
+        from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, marker_entry  # noqa: PLC0415
+
+        ends, self._markers = self._markers, []
+        buffer = self.transaction_buffer
+        assert buffer is not None  # set before any marker is asked for, never unset
+
+        given: list[Position] = []
 
         def stored(positions: list[Position] | None, exc: BaseException | None) -> None:
             if exc is not None:
-                done.set_exception(exc)
-                return
-            buffer.ended(txn, action, positions[0] if positions else None)
-            done.set_result(None)
+                buffer.unmarked(given)
+            for i, (txn, action, done) in enumerate(ends):
+                if exc is not None:
+                    done.set_exception(exc)
+                    continue
+                buffer.ended(txn, action, positions[i] if positions else None)
+                done.set_result(None)
 
-        marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn)
-        self.publish_marker(marker, stored)
-        return done
+        markers = [marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn)
+                   for txn, action, _done in ends]
+        try:
+            given += self._append(markers, [1] * len(markers), -1, stored, published=False)
+        except Exception as exc:  # a full disk, a failed ledger: each ending fails with it
+            stored(None, exc)
+            return
+        buffer.marking(given)  # `stored` runs on a later turn of the loop
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
                 exc: BaseException | None, write_seconds: float) -> None:
