@@ -23,7 +23,9 @@ store; nats-py `publish` awaiting each ack), their consumers XREAD / an ordered 
 
 Prints ONE JSON object: per cell p50/p99/p99.9/max (ms) of publish and end-to-end latency,
 messages timed, how late the sender itself ran, and for magnetar what the broker saw during
-the cell (from /metrics, when it exports them: mean publish latency, event-loop lag probes);
+the cell (from /metrics, when it exports them: mean publish latency, event-loop lag probes;
+with `--stages`, each stage of the publish path timed inside the broker, warm-up included:
+benchmarks/stage_probe/sitecustomize.py says which);
 `table` has "p50 / p99" per cell; the load average at start and end.
 """
 
@@ -35,16 +37,16 @@ import importlib.util
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-import urllib.request
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _broker_figures import broker_between, broker_figures
 from _broker_process import Standalone
 from _latency_drivers import (
     AsyncSender,
@@ -58,6 +60,7 @@ from _latency_drivers import (
 from _peer_brokers import Nats, Redis
 
 CONSUMER_START_TIMEOUT = 60.0
+STAGE_PROBE_DIR = Path(__file__).resolve().parent / "stage_probe"
 
 
 @dataclass(frozen=True)
@@ -112,9 +115,16 @@ class Consumer:
 
 # ----------------------------------------------------------------- brokers
 class MagnetarUnderTest:
-    def __init__(self, label: str, work: Path, src: str | None, config: list[str]) -> None:
+    def __init__(self, label: str, work: Path, src: str | None, config: list[str], stages: bool) -> None:
         self.label = label
-        env = {"PYTHONPATH": str(Path(src).resolve())} if src else {}
+        paths = [str(Path(src).resolve())] if src else []
+        env = {}
+        self.stages = StageProbe(work / "stages.json") if stages else None
+        if self.stages is not None:
+            paths.insert(0, str(STAGE_PROBE_DIR))
+            env["STAGE_PROBE_FILE"] = str(self.stages.path)
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(paths)
         self.broker = Standalone(work / label, list(config), env=env).start()
         self.pid = self.broker.proc.pid
 
@@ -125,30 +135,48 @@ class MagnetarUnderTest:
         consumer = Consumer({"kind": "pulsar", "url": self.broker.url, "topic": topic, "count": count,
                              "skip": skip, "client": cell.client})
         before = self.broker_figures()
+        if self.stages is not None:
+            self.stages.reset()
         try:
             latencies, lag = pulsar_publish(client, module, topic, cell.batching, cell.every, cell.rate, count, skip)
         finally:
             client.close()
         e2e = consumer.latencies()
-        return {"publish": latencies, "sender_lag_ms": lag, "e2e": e2e, **broker_between(before, self.broker_figures())}
+        stages = {} if self.stages is None else {"broker_stages_ms": self.stages.read()}
+        return {"publish": latencies, "sender_lag_ms": lag, "e2e": e2e, **broker_between(before, self.broker_figures()),
+                **stages}
 
     def broker_figures(self) -> dict[str, float]:
-        """The broker's cumulative event-loop lag histogram and publish-latency count and sum
-        from /metrics (empty for versions without them)."""
-        try:
-            with urllib.request.urlopen(f"{self.broker.admin_url}/metrics", timeout=10) as reply:
-                text = reply.read().decode()
-        except OSError:
-            return {}
-        found = {bound: float(value) for bound, value in
-                 re.findall(r'^magnetar_event_loop_lag_seconds_bucket\{[^}]*le="([^"]+)"\} (\S+)$', text, re.M)}
-        for part in ("count", "sum"):
-            if match := re.search(rf"^pulsar_broker_publish_latency_{part}\{{[^}}]*\}} (\S+)$", text, re.M):
-                found[f"publish_{part}"] = float(match.group(1))
-        return found
+        return broker_figures(self.broker.admin_url)
 
     def stop(self) -> None:
         self.broker.stop()
+
+
+class StageProbe:
+    """The figures stage_probe/sitecustomize.py writes from inside a broker (--stages)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def reset(self) -> None:
+        """Start the figures afresh; the probe removes the request once it did."""
+        request = Path(f"{self.path}.reset")
+        request.touch()
+        deadline = time.monotonic() + 10
+        while request.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def read(self) -> dict:
+        """The figures up to now: the first the probe writes from here on."""
+        since = time.time()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if self.path.stat().st_mtime > since:
+                    return json.loads(self.path.read_text())
+            time.sleep(0.05)
+        return {}
 
 
 class RedisUnderTest:
@@ -201,22 +229,6 @@ class NatsUnderTest:
         self.server.stop()
 
 
-def broker_between(before: dict[str, float], after: dict[str, float]) -> dict:
-    """What the broker saw during a cell: its mean publish latency (SEND read to receipt
-    written), and how late its loop-lag probe (every 100 ms) ran: probes taken, how many were
-    over 5 ms, the bucket bound the worst one fell under."""
-    if not before or not after:
-        return {}
-    counts = {key: after[key] - before.get(key, 0) for key in after}
-    out: dict = {}
-    if counts.get("publish_count"):
-        out["broker_publish_mean_ms"] = round(counts["publish_sum"] / counts["publish_count"], 3)
-    probes = counts.get("+Inf", 0)
-    worst = next((bound for bound, n in counts.items() if n == probes and not bound.startswith("publish")), "+Inf")
-    return {**out, "broker_loop_probes": int(probes), "broker_loop_lag_over_5ms": int(probes - counts.get("0.005", 0)),
-            "broker_loop_lag_max_under_s": worst}
-
-
 def peers_here() -> tuple[list[str], dict[str, str]]:
     names, skipped = [], {}
     if shutil.which("redis-server") and importlib.util.find_spec("redis"):
@@ -256,12 +268,12 @@ def measure(broker, cell: Cell, args: argparse.Namespace, serial: int) -> dict:
     return result
 
 
-def start(label: str, work: Path, sources: dict[str, str | None], config: list[str]):
+def start(label: str, work: Path, sources: dict[str, str | None], config: list[str], stages: bool):
     if label == "redis-always":
         return RedisUnderTest(work)
     if label == "nats-jetstream":
         return NatsUnderTest(work)
-    return MagnetarUnderTest(label, work, sources[label], config)
+    return MagnetarUnderTest(label, work, sources[label], config, stages)
 
 
 def parse_args() -> argparse.Namespace:
@@ -278,6 +290,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--magnetar", action="append", metavar="LABEL=SRC",
                         help="a magnetar to run from source tree SRC (repeatable; default: this environment's)")
     parser.add_argument("--no-peers", action="store_true", help="skip redis-server and nats-server")
+    parser.add_argument("--stages", action="store_true",
+                        help="time the publish path's stages inside each magnetar (benchmarks/stage_probe; "
+                             "costs the broker CPU: compare probed with probed)")
     parser.add_argument("-c", dest="config", action="append", default=[], metavar="KEY=VALUE",
                         help="magnetar broker config, as `magnetar standalone -c` (repeatable)")
     args = parser.parse_args()
@@ -320,7 +335,7 @@ def main() -> None:
             for label in labels if round_no % 2 == 0 else labels[::-1]:
                 work = Path(tmp) / f"{label}-{round_no}"
                 work.mkdir()
-                broker = start(label, work, args.sources, args.config)
+                broker = start(label, work, args.sources, args.config, args.stages)
                 try:
                     for cell in cells_for(label, args):
                         serial += 1

@@ -3,11 +3,15 @@ client reads it: the transaction tests' common ground."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+import threading
+from collections.abc import Callable, Iterator
 
 import pulsar
 import pytest
 from standalone import Standalone
+
+import magnetar.client
 
 TXN_ON = "transactionCoordinatorEnabled=true"
 
@@ -30,3 +34,41 @@ def read_all_official(url: str, topic: str) -> list[bytes]:
         return got
     finally:
         client.close()
+
+
+def consumer(kind: str, url: str, topic: str, subscription: str):
+    """(client, consumer) of the official client or magnetar.client, from the earliest message."""
+    if kind == "official":
+        client = pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
+    else:
+        client = magnetar.client.Client(url, operation_timeout_seconds=10)
+    return client, client.subscribe(topic, subscription, initial_position=pulsar.InitialPosition.Earliest)
+
+
+def read_until(consumer, expected: set[bytes], quiet_ms: int = 300) -> list[tuple[bytes, object]]:
+    """What the consumer receives (acknowledged) until it has every one of `expected` and then
+    stays quiet for `quiet_ms`: a message that should not come has had its chance."""
+    got: list[tuple[bytes, object]] = []
+    while True:
+        try:
+            message = consumer.receive(10_000 if not expected <= {value for value, _ in got} else quiet_ms)
+        except Exception:  # Timeout, in either client's spelling
+            return got
+        got.append((message.data(), message.message_id()))
+        consumer.acknowledge(message)
+
+
+def kill_while(broker: Standalone, produce: Callable[[threading.Event], None], rng: random.Random,
+               seconds: tuple[float, float]) -> None:
+    """`produce(stop)` runs in a thread until `stop` is set (or the broker is gone); the broker
+    is SIGKILLed at a random moment within `seconds` of its start, and started again once the
+    thread is done."""
+    stop = threading.Event()
+    producing = threading.Thread(target=produce, args=(stop,))
+    producing.start()
+    stop.wait(rng.uniform(*seconds))
+    broker.kill()
+    stop.set()
+    producing.join(60)
+    assert not producing.is_alive()
+    broker.start()

@@ -246,6 +246,31 @@ def test_latency_bench_times_every_message_of_every_cell_from_its_schedule():
     assert set(result["table"]) == {c["cell"] for c in cells}
 
 
+def test_latency_bench_stages_come_from_inside_the_broker_of_each_cell():
+    done = run_script("latency_bench.py", "--duration", "0.4", "--warmup", "0.1", "--rate", "500", "--no-peers",
+                      "--client", "official", "--batching", "off", "--callback", "tenth", "--stages")
+    assert done.returncode == 0, done.stderr
+    (cell,) = json.loads(done.stdout)["cells"]
+    stages = cell["broker_stages_ms"]
+    assert stages["publish"]["count"] >= 1 and stages["hop"]["count"] >= stages["publish"]["count"], stages
+    assert stages["commit_group"]["count"] >= stages["queue_wait"]["count"] >= 1, stages
+    assert stages["loop_iteration"]["count"] > stages["drain"]["count"] >= 1, stages
+    assert stages["cpu_us_per_message"] > 0, stages
+    assert 0 <= stages["publish"]["p50"] <= stages["publish"]["max"], stages
+
+
+def test_commit_stall_bench_runs_each_tree_every_round_in_alternating_order():
+    src = str(BENCHMARKS.parent / "src")
+    done = run_script("commit_stall_bench.py", "--rate", "2000", "--seconds", "0.5", "--rounds", "2",
+                      "--tree", f"one={src}", "--tree", f"two={src}")
+    assert done.returncode == 0, done.stderr
+    runs = json.loads(done.stdout)["runs"]
+    assert [(run["tree"], run["round"]) for run in runs] == [("one", 1), ("two", 1), ("two", 2), ("one", 2)]
+    for run in runs:
+        assert run["count"] == 1000, run  # every append became durable
+        assert 0 < run["p50"] <= run["p99"] <= run["p99.9"] <= run["max"], run
+
+
 def test_latency_bench_names_the_flag_it_refuses():
     done = run_script("latency_bench.py", "--rate", "0")
     assert done.returncode == 2
@@ -264,6 +289,11 @@ def test_kafka_latency_bench_counts_every_record_of_each_cell():
         rate = int(name.split()[1].removesuffix("/s"))
         assert figures["errors"] == 0 and figures["records"] == rate  # one measured second, warm-up left out
         assert 0 < figures["p50"] <= figures["p99"] <= figures["p99.9"] <= figures["max"]
+        # the broker's own view of the cell: its produce answers' mean time, its loop probes
+        assert figures["broker_publish_mean_ms"] > 0
+        assert figures["broker_loop_probes"] >= 10 and 0 <= figures["broker_loop_lag_over_5ms"] <= figures[
+            "broker_loop_probes"]
+        assert figures["broker_young_collections"] >= 0 and figures["broker_young_collections_freed"] >= 0
 
 
 def test_metrics_bench_scrapes_every_topic_beside_a_probe():
@@ -286,3 +316,36 @@ def test_kafka_produce_path_bench_answers_every_request_in_both_formats():
     for fmt in ("pulsar", "kafka"):
         figures = result[f"entryFormat={fmt}"]
         assert figures["cpu_s_per_million"] > 0 and figures["requests_per_s"] > 0
+
+
+def test_transactions_bench_runs_each_tree_in_turns_and_commits_every_transaction():
+    src = str(BENCHMARKS.parent / "src")
+    done = run_script("transactions_bench.py", "--messages", "800", "--rounds", "2", "--in-flight", "2",
+                      "--magnetar", f"a={src}", "--magnetar", f"b={src}")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    for label in ("a", "b"):
+        figures = result[label]
+        assert figures["commits"] == {"transactional_1_in_flight": 16, "transactional_2_in_flight": 16}
+        assert all(len(rates) == 2 and min(rates) > 0 for rates in figures["msg_per_s"].values())
+        assert set(figures["cpu_us_per_msg"]) == set(figures["msg_per_s"])
+        assert all(cpu["client"] > 0 for cpu in figures["cpu_us_per_msg"].values())
+        assert 0 < figures["commit_ms"]["transactional_1_in_flight"]["p50"] <= \
+            figures["commit_ms"]["transactional_1_in_flight"]["p99"]
+
+
+def test_transactions_bench_names_the_flag_it_refuses():
+    done = run_script("transactions_bench.py", "--magnetar", "nolabel")
+    assert done.returncode == 2
+    assert "--magnetar" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_kafka_produce_path_bench_compares_source_trees_round_by_round():
+    source = str(BENCHMARKS.parent / "src")
+    done = run_script("kafka_produce_path_bench.py", "--requests", "200", "--entry-format", "kafka",
+                      "--magnetar", f"one={source}", "--magnetar", f"two={source}", "--rounds", "2")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result["cells"]) == ["one round 1", "two round 1", "two round 2", "one round 2"]
+    assert all(cell["entryFormat=kafka"]["requests_per_s"] > 0 for cell in result["cells"].values())
+    assert len(result["load_start"]) == 3

@@ -20,6 +20,8 @@ from pathlib import Path
 import pulsar
 import pytest
 from standalone import Standalone
+from transactional_brokers import consumer as open_consumer
+from transactional_brokers import kill_while, read_until
 
 import magnetar.client
 from magnetar.client import aio
@@ -38,27 +40,6 @@ def txn_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]
 
 def _topic(name: str) -> str:
     return f"persistent://public/default/txnb-{name}-{uuid.uuid4().hex[:8]}"
-
-
-def _consumer(kind: str, url: str, topic: str, subscription: str):
-    if kind == "official":
-        client = pulsar.Client(url, operation_timeout_seconds=10, logger=pulsar.ConsoleLogger(pulsar.LoggerLevel.Error))
-    else:
-        client = magnetar.client.Client(url, operation_timeout_seconds=10)
-    return client, client.subscribe(topic, subscription, initial_position=pulsar.InitialPosition.Earliest)
-
-
-def _read_until(consumer, expected: set[bytes], quiet_ms: int = 300) -> list[tuple[bytes, object]]:
-    """What the consumer receives (acknowledged) until it has every one of `expected` and then
-    stays quiet for `quiet_ms`: a message that should not come has had its chance."""
-    got: list[tuple[bytes, object]] = []
-    while True:
-        try:
-            message = consumer.receive(10_000 if not expected <= {value for value, _ in got} else quiet_ms)
-        except Exception:  # Timeout, in either client's spelling
-            return got
-        got.append((message.data(), message.message_id()))
-        consumer.acknowledge(message)
 
 
 async def _produce(url: str, topic: str, plan: list[tuple[str, list[bytes]]], interleave: bool = True) -> None:
@@ -89,12 +70,12 @@ async def _produce(url: str, topic: str, plan: list[tuple[str, list[bytes]]], in
 @pytest.mark.parametrize("kind", CONSUMERS)
 def test_a_transactions_batches_are_delivered_whole_on_commit_and_never_on_abort(txn_broker, kind):
     topic = _topic("batches")
-    client, consumer = _consumer(kind, txn_broker.url, topic, "s")
+    client, consumer = open_consumer(kind, txn_broker.url, topic, "s")
     try:
         committed = [f"c-{i}".encode() for i in range(40)]
         aborted = [f"a-{i}".encode() for i in range(40)]
         asyncio.run(_produce(txn_broker.url, topic, [("abort", aborted), ("commit", committed)], interleave=False))
-        got = _read_until(consumer, {*committed, b"plain-after"})
+        got = read_until(consumer, {*committed, b"plain-after"})
         assert [value for value, _ in got] == [*committed, b"plain-after"]
         # The batch timer is a minute: a commit that did not cut the batch would wait for it.
         assert all(mid.batch_index() >= 0 for _, mid in got[:-1]), "the transaction's messages were not batched"
@@ -106,13 +87,13 @@ def test_one_producer_batches_each_transaction_apart(txn_broker):
     """Three transactions' messages sent in turn on one producer: each entry holds one
     transaction's messages, so aborting the middle one takes exactly its messages away."""
     topic = _topic("apart")
-    client, consumer = _consumer("official", txn_broker.url, topic, "s")
+    client, consumer = open_consumer("official", txn_broker.url, topic, "s")
     try:
         plan = [(action, [f"{n}-{i}".encode() for i in range(5)]) for n, action in
                 enumerate(["commit", "abort", "commit"])]
         asyncio.run(_produce(txn_broker.url, topic, plan))
         expected = [value for action, values in plan if action == "commit" for value in values]
-        got = [value for value, _ in _read_until(consumer, {*expected, b"plain-after"})]
+        got = [value for value, _ in read_until(consumer, {*expected, b"plain-after"})]
         assert sorted(got[:-1]) == sorted(expected) and got[-1] == b"plain-after"
     finally:
         client.close()
@@ -143,7 +124,7 @@ async def _busy_producers(url: str, topics: list[str], outcomes: dict[int, tuple
 
 
 def _subscribe_both(kind: str, url: str, topics: list[str]):
-    client, first = _consumer(kind, url, topics[0], f"check-{kind}")
+    client, first = open_consumer(kind, url, topics[0], f"check-{kind}")
     return client, first, client.subscribe(topics[1], f"check-{kind}", initial_position=pulsar.InitialPosition.Earliest)
 
 
@@ -151,9 +132,9 @@ def _check_after_kill(consumers: tuple, outcomes: dict[int, tuple[str, int]], se
     client, first, second = consumers
     try:
         committed = {n: count for n, (action, count) in outcomes.items() if action == "commit"}
-        values = [value for value, _ in _read_until(first, {f"{n}:0:{c}".encode() for n, c in committed.items()},
+        values = [value for value, _ in read_until(first, {f"{n}:0:{c}".encode() for n, c in committed.items()},
                                                     quiet_ms=1500)]
-        values += [value for value, _ in _read_until(second, {f"{n}:1:{c}".encode() for n, c in committed.items()
+        values += [value for value, _ in read_until(second, {f"{n}:1:{c}".encode() for n, c in committed.items()
                                                               if c > 1}, quiet_ms=500)]
     finally:
         client.close()
@@ -183,17 +164,9 @@ def test_sigkill_with_transactions_in_flight_leaves_each_whole_or_gone(tmp_path:
     try:
         topics = [_topic("kill-a"), _topic("kill-b")]
         outcomes: dict[int, tuple[str, int]] = {}
-        stop = threading.Event()
-        producing = threading.Thread(target=lambda: asyncio.run(_busy_producers(broker.url, topics, outcomes, stop,
-                                                                                 rng)))
-        producing.start()
-        stop.wait(rng.uniform(0.5, 2.0))
-        broker.kill()
-        stop.set()
-        producing.join(60)
-        assert not producing.is_alive()
+        kill_while(broker, lambda stop: asyncio.run(_busy_producers(broker.url, topics, outcomes, stop, rng)), rng,
+                   (0.5, 2.0))
         assert outcomes, f"no transaction ended before the kill (seed {seed})"
-        broker.start()
         every = [_subscribe_both(kind, broker.url, topics) for kind in CONSUMERS]  # all before any acknowledges
         for consumers in every:
             _check_after_kill(consumers, outcomes, seed)
@@ -239,9 +212,9 @@ def test_each_message_of_a_batch_acknowledged_in_its_own_transaction(txn_broker,
         for i, txn in enumerate(txns):
             txn.commit() if i % 2 else txn.abort()
         consumer.close()
-    again_client, again = _consumer(kind, txn_broker.url, topic, "s")
+    again_client, again = open_consumer(kind, txn_broker.url, topic, "s")
     try:
-        assert sorted(value for value, _ in _read_until(again, {b"m0", b"m2", b"m4"})) == [b"m0", b"m2", b"m4"]
+        assert sorted(value for value, _ in read_until(again, {b"m0", b"m2", b"m4"})) == [b"m0", b"m2", b"m4"]
     finally:
         again_client.close()
 
@@ -261,10 +234,10 @@ def test_batch_messages_held_at_a_sigkill_stay_held_until_the_transaction_times_
             consumer.acknowledge(consumer.receive(10_000), txn=held)  # m1, held when the broker dies
             broker.kill()
         broker.start()
-        client, again = _consumer("official", broker.url, topic, "s")
+        client, again = open_consumer("official", broker.url, topic, "s")
         try:
-            assert [value for value, _ in _read_until(again, {b"m2"}, quiet_ms=500)] == [b"m2"]
-            got = [value for value, _ in _read_until(again, {b"m1"})]
+            assert [value for value, _ in read_until(again, {b"m2"}, quiet_ms=500)] == [b"m2"]
+            got = [value for value, _ in read_until(again, {b"m1"})]
             # once its transaction timed out: the batch again, m2 with it (acknowledged by the
             # official client, which tells the broker only once the whole batch is)
             assert b"m1" in got and set(got) <= {b"m1", b"m2"}
@@ -297,14 +270,14 @@ def test_a_restart_reads_the_buffers_snapshot_and_only_the_entries_after_it(tmp_
             producer.send(b"plain")
             broker.kill()
         broker.start()
-        every = [_consumer(kind, broker.url, topic, f"s-{kind}") for kind in CONSUMERS]
+        every = [open_consumer(kind, broker.url, topic, f"s-{kind}") for kind in CONSUMERS]
         rebuilt = re.search(r"txnb-snapshot-\w+: transaction buffer rebuilt from a snapshot at \S+ and (\d+) entries",
                             broker.log())
         assert rebuilt is not None, "no snapshot read"
         assert int(rebuilt.group(1)) < 22  # of the 22 entries (messages, markers), only those after it
         for client, consumer in every:
             try:
-                got = [value for value, _ in _read_until(consumer, {*expected, b"plain"})]
+                got = [value for value, _ in read_until(consumer, {*expected, b"plain"})]
                 assert got == [*expected, b"plain"]
             finally:
                 client.close()
@@ -335,9 +308,9 @@ def test_a_cumulative_acknowledgement_in_a_transaction_takes_effect_on_commit_on
         with pytest.raises(magnetar.client.errors.PulsarException):
             shared.acknowledge_cumulative(shared.receive(10_000), txn=refused)
         refused.abort()
-    again_client, again = _consumer(kind, txn_broker.url, topic, "s")
+    again_client, again = open_consumer(kind, txn_broker.url, topic, "s")
     try:
-        assert [value for value, _ in _read_until(again, {b"m2", b"m3"})] == [b"m2", b"m3"]
+        assert [value for value, _ in read_until(again, {b"m2", b"m3"})] == [b"m2", b"m3"]
     finally:
         again_client.close()
 
@@ -401,7 +374,7 @@ def test_messages_stored_before_the_log_named_their_partition_are_aborted_after_
         every = {kind: _subscribe_both(kind, broker.url, topics) for kind in CONSUMERS}  # all before any acknowledges
         for kind, (client, *consumers) in every.items():
             try:
-                got = [value for consumer, parity in zip(consumers, (0, 1), strict=True) for value, _ in _read_until(
+                got = [value for consumer, parity in zip(consumers, (0, 1), strict=True) for value, _ in read_until(
                     consumer, {b"after", *(f"committed-{i}".encode() for i in range(parity, 6, 2))})]
             finally:
                 client.close()
@@ -446,5 +419,40 @@ def test_a_transactional_send_is_answered_only_once_the_log_names_its_partition(
         early, values = asyncio.run(_send_while_the_log_is_held(broker.url, _topic("held-log"), tmp_path / "data"))
         assert not early, "receipt sent before the transaction log named the partition"
         assert values == [b"earlier", b"held"]
+    finally:
+        broker.stop()
+
+
+async def _commit_while_the_log_is_held(url: str, topic: str, data_dir: Path) -> tuple[str, list[bytes]]:
+    """A commit asked for while another process holds the metadata store's write lock for
+    longer than SQLite waits (its decision cannot be stored): how the commit failed, then the
+    values a consumer gets once the lock is let go and the transaction is committed again
+    through a handle resumed by its id."""
+    async with aio.Client(url, enable_transaction=True, operation_timeout_seconds=20) as client:
+        producer = await client.create_producer(topic, batching_enabled=False)
+        consumer = await client.subscribe(topic, "s")
+        txn = await client.new_transaction(timeout=60)
+        await producer.send(b"held", txn=txn)
+        holder = sqlite3.connect(data_dir / "metadata.db", isolation_level=None)
+        try:
+            holder.execute("BEGIN IMMEDIATE")
+            with pytest.raises(magnetar.client.errors.PulsarException) as failed:
+                await txn.commit()
+        finally:
+            holder.close()
+        await (await client.resume_transaction(txn.txn_id)).commit()  # the client's retry
+        message = await asyncio.wait_for(consumer.receive(), 10)
+        return str(failed.value), [message.data()]
+
+
+def test_a_commit_whose_decision_cannot_be_stored_is_answered_with_the_error_and_can_be_retried(tmp_path: Path):
+    """END_TXN is answered from a callback on the transaction's ending: a decision that could
+    not be stored comes back as an error (not as a commit), and the transaction stays open."""
+    broker = Standalone(tmp_path / "data", [TXN_ON]).start()
+    try:
+        why, values = asyncio.run(_commit_while_the_log_is_held(broker.url, _topic("held-commit"),
+                                                                tmp_path / "data"))
+        assert "could not end the transaction" in why and "locked" in why, why
+        assert values == [b"held"]
     finally:
         broker.stop()

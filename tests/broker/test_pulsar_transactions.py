@@ -12,6 +12,7 @@ import asyncio
 import json
 import random
 import re
+import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from standalone import Standalone
 from transactional_brokers import TXN_ON, module_broker
 
 import magnetar.client
+from magnetar.broker.transactions import PENDING_ACKS_PROPERTY
 from magnetar.client import aio
 from magnetar.wire.entry import build_entry
 from magnetar.wire.frames import encode_payload_command
@@ -437,6 +439,39 @@ def test_acks_held_at_a_crash_stay_held_until_the_transaction_times_out(own_brok
     broker.start()
     again = clients("official", broker.url).subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
     assert _drain(again) == []  # still held by the open transaction, after the crash too
+    assert _receive(again, 1) == [b"held"]  # given back when it timed out
+
+
+def _strip_pending_ack_marks(data_dir: Path) -> list[str]:
+    """Make the stopped broker's store look as a version before the pending-ack mark left it:
+    no topic marked, no list of unmarked subscriptions. The topics that were marked."""
+    db = sqlite3.connect(data_dir / "metadata.db")
+    try:
+        marked = []
+        for key, raw in db.execute("SELECT key, value FROM kv WHERE key LIKE 'storage/ml/%/properties'").fetchall():
+            properties = json.loads(raw)
+            if properties.pop(PENDING_ACKS_PROPERTY, None) is not None:
+                marked.append(key)
+                db.execute("UPDATE kv SET value = ? WHERE key = ?", (json.dumps(properties).encode(), key))
+        db.execute("DELETE FROM kv WHERE key = '/transactions/pending-ack-unmarked'")
+        db.commit()
+        return marked
+    finally:
+        db.close()
+
+
+def test_acks_held_by_a_version_that_did_not_mark_topics_stay_held(own_broker, clients):
+    """Only a topic marked at its first transactional ack looks for held acks when it loads;
+    held acks a store of the previous version has (no mark) are found by a one-time scan."""
+    broker = own_broker
+    topic = _topic("ack-upgrade")
+    consumer, _ = _ack_first_in_txn(clients, broker.url, topic, [b"held"], timeout=8)
+    consumer.close()
+    broker.kill()
+    assert len(_strip_pending_ack_marks(broker.data_dir)) == 1  # the topic was marked at the ack
+    broker.start()
+    again = clients("official", broker.url).subscribe(topic, "s", consumer_type=pulsar.ConsumerType.Shared)
+    assert _drain(again) == []  # still held by the open transaction
     assert _receive(again, 1) == [b"held"]  # given back when it timed out
 
 

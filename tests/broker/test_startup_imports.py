@@ -47,9 +47,9 @@ MAGNETAR = {
     "magnetar.broker.topics": ". abstract_subscription abstract_topic consumer consumer_selectors context "
                               "failed_writes full_disk latency loop_bridge positions producer publish_rate "
                               "replicators stats topic_limits",
-    # the coordinator and its log (on in the standalone); a topic's buffer and a subscription's
+    # the coordinator, its log and its records (on in the standalone); a topic's buffer and a subscription's
     # pending acknowledgements load with the first topic that held a transaction
-    "magnetar.broker.transactions": ". coordinator log",
+    "magnetar.broker.transactions": ". coordinator log records",  # records: the coordinator's TxnMeta, split from it
     "magnetar.broker.topics.persistent": ". backlog compacted_reads dispatcher filter_gate internal_stats "
                                          "key_shared_dispatcher message_expiry persistent_subscription "
                                          "persistent_topic shared_dispatcher single_active_dispatcher",

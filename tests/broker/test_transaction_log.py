@@ -80,6 +80,9 @@ def test_a_decision_stored_before_a_crash_is_carried_out_after_it(tmp_path: Path
         ]
         assert revived.open_txn(still_open).partitions == ["persistent://t/n/a"]
         assert revived.new_txn(60).least > still_open.least  # ids are never handed out twice
+        deadline = time.monotonic() + 5  # its ends are done: the transaction goes once their callbacks ran
+        while revived.metadata(committed) is not None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
         with pytest.raises(BrokerServiceError) as gone:
             revived.open_txn(committed)
         assert gone.value.code == pb.TransactionNotFound

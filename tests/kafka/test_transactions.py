@@ -34,10 +34,8 @@ from kio.schema.find_coordinator.v3 import request as find_coordinator_v3
 from kio.schema.find_coordinator.v4 import request as find_coordinator_v4
 from kio.schema.init_producer_id.v4 import request as init_producer_id
 from kio.schema.list_transactions.v1 import request as list_transactions
-from polling import wait_for_async
 from racing_clients import JS
 
-from magnetar.broker.transactions.log import shared_log
 from magnetar.kafka.group_apis import NO_TRANSACTIONS
 from magnetar.kafka.transactions import EXPIRATION_MS, EXPIRY_CHUNK
 from magnetar.kafka.txn_apis import LIST_CHUNK
@@ -243,34 +241,5 @@ def test_the_expiry_pass_hands_the_loop_back_between_chunks_and_forgets_only_unu
         assert sorted(transactional_id for _, transactional_id in transactions.ids) == sorted(
             f"id-{i}" for i in range(count) if i not in old or i == again)
         assert other_client.count >= count // EXPIRY_CHUNK
-
-    run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
-
-
-def test_add_partitions_is_answered_before_its_record_is_durable_and_the_first_produce_waits_for_it(
-        tmp_path) -> None:
-    """Issue 47 item 3: AddPartitionsToTxn is answered with the partition's record on its way
-    (held here: the transaction log commits nothing), and the partition's first records are
-    stored meanwhile, but their Produce answer waits for the record; once it is durable the
-    transaction commits them."""
-    async def test(kafka) -> None:
-        producer, add = await _transactional_id_on_topic_t(kafka)
-        log = kafka.apis.topics.log("t", 0)
-        with shared_log(kafka.service.metadata).together():  # nothing of the log becomes durable
-            added = await asyncio.wait_for(kafka.call(24, 3, add), 10)
-            assert added.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == \
-                ErrorCode.none
-            answer = asyncio.ensure_future(kafka.call(0, 9, dataclasses.replace(
-                produce_request("t", batch([b"in-txn"], (*producer, 0), transactional=True)),
-                transactional_id="tx")))
-            assert await wait_for_async(lambda: log.end_offset(stable=False) == 1)  # the batch is stored
-            await asyncio.sleep(0.1)
-            assert not answer.done()  # the answer waits for the partition's record
-        stored = await asyncio.wait_for(answer, 10)
-        assert stored.responses[0].partition_responses[0].error_code == ErrorCode.none
-        ended = await kafka.call(26, 3, end_txn.EndTxnRequest(
-            transactional_id="tx", producer_id=producer[0], producer_epoch=producer[1], committed=True))
-        assert ended.error_code == ErrorCode.none
-        assert await wait_for_async(lambda: log.end_offset() == 2)  # the record and its marker
 
     run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)

@@ -1,8 +1,10 @@
 import itertools
+import threading
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from write_holder import write_held_open
 
 from magnetar.storage import ManagedLedgerConfig, Position, SqliteMetadataStore
 
@@ -167,6 +169,28 @@ def test_acks_persisted_by_throttled_flush_without_close(open_factory, tmp_path,
     finally:
         reader.close()
 
+
+def test_a_slow_cursor_flush_does_not_hold_up_appends(open_factory):
+    """A cursor flush is a metadata commit (an fsync) every 100 ms while consumers ack: on
+    the sync thread, the appends queued meanwhile waited it out (issue 45)."""
+    factory = open_factory()
+    ml = factory.open(TOPIC)
+    p = [ml.append_sync(b"x") for _ in range(3)]  # the ledger is listed: appends need no metadata now
+    cursor = ml.open_cursor("sub", "earliest")
+    flushing = threading.Event()
+    snapshot = cursor.snapshot
+
+    def spied_snapshot():
+        flushing.set()
+        return snapshot()
+
+    cursor.snapshot = spied_snapshot
+    with write_held_open(factory.metadata_store):  # the cursor's commit cannot finish meanwhile
+        cursor.delete([p[0]])
+        assert flushing.wait(10)  # the flush has its snapshot and now waits for the store
+        durable = threading.Event()
+        ml.append(b"y", lambda _position, _error: durable.set())
+        assert durable.wait(10), "an append waited for a cursor flush"
 
 def test_non_durable_cursor_is_not_persisted(open_factory):
     factory = open_factory()

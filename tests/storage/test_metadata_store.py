@@ -1,8 +1,9 @@
 import threading
 
 import pytest
+from write_holder import write_held_open
 
-from magnetar.storage.errors import ReadOnlyError
+from magnetar.storage.errors import ReadOnlyError, StorageClosedError
 from magnetar.storage.metadata_store import SqliteMetadataStore, bump_counter
 
 
@@ -136,3 +137,76 @@ def test_a_transaction_begun_inside_another_is_part_of_it(store):
     assert store.get("d") is None
     store.put("e", b"5")  # the store goes on after a rolled-back batch
     assert store.get("e") == b"5"
+
+
+def _in_thread(fn):
+    """Run fn on a thread of its own; the event is set once it returned."""
+    done, result = threading.Event(), []
+    threading.Thread(target=lambda: (result.append(fn()), done.set()), daemon=True).start()
+    return done, result
+
+
+def test_a_read_does_not_wait_for_another_threads_write_transaction(store):
+    """The event loop reads metadata while the sync thread or the transaction log commits (and
+    fsyncs): the read returns the last committed value without waiting for that commit."""
+    store.put("k", b"committed")
+    store.put("t/a", b"")
+    with write_held_open(store, {"k": b"uncommitted", "t/b": b""}):
+        done, result = _in_thread(lambda: (store.get("k"), store.list("t/")))
+        # Generous deadline: with the reads behind the writer's lock this waits it out and fails.
+        assert done.wait(10), "a read waited for another thread's open write transaction"
+        assert result == [(b"committed", ["t/a"])]
+    assert (store.get("k"), store.list("t/")) == (b"uncommitted", ["t/a", "t/b"])
+
+
+def test_a_thread_inside_a_write_transaction_reads_its_own_writes(store):
+    store.put("k", b"old")
+    with store.transaction() as txn:
+        txn.put("k", b"new")
+        txn.put("n", b"1")
+        assert (store.get("k"), store.list("n")) == (b"new", ["n"])
+        done, result = _in_thread(lambda: (store.get("k"), store.list("n")))
+        assert done.wait(10)
+        assert result == [(b"old", [])]  # other threads see the last commit only
+    assert (store.get("k"), store.get("n")) == (b"new", b"1")
+
+
+def test_reads_after_close_are_refused(tmp_path):
+    s = SqliteMetadataStore(tmp_path / "metadata.db")
+    s.put("k", b"v")
+    assert s.get("k") == b"v"
+    s.close()
+    with pytest.raises(StorageClosedError):
+        s.get("k")
+    with pytest.raises(StorageClosedError):
+        s.list("")
+
+
+def test_reads_from_many_threads_see_commits_in_order_on_a_few_connections(store):
+    """Readers beside a writer: each sees the counter move forward only, and the read
+    connections number no more than the reads that ran at once."""
+    store.put("n", b"0")
+    stop = threading.Event()
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            i += 1
+            store.put("n", str(i).encode())
+
+    def read(seen):
+        for _ in range(200):
+            seen.append(int(store.get("n")))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    seen_by = [[] for _ in range(6)]
+    readers = [threading.Thread(target=read, args=(seen,)) for seen in seen_by]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join()
+    stop.set()
+    writer.join()
+    assert all(seen == sorted(seen) and len(seen) == 200 for seen in seen_by)
+    assert len(store._readers._idle) <= len(readers)

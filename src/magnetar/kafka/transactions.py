@@ -82,8 +82,8 @@ class KafkaTxn:
     groups: list[str] = field(default_factory=list)
     offsets: dict[tuple[str, str, int], tuple[int, str | None]] = field(default_factory=dict)
     """(group, topic, partition) -> (offset, metadata) sent with TxnOffsetCommit, applied on commit."""
-    recording: dict[tuple[str, int], asyncio.Future[None]] = field(default_factory=dict)
-    """Partitions added whose records are not durable yet, and their write (in memory only)."""
+    unsaved: set[tuple[str, int]] = field(default_factory=set)
+    """Partitions added whose records are not durable yet (not stored: in memory only)."""
     ending: tuple[TxnId, int] | None = None
     """The last transaction and its action while its markers may still be on their way (not stored)."""
 
@@ -314,13 +314,10 @@ class KafkaTransactions:
             state.ending = None
 
     async def add_partitions(self, state: KafkaTxn, partitions: list[tuple[str, int, str]]) -> None:
-        """(Kafka topic, partition, its Pulsar name): participants of the transaction, on
-        their way to the disk when this returns. The coordinator's record and the id's go in
-        the log's next group commit, which other transactions share; the partition's first
-        records are stored meanwhile, and their Produce answer waits for the records too
-        (`recording`), as Pulsar's first messages of a transaction on a partition do: a crash
-        before the records leaves batches the coordinator aborts when their topic loads.
-        Kafka answers AddPartitionsToTxn once its log has the partitions, not later."""
+        """(Kafka topic, partition, its Pulsar name): participants of the transaction, durable
+        when this returns. The coordinator's record and the id's go in the log's next group
+        commit, which other transactions share; until it is durable a partition takes no
+        transactional records (has_partition)."""
         await self._previous_ended(state)
         opened = self._open(state)
         known = set(state.partitions)
@@ -335,31 +332,25 @@ class KafkaTransactions:
             saved = None
             if new or opened:
                 state.partitions += new
+                state.unsaved.update(new)
                 saved = self._save_later(state)
-        writes = [f for f in (saving, saved) if f is not None]
-        if not new or not writes:
+        if saved is None:
+            if saving is not None:
+                await saving  # named by a request whose record is still on its way
             return
-        recorded = asyncio.gather(*writes)
-        for key in new:
-            state.recording[key] = recorded
-        recorded.add_done_callback(lambda done: self._recorded(state, new, done))
-
-    @staticmethod
-    def _recorded(state: KafkaTxn, keys: list[tuple[str, int]], done: asyncio.Future[None]) -> None:
-        """The partitions' records are durable (they are no longer waited for), or could not
-        be written: then the coordinator lets the transaction only abort, and the partitions'
-        Produce answers fail (KAFKA_STORAGE_ERROR) until it ends."""
-        if not done.cancelled() and done.exception() is not None:
-            log.warning("Kafka transaction %r: partitions not stored (it can only abort): %s",
-                        state.transactional_id, done.exception())
-            return
-        for key in keys:
-            if state.recording.get(key) is done:
-                del state.recording[key]
+        try:
+            await asyncio.gather(*(f for f in (saving, saved) if f is not None))
+        except Exception as exc:  # neither record names them: the client adds them again
+            log.warning("Kafka transaction %r: partitions not stored: %s", state.transactional_id, exc)
+            state.partitions = [p for p in state.partitions if p not in new]
+            raise TxnRefused(ErrorCode.kafka_storage_error, str(exc)) from None
+        finally:
+            state.unsaved.difference_update(new)
 
     def has_partition(self, state: KafkaTxn, topic: str, partition: int) -> bool:
-        """Whether the transaction's records may go to the partition: added (see `recording`)."""
-        return state.txn is not None and (topic, partition) in state.partitions
+        """Whether the transaction's records may go to the partition: added, and durably so."""
+        key = (topic, partition)
+        return state.txn is not None and key in state.partitions and key not in state.unsaved
 
     async def add_group(self, state: KafkaTxn, group: str) -> None:
         await self._previous_ended(state)
@@ -444,7 +435,7 @@ class KafkaTransactions:
 
     @staticmethod
     def _ended(state: KafkaTxn, status: str) -> None:
-        state.status, state.txn, state.offsets, state.recording = status, None, {}, {}
+        state.status, state.txn, state.offsets = status, None, {}
         state.used = _now()
 
     async def recover(self) -> None:

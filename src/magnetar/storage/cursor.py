@@ -223,9 +223,15 @@ class ManagedCursor:
     # --- persistence -----------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Persist now rather than at the next throttled flush."""
-        if self._persist is not None:
-            self._persist(self)
+        """Persist now rather than at the next throttled flush.
+
+        May run on another thread (a transaction's commit stores its acks off the loop) while
+        the loop detaches the cursor: hence one read of `_persist`. The state written is a
+        snapshot taken under the cursor's lock, never a half-applied ack.
+        """
+        persist = self._persist
+        if persist is not None:
+            persist(self)
 
     def snapshot(self) -> bytes:
         """Compact serialised state: ranges, never one record per acknowledged position."""

@@ -44,7 +44,8 @@ TRIM_DEBOUNCE_SECONDS = 0.2
 
 
 def _nothing() -> None:
-    """The trimmer thread has no periodic job: the broker's retention check schedules trims."""
+    """No periodic job: the broker's retention check schedules trims, and the sync thread
+    leaves cursors to a thread of their own."""
 
 
 def _trim_quietly(ml: OpenLedger) -> None:
@@ -92,17 +93,21 @@ class ManagedLedgerFactory:
         self._ids: LedgerIdAllocator | None = None
         self._sync: SyncThread | None = None
         self._trimmer: SyncThread | None = None
+        self._cursor_flusher: SyncThread | None = None
         self._cursor_persist_failing = False
         self.space_reserve = SpaceReserve(self.data_dir / "RESERVED-SPACE")
         if not read_only:
             self.space_reserve.ensure()
             self._ids = LedgerIdAllocator(self._store)
-            self._sync = SyncThread(
-                self.config.group_commit_max_delay_seconds, CURSOR_FLUSH_INTERVAL_SECONDS,
-                self._flush_dirty_cursors_quietly, adaptive=True,
-            )
-            # Its own thread: a trim's unlinks never delay another topic's group commit.
+            self._sync = SyncThread(self.config.group_commit_max_delay_seconds, 3600.0, _nothing, adaptive=True)
+            # Their own threads: a trim's unlinks and a cursor flush's metadata commit (an
+            # fsync, every CURSOR_FLUSH_INTERVAL_SECONDS while consumers ack) never delay a
+            # group commit, whose appends would wait out that fsync too (issue 45).
             self._trimmer = SyncThread(TRIM_DEBOUNCE_SECONDS, 3600.0, _nothing, name="magnetar-storage-trim")
+            self._cursor_flusher = SyncThread(
+                CURSOR_FLUSH_INTERVAL_SECONDS, CURSOR_FLUSH_INTERVAL_SECONDS, self._flush_dirty_cursors_quietly,
+                name="magnetar-storage-cursors",
+            )
 
     def _lock_data_dir(self) -> int:
         fd = os.open(self.data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
@@ -267,6 +272,8 @@ class ManagedLedgerFactory:
             ml.close()
         if self._sync is not None:
             self._sync.stop()
+        if self._cursor_flusher is not None:
+            self._cursor_flusher.stop()
             self._flush_dirty_cursors_quietly()
         self._store.close()
         if self._lock_fd is not None:

@@ -75,8 +75,12 @@ class SqliteMetadataStore:
     acknowledged messages. Metadata writes are rare (ledger rollover, throttled cursor
     flushes), so the extra fsync per commit is cheap.
 
-    One connection serialised by a lock: the sync thread and the event-loop thread share it,
-    and SQLite allows one writer at a time anyway.
+    Writes go through one connection serialised by a lock (SQLite allows one writer at a
+    time anyway). Reads take a connection of their own from a small pool: WAL lets them run
+    beside a write, so a read on the event loop never waits for another thread's COMMIT and
+    its fsync (the transaction log, the sync thread's ledger and cursor records). A thread
+    inside a write transaction reads through the writer's connection, so it sees its own
+    uncommitted writes; every other reader sees the last commit.
     """
 
     def __init__(self, path: Path, *, read_only: bool = False,
@@ -85,10 +89,9 @@ class SqliteMetadataStore:
         self._read_only = read_only
         self._on_full = on_full
         """Told of each transaction the disk had no room for (the factory's DiskSpace)."""
+        self._path = path
         if read_only:
-            self._conn = sqlite3.connect(
-                f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False, isolation_level=None
-            )
+            self._conn = self._open_read_only()
         else:
             self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
@@ -98,29 +101,41 @@ class SqliteMetadataStore:
         self._writer: _SqliteWriter | None = None
         """The open transaction's writer: a transaction begun inside it (by the thread holding
         the lock) joins it, so many small writes can share one commit (stopping a broker)."""
+        self._writer_thread: int | None = None
+        """The thread inside the open write transaction: its reads go through the writer."""
+        self._readers = _ReaderPool(self._open_reader)
+
+    def _open_read_only(self) -> sqlite3.Connection:
+        uri = f"{self._path.resolve().as_uri()}?mode=ro"
+        return sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+
+    def _open_reader(self) -> sqlite3.Connection:
+        if self._read_only:
+            return self._open_read_only()
+        return sqlite3.connect(self._path, check_same_thread=False, isolation_level=None)
 
     def _connection(self) -> sqlite3.Connection:
         if self._closed:
             raise StorageClosedError("metadata store is closed")
         return self._conn
 
+    def _query(self, sql: str, args: tuple[str, ...]) -> list[tuple[object, ...]]:
+        if self._writer_thread == threading.get_ident():
+            return self._connection().execute(sql, args).fetchall()  # our own uncommitted writes
+        with self._readers.connection() as conn:
+            return conn.execute(sql, args).fetchall()
+
     def get(self, key: str) -> bytes | None:
-        with self._lock:
-            row = self._connection().execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
-        return None if row is None else bytes(row[0])
+        rows = self._query("SELECT value FROM kv WHERE key = ?", (key,))
+        return bytes(rows[0][0]) if rows else None  # type: ignore[arg-type]
 
     def list(self, prefix: str) -> list[str]:
         upper = _prefix_upper_bound(prefix)
-        with self._lock:
-            if upper is None:
-                rows = self._connection().execute("SELECT key FROM kv ORDER BY key").fetchall()
-            else:
-                rows = (
-                    self._connection()
-                    .execute("SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key", (prefix, upper))
-                    .fetchall()
-                )
-        return [row[0] for row in rows]
+        if upper is None:
+            rows = self._query("SELECT key FROM kv ORDER BY key", ())
+        else:
+            rows = self._query("SELECT key FROM kv WHERE key >= ? AND key < ? ORDER BY key", (prefix, upper))
+        return [str(row[0]) for row in rows]
 
     def put(self, key: str, value: bytes) -> None:
         with self.transaction() as txn:
@@ -155,6 +170,7 @@ class SqliteMetadataStore:
                     raise sqlite3.OperationalError("database or disk is full (injected)")
                 conn.execute("BEGIN IMMEDIATE")
                 self._writer = _SqliteWriter(conn)
+                self._writer_thread = threading.get_ident()
                 try:
                     yield self._writer
                     conn.execute("COMMIT")
@@ -163,6 +179,7 @@ class SqliteMetadataStore:
                     raise
                 finally:
                     self._writer = None
+                    self._writer_thread = None
             except sqlite3.OperationalError as exc:
                 if not _is_full(exc):
                     raise
@@ -175,7 +192,47 @@ class SqliteMetadataStore:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self._readers.close()
                 self._conn.close()
+
+
+class _ReaderPool:
+    """Idle read connections, one taken per read and given back after it.
+
+    A pool rather than one connection per thread: executor and helper threads come and go,
+    and a connection is used by one thread at a time however many threads there are. It grows
+    to the number of reads running at once (a handful) and no further.
+    """
+
+    def __init__(self, open_connection: Callable[[], sqlite3.Connection]) -> None:
+        self._open = open_connection
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._closed:
+                raise StorageClosedError("metadata store is closed")
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._open()
+        try:
+            yield conn
+        finally:
+            with self._lock:
+                if self._closed:
+                    conn.close()
+                else:
+                    self._idle.append(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
 
 class _SqliteWriter:

@@ -8,6 +8,7 @@ coordinator, which may have some of them aborted there (TransactionCoordinator.f
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -38,22 +39,22 @@ class TopicParticipants:
             raise
         return loaded if isinstance(loaded, PersistentTopic) else None
 
-    async def end_on_partition(self, topic: str, txn: TxnId, action: int) -> None:
+    def end_on_partition(self, topic: str, txn: TxnId, action: int) -> asyncio.Future[None] | None:
         """The marker, naming the transaction's producer (TxnMeta.producer) if it has one."""
         loaded = self._topic(topic)
-        if loaded is not None:
-            coordinator = self._service.transactions
-            meta = coordinator.metadata(txn) if coordinator is not None else None
-            await loaded.end_transaction(txn, action, meta.producer if meta is not None else "")
+        if loaded is None:
+            return None
+        coordinator = self._service.transactions
+        meta = coordinator.metadata(txn) if coordinator is not None else None
+        return loaded.end_transaction(txn, action, meta.producer if meta is not None else "")
 
-    async def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> None:
+    def end_on_subscription(self, topic: str, subscription: str, txn: TxnId,
+                            action: int) -> asyncio.Future[None] | None:
         """Apply or release what the transaction acknowledged; a subscription deleted since
         has nothing left to apply it to."""
         loaded = self._topic(topic)
         held = loaded.subscriptions.get(subscription) if loaded is not None else None
-        stored = None if held is None else held.end_txn_acks(txn, commit=action == COMMIT)
-        if stored is not None:
-            await stored
+        return None if held is None else held.end_txn_acks(txn, commit=action == COMMIT)
 
 
     def loaded(self, topic: PersistentTopic) -> None:

@@ -93,6 +93,8 @@ class TransactionBuffer:
         self._aborted_at: dict[TxnId, Position] = {}
         """Where each aborted transaction's marker is (its messages lie before it)."""
         self._max_read: Position | None = None
+        self._marking: set[Position] = set()
+        """Where markers are being stored: not ended here yet (see `_encode_snapshot`)."""
         self._store = store
         self._snapshot_every = snapshot_every
         self._snapshot_after = snapshot_after_ms / 1000
@@ -129,10 +131,19 @@ class TransactionBuffer:
             self.first_index[txn] = first
             self._update_max_read()
 
+    def marking(self, positions: Iterable[Position]) -> None:
+        """Markers were given these positions (not yet durable): `ended` or `unmarked` follows."""
+        self._marking.update(positions)
+
+    def unmarked(self, positions: Iterable[Position]) -> None:
+        """Markers that could not be stored."""
+        self._marking.difference_update(positions)
+
     def ended(self, txn: TxnId, action: int, marker: Position | None = None, marker_index: int = -1,
               producer: str = "") -> None:
         """The marker of `txn` is stored (at `marker`, index `marker_index`, naming `producer`):
         its messages are delivered or dropped from now on."""
+        self._marking.discard(marker)  # type: ignore[arg-type]
         first = self.first_index.pop(txn, -1)
         if action == ABORT:
             self.aborted.add(txn)
@@ -182,10 +193,15 @@ class TransactionBuffer:
             _retrieve)
 
     def _encode_snapshot(self) -> bytes | None:
-        """The state as of the last durable entry, encoded when the log's commit is dispatched."""
+        """The state as of the last durable entry, encoded when the log's commit is dispatched;
+        but not past a marker that is durable and not yet ended here (its storage thread's news
+        is still on its way to the loop): a restart would read the transaction open from the
+        snapshot and never read the marker after it, and so abort a committed transaction."""
         last = self._ledger.last_confirmed_position
         if last is None:
             return None
+        if self._marking and (first_marker := min(self._marking)) <= last:
+            last = self._ledger.previous_position(first_marker)
         first = self._ledger.first_position
         if first is not None:  # aborted transactions whose markers were trimmed hold nothing left
             for txn in [txn for txn, at in self._aborted_at.items() if at < first]:

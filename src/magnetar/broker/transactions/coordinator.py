@@ -22,22 +22,20 @@ the partition (which the log's order rules out) is ended there as decided.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Protocol
 
 from magnetar.broker.errors import BrokerServiceError
-from magnetar.broker.transactions.log import shared_log
+from magnetar.broker.transactions.log import settle, shared_log
+from magnetar.broker.transactions.records import ABORTING, COMMITTING, OPEN, CoordinatorStats, TxnMeta
 from magnetar.storage import MetadataStore, bump_counter
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
 
 log = logging.getLogger(__name__)
 _PREFIX = "/transactions/coordinator/"
-OPEN, COMMITTING, ABORTING = "OPEN", "COMMITTING", "ABORTING"
 #: What a NEW_TXN without a timeout gets (the Java client's default transaction timeout).
 DEFAULT_TIMEOUT_SECONDS = 60
 #: The longest timeout a client may ask for: a forgotten transaction holds back every
@@ -50,78 +48,16 @@ ANYONE: Caller = (None, False)
 ID_BLOCK = 1000
 #: The longest list of partitions or subscriptions one command may name.
 MAX_NAMES_PER_COMMAND = 1000
-#: Upper bounds (ms) of Pulsar's transaction execution-latency buckets (pulsar_txn_execution_latency_le_*).
-LATENCY_BOUNDS_MS = (10, 20, 50, 100, 500, 1000, 5000, 15000, 30000, 60000, 300000, 1500000, 3000000)
-
-
-@dataclass
-class CoordinatorStats:
-    """Counts since the broker started (Pulsar's TransactionMetadataStoreStats)."""
-
-    created: int = 0
-    committed: int = 0
-    aborted: int = 0
-    timed_out: int = 0
-    latency_buckets: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BOUNDS_MS) + 1))
-    """Ended transactions by milliseconds from opened to ended: [i] counts those over the
-    bound before LATENCY_BOUNDS_MS[i] and up to it (not cumulative), the last those over all."""
-
-    def ended(self, action: int, opened: float | None) -> None:
-        if action == COMMIT:
-            self.committed += 1
-        else:
-            self.aborted += 1
-        if opened is not None:
-            ms = (time.monotonic() - opened) * 1000
-            self.latency_buckets[next((i for i, bound in enumerate(LATENCY_BOUNDS_MS) if ms <= bound),
-                                      len(LATENCY_BOUNDS_MS))] += 1
 
 
 class Participants(Protocol):
-    """The topics a coordinator ends a transaction on (the broker service)."""
+    """The topics a coordinator ends a transaction on (the broker service): each end is done
+    once durable (None: there was nothing to end)."""
 
-    def end_on_partition(self, topic: str, txn: TxnId, action: int) -> Awaitable[None]: ...
+    def end_on_partition(self, topic: str, txn: TxnId, action: int) -> Awaitable[None] | None: ...
 
-    def end_on_subscription(self, topic: str, subscription: str, txn: TxnId, action: int) -> Awaitable[None]: ...
-
-
-@dataclass
-class TxnMeta:
-    txn: TxnId
-    status: str
-    deadline: float
-    """Wall-clock seconds when an open transaction is aborted."""
-    partitions: list[str] = field(default_factory=list)
-    subscriptions: list[tuple[str, str]] = field(default_factory=list)
-    owner: str | None = None
-    """The role that opened it (None: authentication is off): only that role, or a super
-    user, may use or end it."""
-    stored: bool = False
-    """Whether the store holds its record (one with no participant needs none)."""
-    saving: asyncio.Future[None] | None = None
-    """The log write of its last participants, until it is durable."""
-    opened: float | None = None
-    """time.monotonic() when it was opened (None: opened before a restart)."""
-    opened_at: float = 0.0
-    """Wall-clock seconds when it was opened (0: a record written before magnetar kept it)."""
-    unrecorded: str | None = None
-    """Why the log could not name one of its participants (whose messages may be stored):
-    it can only abort."""
-    producer: str = ""
-    """Whose transaction it is, as the protocol handler that opened it named it (a Kafka
-    producer's id and epoch): its markers name it ("" for a Pulsar client's)."""
-
-    def encode(self) -> bytes:
-        return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
-                           "subscriptions": self.subscriptions, "owner": self.owner,
-                           "opened": self.opened_at, **({"producer": self.producer} if self.producer else {})}).encode()
-
-    @classmethod
-    def decode(cls, txn: TxnId, raw: bytes) -> TxnMeta:
-        data = json.loads(raw)
-        return cls(txn, data["status"], float(data["deadline"]), list(data["partitions"]),
-                   [(topic, sub) for topic, sub in data["subscriptions"]], data.get("owner"),
-                   opened_at=float(data.get("opened", 0.0)), producer=str(data.get("producer", "")))
+    def end_on_subscription(self, topic: str, subscription: str, txn: TxnId,
+                            action: int) -> Awaitable[None] | None: ...
 
 
 def _not_found(txn: TxnId) -> BrokerServiceError:
@@ -131,8 +67,28 @@ def _not_found(txn: TxnId) -> BrokerServiceError:
 class _AbortedInstead(BrokerServiceError):
     """A commit of a transaction that can only abort (TxnMeta.unrecorded): it is aborted."""
 
+    abort: asyncio.Future[None]
+    """The abort's ending."""
 
-def _retrieve(task: asyncio.Task[None]) -> None:
+
+def _failing_after(ending: asyncio.Future[None], refused: BrokerServiceError) -> asyncio.Future[None]:
+    """A future that fails once `ending` is done: as it failed, or else with `refused`."""
+    failing = asyncio.get_running_loop().create_future()
+
+    def ended(done: asyncio.Future[None]) -> None:
+        if not failing.done():
+            failing.set_exception(refused if done.cancelled() or done.exception() is None else done.exception())
+
+    ending.add_done_callback(ended)
+    return failing
+
+
+def _failure(done: asyncio.Future[None]) -> BaseException | None:
+    """Why a future failed (a cancelled one: CancelledError), or None."""
+    return asyncio.CancelledError() if done.cancelled() else done.exception()
+
+
+def _retrieve(task: asyncio.Future[None]) -> None:
     if not task.cancelled():
         task.exception()
 
@@ -150,7 +106,7 @@ class TransactionCoordinator:
         self._max_active = max_active
         self._txns: dict[TxnId, TxnMeta] = {}
         self._timers: dict[TxnId, asyncio.TimerHandle] = {}
-        self._endings: dict[TxnId, asyncio.Task[None]] = {}
+        self._endings: dict[TxnId, asyncio.Future[None]] = {}
         self._prefix = f"{_PREFIX}{coordinator_id}/"
         self.log = shared_log(store)
         self.stats = CoordinatorStats()
@@ -379,71 +335,114 @@ class TransactionCoordinator:
         """Commit or abort: the decision is stored before any participant hears it, and the
         answer waits until every participant has ended the transaction (a commit that aborts
         instead fails once the abort is done)."""
+        await asyncio.shield(self.ending(txn, action, caller))
+
+    def ending(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> asyncio.Future[None]:
+        """As end_txn, without a coroutine and a task of its own (END_TXN's answer is a
+        callback on it): done once every participant has ended the transaction; a refusal
+        to start is raised at once. The ending itself: not to be cancelled."""
         try:
-            self._begin_ending(txn, action, caller)
-        except _AbortedInstead:
-            await asyncio.shield(self._endings[txn])
-            raise
-        await asyncio.shield(self._endings[txn])
+            return self._begin_ending(txn, action, caller)[1]
+        except _AbortedInstead as refused:
+            return _failing_after(refused.abort, refused)
 
     def decide(self, txn: TxnId, action: int, caller: Caller = ANYONE) -> asyncio.Future[None]:
         """As end_txn, done once the decision is durable (Kafka's coordinator answers EndTxn
         then): the participants hear it after, and a restart ends it from its record. One
         decided before (a retry) is done once every participant has ended it."""
-        decided = self._begin_ending(txn, action, caller)
-        return asyncio.shield(decided if decided is not None else self._endings[txn])
+        decided, ending = self._begin_ending(txn, action, caller)
+        return asyncio.shield(decided if decided is not None else ending)
 
-    def _begin_ending(self, txn: TxnId, action: int, caller: Caller) -> asyncio.Future[None] | None:
-        """The ending started (or the one under way); the decision's write when this call made it."""
+    def _begin_ending(self, txn: TxnId, action: int,
+                      caller: Caller) -> tuple[asyncio.Future[None] | None, asyncio.Future[None]]:
+        """The decision's write when this call made it (else None), and the ending started
+        (or the one under way)."""
         if action not in (COMMIT, ABORT):
             raise BrokerServiceError(pb.NotAllowedError, f"unknown transaction action {action}")
         meta = self._owned(txn, caller)
         if action == COMMIT and meta.status == OPEN and meta.unrecorded is not None:
-            self._begin_ending(txn, ABORT, caller)
-            raise _AbortedInstead(pb.TransactionConflict, f"transaction {txn} was aborted: {meta.unrecorded}")
+            refused = _AbortedInstead(pb.TransactionConflict, f"transaction {txn} was aborted: {meta.unrecorded}")
+            refused.abort = self._begin_ending(txn, ABORT, caller)[1]
+            raise refused
         wanted = COMMITTING if action == COMMIT else ABORTING
         if meta.status == OPEN:
             self._disarm(txn)
             decided = self._decided(meta, wanted)
-            self._start_ending(meta, action, decided)
-            return decided
+            return decided, self._start_ending(meta, action, decided)
         if meta.status != wanted:
             raise BrokerServiceError(pb.InvalidTxnStatus, f"transaction {txn} is already {meta.status}")
-        self._start_ending(meta, action)  # the one under way, or again after one that failed
-        return None
+        return None, self._start_ending(meta, action)  # the one under way, or again after one that failed
 
     # -- ending
-    def _start_ending(self, meta: TxnMeta, action: int, decided: asyncio.Future[None] | None = None) -> None:
-        if meta.txn not in self._endings:
-            task = self._endings[meta.txn] = asyncio.get_running_loop().create_task(self._end(meta, action, decided))
-            task.add_done_callback(_retrieve)  # logged in _end; a timeout's ending has no one awaiting it
+    # Callbacks, not a task: from the decision durable to the answer written, no more turns
+    # of the loop than the futures themselves take (a task's steps and a gather's took three more).
+    def _start_ending(self, meta: TxnMeta, action: int,
+                      decided: asyncio.Future[None] | None = None) -> asyncio.Future[None]:
+        """The ending: done once every participant ended the transaction (maybe already, when
+        it had none)."""
+        under_way = self._endings.get(meta.txn)
+        if under_way is not None:
+            return under_way
+        ending = self._endings[meta.txn] = asyncio.get_running_loop().create_future()
+        ending.add_done_callback(_retrieve)  # logged below; a timeout's ending has no one awaiting it
+        if decided is None:
+            self._end_participants(meta, action, ending)
+        else:  # no participant hears of it before it is durable
+            decided.add_done_callback(lambda done: self._decision_stored(meta, action, ending, done))
+        return ending
 
-    async def _end(self, meta: TxnMeta, action: int, decided: asyncio.Future[None] | None) -> None:
-        if decided is not None:
-            try:
-                await decided  # no participant hears of it before it is durable
-            except Exception:
-                self._endings.pop(meta.txn, None)
-                log.exception("transaction %s: its decision could not be stored; it stays open", meta.txn)
-                meta.status = OPEN  # decided again by a retry, or by its timeout (a second later at the soonest)
-                meta.deadline = max(meta.deadline, time.time() + 1)
-                self._arm(meta)
-                raise
+    def _decision_stored(self, meta: TxnMeta, action: int, ending: asyncio.Future[None],
+                         decided: asyncio.Future[None]) -> None:
+        exc = _failure(decided)
+        if exc is None:
+            self._end_participants(meta, action, ending)
+            return
+        self._endings.pop(meta.txn, None)
+        log.error("transaction %s: its decision could not be stored; it stays open", meta.txn, exc_info=exc)
+        meta.status = OPEN  # decided again by a retry, or by its timeout (a second later at the soonest)
+        meta.deadline = max(meta.deadline, time.time() + 1)
+        self._arm(meta)
+        settle(ending, exc)
+
+    def _end_participants(self, meta: TxnMeta, action: int, ending: asyncio.Future[None]) -> None:
         participants = self._participants
-        ends = [participants.end_on_partition(topic, meta.txn, action) for topic in meta.partitions]
-        ends += [participants.end_on_subscription(topic, sub, meta.txn, action) for topic, sub in meta.subscriptions]
         try:
-            await asyncio.gather(*ends)
-        except Exception:
-            log.exception("transaction %s: ending on its participants failed; tried again after a restart", meta.txn)
-            raise
-        finally:
-            self._endings.pop(meta.txn, None)
+            ends = [participants.end_on_partition(topic, meta.txn, action) for topic in meta.partitions]
+            ends += [participants.end_on_subscription(topic, sub, meta.txn, action)
+                     for topic, sub in meta.subscriptions]
+            waits = [asyncio.ensure_future(end) for end in ends if end is not None]
+        except Exception as exc:
+            self._ended(meta, action, ending, exc)
+            return
+        left, failed = len(waits), []
+
+        def one_ended(done: asyncio.Future[None]) -> None:
+            nonlocal left
+            left -= 1
+            exc = _failure(done)
+            if exc is not None:
+                failed.append(exc)
+            if not left:
+                self._ended(meta, action, ending, failed[0] if failed else None)
+
+        for wait in waits:
+            wait.add_done_callback(one_ended)
+        if not waits:
+            self._ended(meta, action, ending, None)
+
+    def _ended(self, meta: TxnMeta, action: int, ending: asyncio.Future[None], exc: BaseException | None) -> None:
+        self._endings.pop(meta.txn, None)
+        if exc is not None:
+            log.error("transaction %s: ending on its participants failed; tried again after a restart", meta.txn,
+                      exc_info=exc)
+            settle(ending, exc)
+            return
         if meta.stored:
             self.log.forget_later(self._key(meta.txn))  # deleted with the next record written
         self._txns.pop(meta.txn, None)
         self.stats.ended(action, meta.opened)
         log.debug("transaction %s %s", meta.txn, "committed" if action == COMMIT else "aborted")
+        settle(ending, None)
 
     # -- timeouts
     def _arm(self, meta: TxnMeta) -> None:
@@ -467,6 +466,6 @@ class TransactionCoordinator:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
-        for task in self._endings.values():
-            task.cancel()
+        for ending in self._endings.values():
+            ending.cancel()
         self.log.close()

@@ -137,12 +137,7 @@ class TransactionLog:
         self._running_keys = {}
         exc = None if finished.cancelled() else finished.exception()
         for waiter in waiters:
-            if waiter.done():
-                continue
-            if exc is None:
-                waiter.set_result(None)
-            else:
-                waiter.set_exception(exc)
+            settle(waiter, exc)
         if self._waiters:
             self._dispatch()
 
@@ -154,3 +149,13 @@ class TransactionLog:
 
 def _none() -> None:
     return None
+
+
+def settle(future: asyncio.Future[None], exc: BaseException | None) -> None:
+    """Done with `exc` (None: with no result), unless it is done already (cancelled)."""
+    if future.done():
+        return
+    if exc is None:
+        future.set_result(None)
+    else:
+        future.set_exception(exc)

@@ -17,16 +17,45 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 
 from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.transactions import PENDING_ACKS_PROPERTY
 from magnetar.broker.transactions.log import shared_log
-from magnetar.storage import MetadataStore, Position
+from magnetar.storage import ManagedLedger, MetadataStore, Position
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import TxnId
 
 _PREFIX = "/transactions/pending-ack/"
+_UNMARKED_KEY = "/transactions/pending-ack-unmarked"
+"""Written once, by the first run that marks topics (PENDING_ACKS_PROPERTY): the
+subscriptions whose held acks an earlier version stored without the mark. They still load."""
 #: Positions one transaction may hold on one subscription: each ACK rewrites its record.
 MAX_POSITIONS_PER_TXN = 10_000
+
+
+def may_hold(store: MetadataStore, ledger: ManagedLedger, subscription: str) -> bool:
+    """Whether the subscription may have held acks stored: its topic was marked at its first
+    transactional ack, or an earlier version, which did not mark, left records for it."""
+    return (ledger.get_property(PENDING_ACKS_PROPERTY) is not None
+            or f"{ledger.name}/{subscription}" in _unmarked(store))
+
+
+def _unmarked(store: MetadataStore) -> frozenset[str]:
+    """One scan of the whole prefix, once per store ever, instead of one per subscription
+    at every topic load (the previous version's way)."""
+    unmarked = _UNMARKED.get(store)
+    if unmarked is None:
+        raw = store.get(_UNMARKED_KEY)
+        if raw is None:
+            found = sorted({key[len(_PREFIX):].rsplit("/", 1)[0] for key in store.list(_PREFIX)})
+            raw = json.dumps(found).encode()
+            store.put(_UNMARKED_KEY, raw)
+        unmarked = _UNMARKED[store] = frozenset(json.loads(raw))
+    return unmarked
+
+
+_UNMARKED: weakref.WeakKeyDictionary[MetadataStore, frozenset[str]] = weakref.WeakKeyDictionary()
 
 
 def drop_topic(store: MetadataStore, ledger_name: str) -> None:

@@ -56,24 +56,21 @@ def handle(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | None) -> Non
         log.info("%s %s refused: %s", cnx, T.Type.Name(cmd.type), exc.message)
         cnx.send(txn_response(cmd.type, request_id, txn, exc.code, exc.message))
         return
-    if isinstance(answer, asyncio.Future):
-        task = asyncio.get_running_loop().create_task(_answer_later(cnx, cmd.type, request_id, txn, answer))
-        _ending.add(task)
-        task.add_done_callback(_ending.discard)
+    if isinstance(answer, asyncio.Future):  # a callback, not a task: one less loop turn an answer
+        answer.add_done_callback(lambda work: _answer_later(cnx, cmd.type, request_id, txn, work))
         return
     cnx.send(txn_response(cmd.type, request_id, answer if answer is not None else txn))
 
 
-async def _answer_later(cnx: CommandHost, request_type: int, request_id: int, txn: TxnId | None,
-                        work: asyncio.Future[None]) -> None:
-    try:
-        await work
-    except BrokerServiceError as exc:
-        cnx.send(txn_response(request_type, request_id, txn, exc.code, exc.message))
-    except Exception as exc:  # a participant could not store its marker: the client may retry
-        cnx.send(txn_response(request_type, request_id, txn, pb.UnknownError, f"could not end the transaction: {exc}"))
-    else:
+def _answer_later(cnx: CommandHost, request_type: int, request_id: int, txn: TxnId | None,
+                  work: asyncio.Future[None]) -> None:
+    exc = BrokerServiceError(pb.UnknownError, "cancelled") if work.cancelled() else work.exception()
+    if exc is None:
         cnx.send(txn_response(request_type, request_id, txn))
+    elif isinstance(exc, BrokerServiceError):
+        cnx.send(txn_response(request_type, request_id, txn, exc.code, exc.message))
+    else:  # a participant could not store its marker: the client may retry
+        cnx.send(txn_response(request_type, request_id, txn, pb.UnknownError, f"could not end the transaction: {exc}"))
 
 
 def _caller(cnx: CommandHost) -> Caller:
@@ -110,7 +107,7 @@ def _add_subscriptions(cnx: CommandHost, body: pb.CommandAddSubscriptionToTxn) -
 def _end_txn(cnx: CommandHost, body: pb.CommandEndTxn) -> asyncio.Future[None]:
     coordinator = _coordinator(cnx)
     action = body.txn_action if body.HasField("txn_action") else COMMIT
-    return asyncio.ensure_future(coordinator.end_txn(txn_id_of(body), action, _caller(cnx)))
+    return coordinator.ending(txn_id_of(body), action, _caller(cnx))
 
 
 _COMMANDS = {

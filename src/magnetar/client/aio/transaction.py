@@ -55,9 +55,13 @@ class CoordinatorClient:
         self._started: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        if self._started is None:
-            self._started = asyncio.get_running_loop().create_task(self._connect_all())
-        await asyncio.shield(self._started)
+        started = self._started
+        if started is None:
+            started = self._started = asyncio.get_running_loop().create_task(self._connect_all())
+        if started.done():  # every transaction after the first: no shield to make
+            started.result()
+            return
+        await asyncio.shield(started)
 
     async def _connect_all(self) -> None:
         lookup = self._context.lookup
@@ -87,7 +91,9 @@ class CoordinatorClient:
         return conn
 
     async def request(self, tc_id: int, build: Any) -> Any:
-        conn = await self._connection(tc_id)
+        conn = self._coordinators[tc_id][1]
+        if conn is None or conn.closed:
+            conn = await self._connection(tc_id)
         return await conn.request(build)
 
     @property
@@ -168,19 +174,26 @@ class Transaction:
 
     def tracked(self, callback: SendCallback) -> SendCallback:
         """The completion of a message sent with send_async in the transaction: counted until
-        its answer, so that the commit waits for it without a future per message."""
+        its answer, so that the commit waits for it without a future per message. Without a
+        callback of the application's, the transaction itself is the completion: no object
+        is made per message."""
         self._unanswered += 1
+        if callback is None:
+            return self
 
         def answered(result: Result, message_id: MessageId | None) -> None:
-            self._unanswered -= 1
-            if result != Result.Ok and self._refused is None:
-                self._refused = result
-            if not self._unanswered and self._all_answered is not None and not self._all_answered.done():
-                self._all_answered.set_result(None)
-            if callback is not None:
-                callback(result, message_id)
+            self(result, message_id)
+            callback(result, message_id)
 
         return answered
+
+    def __call__(self, result: Result, _message_id: MessageId | None) -> None:
+        """One message sent with send_async in it has its answer (see `tracked`)."""
+        self._unanswered -= 1
+        if result != Result.Ok and self._refused is None:
+            self._refused = result
+        if not self._unanswered and self._all_answered is not None and not self._all_answered.done():
+            self._all_answered.set_result(None)
 
     def _cut_batches(self) -> None:
         for producer in self._producers:
@@ -211,17 +224,24 @@ class Transaction:
         self._cut_batches()
         if self._unanswered:
             self._all_answered = asyncio.get_running_loop().create_future()
-        waits = [*self._sends, *self._partitions.values(), *filter(None, [self._all_answered])]
-        if not waits:
-            return self._refusal()
+        waits = [wait for wait in (*self._sends, *self._partitions.values(), self._all_answered)
+                 if wait is not None and not wait.done()]
+        if not waits:  # the usual commit after a flush: no wait (its timer and its turn of the loop) to make
+            return self._outcome()
         timeout = self._coordinators.operation_timeout
-        done, pending = await asyncio.wait(waits, timeout=timeout)
+        _done, pending = await asyncio.wait(waits, timeout=timeout)
         for late in pending:
             late.add_done_callback(_retrieved)
         if pending:
             return errors.Timeout(f"{len(pending)} of its {len(waits)} sends, acknowledgements and registrations "
                                   f"had no answer within the operation timeout ({timeout:g} s)")
-        causes = ["cancelled" if outcome.cancelled() else outcome.exception() for outcome in done]  # all retrieved
+        return self._outcome()
+
+    def _outcome(self) -> errors.PulsarException | None:
+        """Why the transaction cannot commit, its sends, acknowledgements and registrations all
+        answered (None: it can)."""
+        answered = [*self._sends, *self._partitions.values()]
+        causes = ["cancelled" if outcome.cancelled() else outcome.exception() for outcome in answered]  # all retrieved
         failed = next((cause for cause in causes if cause is not None), None)
         return self._refusal() if failed is None else errors.TransactionConflict(
             f"a send or ack in it failed ({failed})")

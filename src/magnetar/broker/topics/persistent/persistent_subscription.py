@@ -17,6 +17,7 @@ from magnetar.broker.topics.persistent.key_shared_dispatcher import KeySharedDis
 from magnetar.broker.topics.persistent.shared_dispatcher import MultipleConsumersDispatcher
 from magnetar.broker.topics.persistent.single_active_dispatcher import SingleActiveConsumerDispatcher
 from magnetar.broker.topics.positions import position_of
+from magnetar.broker.transactions import PENDING_ACKS_PROPERTY
 from magnetar.storage import ManagedCursor, Position
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
@@ -58,9 +59,10 @@ class PersistentSubscription(AbstractSubscription):
         self.pending_acks: PendingAcks | None = None
         """Positions acknowledged by transactions still open, kept from every consumer (PIP-31)."""
         if durable and topic.context.config.transactionCoordinatorEnabled:
-            from magnetar.broker.transactions.pending_ack import PendingAcks  # noqa: PLC0415 (only then)
+            from magnetar.broker.transactions.pending_ack import PendingAcks, may_hold  # noqa: PLC0415 (only then)
 
-            self.pending_acks = PendingAcks.load(topic.context.metadata, topic.ledger.name, name)
+            if may_hold(topic.context.metadata, topic.ledger, name):
+                self.pending_acks = PendingAcks.load(topic.context.metadata, topic.ledger.name, name)
 
     @property
     def properties(self) -> dict[str, str]:
@@ -231,6 +233,9 @@ class PersistentSubscription(AbstractSubscription):
         if self.pending_acks is None:
             from magnetar.broker.transactions.pending_ack import PendingAcks  # noqa: PLC0415 (the first one)
 
+            if self.topic.ledger.get_property(PENDING_ACKS_PROPERTY) is None:
+                # Durable before the first record: a restart looks for this topic's held acks.
+                self.topic.ledger.set_property(PENDING_ACKS_PROPERTY, "1")
             self.pending_acks = PendingAcks(self.topic.context.metadata, self.topic.ledger.name, self.name)
         return self.pending_acks
 

@@ -94,6 +94,8 @@ class PersistentTopic(AbstractTopic):
         """Append to durable, per entry (pulsar_storage_write_latency_le_*)."""
         self.transaction_buffer: TransactionBuffer | None = None
         """What dispatch may read of a topic that has held transactions (None: all of it)."""
+        self._markers: list[tuple[TxnId, int, asyncio.Future[None], str]] = []
+        """Transactions' endings whose markers are appended at the end of this turn of the loop."""
         if ledger.get_property(TRANSACTIONS_PROPERTY) is not None:
             from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
 
@@ -107,8 +109,8 @@ class PersistentTopic(AbstractTopic):
         self._append(entries, counts, batch_size, callback)
 
     def publish_marker(self, marker: bytes, callback: GroupPublishCallback) -> None:
-        """Store a marker the broker writes itself (a transaction's commit or abort, a
-        replicated subscription's snapshot request, response, snapshot or update): an entry,
+        """Store a marker the broker writes itself (a replicated subscription's snapshot
+        request, response, snapshot or update; a transaction's, see end_transaction): an entry,
         but no message published, so it is not counted in msgInCounter, msgRateIn or
         /metrics' pulsar_in_messages_total, as Pulsar counts only what producers send."""
         self._append([marker], [1], -1, callback, published=False)
@@ -174,32 +176,52 @@ class PersistentTopic(AbstractTopic):
     def end_transaction(self, txn: TxnId, action: int, producer: str = "") -> asyncio.Future[None]:
         """END_TXN_ON_PARTITION: store the commit or abort marker (naming the transaction's
         `producer`, see TxnMeta.producer); done once it is durable and dispatch may read past
-        the transaction's messages (or must skip them)."""
-        from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, marker_entry  # noqa: PLC0415
-
+        the transaction's messages (or must skip them). The markers asked for in one turn of
+        the loop (the transactions one log commit decided) are stored as one append: one
+        hand-over to the storage thread, one fsync."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        buffer = self.transaction_buffer
-        if buffer is None:  # none of its messages came here: nothing to mark
+        if self.transaction_buffer is None:  # none of its messages came here: nothing to mark
             done.set_result(None)
             return done
+        if not self._markers:
+            asyncio.get_running_loop().call_soon(self._append_markers)
+        self._markers.append((txn, action, done, producer))
+        return done
+
+    def _append_markers(self) -> None:
+        from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, marker_entry  # noqa: PLC0415
+
+        ends, self._markers = self._markers, []
+        buffer = self.transaction_buffer
+        assert buffer is not None  # set before any marker is asked for, never unset
+
+        given: list[Position] = []
 
         def stored(positions: list[Position] | None, exc: BaseException | None) -> None:
             if exc is not None:
-                done.set_exception(exc)
-                return
-            buffer.ended(txn, action, positions[0] if positions else None, index[0], named)
-            done.set_result(None)
+                buffer.unmarked(given)
+            for i, (txn, action, done, _producer) in enumerate(ends):
+                if exc is not None:
+                    done.set_exception(exc)
+                    continue
+                buffer.ended(txn, action, positions[i] if positions else None,
+                             first_index + i if first_index >= 0 else -1, named[i])
+                done.set_result(None)
 
         # only the first marker after its messages names the producer: a restart's repeat of
         # an ending, or a partition it never wrote to, ends no transaction of that producer's
-        named = producer if txn in buffer.ongoing else ""
-        marker = marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn, named)
-        state = self.entry_metadata_state
-        index = [-1]  # the marker's, set once it is stamped (its write ends later, on the loop)
-        before = state.index
-        self.publish_marker(marker, stored)
-        index[0] = state.index if state.index > before else -1
-        return done
+        named = [producer if txn in buffer.ongoing else "" for txn, _action, _done, producer in ends]
+        markers = [marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn, name)
+                   for (txn, action, _done, _producer), name in zip(ends, named, strict=True)]
+        before = self.entry_metadata_state.index
+        try:
+            given += self._append(markers, [1] * len(markers), -1, stored, published=False)
+        except Exception as exc:  # a full disk, a failed ledger: each ending fails with it
+            stored(None, exc)
+            return
+        # the markers' PIP-70 indexes, one message each (-1 without them); `stored` runs later
+        first_index = before + 1 if self.entry_metadata_state.index > before else -1
+        buffer.marking(given)  # `stored` runs on a later turn of the loop
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
                 exc: BaseException | None, write_seconds: float) -> None:
