@@ -117,14 +117,15 @@ def run_consume(kind: str, url: str, topic: str, count: int, subscription: str =
             "wall_s": round(wall, 3)}
 
 
-def _child(queue: mp.Queue, fn: str, args: tuple) -> None:
+def _child(queue: mp.Queue, fn: str | Any, args: tuple) -> None:
+    """Run `fn` (a function of this module by name, or any picklable function) in a child."""
     try:
-        queue.put(("ok", globals()[fn](*args)))
+        queue.put(("ok", (fn if callable(fn) else globals()[fn])(*args)))
     except BaseException as exc:
         queue.put(("error", repr(exc)))
 
 
-def in_process(fn: str, *args: Any, profile: Path | None = None, label: str = "") -> dict:
+def in_process(fn: str | Any, *args: Any, profile: Path | None = None, label: str = "") -> dict:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     proc = ctx.Process(target=_child, args=(queue, fn, args))

@@ -70,6 +70,7 @@ def test_a_terminated_topic_fails_its_producer_only(shared_broker, topic):
                 racing = [asyncio.ensure_future(doomed.send(f"{i}".encode())) for i in range(COUNT)]
                 await asyncio.sleep(0)
                 await admin(shared_broker, "POST", f"persistent/public/default/{name}/terminate")
+                racing += [asyncio.ensure_future(doomed.send(b"late")) for _ in range(10)]
                 outcomes = await asyncio.gather(*racing, return_exceptions=True)
                 stored = [o for o in outcomes if not isinstance(o, BaseException)]
                 assert outcomes[len(stored):] and all(isinstance(o, errors.TopicTerminated)
