@@ -473,10 +473,11 @@ class Producer(Handler):
                 first = op.chunk.first_id
                 message_id._first_chunk = first.wire
                 complete(completions[0], message_id)
-        elif n:
+        elif n:  # an id only for a message with someone to tell (send_async's callback may be None)
             for index, completion in enumerate(completions):
-                complete(completion, MessageId(partition, ledger, entry, index, n))
-        else:
+                if completion is not None:
+                    complete(completion, MessageId(partition, ledger, entry, index, n))
+        elif completions[0] is not None:
             complete(completions[0], MessageId(partition, ledger, entry))
         self._pending_messages -= op.num_messages
         self._completed(op.num_messages)
