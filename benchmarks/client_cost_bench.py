@@ -45,6 +45,9 @@ from client_bench import PAYLOAD, fill, in_process, make_client
 from client_bench import run_consume as _run_consume
 from client_bench import run_produce as _run_produce
 
+WORKLOADS = ("send_unbatched_at_rate", "send_batched_at_rate", "send_unbatched_flat_out", "send_batched_flat_out",
+             "receive_ack_at_rate", "receive_ack_flat_out")
+
 EVERY = 10
 """A real callback on every tenth message (None on the others): the issue's lighter setting."""
 
@@ -104,8 +107,22 @@ def run_receive_flat_out(kind: str, url: str, topic: str, count: int) -> dict:
     return {"cpu_us_per_msg": result["cpu_s_per_million"], "msg_per_s": result["msg_per_s"], "messages": count - 1}
 
 
-def _consume_at_rate(queue: mp.Queue, kind: str, url: str, topic: str, count: int) -> None:
+def use_tree(src: str | None) -> None:
+    """Import magnetar from `src` in this (child) process: the --baseline client."""
+    if src:
+        sys.path.insert(0, src)
+        for name in [name for name in sys.modules if name == "magnetar" or name.startswith("magnetar.")]:
+            del sys.modules[name]
+
+
+def in_tree(src: str | None, fn: Any, *args: Any) -> dict:
+    use_tree(src)
+    return fn(*args)
+
+
+def _consume_at_rate(queue: mp.Queue, src: str | None, kind: str, url: str, topic: str, count: int) -> None:
     try:
+        use_tree(src)
         client = make_client(kind, url)
         module: Any
         if kind == "official":
@@ -137,17 +154,18 @@ def publish_at_rate(url: str, topic: str, rate: int, count: int) -> dict:
     return {}
 
 
-def run_receive_at_rate(kind: str, url: str, rate: int, seconds: float, profile: Path | None) -> dict:
-    topic = f"persistent://public/default/cost-{uuid.uuid4().hex[:8]}"
+def run_receive_at_rate(src: str | None, kind: str, url: str, rate: int, seconds: float,
+                        profile: Path | None) -> dict:
+    topic = _topic()
     count = int(rate * seconds)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    consumer = ctx.Process(target=_consume_at_rate, args=(queue, kind, url, topic, count))
+    consumer = ctx.Process(target=_consume_at_rate, args=(queue, src, kind, url, topic, count))
     consumer.start()
     status, detail = queue.get(timeout=120)
     if status != "ready":
         raise RuntimeError(f"receive_ack_at_rate {kind}: {detail}")
-    spy = _spy(profile, "receive_ack_at_rate", consumer.pid) if kind == "magnetar" else None
+    spy = _spy(profile, "receive_ack_at_rate", consumer.pid)
     in_process(publish_at_rate, url, topic, rate, count)
     status, result = queue.get(timeout=300)
     consumer.join(60)
@@ -172,43 +190,47 @@ def _topic() -> str:
     return f"persistent://public/default/cost-{uuid.uuid4().hex[:8]}"
 
 
-def one_round(kinds: list[str], url: str, args: argparse.Namespace) -> dict[str, dict[str, dict]]:
+def one_round(clients: list[tuple[str, str, str | None]], url: str, args: argparse.Namespace) -> dict[str, dict]:
+    """Every workload once per client (label, kind, magnetar source tree), the clients taking
+    turns within each workload so that a change of load weighs on all of them."""
     out: dict[str, dict[str, dict]] = {}
-
-    def put(workload: str, kind: str, result: dict) -> None:
-        out.setdefault(workload, {})[kind] = result
-
     flat = int(args.rate * args.seconds)
-    for kind in kinds:
-        profile = args.profile if kind == "magnetar" else None
-        for batched in (False, True):
-            label = "batched" if batched else "unbatched"
-            put(f"send_{label}_at_rate", kind, in_process(run_send_at_rate, kind, url, _topic(), args.rate,
-                                                         args.seconds, batched, profile=profile,
-                                                         label=f"send_{label}_at_rate"))
-            put(f"send_{label}_flat_out", kind, in_process(run_send_flat_out, kind, url, _topic(),
-                                                          flat * (4 if batched else 1), batched, profile=profile,
-                                                          label=f"send_{label}_flat_out"))
-        put("receive_ack_at_rate", kind, run_receive_at_rate(kind, url, args.rate, args.seconds, profile))
-        filled = _topic()
-        fill(url, filled, flat * 4)
-        put("receive_ack_flat_out", kind, in_process(run_receive_flat_out, kind, url, filled, flat * 4,
-                                                     profile=profile, label="receive_ack_flat_out"))
+    for workload in WORKLOADS:
+        for label, kind, src in clients:
+            profile = args.profile if label == "magnetar" else None
+            if workload == "receive_ack_at_rate":
+                result = run_receive_at_rate(src, kind, url, args.rate, args.seconds, profile)
+            elif workload == "receive_ack_flat_out":
+                filled = _topic()
+                fill(url, filled, flat * 4)
+                result = in_process(in_tree, src, run_receive_flat_out, kind, url, filled, flat * 4,
+                                    profile=profile, label=workload)
+            elif workload.endswith("_at_rate"):
+                result = in_process(in_tree, src, run_send_at_rate, kind, url, _topic(), args.rate, args.seconds,
+                                    "_batched_" in workload, profile=profile, label=workload)
+            else:
+                batched = "_batched_" in workload
+                result = in_process(in_tree, src, run_send_flat_out, kind, url, _topic(),
+                                    flat * (4 if batched else 1), batched, profile=profile, label=workload)
+            out.setdefault(workload, {})[label] = result
     return out
 
 
 def summarise(rounds: list[dict[str, dict[str, dict]]]) -> dict[str, Any]:
     table: dict[str, Any] = {}
-    for workload in rounds[0]:
+    for workload, first in rounds[0].items():
         row: dict[str, Any] = {}
-        for kind in ("official", "magnetar"):
-            runs = [r[workload][kind] for r in rounds]
-            row[kind] = {"cpu_us_per_msg": round(statistics.median(r["cpu_us_per_msg"] for r in runs), 2),
-                         "rounds_cpu_us_per_msg": [r["cpu_us_per_msg"] for r in runs],
-                         **{key: round(statistics.median(r[key] for r in runs), 2)
-                            for key in ("user_us_per_msg", "sys_us_per_msg", "switches_per_msg") if key in runs[0]},
-                         "msg_per_s": round(statistics.median(r["msg_per_s"] for r in runs))}
-        row["ratio_cpu_per_msg"] = round(row["magnetar"]["cpu_us_per_msg"] / row["official"]["cpu_us_per_msg"], 2)
+        for label in first:
+            runs = [r[workload][label] for r in rounds]
+            row[label] = {"cpu_us_per_msg": round(statistics.median(r["cpu_us_per_msg"] for r in runs), 2),
+                          "rounds_cpu_us_per_msg": [r["cpu_us_per_msg"] for r in runs],
+                          **{key: round(statistics.median(r[key] for r in runs), 2)
+                             for key in ("user_us_per_msg", "sys_us_per_msg", "switches_per_msg") if key in runs[0]},
+                          "msg_per_s": round(statistics.median(r["msg_per_s"] for r in runs))}
+        ours = row["magnetar"]["cpu_us_per_msg"]
+        row["ratio_cpu_magnetar_over_official"] = round(ours / row["official"]["cpu_us_per_msg"], 2)
+        if "magnetar_baseline" in row:
+            row["ratio_cpu_magnetar_over_baseline"] = round(ours / row["magnetar_baseline"]["cpu_us_per_msg"], 2)
         table[workload] = row
     return table
 
@@ -217,27 +239,33 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rate", type=int, default=10_000, help="msg/s of the at-rate workloads (default 10000)")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of an at-rate run (default 5)")
-    parser.add_argument("--rounds", type=int, default=2, help="rounds, the clients' order alternating (default 2)")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds, the clients' order turning (default 2)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="also magnetar.client imported from this source tree (another checkout's src/)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy flame graphs of the magnetar runs here")
     args = parser.parse_args()
     if not 1 <= args.rate <= 100_000 or args.seconds <= 0 or args.rounds < 1:
         parser.error("--rate must be 1..100000, --seconds and --rounds positive")
+    if args.baseline is not None and not (args.baseline / "magnetar" / "client").is_dir():
+        parser.error(f"--baseline {args.baseline}: no magnetar/client there (give a checkout's src/)")
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from standalone import Standalone  # noqa: PLC0415
 
+    clients: list[tuple[str, str, str | None]] = [("official", "official", None), ("magnetar", "magnetar", None)]
+    if args.baseline is not None:
+        clients.append(("magnetar_baseline", "magnetar", str(args.baseline.resolve())))
     data = Path(tempfile.mkdtemp(prefix="client-cost-"))
     load_before = os.getloadavg()
     broker = Standalone(data / "data", ["journalSyncData=false"]).start()
     try:
-        rounds = []
-        for index in range(args.rounds):
-            kinds = ["official", "magnetar"] if index % 2 == 0 else ["magnetar", "official"]
-            rounds.append(one_round(kinds, broker.url, args))
+        rounds = [one_round(clients[index % len(clients):] + clients[:index % len(clients)], broker.url, args)
+                  for index in range(args.rounds)]
     finally:
         broker.stop()
         shutil.rmtree(data, ignore_errors=True)
     print(json.dumps({"rate": args.rate, "seconds": args.seconds, "rounds": args.rounds,
                       "callback_every": EVERY, "payload_bytes": len(PAYLOAD),
+                      "baseline": None if args.baseline is None else str(args.baseline),
                       "loadavg_before": [round(x, 2) for x in load_before],
                       "loadavg_after": [round(x, 2) for x in os.getloadavg()],
                       "cpus": os.cpu_count(), **summarise(rounds)}, indent=2))

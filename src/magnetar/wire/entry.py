@@ -244,7 +244,11 @@ def has_checksum(entry: Buffer) -> bool:
 
 def build_entry(metadata: pb.MessageMetadata, payload: Buffer, *, checksum: bool = True) -> bytes:
     """Lay out an entry as a producer sends it, with the CRC32C the broker verifies."""
-    body = metadata.SerializeToString()
+    return entry_of(metadata.SerializeToString(), payload, checksum=checksum)
+
+
+def entry_of(body: bytes, payload: Buffer, *, checksum: bool = True) -> bytes:
+    """`build_entry` from a MessageMetadata already serialised (`body`)."""
     head = _U32.pack(len(body)) + body
     if not checksum:
         return b"".join((head, payload))

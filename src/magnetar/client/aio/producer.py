@@ -30,7 +30,15 @@ from magnetar.client.batching import Batch, BatchContainer, KeyBasedContainer
 from magnetar.client.entries import arrow_entries, check_count, entry_metadata
 from magnetar.client.enums import BatchingType, Result
 from magnetar.client.message_id import MessageId
-from magnetar.client.outgoing import PendingMessage, Sealer, build_batch_entry, chunk_entries, single_metadata
+from magnetar.client.outgoing import (
+    PendingMessage,
+    PlainMetadata,
+    Sealer,
+    build_batch_entry,
+    chunk_entries,
+    is_plain,
+    single_metadata,
+)
 from magnetar.wire import client_commands as cc
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -45,6 +53,9 @@ __all__ = ["Producer", "ProducerConfig", "SendCallback"]
 log = logging.getLogger(__name__)
 
 SendCallback = Callable[[Result, MessageId | None], None]
+
+_ENTRY_SLACK = 6
+"""What the general path below leaves under the broker's limit beyond an entry's own bytes."""
 
 _FAILS_THE_SEND = frozenset((pb.ChecksumError, pb.NotAllowedError))
 """SEND_ERRORs that fail the one SEND they answer (a corrupt entry, a refused size or delay):
@@ -104,6 +115,7 @@ class Producer(Handler):
         self._schema = config.schema
         self._sealer = _sealer(config)
         self._registered = False
+        self._plain: PlainMetadata | None = None
         self._terminated: errors.PulsarException | None = None
         """TopicTerminated once the broker said the topic takes no more messages."""
         self._held_on: Connection | None = None
@@ -390,6 +402,11 @@ class Producer(Handler):
         self._add_op(op)
 
     def _send_single(self, message: PendingMessage) -> None:
+        if self._sealer is None and self._compression == pb.NONE and is_plain(message):
+            entry = self._plain_metadata().entry(message.sequence_id, self._publish_time(), message.value)
+            if len(entry) + _ENTRY_SLACK <= self._max_message_size():
+                self._add_op(OpSend(message.sequence_id, message.sequence_id, entry, [message.completion], 0))
+                return
         metadata, payload = single_metadata(message, producer_name=self._name or "",
                                             publish_time=self._publish_time(), compression=self._compression,
                                             schema_version=self._schema_version)
@@ -417,6 +434,14 @@ class Producer(Handler):
             op.num_messages = 1 if last else 0
             op.txn = txn
             self._add_op(op)
+
+    def _plain_metadata(self) -> PlainMetadata:
+        """The template of this producer's plain messages, made again when the broker gave it
+        another name or schema version (at registration)."""
+        plain, name = self._plain, self._name or ""
+        if plain is None or plain.producer_name != name or plain.schema_version != self._schema_version:
+            plain = self._plain = PlainMetadata(name, self._schema_version)
+        return plain
 
     def _max_message_size(self) -> int:
         conn = self.conn
