@@ -195,7 +195,7 @@ def one_round(clients: list[tuple[str, str, str | None]], url: str, args: argpar
     turns within each workload so that a change of load weighs on all of them."""
     out: dict[str, dict[str, dict]] = {}
     flat = int(args.rate * args.seconds)
-    for workload in WORKLOADS:
+    for workload in args.workloads:
         for label, kind, src in clients:
             profile = args.profile if label == "magnetar" else None
             if workload == "receive_ack_at_rate":
@@ -242,10 +242,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="rounds, the clients' order turning (default 2)")
     parser.add_argument("--baseline", type=Path, default=None,
                         help="also magnetar.client imported from this source tree (another checkout's src/)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS),
+                        help=f"comma-separated, of {', '.join(WORKLOADS)} (default: all)")
     parser.add_argument("--profile", type=Path, default=None, help="py-spy flame graphs of the magnetar runs here")
     args = parser.parse_args()
     if not 1 <= args.rate <= 100_000 or args.seconds <= 0 or args.rounds < 1:
         parser.error("--rate must be 1..100000, --seconds and --rounds positive")
+    args.workloads = [name.strip() for name in args.workloads.split(",") if name.strip()]
+    unknown = sorted(set(args.workloads) - set(WORKLOADS))
+    if unknown or not args.workloads:
+        parser.error(f"--workloads: unknown {', '.join(unknown)}" if unknown else "--workloads: none given")
     if args.baseline is not None and not (args.baseline / "magnetar" / "client").is_dir():
         parser.error(f"--baseline {args.baseline}: no magnetar/client there (give a checkout's src/)")
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

@@ -107,3 +107,17 @@ def test_the_hand_written_send_equals_protobuf(producer_id, sequence_id, entry, 
     """SEND outside a transaction is written field by field (the unbatched hot path)."""
     assert cc.send(producer_id, sequence_id, entry, num_messages=num_messages) == \
         _send_by_protobuf(producer_id, sequence_id, entry, num_messages)
+
+
+@given(consumer_id=st.integers(0, 2**64 - 1), cumulative=st.booleans(),
+       ids=st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1),
+                              st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3)), max_size=5))
+def test_the_hand_written_ack_equals_protobuf(consumer_id, cumulative, ids):
+    """Grouped acknowledgements are written field by field from (ledger, entry, ack set) tuples."""
+    by_protobuf = []
+    for ledger, entry, ack_set in ids:
+        data = MessageId(ledger, entry).to_proto()
+        data.ack_set.extend(ack_set)
+        by_protobuf.append(data)
+    assert cc.ack_ids(consumer_id, ids, cumulative=cumulative) == cc.ack(consumer_id, by_protobuf,
+                                                                         cumulative=cumulative)

@@ -44,8 +44,12 @@ _new_frame = tuple.__new__
 
 def encode_command(cmd: pb.BaseCommand) -> bytes:
     """Serialise a simple command; a missing required field is a bug, so it raises."""
-    body = _serialize(cmd)
-    return FRAME_SIZES.pack(len(body) + 4, len(body)) + body
+    return command_frame(_serialize(cmd))
+
+
+def command_frame(command: bytes) -> bytes:
+    """The frame of a simple command already serialised."""
+    return FRAME_SIZES.pack(len(command) + 4, len(command)) + command
 
 
 def encode_payload_command(cmd: pb.BaseCommand, entry: bytes | memoryview) -> bytes:
