@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _latency_drivers import open_loop
-from client_bench import PAYLOAD, fill, in_process, make_client
+from client_bench import PAYLOAD, fill, in_process, make_client, outcome, spy_on
 from client_bench import run_consume as _run_consume
 from client_bench import run_produce as _run_produce
 
@@ -165,25 +165,9 @@ def run_receive_at_rate(src: str | None, kind: str, url: str, rate: int, seconds
     status, detail = queue.get(timeout=120)
     if status != "ready":
         raise RuntimeError(f"receive_ack_at_rate {kind}: {detail}")
-    spy = _spy(profile, "receive_ack_at_rate", consumer.pid)
+    spy = spy_on(profile, "receive_ack_at_rate", consumer.pid)
     in_process(publish_at_rate, url, topic, rate, count)
-    status, result = queue.get(timeout=300)
-    consumer.join(60)
-    if spy is not None:
-        spy.wait(30)
-    if status != "ok":
-        raise RuntimeError(f"receive_ack_at_rate {kind}: {result}")
-    return result
-
-
-def _spy(profile: Path | None, label: str, pid: int) -> Any:
-    import subprocess  # noqa: PLC0415
-
-    if profile is None or not shutil.which("py-spy"):
-        return None
-    profile.mkdir(parents=True, exist_ok=True)
-    return subprocess.Popen(["py-spy", "record", "--threads", "--nonblocking", "-o", str(profile / f"{label}.svg"),
-                             "--pid", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return outcome(queue, consumer, spy, f"receive_ack_at_rate {kind}")
 
 
 def _topic() -> str:
