@@ -76,3 +76,21 @@ def test_plain_messages_and_messages_with_options_keep_their_order(api, topic):
     assert in_order == expected
     assert {m.data() for m in got} == {*expected, b"20", b"last"}
     assert max(mid for _, mid in receipts.ids) < last
+
+
+def test_closing_the_client_tells_every_callback_what_became_of_its_message(api, topic):
+    """Sends waiting for their batch are answered, none forgotten: magnetar.client sends them
+    (its close flushes), the official client fails them with AlreadyClosed."""
+    client = api.client()
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=600_000)
+    results = []
+    for i in range(5):
+        producer.send_async(f"{i}".encode(), lambda result, _id: results.append(result))
+    client.close()
+    assert len(results) == 5
+    stored = [f"{i}".encode() for i, result in enumerate(results) if result == api.module.Result.Ok]
+    if api.name == "magnetar":
+        assert len(stored) == 5
+    reader = api.client().create_reader(topic, api.module.MessageId.earliest)
+    assert [reader.read_next(RECEIVE_MS).data() for _ in stored] == stored
+    assert not reader.has_message_available()

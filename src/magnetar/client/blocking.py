@@ -21,6 +21,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -81,6 +82,8 @@ class Client:
         takes them: each works or is refused (magnetar.client.aio.options)."""
         self._io = _LoopThread()
         self._timeout = float(operation_timeout_seconds)
+        self._inboxes: weakref.WeakSet[SendInbox] = weakref.WeakSet()
+        """Of the producers made here: what waits in them is handed over before closing."""
 
         async def make() -> aio_client.Client:
             return aio_client.Client(service_url, authentication, operation_timeout_seconds, **kwargs)
@@ -97,7 +100,9 @@ class Client:
     def create_producer(self, topic: str, **kwargs: Any) -> Producer:
         """Same arguments as `pulsar.Client.create_producer`, plus `batched_filter_properties` (PIP-191)."""
         core = self._run(self._core.create_producer(topic, **kwargs))
-        return Producer(self, core)
+        producer = Producer(self, core)
+        self._inboxes.add(producer._inbox)
+        return producer
 
     def subscribe(self, topic: Any, subscription_name: str, **kwargs: Any) -> Consumer:
         """Same arguments as `pulsar.Client.subscribe` (a topic, a list of topics or a compiled pattern)."""
@@ -124,8 +129,13 @@ class Client:
     def close(self) -> None:
         if self._core.closed:
             return
+        async def close() -> None:
+            for inbox in list(self._inboxes):  # sends waiting for their batch are sent, not lost
+                inbox.drain()
+            await self._core.close()
+
         try:
-            self._run(self._core.close())
+            self._run(close())
         finally:
             self._io.stop()
 
