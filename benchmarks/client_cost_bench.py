@@ -11,7 +11,7 @@ between rounds. Workloads:
 
 - send_unbatched_at_rate / send_batched_at_rate: an open-loop producer at `--rate` msg/s for
   `--seconds` (as latency_bench drives it), send_async with a real callback on every tenth
-  message, batching off / the client's default batching;
+  message, batching off / on at the clients' default limits (1000 messages, 128 KiB, 10 ms);
 - send_unbatched_flat_out / send_batched_flat_out: as fast as send_async takes them
   (client_bench's produce runs; a callback on every message);
 - receive_ack_at_rate: receive() + acknowledge() per message while another process publishes
@@ -71,16 +71,16 @@ class Measure:
 
 def run_send_at_rate(kind: str, url: str, topic: str, rate: int, seconds: float, batched: bool) -> dict:
     client = make_client(kind, url)
-    options: dict[str, Any] = {"block_if_queue_full": True, "max_pending_messages": 5000, "send_timeout_millis": 60_000}
-    if not batched:
-        options["batching_enabled"] = False
-    producer = client.create_producer(topic, **options)
+    producer = client.create_producer(topic, batching_enabled=batched, block_if_queue_full=True,
+                                      max_pending_messages=5000, send_timeout_millis=60_000)
     producer.send(PAYLOAD)  # connection and first round trip outside the measure
     count = int(rate * seconds)
     answered = [0]
+    in_batches = [0]
 
-    def callback(_result: Any, _message_id: Any) -> None:
+    def callback(_result: Any, message_id: Any) -> None:
         answered[0] += 1
+        in_batches[0] += message_id.batch_index() >= 0
 
     send_async = producer.send_async
 
@@ -94,6 +94,7 @@ def run_send_at_rate(kind: str, url: str, topic: str, rate: int, seconds: float,
     client.close()
     if answered[0] != len(range(0, count, EVERY)):
         raise RuntimeError(f"{kind}: {answered[0]} callbacks of {len(range(0, count, EVERY))}")
+    result["batched_share"] = round(in_batches[0] / answered[0], 2)  # of the messages with a callback
     return result
 
 
@@ -209,7 +210,8 @@ def summarise(rounds: list[dict[str, dict[str, dict]]]) -> dict[str, Any]:
             row[label] = {"cpu_us_per_msg": round(statistics.median(r["cpu_us_per_msg"] for r in runs), 2),
                           "rounds_cpu_us_per_msg": [r["cpu_us_per_msg"] for r in runs],
                           **{key: round(statistics.median(r[key] for r in runs), 2)
-                             for key in ("user_us_per_msg", "sys_us_per_msg", "switches_per_msg") if key in runs[0]},
+                              for key in ("user_us_per_msg", "sys_us_per_msg", "switches_per_msg",
+                                         "batched_share") if key in runs[0]},
                           "msg_per_s": round(statistics.median(r["msg_per_s"] for r in runs))}
         ours = row["magnetar"]["cpu_us_per_msg"]
         row["ratio_cpu_magnetar_over_official"] = round(ours / row["official"]["cpu_us_per_msg"], 2)

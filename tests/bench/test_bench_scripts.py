@@ -301,6 +301,8 @@ def test_client_cost_bench_measures_every_client_per_message():
         row = result[workload]
         for client in ("official", "magnetar", "magnetar_baseline"):
             assert row[client]["cpu_us_per_msg"] > 0 and row[client]["msg_per_s"] > 0, (workload, client)
+            if workload.startswith("send_"):  # the batched workload's ids are batch members, the other's not
+                assert row[client]["batched_share"] == (1 if workload == "send_batched_at_rate" else 0), row
         assert row["ratio_cpu_magnetar_over_official"] == round(
             row["magnetar"]["cpu_us_per_msg"] / row["official"]["cpu_us_per_msg"], 2)
 
