@@ -15,8 +15,10 @@ two versions compare side by side in one run; rounds alternate their order.
 
 Prints ONE JSON object: per label and rate the records counted and their p50/p99/p99.9/max
 (ms), delivery errors, how late the sender itself ran at worst (ms), the broker's CPU (% of
-one core), and the load average at start and end. The open loop, the latency record and the
-percentiles are latency_bench.py's (_latency_drivers).
+one core), what the broker says of itself over the cell (_broker_figures: its mean time from a
+Produce read to its answer written, its young collections and the objects they freed, and how
+many of its 100 ms loop-lag probes ran over 5 ms late), and the load average at start and end.
+The open loop, the latency record and the percentiles are latency_bench.py's (_latency_drivers).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import threading
 import time
 from pathlib import Path
 
+from _broker_figures import broker_between, broker_figures
 from _broker_process import Meter, Standalone
 from _latency_drivers import Latencies, open_loop, payload, summary
 from confluent_kafka import Producer
@@ -38,7 +41,7 @@ KAFKA_READY = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+)")
 WARMUP_SECONDS = 1.0
 
 
-def cell(bootstrap: str, pid: int, rate: int, seconds: float) -> dict[str, object]:
+def cell(bootstrap: str, pid: int, admin_url: str, rate: int, seconds: float) -> dict[str, object]:
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
     topic = f"latency-{rate}-{time.monotonic_ns()}"
     producer.list_topics(topic, timeout=30)
@@ -56,15 +59,18 @@ def cell(bootstrap: str, pid: int, rate: int, seconds: float) -> dict[str, objec
                          on_delivery=lambda err, _msg: latencies.record(index, scheduled_ns, err is None))
 
     poller = threading.Thread(target=deliver, daemon=True)
+    before = broker_figures(admin_url)
     with Meter(pid) as meter:
         poller.start()
         sender_lag = open_loop(send, rate, count)
         sent.set()
         latencies.done.wait(60)
     poller.join(5)
+    broker = broker_between(before, broker_figures(admin_url))
     figures = summary(latencies.values)
     return {"records": figures.pop("count"), **figures, "errors": latencies.failed,
-            "sender_lag_ms_max": round(sender_lag, 2), "broker_cpu_pct": round(meter.cpu[pid] / meter.wall * 100, 1)}
+            "sender_lag_ms_max": round(sender_lag, 2), "broker_cpu_pct": round(meter.cpu[pid] / meter.wall * 100, 1),
+            **broker}
 
 
 def run(label: str, source: str, rates: list[int], seconds: float) -> dict[str, object]:
@@ -74,7 +80,8 @@ def run(label: str, source: str, rates: list[int], seconds: float) -> dict[str, 
         try:
             bootstrap = f"127.0.0.1:{KAFKA_READY.findall(broker.log())[-1]}"
             assert broker.proc is not None
-            return {f"{label} {rate}/s": cell(bootstrap, broker.proc.pid, rate, seconds) for rate in rates}
+            return {f"{label} {rate}/s": cell(bootstrap, broker.proc.pid, broker.admin_url, rate, seconds)
+                    for rate in rates}
         finally:
             broker.stop()
 

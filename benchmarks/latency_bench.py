@@ -35,16 +35,15 @@ import importlib.util
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from _broker_figures import broker_between, broker_figures
 from _broker_process import Standalone
 from _latency_drivers import (
     AsyncSender,
@@ -133,19 +132,7 @@ class MagnetarUnderTest:
         return {"publish": latencies, "sender_lag_ms": lag, "e2e": e2e, **broker_between(before, self.broker_figures())}
 
     def broker_figures(self) -> dict[str, float]:
-        """The broker's cumulative event-loop lag histogram and publish-latency count and sum
-        from /metrics (empty for versions without them)."""
-        try:
-            with urllib.request.urlopen(f"{self.broker.admin_url}/metrics", timeout=10) as reply:
-                text = reply.read().decode()
-        except OSError:
-            return {}
-        found = {bound: float(value) for bound, value in
-                 re.findall(r'^magnetar_event_loop_lag_seconds_bucket\{[^}]*le="([^"]+)"\} (\S+)$', text, re.M)}
-        for part in ("count", "sum"):
-            if match := re.search(rf"^pulsar_broker_publish_latency_{part}\{{[^}}]*\}} (\S+)$", text, re.M):
-                found[f"publish_{part}"] = float(match.group(1))
-        return found
+        return broker_figures(self.broker.admin_url)
 
     def stop(self) -> None:
         self.broker.stop()
@@ -199,22 +186,6 @@ class NatsUnderTest:
             self.sender.run(self.nc.close())
         self.sender.stop()
         self.server.stop()
-
-
-def broker_between(before: dict[str, float], after: dict[str, float]) -> dict:
-    """What the broker saw during a cell: its mean publish latency (SEND read to receipt
-    written), and how late its loop-lag probe (every 100 ms) ran: probes taken, how many were
-    over 5 ms, the bucket bound the worst one fell under."""
-    if not before or not after:
-        return {}
-    counts = {key: after[key] - before.get(key, 0) for key in after}
-    out: dict = {}
-    if counts.get("publish_count"):
-        out["broker_publish_mean_ms"] = round(counts["publish_sum"] / counts["publish_count"], 3)
-    probes = counts.get("+Inf", 0)
-    worst = next((bound for bound, n in counts.items() if n == probes and not bound.startswith("publish")), "+Inf")
-    return {**out, "broker_loop_probes": int(probes), "broker_loop_lag_over_5ms": int(probes - counts.get("0.005", 0)),
-            "broker_loop_lag_max_under_s": worst}
 
 
 def peers_here() -> tuple[list[str], dict[str, str]]:

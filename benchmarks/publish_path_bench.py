@@ -61,10 +61,12 @@ class CountingTransport(StubTransport):
     def __init__(self) -> None:
         super().__init__()
         self.receipts = 0
+        self.written = asyncio.Event()
 
     def writelines(self, data: list[bytes]) -> None:
         for frame in data:
             self.receipts += frame.count(RECEIPT_MARK)
+        self.written.set()
 
 
 def send_frames(count: int, per_entry: int) -> list[bytes]:
@@ -103,8 +105,8 @@ async def run_workload(data_dir: Path, messages: int, per_entry: int, chunk: int
         cnx.data_received(client_commands.producer(1, 1, f"persistent://public/default/bench-{per_entry}",
                                                    producer_name=PRODUCER_NAME))
         entries_window = max(1, window // per_entry)
-        cpu, wall = await play(cnx.data_received, lambda: transport.receipts, send_frames(messages, per_entry), chunk,
-                               entries_window)
+        cpu, wall = await play(cnx.data_received, lambda: transport.receipts, transport.written,
+                               send_frames(messages, per_entry), chunk, entries_window)
         cnx.connection_lost(None)
     finally:
         await service.stop()

@@ -1,9 +1,10 @@
 """/metrics shows the broker's latencies as Pulsar names them, and they follow real traffic:
 pulsar_broker_publish_latency (SEND read to receipt written), each topic's
-pulsar_storage_write_latency_le_* buckets, and the event loop's lag."""
+pulsar_storage_write_latency_le_* buckets, the event loop's lag, and Python's collector."""
 
 from __future__ import annotations
 
+import gc
 import re
 import shutil
 
@@ -11,6 +12,7 @@ import pytest
 from polling import wait_for
 from test_stats_metrics import metrics, sample
 
+from magnetar.admin.metrics import collector_lines
 from magnetar.broker.topics.latency import ENTRY_LATENCY_SUFFIXES, SUMMARY_QUANTILES
 
 
@@ -90,3 +92,29 @@ def test_the_data_directorys_disk_is_measured(broker):
     assert sample(text, "magnetar_storage_disk_size_bytes", cluster="standalone") == disk.total
     free = sample(text, "magnetar_storage_disk_free_bytes", cluster="standalone")
     assert abs(free - disk.free) < disk.total * 0.02  # other work on the machine writes meanwhile
+
+
+def test_the_collector_is_counted_by_generation(broker):
+    text = metrics(broker)
+    for name in ("python_gc_collections_total", "python_gc_objects_collected_total"):
+        assert [sample(text, name, generation=str(g)) is not None for g in range(4)] == [True, True, True, False]
+    # start-up collects the young and middle generations before it freezes what it built
+    assert sample(text, "python_gc_collections_total", generation="1") >= 1
+
+
+def test_collections_and_what_they_freed_are_counted():
+    """Cycles freed by a young collection show in both counters of generation 0."""
+    def counted(lines: list[str]) -> dict[str, float]:
+        return {name: sample("\n".join(lines), name, generation="0")
+                for name in ("python_gc_collections_total", "python_gc_objects_collected_total")}
+
+    gc.collect()
+    before = counted(collector_lines('cluster="c"'))
+    for _ in range(500):
+        ring: list[object] = []
+        ring.append(ring)
+    del ring
+    gc.collect(0)
+    after = counted(collector_lines('cluster="c"'))
+    assert after["python_gc_collections_total"] == before["python_gc_collections_total"] + 1
+    assert after["python_gc_objects_collected_total"] >= before["python_gc_objects_collected_total"] + 500

@@ -264,6 +264,11 @@ def test_kafka_latency_bench_counts_every_record_of_each_cell():
         rate = int(name.split()[1].removesuffix("/s"))
         assert figures["errors"] == 0 and figures["records"] == rate  # one measured second, warm-up left out
         assert 0 < figures["p50"] <= figures["p99"] <= figures["p99.9"] <= figures["max"]
+        # the broker's own view of the cell: its produce answers' mean time, its loop probes
+        assert figures["broker_publish_mean_ms"] > 0
+        assert figures["broker_loop_probes"] >= 10 and 0 <= figures["broker_loop_lag_over_5ms"] <= figures[
+            "broker_loop_probes"]
+        assert figures["broker_young_collections"] >= 0 and figures["broker_young_collections_freed"] >= 0
 
 
 def test_metrics_bench_scrapes_every_topic_beside_a_probe():
@@ -312,3 +317,14 @@ def test_client_cost_bench_names_the_flag_it_refuses():
                        (["--baseline", "/nowhere"], "--baseline")):
         done = run_script("client_cost_bench.py", *args)
         assert done.returncode == 2 and flag in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+
+
+def test_kafka_produce_path_bench_compares_source_trees_round_by_round():
+    source = str(BENCHMARKS.parent / "src")
+    done = run_script("kafka_produce_path_bench.py", "--requests", "200", "--entry-format", "kafka",
+                      "--magnetar", f"one={source}", "--magnetar", f"two={source}", "--rounds", "2")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert list(result["cells"]) == ["one round 1", "two round 1", "two round 2", "one round 2"]
+    assert all(cell["entryFormat=kafka"]["requests_per_s"] > 0 for cell in result["cells"].values())
+    assert len(result["load_start"]) == 3

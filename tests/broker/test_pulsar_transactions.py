@@ -506,3 +506,32 @@ def test_an_ack_for_a_closed_consumer_is_refused_not_answered_ok(txn_broker, in_
         raw.ping()  # the connection carries on
     finally:
         raw.close()
+
+
+@pytest.mark.parametrize("kind", CONSUMERS)
+def test_a_transactional_message_sent_again_is_deduplicated(txn_broker, clients, kind):
+    """With deduplication on, a SEND in a transaction repeated with its sequence id (a client
+    sending again after a lost receipt) is answered and not stored again, as in Pulsar: the
+    commit publishes it once."""
+    producing = clients("magnetar", txn_broker.url, enable_transaction=True)
+    topic = _topic("dedup")
+    consumer = clients(kind, txn_broker.url).subscribe(topic, "s")
+    txn = producing.new_transaction(timeout=30)
+    producing.create_producer(topic).send(b"first", txn=txn)  # the partition joins the transaction
+    status, _, answer = http("POST", f"{txn_broker.admin_url}/admin/v2/persistent/{topic.removeprefix('persistent://')}"
+                                     f"/deduplicationEnabled", b"true")
+    assert status in (200, 204), answer
+    most, least = txn.txn_id
+    raw = RawClient(txn_broker.url)
+    try:
+        raw.connect()
+        raw.create_producer(topic)
+        for _ in range(3):  # the same message three times
+            raw.write(_txn_send(0, 5, (most, least), (most, least)))
+            receipt = raw.expect(pb.BaseCommand.SEND_RECEIPT).send_receipt
+            assert receipt.sequence_id == 5
+    finally:
+        raw.close()
+    txn.commit()
+    assert sorted(_receive(consumer, 2)) == [b"first", b"x"]
+    assert _drain(consumer) == []

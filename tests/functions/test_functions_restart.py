@@ -127,6 +127,26 @@ def test_sigkill_of_the_broker_loses_and_duplicates_nothing_effectively_once(
     assert Counter(got) == Counter(values)
 
 
+def test_output_deduplication_follows_the_mode_each_start_runs_in(brokers: list[Standalone], tmp_path: Path) -> None:
+    """EFFECTIVELY_ONCE on transactions leaves the output topic's deduplication alone (it
+    would check every output message for nothing); the same deployment restored by a broker
+    without the coordinator runs on deduplication, so it turns it on then."""
+    data_dir = tmp_path / "data"
+    broker = start(brokers, data_dir, "transactionCoordinatorEnabled=true")
+    admin = functions_admin(broker.admin_url)
+    admin.admin.create_partitioned_topic("mode-in", 2)
+    config = deploy(admin, "mode", "exclamation.py", "exclamation.ExclamationFunction", inputs=["mode-in"],
+                    output="mode-out", processingGuarantees="EFFECTIVELY_ONCE")
+    wait_consumers(admin.admin, config, 1)
+    assert admin.admin.get_topic_policy("mode-out", "deduplicationEnabled") is None
+    broker.stop()
+
+    broker = start(brokers, data_dir, "transactionCoordinatorEnabled=false")
+    admin = functions_admin(broker.admin_url)
+    wait_consumers(admin.admin, config, 1)
+    assert admin.admin.get_topic_policy("mode-out", "deduplicationEnabled") is True
+
+
 def test_stored_functions_that_no_longer_load_neither_stop_the_broker_nor_stay(
         brokers: list[Standalone], tmp_path: Path) -> None:
     """What earlier versions could store (a config of other rules, a function named `..`

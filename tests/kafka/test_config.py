@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
+from admin_http import get_json
+from kafka_brokers import KafkaStandalone
 from standalone import run_standalone
 
 from magnetar.broker.config.loading import load_configuration
@@ -40,3 +44,21 @@ def test_a_kop_brokers_conf_loads_with_its_keys_kept_or_ignored(tmp_path) -> Non
             config.entryFormat) == (["kafka"], "PLAINTEXT://127.0.0.1:9092", "kafka", "default", "kafka")
     assert {"protocolHandlerDirectory", "kopSslProtocol", "groupInitialRebalanceDelayMs"} <= set(loaded.ignored)
     assert [setting.key for setting in loaded.unknown] == ["kafkaTypo"]
+
+
+def test_the_runtime_configuration_shows_the_kafka_ports_bound(tmp_path) -> None:
+    """Listeners asked on port 0 are shown as bound, as the Pulsar ports are: the address a
+    Kafka client reaches, not `:0`."""
+    broker = KafkaStandalone(tmp_path / "data", ["messagingProtocols=kafka",
+                                                 "kafkaListeners=PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0"]).start()
+    try:
+        runtime = get_json(f"{broker.admin_url}/admin/v2/brokers/configuration/runtime")
+        assert isinstance(runtime, dict)
+        listeners = runtime["kafkaListeners"].split(",")
+        ports = [int(listener.rsplit(":", 1)[1]) for listener in listeners]
+        assert len(listeners) == 2 and all(listener.startswith("PLAINTEXT://127.0.0.1:") for listener in listeners)
+        assert 0 not in ports and len(set(ports)) == 2
+        for port in ports:  # each a Kafka listener that answers
+            socket.create_connection(("127.0.0.1", port), timeout=10).close()
+    finally:
+        broker.stop()

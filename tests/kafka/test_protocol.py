@@ -17,6 +17,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 from kio.schema.api_versions.v3 import request as av_req
 from kio.schema.api_versions.v3 import response as av_resp
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v1 import response as md_resp_v1
 from kio.schema.metadata.v9 import response as md_resp
 from kio.schema.produce.v7 import request as produce7
 from kio.static.primitive import i16, i32, i64
@@ -35,8 +36,9 @@ from magnetar.kafka.protocol.messages import (
 from magnetar.kafka.protocol.records import (
     InvalidRecords,
     from_pulsar_messages,
+    pulsar_batch,
+    pulsar_messages,
     split_batches,
-    to_pulsar_batch,
     with_base_offset,
 )
 from magnetar.kafka.protocol.templates import Int64Templates
@@ -105,6 +107,18 @@ def test_a_flexible_response_header_carries_its_tagged_fields_byte() -> None:
     framed = encode_response(3, 9, 5, body)
     assert _frame_body(framed)[4] == 0  # the header's empty tagged fields
     assert decode_response(_frame_body(framed), 3, 9) == (5, body)
+
+
+def test_a_body_encoded_before_is_framed_as_the_value_would_be() -> None:
+    """Flexible (Metadata v9), flexible with a v0 header (ApiVersions v3), not flexible (Metadata v1)."""
+    flexible = md_resp.MetadataResponse(throttle_time=datetime.timedelta(0), brokers=(), cluster_id="c",
+                                        controller_id=i32(0), topics=(),
+                                        cluster_authorized_operations=i32(-2147483648))
+    versions = av_resp.ApiVersionsResponse(error_code=ErrorCode.none, throttle_time=datetime.timedelta(0), api_keys=())
+    plain = md_resp_v1.MetadataResponse(brokers=(), controller_id=i32(0), topics=())
+    for api_key, version, body in ((3, 9, flexible), (18, 3, versions), (3, 1, plain)):
+        assert encode_response(api_key, version, 7, encode_body(api_key, version, body)) == \
+            encode_response(api_key, version, 7, body)
 
 
 def test_kafka_pythons_produce_request_keeps_its_records_as_bytes() -> None:
@@ -184,7 +198,7 @@ def test_kafka_to_pulsar_to_kafka_keeps_every_record(records, codec, base_offset
     """kafka-python's batch -> one Pulsar batch -> a batch kafka-python reads back the same, from base_offset
     (snappy: kafka-python needs python-snappy to write it; librdkafka covers it end to end)."""
     (batch,) = split_batches(_batch(records, codec))
-    converted = to_pulsar_batch(batch)
+    converted = pulsar_batch(*pulsar_messages(batch))
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, compression=converted.compression,
                                   uncompressed_size=converted.uncompressed_size,
                                   num_messages_in_batch=converted.num_messages)
@@ -234,7 +248,7 @@ def test_malformed_records_are_refused(mutate, message, corrupt) -> None:
 
 def test_pulsar_messages_become_a_batch_with_binary_keys_and_tombstones() -> None:
     (batch,) = split_batches(_batch([(b"\xff\x00", None, [], 3), (b"text", b"v", [("a", b"b")], 0)]))
-    converted = to_pulsar_batch(batch)
+    converted = pulsar_batch(*pulsar_messages(batch))
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1,
                                   num_messages_in_batch=converted.num_messages)
     messages = decode_messages(metadata, converted.payload, max_size=1 << 20)

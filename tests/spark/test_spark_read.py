@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import pickle
 import re
 import urllib.request
@@ -15,8 +16,9 @@ from spark_helpers import INTERCEPTORS, check_reads_while_writing, codec_topics,
 from standalone import NO_ENTRY_METADATA, Standalone
 
 import magnetar.client
+from magnetar.broker.transactions.buffer import TransactionBuffer
 from magnetar.spark.options import MagnetarOptionError, parse_options
-from magnetar.spark.storage_reader import StorageTopics
+from magnetar.spark.storage_reader import StorageTopics, transactions_of
 from magnetar.spark.write_options import parse_write_options
 
 pytestmark = pytest.mark.spark
@@ -230,3 +232,42 @@ def test_rows_are_committed_messages_only_and_stop_at_an_open_transaction(spark,
     rows = _indexed_values(spark, data_dir, topic)
     assert [value for _, value in rows] == [b"plain-1", b"committed", b"plain-2", b"open", b"plain-3"]
     assert held_from == dict((value, index) for index, value in rows)[b"open"]  # it stopped at the open one
+
+
+def test_a_plan_starts_from_the_brokers_buffer_snapshot(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The driver reads the broker's last transaction-buffer snapshot and only the entries
+    after it, and ends with what reading every entry gives: the same aborted transactions,
+    the same open one holding the same position."""
+    broker = Standalone(tmp_path / "data", ["transactionCoordinatorEnabled=true",
+                                            "transactionBufferSnapshotMaxTransactionCount=4"]).start()
+    topic = f"persistent://public/default/spark-snap-{uuid.uuid4().hex[:8]}"
+    try:
+        with magnetar.client.Client(broker.url, enable_transaction=True, operation_timeout_seconds=10) as client:
+            producer = client.create_producer(topic)
+            for n in range(10):
+                txn = client.new_transaction(timeout=60)
+                producer.send(f"t{n}".encode(), txn=txn)
+                txn.abort() if n % 3 == 2 else txn.commit()
+            client.new_transaction(timeout=60)  # opened, never used: holds nothing
+            still_open = client.new_transaction(timeout=60)
+            producer.send(b"open", txn=still_open)
+            producer.send(b"plain")
+            topics = StorageTopics(str(tmp_path / "data"))
+            try:
+                (tp,) = topics.partitions(topic)
+                ml = topics.ledger(tp)
+                assert ml is not None
+                with caplog.at_level(logging.INFO, logger="magnetar.broker.transactions.buffer"):
+                    planned = transactions_of(ml, topics.factory.metadata_store)
+                whole = TransactionBuffer.load(ml)  # every entry, no snapshot
+            finally:
+                topics.close()
+            still_open.abort()
+    finally:
+        broker.stop()
+    assert planned is not None
+    rebuilt = re.search(r"rebuilt from a snapshot at \S+ and (\d+) entries", caplog.text)
+    assert rebuilt is not None, caplog.text
+    assert int(rebuilt.group(1)) < 22  # 20 messages and markers, the open one's and the plain one
+    assert (planned.aborted, planned.max_read_position) == (whole.aborted, whole.max_read_position)
+    assert len(planned.aborted) == 3 and planned.max_read_position is not None

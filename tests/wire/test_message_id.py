@@ -13,7 +13,10 @@ from magnetar.wire.message_id import (
     INT64_MAX,
     LATEST,
     MessageId,
+    ack_set_bits,
     ack_set_from_indexes,
+    ack_set_of_bits,
+    set_bits,
     unacked_indexes,
 )
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -147,3 +150,14 @@ def test_ack_set_round_trip(case: tuple[int, set[int]]) -> None:
     words = ack_set_from_indexes(unacked, size)
     assert words == java_to_long_array(unacked)
     assert unacked_indexes(words, size) == sorted(unacked)
+
+
+@given(st.integers(1, 300).flatmap(lambda size: st.tuples(st.just(size), st.sets(st.integers(0, size - 1)))))
+def test_ack_sets_as_integers_say_what_their_words_say(case: tuple[int, set[int]]) -> None:
+    """The integer form a transaction's acknowledgements are checked with: the same unacked
+    indexes as the words, and the same words back (trailing zero words dropped)."""
+    size, unacked = case
+    words = ack_set_from_indexes(unacked, size)
+    bits = ack_set_bits(words)
+    assert set_bits(bits) == sorted(unacked) == unacked_indexes(words, size)
+    assert ack_set_of_bits(bits) == words

@@ -57,8 +57,9 @@ class BrokersApi:
 
         Secrets are masked (broker.config.secrets): an admin role reading the configuration
         must not learn the token signing key or the broker's own credentials. A port asked as
-        0 (any free one) is shown as the one bound, the port clients reach."""
-        values = asdict(self.service.config) | self._bound_ports()
+        0 (any free one) is shown as the one bound, the port clients reach, the Kafka listeners'
+        too."""
+        values = asdict(self.service.config) | self._bound_ports() | self.service.bound_settings
         return web.json_response({key: _as_text(value) for key, value in sorted(masked(values).items())})
 
     def _bound_ports(self) -> dict[str, int | None]:

@@ -58,6 +58,9 @@ COMMITTED_KEPT = 10_000
 out (an older copy's acknowledgement conflicts, and it is skipped then)."""
 GROUP_SECONDS = 0.1
 """A transaction takes no further message once its processing has lasted this long."""
+TXN_OUTPUT_PRODUCER = {"block_if_queue_full": True, "batching_enabled": True, "batching_max_publish_delay_ms": 10}
+"""A transaction's outputs batched: its commit flushes the batch, so the delay never holds
+them back, and a transaction's outputs are one entry rather than one each."""
 TXN_TIMEOUT_SECONDS = 60
 TIMEOUT_MARGIN_SECONDS = 5
 
@@ -332,7 +335,7 @@ class TxnInstance(Instance):
         producer = self.producers.get("")
         if producer is None:
             assert self.config.output is not None
-            producer = self.producers[""] = self.client.create_producer(self.config.output, block_if_queue_full=True)
+            producer = self.producers[""] = self.client.create_producer(self.config.output, **TXN_OUTPUT_PRODUCER)
         return producer
 
     def _settle(self, end: Callable[[], _T]) -> _T:

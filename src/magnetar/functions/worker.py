@@ -118,7 +118,6 @@ class FunctionsWorker:
         if self.store.get(config.fqfn) is not None:  # created by another request while the code loaded
             raise ConfigError(f"Function {config.name} already exists")
         deployment = Deployment(config, role=role)
-        self._prepare_output(config)
         self.store.save(deployment, code)
         await self._run(deployment, code)
 
@@ -136,7 +135,6 @@ class FunctionsWorker:
             raise ConfigError(f"Function {fqfn} has no code stored: upload it with the update")
         await self._check_code(config, stored_code)
         deployment = Deployment(config, before.function_id, before.version + 1, before.stopped, role)
-        self._prepare_output(config)
         self.store.save(deployment, stored_code)
         await self._stop_runtime(fqfn)
         await self._run(deployment, stored_code)
@@ -224,6 +222,7 @@ class FunctionsWorker:
         fqfn = deployment.config.fqfn
         home = FunctionHome(self.home, deployment.config)
         await home.write(code)
+        self._prepare_output(deployment.config, self.launcher.transactions)
         runtime = FunctionRuntime(deployment, home, self.launcher)
         self.runtimes[fqfn] = runtime
         self.not_running.pop(fqfn, None)
@@ -250,10 +249,13 @@ class FunctionsWorker:
         for operation, resource in needs:
             self.service.authorization.check(operation, role, resource)
 
-    def _prepare_output(self, config: FunctionConfig) -> None:
-        """EFFECTIVELY_ONCE needs the broker to deduplicate the output topic: turned on for
-        that topic when nothing said otherwise."""
-        if config.processingGuarantees == "EFFECTIVELY_ONCE" and config.output:
+    def _prepare_output(self, config: FunctionConfig, transactions: bool) -> None:
+        """EFFECTIVELY_ONCE without transactions needs the broker to deduplicate the output
+        topic: turned on for that topic when nothing said otherwise. Decided each time an
+        instance starts, by the mode it runs in: with transactions the check would cost every
+        output message for nothing, and a broker restarted without the coordinator must still
+        deduplicate a function deployed with it."""
+        if config.processingGuarantees == "EFFECTIVELY_ONCE" and config.output and not transactions:
             topic = TopicName.parse(config.output)
             if self.service.policies.effective(topic, DEDUPLICATION) is not True:
                 self.service.policies.set_topic_value(topic, DEDUPLICATION, True)

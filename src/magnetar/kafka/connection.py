@@ -6,6 +6,8 @@ another are taken while the earlier ones wait for their write (up to `PIPELINED_
 requests and `PIPELINED_PRODUCE_BYTES` in flight), so that a producer sending a request per
 record (librdkafka's linger.ms=0) shares one fsync among them instead of paying one each;
 Kafka's own brokers answer once the write is in the page cache, which costs no such wait.
+The Produce requests at the head of the queue are taken together, as one group (the
+produce API checks each partition once and stores it with one append for all of them).
 Their answers still leave in request order, and any other request waits until every
 produce before it is answered. Frames read ahead wait in a queue, and while any wait, or
 while the transport's write buffer is full (asyncio's pause_writing: the client is not
@@ -193,17 +195,23 @@ class KafkaConnection(asyncio.Protocol):
         self._drain()
 
     def _drain(self) -> None:
-        """Handle queued frames one at a time, up to REQUESTS_PER_TURN this turn."""
+        """Handle queued frames, up to REQUESTS_PER_TURN this turn: a run of Produce requests
+        as one group, anything else one at a time."""
         self._continuing = False
         handled = 0
         while (self._frames and self._muted is None and self._may_take(self._frames[0]) and not self._write_paused
                and self._open()):
-            if handled == REQUESTS_PER_TURN:
+            if handled >= REQUESTS_PER_TURN:
                 self._continuing = True
                 asyncio.get_running_loop().call_soon(self._continue)
                 break
-            self._dispatch(self._frames.popleft())
-            handled += 1
+            produces = self._produce_run(REQUESTS_PER_TURN - handled)
+            if produces:
+                self._dispatch_produces(produces)
+                handled += len(produces)
+            else:
+                self._dispatch(self._frames.popleft())
+                handled += 1
         self._update_reading()
 
     def _may_take(self, frame: bytes) -> bool:
@@ -212,8 +220,22 @@ class KafkaConnection(asyncio.Protocol):
         if not in_flight:
             return True
         return (len(in_flight) < PIPELINED_PRODUCES and self._in_flight_bytes + len(frame) <= PIPELINED_PRODUCE_BYTES
-                and in_flight[-1].request.api_key == _PRODUCE and len(frame) >= 2
-                and _API_KEY.unpack_from(frame)[0] == _PRODUCE)
+                and in_flight[-1].request.api_key == _PRODUCE and _is_produce(frame))
+
+    def _produce_run(self, limit: int) -> list[bytes]:
+        """The Produce requests at the head of the queue that may be taken now (at most `limit`,
+        within the pipelining bounds counting those in flight): handled as one group."""
+        frames = self._frames
+        taken: list[bytes] = []
+        count, size = len(self._in_flight), self._in_flight_bytes
+        while frames and len(taken) < limit and _is_produce(frames[0]):
+            if taken and (count >= PIPELINED_PRODUCES or size + len(frames[0]) > PIPELINED_PRODUCE_BYTES):
+                break
+            frame = frames.popleft()
+            taken.append(frame)
+            count += 1
+            size += len(frame)
+        return taken
 
     def _open(self) -> bool:
         """Not closed nor closing: a refused SASL exchange's answer is the connection's last."""
@@ -228,17 +250,8 @@ class KafkaConnection(asyncio.Protocol):
         self.close()
 
     def _dispatch(self, frame: bytes) -> None:
-        try:
-            request = decode_request(frame, self._apis.versions)
-        except UnsupportedVersion as exc:
-            if exc.api_key == API_VERSIONS:
-                self._write(encode_response(API_VERSIONS, 0, exc.correlation_id,
-                                            self._apis.unsupported_api_versions()))
-            else:
-                self._refuse(str(exc))
-            return
-        except MalformedRequest as exc:
-            self._refuse(f"malformed request: {exc}")
+        request = self._decode(frame)
+        if request is None:
             return
         try:
             result = self._handle(request)
@@ -249,32 +262,77 @@ class KafkaConnection(asyncio.Protocol):
             log.exception("Kafka client %s: API key %d v%d failed", self._peer, request.api_key, request.api_version)
             self.close()
             return
+        self._answer(request, result, len(frame))
+
+    def _dispatch_produces(self, frames: list[bytes]) -> None:
+        """Produce requests taken together: stored with one append per partition (ProduceApi),
+        answered each in its turn. A frame that does not decode ends the group there."""
+        requests = []
+        for frame in frames:
+            request = self._decode(frame)
+            if request is None:
+                break
+            requests.append(request)
+        if not requests:
+            return
+        try:
+            results = self._apis.produce.produce_many(requests, self._session(_PRODUCE))
+        except _Refused as exc:
+            self._refuse(str(exc))
+            return
+        except Exception:
+            log.exception("Kafka client %s: %d Produce requests failed", self._peer, len(requests))
+            self.close()
+            return
+        for request, result, frame in zip(requests, results, frames, strict=False):
+            self._answer(request, result, len(frame))
+
+    def _decode(self, frame: bytes) -> Request | None:
+        """The request in `frame`; None once it is answered (an unsupported ApiVersions) or
+        refused (anything else that does not decode closes the connection)."""
+        try:
+            return decode_request(frame, self._apis.versions)
+        except UnsupportedVersion as exc:
+            if exc.api_key == API_VERSIONS:
+                self._write(encode_response(API_VERSIONS, 0, exc.correlation_id,
+                                            self._apis.unsupported_api_versions()))
+            else:
+                self._refuse(str(exc))
+        except MalformedRequest as exc:
+            self._refuse(f"malformed request: {exc}")
+        return None
+
+    def _answer(self, request: Request, result: Any, size: int) -> None:
         if isinstance(result, Awaitable):
             # a future (a produce's) is answered from its callback: no task, one loop turn
             answer = asyncio.ensure_future(result)
-            self._in_flight.append(_InFlight(request, answer, len(frame)))
-            self._in_flight_bytes += len(frame)
+            self._in_flight.append(_InFlight(request, answer, size))
+            self._in_flight_bytes += size
             answer.add_done_callback(self._settle)
         elif result is not NO_RESPONSE:
             self._write(encode_response(request.api_key, request.api_version, request.correlation_id, result))
 
     def _handle(self, request: Request) -> Any:
-        """Kafka's SASL rules around the dispatch: SASL requests to the session (refused with
-        ILLEGAL_SASL_STATE on a listener without SASL, as Kafka's PLAINTEXT listeners do), nothing
+        """SASL requests to the session (refused with ILLEGAL_SASL_STATE on a listener without
+        SASL, as Kafka's PLAINTEXT listeners do); the rest to the APIs."""
+        if request.api_key in SASL_APIS:
+            if self._sasl is None:
+                return sasl_response(request, ErrorCode.illegal_sasl_state, "this listener has no SASL")
+            return self._sasl.handle(request)
+        return self._apis.handle(request, self._session(request.api_key))
+
+    def _session(self, api_key: int) -> Access:
+        """The access a request other than SASL's is handled with: on a SASL listener nothing
         but ApiVersions before the session completes, and nothing once its credentials expired."""
         sasl = self._sasl
-        if request.api_key in SASL_APIS:
-            if sasl is None:
-                return sasl_response(request, ErrorCode.illegal_sasl_state, "this listener has no SASL")
-            return sasl.handle(request)
-        if sasl is not None and request.api_key != API_VERSIONS:
+        if sasl is not None and api_key != API_VERSIONS:
             if not sasl.complete:
-                raise _Refused(f"API key {request.api_key} before SASL authentication (illegal SASL state)")
+                raise _Refused(f"API key {api_key} before SASL authentication (illegal SASL state)")
             if sasl.expired():
                 raise _Refused(f"the credentials of role {sasl.role!r} expired")
             if self._access.role != sasl.role:
                 self._access = self._apis.access(sasl.role, self._address, sasl.namespace)
-        return self._apis.handle(request, self._access)
+        return self._access
 
     def _settle(self, _done: asyncio.Future[Any]) -> None:
         """Deferred answers written in request order, as far as they are ready; then the next
@@ -324,6 +382,10 @@ class KafkaConnection(asyncio.Protocol):
                 self.close()
             elif sasl.complete and self._decoder.max_frame_size != self._max_frame:
                 self._decoder.max_frame_size = self._max_frame
+
+
+def _is_produce(frame: bytes) -> bool:
+    return len(frame) >= 2 and _API_KEY.unpack_from(frame)[0] == _PRODUCE
 
 
 def _throttle_seconds(body: Any) -> float:

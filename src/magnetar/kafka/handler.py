@@ -78,6 +78,7 @@ class KafkaProtocolHandler:
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
+        bound_listeners = []
         for index, (scheme, host, port) in enumerate(self._listeners):
             sasl = scheme.startswith("SASL_")
             tls: dict[str, ssl.SSLContext | float] = {} if not scheme.endswith("SSL") else {
@@ -93,6 +94,8 @@ class KafkaProtocolHandler:
             advertised.append(self._advertised_address(index, scheme, host, bound))
             self._broker.listening("kafka", "{}://{}:{}".format(scheme, *advertised[0]))
             log.info("Kafka listener on %s:%d (%s)", host, bound, scheme)
+            bound_listeners.append(f"{scheme}://{f'[{host}]' if ':' in host else host}:{bound}")
+        self._broker.bound_setting("kafkaListeners", ",".join(bound_listeners))
         if self._broker.transactions is not None:
             # two hops: the broker queues its coordinator's recovery once its handlers have started,
             # and transactions decided before a crash are ended after it

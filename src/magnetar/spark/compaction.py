@@ -161,7 +161,7 @@ def plan_partition(path: str, tp: TopicPartition, split_bytes: int, parallelism:
         return None
     ml.refresh()
     horizon = ml.last_confirmed_position
-    transactions = transactions_of(ml)
+    transactions = transactions_of(ml, factory.metadata_store)
     aborted = None
     if transactions is not None:  # never past an open transaction, never an aborted message
         held = transactions.max_read_position

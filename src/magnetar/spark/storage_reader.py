@@ -26,7 +26,7 @@ from magnetar.spark.offsets import EARLIEST_INDEX, LATEST_INDEX, TopicPartition
 from magnetar.spark.options import MagnetarOptionError, SourceOptions
 from magnetar.spark.rows import RowFilter, rows_of_entries
 from magnetar.spark.worker_heap import gc_paused
-from magnetar.storage import ManagedLedger, ManagedLedgerFactory, NoSuchManagedLedgerError, Position
+from magnetar.storage import ManagedLedger, ManagedLedgerFactory, MetadataStore, NoSuchManagedLedgerError, Position
 from magnetar.storage.ledger import Allocator
 from magnetar.storage.message_finder import EntrySequence, find_by_index, find_first_at_or_after
 from magnetar.wire.entry import first_message_index, parse_message_metadata, peek_broker_entry_metadata
@@ -227,7 +227,7 @@ class StorageTopics:
         """The index the next message will get (None: empty, or the last entry has no index);
         on a topic with a transaction open, that of its first message: a stream goes no further."""
         ml = self.ledger(tp)
-        transactions = transactions_of(ml) if ml is not None else None
+        transactions = transactions_of(ml, self.factory.metadata_store) if ml is not None else None
         if transactions is not None and transactions.max_read_position is not None:
             return first_index(ml.read_entry(transactions.max_read_position))  # type: ignore[union-attr]
         entry = self._edge_entry(tp, last=True)
@@ -260,7 +260,7 @@ class StorageTopics:
             return Plan([], 0)
         entries = EntrySequence(ml)
         start, end, searched = 0, entries.size, 0
-        transactions = transactions_of(ml)
+        transactions = transactions_of(ml, self.factory.metadata_store)
         if transactions is not None and transactions.max_read_position is not None:
             end = entries.ordinal(transactions.max_read_position)  # nothing from an open transaction on
         lower = [(find_by_index, bounds.index_min), (find_first_at_or_after, bounds.time_min)]
@@ -302,12 +302,14 @@ class StorageTopics:
         return Plan(ranges, searched)
 
 
-def transactions_of(ml: ManagedLedger) -> TransactionBuffer | None:
-    """What a topic that has held transactions lets readers see (rebuilt from its entries:
-    on such a topic every plan reads its metadata once); None for any other topic."""
+def transactions_of(ml: ManagedLedger, store: MetadataStore) -> TransactionBuffer | None:
+    """What a topic that has held transactions lets readers see: the broker's last snapshot
+    of its transaction buffer (in `store`, the data dir's metadata) and the entries after it,
+    so a plan reads the metadata of the entries since the snapshot, not of the whole topic;
+    None for any other topic."""
     if ml.get_property(TRANSACTIONS_PROPERTY) is None:
         return None
-    return TransactionBuffer.load(ml)
+    return TransactionBuffer.load(ml, store)
 
 
 def resolve_index(topics: StorageTopics, tp: TopicPartition, index: int) -> int | None:

@@ -136,6 +136,36 @@ def unacked_indexes(ack_set: Sequence[int], batch_size: int) -> list[int]:
     return indexes
 
 
+def ack_set_bits(ack_set: Sequence[int]) -> int:
+    """An ack_set as one integer, bit i for batch index i (set: unacked). Words past the end
+    are zero, as ``toLongArray`` drops them: the whole-batch questions a transaction's
+    acknowledgement asks (which bits are cleared, do two sets overlap) then take a few word
+    operations, not a walk over every index of a batch of thousands."""
+    bits = 0
+    for word_number, word in enumerate(ack_set):
+        bits |= _to_unsigned64(word) << (word_number * _WORD_BITS)
+    return bits
+
+
+def ack_set_of_bits(bits: int) -> list[int]:
+    """The ack_set words of `bits` (``ack_set_bits``'s inverse), trailing zero words dropped."""
+    words = []
+    while bits:
+        words.append(to_signed64(bits & (_U64 - 1)))
+        bits >>= _WORD_BITS
+    return words
+
+
+def set_bits(bits: int) -> list[int]:
+    """The indexes of the bits set in `bits`, lowest first."""
+    indexes = []
+    while bits:
+        low = bits & -bits
+        indexes.append(low.bit_length() - 1)
+        bits ^= low
+    return indexes
+
+
 def parse_message_id_data(data: bytes | bytearray | memoryview) -> pb.MessageIdData:
     """A serialized MessageIdData with its required fields checked: upb leaves `required`
     to us, and a missing ledger or entry would silently read 0."""

@@ -144,10 +144,10 @@ class BrokerService:
         """Told of every persistent topic as it loads (magnetar.replication starts its replicators)."""
         self.protocol_handlers: list[ProtocolHandler] = []
         self.protocol_listeners: dict[str, list[str]] = {}
-        if config.messagingProtocols:
-            from magnetar.broker.service.protocol_handlers import load_protocol_handlers  # noqa: PLC0415 (only then)
-
-            self.protocol_handlers = load_protocol_handlers(self)
+        self.bound_settings: dict[str, str] = {}
+        """Settings whose value is known once a handler listens (a port asked as 0, as bound):
+        the runtime configuration shows these in place of the configured ones."""
+        self._load_protocol_handlers()
         self.transactions: TransactionCoordinator | None = None
         if config.transactionCoordinatorEnabled:
             from magnetar.broker.service.transaction_participants import new_coordinator  # noqa: PLC0415 (only then)
@@ -155,6 +155,12 @@ class BrokerService:
             self.transactions = new_coordinator(self)
         self.cache_evictor = PeriodicTask("entry cache eviction", config.managedLedgerCacheEvictionIntervalMs / 1000,
                                           self.factory.entry_cache.evict_expired)
+
+    def _load_protocol_handlers(self) -> None:
+        if self.config.messagingProtocols:
+            from magnetar.broker.service.protocol_handlers import load_protocol_handlers  # noqa: PLC0415 (only then)
+
+            self.protocol_handlers = load_protocol_handlers(self)
 
     def new_compaction_service(self, ledger: ManagedLedger) -> TopicCompactionService:
         """The compaction service of a topic being loaded (compactionServiceFactoryClassName)."""

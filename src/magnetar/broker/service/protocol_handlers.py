@@ -365,6 +365,11 @@ class HandlerBroker:
         a client of that protocol connects to the Pulsar port instead."""
         self._service.protocol_listeners.setdefault(protocol, []).append(address)
 
+    def bound_setting(self, key: str, value: str) -> None:
+        """The handler's setting `key` as it took effect (its listeners with the ports bound),
+        for the runtime configuration."""
+        self._service.bound_settings[key] = value
+
     def admit_connection(self, ip: str) -> bool:
         """Count a handler's connection from `ip` against brokerMaxConnections and
         brokerMaxConnectionsPerIp, with the Pulsar protocol's; False: refused (close it)."""

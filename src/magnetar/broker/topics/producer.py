@@ -112,23 +112,23 @@ class Producer:
         if self._staged:
             sends, self._staged = self._staged, []
             txn, self._staged_txn = self._staged_txn, None
-            if txn is None:
-                self.publish_many(sends)
-            else:
-                recorded, self._staged_recorded = self._staged_recorded, None
-                self._publish_transactional(sends, txn, recorded)
+            recorded, self._staged_recorded = self._staged_recorded, None
+            self.publish_many(sends, txn, recorded)
 
-    def publish_many(self, sends: list[Send]) -> None:
-        """Store SENDs read together: runs of new messages go to the topic as one group;
-        a duplicate (answered at once) or an undecidable one (refused) ends a run, so
-        answers keep the order the producer sent in."""
+    def publish_many(self, sends: list[Send], txn: TxnId | None = None,
+                     recorded: asyncio.Future[None] | None = None) -> None:
+        """Store SENDs read together (of one transaction `txn`, or of none): runs of new
+        messages go to the topic as one group; a duplicate (answered at once) or an
+        undecidable one (refused) ends a run, so answers keep the order the producer sent
+        in. A transaction's messages are deduplicated as any others, as in Pulsar: a client
+        that sends again after a lost receipt must not make the commit publish twice."""
         topic = self.topic
         if topic.terminated:
             self._refuse_terminated(sends)
             return
         dedup = topic.deduplication
         if dedup is None:
-            self._publish_group(sends, None)
+            self._publish_group(sends, None, txn, recorded)
             return
         run: list[Send] = []
         for send in sends:
@@ -138,7 +138,7 @@ class Producer:
                 run.append(send)
                 continue
             if run:
-                self._publish_group(run, dedup)
+                self._publish_group(run, dedup, txn, recorded)
                 run = []
             if status is DupStatus.DUPLICATE:  # stored before: acknowledged again, not stored again
                 self._answer(self._receipts.encode((send,), (_NOT_STORED_AGAIN,)))
@@ -146,7 +146,7 @@ class Producer:
                 self.refuse(send.sequence_id, pb.PersistenceError,
                             "Cannot determine whether the message is a duplicate at this time")
         if run:
-            self._publish_group(run, dedup)
+            self._publish_group(run, dedup, txn, recorded)
 
     def _dedup_identity(self, send: Send) -> tuple[str, int, int] | None:
         """(producer, sequence id, highest sequence id) deduplication judges the SEND by:
@@ -156,14 +156,6 @@ class Producer:
         if self.replicator:
             return replicated_identity(send.entry, self.name, self.cnx.repl_dedup_by_position)
         return self.name, send.sequence_id, send.highest_sequence_id
-
-    def _publish_transactional(self, sends: list[Send], txn: TxnId, recorded: asyncio.Future[None] | None) -> None:
-        """Messages of an open transaction, as one group (never deduplicated: a transaction
-        that fails is aborted and produced again)."""
-        if self.topic.terminated:
-            self._refuse_terminated(sends)
-            return
-        self._publish_group(sends, None, txn, recorded)
 
     def _refuse_terminated(self, sends: list[Send]) -> None:
         for send in sends:

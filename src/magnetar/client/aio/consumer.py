@@ -42,7 +42,7 @@ from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId, as_message_id
 from magnetar.wire import client_commands as cc
 from magnetar.wire import txn as wire_txn
-from magnetar.wire.message_id import INT64_MAX, ack_set_from_indexes
+from magnetar.wire.message_id import INT64_MAX, ack_set_from_indexes, ack_set_of_bits
 from magnetar.wire.message_id import MessageId as WireId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -296,9 +296,10 @@ class Consumer(Handler, Receiving):
         if conn is None:
             raise errors.NotConnected(f"consumer on {self.topic} is not connected")
         index, size = mid._b, mid._n
-        acked = range(index + 1) if cumulative else (index,)  # cumulative: the batch's messages up to it
-        in_batch = index >= 0 and size > 0
-        ack_set = ack_set_from_indexes([i for i in range(size) if i not in acked], size) if in_batch else None
+        ack_set = None
+        if index >= 0 and size > 0:  # a batch's message: cumulative takes the batch's messages up to it
+            acked = (1 << (index + 1)) - 1 if cumulative else 1 << index
+            ack_set = ack_set_of_bits(((1 << size) - 1) & ~acked)
         await conn.request(lambda request_id: wire_txn.ack(self.consumer_id, request_id, txn.txn_id, mid._l, mid._e,
                                                            ack_set, size, cumulative))
 

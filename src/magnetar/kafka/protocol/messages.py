@@ -26,6 +26,7 @@ API_VERSIONS = 18
 
 _FIXED_HEAD = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _SIZE = struct.Struct(">i")
+_HEAD = struct.Struct(">ii")  # a response's size and correlation id
 
 
 class RequestError(ValueError):
@@ -146,17 +147,18 @@ def encode_body(api_key: int, version: int, body: Any) -> bytes:
 
 def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> bytes:
     """A framed response: size, header (v0, or v1 for a flexible version but ApiVersions'), body
-    (a kio value, or bytes encode_body made)."""
+    (a kio value, or bytes encode_body made: then framed without a writer, as most produce
+    answers are)."""
     schema = response_schema(api_key, version)
+    tagged = schema.__flexible__ and api_key != API_VERSIONS
+    if isinstance(body, bytes):
+        return _HEAD.pack(4 + tagged + len(body), correlation_id) + (b"\0" if tagged else b"") + body
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
     out.write(_SIZE.pack(correlation_id))
-    if schema.__flexible__ and api_key != API_VERSIONS:
+    if tagged:
         out.write(b"\0")  # no tagged fields
-    if isinstance(body, bytes):
-        out.write(body)
-    else:
-        _writer(schema)(out, body)
+    _writer(schema)(out, body)
     frame = out.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - 4)
     del frame

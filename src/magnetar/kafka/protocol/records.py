@@ -32,12 +32,13 @@ from magnetar.formats.kafka_records import (
     single_message_metadata,
 )
 from magnetar.formats.payload import CorruptPayloadError
-from magnetar.wire.batch import BatchMessage, encode_batch
+from magnetar.wire.batch import BatchMessage
 from magnetar.wire.compression import compress
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
+_U32 = struct.Struct(">I")
 _MAGIC_AT = 16
 
 # Kafka's codec -> the Pulsar codec an entry converted from it keeps (gzip's nearest is zlib).
@@ -100,7 +101,7 @@ def with_base_offset(batch: bytes | memoryview, base_offset: int) -> list[bytes 
 
 
 class PulsarBatch(NamedTuple):
-    """A Kafka batch as a Pulsar batch: MessageMetadata's count and codec fields and the payload."""
+    """Kafka records as a Pulsar batch: MessageMetadata's count and codec fields and the payload."""
 
     num_messages: int
     compression: int
@@ -108,19 +109,32 @@ class PulsarBatch(NamedTuple):
     payload: bytes
 
 
-def to_pulsar_batch(batch: ProducedBatch) -> PulsarBatch:
-    """Every record as a message of one Pulsar batch, compressed with the batch's own codec
-    (gzip becomes zlib): key -> partition key, headers -> properties, timestamp -> event time."""
+PulsarMessage = tuple[pb.SingleMessageMetadata, bytes]
+
+
+def pulsar_messages(batch: ProducedBatch) -> tuple[int, list[PulsarMessage]]:
+    """The Pulsar codec a batch's records keep (gzip becomes zlib) and the records as Pulsar
+    batch messages: key -> partition key, headers -> properties, timestamp -> event time."""
     try:
         header, records = decode_record_batch(batch.data, check_crc=False)  # split_batches checked it
     except CorruptPayloadError as exc:
         raise InvalidRecords(str(exc)) from None
     if not records:
         raise InvalidRecords("a control batch has no records to store", corrupt=False)
-    plain = encode_batch([(single_message_metadata(r), r.value or b"") for r in records])
-    codec = _PULSAR_CODEC.get(header.attributes & 0x07, pb.NONE)
+    return (_PULSAR_CODEC.get(header.attributes & 0x07, pb.NONE),
+            [(single_message_metadata(r), r.value or b"") for r in records])
+
+
+def pulsar_batch(codec: int, messages: Sequence[PulsarMessage]) -> PulsarBatch:
+    """Messages from pulsar_messages as one Pulsar batch, compressed with `codec`. Their metadata
+    is written as it is: single_message_metadata sized each from the value it came with."""
+    parts: list[bytes] = []
+    for single, value in messages:
+        body = single.SerializeToString()
+        parts += (_U32.pack(len(body)), body, value)
+    plain = b"".join(parts)
     payload = plain if codec == pb.NONE else compress(codec, plain)
-    return PulsarBatch(len(records), codec, len(plain), payload)
+    return PulsarBatch(len(messages), codec, len(plain), payload)
 
 
 def _key_bytes(metadata: pb.SingleMessageMetadata) -> bytes | None:

@@ -20,7 +20,7 @@ from magnetar.broker.topics.positions import position_of
 from magnetar.storage import ManagedCursor, Position
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
-from magnetar.wire.message_id import ack_set_from_indexes, unacked_indexes
+from magnetar.wire.message_id import ack_set_bits, ack_set_from_indexes, set_bits, unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 if TYPE_CHECKING:
@@ -54,6 +54,7 @@ class PersistentSubscription(AbstractSubscription):
         self._transient_properties: dict[str, str] = {}
         self._properties: dict[str, str] | None = None
         self._filter_contexts: dict[Consumer, FilterContext] = {}
+        self._last_batch_size: tuple[Position, int] | None = None
         self.pending_acks: PendingAcks | None = None
         """Positions acknowledged by transactions still open, kept from every consumer (PIP-31)."""
         if durable and topic.context.config.transactionCoordinatorEnabled:
@@ -234,12 +235,19 @@ class PersistentSubscription(AbstractSubscription):
         return self.pending_acks
 
     def _batch_size(self, position: Position) -> int:
-        """Messages in the entry (1 unless it is a batch), from its stored metadata."""
+        """Messages in the entry (1 unless it is a batch), from its stored metadata; the last
+        entry's is kept, since a transaction's acknowledgements of a batch come one message
+        at a time."""
+        last = self._last_batch_size
+        if last is not None and last[0] == position:
+            return last[1]
         try:
             metadata = parse_message_metadata(self.topic.ledger.read_entry(position))
         except WireError as exc:
             raise BrokerServiceError(pb.NotAllowedError, f"{position}: {exc}") from exc
-        return metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+        size = metadata.num_messages_in_batch if metadata.HasField("num_messages_in_batch") else 1
+        self._last_batch_size = (position, size)
+        return size
 
     def _acked_indexes(self, position: Position, ack_set: list[int]) -> frozenset[int] | None:
         """The batch indexes an ack_set acknowledges (its cleared bits), none of them acked
@@ -247,13 +255,14 @@ class PersistentSubscription(AbstractSubscription):
         size = self._batch_size(position)
         if len(ack_set) > (size + 63) // 64:
             raise BrokerServiceError(pb.NotAllowedError, f"an ack_set of {len(ack_set)} words for a batch of {size}")
-        acked = frozenset(range(size)) - frozenset(unacked_indexes(ack_set, size))
+        whole = (1 << size) - 1
+        acked = ~ack_set_bits(ack_set) & whole
         if not acked:
             raise BrokerServiceError(pb.NotAllowedError, f"the ack_set of {position} acknowledges no message")
         stored = self.cursor.get_batch_deleted_indexes(position)
-        if stored is not None and acked - frozenset(unacked_indexes(stored, size)) != frozenset():
+        if stored is not None and acked & ~ack_set_bits(stored):
             raise BrokerServiceError(pb.TransactionConflict, f"messages of {position} are acknowledged already")
-        return None if len(acked) == size else acked
+        return None if acked == whole else frozenset(set_bits(acked))
 
     def end_txn_acks(self, txn: TxnId, commit: bool) -> asyncio.Future[None] | None:
         """The transaction ended: what it held is acknowledged, or given back to be delivered
