@@ -147,11 +147,15 @@ def parse_message_metadata(entry: Buffer) -> pb.MessageMetadata:
     return _metadata_at(entry, size_offset)[0]
 
 
-def parse_entry(entry: Buffer) -> ParsedEntry:
-    """Every layer at once, for readers that want the messages."""
+def parse_entry(entry: Buffer, *, verify: bool = False) -> ParsedEntry:
+    """Every layer at once, for readers that want the messages; with `verify`, the CRC32C
+    too (ChecksumError), each layer located once for both (`verify_checksum` first, then
+    this, located them three times over: a client does it for every entry it receives)."""
     bem_end = broker_entry_metadata_end(entry)
-    bem = peek_broker_entry_metadata(entry) if bem_end else None
+    bem = _parse(pb.BrokerEntryMetadata, memoryview(entry)[6:bem_end], "BrokerEntryMetadata") if bem_end else None
     checksum, size_offset = _checksum_span(entry, bem_end)
+    if verify:
+        _check_crc(entry, checksum, size_offset)
     metadata, end = _metadata_at(entry, size_offset)
     return ParsedEntry(bem, checksum, metadata, memoryview(entry)[end:])
 
