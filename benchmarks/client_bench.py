@@ -117,31 +117,40 @@ def run_consume(kind: str, url: str, topic: str, count: int, subscription: str =
             "wall_s": round(wall, 3)}
 
 
-def _child(queue: mp.Queue, fn: str, args: tuple) -> None:
+def _child(queue: mp.Queue, fn: str | Any, args: tuple) -> None:
+    """Run `fn` (a function of this module by name, or any picklable function) in a child."""
     try:
-        queue.put(("ok", globals()[fn](*args)))
+        queue.put(("ok", (fn if callable(fn) else globals()[fn])(*args)))
     except BaseException as exc:
         queue.put(("error", repr(exc)))
 
 
-def in_process(fn: str, *args: Any, profile: Path | None = None, label: str = "") -> dict:
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(queue, fn, args))
-    proc.start()
-    spy = None
-    if profile is not None and shutil.which("py-spy"):
-        profile.mkdir(parents=True, exist_ok=True)
-        spy = subprocess.Popen(["py-spy", "record", "--threads", "--nonblocking", "-o",
-                                str(profile / f"{label}.svg"), "--pid", str(proc.pid)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def spy_on(profile: Path | None, label: str, pid: int) -> subprocess.Popen | None:
+    """py-spy recording process `pid` into DIR/label.svg until it ends (None without --profile)."""
+    if profile is None or not shutil.which("py-spy"):
+        return None
+    profile.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(["py-spy", "record", "--threads", "--nonblocking", "-o", str(profile / f"{label}.svg"),
+                             "--pid", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def outcome(queue: mp.Queue, proc: Any, spy: subprocess.Popen | None, what: str) -> dict:
+    """What a child put on `queue` last, once it ended (and its py-spy); RuntimeError if it failed."""
     status, result = queue.get(timeout=900)
     proc.join(60)
     if spy is not None:
         spy.wait(30)
     if status != "ok":
-        raise RuntimeError(f"{fn}{args[:1]}: {result}")
+        raise RuntimeError(f"{what}: {result}")
     return result
+
+
+def in_process(fn: str | Any, *args: Any, profile: Path | None = None, label: str = "") -> dict:
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=_child, args=(queue, fn, args))
+    proc.start()
+    return outcome(queue, proc, spy_on(profile, label, proc.pid), f"{fn}{args[:1]}")
 
 
 def main() -> None:

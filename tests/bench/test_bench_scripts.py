@@ -340,6 +340,32 @@ def test_transactions_bench_names_the_flag_it_refuses():
     assert "--magnetar" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_client_cost_bench_measures_every_client_per_message():
+    """Each workload for the official client, this tree's magnetar.client and a baseline tree's
+    (this one again): CPU per message of a run that had every message answered."""
+    src = Path(__file__).resolve().parents[2] / "src"
+    done = run_script("client_cost_bench.py", "--rate", "500", "--seconds", "0.4", "--rounds", "1",
+                      "--workloads", "send_unbatched_at_rate,send_batched_at_rate,receive_ack_at_rate",
+                      "--baseline", str(src))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    for workload in ("send_unbatched_at_rate", "send_batched_at_rate", "receive_ack_at_rate"):
+        row = result[workload]
+        for client in ("official", "magnetar", "magnetar_baseline"):
+            assert row[client]["cpu_us_per_msg"] > 0 and row[client]["msg_per_s"] > 0, (workload, client)
+            if workload.startswith("send_"):  # the batched workload's ids are batch members, the other's not
+                assert row[client]["batched_share"] == (1 if workload == "send_batched_at_rate" else 0), row
+        assert row["ratio_cpu_magnetar_over_official"] == round(
+            row["magnetar"]["cpu_us_per_msg"] / row["official"]["cpu_us_per_msg"], 2)
+
+
+def test_client_cost_bench_names_the_flag_it_refuses():
+    for args, flag in ((["--workloads", "nonsense"], "--workloads"), (["--rate", "0"], "--rate"),
+                       (["--baseline", "/nowhere"], "--baseline")):
+        done = run_script("client_cost_bench.py", *args)
+        assert done.returncode == 2 and flag in done.stderr and "Traceback" not in done.stderr, (args, done.stderr)
+
+
 def test_kafka_produce_path_bench_compares_source_trees_round_by_round():
     source = str(BENCHMARKS.parent / "src")
     done = run_script("kafka_produce_path_bench.py", "--requests", "200", "--entry-format", "kafka",

@@ -69,12 +69,12 @@ def test_reader_last_message_id_names_the_last_message(broker):
 
 
 async def _send_one_refused(url: str, topic: str) -> list[Result]:
-    """A message on `topic` and one that fails (the broker refuses it: non-persistent topics
-    take no transactional messages; the client sends it again until its send timeout), both
-    with send_async in one transaction, then a commit once both are answered (the refused
-    message waits in its batch long enough for its partition's registration to be answered
-    first: the commit aborts for the message, not for a registration lost with the
-    connection)."""
+    """A message on `topic` and one that fails (the broker refuses it with NotAllowedError:
+    non-persistent topics take no transactional messages; that SEND alone fails, as in the
+    Java client), both with send_async in one transaction, then a commit once both are
+    answered (the refused message waits in its batch long enough for its partition's
+    registration to be answered first: the commit aborts for the message, not for a
+    registration)."""
     async with aio.Client(url, enable_transaction=True, operation_timeout_seconds=10) as client:
         kept = await client.create_producer(topic)
         refused = await client.create_producer(f"non-persistent://public/default/refused-{uuid.uuid4().hex[:8]}",
@@ -101,7 +101,7 @@ async def _send_one_refused(url: str, topic: str) -> list[Result]:
 def test_a_commit_after_a_refused_send_async_aborts_instead(broker):
     topic = _topic()
     results = asyncio.run(_send_one_refused(broker.url, topic))
-    assert sorted(results) == [Result.Ok, Result.Timeout]  # each callback told
+    assert sorted(results) == [Result.Ok, Result.NotAllowedError]  # each callback told
     assert read_all_official(broker.url, topic) == []
 
 

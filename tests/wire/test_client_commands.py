@@ -91,3 +91,33 @@ def test_seek_and_redeliver_carry_ledger_and_entry_only():
     redeliver = _decode(cc.redeliver(2, [MessageId(3, 4, batch_index=1)])).redeliverUnacknowledgedMessages
     assert [(m.ledgerId, m.entryId, m.HasField("batch_index")) for m in redeliver.message_ids] == [(3, 4, False)]
     assert not _decode(cc.redeliver(2)).redeliverUnacknowledgedMessages.message_ids
+
+
+def _send_by_protobuf(producer_id: int, sequence_id: int, entry: bytes, num_messages: int | None) -> bytes:
+    body = pb.CommandSend(producer_id=producer_id, sequence_id=sequence_id)
+    if num_messages is not None:
+        body.num_messages = num_messages
+    command = pb.BaseCommand(type=pb.BaseCommand.SEND, send=body).SerializeToString()
+    return struct.pack(">II", len(command) + 4 + len(entry), len(command)) + command + entry
+
+
+@given(producer_id=st.integers(0, 2**64 - 1), sequence_id=st.integers(0, 2**64 - 1),
+       entry=st.binary(max_size=50), num_messages=st.none() | st.integers(1, 2**31 - 1))
+def test_the_hand_written_send_equals_protobuf(producer_id, sequence_id, entry, num_messages):
+    """SEND outside a transaction is written field by field (the unbatched hot path)."""
+    assert cc.send(producer_id, sequence_id, entry, num_messages=num_messages) == \
+        _send_by_protobuf(producer_id, sequence_id, entry, num_messages)
+
+
+@given(consumer_id=st.integers(0, 2**64 - 1), cumulative=st.booleans(),
+       ids=st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1),
+                              st.lists(st.integers(-(2**63), 2**63 - 1), max_size=3)), max_size=5))
+def test_the_hand_written_ack_equals_protobuf(consumer_id, cumulative, ids):
+    """Grouped acknowledgements are written field by field from (ledger, entry, ack set) tuples."""
+    by_protobuf = []
+    for ledger, entry, ack_set in ids:
+        data = MessageId(ledger, entry).to_proto()
+        data.ack_set.extend(ack_set)
+        by_protobuf.append(data)
+    assert cc.ack_ids(consumer_id, ids, cumulative=cumulative) == cc.ack(consumer_id, by_protobuf,
+                                                                         cumulative=cumulative)

@@ -4,9 +4,10 @@ The asyncio core runs on one event-loop thread per client (the official client h
 thread too). Blocking calls submit a coroutine and wait for it. The two hot paths avoid a
 thread hop per message:
 
-- `send_async` appends to an inbox (a deque) and wakes the loop only when the inbox was
-  idle, so a burst of sends costs one wake-up; `max_pending_messages` is a semaphore taken
-  here and given back as receipts come in, so `block_if_queue_full` blocks this thread only.
+- `send_async` appends to an inbox (client.send_inbox) and wakes the loop only when the
+  inbox was idle, so a burst of sends costs one wake-up, and a batching producer's loop
+  wakes once per batch; `max_pending_messages` is counted here (client.pending_slots) and
+  given back as receipts come in, so `block_if_queue_full` blocks this thread only.
 - `receive` reads the consumer's thread-side queue (`queue.SimpleQueue`) directly; the loop
   hears about taken messages only when a FLOW is due.
 
@@ -20,7 +21,7 @@ import concurrent.futures
 import contextlib
 import threading
 import time
-from collections import deque
+import weakref
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -35,6 +36,8 @@ from magnetar.client.columnar import ArrowReceiving, not_a_message
 from magnetar.client.enums import Result
 from magnetar.client.message import Message
 from magnetar.client.message_id import MessageId
+from magnetar.client.pending_slots import PendingSlots
+from magnetar.client.send_inbox import SendInbox
 
 _T = TypeVar("_T")
 
@@ -79,6 +82,8 @@ class Client:
         takes them: each works or is refused (magnetar.client.aio.options)."""
         self._io = _LoopThread()
         self._timeout = float(operation_timeout_seconds)
+        self._inboxes: weakref.WeakSet[SendInbox] = weakref.WeakSet()
+        """Of the producers made here: what waits in them is handed over before closing."""
 
         async def make() -> aio_client.Client:
             return aio_client.Client(service_url, authentication, operation_timeout_seconds, **kwargs)
@@ -95,7 +100,9 @@ class Client:
     def create_producer(self, topic: str, **kwargs: Any) -> Producer:
         """Same arguments as `pulsar.Client.create_producer`, plus `batched_filter_properties` (PIP-191)."""
         core = self._run(self._core.create_producer(topic, **kwargs))
-        return Producer(self, core)
+        producer = Producer(self, core)
+        self._inboxes.add(producer._inbox)
+        return producer
 
     def subscribe(self, topic: Any, subscription_name: str, **kwargs: Any) -> Consumer:
         """Same arguments as `pulsar.Client.subscribe` (a topic, a list of topics or a compiled pattern)."""
@@ -122,8 +129,13 @@ class Client:
     def close(self) -> None:
         if self._core.closed:
             return
+        async def close() -> None:
+            for inbox in list(self._inboxes):  # sends waiting for their batch are sent, not lost
+                inbox.drain()
+            await self._core.close()
+
         try:
-            self._run(self._core.close())
+            self._run(close())
         finally:
             self._io.stop()
 
@@ -187,14 +199,16 @@ class Producer:
         self._client = client
         self._core = core
         self._loop = client._io.loop
-        self._inbox: deque[tuple[Any, Any, dict[str, Any]]] = deque()
-        self._drain_scheduled = False
         producers = core.producers if hasattr(core, "producers") else [core]
         config = producers[0].config
+        self._inbox = SendInbox(self._loop, core.send_encoded_async, core.flush_batch,
+                                config.batching_max_publish_delay_ms / 1000 if config.batching_enabled else 0,
+                                config.batching_max_messages, config.batching_max_allowed_size_in_bytes)
+        self._drain = self._inbox.drain
         self._block = config.block_if_queue_full
-        self._slots: threading.Semaphore | None = None
+        self._slots: PendingSlots | None = None
         if config.max_pending_messages > 0:
-            self._slots = threading.Semaphore(config.max_pending_messages * len(producers))
+            self._slots = PendingSlots(config.max_pending_messages * len(producers))
             for producer in producers:
                 producer.on_completed = self._slots.release
 
@@ -216,22 +230,11 @@ class Producer:
         producer's schema encodes `content` here, so a value it refuses raises in the caller."""
         content, kwargs = self._core.encode(content, _core_txn(kwargs))
         slots = self._slots
-        if slots is not None and not slots.acquire(blocking=self._block):
+        if slots is not None and not slots.take(self._block):
             if callback is not None:
                 callback(Result.ProducerQueueIsFull, None)
             return
-        self._inbox.append((content, callback, kwargs))
-        if not self._drain_scheduled:
-            self._drain_scheduled = True
-            self._loop.call_soon_threadsafe(self._drain)
-
-    def _drain(self) -> None:
-        self._drain_scheduled = False
-        inbox = self._inbox
-        send = self._core.send_encoded_async
-        while inbox:
-            content, callback, kwargs = inbox.popleft()
-            send(content, callback, **kwargs)
+        self._inbox.put(content, callback, kwargs)
 
     def send(self, content: Any, **kwargs: Any) -> MessageId:
         """Send and wait for the receipt; raises the error the official client raises."""

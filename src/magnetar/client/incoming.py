@@ -24,7 +24,8 @@ from magnetar.client.message import EntryContext, Message, messages_of
 from magnetar.formats.payload import EntryPayload, UnknownFormatError
 from magnetar.formats.processor import ProcessorSet
 from magnetar.wire.batch import BatchMessage, decode_batch, decompressed_payload
-from magnetar.wire.entry import PULSAR_FORMAT, ParsedEntry, entry_format, parse_entry, verify_checksum
+from magnetar.wire.entry import PULSAR_FORMAT, ParsedEntry, entry_format, parse_entry
+from magnetar.wire.errors import ChecksumError
 from magnetar.wire.message_id import MessageId as WireId
 from magnetar.wire.message_id import unacked_indexes
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -96,10 +97,9 @@ def decode_entry(owner: Any, topic: str, command: pb.CommandMessage, payload: by
     Raises PayloadError for an entry no processor reads or its processor refuses.
     """
     try:
-        verify_checksum(payload)
-    except ValueError:
+        parsed = parse_entry(payload, verify=True)
+    except ChecksumError:
         return Decoded([], 1, pb.CommandAck.ChecksumMismatch)
-    parsed = parse_entry(payload)
     metadata = parsed.metadata
     body = parsed.payload
     if metadata.encryption_keys:

@@ -13,8 +13,9 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from magnetar.wire.batch import encode_varint
 from magnetar.wire.compression import compress
-from magnetar.wire.entry import build_entry
+from magnetar.wire.entry import build_entry, entry_of
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 
@@ -122,6 +123,34 @@ def single_metadata(message: PendingMessage, *, producer_name: str, publish_time
     if message.null_key:
         metadata.null_partition_key = True
     return metadata, compressed(metadata, message.value, compression)
+
+
+def is_plain(message: PendingMessage) -> bool:
+    """A message with nothing but its value: no key, properties, times, null flags,
+    replication list or transaction (most messages; see PlainMetadata)."""
+    return (message.properties is None and message.partition_key is None and message.ordering_key is None
+            and not message.event_time and message.deliver_at is None and not message.replicate_to
+            and not message.null_value and not message.null_key and message.txn is None)
+
+
+class PlainMetadata:
+    """The MessageMetadata of a producer's plain messages, uncompressed and unencrypted,
+    written field by field around the two that vary (sequence id, publish time): byte for
+    byte what protobuf writes for `single_metadata`, without building a message per send."""
+
+    __slots__ = ("_head", "_tail", "producer_name", "schema_version")
+
+    def __init__(self, producer_name: str, schema_version: bytes | None) -> None:
+        self.producer_name = producer_name
+        self.schema_version = schema_version
+        name = producer_name.encode()
+        self._head = b"\x0a" + encode_varint(len(name)) + name + b"\x10"  # 1: producer_name; 2: sequence_id
+        # 16: schema_version (length-delimited), after 3: publish_time
+        self._tail = b"\x82\x01" + encode_varint(len(schema_version)) + schema_version if schema_version else b""
+
+    def entry(self, sequence_id: int, publish_time: int, value: bytes) -> bytes:
+        body = b"".join((self._head, encode_varint(sequence_id), b"\x18", encode_varint(publish_time), self._tail))
+        return entry_of(body, value)
 
 
 def chunk_entries(metadata: pb.MessageMetadata, payload: bytes, max_message_size: int,

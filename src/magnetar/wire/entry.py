@@ -147,11 +147,15 @@ def parse_message_metadata(entry: Buffer) -> pb.MessageMetadata:
     return _metadata_at(entry, size_offset)[0]
 
 
-def parse_entry(entry: Buffer) -> ParsedEntry:
-    """Every layer at once, for readers that want the messages."""
+def parse_entry(entry: Buffer, *, verify: bool = False) -> ParsedEntry:
+    """Every layer at once, for readers that want the messages; with `verify`, the CRC32C
+    too (ChecksumError), each layer located once for both (`verify_checksum` first, then
+    this, located them three times over: a client does it for every entry it receives)."""
     bem_end = broker_entry_metadata_end(entry)
-    bem = peek_broker_entry_metadata(entry) if bem_end else None
+    bem = _parse(pb.BrokerEntryMetadata, memoryview(entry)[6:bem_end], "BrokerEntryMetadata") if bem_end else None
     checksum, size_offset = _checksum_span(entry, bem_end)
+    if verify:
+        _check_crc(entry, checksum, size_offset)
     metadata, end = _metadata_at(entry, size_offset)
     return ParsedEntry(bem, checksum, metadata, memoryview(entry)[end:])
 
@@ -244,7 +248,11 @@ def has_checksum(entry: Buffer) -> bool:
 
 def build_entry(metadata: pb.MessageMetadata, payload: Buffer, *, checksum: bool = True) -> bytes:
     """Lay out an entry as a producer sends it, with the CRC32C the broker verifies."""
-    body = metadata.SerializeToString()
+    return entry_of(metadata.SerializeToString(), payload, checksum=checksum)
+
+
+def entry_of(body: bytes, payload: Buffer, *, checksum: bool = True) -> bytes:
+    """`build_entry` from a MessageMetadata already serialised (`body`)."""
     head = _U32.pack(len(body)) + body
     if not checksum:
         return b"".join((head, payload))

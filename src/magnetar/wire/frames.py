@@ -44,14 +44,22 @@ _new_frame = tuple.__new__
 
 def encode_command(cmd: pb.BaseCommand) -> bytes:
     """Serialise a simple command; a missing required field is a bug, so it raises."""
-    body = _serialize(cmd)
-    return FRAME_SIZES.pack(len(body) + 4, len(body)) + body
+    return command_frame(_serialize(cmd))
+
+
+def command_frame(command: bytes) -> bytes:
+    """The frame of a simple command already serialised."""
+    return FRAME_SIZES.pack(len(command) + 4, len(command)) + command
 
 
 def encode_payload_command(cmd: pb.BaseCommand, entry: bytes | memoryview) -> bytes:
     """Serialise a payload command followed by the entry bytes as they are."""
-    body = _serialize(cmd)
-    return b"".join((FRAME_SIZES.pack(len(body) + 4 + len(entry), len(body)), body, entry))
+    return payload_frame(_serialize(cmd), entry)
+
+
+def payload_frame(command: bytes, entry: bytes | memoryview) -> bytes:
+    """The frame of a payload command already serialised, followed by the entry as it is."""
+    return b"".join((FRAME_SIZES.pack(len(command) + 4 + len(entry), len(command)), command, entry))
 
 
 def encode_payload_header(cmd: pb.BaseCommand, entry_size: int) -> bytes:

@@ -2,8 +2,8 @@
 
 Acks may come from the event loop or, with the blocking facade, from application threads,
 so adding is a `deque.append` (atomic under the GIL) and only the loop builds and writes
-frames. A cumulative ack keeps only the highest id. Ids are kept as tuples and turned into
-MessageIdData only when a frame is built.
+frames. A cumulative ack keeps only the highest id. Ids are kept as tuples until a frame
+is built, field by field from them (client_commands.ack_ids).
 """
 
 from __future__ import annotations
@@ -13,21 +13,12 @@ from collections import deque
 from collections.abc import Callable, Sequence
 
 from magnetar.wire import client_commands as cc
-from magnetar.wire.message_id import MessageId as WireId
-from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 GROUP_TIME = 0.1
 GROUP_MAX = 1000
 
 AckKey = tuple[int, int, tuple[int, ...]]
 """(ledger, entry, ack_set words): an empty ack set acks the whole entry."""
-
-
-def _id_data(ledger: int, entry: int, ack_set: Sequence[int]) -> pb.MessageIdData:
-    data = WireId(ledger, entry).to_proto()
-    if ack_set:
-        data.ack_set.extend(ack_set)
-    return data
 
 
 class AckGroupingTracker:
@@ -68,16 +59,15 @@ class AckGroupingTracker:
         if individual:
             ids = []
             pop = individual.popleft
-            while individual:
-                ledger, entry, ack_set = pop()
-                ids.append(_id_data(ledger, entry, ack_set))
+            while individual:  # other threads may append meanwhile: taken one at a time
+                ids.append(pop())
             # Without a connection the ack is lost, as in the official client: the broker
             # redelivers what it did not hear about.
-            self._write(cc.ack(self._consumer_id, ids))
+            self._write(cc.ack_ids(self._consumer_id, ids))
         cumulative = self._cumulative
         if cumulative is not None:
             self._cumulative = None
-            self._write(cc.ack(self._consumer_id, [_id_data(*cumulative)], cumulative=True))
+            self._write(cc.ack_ids(self._consumer_id, [cumulative], cumulative=True))
 
     def close(self) -> None:
         self.flush()

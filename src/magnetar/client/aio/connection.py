@@ -60,6 +60,9 @@ class Connection(asyncio.Protocol):
         self._on_closed = on_closed
         self._loop = asyncio.get_running_loop()
         self._decoder = FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)
+        self._read_done: list[Callable[[], None]] = []
+        self.dispatching = False
+        """While the frames of a read are handed out (after_read waits for the end of it)."""
         self._transport: asyncio.Transport | None = None
         self._requests: dict[int, asyncio.Future[pb.BaseCommand]] = {}
         self._next_request_id = 0
@@ -120,11 +123,29 @@ class Connection(asyncio.Protocol):
             log.warning("%s sent a malformed frame, closing: %s", self.physical_url, exc)
             self.close()
             return
+        self.dispatching = True
         for frame in frames:
             try:
                 self._dispatch(frame)
             except Exception:
                 log.exception("handling %s from %s", T.Type.Name(frame.command.type), self.physical_url)
+        self.dispatching = False
+        if self._read_done:
+            hooks, self._read_done = self._read_done, []
+            for hook in hooks:
+                try:
+                    hook()
+                except Exception:
+                    log.exception("after a read from %s", self.physical_url)
+
+    def after_read(self, hook: Callable[[], None]) -> None:
+        """Run `hook` once the frames of the read being dispatched are (a consumer hands the
+        messages of one read to its application thread at once: one wake-up, not one each);
+        at once when no read is being dispatched."""
+        if self.dispatching:
+            self._read_done.append(hook)
+        else:
+            hook()
 
     def _dispatch(self, frame: Frame) -> None:
         cmd = frame.command

@@ -96,7 +96,8 @@ class Consumer(Handler, Receiving):
                                       acknowledge=self.acknowledge)
         self._row_acks = RowAcks(config.durable)
         self._intake = Intake(self, topic, self.consumer_id, config, self.queue, self._redelivery, self._row_acks,
-                              loop=self._loop, write=self._write, permits_used=self._permits_used)
+                              loop=self._loop, write=self._write, permits_used=self._permits_used,
+                              after_read=self._after_read)
         self._intake.start = self._start_filter(config.start_message_id, config.start_message_id_inclusive)
         self.on_message = self._intake.on_message
         self._own(Receiver(self.queue, topic, config, self._row_owner))
@@ -191,6 +192,15 @@ class Consumer(Handler, Receiving):
             return False
         conn.write(frame)
         return True
+
+    def _after_read(self, hook: Callable[[], None]) -> None:
+        """`hook` once the read of the connection delivering this consumer's messages is
+        dispatched; at once when this consumer has none dispatching."""
+        conn = self.conn
+        if conn is None:
+            hook()
+        else:
+            conn.after_read(hook)
 
     def on_active_change(self, active: bool) -> None:
         log.debug("%s/%s active: %s", self.topic, self.subscription, active)

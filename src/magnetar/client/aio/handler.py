@@ -44,6 +44,10 @@ class Handler:
     def _on_ready(self) -> None:
         """Called once registered (again): resend, re-flow, ..."""
 
+    def _gives_up(self, refusal: errors.PulsarException) -> bool:
+        """Whether a refusal to come back is final (the handler then stops reconnecting)."""
+        return False
+
     async def _connect_once(self) -> None:
         logical, physical = await self.context.lookup.broker_for(self.topic)
         conn = await self.context.pool.get(logical, physical)
@@ -86,6 +90,8 @@ class Handler:
             try:
                 await self._connect_once()
             except errors.PulsarException as exc:
+                if self._gives_up(exc):
+                    return
                 log.info("reconnecting %s: %s", self.topic, exc)
                 continue
             self._backoff.reset()

@@ -52,7 +52,8 @@ without the key would otherwise log every message of the topic)."""
 class Intake:
     def __init__(self, owner: Any, topic: str, consumer_id: int, config: ConsumerConfig, queue: ReceiveQueue,
                  redelivery: Redelivery, row_acks: RowAcks, *, loop: asyncio.AbstractEventLoop,
-                 write: Callable[[bytes], bool], permits_used: Callable[[int], None]) -> None:
+                 write: Callable[[bytes], bool], permits_used: Callable[[int], None],
+                 after_read: Callable[[Callable[[], None]], None]) -> None:
         self._owner = owner
         """The consumer: messages, raw entries and failures name it, for acks and permits."""
         self._topic = topic
@@ -67,6 +68,8 @@ class Intake:
         self._threaded = queue.threaded
         self._write = write
         self._permits_used = permits_used
+        self._after_read = after_read
+        """Runs a callable once the connection's read being dispatched is (ReceiveQueue.put_from_read)."""
         self._chunks = ChunkAssembler(config.max_pending_chunked_message)
         self._decrypt = _decryptor(config)
         self._undecryptable_count = 0
@@ -106,7 +109,7 @@ class Intake:
             watch = self._watch
             if watch is not None:
                 watch(message, messages)
-            self._queue.put_many(messages)
+            self._queue.put_from_read(messages, self._after_read)
         if decoded.skipped:
             self._permits_used(decoded.skipped)
 

@@ -30,7 +30,15 @@ from magnetar.client.batching import Batch, BatchContainer, KeyBasedContainer
 from magnetar.client.entries import arrow_entries, check_count, entry_metadata
 from magnetar.client.enums import BatchingType, Result
 from magnetar.client.message_id import MessageId
-from magnetar.client.outgoing import PendingMessage, Sealer, build_batch_entry, chunk_entries, single_metadata
+from magnetar.client.outgoing import (
+    PendingMessage,
+    PlainMetadata,
+    Sealer,
+    build_batch_entry,
+    chunk_entries,
+    is_plain,
+    single_metadata,
+)
 from magnetar.wire import client_commands as cc
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -45,6 +53,13 @@ __all__ = ["Producer", "ProducerConfig", "SendCallback"]
 log = logging.getLogger(__name__)
 
 SendCallback = Callable[[Result, MessageId | None], None]
+
+_ENTRY_SLACK = 6
+"""What the general path below leaves under the broker's limit beyond an entry's own bytes."""
+
+_FAILS_THE_SEND = frozenset((pb.ChecksumError, pb.NotAllowedError))
+"""SEND_ERRORs that fail the one SEND they answer (a corrupt entry, a refused size or delay):
+sending it again would get the same answer."""
 
 
 def _millis(value: int | timedelta | None) -> int | None:
@@ -100,6 +115,9 @@ class Producer(Handler):
         self._schema = config.schema
         self._sealer = _sealer(config)
         self._registered = False
+        self._plain: PlainMetadata | None = None
+        self._terminated: errors.PulsarException | None = None
+        """TopicTerminated once the broker said the topic takes no more messages."""
         self._held_on: Connection | None = None
         """The connection whose broker refused this producer's return with a hold (a full disk,
         a backlog quota): it recalls the producer there (CLOSE_PRODUCER) when it may come back."""
@@ -192,8 +210,9 @@ class Producer(Handler):
         `partition_key_b64_encoded`: the key is the base64 of bytes (Java's keyBytes);
         `null_partition_key`: the key is null (both set by a SEPARATED KeyValueSchema);
         `txn`: the transaction the message belongs to (see `send_encoded`)."""
-        if self.closed:
-            fail(callback, errors.AlreadyClosed(f"producer on {self.topic} is closed"))
+        refusal = self._refusal()
+        if refusal is not None:
+            fail(callback, refusal)
             return
         if self._pending_messages >= self.config.max_pending_messages > 0 and not self.config.block_if_queue_full:
             fail(callback, errors.ProducerQueueIsFull(f"{self._pending_messages} messages pending on {self.topic}"))
@@ -218,8 +237,8 @@ class Producer(Handler):
         Cancelling the wait does not unsend: a message handed over is published (or fails)
         like any other; its outcome is then dropped, and nothing is left behind.
         """
-        if self.closed:
-            raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
+        if (refusal := self._refusal()) is not None:
+            raise refusal
         content, options = self.encode(content, options)
         return await self.send_encoded(content, **options)
 
@@ -235,8 +254,8 @@ class Producer(Handler):
         with the transaction's other messages only (the batch is cut when the transaction
         commits or aborts), and the partition is registered with it (ADD_PARTITION_TO_TXN)
         without holding the message back for the answer (see Transaction.register_produced)."""
-        if self.closed:
-            raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
+        if (refusal := self._refusal()) is not None:
+            raise refusal
         if txn is not None:
             txn.register_produced(self)
         while self._pending_messages >= self.config.max_pending_messages > 0:
@@ -253,6 +272,12 @@ class Producer(Handler):
             txn.track(future)
         self._enqueue(message)
         return await future
+
+    def _refusal(self) -> errors.PulsarException | None:
+        """Why a send cannot be taken: the producer is closed, or its topic was terminated."""
+        if self.closed:
+            return errors.AlreadyClosed(f"producer on {self.topic} is closed")
+        return self._terminated
 
     def _message(self, content: bytes | None, completion: Completion, properties: Mapping[str, str] | None,
                  partition_key: str | None, ordering_key: str | bytes | None, sequence_id: int | None,
@@ -302,8 +327,8 @@ class Producer(Handler):
         among them names a foreign format). The count is checked against the payload for the
         formats built in. Returns the id of the entry's first message.
         """
-        if self.closed:
-            raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
+        if (refusal := self._refusal()) is not None:
+            raise refusal
         metadata = entry_metadata(metadata_fields, num_messages)
         check_count(metadata, bytes(payload), num_messages, self._max_message_size() * 64)
         return await self._send_whole(metadata, bytes(payload), num_messages)
@@ -315,8 +340,8 @@ class Producer(Handler):
 
         `sequence_id` numbers the first row (the rest follow), as `send(sequence_id=...)` does for
         one message: a writer that replays the same rows with the same ids is deduplicated."""
-        if self.closed:
-            raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
+        if (refusal := self._refusal()) is not None:
+            raise refusal
         sends = []
         for metadata, payload, rows in arrow_entries(data, max_rows, self._compression):
             sends.append(self._send_whole(metadata, payload, rows, sequence_id))
@@ -377,6 +402,11 @@ class Producer(Handler):
         self._add_op(op)
 
     def _send_single(self, message: PendingMessage) -> None:
+        if self._sealer is None and self._compression == pb.NONE and is_plain(message):
+            entry = self._plain_metadata().entry(message.sequence_id, self._publish_time(), message.value)
+            if len(entry) + _ENTRY_SLACK <= self._max_message_size():
+                self._add_op(OpSend(message.sequence_id, message.sequence_id, entry, [message.completion], 0))
+                return
         metadata, payload = single_metadata(message, producer_name=self._name or "",
                                             publish_time=self._publish_time(), compression=self._compression,
                                             schema_version=self._schema_version)
@@ -404,6 +434,14 @@ class Producer(Handler):
             op.num_messages = 1 if last else 0
             op.txn = txn
             self._add_op(op)
+
+    def _plain_metadata(self) -> PlainMetadata:
+        """The template of this producer's plain messages, made again when the broker gave it
+        another name or schema version (at registration)."""
+        plain, name = self._plain, self._name or ""
+        if plain is None or plain.producer_name != name or plain.schema_version != self._schema_version:
+            plain = self._plain = PlainMetadata(name, self._schema_version)
+        return plain
 
     def _max_message_size(self) -> int:
         conn = self.conn
@@ -442,9 +480,9 @@ class Producer(Handler):
         if seq < op.first_seq:
             return  # for an op that timed out
         if seq > op.last_seq:
-            log.warning("%s: receipt for sequence id %d, expecting %d: reconnecting", self.topic, seq, op.first_seq)
-            if self.conn is not None:
-                self.conn.close()
+            log.warning("%s: receipt for sequence id %d, expecting %d: registering again", self.topic, seq,
+                        op.first_seq)
+            self._reregister()
             return
         pending.popleft()
         mid = receipt.message_id
@@ -460,10 +498,11 @@ class Producer(Handler):
                 first = op.chunk.first_id
                 message_id._first_chunk = first.wire
                 complete(completions[0], message_id)
-        elif n:
+        elif n:  # an id only for a message with someone to tell (send_async's callback may be None)
             for index, completion in enumerate(completions):
-                complete(completion, MessageId(partition, ledger, entry, index, n))
-        else:
+                if completion is not None:
+                    complete(completion, MessageId(partition, ledger, entry, index, n))
+        elif completions[0] is not None:
             complete(completions[0], MessageId(partition, ledger, entry))
         self._pending_messages -= op.num_messages
         self._completed(op.num_messages)
@@ -474,19 +513,46 @@ class Producer(Handler):
             self._wake_flushers()
 
     def on_send_error(self, error: pb.CommandSendError) -> None:
+        """As the Java client: a corrupt or refused head SEND fails alone, a terminated topic
+        ends every pending send, and any other error re-registers this producer. The
+        connection stays up: it carries other producers, consumers and transaction requests."""
         exc = errors.server_error(error.error, error.message)
-        if error.error == pb.ChecksumError and self._pending and self._pending[0].first_seq == error.sequence_id:
+        code = error.error
+        if code in _FAILS_THE_SEND and self._pending and self._pending[0].first_seq == error.sequence_id:
             op = self._pending.popleft()
             self._pending_messages -= op.num_messages
             for completion in op.completions:
                 fail(completion, exc)
             self._completed(op.num_messages)
+            self._space.set()
             self._wake_flushers()
             return
-        # As the C++ producer: any other error drops the connection, and pending sends go again.
-        log.warning("%s: send error %s, reconnecting", self.topic, exc)
-        if self.conn is not None:
-            self.conn.close()
+        if code == pb.TopicTerminatedError:
+            self._terminate(exc)
+            return
+        log.warning("%s: send error %s, registering the producer again", self.topic, exc)
+        self._reregister()
+
+    def _gives_up(self, refusal: errors.PulsarException) -> bool:
+        """A terminated topic takes this producer back never: what it holds fails now (as the
+        Java producer does), not at its send timeout after retrying until then."""
+        if isinstance(refusal, errors.TopicTerminated):
+            self._terminate(refusal)
+            return True
+        return False
+
+    def _terminate(self, exc: errors.PulsarException) -> None:
+        self._terminated = exc
+        self._fail_all(exc)
+
+    def _reregister(self) -> None:
+        """Leave the connection (for the broker, the producer stays there under its id) and
+        come back through the usual reconnect, which registers it again and resends what is
+        pending, in order."""
+        conn = self.conn
+        if conn is not None and conn.producers.get(self.producer_id) is self:
+            del conn.producers[self.producer_id]
+        self._lost()
 
     # -- timeouts and flush
     def _arm_timeout_check(self) -> None:
@@ -575,7 +641,10 @@ class Producer(Handler):
         for timer in (self._batch_timer, self._timeout_timer):
             if timer is not None:
                 timer.cancel()
-        exc = errors.AlreadyClosed(f"producer on {self.topic} closed")
+        self._fail_all(errors.AlreadyClosed(f"producer on {self.topic} closed"))
+
+    def _fail_all(self, exc: errors.PulsarException) -> None:
+        """Fail what is batched and every pending send with `exc`."""
         for batch in self._container.cut():
             self._fail_messages(batch.messages, exc)
         while self._pending:
@@ -584,4 +653,5 @@ class Producer(Handler):
                 fail(completion, exc)
             self._completed(op.num_messages)
         self._pending_messages = 0
+        self._space.set()
         self._wake_flushers()

@@ -12,6 +12,7 @@ import asyncio
 import queue
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from magnetar.client.columnar import item_count, item_owner
@@ -34,6 +35,10 @@ class AsyncReceiveQueue:
             waiter = waiters.popleft()
             if not waiter.done():
                 waiter.set_result(self._items.popleft())
+
+    def put_from_read(self, items: list[Any], _after_read: Callable[[Callable[[], None]], None]) -> None:
+        """put_many: the waiters are on the loop too, so there is no wake-up to save."""
+        self.put_many(items)
 
     def get_nowait(self) -> Any | None:
         return self._items.popleft() if self._items else None
@@ -83,6 +88,8 @@ class ThreadReceiveQueue:
         self._buffer_generation = 0
         self._lock = threading.Lock()
         """Serialises readers (several application threads may call receive)."""
+        self._held: list[list[Any]] = []
+        """Each entry's messages of the read being dispatched (loop side; see put_from_read)."""
 
     def __len__(self) -> int:
         """Not exact (queued lists count one each), but zero exactly when nothing is queued."""
@@ -90,8 +97,28 @@ class ThreadReceiveQueue:
         return buffered + self._queue.qsize()
 
     def put_many(self, items: list[Any]) -> None:
+        self.release()  # after what a read holds back: order is kept
         if items:
             self._queue.put((self._generation, items))
+
+    def put_from_read(self, items: list[Any], after_read: Callable[[Callable[[], None]], None]) -> None:
+        """put_many of messages decoded from a connection's read, held back until the read is
+        done (`after_read` runs `release` then): a waiting application thread is woken once a
+        read, where a read of many entries woke it once an entry (each a thread switch; once
+        it is awake, the entries put after the first cost no wake-up)."""
+        if not items:
+            return
+        if not self._held:
+            after_read(self.release)
+        self._held.append(items)
+
+    def release(self) -> None:
+        held = self._held
+        if held:
+            self._held = []
+            put, generation = self._queue.put, self._generation
+            for items in held:
+                put((generation, items))
 
     def get_nowait(self) -> Any | None:
         return self.get(0)
@@ -130,7 +157,8 @@ class ThreadReceiveQueue:
     def clear(self) -> int:
         """Forget what is queued (the loop's side); returns how many messages that was."""
         self._generation += 1
-        count = 0
+        count = sum(item_count(item) for items in self._held for item in items)
+        self._held = []
         while True:
             try:
                 item = self._queue.get_nowait()
@@ -143,4 +171,5 @@ class ThreadReceiveQueue:
         return count
 
     def fail_waiters(self, exc: BaseException) -> None:
+        self.release()
         self._queue.put(_CLOSED)

@@ -1,0 +1,100 @@
+"""send_async of a batching producer as the blocking clients take it: batches cut when full
+without waiting for the delay, order kept across plain messages and messages with options.
+
+magnetar.client's facade holds a batching producer's plain messages in its inbox until the
+batch is due (client.send_inbox); the official client batches in its own queue. Same
+scenarios for both.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+RECEIVE_MS = 10_000
+
+
+class Receipts:
+    """send_async callbacks, counted; `wait(n)` polls for n of them with a deadline."""
+
+    def __init__(self) -> None:
+        self.ids: list = []
+        self.failures: list = []
+        self.results: list = []
+        """Every callback's result, in the order they came."""
+        self._lock = threading.Lock()
+
+    def callback(self, result, message_id) -> None:
+        with self._lock:
+            self.results.append(result)
+            (self.ids if message_id is not None else self.failures).append((result, message_id))
+
+    def wait(self, count: int, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if len(self.ids) + len(self.failures) >= count:
+                return True
+            time.sleep(0.01)
+        return False
+
+
+def test_a_full_batch_leaves_without_waiting_for_the_delay(api, topic):
+    client = api.client()
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=10,
+                                      batching_max_publish_delay_ms=600_000)
+    receipts = Receipts()
+    for i in range(25):
+        producer.send_async(f"{i}".encode(), receipts.callback)
+    assert receipts.wait(20), f"{len(receipts.ids)} receipts: full batches waited for the 10-minute delay"
+    entries = sorted({(mid.ledger_id(), mid.entry_id()) for _, mid in receipts.ids})
+    assert len(entries) == 2 and sorted(mid.batch_index() for _, mid in receipts.ids) == sorted(list(range(10)) * 2)
+    assert not receipts.failures
+    producer.flush()  # the last five, which wait for their batch
+    assert receipts.wait(25) and len(receipts.ids) == 25
+
+
+def test_plain_messages_and_messages_with_options_keep_their_order(api, topic):
+    client = api.client()
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=200)
+    receipts = Receipts()
+    expected = []
+    for i in range(30):
+        value = f"{i}".encode()
+        if i % 7 == 3:
+            producer.send_async(value, receipts.callback, properties={"i": str(i)})
+        elif i % 11 == 5:
+            producer.send_async(value, receipts.callback, partition_key=f"k{i}")
+        elif i == 20:
+            producer.send_async(value, receipts.callback, deliver_after=timedelta(milliseconds=1))
+            continue  # delayed: delivered apart from the order of the others
+        else:
+            producer.send_async(value, receipts.callback)
+        expected.append(value)
+    last = producer.send(b"last")  # waits for its batch like the others
+    assert receipts.wait(30) and not receipts.failures
+    got = [consumer.receive(RECEIVE_MS) for _ in range(len(expected) + 2)]
+    in_order = [m.data() for m in got if m.data() not in (b"20", b"last")]
+    assert in_order == expected
+    assert {m.data() for m in got} == {*expected, b"20", b"last"}
+    assert max(mid for _, mid in receipts.ids) < last
+
+
+def test_closing_the_client_tells_every_callback_what_became_of_its_message(api, topic):
+    """Sends waiting for their batch are answered, none forgotten: magnetar.client sends them
+    (its close flushes), the official client fails them with AlreadyClosed."""
+    client = api.client()
+    receipts = Receipts()
+    send_async = client.create_producer(topic, batching_enabled=True, batching_max_publish_delay_ms=600_000).send_async
+    values = [f"{i}".encode() for i in range(5)]
+    for value in values:
+        send_async(value, receipts.callback)
+    client.close()
+    assert len(receipts.results) == 5  # answered by the close itself, in the order sent
+    stored = [value for value, result in zip(values, receipts.results, strict=True) if result == api.module.Result.Ok]
+    if api.name == "magnetar":
+        assert stored == values
+    reader = api.client().create_reader(topic, api.module.MessageId.earliest)
+    assert [reader.read_next(RECEIVE_MS).data() for _ in stored] == stored
+    assert not reader.has_message_available()
