@@ -1,6 +1,7 @@
 """Issue 47's figure: Kafka transactional produce beside plain Kafka produce, in one run.
 
     .venv/bin/python benchmarks/kafka_txn_bench.py [--messages 20000] [--rounds 3] [--per-txn 100] [--producers 4]
+        [--magnetar LABEL=SRC ...]
 
 One `magnetar standalone --kafka 0 -c transactionCoordinatorEnabled=true` with its defaults
 (answers after the group's fsync). confluent-kafka (librdkafka) producers, 100-byte values,
@@ -12,8 +13,13 @@ kafka-producer-perf-test processes run), every producer with the same settings. 
 alternate the kinds, so a load change hits all alike. Each run is checked: a read_committed
 consumer reads back exactly the records sent.
 
+With `--magnetar LABEL=SRC` (repeated) each round runs every kind on a broker of each
+source tree in turn (PYTHONPATH=SRC; all started first), so two versions meet the same
+load; without it, one broker of the running environment's magnetar.
+
 Prints ONE JSON object: per run msg/s, the median per kind, transactional / plain and
-transactional / idempotent, and the machine's load average before and after.
+transactional / idempotent (per label with --magnetar), and the machine's load average
+before and after.
 """
 
 from __future__ import annotations
@@ -131,39 +137,55 @@ def check(bootstrap: str, topic: str, count: int) -> None:
         raise SystemExit(f"{topic}: read {got} of {count} records back")
 
 
+def _ratios(medians: dict[str, float], many: int) -> dict[str, float]:
+    return {"transactional_over_plain": round(medians["transactional"] / medians["plain"], 2),
+            "transactional_over_idempotent": round(medians["transactional"] / medians["idempotent"], 2),
+            f"transactional_x{many}_over_plain_x{many}": round(medians[f"transactional_x{many}"]
+                                                               / medians[f"plain_x{many}"], 2)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-txn", type=int, default=100)
     parser.add_argument("--producers", type=int, default=4, help="producers at once in the concurrent kinds")
+    parser.add_argument("--magnetar", action="append", default=[], metavar="LABEL=SRC",
+                        help="a source tree to run (its src directory), repeated to compare versions")
     args = parser.parse_args()
+    trees = dict(item.split("=", 1) for item in args.magnetar) if args.magnetar else {"magnetar": None}
     many = args.producers
     kinds = {"plain": lambda *a: plain(*a, idempotent=False), "idempotent": lambda *a: plain(*a, idempotent=True),
              "transactional": transactional,
              f"plain_x{many}": lambda *a: concurrent(*a, producers=many, txn=False),
              f"transactional_x{many}": lambda *a: concurrent(*a, producers=many, txn=True)}
-    runs: dict[str, list[float]] = {kind: [] for kind in kinds}
+    runs: dict[str, dict[str, list[float]]] = {label: {kind: [] for kind in kinds} for label in trees}
     load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="magnetar-kafka-txn-bench-") as tmp:
-        broker = Standalone(Path(tmp) / "data", ["transactionCoordinatorEnabled=true"], args=["--kafka", "0"]).start()
-        bootstrap = f"127.0.0.1:{KAFKA_READY.findall(broker.log())[-1]}"
+        brokers = {}
         try:
+            for label, src in trees.items():
+                brokers[label] = Standalone(Path(tmp) / f"data-{label}", ["transactionCoordinatorEnabled=true"],
+                                            args=["--kafka", "0"], env={"PYTHONPATH": src} if src else {}).start()
             for round_ in range(args.rounds):
-                for kind, run in kinds.items():
-                    topic = f"bench-{kind.replace('_', '-')}-{round_}"
-                    runs[kind].append(round(run(bootstrap, topic, args.messages, args.per_txn)))
-                    check(bootstrap, topic, args.messages)
+                for label, broker in brokers.items():
+                    bootstrap = f"127.0.0.1:{KAFKA_READY.findall(broker.log())[-1]}"
+                    for kind, run in kinds.items():
+                        topic = f"bench-{kind.replace('_', '-')}-{round_}"
+                        runs[label][kind].append(round(run(bootstrap, topic, args.messages, args.per_txn)))
+                        check(bootstrap, topic, args.messages)
         finally:
-            broker.stop()
-    medians = {kind: statistics.median(values) for kind, values in runs.items()}
+            for broker in brokers.values():
+                broker.stop()
+    medians = {label: {kind: statistics.median(values) for kind, values in by_kind.items()}
+               for label, by_kind in runs.items()}
+    single = len(trees) == 1
     print(json.dumps({
-        "messages": args.messages, "per_txn": args.per_txn, "value_bytes": len(PAYLOAD), "msg_s": runs,
-        "median_msg_s": medians,
-        "transactional_over_plain": round(medians["transactional"] / medians["plain"], 2),
-        "transactional_over_idempotent": round(medians["transactional"] / medians["idempotent"], 2),
-        f"transactional_x{many}_over_plain_x{many}": round(medians[f"transactional_x{many}"]
-                                                           / medians[f"plain_x{many}"], 2),
+        "messages": args.messages, "per_txn": args.per_txn, "value_bytes": len(PAYLOAD),
+        "msg_s": runs[next(iter(runs))] if single else runs,
+        "median_msg_s": medians[next(iter(medians))] if single else medians,
+        **(_ratios(medians[next(iter(medians))], many) if single else
+           {"ratios": {label: _ratios(by_kind, many) for label, by_kind in medians.items()}}),
         "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, indent=2))
 

@@ -95,10 +95,10 @@ class InProcessKafka:
 
 
 def fetch_request(topic: str, offsets: dict[int, int], *, max_wait: float = 0.0, max_bytes: int = 1 << 20,
-                  partition_max_bytes: int = 1 << 20) -> fetch.FetchRequest:
+                  partition_max_bytes: int = 1 << 20, isolation_level: int = 0) -> fetch.FetchRequest:
     return fetch.FetchRequest(
         cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(seconds=max_wait), min_bytes=1,
-        max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1, topics=(
+        max_bytes=max_bytes, isolation_level=isolation_level, session_id=0, session_epoch=-1, topics=(
             fetch.FetchTopic(topic=topic, partitions=tuple(fetch.FetchPartition(
                 partition=p, current_leader_epoch=-1, fetch_offset=o, last_fetched_epoch=-1, log_start_offset=-1,
                 partition_max_bytes=partition_max_bytes) for p, o in offsets.items())),),

@@ -1,35 +1,24 @@
 """Issue 47 item 2: read_committed consumers of every client library over Kafka transactions
 committed and aborted back to back.
 
-Fetch's aborted-transactions list stays empty: aborted records are served as control batches
-over their offsets, which each client steps over, so none depends on the list: each must get
-exactly the committed records, in order, each once. EndTxn is answered before the markers
+Aborted records are served as control batches over their offsets, which each client steps
+over, and the answer lists the aborted transactions too: each must get exactly the committed
+records, in order, each once. EndTxn is answered before the markers
 are written; the producer's next transaction waits for them.
 Readers: confluent-kafka (librdkafka), kafka-python, aiokafka and kafkajs (Node.js).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
 import random
-import subprocess
-import time
 import uuid
-from collections.abc import Callable
 
 import pytest
-from aiokafka import AIOKafkaConsumer
-from aiokafka import TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer, Producer, TopicPartition
-from kafka import KafkaConsumer
-from kafka import TopicPartition as KpTopicPartition
+from committed_readers import READER_IDS, READERS
+from confluent_kafka import Producer
 from kafka.record.default_records import DefaultRecordBatch
 from kafka_brokers import KafkaStandalone, RawKafka
 from kafka_in_process import fetch_request
-from racing_clients import INSTALL_KAFKAJS, JS
-
-TIMEOUT = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -68,71 +57,7 @@ def written(broker: KafkaStandalone) -> tuple[str, list[bytes]]:
     return topic, [*committed, b"last"]
 
 
-def _confluent(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rc-{uuid.uuid4().hex[:8]}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    return _until(count, lambda: [m.value() for m in consumer.consume(100, 0.5) if not m.error()], consumer.close)
-
-
-def _kafka_python(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, isolation_level="read_committed")
-    consumer.assign([KpTopicPartition(topic, 0)])
-    consumer.seek_to_beginning()
-
-    def poll() -> list[bytes]:
-        return [r.value for records in consumer.poll(timeout_ms=500).values() for r in records]
-
-    return _until(count, poll, consumer.close)
-
-
-def _aiokafka(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    async def run() -> list[bytes]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                    isolation_level="read_committed", auto_offset_reset="earliest")
-        await consumer.start()
-        try:
-            consumer.assign([AioTopicPartition(topic, 0)])
-            await consumer.seek_to_beginning()
-            got: list[bytes] = []
-            deadline = time.monotonic() + TIMEOUT
-            while time.monotonic() < deadline:
-                batch = await consumer.getmany(timeout_ms=500)
-                values = [r.value for records in batch.values() for r in records]
-                got += values
-                if not values and len(got) >= count:
-                    break
-            return got
-        finally:
-            await consumer.stop()
-
-    return asyncio.run(run())
-
-
-def _kafkajs(bootstrap: str, topic: str, count: int) -> list[bytes]:
-    assert (JS / "node_modules" / "kafkajs").is_dir(), INSTALL_KAFKAJS
-    out = subprocess.run(["node", str(JS / "read_committed.js"), bootstrap, topic, str(count),
-                          str(int(TIMEOUT * 1000))], capture_output=True, text=True, timeout=TIMEOUT + 30, check=True)
-    return [value.encode() for value in json.loads(out.stdout.strip().splitlines()[-1])["values"]]
-
-
-def _until(count: int, poll: Callable[[], list[bytes]], close: Callable[[], None]) -> list[bytes]:
-    """What `poll` returns until `count` values came and a poll brought nothing more, or TIMEOUT."""
-    got: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT
-    try:
-        while time.monotonic() < deadline:
-            values = poll()
-            got += values
-            if not values and len(got) >= count:
-                break
-    finally:
-        close()
-    return got
-
-
-@pytest.mark.parametrize("read", [_confluent, _kafka_python, _aiokafka, _kafkajs],
-                         ids=["confluent-kafka", "kafka-python", "aiokafka", "kafkajs"])
+@pytest.mark.parametrize("read", READERS, ids=READER_IDS)
 def test_read_committed_gets_exactly_the_committed_records(broker: KafkaStandalone, written, read) -> None:
     topic, committed = written
     assert read(broker.bootstrap, topic, len(committed)) == committed

@@ -37,6 +37,7 @@ from kio.schema.list_transactions.v1 import request as list_transactions
 from racing_clients import JS
 
 from magnetar.kafka.group_apis import NO_TRANSACTIONS
+from magnetar.kafka.transactions import EXPIRATION_MS, EXPIRY_CHUNK
 from magnetar.kafka.txn_apis import LIST_CHUNK
 
 TRANSACTION, GROUP = 1, 0
@@ -111,6 +112,18 @@ def test_kafkajs_finds_no_coordinator(broker) -> None:
                                       "message": "Failed to find group coordinator"}
 
 
+class _Turns:
+    """Another client on the event loop: it counts the turns it gets."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(0)
+            self.count += 1
+
+
 def test_list_transactions_hands_the_loop_back_between_chunks_and_lists_every_id(tmp_path) -> None:
     """Issue 47 item 4: a broker keeps up to 100,000 transactional ids; ListTransactions looks
     at LIST_CHUNK of them a turn of the event loop, other clients served in between."""
@@ -121,25 +134,32 @@ def test_list_transactions_hands_the_loop_back_between_chunks_and_lists_every_id
             transactional_id=f"id-{i}", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
             producer_epoch=-1)) for i in range(count)))
         assert {answer.error_code for answer in answers} == {ErrorCode.none}
-        turns = 0
-
-        async def other_client() -> None:
-            nonlocal turns
-            while True:
-                await asyncio.sleep(0)
-                turns += 1
-
-        ticking = asyncio.ensure_future(other_client())
+        other_client = _Turns()
+        ticking = asyncio.ensure_future(other_client.run())
         await asyncio.sleep(0)
-        turns = 0
+        other_client.count = 0
         listed = await kafka.call(66, 1, list_transactions.ListTransactionsRequest(
             state_filters=("Empty",), producer_id_filters=(), duration_filter=-1))
         ticking.cancel()
         assert sorted(state.transactional_id for state in listed.transaction_states) == sorted(
             f"id-{i}" for i in range(count))
-        assert turns >= count // LIST_CHUNK
+        assert other_client.count >= count // LIST_CHUNK
 
     run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
+
+
+async def _transactional_id_on_topic_t(kafka) -> tuple[tuple[int, int], add_partitions.AddPartitionsToTxnRequest]:
+    """Topic t (one partition) and id tx's producer (id, epoch), with the AddPartitionsToTxn of t-0."""
+    await kafka.apis.transactional().transactions.recover()
+    kafka.apis.topics.create("t", 1)
+    ids = await kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
+        transactional_id="tx", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
+        producer_epoch=-1))
+    producer = (ids.producer_id, ids.producer_epoch)
+    return producer, add_partitions.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id="tx", v3_and_below_producer_id=producer[0],
+        v3_and_below_producer_epoch=producer[1],
+        v3_and_below_topics=(add_partitions.AddPartitionsToTxnTopic(name="t", partitions=(0,)),))
 
 
 def test_end_txn_is_answered_before_its_markers_and_the_next_transaction_waits_for_them(tmp_path) -> None:
@@ -147,16 +167,7 @@ def test_end_txn_is_answered_before_its_markers_and_the_next_transaction_waits_f
     held on their way to the disk; the producer's next AddPartitionsToTxn waits for them, so none
     of its records can precede them."""
     async def test(kafka) -> None:
-        await kafka.apis.transactional().transactions.recover()
-        kafka.apis.topics.create("t", 1)
-        ids = await kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
-            transactional_id="tx", transaction_timeout=datetime.timedelta(seconds=60), producer_id=-1,
-            producer_epoch=-1))
-        producer = (ids.producer_id, ids.producer_epoch)
-        add = add_partitions.AddPartitionsToTxnRequest(
-            v3_and_below_transactional_id="tx", v3_and_below_producer_id=producer[0],
-            v3_and_below_producer_epoch=producer[1],
-            v3_and_below_topics=(add_partitions.AddPartitionsToTxnTopic(name="t", partitions=(0,)),))
+        producer, add = await _transactional_id_on_topic_t(kafka)
 
         async def added() -> ErrorCode:
             return (await kafka.call(24, 3, add)).results_by_topic_v3_and_below[0].results_by_partition[0] \
@@ -196,5 +207,39 @@ def test_init_producer_ids_at_once_each_get_an_epoch_of_their_own(tmp_path) -> N
         assert {answer.error_code for answer in answers} == {ErrorCode.none}
         assert {answer.producer_id for answer in answers} == {first.producer_id}
         assert sorted(answer.producer_epoch for answer in answers) == list(range(1, 6))
+
+    run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
+
+
+def test_the_expiry_pass_hands_the_loop_back_between_chunks_and_forgets_only_unused_ids(tmp_path) -> None:
+    """Issue 47: ids unused for transactional.id.expiration.ms go, looked at EXPIRY_CHUNK a turn
+    of the event loop (the broker keeps up to 100,000), other clients served in between; an id
+    used again while the pass runs stays."""
+    async def test(kafka) -> None:
+        transactions = kafka.apis.transactional().transactions
+        await transactions.recover()
+
+        async def init(transactional_id: str) -> None:
+            answer = await kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
+                transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60),
+                producer_id=-1, producer_epoch=-1))
+            assert answer.error_code == ErrorCode.none
+
+        count = 2 * EXPIRY_CHUNK + 7
+        await asyncio.gather(*(init(f"id-{i}") for i in range(count)))
+        old = {i for i in range(count) if i % 3}
+        for i in old:  # unused since longer ago than the expiration: as if time had passed
+            transactions.ids[("public/default", f"id-{i}")].used -= EXPIRATION_MS + 1000
+        other_client = _Turns()
+        transactions._next_expiry = 0  # due now (a pass starts at most once a minute)
+        transactions._expire()
+        again = count - 1  # among the old, looked at last: used again once the pass is under way
+        assert again in old
+        ticking = asyncio.gather(other_client.run(), init(f"id-{again}"))
+        await transactions.expiring
+        ticking.cancel()
+        assert sorted(transactional_id for _, transactional_id in transactions.ids) == sorted(
+            f"id-{i}" for i in range(count) if i not in old or i == again)
+        assert other_client.count >= count // EXPIRY_CHUNK
 
     run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)

@@ -297,17 +297,20 @@ def _sized(data: bytes | None) -> bytes:
     return _zigzag(-1) if data is None else _zigzag(len(data)) + data
 
 
-#: RecordBatch attributes: the batch holds control records (Kafka's isControlBatch).
-_CONTROL = 0x20
+#: RecordBatch attributes: the batch holds control records (Kafka's isControlBatch), of a
+#: transactional producer (isTransactional).
+_CONTROL, _TRANSACTIONAL = 0x20, 0x10
 
 
 def encode_record_batch(records: Sequence[tuple[bytes | None, bytes | None, Sequence[tuple[str, bytes]], int]],
                         codec: int = CODEC_NONE, base_offset: int = 0, deltas: Sequence[int] | None = None,
-                        span: int | None = None, *, control: bool = False) -> bytes:
+                        span: int | None = None, *, control: bool = False, producer: tuple[int, int] = (-1, -1)
+                        ) -> bytes:
     """A RecordBatch of (key, value, headers, timestamp ms) records, as a Kafka producer writes one;
     with `deltas`, record i is at offset base + deltas[i] and the batch spans `span` offsets (a
     compacted batch: Kafka's cleaner keeps the batch's offsets, so readers go on past it).
-    `control` marks it a control batch (a transaction marker), which consumers step over."""
+    `control` marks it a control batch (a transaction marker), which consumers step over;
+    `producer` (id, epoch) a transactional producer's (a known id makes it transactional)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
     deltas = deltas if deltas is not None else range(len(records))
@@ -321,8 +324,8 @@ def encode_record_batch(records: Sequence[tuple[bytes | None, bytes | None, Sequ
         record = b"".join(fields)
         body.append(_zigzag(len(record)) + record)
     payload = _compress(codec, b"".join(body))
-    attributes = codec | (_CONTROL if control else 0)
-    after_crc = struct.pack(">hiqqqhii", attributes, span - 1, base_ts, max(r[3] for r in records), -1, -1, -1,
+    attributes = codec | (_CONTROL if control else 0) | (_TRANSACTIONAL if producer[0] >= 0 else 0)
+    after_crc = struct.pack(">hiqqqhii", attributes, span - 1, base_ts, max(r[3] for r in records), *producer, -1,
                             len(records)) + payload
     crc = crc32c(after_crc)
     return struct.pack(">qiibI", base_offset, 4 + 1 + 4 + len(after_crc), 0, 2, crc) + after_crc

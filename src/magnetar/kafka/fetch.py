@@ -8,8 +8,14 @@ polling), whoever publishes them: Kafka and Pulsar producers alike wake it.
 Where transactions are written (Pulsar's or Kafka's), read_committed stops at the last
 stable offset (the first message of a transaction still open) and read_uncommitted at the
 high watermark. At either level a transaction's markers, and the messages of an aborted
-one, are served as control batches, which consumers step over: the aborted-transactions
-list Kafka sends along is not needed, and Pulsar and Kafka readers skip the same messages.
+one, are served as control batches, which consumers step over, so Pulsar and Kafka readers
+skip the same messages whatever a client makes of the rest. A Kafka transaction's marker
+is served as Kafka writes it: COMMIT or ABORT, with the producer's id and epoch; the
+messages of an aborted one are filler control batches with no producer. read_committed
+answers also carry Kafka's aborted-transactions list: the aborted Kafka transactions with
+records in the range served (producer id, first offset), by Kafka's rule, which clients
+use to drop that producer's batches up to its ABORT marker. A Pulsar client's transaction
+has no Kafka producer: it is never listed and its marker names none.
 """
 
 from __future__ import annotations
@@ -27,36 +33,53 @@ from magnetar.kafka import log_view
 from magnetar.kafka.access import CONSUME, LOOKUP, Access
 from magnetar.kafka.errors import ANSWERABLE, kafka_error
 from magnetar.kafka.offsets_by_time import offset_for_time
+from magnetar.kafka.producer_snapshots import producer_of_name
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
 from magnetar.kafka.protocol.records import from_pulsar_messages, with_base_offset
 from magnetar.kafka.topic_settings import KAFKA_CONFIGS
 from magnetar.kafka.topics import KafkaTopics
 from magnetar.storage import StorageClosedError
+from magnetar.storage.message_finder import entry_last_index
 from magnetar.wire.batch import decode_messages
 from magnetar.wire.entry import entry_format, first_message_index, parse_entry
+from magnetar.wire.txn import TXN_COMMIT_MARKER, marker_producer
 
 _NO_WAIT = datetime.timedelta(0)
 _EARLIEST, _LATEST = -2, -1
 _READ_COMMITTED = 1  # Fetch's and ListOffsets' isolation_level (0: read_uncommitted)
-_Answer = tuple[int, ErrorCode, int, int, int, bytes]
-"""A partition's fetch answer: (partition, error, high watermark, last stable offset, log start, records)."""
+_Aborted = list[tuple[int, int]] | None
+_Answer = tuple[int, ErrorCode, int, int, int, _Aborted, bytes]
+"""A partition's fetch answer: (partition, error, high watermark, last stable offset, log start,
+aborted transactions as (producer id, first offset) or None, records)."""
 _MAX_DECOMPRESSED = 64 * 1024 * 1024
 
 
-#: A control record's key (version 0, type ABORT) and value (version 0, coordinator epoch 0).
-_CONTROL_KEY, _CONTROL_VALUE = struct.pack(">hh", 0, 0), struct.pack(">hi", 0, 0)
+#: Control records' keys (version 0, type ABORT or COMMIT) and value (version 0, coordinator epoch 0).
+_ABORT_KEY, _COMMIT_KEY, _CONTROL_VALUE = struct.pack(">hh", 0, 0), struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 0)
+_NO_PRODUCER = (-1, -1)
 
 
 def control_batch(entry: bytes) -> list[bytes | memoryview]:
     """A transaction's marker or aborted message as a control batch over the entry's offsets:
-    a Kafka consumer steps over it, to the next offset, and sees nothing of it."""
+    a Kafka consumer steps over it, to the next offset, and sees nothing of it. A Kafka
+    transaction's marker carries its type and producer, as Kafka's do; anything else is an
+    ABORT with no producer, which clients ignore (no producer's transaction ends there)."""
     parsed = parse_entry(entry)
     metadata = parsed.metadata
     last = parsed.broker_entry_metadata.index if parsed.broker_entry_metadata is not None else -1
     base = first_message_index(metadata, last)
-    return [encode_record_batch([(_CONTROL_KEY, _CONTROL_VALUE, (), metadata.publish_time)], base_offset=base,
-                                span=last - base + 1, control=True)]
+    producer = producer_of_name(marker_producer(metadata)) if metadata.HasField("marker_type") else None
+    key = _COMMIT_KEY if producer is not None and metadata.marker_type == TXN_COMMIT_MARKER else _ABORT_KEY
+    return [encode_record_batch([(key, _CONTROL_VALUE, (), metadata.publish_time)], base_offset=base,
+                                span=last - base + 1, control=True, producer=producer or _NO_PRODUCER)]
+
+
+def aborted_transactions(log: PartitionLog, start: int, end: int) -> list[tuple[int, int]]:
+    """(producer id, first offset) of the aborted Kafka transactions with records from `start`
+    to `end` (excluded), by first offset (kafkajs walks the list in that order)."""
+    listed = ((producer_of_name(name), first) for name, first in log.aborted_between(start, end))
+    return sorted(((producer[0], first) for producer, first in listed if producer is not None), key=lambda a: a[1])
 
 
 def entry_as_batch(entry: bytes) -> list[bytes | memoryview]:
@@ -87,6 +110,14 @@ async def _wait_for_append(logs: list[PartitionLog], timeout: float) -> None:
     finally:
         for stop in stops:
             stop()
+
+
+def _aborted(module: Any, aborted: _Aborted) -> tuple[Any, ...] | None:
+    """The answer's aborted transactions (FetchResponse v4 on; None: read_uncommitted, or an error)."""
+    if aborted is None or not hasattr(module, "AbortedTransaction"):
+        return None
+    return tuple(build(module, "AbortedTransaction", producer_id=producer_id, first_offset=first)
+                 for producer_id, first in aborted)
 
 
 def _log_append_time(topics: KafkaTopics, topic: str) -> bool:
@@ -162,17 +193,18 @@ class FetchApis:
         partition: batches up to `limit` bytes, the first one whatever its size if `whole_first`,
         none past the last stable offset if `stable`."""
         if not isinstance(log, PartitionLog):
-            return part.partition, log, -1, -1, -1, b""
+            return part.partition, log, -1, -1, -1, None, b""
+        aborted: _Aborted = [] if stable else None
         try:
             high, lso, start = log.end_offset(stable=False), log.end_offset(), log_view.start_offset(log)
             end = lso if stable else high
             offset = part.fetch_offset
             if not start <= offset <= high:
-                return part.partition, ErrorCode.offset_out_of_range, high, lso, start, b""
+                return part.partition, ErrorCode.offset_out_of_range, high, lso, start, aborted, b""
             if offset >= end or (limit <= 0 and not whole_first):
-                return part.partition, ErrorCode.none, high, lso, start, b""
+                return part.partition, ErrorCode.none, high, lso, start, aborted, b""
             pieces: list[bytes | memoryview] = []
-            size = 0
+            size, after = 0, offset
             room = 2 * max(limit, 1)  # stored sizes differ from served ones
             entries = log_view.read(log, offset, room)
             for entry in log.read(offset, room, stable=stable) if entries is None else entries:
@@ -181,10 +213,12 @@ class FetchApis:
                 if grown > limit and (size or not whole_first):
                     break
                 pieces += batch
-                size = grown
+                size, after = grown, entry_last_index(entry) + 1
+            if stable and after > offset:
+                aborted = aborted_transactions(log, offset, after)
         except StorageClosedError as exc:  # deleted or unloaded during the long poll
-            return part.partition, kafka_error(exc)[0], -1, -1, -1, b""
-        return part.partition, ErrorCode.none, high, lso, start, b"".join(pieces)
+            return part.partition, kafka_error(exc)[0], -1, -1, -1, None, b""
+        return part.partition, ErrorCode.none, high, lso, start, aborted, b"".join(pieces)
 
     @staticmethod
     def _response(version: int, results: list[tuple[str, list[Any]]]) -> Any:
@@ -193,8 +227,9 @@ class FetchApis:
         for name, parts in results:
             partitions = tuple(build(module, "PartitionData", partition_index=index, error_code=error,
                                      high_watermark=high, last_stable_offset=lso, log_start_offset=start,
-                                     aborted_transactions=None, preferred_read_replica=-1, records=records)
-                               for index, error, high, lso, start, records in parts)
+                                     aborted_transactions=_aborted(module, aborted), preferred_read_replica=-1,
+                                     records=records)
+                               for index, error, high, lso, start, aborted, records in parts)
             topics.append(build(module, "FetchableTopicResponse", topic=name, partitions=partitions))
         return build(module, "FetchResponse", throttle_time=_NO_WAIT, error_code=ErrorCode.none, session_id=0,
                      responses=tuple(topics))

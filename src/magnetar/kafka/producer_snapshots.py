@@ -99,11 +99,16 @@ def _producer_of(metadata: pb.MessageMetadata, payload: memoryview) -> tuple[int
         except CorruptPayloadError:
             return None
         return (header.producer_id, header.producer_epoch, header.base_sequence) if header.producer_id >= 0 else None
-    name = metadata.producer_name
+    producer = producer_of_name(metadata.producer_name)
+    return None if producer is None else (*producer, metadata.sequence_id)
+
+
+def producer_of_name(name: str) -> tuple[int, int] | None:
+    """(producer id, epoch) a producer name of `producer_name` gives, else None (another producer)."""
     if not name.startswith(_NAME_PREFIX):
         return None
     producer_id, _, epoch = name[len(_NAME_PREFIX):].partition(":")
     try:
-        return int(producer_id), int(epoch), metadata.sequence_id
+        return int(producer_id), int(epoch)
     except ValueError:
         return None

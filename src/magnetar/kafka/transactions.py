@@ -39,6 +39,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.service.protocol_handlers import HandlerBroker
 from magnetar.broker.transactions.coordinator import TransactionCoordinator
 from magnetar.kafka.errors import TxnRefused
+from magnetar.kafka.producer_snapshots import producer_name
 from magnetar.kafka.topics import KafkaTopics
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
@@ -57,6 +58,8 @@ MAX_OFFSETS = 10_000
 MAX_GROUPS = 100
 #: Transactional ids the broker keeps (each a record): a client inventing ids cannot fill the store.
 MAX_TRANSACTIONAL_IDS = 100_000
+#: Ids the expiry pass looks at in one turn of the event loop.
+EXPIRY_CHUNK = 1000
 _PREFIX = "kafka/transactions/"
 _MAX_EPOCH = 32767
 
@@ -109,6 +112,11 @@ def _logged(saved: asyncio.Future[None]) -> None:
         log.warning("Kafka transaction record not stored (a restart decides it again): %s", saved.exception())
 
 
+def _expiry_failed(done: asyncio.Future[None]) -> None:
+    if not done.cancelled() and done.exception() is not None:
+        log.warning("Kafka transactional id expiry pass failed (the next one tries again): %s", done.exception())
+
+
 def _now() -> int:
     return int(time.time() * 1000)
 
@@ -130,6 +138,8 @@ class KafkaTransactions:
         self._allocate = allocate_producer_id
         self.ids: dict[tuple[str, str], KafkaTxn] = {}
         self._next_expiry = 0
+        self.expiring: asyncio.Future[None] | None = None
+        """The expiry pass under way, or the last one."""
         self.ready = False
         """Set once `recover` ran: until then the coordinator may not know its transactions yet."""
         for key in broker.state_keys(_PREFIX):
@@ -203,14 +213,22 @@ class KafkaTransactions:
 
     def _expire(self) -> None:
         """Ids with no transaction unused for EXPIRATION_MS go (Kafka's transactional.id.expiration.ms),
-        looked for at most once a minute (a pass reads every id)."""
+        looked for at most once a minute, by a pass in the background."""
         now = _now()
-        if now < self._next_expiry:
+        if now < self._next_expiry or (self.expiring is not None and not self.expiring.done()):
             return
         self._next_expiry = now + 60_000
-        horizon = now - EXPIRATION_MS
-        for state in [s for s in self.ids.values() if s.used < horizon and s.txn is None]:
-            self._forget(state)
+        self.expiring = asyncio.ensure_future(self._expire_pass(now - EXPIRATION_MS))
+        self.expiring.add_done_callback(_expiry_failed)
+
+    async def _expire_pass(self, horizon: int) -> None:
+        """Every id looked at, EXPIRY_CHUNK of them a turn of the event loop (up to
+        MAX_TRANSACTIONAL_IDS: milliseconds at once), each as it is when its turn comes."""
+        for seen, (key, state) in enumerate(list(self.ids.items()), 1):
+            if not seen % EXPIRY_CHUNK:
+                await asyncio.sleep(0)
+            if state.used < horizon and state.txn is None and self.ids.get(key) is state:
+                self._forget(state)
 
     # -- the checks every transactional request makes
     def _check_ready(self) -> None:
@@ -267,7 +285,9 @@ class KafkaTransactions:
         if state.txn is not None:
             return False
         try:
-            state.txn = self._coordinator.new_txn(max(1, -(-state.timeout_ms // 1000)))
+            # its markers name the producer (id and epoch): Kafka fetchers need them on each marker
+            state.txn = self._coordinator.new_txn(max(1, -(-state.timeout_ms // 1000)),
+                                                  producer=producer_name(state.producer_id, state.epoch))
         except BrokerServiceError as exc:  # maxActiveTransactionsPerCoordinator
             raise TxnRefused(ErrorCode.concurrent_transactions, exc.message) from None
         state.status, state.started, state.used = ONGOING, _now(), _now()

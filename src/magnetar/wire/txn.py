@@ -41,12 +41,26 @@ def txn_id_of(body: object) -> TxnId:
 
 
 # -- markers
-def marker_entry(marker_type: int, txn: TxnId) -> bytes:
+#: The marker's property naming its transaction's producer (see marker_entry).
+MARKER_PRODUCER = "txn.producer"
+
+
+def marker_entry(marker_type: int, txn: TxnId, producer: str = "") -> bytes:
     """An entry marking `txn` committed or aborted in a topic: dispatch never sends it, and
-    a restart reads the topic's markers back to know which messages are aborted."""
+    a restart reads the topic's markers back to know which messages are aborted. It names
+    the transaction's `producer` (a Kafka producer's id and epoch, which Kafka fetchers
+    need on the marker) in a property, not as its own producer name, which deduplication
+    would take for a producer's."""
     metadata = pb.MessageMetadata(producer_name="", sequence_id=0, publish_time=int(time.time() * 1000),
                                   marker_type=marker_type, txnid_most_bits=txn.most, txnid_least_bits=txn.least)
+    if producer:
+        metadata.properties.add(key=MARKER_PRODUCER, value=producer)
     return build_entry(metadata, b"")
+
+
+def marker_producer(metadata: pb.MessageMetadata) -> str:
+    """The producer a transaction's marker names ("" if none)."""
+    return next((p.value for p in metadata.properties if p.key == MARKER_PRODUCER), "")
 
 
 # -- broker to client

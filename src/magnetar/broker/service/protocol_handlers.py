@@ -127,6 +127,14 @@ class PartitionLog:
             return entry_first_index(topic.ledger.read_entry(transactions.max_read_position))
         return topic.durable_index + 1
 
+    def aborted_between(self, start: int, end: int) -> list[tuple[str, int]]:
+        """(producer name, first offset) of the aborted transactions with messages from `start`
+        to `end` (excluded), by Kafka's rule (see TransactionBuffer.aborted_between)."""
+        transactions = self._topic.transaction_buffer
+        if transactions is None or not transactions.aborted_ranges:
+            return []
+        return [(aborted.producer, aborted.first) for aborted in transactions.aborted_between(start, end)]
+
     def hidden(self, entry: bytes) -> bool:
         """Whether `entry` is a marker (a transaction's, or a replicated subscription's on a
         replicated topic) or a message of an aborted transaction: served as a control batch,

@@ -40,8 +40,13 @@ class TopicParticipants:
         return loaded if isinstance(loaded, PersistentTopic) else None
 
     def end_on_partition(self, topic: str, txn: TxnId, action: int) -> asyncio.Future[None] | None:
+        """The marker, naming the transaction's producer (TxnMeta.producer) if it has one."""
         loaded = self._topic(topic)
-        return None if loaded is None else loaded.end_transaction(txn, action)
+        if loaded is None:
+            return None
+        coordinator = self._service.transactions
+        meta = coordinator.metadata(txn) if coordinator is not None else None
+        return loaded.end_transaction(txn, action, meta.producer if meta is not None else "")
 
     def end_on_subscription(self, topic: str, subscription: str, txn: TxnId,
                             action: int) -> asyncio.Future[None] | None:

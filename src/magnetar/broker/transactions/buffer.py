@@ -17,26 +17,35 @@ the buffer's state up to the topic's last durable entry (the open transactions t
 at or before it, the aborted ones whose markers the ledger still holds) is written to the
 metadata store through the transaction log (grouped, off the event loop); a load reads it
 and only the entries after it.
+
+Each aborted transaction also leaves a range: the index of its first message here, its
+marker's, and the producer its marker names (the coordinator's TxnMeta.producer: a Kafka
+producer's id and epoch; a message's own producer name is not trusted). Kafka's Fetch
+lists them as its aborted transactions; they are kept, snapshotted and trimmed with the
+aborted set, and rebuilt from the markers by a load.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import time
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
+from typing import NamedTuple
 
 from magnetar.broker.transactions.log import shared_log
 from magnetar.storage import ManagedLedger, MetadataStore, Position
-from magnetar.storage.message_finder import last_visible
+from magnetar.storage.message_finder import entry_first_index, last_visible
 from magnetar.wire.entry import parse_message_metadata
 from magnetar.wire.errors import WireError
 from magnetar.wire.proto import pulsar_api_pb2 as pb
-from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, TxnId
+from magnetar.wire.txn import ABORT, TXN_ABORT_MARKER, TXN_COMMIT_MARKER, TxnId, marker_producer
 
 log = logging.getLogger(__name__)
 _REPLAY_CHUNK = 1000
+_LOOK_PAST = 1000
 _SNAPSHOTS = "/transactions/buffer-snapshot/"
 
 
@@ -44,6 +53,16 @@ def drop_snapshot(store: MetadataStore, ledger_name: str) -> None:
     """The topic is deleted: its snapshot goes (a topic made again under the name starts empty)."""
     shared_log(store).flush_now()
     store.delete(_SNAPSHOTS + ledger_name)
+
+
+class AbortedRange(NamedTuple):
+    """An aborted transaction's messages on a topic: from `first` to its marker at `last`
+    (PIP-70 indexes), the marker at `at`, begun by `producer` (a producer name)."""
+
+    last: int
+    first: int
+    producer: str
+    at: Position
 
 
 def hidden(metadata: pb.MessageMetadata, aborted: AbstractSet[TxnId]) -> bool:
@@ -64,6 +83,12 @@ class TransactionBuffer:
         self._ledger = ledger
         self.ongoing: dict[TxnId, Position] = {}
         """Open transactions with messages here, and the position of their first one."""
+        self.first_index: dict[TxnId, int] = {}
+        """Open transactions' first message here: its index (-1: unknown)."""
+        self.aborted_ranges: list[AbortedRange] = []
+        """Aborted transactions whose first message and producer are known, by their marker's index."""
+        self._longest = 0
+        """The most indexes an aborted range spans (from its first message to its marker)."""
         self.aborted: set[TxnId] = set()
         self._aborted_at: dict[TxnId, Position] = {}
         """Where each aborted transaction's marker is (its messages lie before it)."""
@@ -98,10 +123,12 @@ class TransactionBuffer:
     def _update_max_read(self) -> None:
         self._max_read = min(self.ongoing.values()) if self.ongoing else None
 
-    def appended(self, txn: TxnId, position: Position) -> None:
-        """A message of `txn` was given `position` (before it is durable)."""
+    def appended(self, txn: TxnId, position: Position, first: int = -1) -> None:
+        """A message of `txn` was given `position` (before it is durable); the first one here
+        has index `first`."""
         if txn not in self.ongoing:
             self.ongoing[txn] = position
+            self.first_index[txn] = first
             self._update_max_read()
 
     def marking(self, positions: Iterable[Position]) -> None:
@@ -112,13 +139,17 @@ class TransactionBuffer:
         """Markers that could not be stored."""
         self._marking.difference_update(positions)
 
-    def ended(self, txn: TxnId, action: int, marker: Position | None = None) -> None:
-        """The marker of `txn` is stored (at `marker`): its messages are delivered or
-        dropped from now on."""
+    def ended(self, txn: TxnId, action: int, marker: Position | None = None, marker_index: int = -1,
+              producer: str = "") -> None:
+        """The marker of `txn` is stored (at `marker`, index `marker_index`, naming `producer`):
+        its messages are delivered or dropped from now on."""
         self._marking.discard(marker)  # type: ignore[arg-type]
+        first = self.first_index.pop(txn, -1)
         if action == ABORT:
             self.aborted.add(txn)
-            self._aborted_at[txn] = marker or self._ledger.last_confirmed_position or Position(-1, -1)
+            at = marker or self._ledger.last_confirmed_position or Position(-1, -1)
+            self._aborted_at[txn] = at
+            self._add_range(AbortedRange(marker_index, first, producer, at))
             self.aborted_count += 1
         else:
             self.committed_count += 1
@@ -128,6 +159,30 @@ class TransactionBuffer:
         if self._store is not None and (self._ended_since_snapshot >= self._snapshot_every
                                         or time.monotonic() - self._snapshot_at >= self._snapshot_after):
             self._take_snapshot()
+
+    def _add_range(self, aborted: AbortedRange) -> None:
+        if aborted.producer and 0 <= aborted.first <= aborted.last:
+            bisect.insort(self.aborted_ranges, aborted)
+            self._longest = max(self._longest, aborted.last - aborted.first)
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedRange]:
+        """Aborted transactions with messages between indexes `start` and `end` (excluded), as
+        Kafka's Fetch lists them: the marker at or after `start`, the first message before
+        `end`. Ranges are looked at by their marker's index, from `start` on, up to the
+        longest range past `end` (no later one can begin before it), and at most
+        _LOOK_PAST of them past `end`: a transaction missed is still served as filler."""
+        ranges = self.aborted_ranges
+        found = []
+        past = 0
+        for at in range(bisect.bisect_left(ranges, (start,)), len(ranges)):
+            aborted = ranges[at]
+            if aborted.last >= end:
+                past += 1
+                if aborted.last > end + self._longest or past > _LOOK_PAST:
+                    break
+            if aborted.first < end:
+                found.append(aborted)
+        return found
 
     # -- snapshots
     def _take_snapshot(self) -> None:
@@ -152,11 +207,14 @@ class TransactionBuffer:
             for txn in [txn for txn, at in self._aborted_at.items() if at < first]:
                 del self._aborted_at[txn]
                 self.aborted.discard(txn)
+            self.aborted_ranges = [aborted for aborted in self.aborted_ranges if aborted.at >= first]
         self.snapshot_taken_ms = int(time.time() * 1000)
         return json.dumps({
             "position": list(last),
-            "ongoing": [[*txn, *at] for txn, at in self.ongoing.items() if at <= last],
+            "ongoing": [[*txn, *at, self.first_index.get(txn, -1)] for txn, at in self.ongoing.items() if at <= last],
             "aborted": [[*txn, *at] for txn, at in self._aborted_at.items() if at <= last],
+            "ranges": [[aborted.last, aborted.first, aborted.producer, *aborted.at]
+                       for aborted in self.aborted_ranges if aborted.at <= last],
             "taken": self.snapshot_taken_ms,
         }).encode()
 
@@ -170,9 +228,12 @@ class TransactionBuffer:
             data = json.loads(raw)
             position = Position(*data["position"])
             ongoing = {TxnId(most, least): Position(ledger_id, entry_id)
-                       for most, least, ledger_id, entry_id in data["ongoing"]}
+                       for most, least, ledger_id, entry_id, *_ in data["ongoing"]}
+            first_index = {TxnId(most, least): int(first[0]) for most, least, _, _, *first in data["ongoing"] if first}
             aborted = {TxnId(most, least): Position(ledger_id, entry_id)
                        for most, least, ledger_id, entry_id in data["aborted"]}
+            ranges = sorted(AbortedRange(int(last), int(first), str(producer), Position(ledger_id, entry_id))
+                            for last, first, producer, ledger_id, entry_id in data.get("ranges", ()))
         except (ValueError, KeyError, TypeError) as exc:
             log.warning("%s: transaction buffer snapshot unreadable (%s): reading every entry", self._ledger.name, exc)
             return None
@@ -180,7 +241,9 @@ class TransactionBuffer:
         first = self._ledger.first_position
         if last is None or last < position or (first is not None and any(at < first for at in ongoing.values())):
             return None  # not this ledger's (a topic made again), or of entries since trimmed
-        self.ongoing, self._aborted_at = ongoing, aborted
+        self.ongoing, self._aborted_at, self.first_index = ongoing, aborted, first_index
+        for aborted_range in ranges:
+            self._add_range(aborted_range)
         self.aborted = set(aborted)
         self.snapshot_taken_ms = int(data.get("taken", 0))
         return position
@@ -233,12 +296,16 @@ class TransactionBuffer:
             txn = TxnId(metadata.txnid_most_bits, metadata.txnid_least_bits)
             if metadata.marker_type == TXN_COMMIT_MARKER:
                 self.ongoing.pop(txn, None)
+                self.first_index.pop(txn, None)
             elif metadata.marker_type == TXN_ABORT_MARKER:
                 self.ongoing.pop(txn, None)
                 self.aborted.add(txn)
                 self._aborted_at[txn] = at
-            elif txn not in self.aborted:
-                self.ongoing.setdefault(txn, at)
+                first = self.first_index.pop(txn, -1)
+                self._add_range(AbortedRange(entry_first_index(data), first, marker_producer(metadata), at))
+            elif txn not in self.aborted and txn not in self.ongoing:
+                self.ongoing[txn] = at
+                self.first_index[txn] = entry_first_index(data)
 
 
 def _retrieve(done: object) -> None:

@@ -242,7 +242,7 @@ class TransactionCoordinator:
                     meta.unrecorded = exc.message
 
     # -- commands
-    def new_txn(self, timeout_seconds: int, owner: str | None = None) -> TxnId:
+    def new_txn(self, timeout_seconds: int, owner: str | None = None, producer: str = "") -> TxnId:
         if self._max_active and len(self._txns) >= self._max_active:
             raise BrokerServiceError(pb.NotAllowedError,
                                      f"{len(self._txns)} transactions are open (maxActiveTransactionsPerCoordinator)")
@@ -250,7 +250,7 @@ class TransactionCoordinator:
         txn = self._next_id()
         now = time.time()
         meta = TxnMeta(txn, OPEN, now + timeout, owner=owner, opened=time.monotonic(),
-                       opened_at=now)  # stored with its first participant
+                       opened_at=now, producer=producer)  # stored with its first participant
         self.stats.created += 1
         self._txns[txn] = meta
         self._arm(meta)

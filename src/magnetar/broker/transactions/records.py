@@ -62,15 +62,18 @@ class TxnMeta:
     unrecorded: str | None = None
     """Why the log could not name one of its participants (whose messages may be stored):
     it can only abort."""
+    producer: str = ""
+    """Whose transaction it is, as the protocol handler that opened it named it (a Kafka
+    producer's id and epoch): its markers name it ("" for a Pulsar client's)."""
 
     def encode(self) -> bytes:
         return json.dumps({"status": self.status, "deadline": self.deadline, "partitions": self.partitions,
                            "subscriptions": self.subscriptions, "owner": self.owner,
-                           "opened": self.opened_at}).encode()
+                           "opened": self.opened_at, **({"producer": self.producer} if self.producer else {})}).encode()
 
     @classmethod
     def decode(cls, txn: TxnId, raw: bytes) -> TxnMeta:
         data = json.loads(raw)
         return cls(txn, data["status"], float(data["deadline"]), list(data["partitions"]),
                    [(topic, sub) for topic, sub in data["subscriptions"]], data.get("owner"),
-                   opened_at=float(data.get("opened", 0.0)))
+                   opened_at=float(data.get("opened", 0.0)), producer=str(data.get("producer", "")))

@@ -94,7 +94,7 @@ class PersistentTopic(AbstractTopic):
         """Append to durable, per entry (pulsar_storage_write_latency_le_*)."""
         self.transaction_buffer: TransactionBuffer | None = None
         """What dispatch may read of a topic that has held transactions (None: all of it)."""
-        self._markers: list[tuple[TxnId, int, asyncio.Future[None]]] = []
+        self._markers: list[tuple[TxnId, int, asyncio.Future[None], str]] = []
         """Transactions' endings whose markers are appended at the end of this turn of the loop."""
         if ledger.get_property(TRANSACTIONS_PROPERTY) is not None:
             from magnetar.broker.transactions.buffer import TransactionBuffer  # noqa: PLC0415 (transactional topics only)
@@ -154,8 +154,10 @@ class PersistentTopic(AbstractTopic):
 
             self.ledger.set_property(TRANSACTIONS_PROPERTY, "1")  # before the entry: a restart rebuilds the buffer
             buffer = self._use_transaction_buffer(TransactionBuffer(self.ledger, *self._buffer_snapshots()))
+        before = self.entry_metadata_state.index
         positions = self._append(entries, counts, batch_size, callback)
-        buffer.appended(txn, positions[0])
+        if txn not in buffer.ongoing:  # its first message here: where an abort's range starts
+            buffer.appended(txn, positions[0], before + 1 if self.entry_metadata_state.index > before else -1)
 
     def _buffer_snapshots(self) -> tuple[MetadataStore, int, int]:
         """Where the transaction buffer's snapshots go, and how often (broker.conf's keys)."""
@@ -171,18 +173,19 @@ class PersistentTopic(AbstractTopic):
             self.compaction_service.transactions = buffer
         return buffer
 
-    def end_transaction(self, txn: TxnId, action: int) -> asyncio.Future[None]:
-        """END_TXN_ON_PARTITION: store the commit or abort marker; done once it is durable
-        and dispatch may read past the transaction's messages (or must skip them). The
-        markers asked for in one turn of the loop (the transactions one log commit decided)
-        are stored as one append: one hand-over to the storage thread, one fsync."""
+    def end_transaction(self, txn: TxnId, action: int, producer: str = "") -> asyncio.Future[None]:
+        """END_TXN_ON_PARTITION: store the commit or abort marker (naming the transaction's
+        `producer`, see TxnMeta.producer); done once it is durable and dispatch may read past
+        the transaction's messages (or must skip them). The markers asked for in one turn of
+        the loop (the transactions one log commit decided) are stored as one append: one
+        hand-over to the storage thread, one fsync."""
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if self.transaction_buffer is None:  # none of its messages came here: nothing to mark
             done.set_result(None)
             return done
         if not self._markers:
             asyncio.get_running_loop().call_soon(self._append_markers)
-        self._markers.append((txn, action, done))
+        self._markers.append((txn, action, done, producer))
         return done
 
     def _append_markers(self) -> None:
@@ -197,20 +200,27 @@ class PersistentTopic(AbstractTopic):
         def stored(positions: list[Position] | None, exc: BaseException | None) -> None:
             if exc is not None:
                 buffer.unmarked(given)
-            for i, (txn, action, done) in enumerate(ends):
+            for i, (txn, action, done, _producer) in enumerate(ends):
                 if exc is not None:
                     done.set_exception(exc)
                     continue
-                buffer.ended(txn, action, positions[i] if positions else None)
+                buffer.ended(txn, action, positions[i] if positions else None,
+                             first_index + i if first_index >= 0 else -1, named[i])
                 done.set_result(None)
 
-        markers = [marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn)
-                   for txn, action, _done in ends]
+        # only the first marker after its messages names the producer: a restart's repeat of
+        # an ending, or a partition it never wrote to, ends no transaction of that producer's
+        named = [producer if txn in buffer.ongoing else "" for txn, _action, _done, producer in ends]
+        markers = [marker_entry(TXN_ABORT_MARKER if action == ABORT else TXN_COMMIT_MARKER, txn, name)
+                   for (txn, action, _done, _producer), name in zip(ends, named, strict=True)]
+        before = self.entry_metadata_state.index
         try:
             given += self._append(markers, [1] * len(markers), -1, stored, published=False)
         except Exception as exc:  # a full disk, a failed ledger: each ending fails with it
             stored(None, exc)
             return
+        # the markers' PIP-70 indexes, one message each (-1 without them); `stored` runs later
+        first_index = before + 1 if self.entry_metadata_state.index > before else -1
         buffer.marking(given)  # `stored` runs on a later turn of the loop
 
     def _stored(self, callback: GroupPublishCallback, batch_size: int, positions: list[Position], last_index: int,
