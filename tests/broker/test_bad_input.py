@@ -441,3 +441,46 @@ def test_a_foreign_entry_must_hold_what_it_claims(broker):
     assert garbage.type == pb.BaseCommand.SEND_ERROR and "kafka" in garbage.send_error.message
     assert send(2, 3, records).type == pb.BaseCommand.SEND_RECEIPT  # the dense batch itself is fine
     raw.close()
+
+
+@pytest.mark.parametrize("kind", ["name", "kafka batch"])
+def test_a_pulsar_producer_cannot_pose_as_a_kafka_producer(broker, kind):
+    """The Kafka listener names its entries `kafka:<id>:<epoch>` (entryFormat=pulsar) or keeps
+    the Kafka batch header (entryFormat=kafka), and after a restart its idempotence recovery
+    takes them for that producer's batches: a Pulsar SEND posing so (a name of that form, or a
+    Kafka batch naming a producer) is refused, else any writer of the topic could fence a Kafka
+    producer out with OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: PLC0415 (dev dependency)
+
+    def batch(producer_id: int) -> bytes:
+        builder = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=False,
+                                            producer_id=producer_id, producer_epoch=0 if producer_id >= 0 else -1,
+                                            base_sequence=0 if producer_id >= 0 else -1, batch_size=1 << 20)
+        builder.append(0, timestamp=1000, key=b"k", value=b"v", headers=[])
+        return bytes(builder.build())
+
+    raw = RawClient(broker.url)
+    raw.connect()
+    raw.create_producer(f"posing-{kind.replace(' ', '-')}")
+
+    def send(sequence_id: int, producer_name: str, kafka_producer: int | None) -> pb.BaseCommand:
+        properties = [] if kafka_producer is None else [pb.KeyValue(key="entry.format", value="kafka")]
+        metadata = pb.MessageMetadata(producer_name=producer_name, sequence_id=sequence_id, publish_time=1,
+                                      properties=properties)
+        payload = b"v" if kafka_producer is None else batch(kafka_producer)
+        raw.command(pb.BaseCommand(type=pb.BaseCommand.SEND, send=pb.CommandSend(
+            producer_id=0, sequence_id=sequence_id)), build_entry(metadata, payload))
+        frame = raw.next_frame(10)
+        assert frame is not None
+        return frame.command
+
+    try:
+        if kind == "name":
+            posing, honest = send(0, "kafka:7:0", None), send(1, "kafka-bridge", None)
+        else:
+            posing, honest = send(0, "raw", 7), send(1, "raw", -1)
+        assert posing.type == pb.BaseCommand.SEND_ERROR and posing.send_error.error == pb.NotAllowedError
+        assert "Kafka" in posing.send_error.message
+        assert honest.type == pb.BaseCommand.SEND_RECEIPT  # the connection and the producer carry on
+    finally:
+        raw.close()

@@ -3,9 +3,9 @@
 One partition gets, at random (seeded), transactions of two transactional producers that
 overlap, records of a plain producer, and transactions of a Pulsar client, committed or
 aborted; the broker is SIGKILLed once in the middle (transactions open) and once at the
-end. The Pulsar producer takes a Kafka producer's name (`kafka:<id>:<epoch>`, what Kafka
-produce writes into the metadata), to pass its transactions off as a Kafka producer's
-(magnetar.client: the official Python client has no transactions).
+end. The Pulsar client's transactions (magnetar.client: the official Python client has
+none) cannot pass themselves off as a Kafka producer's: a Pulsar producer named as Kafka
+produce names its entries (`kafka:<id>:<epoch>`) is refused (tests/broker/test_bad_input.py).
 
 Checked on the raw Fetch answer: read_committed lists exactly the aborted Kafka
 transactions with records in the range served (producer id from DescribeTransactions,
@@ -145,9 +145,7 @@ def written(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         assert plain.flush(30) == 0
         a, b = _Transactional(broker, "a", topic), _Transactional(broker, "b", topic)
         pids = {name: _pid(broker, f"{topic}-{name}")[0] for name in ("a", "b")}
-        # the Pulsar producer passes itself off as a Kafka producer (one with no batches of its
-        # own: the restart's idempotence recovery would take its messages for a's batches)
-        spoof = f"kafka:{max(pids.values()) + 1000}:0"
+        spoof = f"pulsar-{max(pids.values()) + 1000}"  # a Kafka producer's id in its name, not its form
         done: list[Txn] = []
         pulsar_committed: list[bytes] = []
         pulsar_aborted: list[bytes] = []

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from magnetar.broker.service.protocol_handlers import PartitionLog
+from magnetar.broker.transport.publish_checks import KAFKA_PRODUCER_PREFIX
 from magnetar.formats.kafka_records import KAFKA_FORMAT, read_header
 from magnetar.formats.payload import CorruptPayloadError
 from magnetar.wire.entry import entry_format, first_message_index, parse_entry
@@ -24,7 +25,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
 SNAPSHOT_PROPERTY = "#kafka.producers"
-_NAME_PREFIX = "kafka:"
+_NAME_PREFIX = KAFKA_PRODUCER_PREFIX
 _REPLAY_BYTES = 8 << 20
 
 

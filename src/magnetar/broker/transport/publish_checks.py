@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 
 Refusal = tuple[int, str]
 
+KAFKA_PRODUCER_PREFIX = "kafka:"
+"""Producer names the Kafka listener gives the entries it stores (`kafka:<id>:<epoch>`), by
+which its idempotence recovery finds a Kafka producer's batches after a restart: a Pulsar
+SEND may not carry one, nor a Kafka batch that names a producer, or any writer to a topic
+could pass its messages off as a Kafka producer's and fence that producer out."""
+
 
 def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic,
                max_message_size: int, *, replicator: bool = False) -> Refusal | None:
@@ -44,8 +50,8 @@ def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic
         return pb.ChecksumError, "Checksum failed on the broker"
     except WireError as exc:
         return pb.NotAllowedError, f"malformed message: {exc}"
-    if metadata.HasField("marker_type") and not replicator:
-        return pb.NotAllowedError, "marker messages are written by brokers, not by producers"
+    if not replicator and (refusal := _check_not_posing(metadata)):
+        return refusal
     claimed = metadata.num_messages_in_batch or 1  # validated: when present, at least 1
     if claimed != send.num_messages:  # an absent num_messages reads as its default, 1
         return pb.NotAllowedError, (
@@ -53,9 +59,21 @@ def check_send(send: pb.CommandSend, payload: bytes | None, topic: AbstractTopic
     if not metadata.encryption_keys:
         if limits.encryption_required:
             return pb.MetadataError, "Messages must be encrypted"
-        if metadata.properties and (refusal := _check_foreign_count(metadata, payload, claimed)):
+        if metadata.properties and (refusal := _check_foreign_count(metadata, payload, claimed, replicator)):
             return refusal
     return _check_delivery_delay(metadata, topic) if metadata.HasField("deliver_at_time") else None
+
+
+def _check_not_posing(metadata: pb.MessageMetadata) -> Refusal | None:
+    """What only the broker writes: markers (a marker from anyone else could move replicated
+    subscriptions, here and in every cluster it is replicated to) and the Kafka listener's
+    producer names."""
+    if metadata.HasField("marker_type"):
+        return pb.NotAllowedError, "marker messages are written by brokers, not by producers"
+    if metadata.producer_name.startswith(KAFKA_PRODUCER_PREFIX):
+        return pb.NotAllowedError, (f"producer names starting with {KAFKA_PRODUCER_PREFIX!r} are the Kafka "
+                                    f"listener's: {metadata.producer_name!r}")
+    return None
 
 
 def _check_delivery_delay(metadata: pb.MessageMetadata, topic: AbstractTopic) -> Refusal | None:
@@ -65,24 +83,32 @@ def _check_delivery_delay(metadata: pb.MessageMetadata, topic: AbstractTopic) ->
     return None
 
 
-def _check_foreign_count(metadata: pb.MessageMetadata, payload: bytes, claimed: int) -> Refusal | None:
+def _check_foreign_count(metadata: pb.MessageMetadata, payload: bytes, claimed: int,
+                         replicator: bool) -> Refusal | None:
     """An entry in a format the broker knows (PIP-96: Kafka, Arrow) must hold the messages
     its metadata claims: consumers iterate that many, the official client included. The
     count comes from the format's own header (a Kafka batch's record count, an Arrow
     batch's row count); checksums inside the payload are the consumer's to verify, and a
-    format nobody here reads is taken at its word. The payload processors are imported
-    by the first foreign entry, not by every broker's start-up."""
+    format nobody here reads is taken at its word. A Kafka batch from a Pulsar producer names
+    no Kafka producer (see KAFKA_PRODUCER_PREFIX). The payload processors are imported by the
+    first foreign entry, not by every broker's start-up."""
     fmt = entry_format(metadata)
     if fmt == PULSAR_FORMAT:
         return None
+    from magnetar.formats.kafka_records import KAFKA_FORMAT, read_header  # noqa: PLC0415
     from magnetar.formats.payload import PayloadError  # noqa: PLC0415 (see above)
     from magnetar.formats.processor import count_messages  # noqa: PLC0415
 
+    body = parse_entry(payload).payload
     try:
-        held = count_messages(fmt, parse_entry(payload).payload, verify=False)
+        held = count_messages(fmt, body, verify=False)
+        posing = fmt == KAFKA_FORMAT and not replicator and read_header(body, check_crc=False).producer_id >= 0
     except PayloadError as exc:
         return pb.NotAllowedError, f"malformed message: {exc}"
     if held is not None and held != claimed:
         return pb.NotAllowedError, (
             f"malformed message: the {fmt} payload holds {held} messages, num_messages_in_batch says {claimed}")
+    if posing:
+        return pb.NotAllowedError, ("a Kafka record batch sent by a Pulsar producer names no Kafka producer "
+                                    "(producerId -1)")
     return None
