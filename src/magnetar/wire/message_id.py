@@ -122,18 +122,7 @@ def unacked_indexes(ack_set: Sequence[int], batch_size: int) -> list[int]:
     An empty ``ack_set`` gives ``[]``, but an absent ``CommandMessage.ack_set`` means
     "deliver everything": only the caller knows which of the two it holds.
     """
-    indexes: list[int] = []
-    for word_number, word in enumerate(ack_set):
-        bits = _to_unsigned64(word)
-        base = word_number * _WORD_BITS
-        while bits:
-            low = bits & -bits
-            index = base + low.bit_length() - 1
-            if index >= batch_size:
-                return indexes
-            indexes.append(index)
-            bits ^= low
-    return indexes
+    return set_bits(ack_set_bits(ack_set) & ((1 << max(batch_size, 0)) - 1))
 
 
 def ack_set_bits(ack_set: Sequence[int]) -> int:
