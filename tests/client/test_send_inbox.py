@@ -98,3 +98,34 @@ def test_closing_the_client_tells_every_callback_what_became_of_its_message(api,
     reader = api.client().create_reader(topic, api.module.MessageId.earliest)
     assert [reader.read_next(RECEIVE_MS).data() for _ in stored] == stored
     assert not reader.has_message_available()
+
+
+def test_a_burst_of_unbatched_sends_is_stored_in_order_with_a_receipt_each(api, topic):
+    """send_async calls made faster than the client's I/O thread turns: each message is its
+    own entry, in the order sent. magnetar.client hands the burst over in one drain of its
+    inbox, whose frames leave in one socket write (the I/O thread is held busy here while the
+    burst is queued, so the whole of it is queued before the drain)."""
+    client = api.client()
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, batching_enabled=False)
+    producer.send(b"first")  # connected, so the burst meets a ready producer
+    writes = []
+    if api.name == "magnetar":
+        transport = producer._core.conn._transport
+        real_write = transport.write
+        transport.write = lambda data: (writes.append(len(data)), real_write(data))[1]
+        busy, release = threading.Event(), threading.Event()
+        client._io.loop.call_soon_threadsafe(lambda: (busy.set(), release.wait(10)))
+        assert busy.wait(10)
+    receipts = Receipts()
+    values = [f"m{i}".encode() for i in range(50)]
+    for value in values:
+        producer.send_async(value, receipts.callback)
+    if api.name == "magnetar":
+        release.set()
+    assert receipts.wait(50) and not receipts.failures
+    ids = [mid for _, mid in receipts.ids]
+    assert all(mid.batch_index() == -1 for mid in ids) and len({(m.ledger_id(), m.entry_id()) for m in ids}) == 50
+    assert [consumer.receive(RECEIVE_MS).data() for _ in range(51)] == [b"first", *values]
+    if api.name == "magnetar":
+        assert len(writes) == 1, f"the burst went out in {len(writes)} socket writes"

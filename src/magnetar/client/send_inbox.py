@@ -8,7 +8,9 @@ the loop is woken once per batch, not once per message: it drains the inbox when
 batching delay has passed since the first of them, and cuts the batch at once. The inbox is
 drained sooner when it holds a whole batch, when a message with options arrives, and before
 anything else the producer is asked to do (flush, close, whole entries), so the order of
-sends is kept.
+sends is kept. The calls one drain hands over are written to the socket in one write (the
+producer's connections hold their writes meanwhile): one send syscall a drain, not one a
+message, when sends come faster than the loop turns.
 
 Flags are shared between threads without a lock: each is set by one side and cleared by the
 other, and every interleaving ends with each message drained by a drain that runs after it
@@ -20,18 +22,25 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
+
+
+class HoldsWrites(Protocol):
+    def hold_writes(self) -> None: ...
+    def release_writes(self) -> None: ...
 
 
 class SendInbox:
     def __init__(self, loop: asyncio.AbstractEventLoop, send: Callable[..., None], cut_batch: Callable[[], None],
-                 batch_delay: float, batch_messages: int, batch_bytes: int) -> None:
+                 batch_delay: float, batch_messages: int, batch_bytes: int,
+                 connections: Callable[[], list[HoldsWrites]]) -> None:
         """`send(content, callback, **options)` and `cut_batch()` are the core producer's
-        send_encoded_async and flush_batch; `batch_delay` is 0 for a producer that does not
-        batch."""
+        send_encoded_async and flush_batch, `connections()` its live connections; `batch_delay`
+        is 0 for a producer that does not batch."""
         self._loop = loop
         self._send = send
         self._cut_batch = cut_batch
+        self._connections = connections
         self._delay = batch_delay
         self._batch_messages = max(1, batch_messages)
         self._batch_bytes = batch_bytes if batch_bytes > 0 else 1 << 62
@@ -79,6 +88,19 @@ class SendInbox:
             self._due.cancel()
             self._due = None
         items = self._items
+        if len(items) < 2:
+            self._hand_over(items)
+            return
+        held = self._connections()
+        for conn in held:
+            conn.hold_writes()
+        try:
+            self._hand_over(items)
+        finally:
+            for conn in held:
+                conn.release_writes()
+
+    def _hand_over(self, items: deque[tuple[Any, Any, dict[str, Any]]]) -> None:
         send = self._send
         while items:
             content, callback, options = items.popleft()

@@ -64,6 +64,8 @@ class Connection(asyncio.Protocol):
         self.dispatching = False
         """While the frames of a read are handed out (after_read waits for the end of it)."""
         self._transport: asyncio.Transport | None = None
+        self._held: list[bytes] | None = None
+        """Frames written while writes are held (see hold_writes)."""
         self._requests: dict[int, asyncio.Future[pb.BaseCommand]] = {}
         self._next_request_id = 0
         self.producers: dict[int, ProducerHandler] = {}
@@ -209,8 +211,21 @@ class Connection(asyncio.Protocol):
 
     # -- writing
     def write(self, data: bytes) -> None:
-        if self._transport is not None and not self.closed:
+        if self._held is not None:
+            self._held.append(data)
+        elif self._transport is not None and not self.closed:
             self._transport.write(data)
+
+    def hold_writes(self) -> None:
+        """Keep what is written until `release_writes`: several frames written in one turn of
+        the loop (queued sends handed over at once) go out in one socket write, not one each."""
+        if self._held is None:
+            self._held = []
+
+    def release_writes(self) -> None:
+        held, self._held = self._held, None
+        if held and self._transport is not None and not self.closed:
+            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
 
     def new_request_id(self) -> int:
         self._next_request_id += 1
