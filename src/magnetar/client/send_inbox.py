@@ -8,9 +8,11 @@ the loop is woken once per batch, not once per message: it drains the inbox when
 batching delay has passed since the first of them, and cuts the batch at once. The inbox is
 drained sooner when it holds a whole batch, when a message with options arrives, and before
 anything else the producer is asked to do (flush, close, whole entries), so the order of
-sends is kept. The calls one drain hands over are written to the socket in one write (the
-producer's connections hold their writes meanwhile): one send syscall a drain, not one a
-message, when sends come faster than the loop turns.
+sends is kept. A drain hands over the calls it finds queued and writes them to the socket in one write
+(the producer's connections hold their writes meanwhile): one send syscall a drain, not one
+a message, when sends come faster than the loop turns. Calls queued while it runs are the
+next drain's, after the loop has polled its sockets: a sender that keeps the inbox full
+neither holds back what was handed over nor keeps receipts waiting.
 
 Flags are shared between threads without a lock: each is set by one side and cleared by the
 other, and every interleaving ends with each message drained by a drain that runs after it
@@ -88,20 +90,21 @@ class SendInbox:
             self._due.cancel()
             self._due = None
         items = self._items
-        if len(items) < 2:
-            self._hand_over(items)
+        count = len(items)  # calls queued from here on have a drain of their own scheduled (see put)
+        if count < 2:
+            self._hand_over(items, count)
             return
         held = self._connections()
         for conn in held:
             conn.hold_writes()
         try:
-            self._hand_over(items)
+            self._hand_over(items, count)
         finally:
             for conn in held:
                 conn.release_writes()
 
-    def _hand_over(self, items: deque[tuple[Any, Any, dict[str, Any]]]) -> None:
+    def _hand_over(self, items: deque[tuple[Any, Any, dict[str, Any]]], count: int) -> None:
         send = self._send
-        while items:
+        for _ in range(count):
             content, callback, options = items.popleft()
             send(content, callback, **options)
