@@ -10,24 +10,6 @@ from collections.abc import Callable
 log = logging.getLogger(__name__)
 
 
-def group_wait(first_job_at: float, idle_since: float, last_commit_took: float, max_delay: float) -> float:
-    """Seconds the first job of a group waits for more, before its write and fsync.
-
-    None after the thread sat idle for at least as long as its last commit took: a trickle
-    (a producer sending one message at a time, a thousand a second) would gather nothing by
-    waiting and only add the wait to every message's latency. Under a steady load, as long
-    as the last commit took, never more than `max_delay` (journalMaxGroupWaitMSec): by then
-    the appends that arrived while one commit ran are queued again, so a group shares its
-    fsync about as widely as a full wait would let it, while a message waits a fraction of a
-    millisecond on a fast disk instead of the whole delay, and a slow disk (longer commits)
-    still gathers bigger groups. A zero wait under load would commit again as soon as one
-    append arrived, multiplying the commits and their completions on the loop.
-    """
-    if first_job_at - idle_since >= last_commit_took:
-        return 0.0
-    return min(max_delay, last_commit_took)
-
-
 class SyncThread:
     """Runs queued commit jobs in a background thread, plus a periodic housekeeping job.
 
@@ -37,8 +19,14 @@ class SyncThread:
     pending" method; scheduling it again before it ran is a no-op, which is what batches.
     A group is cut before its wait is over once enough bytes are queued (hurry()).
 
-    With `adaptive`, the wait adapts to the load (see group_wait). Durability is the same
-    either way: callbacks run after the fsync.
+    With `adaptive`, the wait adapts to the load: it only pays while appends arrive faster than commits
+    complete. The first job after the thread sat idle for at least as long as its last
+    commit took runs at once, as a trickle (a producer sending one message at a time, a
+    thousand a second) would gather nothing by waiting and only add the delay to every
+    message's latency; appends that keep coming while commits run wait out the delay as
+    before, so a busy broker still shares one fsync among many (a zero delay there triples
+    the commits and their cost to the loop). Durability is the same either way: callbacks
+    run after the fsync.
     """
 
     def __init__(
@@ -85,11 +73,10 @@ class SyncThread:
         with self._cond:
             while not self._jobs and not self._stopping and time.monotonic() < periodic_due:
                 self._cond.wait(periodic_due - time.monotonic())
-            if self._jobs and not self._stopping:
+            if self._jobs and not self._stopping and self._first_job_at - self._idle_since < self._last_commit_took:
                 # Waiting here (with no wake-ups from further appends) lets appends that
                 # keep coming share one fsync instead of each paying for its own.
-                deadline = self._first_job_at + group_wait(
-                    self._first_job_at, self._idle_since, self._last_commit_took, self._max_delay)
+                deadline = self._first_job_at + self._max_delay
                 while (remaining := deadline - time.monotonic()) > 0 and not self._stopping and not self._hurried:
                     self._cond.wait(remaining)
             self._hurried = False
