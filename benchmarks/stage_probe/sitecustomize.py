@@ -6,6 +6,9 @@ broker and storage functions to time each stage of a publish. Creating STAGE_PRO
 ".read" asks for their distributions (ms), written to STAGE_PROBE_FILE; creating
 STAGE_PROBE_FILE + ".reset" starts them afresh (a request file is removed once answered).
 Diagnostics only: the wrappers cost CPU, so compare probed brokers with probed brokers.
+STAGE_PROBE_SWITCH_INTERVAL (seconds), when set, is the probed broker's
+sys.setswitchinterval: run once with it and once without to see how much of a stage was a
+thread waiting for the GIL.
 
 Stages: `publish` SEND read to receipt written (the broker's pulsar_broker_publish_latency);
 `queue_wait` a group's first append to the sync thread taking the group; `commit_group` one
@@ -239,3 +242,7 @@ def _install(path: str) -> None:
 
 if os.environ.get("STAGE_PROBE_FILE") and "standalone" in sys.argv:
     _install(os.environ["STAGE_PROBE_FILE"])
+    if os.environ.get("STAGE_PROBE_SWITCH_INTERVAL"):
+        # An experiment, not a setting: how much of a stage was a thread waiting for the GIL
+        # (a thread back from a write or fsync waits up to this long for a busy loop to let go).
+        sys.setswitchinterval(float(os.environ["STAGE_PROBE_SWITCH_INTERVAL"]))
