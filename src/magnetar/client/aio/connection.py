@@ -16,7 +16,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from magnetar import __version__
 from magnetar.client import errors
@@ -109,8 +109,9 @@ class Connection(asyncio.Protocol):
         return conn
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport, but not always an asyncio.Transport subclass: uvloop's (the
+        # facade's loop when installed) is not, and an isinstance check refused every connection.
+        self._transport = cast("asyncio.Transport", transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
