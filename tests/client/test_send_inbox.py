@@ -103,6 +103,22 @@ def test_closing_the_client_tells_every_callback_what_became_of_its_message(api,
     assert not reader.has_message_available()
 
 
+class _CountedWrites:
+    """The connection's transport, its writes counted (any loop's transport: uvloop's
+    attributes cannot be replaced)."""
+
+    def __init__(self, transport, writes: list) -> None:
+        self._transport = transport
+        self._writes = writes
+
+    def write(self, data) -> None:
+        self._writes.append(len(data))
+        self._transport.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._transport, name)
+
+
 @pytest.mark.parametrize("partitions", [0, 3])
 def test_a_burst_of_unbatched_sends_is_stored_in_order_with_a_receipt_each(api, topic, shared_broker, partitions):
     """send_async calls made faster than the client's I/O thread turns: each message is its
@@ -123,9 +139,7 @@ def test_a_burst_of_unbatched_sends_is_stored_in_order_with_a_receipt_each(api, 
     if api.name == "magnetar":
         cores = producer._core.producers if partitions else [producer._core]
         (conn,) = {id(core.conn): core.conn for core in cores}.values()
-        transport = conn._transport
-        real_write = transport.write
-        transport.write = lambda data: (writes.append(len(data)), real_write(data))[1]
+        conn._transport = _CountedWrites(conn._transport, writes)
         busy, release = threading.Event(), threading.Event()
         client._io.loop.call_soon_threadsafe(lambda: (busy.set(), release.wait(10)))
         assert busy.wait(10)
