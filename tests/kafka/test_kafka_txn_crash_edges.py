@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import datetime
 import errno
+import json
 import shutil
 import sqlite3
 import time
@@ -21,8 +22,10 @@ from pathlib import Path
 
 import pytest
 from committed_readers import confluent, kafka_python
-from kafka_brokers import KafkaStandalone, batch, produce_request
-from kafka_in_process import held_writes, run_in_process
+from confluent_kafka import Producer as ConfluentProducer
+from kafka.record.default_records import DefaultRecordBatch
+from kafka_brokers import KafkaStandalone, RawKafka, batch, produce_request
+from kafka_in_process import fetch_request, held_writes, run_in_process
 from kio.schema.add_partitions_to_txn.v3 import request as add_partitions
 from kio.schema.end_txn.v3 import request as end_txn
 from kio.schema.errors import ErrorCode
@@ -194,3 +197,53 @@ def test_a_transaction_aborted_at_its_timeout_holds_the_next_producer_until_its_
         assert kafka.apis.topics.log(TOPIC, 0).end_offset() == 2  # the record and its marker
 
     run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
+
+
+def _control_batches(broker: KafkaStandalone, topic: str) -> list[tuple[int, int, int]]:
+    """(offset, producer id, epoch) of each control batch of partition 0 (raw Fetch, read_uncommitted)."""
+    raw = RawKafka(broker.bootstrap)
+    try:
+        (answer,) = raw.call(1, 12, fetch_request(topic, {0: 0})).responses[0].partitions
+    finally:
+        raw.close()
+    records, found = answer.records or b"", []
+    while len(records) >= 12:
+        size = int.from_bytes(records[8:12], "big") + 12
+        one = DefaultRecordBatch(bytearray(records[:size]))
+        if one.is_control_batch:
+            found.append((one.base_offset, one.producer_id, one.producer_epoch))
+        records = records[size:]
+    return found
+
+
+@pytest.mark.parametrize("entry_format", FORMATS)
+def test_a_restart_soon_after_a_commit_writes_its_marker_once(tmp_path, entry_format) -> None:
+    """Issue 47 item 2: the coordinator deletes an ended transaction's record with its log's
+    next write; a SIGKILL before that leaves it, and the restart ends the transaction again.
+    Its partition, which has the marker, gets no second one: a Kafka fetch sees one control
+    batch."""
+    broker = KafkaStandalone(tmp_path / "data", ["transactionCoordinatorEnabled=true", f"entryFormat={entry_format}"],
+                             args=["--kafka", "0"]).start()
+    try:
+        producer = ConfluentProducer({"bootstrap.servers": broker.bootstrap, "transactional.id": TRANSACTIONAL_ID})
+        producer.init_transactions(20)
+        producer.begin_transaction()
+        producer.produce(TOPIC, b"a")
+        producer.produce(TOPIC, b"b")
+        producer.commit_transaction(20)
+        del producer  # it would reconnect while the broker is down
+        assert confluent(broker.bootstrap, TOPIC, 2) == [b"a", b"b"]  # the marker is durable
+        (marker,) = _control_batches(broker, TOPIC)
+        broker.kill()
+        store = SqliteMetadataStore(broker.data_dir / "metadata.db")
+        (key,) = [key for key in store.list("/transactions/coordinator/") if "/txn/" in key] or [
+            "/transactions/coordinator/0/txn/00000000000000000001"]
+        store.put(key, json.dumps({  # the coordinator's record as the SIGKILL may leave it
+            "status": "COMMITTING", "deadline": time.time() + 60, "partitions": [PARTITION], "subscriptions": [],
+            "owner": None, "opened": time.time(), "producer": f"kafka:{marker[1]}:{marker[2]}"}).encode())
+        store.close()
+        broker.start()
+        assert confluent(broker.bootstrap, TOPIC, 2) == [b"a", b"b"]
+        assert _control_batches(broker, TOPIC) == [marker]
+    finally:
+        broker.stop()

@@ -193,6 +193,9 @@ class KafkaTransactions:
                              f"transaction.timeout.ms={timeout_ms} is not within 1..{MAX_TIMEOUT_MS}")
         self._expire()
         state = self.ids.get((namespace, transactional_id))
+        if state is None and len(self.ids) >= MAX_TRANSACTIONAL_IDS and self.expiring is not None:
+            await asyncio.wait([self.expiring])  # at the cap: the expired ids go first, then the new one is decided
+            state = self.ids.get((namespace, transactional_id))
         if state is None:
             if len(self.ids) >= MAX_TRANSACTIONAL_IDS:
                 raise TxnRefused(ErrorCode.transactional_id_authorization_failed,
