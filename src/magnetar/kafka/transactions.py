@@ -314,6 +314,9 @@ class KafkaTransactions:
         if state.ending is None or state.txn is not None:
             return
         txn, action = state.ending
+        if self._coordinator.metadata(txn) is None:  # ended on every participant (the usual case by now)
+            state.ending = None
+            return
         try:  # end_txn shields the ending: a wait given up does not cancel it
             await asyncio.wait_for(self._coordinator.end_txn(txn, action), ENDING_WAIT_SECONDS)
         except BrokerServiceError as exc:
