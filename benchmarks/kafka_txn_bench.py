@@ -17,7 +17,8 @@ With `--magnetar LABEL=SRC` (repeated) each round runs every kind on a broker of
 source tree in turn (PYTHONPATH=SRC; all started first), so two versions meet the same
 load; without it, one broker of the running environment's magnetar.
 
-Prints ONE JSON object: per run msg/s, the median per kind, transactional / plain and
+Prints ONE JSON object: per run msg/s and the broker's CPU seconds per second (near 1.0 it
+is busy all the time, as much as one Python process can be), the median per kind, transactional / plain and
 transactional / idempotent (per label with --magnetar), and the machine's load average
 before and after.
 """
@@ -34,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from _broker_process import PAYLOAD, Standalone
+from _broker_process import PAYLOAD, Standalone, cpu_seconds
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 KAFKA_READY = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+)")
@@ -160,6 +161,8 @@ def main() -> None:
              f"plain_x{many}": lambda *a: concurrent(*a, producers=many, txn=False),
              f"transactional_x{many}": lambda *a: concurrent(*a, producers=many, txn=True)}
     runs: dict[str, dict[str, list[float]]] = {label: {kind: [] for kind in kinds} for label in trees}
+    busy: dict[str, dict[str, list[float]]] = {label: {kind: [] for kind in kinds} for label in trees}
+    """The broker's CPU seconds per second of each run (1.0: one core, all a GIL-bound broker can use)."""
     load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="magnetar-kafka-txn-bench-") as tmp:
         brokers = {}
@@ -172,7 +175,10 @@ def main() -> None:
                     bootstrap = f"127.0.0.1:{KAFKA_READY.findall(broker.log())[-1]}"
                     for kind, run in kinds.items():
                         topic = f"bench-{kind.replace('_', '-')}-{round_}"
+                        cpu_before, wall_before = cpu_seconds(broker.proc.pid), time.perf_counter()
                         runs[label][kind].append(round(run(bootstrap, topic, args.messages, args.per_txn)))
+                        busy[label][kind].append(round((cpu_seconds(broker.proc.pid) - cpu_before)
+                                                       / (time.perf_counter() - wall_before), 2))
                         check(bootstrap, topic, args.messages)
         finally:
             for broker in brokers.values():
@@ -184,6 +190,7 @@ def main() -> None:
         "messages": args.messages, "per_txn": args.per_txn, "value_bytes": len(PAYLOAD),
         "msg_s": runs[next(iter(runs))] if single else runs,
         "median_msg_s": medians[next(iter(medians))] if single else medians,
+        "broker_cpu_s_per_s": busy[next(iter(busy))] if single else busy,
         **(_ratios(medians[next(iter(medians))], many) if single else
            {"ratios": {label: _ratios(by_kind, many) for label, by_kind in medians.items()}}),
         "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],
