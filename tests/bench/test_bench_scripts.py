@@ -386,3 +386,19 @@ def test_kafka_produce_path_bench_compares_source_trees_round_by_round():
     assert list(result["cells"]) == ["one round 1", "two round 1", "two round 2", "one round 2"]
     assert all(cell["entryFormat=kafka"]["requests_per_s"] > 0 for cell in result["cells"].values())
     assert len(result["load_start"]) == 3
+
+
+def test_consume_cpu_bench_measures_each_tree_and_path():
+    """Small sizes, one tree named twice: every path gives a figure for each tree (the script
+    waits for the backlog to read 0, so a lost ACK would time it out, not pass)."""
+    src = str(BENCHMARKS.parent / "src")
+    done = run_script("consume_cpu_bench.py", "--messages", "2000", "--rounds", "1", "--rate", "4000",
+                      "--trees", f"a={src},b={src}")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert set(report["results"]) == {"a", "b"}
+    for tree in report["results"].values():
+        (figures,) = tree["rounds"]
+        assert set(figures) == {"publish_only", "backlog_consume_ack", "live_publish_consume_ack"}
+        assert figures["publish_only"] > 0 and figures["live_publish_consume_ack"] > 0  # CPU ticks are 10 ms
+        assert figures["backlog_consume_ack"] >= 0

@@ -214,11 +214,16 @@ def test_long_contiguous_acks_use_one_range(ml):
     assert len(cursor.snapshot()) < 200
 
 
+#: Acks in a run of consecutive entries (a consumer acknowledging in order), in any order.
+_RUNS = st.integers(0, 11).flatmap(lambda a: st.integers(a, 11).flatmap(
+    lambda b: st.permutations(list(range(a, b + 1)))))
+
+
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     ops=st.lists(
         st.one_of(
-            st.tuples(st.just("delete"), st.lists(st.integers(0, 11), max_size=5)),
+            st.tuples(st.just("delete"), st.lists(st.integers(0, 11), max_size=5) | _RUNS),
             st.tuples(st.just("mark_delete"), st.integers(-1, 11)),
             st.tuples(st.just("reset"), st.integers(0, 11)),
         ),
@@ -322,3 +327,23 @@ def test_closing_the_factory_persists_every_cursor_in_one_commit(open_factory):
         cursor = reopened.open(f"{TOPIC}-{n}").cursors["sub"]
         assert cursor.num_unacked_entries() == 2
         assert acked not in list(cursor.iter_unacked())
+
+
+def test_an_in_order_run_moves_the_mark_delete_over_the_ranges_and_batch_acks_it_covers(ml):
+    """One ACK carrying the ids of entries in order from the mark-delete position (across a
+    ledger's end, with a duplicate) moves the cursor in one step: what was acknowledged
+    inside the run before (a range, a batch's indexes) must go, what lies beyond stays."""
+    p = all_positions(ml)
+    cursor = ml.open_cursor("run", "earliest")
+    cursor.set_batch_deleted_indexes(p[2], [0b10])
+    cursor.set_batch_deleted_indexes(p[10], [0b10])
+    cursor.delete([p[5], p[9]])
+    cursor.delete([p[3], p[0], p[1], p[2], p[3]])
+    assert cursor.mark_delete_position == p[3]
+    assert cursor.get_batch_deleted_indexes(p[2]) is None
+    cursor.delete([p[6], p[4], p[5], p[7], p[11]])
+    assert cursor.mark_delete_position == p[7]
+    assert cursor.individually_deleted == [(p[9], p[9]), (p[11], p[11])]
+    assert cursor.get_batch_deleted_indexes(p[10]) == [0b10]
+    assert list(cursor.iter_unacked()) == [p[8], p[10]]
+    assert cursor.num_unacked_entries() == 2

@@ -1,4 +1,7 @@
-from magnetar.wire.commands import ReceiptEncoder, message_header, message_id_data
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from magnetar.wire.commands import MessageHeaderEncoder, ReceiptEncoder, message_header, message_id_data
 from magnetar.wire.frames import FrameDecoder, encode_payload_command
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
@@ -30,3 +33,25 @@ def test_a_message_header_and_its_entry_written_apart_make_the_joined_frame():
         (frame,) = FrameDecoder().feed(header + entry)
         assert frame.command.message.message_id.entryId == 11
         assert frame.payload == entry
+
+
+_INT64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+_HEADER_ARGS = st.tuples(
+    st.integers(min_value=0, max_value=(1 << 64) - 1),  # consumer_id
+    _INT64, _INT64,  # ledger_id, entry_id
+    st.sampled_from([-1, 0, 7]) | st.integers(min_value=-1, max_value=(1 << 31) - 1),  # partition
+    st.integers(min_value=0, max_value=5 << 20),  # entry_size
+    st.sampled_from([0, 0, 0, 1]) | st.integers(min_value=0, max_value=(1 << 32) - 1),  # redelivery_count
+    st.sampled_from([(), ()]) | st.lists(_INT64, max_size=3).map(tuple),  # ack_set
+)
+
+
+@given(st.lists(_HEADER_ARGS, min_size=1, max_size=12))
+@example([(1, 3, 4, 2, 100, 0, ()), (2, 3, 5, -1, 100, 0, ()), (1, 3, 6, 2, 100, 1, (5,)), (1, 3, 7, 2, 9, 0, ())])
+def test_the_refilled_message_header_is_byte_for_byte_the_fresh_one(calls: list[tuple]) -> None:
+    """One encoder serves a connection's consumers in turn: whatever came before (another
+    consumer, a partition or none, a redelivered entry with an ack set), each header must be
+    the bytes a fresh protobuf command gives, so nothing of one leaks into the next."""
+    encoder = MessageHeaderEncoder()
+    for args in calls:
+        assert encoder.encode(*args) == message_header(*args)

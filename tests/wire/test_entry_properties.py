@@ -105,9 +105,9 @@ def test_truncation_inside_the_headers_is_a_wire_error(
 @settings(max_examples=500)
 @given(st.data())
 def test_publish_validation_finds_what_the_layered_readers_find(data: st.DataObject) -> None:
-    """validate_publishable reads a producer's entry its own way, for speed: whole, with a bit
-    flipped or cut short, it must accept and refuse what parse_message_metadata and
-    verify_checksum do (neither opens a broker-entry prefix: producers send none)."""
+    """validate_publishable reads a producer's entry, and a stored one behind the broker's
+    prefix, its own way, for speed: whole, with a bit flipped or cut short, it must accept
+    and refuse what parse_message_metadata and verify_checksum do."""
     metadata = data.draw(metadatas)
     metadata.ClearField("num_messages_in_batch")  # the batch count is a check of its own
     entry = bytearray(make_entry(metadata, data.draw(payloads), data.draw(st.booleans()), data.draw(bems)))

@@ -86,6 +86,7 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
         self.client_version = ""
         self.protocol_version = 0
         self.expose_entry_metadata = False
+        self._message_headers = commands.MessageHeaderEncoder()
         self.repl_dedup_by_position = False
         self.writable = True
         self.producers: dict[int, Producer] = {}
@@ -287,8 +288,8 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
         with it: it is written from the bytes storage read it into (frame_writes)."""
         data = entry.data if self.expose_entry_metadata else strip_broker_entry_metadata(entry.data)
         ledger_id, entry_id = entry.position
-        header = commands.message_header(consumer_id, ledger_id, entry_id, partition, len(data),
-                                         entry.redelivery_count, entry.ack_set)
+        header = self._message_headers.encode(consumer_id, ledger_id, entry_id, partition, len(data),
+                                              entry.redelivery_count, entry.ack_set)
         if len(data) < LARGE_FRAME:
             self.send(header + data)
             return
