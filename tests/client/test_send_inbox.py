@@ -12,6 +12,9 @@ import threading
 import time
 from datetime import timedelta
 
+import pytest
+from admin_http import http
+
 RECEIVE_MS = 10_000
 
 
@@ -98,3 +101,65 @@ def test_closing_the_client_tells_every_callback_what_became_of_its_message(api,
     reader = api.client().create_reader(topic, api.module.MessageId.earliest)
     assert [reader.read_next(RECEIVE_MS).data() for _ in stored] == stored
     assert not reader.has_message_available()
+
+
+class _CountedWrites:
+    """The connection's transport, its writes counted (any loop's transport: uvloop's
+    attributes cannot be replaced)."""
+
+    def __init__(self, transport, writes: list) -> None:
+        self._transport = transport
+        self._writes = writes
+
+    def write(self, data) -> None:
+        self._writes.append(len(data))
+        self._transport.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self._transport, name)
+
+
+@pytest.mark.parametrize("partitions", [0, 3])
+def test_a_burst_of_unbatched_sends_is_stored_in_order_with_a_receipt_each(api, topic, shared_broker, partitions):
+    """send_async calls made faster than the client's I/O thread turns: each message is its
+    own entry, in the order sent (on each partition). magnetar.client hands the burst over in
+    one drain of its inbox, whose frames leave in one socket write (the I/O thread is held
+    busy here while the burst is queued, so the whole of it is queued before the drain; the
+    partitions' producers share the one broker's connection)."""
+    if partitions:
+        status, _, body = http("PUT", f"{shared_broker.admin_url}/admin/v2/persistent/public/default/"
+                                      f"{topic.rsplit('/', 1)[1]}/partitions", str(partitions).encode())
+        assert status in (200, 204), body
+    client = api.client()
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic, batching_enabled=False)
+    for i in range(max(1, partitions)):
+        producer.send(f"first{i}".encode())  # connected, so the burst meets ready producers
+    writes = []
+    if api.name == "magnetar":
+        cores = producer._core.producers if partitions else [producer._core]
+        (conn,) = {id(core.conn): core.conn for core in cores}.values()
+        conn._transport = _CountedWrites(conn._transport, writes)
+        busy, release = threading.Event(), threading.Event()
+        client._io.loop.call_soon_threadsafe(lambda: (busy.set(), release.wait(10)))
+        assert busy.wait(10)
+    receipts = Receipts()
+    values = [f"m{i}".encode() for i in range(60)]
+    for value in values:
+        producer.send_async(value, receipts.callback)
+    if api.name == "magnetar":
+        release.set()
+    assert receipts.wait(60) and not receipts.failures
+    ids = [mid for _, mid in receipts.ids]
+    assert all(mid.batch_index() == -1 for mid in ids)
+    assert len({(m.partition(), m.ledger_id(), m.entry_id()) for m in ids}) == 60
+    got = [consumer.receive(RECEIVE_MS) for _ in range(60 + max(1, partitions))]
+    by_partition: dict = {}
+    for message in got:
+        if not message.data().startswith(b"first"):
+            by_partition.setdefault(message.topic_name(), []).append(message.data())
+    assert sorted(v for vs in by_partition.values() for v in vs) == sorted(values)
+    for received in by_partition.values():
+        assert received == sorted(received, key=values.index)
+    if api.name == "magnetar":
+        assert len(writes) == 1, f"the burst went out in {len(writes)} socket writes"

@@ -109,21 +109,52 @@ def _raw_frame(command: pb.BaseCommand) -> bytes:
     return struct.pack(">II", len(body) + 4, len(body)) + body
 
 
+_T = pb.BaseCommand
+
+
 @pytest.mark.parametrize(
-    ("send", "missing"),
+    ("kind", "field", "body", "missing"),
     [
-        (pb.CommandSend(producer_id=1), "sequence_id"),
-        (pb.CommandSend(sequence_id=1), "producer_id"),
-        (pb.CommandSend(producer_id=1, sequence_id=1, message_id=pb.MessageIdData(ledgerId=3)), "entryId"),
-        (None, "body"),
+        (_T.SEND, "send", pb.CommandSend(producer_id=1), "sequence_id"),
+        (_T.SEND, "send", pb.CommandSend(sequence_id=1), "producer_id"),
+        (_T.SEND, "send", pb.CommandSend(producer_id=1, sequence_id=1, message_id=pb.MessageIdData(ledgerId=3)),
+         "entryId"),
+        (_T.SEND, "send", None, "body"),
+        (_T.SEND_RECEIPT, "send_receipt", pb.CommandSendReceipt(producer_id=1), "sequence_id"),
+        (_T.SEND_RECEIPT, "send_receipt", pb.CommandSendReceipt(
+            producer_id=1, sequence_id=1, message_id=pb.MessageIdData(entryId=3)), "ledgerId"),
+        (_T.SEND_RECEIPT, "send_receipt", None, "body"),
+        (_T.MESSAGE, "message", pb.CommandMessage(message_id=pb.MessageIdData(ledgerId=1, entryId=2)),
+         "consumer_id"),
+        (_T.MESSAGE, "message", pb.CommandMessage(consumer_id=1), "message_id"),
+        (_T.MESSAGE, "message", None, "body"),
     ],
-    ids=["no-sequence-id", "no-producer-id", "message-id-without-entry", "no-body"],
+    ids=["send-no-sequence-id", "send-no-producer-id", "send-message-id-without-entry", "send-no-body",
+         "receipt-no-sequence-id", "receipt-message-id-without-ledger", "receipt-no-body",
+         "message-no-consumer-id", "message-no-message-id", "message-no-body"],
 )
-def test_send_lacking_a_required_field_is_refused(send, missing):
-    """SENDs take a fast path through the required-field check: it must still see every field,
-    the nested message id's included."""
-    command = pb.BaseCommand(type=pb.BaseCommand.SEND)
-    if send is not None:
-        command.send.CopyFrom(send)
+def test_a_per_message_command_lacking_a_required_field_is_refused(kind, field, body, missing):
+    """SEND, SEND_RECEIPT and MESSAGE take a fast path through the required-field check: it
+    must still see every field of the body, a nested message id's included."""
+    command = pb.BaseCommand(type=kind)
+    if body is not None:
+        getattr(command, field).CopyFrom(body)
     with pytest.raises(WireError, match=missing):
         FrameDecoder().feed(_raw_frame(command))
+
+
+@pytest.mark.parametrize(
+    ("kind", "field", "body"),
+    [
+        (_T.SEND, "send", pb.CommandSend(producer_id=1, sequence_id=2)),
+        (_T.SEND_RECEIPT, "send_receipt", pb.CommandSendReceipt(
+            producer_id=1, sequence_id=2, message_id=pb.MessageIdData(ledgerId=3, entryId=4))),
+        (_T.MESSAGE, "message", pb.CommandMessage(consumer_id=1, message_id=pb.MessageIdData(ledgerId=3, entryId=4))),
+    ],
+    ids=["send", "receipt", "message"],
+)
+def test_a_whole_per_message_command_is_read(kind, field, body):
+    command = pb.BaseCommand(type=kind)
+    getattr(command, field).CopyFrom(body)
+    (frame,) = FrameDecoder().feed(_raw_frame(command))
+    assert frame.command == command

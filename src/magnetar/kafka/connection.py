@@ -33,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -112,7 +112,7 @@ class KafkaConnection(asyncio.Protocol):
         self._access: Access = apis.access(None, address)  # a SASL connection's, once it authenticates
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast("asyncio.Transport", transport)  # uvloop's is not an asyncio.Transport subclass
         peer = transport.get_extra_info("peername") or ("?", "?")
         self._peer = "{}:{}".format(*peer[:2])
         if not self._admission.admit(str(peer[0])):

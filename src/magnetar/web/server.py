@@ -34,6 +34,7 @@ import struct
 import time
 from collections import deque
 from collections.abc import Sequence
+from typing import cast
 
 import httptools
 
@@ -173,7 +174,7 @@ class _Connection(asyncio.Protocol):
 
     # -- the transport's side
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast("asyncio.Transport", transport)  # uvloop's is not an asyncio.Transport subclass
         server = self.server
         if server.max_connections and len(server.connections) >= server.max_connections:
             if not server.refusing:

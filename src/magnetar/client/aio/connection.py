@@ -16,7 +16,7 @@ import contextlib
 import logging
 import socket
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from magnetar import __version__
 from magnetar.client import errors
@@ -64,6 +64,8 @@ class Connection(asyncio.Protocol):
         self.dispatching = False
         """While the frames of a read are handed out (after_read waits for the end of it)."""
         self._transport: asyncio.Transport | None = None
+        self._held: list[bytes] | None = None
+        """Frames written while writes are held (see hold_writes)."""
         self._requests: dict[int, asyncio.Future[pb.BaseCommand]] = {}
         self._next_request_id = 0
         self.producers: dict[int, ProducerHandler] = {}
@@ -107,8 +109,9 @@ class Connection(asyncio.Protocol):
         return conn
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A stream transport, but not always an asyncio.Transport subclass: uvloop's (the
+        # facade's loop when installed) is not, and an isinstance check refused every connection.
+        self._transport = cast("asyncio.Transport", transport)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -209,8 +212,21 @@ class Connection(asyncio.Protocol):
 
     # -- writing
     def write(self, data: bytes) -> None:
-        if self._transport is not None and not self.closed:
+        if self._held is not None:
+            self._held.append(data)
+        elif self._transport is not None and not self.closed:
             self._transport.write(data)
+
+    def hold_writes(self) -> None:
+        """Keep what is written until `release_writes`: several frames written in one turn of
+        the loop (queued sends handed over at once) go out in one socket write, not one each."""
+        if self._held is None:
+            self._held = []
+
+    def release_writes(self) -> None:
+        held, self._held = self._held, None
+        if held and self._transport is not None and not self.closed:
+            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
 
     def new_request_id(self) -> int:
         self._next_request_id += 1

@@ -6,7 +6,8 @@ each SEND becomes an `OpSend` queued in send order. Receipts must come back in t
 (the broker answers per producer in order); the head op takes a receipt whose sequence id
 lies in its range, and completes its messages' callbacks or futures with their ids. After a
 reconnect every pending op is written again, in order and with its sequence ids, so the
-broker sees the same sequence as before.
+broker sees the same sequence as before. Taking receipts (aio.send_receipts) and failing
+sends (aio.send_failures: SEND_ERROR, send timeout, termination) are mixins of their own.
 
 `send_async(content, callback)` is the hot path: no coroutine, no future, one callback per
 message, as in the official client; `await send(...)` wraps it in a future.
@@ -25,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from magnetar.client import errors
 from magnetar.client.aio.handler import Handler
 from magnetar.client.aio.producer_config import ProducerConfig
-from magnetar.client.aio.send_ops import ChunkState, Completion, OpSend, complete, fail
+from magnetar.client.aio.send_failures import SendFailures
+from magnetar.client.aio.send_ops import ChunkState, Completion, OpSend, fail
 from magnetar.client.batching import Batch, BatchContainer, KeyBasedContainer
 from magnetar.client.entries import arrow_entries, check_count, entry_metadata
 from magnetar.client.enums import BatchingType, Result
@@ -57,11 +59,6 @@ SendCallback = Callable[[Result, MessageId | None], None]
 _ENTRY_SLACK = 6
 """What the general path below leaves under the broker's limit beyond an entry's own bytes."""
 
-_FAILS_THE_SEND = frozenset((pb.ChecksumError, pb.NotAllowedError))
-"""SEND_ERRORs that fail the one SEND they answer (a corrupt entry, a refused size or delay):
-sending it again would get the same answer."""
-
-
 def _millis(value: int | timedelta | None) -> int | None:
     if value is None:
         return None
@@ -80,7 +77,7 @@ def _sealer(config: ProducerConfig) -> Sealer | None:
     return Encryptor(config.encryption_keys, config.crypto_key_reader)
 
 
-class Producer(Handler):
+class Producer(Handler, SendFailures):
     """A producer of one topic (or one partition of a partitioned topic)."""
 
     def __init__(self, context: ClientContext, topic: str, config: ProducerConfig, partition: int = -1) -> None:
@@ -133,6 +130,12 @@ class Producer(Handler):
 
     def is_connected(self) -> bool:
         return self._ready
+
+    def connections(self) -> list[Connection]:
+        """The connection this producer writes to, when it has one (its send inbox holds the
+        connection's writes while it hands over a burst of sends)."""
+        conn = self.conn
+        return [] if conn is None else [conn]
 
     # -- registration
     async def _register(self, conn: Connection) -> None:
@@ -447,17 +450,6 @@ class Producer(Handler):
         conn = self.conn
         return conn.max_message_size if conn is not None else self.context.max_message_size
 
-    def _fail_messages(self, messages: Sequence[PendingMessage], exc: errors.PulsarException) -> None:
-        self._pending_messages -= len(messages)
-        for message in messages:
-            fail(message.completion, exc)
-        self._space.set()
-        self._completed(len(messages))
-
-    def _completed(self, count: int) -> None:
-        if self.on_completed is not None and count:
-            self.on_completed(count)
-
     def _frame(self, op: OpSend) -> bytes:
         if op.frame_for != self.producer_id or op.frame is None:
             op.frame = cc.send(self.producer_id, op.first_seq, op.entry,
@@ -470,69 +462,6 @@ class Producer(Handler):
         if self._ready and self.conn is not None:
             self.conn.write(self._frame(op))
 
-    # -- receipts
-    def on_receipt(self, receipt: pb.CommandSendReceipt) -> None:
-        pending = self._pending
-        if not pending:
-            return
-        op = pending[0]
-        seq = receipt.sequence_id
-        if seq < op.first_seq:
-            return  # for an op that timed out
-        if seq > op.last_seq:
-            log.warning("%s: receipt for sequence id %d, expecting %d: registering again", self.topic, seq,
-                        op.first_seq)
-            self._reregister()
-            return
-        pending.popleft()
-        mid = receipt.message_id
-        ledger, entry = mid.ledgerId, mid.entryId
-        partition = self.partition
-        n = op.batch_size
-        completions = op.completions
-        if op.chunk is not None:
-            if op.chunk.first_id is None:
-                op.chunk.first_id = MessageId(partition, ledger, entry)
-            if completions:
-                message_id = MessageId(partition, ledger, entry)
-                first = op.chunk.first_id
-                message_id._first_chunk = first.wire
-                complete(completions[0], message_id)
-        elif n:  # an id only for a message with someone to tell (send_async's callback may be None)
-            for index, completion in enumerate(completions):
-                if completion is not None:
-                    complete(completion, MessageId(partition, ledger, entry, index, n))
-        elif completions[0] is not None:
-            complete(completions[0], MessageId(partition, ledger, entry))
-        self._pending_messages -= op.num_messages
-        self._completed(op.num_messages)
-        self._last_seq_published = max(self._last_seq_published, op.last_seq)
-        if not self._space.is_set():
-            self._space.set()
-        if self._flush_waiters:
-            self._wake_flushers()
-
-    def on_send_error(self, error: pb.CommandSendError) -> None:
-        """As the Java client: a corrupt or refused head SEND fails alone, a terminated topic
-        ends every pending send, and any other error re-registers this producer. The
-        connection stays up: it carries other producers, consumers and transaction requests."""
-        exc = errors.server_error(error.error, error.message)
-        code = error.error
-        if code in _FAILS_THE_SEND and self._pending and self._pending[0].first_seq == error.sequence_id:
-            op = self._pending.popleft()
-            self._pending_messages -= op.num_messages
-            for completion in op.completions:
-                fail(completion, exc)
-            self._completed(op.num_messages)
-            self._space.set()
-            self._wake_flushers()
-            return
-        if code == pb.TopicTerminatedError:
-            self._terminate(exc)
-            return
-        log.warning("%s: send error %s, registering the producer again", self.topic, exc)
-        self._reregister()
-
     def _gives_up(self, refusal: errors.PulsarException) -> bool:
         """A terminated topic takes this producer back never: what it holds fails now (as the
         Java producer does), not at its send timeout after retrying until then."""
@@ -541,58 +470,7 @@ class Producer(Handler):
             return True
         return False
 
-    def _terminate(self, exc: errors.PulsarException) -> None:
-        self._terminated = exc
-        self._fail_all(exc)
-
-    def _reregister(self) -> None:
-        """Leave the connection (for the broker, the producer stays there under its id) and
-        come back through the usual reconnect, which registers it again and resends what is
-        pending, in order."""
-        conn = self.conn
-        if conn is not None and conn.producers.get(self.producer_id) is self:
-            del conn.producers[self.producer_id]
-        self._lost()
-
-    # -- timeouts and flush
-    def _arm_timeout_check(self) -> None:
-        """Due at the oldest pending send's deadline, so it fails at its send timeout and not a
-        polling interval later; with nothing pending, a send timeout from now (the official
-        client's timer, which a send made meanwhile waits for, then for what is left of it)."""
-        pending = self._pending
-        delay = pending[0].created + self._send_timeout - time.monotonic() if pending else self._send_timeout
-        self._timeout_timer = self._loop.call_later(max(0.0, delay), self._check_timeouts)
-
-    def _check_timeouts(self) -> None:
-        self._timeout_timer = None
-        if self.closed:
-            return
-        deadline = time.monotonic() - self._send_timeout
-        expired = False
-        while self._pending and self._pending[0].created <= deadline:
-            op = self._pending.popleft()
-            self._pending_messages -= op.num_messages
-            exc = errors.Timeout(f"no receipt from the broker within {self._send_timeout:g} s")
-            for completion in op.completions:
-                fail(completion, exc)
-            self._completed(op.num_messages)
-            expired = True
-        if expired:
-            self._space.set()
-            self._wake_flushers()
-        self._arm_timeout_check()
-
-    def _wake_flushers(self) -> None:
-        head = self._pending[0].first_seq if self._pending else None
-        keep = []
-        for seq, waiter in self._flush_waiters:
-            if head is None or head > seq or (not self._pending):
-                if not waiter.done():
-                    waiter.set_result(None)
-            else:
-                keep.append((seq, waiter))
-        self._flush_waiters = keep
-
+    # -- flush and close
     async def flush(self) -> None:
         """Send what is batched and wait until everything sent so far has its receipt."""
         self._flush_container()
@@ -642,16 +520,3 @@ class Producer(Handler):
             if timer is not None:
                 timer.cancel()
         self._fail_all(errors.AlreadyClosed(f"producer on {self.topic} closed"))
-
-    def _fail_all(self, exc: errors.PulsarException) -> None:
-        """Fail what is batched and every pending send with `exc`."""
-        for batch in self._container.cut():
-            self._fail_messages(batch.messages, exc)
-        while self._pending:
-            op = self._pending.popleft()
-            for completion in op.completions:
-                fail(completion, exc)
-            self._completed(op.num_messages)
-        self._pending_messages = 0
-        self._space.set()
-        self._wake_flushers()
