@@ -64,6 +64,8 @@ class Connection(asyncio.Protocol):
         self.dispatching = False
         """While the frames of a read are handed out (after_read waits for the end of it)."""
         self._transport: asyncio.Transport | None = None
+        self._corked: list[bytes] | None = None
+        """Frames written in this turn of the loop, sent together at its end (see `write`)."""
         self._requests: dict[int, asyncio.Future[pb.BaseCommand]] = {}
         self._next_request_id = 0
         self.producers: dict[int, ProducerHandler] = {}
@@ -209,8 +211,25 @@ class Connection(asyncio.Protocol):
 
     # -- writing
     def write(self, data: bytes) -> None:
-        if self._transport is not None and not self.closed:
-            self._transport.write(data)
+        """Frames written in one turn of the loop leave in one send at its end: the
+        producers, consumers and transactions sharing the connection (a flush's batches, a
+        commit's END_TXN, a NEW_TXN) cost one system call a turn, not one a frame."""
+        if self._transport is None or self.closed:
+            return
+        if self._corked is None:
+            self._corked = [data]
+            self._loop.call_soon(self._uncork)
+        else:
+            self._corked.append(data)
+
+    def _uncork(self) -> None:
+        frames, self._corked = self._corked, None
+        if not frames or self._transport is None or self.closed:
+            return
+        if len(frames) == 1:
+            self._transport.write(frames[0])
+        else:
+            self._transport.writelines(frames)
 
     def new_request_id(self) -> int:
         self._next_request_id += 1
@@ -249,6 +268,7 @@ class Connection(asyncio.Protocol):
     # -- closing
     def close(self) -> None:
         if self._transport is not None:
+            self._uncork()  # what was written before the close still leaves
             self._transport.close()
         else:
             self.connection_lost(None)
