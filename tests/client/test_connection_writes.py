@@ -134,3 +134,23 @@ def test_a_refused_registration_fails_the_transactions_later_sends():
             assert txn.state == "ABORTED"
 
     asyncio.run(scenario())
+
+
+def test_a_large_frame_is_written_by_itself_in_its_place():
+    """A turn's frames past the join limit are not copied into one buffer: each is written
+    as it is, still in order (a chunked message's chunks are megabytes each)."""
+
+    async def scenario():
+        async with Stub(_ignore, answer_pings=False) as stub:
+            conn, calls = await _open(stub)
+            large = cc.send(1, 0, b"x" * (512 * 1024))
+            frames = [cc.ping(), large, cc.pong()]
+            for frame in frames:
+                conn.write(frame)
+            assert await wait_for_async(lambda: len(calls) == 3, timeout=5)
+            assert calls == [[frame] for frame in frames]
+            assert await wait_for_async(lambda: [c.type for c in stub.seen[1:]] == [T.PING, T.SEND, T.PONG],
+                                        timeout=5)
+            conn.close()
+
+    asyncio.run(scenario())

@@ -30,6 +30,8 @@ T = pb.BaseCommand
 log = logging.getLogger(__name__)
 
 CLIENT_VERSION = f"magnetar-client-{__version__}"
+#: The most bytes of one turn's frames joined into one buffer for one write.
+_JOIN_LIMIT = 256 * 1024
 
 
 class ProducerHandler(Protocol):
@@ -226,10 +228,12 @@ class Connection(asyncio.Protocol):
         frames, self._corked = self._corked, None
         if not frames or self._transport is None or self.closed:
             return
-        if len(frames) == 1:
-            self._transport.write(frames[0])
-        else:
-            self._transport.writelines(frames)
+        transport = self._transport
+        if len(frames) > 1 and sum(map(len, frames)) <= _JOIN_LIMIT:
+            transport.writelines(frames)
+            return
+        for frame in frames:  # large frames (a chunked message's): not copied into one buffer first
+            transport.write(frame)
 
     def new_request_id(self) -> int:
         self._next_request_id += 1
