@@ -80,8 +80,8 @@ def test_a_close_sends_what_was_written_before_it():
     asyncio.run(scenario())
 
 
-def _coordinator_refusing_registrations(stub, cmd, write):
-    """One coordinator; every ADD_PARTITION_TO_TXN refused; everything else answered."""
+def _coordinator_refusing_registrations(stub, cmd, write, refuse=True):
+    """One coordinator; every ADD_PARTITION_TO_TXN refused (unless not `refuse`); everything else answered."""
     if cmd.type == T.PARTITIONED_METADATA and cmd.partitionMetadata.topic.endswith(wire_txn.COORDINATOR_ASSIGN_TOPIC):
         write(commands.partitioned_metadata_response(cmd.partitionMetadata.request_id, 1))
     elif serve_producer_setup(stub, cmd, write, last_sequence_id=-1):
@@ -92,12 +92,13 @@ def _coordinator_refusing_registrations(stub, cmd, write):
         write(wire_txn.txn_response(cmd.type, cmd.newTxn.request_id, TxnId(0, 1)))
     elif cmd.type == T.ADD_PARTITION_TO_TXN:
         write(wire_txn.txn_response(cmd.type, cmd.addPartitionToTxn.request_id, TxnId(0, 1),
-                                    pb.TransactionConflict, "refused by the stub"))
+                                    *((pb.TransactionConflict, "refused by the stub") if refuse else ())))
     elif cmd.type == T.END_TXN:
         write(wire_txn.txn_response(cmd.type, cmd.endTxn.request_id, TxnId(0, 1)))
     elif cmd.type == T.SEND:
-        seq = cmd.send.sequence_id
-        write(commands.send_receipt(cmd.send.producer_id, seq, 7, seq, seq))
+        first = cmd.send.sequence_id
+        last = first + max(cmd.send.num_messages, 1) - 1
+        write(commands.send_receipt(cmd.send.producer_id, first, 7, first, last))
 
 
 def test_a_refused_registration_fails_the_transactions_later_sends():
@@ -152,5 +153,33 @@ def test_a_large_frame_is_written_by_itself_in_its_place():
             assert await wait_for_async(lambda: [c.type for c in stub.seen[1:]] == [T.PING, T.SEND, T.PONG],
                                         timeout=5)
             conn.close()
+
+    asyncio.run(scenario())
+
+
+def _coordinator(stub, cmd, write):
+    _coordinator_refusing_registrations(stub, cmd, write, refuse=False)
+
+
+def test_a_batch_of_a_transaction_tells_each_callback_its_id_and_counts_the_rest():
+    """A transaction's batch whose messages were sent without a callback is counted at once
+    (no id made for each); one that mixes in callbacks tells each its own id, and the
+    commit waits for all of them either way."""
+
+    async def scenario():
+        async with Stub(_coordinator) as stub, \
+                Client(stub.url, operation_timeout_seconds=5, enable_transaction=True) as client:
+            producer = await client.create_producer("t", batching_enabled=True, batching_max_publish_delay_ms=60_000)
+            told: list[tuple[int, int]] = []
+            for mixed in (False, True):
+                txn = await client.new_transaction()
+                for i in range(10):
+                    callback = (lambda result, message_id: told.append((result, message_id.batch_index()))) \
+                        if mixed and i % 3 == 1 else None
+                    producer.send_async(b"m", callback, txn=txn)
+                await txn.commit()  # cuts the batch, waits for its receipt
+                assert txn.state == "COMMITTED"
+            assert told == [(Result.Ok, index) for index in (1, 4, 7)]
+            assert [c.send.num_messages for c in stub.seen if c.type == T.SEND] == [10, 10]
 
     asyncio.run(scenario())

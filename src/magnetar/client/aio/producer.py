@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from magnetar.client import errors
 from magnetar.client.aio.handler import Handler
 from magnetar.client.aio.producer_config import ProducerConfig
-from magnetar.client.aio.send_ops import ChunkState, Completion, OpSend, complete, fail
+from magnetar.client.aio.send_ops import ChunkState, Completion, OpSend, complete, complete_batch, fail
 from magnetar.client.batching import Batch, BatchContainer, KeyBasedContainer
 from magnetar.client.entries import arrow_entries, check_count, entry_metadata
 from magnetar.client.enums import BatchingType, Result
@@ -499,9 +499,7 @@ class Producer(Handler):
                 message_id._first_chunk = first.wire
                 complete(completions[0], message_id)
         elif n:  # an id only for a message with someone to tell (send_async's callback may be None)
-            for index, completion in enumerate(completions):
-                if completion is not None:
-                    complete(completion, MessageId(partition, ledger, entry, index, n))
+            complete_batch(completions, partition, ledger, entry, n)
         elif completions[0] is not None:
             complete(completions[0], MessageId(partition, ledger, entry))
         self._pending_messages -= op.num_messages

@@ -54,6 +54,32 @@ class ChunkState:
         self.first_id: MessageId | None = None
 
 
+class Tally:
+    """A completion that only counts its messages' answers (a transaction's, for messages
+    sent in it without a callback): a batch of its messages alone is told once, with how
+    many there were, and no message id is made for each. A failure still comes message by
+    message, as `completion(result, None)`."""
+
+    def __call__(self, result: Result, message_id: MessageId | None) -> None:
+        raise NotImplementedError
+
+    def answered(self, count: int) -> None:
+        """`count` of its messages were stored."""
+        raise NotImplementedError
+
+
+def complete_batch(completions: list[Completion], partition: int, ledger: int, entry: int, size: int) -> None:
+    """A stored batch of `size` messages at (ledger, entry): each completion is told its
+    message's id (those that are None, nobody's, get none made)."""
+    first = completions[0]
+    if isinstance(first, Tally) and completions.count(first) == len(completions):
+        first.answered(len(completions))
+        return
+    for index, completion in enumerate(completions):
+        if completion is not None:
+            complete(completion, MessageId(partition, ledger, entry, index, size))
+
+
 def complete(completion: Completion, message_id: MessageId) -> None:
     if isinstance(completion, asyncio.Future):
         if not completion.done():

@@ -16,6 +16,7 @@ import itertools
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from magnetar.client import errors
+from magnetar.client.aio.send_ops import Tally
 from magnetar.client.enums import Result
 from magnetar.wire import txn as wire_txn
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
@@ -107,7 +108,7 @@ class CoordinatorClient:
         return wire_txn.txn_id_of(answer.newTxnResponse)
 
 
-class Transaction:
+class Transaction(Tally):
     """One transaction; `txn_id` is (most_bits, least_bits), the Java client's TxnID."""
 
     def __init__(self, coordinators: CoordinatorClient, txn_id: TxnId, timeout_seconds: int) -> None:
@@ -201,9 +202,14 @@ class Transaction:
 
     def __call__(self, result: Result, _message_id: MessageId | None) -> None:
         """One message sent with send_async in it has its answer (see `tracked`)."""
-        self._unanswered -= 1
         if result != Result.Ok and self._refused is None:
             self._refused = result
+        self.answered(1)
+
+    def answered(self, count: int) -> None:
+        """`count` messages sent with send_async in it have their answers (a batch of them
+        comes at once: see Tally)."""
+        self._unanswered -= count
         if not self._unanswered and self._all_answered is not None and not self._all_answered.done():
             self._all_answered.set_result(None)
 
