@@ -79,6 +79,10 @@ class Latencies:
         self.failed = 0
         self.done = threading.Event()
         self.expected = 0
+        self.sent_ns: dict[int, int] | None = None
+        """With a trace: when each timed message's send call began, by index."""
+        self.trace: list[tuple[int, int, int, int]] = []
+        """With a trace: (index, scheduled, send began, receipt seen) in ns per measured message."""
 
     def record(self, index: int, scheduled_ns: int, ok: bool = True) -> None:
         now = time.monotonic_ns()
@@ -86,6 +90,8 @@ class Latencies:
             self.failed += 1
         elif index >= self.skip:
             self.values.append((now - scheduled_ns) / 1e6)
+            if self.sent_ns is not None:
+                self.trace.append((index, scheduled_ns, self.sent_ns.get(index, scheduled_ns), now))
         self.answered += 1
         if self.answered >= self.expected:
             self.done.set()
@@ -110,14 +116,16 @@ def pulsar_client(module, url: str):
 
 
 def pulsar_publish(client, module, topic: str, batched: bool, every: int, rate: int, count: int,
-                   skip: int) -> tuple[Latencies, float]:
+                   skip: int, trace: bool = False) -> tuple[Latencies, float]:
     """send_async with a real callback on every `every`-th message (None on the others);
-    the receipts of those with one are the publish latencies."""
+    the receipts of those with one are the publish latencies. With `trace`, each timed
+    message's moments are kept too (Latencies.trace)."""
     options: dict = dict(batching_enabled=batched, block_if_queue_full=True, max_pending_messages=5000,
                          send_timeout_millis=60_000)
     producer = client.create_producer(topic, **options)
     latencies = Latencies(skip)
     latencies.expected = len(range(0, count, every))
+    sent = latencies.sent_ns = {} if trace else None
     ok = module.Result.Ok
 
     def receipt(index: int, scheduled: int, result, _msg_id) -> None:
@@ -125,6 +133,8 @@ def pulsar_publish(client, module, topic: str, batched: bool, every: int, rate: 
 
     def send(index: int, scheduled: int) -> None:
         callback = functools.partial(receipt, index, scheduled) if index % every == 0 else None
+        if sent is not None and callback is not None:
+            sent[index] = time.monotonic_ns()
         producer.send_async(payload(index, scheduled), callback)
 
     lag = open_loop(send, rate, count)

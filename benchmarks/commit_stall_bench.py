@@ -11,8 +11,10 @@ threads do to an append's way to durable: the group-commit wait, the write and f
 whatever else the sync thread does in between. `--tree LABEL=SRC` runs each source tree in
 a process of its own (PYTHONPATH=SRC), alternating their order between rounds.
 
-Prints ONE JSON object: per tree and round p50/p99/p99.9/max (ms), and the load average at
-start and end.
+Prints ONE JSON object: per tree and round p50/p99/p99.9/max (ms); `commits` (group writes,
+one fsync each) and `entries_per_commit`, which decide what a commit rule costs a broker (each
+commit is one hand-over to the event loop and one receipt write per connection);
+`cpu_us_per_entry` of the process; and the load average at start and end.
 """
 
 from __future__ import annotations
@@ -31,7 +33,16 @@ from pathlib import Path
 def measure(rate: int, seconds: float, work: Path) -> dict[str, float]:
     """In this process: the latencies of one run, in ms."""
     from magnetar.storage import ManagedLedgerFactory  # noqa: PLC0415 (the tree under test)
+    from magnetar.storage.ledger import Ledger  # noqa: PLC0415
 
+    commits = [0]
+    write_group = Ledger.append
+
+    def counted(self, entries, *, sync):
+        commits[0] += 1
+        return write_group(self, entries, sync=sync)
+
+    Ledger.append = counted
     latencies: list[float] = []
     done = threading.Event()
     total = int(rate * seconds)
@@ -47,19 +58,23 @@ def measure(rate: int, seconds: float, work: Path) -> dict[str, float]:
                 done.set()
 
         start = time.monotonic() + 0.1
+        cpu = time.process_time()
         for i in range(total):
             scheduled = start + i / rate
             if (ahead := scheduled - time.monotonic()) > 0:  # never early: latency counts from here
                 time.sleep(ahead)
             ml.append(b"x" * 100, lambda position, error, at=scheduled: durable(at, position, error))
         done.wait(60)
+        cpu = time.process_time() - cpu
     latencies.sort()
     count = len(latencies)
 
     def at(q: float) -> float:
         return round(latencies[min(count - 1, int(q * count))] * 1000, 3)
 
-    return {"count": count, "p50": at(0.5), "p99": at(0.99), "p99.9": at(0.999), "max": at(1.0)}
+    return {"count": count, "p50": at(0.5), "p99": at(0.99), "p99.9": at(0.999), "max": at(1.0),
+            "commits": commits[0], "entries_per_commit": round(count / max(1, commits[0]), 1),
+            "cpu_us_per_entry": round(cpu / max(1, count) * 1e6, 2)}
 
 
 def main() -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import itertools
 import json
 import os
 import platform
@@ -117,6 +118,7 @@ class Consumer:
 class MagnetarUnderTest:
     def __init__(self, label: str, work: Path, src: str | None, config: list[str], stages: bool) -> None:
         self.label = label
+        self.work = work
         paths = [str(Path(src).resolve())] if src else []
         env = {}
         self.stages = StageProbe(work / "stages.json") if stages else None
@@ -135,16 +137,22 @@ class MagnetarUnderTest:
         consumer = Consumer({"kind": "pulsar", "url": self.broker.url, "topic": topic, "count": count,
                              "skip": skip, "client": cell.client})
         before = self.broker_figures()
+        disk = {} if self.stages is None else {"disk_write_fdatasync_ms": disk_fsync(self.work)}
         if self.stages is not None:
             self.stages.reset()
         try:
-            latencies, lag = pulsar_publish(client, module, topic, cell.batching, cell.every, cell.rate, count, skip)
+            latencies, lag = pulsar_publish(client, module, topic, cell.batching, cell.every, cell.rate, count, skip,
+                                            trace=self.stages is not None and not cell.batching)
         finally:
             client.close()
         e2e = consumer.latencies()
-        stages = {} if self.stages is None else {"broker_stages_ms": self.stages.read()}
+        stages = {}
+        if self.stages is not None:
+            stages["broker_stages_ms"] = self.stages.read()
+            if latencies.trace:
+                stages["where_the_time_went_ms"] = where_the_time_went(latencies.trace, self.stages.timeline())
         return {"publish": latencies, "sender_lag_ms": lag, "e2e": e2e, **broker_between(before, self.broker_figures()),
-                **stages}
+                **disk, **stages}
 
     def broker_figures(self) -> dict[str, float]:
         return broker_figures(self.broker.admin_url)
@@ -154,29 +162,96 @@ class MagnetarUnderTest:
 
 
 class StageProbe:
-    """The figures stage_probe/sitecustomize.py writes from inside a broker (--stages)."""
+    """The figures stage_probe/sitecustomize.py keeps inside a broker (--stages), on request."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
 
-    def reset(self) -> None:
-        """Start the figures afresh; the probe removes the request once it did."""
-        request = Path(f"{self.path}.reset")
+    def _ask(self, suffix: str) -> bool:
+        """Request something of the probe; True once it answered (removed the request)."""
+        request = Path(f"{self.path}{suffix}")
         request.touch()
         deadline = time.monotonic() + 10
         while request.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
+        return not request.exists()
+
+    def reset(self) -> None:
+        """Start the figures afresh."""
+        self._ask(".reset")
 
     def read(self) -> dict:
-        """The figures up to now: the first the probe writes from here on."""
-        since = time.time()
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                if self.path.stat().st_mtime > since:
-                    return json.loads(self.path.read_text())
-            time.sleep(0.05)
+        """The distributions since the last reset."""
+        return json.loads(self.path.read_text()) if self._ask(".read") else {}
+
+    def timeline(self) -> dict:
+        """Each SEND's moments inside the broker since the last reset, by sequence id, and
+        the loop's long turns."""
+        if not self._ask(".timeline"):
+            return {"sends": {}, "long_turns": []}
+        found = json.loads(Path(f"{self.path}.timeline.json").read_text())
+        return {"sends": {int(seq): moments for seq, moments in found["sends"].items()},
+                "long_turns": found["long_turns"]}
+
+
+def disk_fsync(directory: Path, count: int = 300) -> dict[str, float | int]:
+    """The disk's own figure just before a cell: appending 200 bytes and fdatasync, as the
+    sync thread does once per group, `count` times in the broker's directory."""
+    path = directory / "disk-probe"
+    took = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for _ in range(count):
+            started = time.monotonic()
+            os.write(fd, b"x" * 200)
+            os.fdatasync(fd)
+            took.append((time.monotonic() - started) * 1000)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return summary(took)
+
+
+SEGMENTS = ("sender_late", "to_broker", "read_to_handed", "storage_queue", "commit_wait", "write_fsync", "hop",
+            "to_receipt", "client_receive", "in_long_turns", "long_turns_cpu")
+"""A message's way, cut at the moments the client (scheduled, send began, receipt seen)
+and the stage probe (TIMELINE in stage_probe/sitecustomize.py) saw; all but the last two add
+up to its publish latency, and those two say how much of it the broker's loop spent in long
+turns (see where_the_time_went)."""
+
+
+def where_the_time_went(trace: list[tuple[int, int, int, int]], timeline: dict) -> dict:
+    """Mean and p50 of each segment over all timed messages and over those at or above
+    the client-observed p99 (joined by sequence id = the message's index: one unbatched
+    producer a cell), and the slowest message's segments: which part the tail is made of.
+    `in_long_turns` is how much of a message's way the broker's loop spent in turns working
+    over 2 ms, `long_turns_cpu` the CPU those turns used (the rest: waiting for a core)."""
+    sends, turns = timeline["sends"], timeline["long_turns"]
+    rows = []
+    for index, scheduled, sent, seen in trace:
+        moments = sends.get(index)
+        if moments is None or not all(moments):
+            continue
+        points = [scheduled / 1e9, sent / 1e9, *moments, seen / 1e9]
+        overlap = cpu = 0.0
+        for start, end, used in turns:
+            share = min(end, points[-1]) - max(start, points[0])
+            if share > 0:
+                overlap += share
+                cpu += used * share / (end - start)
+        rows.append([(b - a) * 1000 for a, b in itertools.pairwise(points)] + [overlap * 1000, cpu * 1000])
+    if not rows:
         return {}
+    rows.sort(key=lambda row: sum(row[:len(SEGMENTS) - 2]))
+    tail = rows[int(len(rows) * 0.99):]
+
+    def profile(group: list[list[float]]) -> dict:
+        return {name: {"mean": round(sum(r[i] for r in group) / len(group), 3),
+                       "p50": round(sorted(r[i] for r in group)[len(group) // 2], 3)}
+                for i, name in enumerate(SEGMENTS)}
+
+    return {"joined": len(rows), "all": profile(rows), "at_or_over_p99": {"count": len(tail), **profile(tail)},
+            "slowest": {name: round(value, 3) for name, value in zip(SEGMENTS, rows[-1], strict=True)}}
 
 
 class RedisUnderTest:

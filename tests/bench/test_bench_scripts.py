@@ -257,6 +257,15 @@ def test_latency_bench_stages_come_from_inside_the_broker_of_each_cell():
     assert stages["loop_iteration"]["count"] > stages["drain"]["count"] >= 1, stages
     assert stages["cpu_us_per_message"] > 0, stages
     assert 0 <= stages["publish"]["p50"] <= stages["publish"]["max"], stages
+    assert stages["fdatasync"]["count"] >= stages["commit_group"]["count"] - 1, stages  # one a group (bar the 1st)
+    assert cell["disk_write_fdatasync_ms"]["count"] == 300, cell
+    went = cell["where_the_time_went_ms"]
+    assert went["joined"] == cell["publish_ms"]["count"], went  # every timed message found in the broker
+    assert went["at_or_over_p99"]["count"] >= 1, went
+    for segment, figures in went["all"].items():
+        low = -0.2 if segment == "sender_late" else 0  # a send may leave up to 0.1 ms before its slot
+        assert figures["mean"] >= low, (segment, went)
+    assert went["all"]["write_fsync"]["mean"] > 0 and went["all"]["storage_queue"]["mean"] > 0, went
 
 
 def test_commit_stall_bench_runs_each_tree_every_round_in_alternating_order():
@@ -269,6 +278,8 @@ def test_commit_stall_bench_runs_each_tree_every_round_in_alternating_order():
     for run in runs:
         assert run["count"] == 1000, run  # every append became durable
         assert 0 < run["p50"] <= run["p99"] <= run["p99.9"] <= run["max"], run
+        assert 1 <= run["commits"] <= 1000 and run["entries_per_commit"] == round(1000 / run["commits"], 1), run
+        assert run["cpu_us_per_entry"] > 0, run
 
 
 def test_latency_bench_names_the_flag_it_refuses():

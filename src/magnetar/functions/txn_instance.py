@@ -40,7 +40,7 @@ from magnetar.client.aio.options import CLIENT_LOGGER
 from magnetar.client.blocking import Transaction
 from magnetar.functions.config import FunctionConfig
 from magnetar.functions.context import InstanceContext
-from magnetar.functions.instance import EXIT_RETRY_IN_ORDER, Instance, output_options
+from magnetar.functions.instance import EXIT_RETRY_IN_ORDER, OUTPUT_PRODUCER, Instance, output_options
 from magnetar.functions.instance import run as run_instance
 from magnetar.functions.stats import InstanceStats
 
@@ -58,7 +58,7 @@ COMMITTED_KEPT = 10_000
 out (an older copy's acknowledgement conflicts, and it is skipped then)."""
 GROUP_SECONDS = 0.1
 """A transaction takes no further message once its processing has lasted this long."""
-TXN_OUTPUT_PRODUCER = {"block_if_queue_full": True, "batching_enabled": True, "batching_max_publish_delay_ms": 10}
+TXN_OUTPUT_PRODUCER = {**OUTPUT_PRODUCER, "batching_max_publish_delay_ms": 10}
 """A transaction's outputs batched: its commit flushes the batch, so the delay never holds
 them back, and a transaction's outputs are one entry rather than one each."""
 TXN_TIMEOUT_SECONDS = 60
