@@ -14,6 +14,7 @@ from typing import Any
 from magnetar.client import errors
 from magnetar.client.enums import Result
 from magnetar.client.message_id import MessageId
+from magnetar.client.outgoing import Tally
 
 log = logging.getLogger(__name__)
 
@@ -52,20 +53,6 @@ class ChunkState:
 
     def __init__(self) -> None:
         self.first_id: MessageId | None = None
-
-
-class Tally:
-    """A completion that only counts its messages' answers (a transaction's, for messages
-    sent in it without a callback): a batch of its messages alone is told once, with how
-    many there were, and no message id is made for each. A failure still comes message by
-    message, as `completion(result, None)`."""
-
-    def __call__(self, result: Result, message_id: MessageId | None) -> None:
-        raise NotImplementedError
-
-    def answered(self, count: int) -> None:
-        """`count` of its messages were stored."""
-        raise NotImplementedError
 
 
 def complete_batch(completions: list[Completion], partition: int, ledger: int, entry: int, size: int) -> None:

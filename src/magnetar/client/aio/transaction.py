@@ -16,8 +16,8 @@ import itertools
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from magnetar.client import errors
-from magnetar.client.aio.send_ops import Tally
 from magnetar.client.enums import Result
+from magnetar.client.outgoing import Tally
 from magnetar.wire import txn as wire_txn
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
 
