@@ -17,7 +17,9 @@ With `--magnetar LABEL=SRC` (repeated) each round runs every kind on a broker of
 source tree in turn (PYTHONPATH=SRC; all started first), so two versions meet the same
 load; without it, one broker of the running environment's magnetar.
 
-Prints ONE JSON object: per run msg/s, the median per kind, transactional / plain and
+Prints ONE JSON object: per run msg/s and the broker's CPU seconds per second (near 1.0 it
+is busy all the time, as much as one Python process can be) and its event loop's seconds
+per second running and runnable (waiting for a core), the median per kind, transactional / plain and
 transactional / idempotent (per label with --magnetar), and the machine's load average
 before and after.
 """
@@ -34,7 +36,7 @@ import threading
 import time
 from pathlib import Path
 
-from _broker_process import PAYLOAD, Standalone
+from _broker_process import PAYLOAD, Standalone, cpu_seconds
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 KAFKA_READY = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+)")
@@ -121,6 +123,14 @@ def concurrent(bootstrap: str, topic: str, count: int, per_txn: int, *, producer
     return count / elapsed
 
 
+def _loop_thread(pid: int) -> tuple[float, float]:
+    """(seconds on a core, seconds runnable and waiting for one) of the broker's main thread,
+    its event loop: when the two add up to about the run's time, the loop is never idle (on
+    a loaded machine, waiting for a core counts); well below, it waits for the disk or clients."""
+    running, waiting, _ = Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()
+    return int(running) / 1e9, int(waiting) / 1e9
+
+
 def check(bootstrap: str, topic: str, count: int) -> None:
     """A read_committed consumer gets exactly `count` records (markers are not records)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-check", "enable.auto.commit": False,
@@ -160,6 +170,10 @@ def main() -> None:
              f"plain_x{many}": lambda *a: concurrent(*a, producers=many, txn=False),
              f"transactional_x{many}": lambda *a: concurrent(*a, producers=many, txn=True)}
     runs: dict[str, dict[str, list[float]]] = {label: {kind: [] for kind in kinds} for label in trees}
+    busy: dict[str, dict[str, list[float]]] = {label: {kind: [] for kind in kinds} for label in trees}
+    """The broker's CPU seconds per second of each run (1.0: one core, all a GIL-bound broker can use)."""
+    loop: dict[str, dict[str, list[list[float]]]] = {label: {kind: [] for kind in kinds} for label in trees}
+    """Per run, the broker's event-loop thread's seconds per second on a core and waiting for one."""
     load_before = [round(x, 2) for x in os.getloadavg()]
     with tempfile.TemporaryDirectory(prefix="magnetar-kafka-txn-bench-") as tmp:
         brokers = {}
@@ -172,7 +186,14 @@ def main() -> None:
                     bootstrap = f"127.0.0.1:{KAFKA_READY.findall(broker.log())[-1]}"
                     for kind, run in kinds.items():
                         topic = f"bench-{kind.replace('_', '-')}-{round_}"
+                        pid = broker.proc.pid
+                        cpu_before, loop_before = cpu_seconds(pid), _loop_thread(pid)
+                        wall_before = time.perf_counter()
                         runs[label][kind].append(round(run(bootstrap, topic, args.messages, args.per_txn)))
+                        wall = time.perf_counter() - wall_before
+                        busy[label][kind].append(round((cpu_seconds(pid) - cpu_before) / wall, 2))
+                        loop[label][kind].append([round((after - before) / wall, 2) for after, before
+                                                  in zip(_loop_thread(pid), loop_before, strict=True)])
                         check(bootstrap, topic, args.messages)
         finally:
             for broker in brokers.values():
@@ -184,6 +205,8 @@ def main() -> None:
         "messages": args.messages, "per_txn": args.per_txn, "value_bytes": len(PAYLOAD),
         "msg_s": runs[next(iter(runs))] if single else runs,
         "median_msg_s": medians[next(iter(medians))] if single else medians,
+        "broker_cpu_s_per_s": busy[next(iter(busy))] if single else busy,
+        "loop_thread_running_and_runnable_s_per_s": loop[next(iter(loop))] if single else loop,
         **(_ratios(medians[next(iter(medians))], many) if single else
            {"ratios": {label: _ratios(by_kind, many) for label, by_kind in medians.items()}}),
         "load_average_before": load_before, "load_average_after": [round(x, 2) for x in os.getloadavg()],

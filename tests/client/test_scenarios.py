@@ -7,13 +7,16 @@ docs/client.md, which then shows here as a branch on `api.name`).
 
 from __future__ import annotations
 
+import contextlib
+import random
 import re
 import time
 from datetime import timedelta
 
 import pulsar
 import pytest
-from admin_http import http
+from admin_http import get_json, http
+from polling import wait_for
 
 import magnetar.client
 
@@ -194,6 +197,49 @@ def test_partitioned_topic_with_keys_and_round_robin(api, topic, shared_broker):
     assert sorted(m.data() for m in got) == sorted([b"k"] * 5 + [f"{i}".encode() for i in range(30)])
     assert {m.topic_name() for m in got} == {f"{topic}-partition-{i}" for i in range(3)}
     _nothing_more(api, consumer)
+
+
+def test_a_partition_subscribing_again_leaves_its_siblings_queued_messages(api, topic, shared_broker):
+    """One partition's consumer subscribes again (its topic unloaded, as after a broker
+    restart) while the other partitions' messages wait in the shared receiver queue: those
+    were sent to the siblings and are not sent again, so they must stay queued."""
+    rng = random.Random()
+    partitions, name = rng.randint(2, 4), topic.rsplit("/", 1)[1]
+    status, _, body = http("PUT", f"{shared_broker.admin_url}/admin/v2/persistent/public/default/{name}/partitions",
+                           str(partitions).encode())
+    assert status in (200, 204), body
+    client = api.client()
+    sub_type = rng.choice(["Exclusive", "Failover", "Shared"])
+    consumer = client.subscribe(topic, "sub", consumer_type=getattr(api.module.ConsumerType, sub_type),
+                                initial_position=_earliest(api))
+    producer = client.create_producer(topic)
+    values = [f"m{i}".encode() for i in range(rng.randint(20, 120))]
+    for value in values:
+        producer.send_async(value, None, partition_key=f"k{rng.randrange(1000)}")
+    producer.flush()
+    stats = f"{shared_broker.admin_url}/admin/v2/persistent/public/default/{name}-partition-{{}}/stats"
+
+    def sent(partition: int) -> int:
+        consumers = get_json(stats.format(partition))["subscriptions"]["sub"]["consumers"]
+        return sum(c["msgOutCounter"] for c in consumers)
+
+    stored = [get_json(stats.format(p))["msgInCounter"] for p in range(partitions)]
+    assert sum(stored) == len(values)
+    assert wait_for(lambda: [sent(p) for p in range(partitions)] == stored, timeout=20)  # all queued now
+    unloaded = rng.randrange(partitions)
+    status, _, body = http("PUT", f"{shared_broker.admin_url}/admin/v2/persistent/public/default/"
+                                  f"{name}-partition-{unloaded}/unload")
+    assert status == 204, body
+    # subscribed again once its topic reloaded: sent all again (the client empties its queue first)
+    assert wait_for(lambda: get_json(stats.format(unloaded))["subscriptions"]["sub"]["consumers"]
+                    and sent(unloaded) == stored[unloaded], timeout=20)
+    got = []
+    with contextlib.suppress(api.module.Timeout):
+        while sorted(set(got)) != sorted(values):
+            message = consumer.receive(5_000)
+            got.append(message.data())
+            consumer.acknowledge(message)
+    assert sorted(set(got)) == sorted(values), (sub_type, partitions, unloaded, len(set(got)), len(values))
 
 
 def test_pattern_and_multi_topic_consumers(api, topic):

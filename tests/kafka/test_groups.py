@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import urllib.request
 import uuid
 
@@ -42,6 +43,21 @@ def _member(broker, group: str) -> Consumer:
                      "enable.auto.commit": False, "heartbeat.interval.ms": 300, "session.timeout.ms": 6000})
 
 
+CLOSE_DEADLINE = 60.0
+"""Seconds a member's close may take. librdkafka's close leaves the group and waits for the
+answer; a LeaveGroup behind a JoinGroup the coordinator holds for a rebalance waits with it
+(as on a Kafka broker: a connection's requests are answered in order) until librdkafka gives up
+on it, about 5 s. A close blocked in C is out of reach of pytest-timeout's signal, so it runs in
+a thread and a close past the deadline fails the test instead of hanging the run."""
+
+
+def _close(member: Consumer) -> None:
+    closing = threading.Thread(target=member.close, daemon=True)
+    closing.start()
+    closing.join(CLOSE_DEADLINE)
+    assert not closing.is_alive(), f"a member's close() did not return within {CLOSE_DEADLINE:.0f} s"
+
+
 def _consume_and_commit(member: Consumer, seen: set[tuple[int, int]], timeout: float) -> None:
     """What a member's poll returns, noted as (partition, offset), then committed."""
     messages = member.consume(100, timeout=timeout)
@@ -73,15 +89,15 @@ def test_members_rebalance_and_commits_survive_as_subscription_cursors(broker) -
     assert wait_for(both_assigned, timeout=60), (len(seen), first.assignment(), second.assignment())
     split = [{tp.partition for tp in member.assignment()} for member in (first, second)]
     assert split[0].isdisjoint(split[1]) and split[0] | split[1] == {0, 1, 2}
-    first.close()
+    _close(first)
     assert wait_for(lambda: consume(second) or len(second.assignment()) == 3, timeout=30)
-    second.close()
+    _close(second)
 
     checker = _member(broker, group)
     committed = checker.committed([TopicPartition(topic, p) for p in range(3)], timeout=10)
     ends = [checker.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(3)]
     assert [tp.offset for tp in committed] == ends and sum(ends) == 300
-    checker.close()
+    _close(checker)
     for partition in range(3):
         stats = json.load(urllib.request.urlopen(
             f"{broker.admin_url}/admin/v2/persistent/public/default/{topic}-partition-{partition}/stats"))
@@ -96,7 +112,7 @@ def test_a_late_member_of_a_committed_group_resumes_where_the_group_left_off(bro
     got: list = []
     assert wait_for(lambda: got.extend(member.consume(20 - len(got), timeout=0.2)) or len(got) >= 20, timeout=30)
     member.commit(message=got[9], asynchronous=False)  # up to offset 9: the next is 10
-    member.close()
+    _close(member)
     _produce(broker, topic, 5)
     late = KafkaConsumer(topic, bootstrap_servers=broker.bootstrap, group_id=group, enable_auto_commit=False,
                          consumer_timeout_ms=20000)
@@ -141,7 +157,7 @@ def test_random_churn_settles_on_a_disjoint_covering_assignment_and_loses_nothin
 
     for _ in range(rng.randint(4, 7)):
         if members and (len(members) >= 3 or rng.random() < 0.35):
-            members.pop(rng.randrange(len(members))).close()
+            _close(members.pop(rng.randrange(len(members))))
         else:
             members.append(_member(broker, group))
             members[-1].subscribe([topic])
@@ -161,4 +177,4 @@ def test_random_churn_settles_on_a_disjoint_covering_assignment_and_loses_nothin
 
     assert wait_for(settled, timeout=90), (len(seen), produced, [m.assignment() for m in members])
     for member in members:
-        member.close()
+        _close(member)

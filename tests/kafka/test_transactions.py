@@ -36,6 +36,7 @@ from kio.schema.init_producer_id.v4 import request as init_producer_id
 from kio.schema.list_transactions.v1 import request as list_transactions
 from racing_clients import JS
 
+from magnetar.kafka import transactions as transactions_module
 from magnetar.kafka.group_apis import NO_TRANSACTIONS
 from magnetar.kafka.transactions import EXPIRATION_MS, EXPIRY_CHUNK
 from magnetar.kafka.txn_apis import LIST_CHUNK
@@ -241,5 +242,32 @@ def test_the_expiry_pass_hands_the_loop_back_between_chunks_and_forgets_only_unu
         assert sorted(transactional_id for _, transactional_id in transactions.ids) == sorted(
             f"id-{i}" for i in range(count) if i not in old or i == again)
         assert other_client.count >= count // EXPIRY_CHUNK
+
+    run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)
+
+
+def test_at_the_id_cap_expired_ids_are_freed_before_a_new_id_is_decided(tmp_path, monkeypatch) -> None:
+    """Issue 47: with the broker at its cap of transactional ids (lowered here from 100,000),
+    an InitProducerId for a new id that finds expired ones waits for the expiry pass it starts,
+    and gets its id; it is refused only when none expired."""
+    monkeypatch.setattr(transactions_module, "MAX_TRANSACTIONAL_IDS", 20)
+
+    async def test(kafka) -> None:
+        transactions = kafka.apis.transactional().transactions
+        await transactions.recover()
+
+        async def init(transactional_id: str) -> ErrorCode:
+            return (await kafka.call(22, 4, init_producer_id.InitProducerIdRequest(
+                transactional_id=transactional_id, transaction_timeout=datetime.timedelta(seconds=60),
+                producer_id=-1, producer_epoch=-1))).error_code
+
+        assert set(await asyncio.gather(*(init(f"id-{i}") for i in range(20)))) == {ErrorCode.none}
+        transactions._next_expiry = 0  # a pass is due (one starts at most once a minute)
+        assert await init("refused") == ErrorCode.transactional_id_authorization_failed  # none expired
+        for i in range(5):  # unused since longer ago than the expiration: as if time had passed
+            transactions.ids[("public/default", f"id-{i}")].used -= EXPIRATION_MS + 1000
+        transactions._next_expiry = 0
+        assert await init("new") == ErrorCode.none
+        assert len(transactions.ids) == 16
 
     run_in_process(tmp_path, test, transactionCoordinatorEnabled=True)

@@ -52,7 +52,8 @@ GROUP_MAX = 50
 """Messages a transaction at most: those received already when the first one comes (a
 transaction's log writes and markers cost about 30 ms, shared by its messages)."""
 IDLE_MS = 5000
-"""Waiting this long for a message, the instance asks for its unacknowledged ones again."""
+"""Waiting this long for a message with autoAck off, the instance asks for its unacknowledged
+ones again (what process() left unacknowledged: the ack timeout is off)."""
 COMMITTED_KEPT = 10_000
 """Messages committed last whose copies, sent again after an abort, are recognised and left
 out (an older copy's acknowledgement conflicts, and it is skipped then)."""
@@ -210,11 +211,10 @@ class TxnInstance(Instance):
         """A group of messages: the first waited for, then those received already (GROUP_MAX at most)."""
         first = self._received(IDLE_MS)
         while first is None:
-            # idle with nothing in hand, yet the broker may count messages as ours: those an
-            # aborted transaction held, sent again with a batch this consumer had (after a
-            # broker restart) and not surfaced; asking for every unacknowledged one again
-            # brings them (what this instance committed meanwhile is acknowledged, not resent)
-            self.consumer.redeliver_unacknowledged_messages()
+            if not self.config.autoAck:
+                # messages process() left unacknowledged come back so, as the ack timeout
+                # brings them back elsewhere (what was committed meanwhile is not resent)
+                self.consumer.redeliver_unacknowledged_messages()
             first = self._received(IDLE_MS)
         group = [first]
         while len(group) < GROUP_MAX and (message := self._received(0)) is not None:

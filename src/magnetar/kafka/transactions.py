@@ -58,6 +58,9 @@ MAX_OFFSETS = 10_000
 MAX_GROUPS = 100
 #: Transactional ids the broker keeps (each a record): a client inventing ids cannot fill the store.
 MAX_TRANSACTIONAL_IDS = 100_000
+#: How long AddPartitionsToTxn, AddOffsetsToTxn or InitProducerId waits for the markers of the
+#: producer's last transaction before it answers CONCURRENT_TRANSACTIONS (clients retry).
+ENDING_WAIT_SECONDS = 5.0
 #: Ids the expiry pass looks at in one turn of the event loop.
 EXPIRY_CHUNK = 1000
 _PREFIX = "kafka/transactions/"
@@ -85,22 +88,26 @@ class KafkaTxn:
     unsaved: set[tuple[str, int]] = field(default_factory=set)
     """Partitions added whose records are not durable yet (not stored: in memory only)."""
     ending: tuple[TxnId, int] | None = None
-    """The last transaction and its action while its markers may still be on their way (not stored)."""
+    """The last transaction and its action while its markers may still be on their way: stored
+    with the end, so that after a restart the next transaction still waits for them."""
 
     def encode(self) -> bytes:
         return json.dumps({
             "pid": self.producer_id, "epoch": self.epoch, "timeout": self.timeout_ms, "owner": self.owner,
             "status": self.status, "txn": None if self.txn is None else list(self.txn), "started": self.started,
             "used": self.used, "partitions": self.partitions, "groups": self.groups,
-            "offsets": [[*key, *value] for key, value in self.offsets.items()]}).encode()
+            "offsets": [[*key, *value] for key, value in self.offsets.items()],
+            "ending": None if self.ending is None else [*self.ending[0], self.ending[1]]}).encode()
 
     @classmethod
     def decode(cls, namespace: str, transactional_id: str, raw: bytes) -> KafkaTxn:
         data = json.loads(raw)
+        ending = data.get("ending")  # records of earlier releases have none
         return cls(namespace, transactional_id, int(data["pid"]), int(data["epoch"]), int(data["timeout"]),
                    data["owner"], data["status"], None if data["txn"] is None else TxnId(*data["txn"]),
                    int(data["started"]), int(data["used"]), [(t, int(p)) for t, p in data["partitions"]],
-                   list(data["groups"]), {(g, t, int(p)): (int(o), m) for g, t, p, o, m in data["offsets"]})
+                   list(data["groups"]), {(g, t, int(p)): (int(o), m) for g, t, p, o, m in data["offsets"]},
+                   ending=None if ending is None else (TxnId(int(ending[0]), int(ending[1])), int(ending[2])))
 
 
 def _nothing() -> None:
@@ -186,6 +193,9 @@ class KafkaTransactions:
                              f"transaction.timeout.ms={timeout_ms} is not within 1..{MAX_TIMEOUT_MS}")
         self._expire()
         state = self.ids.get((namespace, transactional_id))
+        if state is None and len(self.ids) >= MAX_TRANSACTIONAL_IDS and self.expiring is not None:
+            await asyncio.wait([self.expiring])  # at the cap: the expired ids go first, then the new one is decided
+            state = self.ids.get((namespace, transactional_id))
         if state is None:
             if len(self.ids) >= MAX_TRANSACTIONAL_IDS:
                 raise TxnRefused(ErrorCode.transactional_id_authorization_failed,
@@ -272,6 +282,7 @@ class KafkaTransactions:
         except BrokerServiceError:
             log.info("Kafka transaction %r (%s) timed out: aborted, producer %d fenced", state.transactional_id,
                      state.txn, state.producer_id)
+            state.ending = (state.txn, ABORT)  # the coordinator's abort: its markers may be on their way
             self._ended(state, COMPLETE_ABORT)
             state.epoch += 1
             self._save_unwaited(state)
@@ -296,14 +307,18 @@ class KafkaTransactions:
 
     async def _previous_ended(self, state: KafkaTxn) -> None:
         """The markers of the producer's last transaction, written before its next one stores
-        anything (Kafka's coordinator answers CONCURRENT_TRANSACTIONS until then): a producer's
-        records never precede its last transaction's markers. An ending that failed is tried
-        again here, and the request refused (retriable) while it fails."""
+        anything: a producer's records never precede its last transaction's markers, before a
+        restart or after it (the record keeps `ending`). An ending that failed is tried again
+        here; the request waits up to ENDING_WAIT_SECONDS, then is refused with Kafka's answer
+        meanwhile, CONCURRENT_TRANSACTIONS (retriable)."""
         if state.ending is None or state.txn is not None:
             return
         txn, action = state.ending
-        try:
-            await self._coordinator.end_txn(txn, action)
+        if self._coordinator.metadata(txn) is None:  # ended on every participant (the usual case by now)
+            state.ending = None
+            return
+        try:  # end_txn shields the ending: a wait given up does not cancel it
+            await asyncio.wait_for(self._coordinator.end_txn(txn, action), ENDING_WAIT_SECONDS)
         except BrokerServiceError as exc:
             if exc.code != pb.TransactionNotFound:  # not found: ended already
                 raise TxnRefused(ErrorCode.concurrent_transactions, exc.message) from None

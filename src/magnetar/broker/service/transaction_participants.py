@@ -40,9 +40,14 @@ class TopicParticipants:
         return loaded if isinstance(loaded, PersistentTopic) else None
 
     def end_on_partition(self, topic: str, txn: TxnId, action: int) -> asyncio.Future[None] | None:
-        """The marker, naming the transaction's producer (TxnMeta.producer) if it has one."""
+        """The marker, naming the transaction's producer (TxnMeta.producer) if it has one;
+        none on a topic this call loads whose buffer holds the transaction's messages no more
+        (see _marked_already)."""
+        loaded_before = len(self._service.topics)
         loaded = self._topic(topic)
         if loaded is None:
+            return None
+        if len(self._service.topics) > loaded_before and _marked_already(loaded, txn):
             return None
         coordinator = self._service.transactions
         meta = coordinator.metadata(txn) if coordinator is not None else None
@@ -65,6 +70,16 @@ class TopicParticipants:
             return
         coordinator.found_open(str(topic.name), list(buffer.ongoing),
                                lambda txn, action: _end_on(topic, txn, action))
+
+
+def _marked_already(topic: PersistentTopic, txn: TxnId) -> bool:
+    """Whether a topic just loaded has `txn`'s marker (or no message of it) already: nothing
+    is on its way to a topic loaded this moment, and its buffer, rebuilt from the ledger,
+    holds every transaction with messages and no marker. A restart soon after a transaction
+    ended finds the coordinator's record (deleted with the log's next write) and ends it
+    again: its markers are not written twice."""
+    buffer = topic.transaction_buffer
+    return buffer is None or txn not in buffer.ongoing
 
 
 def _end_on(topic: PersistentTopic, txn: TxnId, action: int) -> None:

@@ -175,7 +175,7 @@ class Consumer(Handler, Receiving):
             self._acks = AckGroupingTracker(self._loop, self.consumer_id, self._write, self._threaded)
             self._redelivery.start()
         # What was queued came from the old registration; the broker sends it again.
-        self.queue.clear()
+        self.queue.clear(self, permits_back=False)
         self._taken = self._dropped = self._returned = 0
         self._ready = True
         conn.write(cc.flow(self.consumer_id, self._queue_size))
@@ -354,7 +354,7 @@ class Consumer(Handler, Receiving):
 
     def redeliver_unacknowledged_messages(self) -> None:
         """Ask for every unacked message again; queued messages are dropped (they come back)."""
-        cleared = self.queue.clear()
+        cleared = self.queue.clear(self, permits_back=True)
         self._dropped += cleared
         self._write(cc.redeliver(self.consumer_id))
         self._maybe_flow()
@@ -418,7 +418,7 @@ class Consumer(Handler, Receiving):
                 self.config.start_message_id = mid
         if self.conn is conn and self._ready:
             # The broker answered without closing us: forget what was queued, ask again.
-            self.queue.clear()
+            self.queue.clear(self, permits_back=False)
             self._taken = self._dropped = self._returned = 0
             conn.write(cc.redeliver(self.consumer_id))
             conn.write(cc.flow(self.consumer_id, self._queue_size))
