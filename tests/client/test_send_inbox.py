@@ -115,6 +115,11 @@ class _CountedWrites:
         self._writes.append(len(data))
         self._transport.write(data)
 
+    def writelines(self, frames) -> None:
+        frames = list(frames)
+        self._writes.append(sum(map(len, frames)))
+        self._transport.writelines(frames)
+
     def __getattr__(self, name):
         return getattr(self._transport, name)
 

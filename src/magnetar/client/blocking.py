@@ -203,8 +203,7 @@ class Producer:
         config = producers[0].config
         self._inbox = SendInbox(self._loop, core.send_encoded_async, core.flush_batch,
                                 config.batching_max_publish_delay_ms / 1000 if config.batching_enabled else 0,
-                                config.batching_max_messages, config.batching_max_allowed_size_in_bytes,
-                                core.connections)
+                                config.batching_max_messages, config.batching_max_allowed_size_in_bytes)
         self._drain = self._inbox.drain
         self._block = config.block_if_queue_full
         self._slots: PendingSlots | None = None

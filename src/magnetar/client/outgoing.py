@@ -13,6 +13,8 @@ import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from magnetar.client.enums import Result
+from magnetar.client.message_id import MessageId
 from magnetar.wire.batch import encode_varint
 from magnetar.wire.compression import compress
 from magnetar.wire.entry import build_entry, entry_of
@@ -29,6 +31,20 @@ class Sealer(Protocol):
     def overhead(self) -> int:
         """Bytes sealing adds to an entry (metadata and payload), at most."""
         ...
+
+
+class Tally:
+    """A completion that only counts its messages' answers (a transaction's, for messages
+    sent in it without a callback): a batch of its messages alone is told once, with how
+    many there were, and no message id is made for each. A failure still comes message by
+    message, as `completion(result, None)`."""
+
+    def __call__(self, result: Result, message_id: MessageId | None) -> None:
+        raise NotImplementedError
+
+    def answered(self, count: int) -> None:
+        """`count` of its messages were stored."""
+        raise NotImplementedError
 
 
 class PendingMessage:

@@ -8,9 +8,9 @@ the loop is woken once per batch, not once per message: it drains the inbox when
 batching delay has passed since the first of them, and cuts the batch at once. The inbox is
 drained sooner when it holds a whole batch, when a message with options arrives, and before
 anything else the producer is asked to do (flush, close, whole entries), so the order of
-sends is kept. A drain hands over the calls it finds queued and writes them to the socket in one write
-(the producer's connections hold their writes meanwhile): one send syscall a drain, not one
-a message, when sends come faster than the loop turns. Calls queued while it runs are the
+sends is kept. A drain hands over the calls it finds queued, and their frames leave in one
+socket write at the end of the loop's turn (Connection.write): one send syscall a drain, not
+one a message, when sends come faster than the loop turns. Calls queued while it runs are the
 next drain's, after the loop has polled its sockets: a sender that keeps the inbox full
 neither holds back what was handed over nor keeps receipts waiting.
 
@@ -24,25 +24,18 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 from collections.abc import Callable
-from typing import Any, Protocol
-
-
-class HoldsWrites(Protocol):
-    def hold_writes(self) -> None: ...
-    def release_writes(self) -> None: ...
+from typing import Any
 
 
 class SendInbox:
     def __init__(self, loop: asyncio.AbstractEventLoop, send: Callable[..., None], cut_batch: Callable[[], None],
-                 batch_delay: float, batch_messages: int, batch_bytes: int,
-                 connections: Callable[[], list[HoldsWrites]]) -> None:
+                 batch_delay: float, batch_messages: int, batch_bytes: int) -> None:
         """`send(content, callback, **options)` and `cut_batch()` are the core producer's
-        send_encoded_async and flush_batch, `connections()` its live connections; `batch_delay`
-        is 0 for a producer that does not batch."""
+        send_encoded_async and flush_batch; `batch_delay` is 0 for a producer that does not
+        batch."""
         self._loop = loop
         self._send = send
         self._cut_batch = cut_batch
-        self._connections = connections
         self._delay = batch_delay
         self._batch_messages = max(1, batch_messages)
         self._batch_bytes = batch_bytes if batch_bytes > 0 else 1 << 62
@@ -90,18 +83,10 @@ class SendInbox:
             self._due.cancel()
             self._due = None
         items = self._items
-        count = len(items)  # calls queued from here on have a drain of their own scheduled (see put)
-        if count < 2:
-            self._hand_over(items, count)
-            return
-        held = self._connections()
-        for conn in held:
-            conn.hold_writes()
-        try:
-            self._hand_over(items, count)
-        finally:
-            for conn in held:
-                conn.release_writes()
+        # calls queued from here on have a drain of their own scheduled (see put); the frames
+        # of those handed over now leave in one socket write at the end of this loop turn
+        # (Connection.write)
+        self._hand_over(items, len(items))
 
     def _hand_over(self, items: deque[tuple[Any, Any, dict[str, Any]]], count: int) -> None:
         send = self._send

@@ -30,6 +30,8 @@ T = pb.BaseCommand
 log = logging.getLogger(__name__)
 
 CLIENT_VERSION = f"magnetar-client-{__version__}"
+#: The most bytes of one turn's frames joined into one buffer for one write.
+_JOIN_LIMIT = 256 * 1024
 
 
 class ProducerHandler(Protocol):
@@ -64,8 +66,8 @@ class Connection(asyncio.Protocol):
         self.dispatching = False
         """While the frames of a read are handed out (after_read waits for the end of it)."""
         self._transport: asyncio.Transport | None = None
-        self._held: list[bytes] | None = None
-        """Frames written while writes are held (see hold_writes)."""
+        self._corked: list[bytes] | None = None
+        """Frames written in this turn of the loop, sent together at its end (see `write`)."""
         self._requests: dict[int, asyncio.Future[pb.BaseCommand]] = {}
         self._next_request_id = 0
         self.producers: dict[int, ProducerHandler] = {}
@@ -212,21 +214,27 @@ class Connection(asyncio.Protocol):
 
     # -- writing
     def write(self, data: bytes) -> None:
-        if self._held is not None:
-            self._held.append(data)
-        elif self._transport is not None and not self.closed:
-            self._transport.write(data)
+        """Frames written in one turn of the loop leave in one send at its end: the
+        producers, consumers and transactions sharing the connection (a flush's batches, a
+        commit's END_TXN, a NEW_TXN) cost one system call a turn, not one a frame."""
+        if self._transport is None or self.closed:
+            return
+        if self._corked is None:
+            self._corked = [data]
+            self._loop.call_soon(self._uncork)
+        else:
+            self._corked.append(data)
 
-    def hold_writes(self) -> None:
-        """Keep what is written until `release_writes`: several frames written in one turn of
-        the loop (queued sends handed over at once) go out in one socket write, not one each."""
-        if self._held is None:
-            self._held = []
-
-    def release_writes(self) -> None:
-        held, self._held = self._held, None
-        if held and self._transport is not None and not self.closed:
-            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+    def _uncork(self) -> None:
+        frames, self._corked = self._corked, None
+        if not frames or self._transport is None or self.closed:
+            return
+        transport = self._transport
+        if len(frames) > 1 and sum(map(len, frames)) <= _JOIN_LIMIT:
+            transport.writelines(frames)
+            return
+        for frame in frames:  # large frames (a chunked message's): not copied into one buffer first
+            transport.write(frame)
 
     def new_request_id(self) -> int:
         self._next_request_id += 1
@@ -265,6 +273,7 @@ class Connection(asyncio.Protocol):
     # -- closing
     def close(self) -> None:
         if self._transport is not None:
+            self._uncork()  # what was written before the close still leaves
             self._transport.close()
         else:
             self.connection_lost(None)

@@ -13,7 +13,6 @@ from magnetar.client.message_id import MessageId
 from magnetar.client.topic_name import partition_name
 
 if TYPE_CHECKING:
-    from magnetar.client.aio.connection import Connection
     from magnetar.client.aio.context import ClientContext
 
 
@@ -69,10 +68,6 @@ class PartitionedProducer:
 
     async def flush(self) -> None:
         await asyncio.gather(*(p.flush() for p in self.producers))
-
-    def connections(self) -> list[Connection]:
-        """The distinct connections of the partitions' producers (see Producer.connections)."""
-        return list({id(conn): conn for producer in self.producers for conn in producer.connections()}.values())
 
     def flush_batch(self) -> None:
         for producer in self.producers:

@@ -131,12 +131,6 @@ class Producer(Handler, SendFailures):
     def is_connected(self) -> bool:
         return self._ready
 
-    def connections(self) -> list[Connection]:
-        """The connection this producer writes to, when it has one (its send inbox holds the
-        connection's writes while it hands over a burst of sends)."""
-        conn = self.conn
-        return [] if conn is None else [conn]
-
     # -- registration
     async def _register(self, conn: Connection) -> None:
         self._ready = False

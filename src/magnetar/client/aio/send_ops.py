@@ -14,6 +14,7 @@ from typing import Any
 from magnetar.client import errors
 from magnetar.client.enums import Result
 from magnetar.client.message_id import MessageId
+from magnetar.client.outgoing import Tally
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,18 @@ class ChunkState:
 
     def __init__(self) -> None:
         self.first_id: MessageId | None = None
+
+
+def complete_batch(completions: list[Completion], partition: int, ledger: int, entry: int, size: int) -> None:
+    """A stored batch of `size` messages at (ledger, entry): each completion is told its
+    message's id (those that are None, nobody's, get none made)."""
+    first = completions[0]
+    if isinstance(first, Tally) and completions.count(first) == len(completions):
+        first.answered(len(completions))
+        return
+    for index, completion in enumerate(completions):
+        if completion is not None:
+            complete(completion, MessageId(partition, ledger, entry, index, size))
 
 
 def complete(completion: Completion, message_id: MessageId) -> None:

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from magnetar.client.aio.send_ops import OpSend, complete
+from magnetar.client.aio.send_ops import OpSend, complete, complete_batch
 from magnetar.client.message_id import MessageId
 
 if TYPE_CHECKING:
@@ -68,9 +68,7 @@ class Receipts:
                 message_id._first_chunk = first.wire
                 complete(completions[0], message_id)
         elif n:  # an id only for a message with someone to tell (send_async's callback may be None)
-            for index, completion in enumerate(completions):
-                if completion is not None:
-                    complete(completion, MessageId(partition, ledger, entry, index, n))
+            complete_batch(completions, partition, ledger, entry, n)
         elif completions[0] is not None:
             complete(completions[0], MessageId(partition, ledger, entry))
         self._pending_messages -= op.num_messages

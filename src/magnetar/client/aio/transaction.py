@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from magnetar.client import errors
 from magnetar.client.enums import Result
+from magnetar.client.outgoing import Tally
 from magnetar.wire import txn as wire_txn
 from magnetar.wire.txn import ABORT, COMMIT, TxnId
 
@@ -107,7 +108,7 @@ class CoordinatorClient:
         return wire_txn.txn_id_of(answer.newTxnResponse)
 
 
-class Transaction:
+class Transaction(Tally):
     """One transaction; `txn_id` is (most_bits, least_bits), the Java client's TxnID."""
 
     def __init__(self, coordinators: CoordinatorClient, txn_id: TxnId, timeout_seconds: int) -> None:
@@ -124,6 +125,9 @@ class Transaction:
         self._all_answered: asyncio.Future[None] | None = None
         self._producers: list[Producer] = []
         """The producers that sent in the transaction: their batches are cut before it ends."""
+        self._sending_through: Producer | None = None
+        """The producer of the last message sent in it, while the transaction is open and the
+        partition's registration has not failed: its next message needs no check."""
 
     def __repr__(self) -> str:
         return f"Transaction{self.txn_id} {self.state}"
@@ -138,6 +142,8 @@ class Transaction:
         partition itself when the first SEND of the transaction reaches it, before storing it,
         and the commit waits for the answer (a refusal makes it abort). The producer's batch
         is cut when the transaction ends, so the commit does not wait for its timer."""
+        if producer is self._sending_through:
+            return
         self._check_open()
         topic = producer.topic
         key = ("partition", topic)
@@ -146,10 +152,17 @@ class Transaction:
             txn = self.txn_id
             registered = self._partitions[key] = asyncio.ensure_future(self._coordinators.request(
                 txn.most, lambda request_id: wire_txn.add_partition_to_txn(request_id, txn, [topic])))
-            registered.add_done_callback(_retrieved)  # the commit reports a refusal; a handle never ended has none
+            registered.add_done_callback(self._registration_answered)
             self._producers.append(producer)
         elif registered.done() and registered.exception() is not None:
             raise registered.exception()  # type: ignore[misc]
+        self._sending_through = producer
+
+    def _registration_answered(self, registered: asyncio.Future[Any]) -> None:
+        """A refused registration makes the next message through any producer check again
+        (and fail); the commit reports it."""
+        if registered.cancelled() or registered.exception() is not None:
+            self._sending_through = None
 
     async def register_acked(self, topic: str, subscription: str) -> None:
         """ADD_SUBSCRIPTION_TO_TXN, once per subscription: answered before an ACK goes there."""
@@ -189,9 +202,14 @@ class Transaction:
 
     def __call__(self, result: Result, _message_id: MessageId | None) -> None:
         """One message sent with send_async in it has its answer (see `tracked`)."""
-        self._unanswered -= 1
         if result != Result.Ok and self._refused is None:
             self._refused = result
+        self.answered(1)
+
+    def answered(self, count: int) -> None:
+        """`count` messages sent with send_async in it have their answers (a batch of them
+        comes at once: see Tally)."""
+        self._unanswered -= count
         if not self._unanswered and self._all_answered is not None and not self._all_answered.done():
             self._all_answered.set_result(None)
 
@@ -205,6 +223,7 @@ class Transaction:
         lost, the broker gone), abort instead and raise why."""
         self._check_open()
         self.state = COMMITTING
+        self._sending_through = None
         problem = await self._settled()
         if problem is not None:
             await self._abort_instead(problem)
@@ -213,6 +232,7 @@ class Transaction:
     async def abort(self) -> None:
         self._check_open()
         self.state = ABORTING
+        self._sending_through = None
         await self._settled()
         await self._end(ABORT, ABORTED)
 
