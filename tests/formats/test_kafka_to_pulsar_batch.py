@@ -67,7 +67,7 @@ _records = st.lists(st.tuples(
     st.one_of(st.none(), st.binary(max_size=300)),
     st.one_of(st.just([]), st.lists(st.tuples(st.text(min_size=1, max_size=6), st.one_of(
         st.none(), st.binary(max_size=8))), max_size=2)),
-    st.one_of(st.integers(min_value=0, max_value=2**45), st.sampled_from([0, 1_700_000_000_000]))),
+    st.one_of(st.integers(min_value=0, max_value=2**45), st.sampled_from([-1, 0, 1_700_000_000_000]))),
     min_size=1, max_size=40)
 
 
@@ -117,5 +117,13 @@ def test_records_past_the_count_fail_as_the_record_reader_says() -> None:
     here is about): the bytes left over are an error, not dropped."""
     data = bytearray(_batch([(None, b"v", [], 5)] * 3))
     struct.pack_into(">i", data, HEADER_SIZE - 4, 2)
+    assert _outcome(_direct, bytes(data))[0] == "corrupt"
+    assert _outcome(_direct, bytes(data)) == _outcome(_object_path, bytes(data))
+
+
+def test_a_header_count_with_no_headers_after_it_fails_as_the_record_reader_says() -> None:
+    data = bytearray(_batch([(None, b"v", [], 5), (None, b"w", [], 5)]))
+    assert data[-1] == 0  # the last record's header count
+    data[-1] = 2  # one header (zigzag), and nothing of it
     assert _outcome(_direct, bytes(data))[0] == "corrupt"
     assert _outcome(_direct, bytes(data)) == _outcome(_object_path, bytes(data))

@@ -272,28 +272,33 @@ def _pulsar_messages(records: bytes, header: KafkaBatchHeader) -> list[bytes]:
     """What pulsar_batch_messages joins, for records without headers (_Irregular otherwise,
     or on any check _read_records makes failing)."""
     log_append = header.attributes & _LOG_APPEND_TIME
+    base_time = header.base_timestamp
     prefixes: dict[tuple[int, int], bytes] = {}  # (value size, event time): a keyless record's size + metadata
     parts: list[bytes] = []
+    varint = _varint
     pos, total = 0, len(records)
     for _ in range(header.count):
-        length, pos = _varint(records, pos)
+        length, pos = varint(records, pos)
         end = pos + length
         if length < 0 or end > total:
             raise _Irregular
-        timestamp_delta, pos = _varint(records, pos + 1)
-        _, pos = _varint(records, pos)  # offset delta: split_batches checked the count against the last
-        key_size, pos = _varint(records, pos)
+        timestamp_delta, pos = varint(records, pos + 1)
+        _, pos = varint(records, pos)  # offset delta: split_batches checked the count against the last
         key = None
-        if key_size >= 0:
-            key, pos = records[pos : pos + key_size], pos + key_size
-        value_size, pos = _varint(records, pos)
+        if records[pos] == 1:  # key size -1 (zigzag), a record without a key
+            pos += 1
+        else:
+            key_size, pos = varint(records, pos)
+            if key_size >= 0:
+                key, pos = records[pos : pos + key_size], pos + key_size
+        value_size, pos = varint(records, pos)
         value = b""
         if value_size >= 0:
             value, pos = records[pos : pos + value_size], pos + value_size
-        if pos > end or records[pos] != 0 or pos + 1 != end:  # a header count other than 0, or sizes off
+        if pos + 1 != end or records[pos] != 0:  # a header count other than 0, or sizes off
             raise _Irregular
         pos = end
-        event_time = max(header.max_timestamp if log_append else header.base_timestamp + timestamp_delta, 0)
+        event_time = max(header.max_timestamp if log_append else base_time + timestamp_delta, 0)
         if key is None and value_size >= 0:
             prefix = prefixes.get((value_size, event_time))
             if prefix is None:
