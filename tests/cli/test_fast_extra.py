@@ -5,14 +5,15 @@ and client to it), so this module installs it into a directory of its own once a
 directory on the PYTHONPATH of the processes it starts: the broker, and a subprocess running
 magnetar.client's blocking facade. Then it drives them as users would, through every listener
 whose transport code once assumed asyncio's classes (uvloop's transports are not
-asyncio.Transport subclasses): the binary protocol with both clients, the admin API, the Kafka
-listener.
+asyncio.Transport subclasses): the binary protocol with both clients, plain and over TLS with a
+client certificate, the admin API over HTTP and HTTPS, the Kafka listener.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import ssl
 import random
 import re
 import subprocess
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from admin_http import http
+from certs import CertificateAuthority
 from confluent_kafka import Consumer, Producer
 from polling import wait_for
 from standalone import Standalone
@@ -49,6 +51,30 @@ def fast_broker(tmp_path_factory: pytest.TempPathFactory, fast_env: dict[str, st
     broker.stop()
 
 
+@pytest.fixture(scope="module")
+def fast_tls(tmp_path_factory: pytest.TempPathFactory, fast_env: dict[str, str]) -> Iterator[tuple[Standalone, dict]]:
+    """A TLS-only broker on uvloop that requires a trusted client certificate, and the client
+    settings (both clients' names) that satisfy it."""
+    ca = CertificateAuthority(tmp_path_factory.mktemp("pki"))
+    server, client = ca.issue("broker", "broker", server=True), ca.issue("client", "app")
+    config = [f"tlsCertificateFilePath={server.cert}", f"tlsKeyFilePath={server.key}", f"tlsTrustCertsFilePath={ca.pem}",
+              "brokerServicePortTls=0", "webServicePortTls=0", "brokerServicePort=", "webServicePort=",
+              "tlsRequireTrustedClientCertOnConnect=true"]
+    broker = Standalone(tmp_path_factory.mktemp("fast-tls") / "data", config, plaintext=False, env=fast_env).start()
+    yield broker, {"tls_trust_certs_file_path": str(ca.pem), "tls_certificate_file_path": str(client.cert),
+                   "tls_private_key_file_path": str(client.key)}
+    broker.stop()
+
+
+@pytest.fixture(params=["plain", "tls"])
+def service(request: pytest.FixtureRequest) -> tuple[str, dict]:
+    """A service URL of a broker on uvloop and the client settings it needs."""
+    if request.param == "plain":
+        return request.getfixturevalue("fast_broker").url, {}
+    broker, settings = request.getfixturevalue("fast_tls")
+    return broker.tls_url, settings
+
+
 def _topic() -> str:
     return f"fast-{uuid.uuid4().hex[:10]}"
 
@@ -57,8 +83,9 @@ def test_the_broker_says_it_runs_on_uvloop(fast_broker: Standalone) -> None:
     assert re.search(r"event loop: uvloop \d", fast_broker.log()), fast_broker.log()
 
 
-def test_the_official_client_produces_and_consumes_with_batching(fast_broker: Standalone, client_factory) -> None:
-    client = client_factory(fast_broker.url)
+def test_the_official_client_produces_and_consumes_with_batching(service: tuple[str, dict], client_factory) -> None:
+    url, settings = service
+    client = client_factory(url, **settings)
     topic = f"persistent://public/default/{_topic()}"
     consumer = client.subscribe(topic, "sub")
     producer = client.create_producer(topic)  # batching on, the default
@@ -74,12 +101,36 @@ def test_the_official_client_produces_and_consumes_with_batching(fast_broker: St
     assert received == payloads
 
 
+def test_a_restart_stops_cleanly_and_clients_carry_on(fast_broker: Standalone, client_factory) -> None:
+    """SIGTERM through uvloop's signal handling: the broker closes cleanly, and the official
+    client's producer and consumer reconnect to the restarted one with nothing lost."""
+    client = client_factory(fast_broker.url)
+    topic = f"persistent://public/default/{_topic()}"
+    consumer = client.subscribe(topic, "sub")
+    producer = client.create_producer(topic)
+    before = [f"before-{i}".encode() for i in range(random.randint(1, 50))]
+    for payload in before:
+        producer.send(payload)
+    assert fast_broker.stop() == 0
+    assert "stopped cleanly" in fast_broker.log(), fast_broker.log()
+    fast_broker.start()
+    after = [f"after-{i}".encode() for i in range(random.randint(1, 50))]
+    for payload in after:
+        producer.send(payload)
+    received = []
+    for _ in before + after:
+        message = consumer.receive(timeout_millis=10_000)
+        received.append(message.data())
+        consumer.acknowledge(message)
+    assert received == before + after
+
+
 MAGNETAR_CLIENT = textwrap.dedent("""
     import json, sys
     from magnetar.client import Client, InitialPosition
 
-    url, topic, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    client = Client(url, operation_timeout_seconds=10)
+    url, topic, count, settings = sys.argv[1], sys.argv[2], int(sys.argv[3]), json.loads(sys.argv[4])
+    client = Client(url, operation_timeout_seconds=10, **settings)
     consumer = client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
     producer = client.create_producer(topic)
     sent = [f"m-{i}".encode() * (i % 7) for i in range(count)]
@@ -97,9 +148,10 @@ MAGNETAR_CLIENT = textwrap.dedent("""
 """)
 
 
-def test_magnetar_client_on_uvloop_produces_and_consumes(fast_broker: Standalone, fast_env: dict[str, str]) -> None:
+def test_magnetar_client_on_uvloop_produces_and_consumes(service: tuple[str, dict], fast_env: dict[str, str]) -> None:
+    url, settings = service
     topic = f"persistent://public/default/{_topic()}"
-    done = subprocess.run([sys.executable, "-c", MAGNETAR_CLIENT, fast_broker.url, topic, "300"],
+    done = subprocess.run([sys.executable, "-c", MAGNETAR_CLIENT, url, topic, "300", json.dumps(settings)],
                           capture_output=True, text=True, timeout=60, env={**os.environ, **fast_env}, check=False)
     assert done.returncode == 0, done.stderr
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
@@ -125,6 +177,14 @@ def test_the_admin_api_answers(fast_broker: Standalone, client_factory) -> None:
     stats = _admin(fast_broker, "GET", f"persistent/{tenant}/ns/t/stats")
     assert stats["msgInCounter"] == 5
     assert len(stats["publishers"]) == 1
+
+
+def test_the_admin_api_answers_over_https_with_a_client_certificate(fast_tls: tuple[Standalone, dict]) -> None:
+    broker, settings = fast_tls
+    context = ssl.create_default_context(cafile=settings["tls_trust_certs_file_path"])
+    context.load_cert_chain(settings["tls_certificate_file_path"], settings["tls_private_key_file_path"])
+    status, _, answer = http("GET", f"{broker.admin_tls_url}/admin/v2/tenants", context=context)
+    assert (status, json.loads(answer)) == (200, ["public", "pulsar"]), answer
 
 
 def test_a_kafka_client_produces_and_consumes(fast_broker: Standalone) -> None:
