@@ -15,6 +15,7 @@ import json
 import os
 import random
 import re
+import socket
 import ssl
 import subprocess
 import sys
@@ -27,10 +28,13 @@ import pytest
 from admin_http import http
 from certs import CertificateAuthority
 from confluent_kafka import Consumer, Producer
+from floods import flood_until_blocked
+from kio.schema.api_versions.v3 import request as api_versions
 from polling import wait_for
 from standalone import Standalone
 
 from magnetar.admin_client import AdminClient, AdminError, FunctionsAdmin
+from magnetar.kafka.protocol.messages import encode_request
 
 KAFKA_READY = re.compile(r"Kafka listener on 127\.0\.0\.1:(\d+)")
 EXCLAMATION = Path(__file__).parents[1] / "functions" / "code" / "exclamation.py"
@@ -199,8 +203,12 @@ def test_the_admin_api_answers_over_https_with_a_client_certificate(fast_tls: tu
     assert (status, json.loads(answer)) == (200, ["public", "pulsar"]), answer
 
 
+def _kafka_port(broker: Standalone) -> int:
+    return int(KAFKA_READY.findall(broker.log())[-1])
+
+
 def test_a_kafka_client_produces_and_consumes(fast_broker: Standalone) -> None:
-    bootstrap = f"127.0.0.1:{KAFKA_READY.findall(fast_broker.log())[-1]}"
+    bootstrap = f"127.0.0.1:{_kafka_port(fast_broker)}"
     topic = _topic()
     records = [(str(i).encode(), random.randbytes(random.randint(0, 500))) for i in range(random.randint(20, 200))]
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
@@ -253,3 +261,17 @@ def test_a_function_runs_and_answers_a_trigger(fast_broker: Standalone, client_f
     assert functions.trigger("public", "default", name, b"again") == "again!"
     functions.delete("public", "default", name)
     _assert_no_errors_logged(fast_broker)
+
+
+def test_a_kafka_client_that_never_reads_its_answers_is_not_read_either(fast_broker: Standalone) -> None:
+    """uvloop's pause_reading and write-buffer limits hold back an attacker: pipelined
+    ApiVersions whose answers are never read stop being read, so the sender blocks long before
+    64 MB, and the broker still answers others."""
+    thousand = encode_request(18, 3, 1, "attacker", api_versions.ApiVersionsRequest(
+        client_software_name="a", client_software_version="1")) * 1000
+    with socket.create_connection(("127.0.0.1", _kafka_port(fast_broker))) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.settimeout(3)
+        sent, blocked = flood_until_blocked(sock, thousand, 64 * 1024 * 1024)
+        assert blocked, f"the broker read {sent // 1024 // 1024} MB of requests from a client that reads no answer"
+        assert http("GET", f"{fast_broker.admin_url}/admin/v2/clusters")[0] == 200
