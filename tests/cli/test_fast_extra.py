@@ -74,7 +74,8 @@ def fast_tls(tmp_path_factory: pytest.TempPathFactory, fast_env: dict[str, str])
     server, client = ca.issue("broker", "broker", server=True), ca.issue("client", "app")
     config = [f"tlsCertificateFilePath={server.cert}", f"tlsKeyFilePath={server.key}",
               f"tlsTrustCertsFilePath={ca.pem}", "brokerServicePortTls=0", "webServicePortTls=0",
-              "brokerServicePort=", "webServicePort=", "tlsRequireTrustedClientCertOnConnect=true"]
+              "brokerServicePort=", "webServicePort=", "tlsRequireTrustedClientCertOnConnect=true",
+              "messagingProtocols=kafka", "kafkaListeners=SSL://127.0.0.1:0"]
     broker = Standalone(tmp_path_factory.mktemp("fast-tls") / "data", config, plaintext=False, env=fast_env).start()
     yield broker, {"tls_trust_certs_file_path": str(ca.pem), "tls_certificate_file_path": str(client.cert),
                    "tls_private_key_file_path": str(client.key)}
@@ -207,18 +208,29 @@ def _kafka_port(broker: Standalone) -> int:
     return int(KAFKA_READY.findall(broker.log())[-1])
 
 
-def test_a_kafka_client_produces_and_consumes(fast_broker: Standalone) -> None:
-    bootstrap = f"127.0.0.1:{_kafka_port(fast_broker)}"
+@pytest.fixture(params=["PLAINTEXT", "SSL"])
+def kafka_service(request: pytest.FixtureRequest) -> dict[str, str]:
+    """librdkafka's settings for a Kafka listener of a broker on uvloop."""
+    if request.param == "PLAINTEXT":
+        return {"bootstrap.servers": f"127.0.0.1:{_kafka_port(request.getfixturevalue('fast_broker'))}"}
+    broker, settings = request.getfixturevalue("fast_tls")
+    return {"bootstrap.servers": f"127.0.0.1:{_kafka_port(broker)}", "security.protocol": "SSL",
+            "ssl.ca.location": settings["tls_trust_certs_file_path"],
+            "ssl.certificate.location": settings["tls_certificate_file_path"],
+            "ssl.key.location": settings["tls_private_key_file_path"]}
+
+
+def test_a_kafka_client_produces_and_consumes(kafka_service: dict[str, str]) -> None:
     topic = _topic()
     records = [(str(i).encode(), random.randbytes(random.randint(0, 500))) for i in range(random.randint(20, 200))]
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer = Producer({**kafka_service, "linger.ms": 5})
     delivered: list = []
     for key, value in records:
         producer.produce(topic, key=key, value=value,
                          on_delivery=lambda err, msg: delivered.append(err or msg.offset()))
     assert producer.flush(30) == 0
     assert sorted(delivered) == list(range(len(records)))
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fast", "auto.offset.reset": "earliest"})
+    consumer = Consumer({**kafka_service, "group.id": "fast", "auto.offset.reset": "earliest"})
     consumer.subscribe([topic])
     got: list = []
 
