@@ -141,15 +141,17 @@ def test_parse_entry_finds_what_the_layered_readers_find(data: st.DataObject) ->
     elif damage == "cut":
         del entry[data.draw(st.integers(0, len(entry) - 1)) :]
     raw = bytes(entry)
+    verify = data.draw(st.booleans())
     try:
         bem = peek_broker_entry_metadata(raw)
         metadata = parse_message_metadata(raw)
-        verify_checksum(raw)
+        if verify:
+            verify_checksum(raw)
     except WireError:
         with pytest.raises(WireError):
-            parse_entry(raw, verify=True)
+            parse_entry(raw, verify=verify)
         return
-    parsed = parse_entry(raw, verify=True)
+    parsed = parse_entry(raw, verify=verify)
     assert (parsed.broker_entry_metadata, parsed.metadata) == (bem, metadata)
     assert bytes(parsed.payload) == raw[len(raw) - len(parsed.payload) :]
     assert len(metadata.SerializeToString()) + len(parsed.payload) < len(raw)
