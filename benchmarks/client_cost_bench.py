@@ -16,6 +16,8 @@ between rounds. Workloads:
   (client_bench's produce runs; a callback on every message);
 - receive_ack_at_rate: receive() + acknowledge() per message while another process publishes
   at `--rate` msg/s, unbatched (what a consumer costs at that rate);
+- receive_ack_timeout_at_rate: the same with unacked_messages_timeout_ms=10000, so that every
+  ack also goes to the unacked-message tracking;
 - receive_ack_flat_out: receive() + acknowledge() of a topic filled beforehand (client_bench's).
 
 Prints one JSON object: per workload and client, CPU microseconds per message (the median of
@@ -46,7 +48,7 @@ from client_bench import run_consume as _run_consume
 from client_bench import run_produce as _run_produce
 
 WORKLOADS = ("send_unbatched_at_rate", "send_batched_at_rate", "send_unbatched_flat_out", "send_batched_flat_out",
-             "receive_ack_at_rate", "receive_ack_flat_out")
+             "receive_ack_at_rate", "receive_ack_timeout_at_rate", "receive_ack_flat_out")
 
 EVERY = 10
 """A real callback on every tenth message (None on the others): the issue's lighter setting."""
@@ -121,7 +123,8 @@ def in_tree(src: str | None, fn: Any, *args: Any) -> dict:
     return fn(*args)
 
 
-def _consume_at_rate(queue: mp.Queue, src: str | None, kind: str, url: str, topic: str, count: int) -> None:
+def _consume_at_rate(queue: mp.Queue, src: str | None, kind: str, url: str, topic: str, count: int,
+                     options: dict) -> None:
     try:
         use_tree(src)
         client = make_client(kind, url)
@@ -130,7 +133,7 @@ def _consume_at_rate(queue: mp.Queue, src: str | None, kind: str, url: str, topi
             import pulsar as module  # noqa: PLC0415
         else:
             import magnetar.client as module  # noqa: PLC0415
-        consumer = client.subscribe(topic, "cost", consumer_type=module.ConsumerType.Exclusive)
+        consumer = client.subscribe(topic, "cost", consumer_type=module.ConsumerType.Exclusive, **options)
         queue.put(("ready", None))
         consumer.acknowledge(consumer.receive(60_000))  # the clock starts with the first message
         measure = Measure()
@@ -156,19 +159,19 @@ def publish_at_rate(url: str, topic: str, rate: int, count: int) -> dict:
 
 
 def run_receive_at_rate(src: str | None, kind: str, url: str, rate: int, seconds: float,
-                        profile: Path | None) -> dict:
+                        profile: Path | None, options: dict, label: str) -> dict:
     topic = _topic()
     count = int(rate * seconds)
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
-    consumer = ctx.Process(target=_consume_at_rate, args=(queue, src, kind, url, topic, count))
+    consumer = ctx.Process(target=_consume_at_rate, args=(queue, src, kind, url, topic, count, options))
     consumer.start()
     status, detail = queue.get(timeout=120)
     if status != "ready":
-        raise RuntimeError(f"receive_ack_at_rate {kind}: {detail}")
-    spy = spy_on(profile, "receive_ack_at_rate", consumer.pid)
+        raise RuntimeError(f"{label} {kind}: {detail}")
+    spy = spy_on(profile, label, consumer.pid)
     in_process(publish_at_rate, url, topic, rate, count)
-    return outcome(queue, consumer, spy, f"receive_ack_at_rate {kind}")
+    return outcome(queue, consumer, spy, f"{label} {kind}")
 
 
 def _topic() -> str:
@@ -183,8 +186,9 @@ def one_round(clients: list[tuple[str, str, str | None]], url: str, args: argpar
     for workload in args.workloads:
         for label, kind, src in clients:
             profile = args.profile if label == "magnetar" else None
-            if workload == "receive_ack_at_rate":
-                result = run_receive_at_rate(src, kind, url, args.rate, args.seconds, profile)
+            if workload.startswith("receive_ack_") and workload.endswith("_at_rate"):
+                options = {"unacked_messages_timeout_ms": 10_000} if "_timeout_" in workload else {}
+                result = run_receive_at_rate(src, kind, url, args.rate, args.seconds, profile, options, workload)
             elif workload == "receive_ack_flat_out":
                 filled = _topic()
                 fill(url, filled, flat * 4)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 
 import pytest
 from polling import wait_for_async
@@ -19,6 +20,7 @@ from magnetar.client.aio.consumer_config import ConsumerConfig
 from magnetar.client.aio.redelivery import Redelivery
 from magnetar.client.message_id import MessageId
 from magnetar.wire.frames import FrameDecoder, command_body
+from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 
 class Recorder:
@@ -124,3 +126,36 @@ def test_an_exclusive_consumer_asks_for_everything_unacked_when_a_nack_is_due() 
 
     recorder = asyncio.run(scenario())
     assert (recorder.full_redeliveries, recorder.frames) == (1, [])
+
+
+@pytest.mark.parametrize(("seed", "why"), [(seed, why) for seed in range(3) for why in ("nack", "timeout")])
+def test_acks_of_application_threads_are_taken_in_before_anything_is_asked_for_again(seed: int, why: str) -> None:
+    """An application thread's ack reaches the redelivery state through its queue, without a
+    loop wake-up: what it acked before a nack came due or the unacked timeout looked must not
+    be asked for again, whichever of the two is waiting."""
+    rng = random.Random(seed)
+    entries = [(rng.randrange(1, 4), entry) for entry in rng.sample(range(1000), rng.randrange(2, 40))]
+    acked = set(rng.sample(entries, rng.randrange(1, len(entries))))
+
+    async def scenario() -> Recorder:
+        recorder = Recorder()
+        redelivery = _redelivery(recorder, shared=True, unacked_timeout_ms=1 if why == "timeout" else None)
+        redelivery.start()
+        for ledger, entry in entries:
+            if why == "nack":
+                redelivery.nack(MessageId(-1, ledger, entry))
+            else:
+                redelivery.received(pb.CommandMessage(consumer_id=7, message_id=pb.MessageIdData(
+                    ledgerId=ledger, entryId=entry)), [])
+        assert redelivery.tracking
+        thread = threading.Thread(target=lambda: [redelivery.acked_elsewhere(*key) for key in acked])
+        thread.start()
+        thread.join()
+        assert await wait_for_async(lambda: set().union(set(), *recorder.redelivered_ids()) >= set(entries) - acked,
+                                    timeout=10, interval=0.01)
+        redelivery.close()
+        return recorder
+
+    recorder = asyncio.run(scenario())
+    assert set().union(*recorder.redelivered_ids()) == set(entries) - acked
+    assert recorder.full_redeliveries == 0

@@ -147,3 +147,47 @@ def test_letters_keep_separated_keys_and_ordering_keys(shared_broker, topic):
         assert _records(retried) == sorted(sent, key=repr)
     finally:
         client.close()
+
+
+def test_acks_while_a_nack_waits_take_effect_without_waking_the_loop_per_ack(api, topic):
+    """While a negative ack waits and the unacked timeout runs, every ack must also reach the
+    redelivery state: only the nacked message comes back, and the acked ones neither come back
+    nor stay in the backlog. magnetar.client's application-thread acks reach it without a
+    hop to the event loop each (they once cost a loop wake-up per message)."""
+    rng = random.Random()
+    client = api.client()
+    consumer = client.subscribe(topic, "sub", consumer_type=api.module.ConsumerType.Shared,
+                                negative_ack_redelivery_delay_ms=300, unacked_messages_timeout_ms=10_000)
+    producer = client.create_producer(topic, batching_enabled=False)
+    count = rng.randrange(100, 300)
+    for index in range(count):
+        producer.send_async(b"%d" % index, None)
+    producer.flush()
+    received = [consumer.receive(EARLY) for _ in range(count)]
+    nacked = received.pop(rng.randrange(count))
+    consumer.negative_acknowledge(nacked)
+    rng.shuffle(received)
+    hops = [0]
+    if api.module is ours:
+        loop = client._io.loop
+        hop = loop.call_soon_threadsafe
+
+        def counted(*args, **kwargs):
+            hops[0] += 1
+            return hop(*args, **kwargs)
+
+        loop.call_soon_threadsafe = counted
+    for message in received:
+        consumer.acknowledge(message)
+    hops_for_acks = hops[0]
+    again = consumer.receive(EARLY)
+    assert (again.data(), again.redelivery_count()) == (nacked.data(), 1)
+    consumer.acknowledge(again)
+    with pytest.raises(api.module.Timeout):
+        consumer.receive(1000)  # nothing acked comes back
+    consumer.close()
+    if api.module is ours:
+        assert hops_for_acks <= 2  # a permits top-up at most, not one per ack
+    backlog = client.subscribe(topic, "sub", consumer_type=api.module.ConsumerType.Shared)
+    with pytest.raises(api.module.Timeout):
+        backlog.receive(500)  # every ack reached the broker

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 import jwt
 import pytest
 from admin_http import http
+from floods import flood_until_blocked
 from kafka_brokers import KafkaStandalone, RawKafka, batch, start_kafka_broker
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.errors import ErrorCode
@@ -192,13 +193,7 @@ def test_pipelined_api_versions_before_authentication_are_not_read_while_unanswe
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         sock.settimeout(3)
-        sent, blocked = 0, False
-        while sent < 64 * MB and not blocked:
-            try:
-                sock.sendall(thousand)
-                sent += len(thousand)
-            except TimeoutError:
-                blocked = True
+        sent, blocked = flood_until_blocked(sock, thousand, 64 * MB)
         assert blocked, f"the broker read {sent // MB} MB of requests from a client that reads no answer"
         assert _grown_mb(broker, before) < 30
         assert _admin_answers(broker, admin)

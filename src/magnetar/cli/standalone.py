@@ -258,11 +258,14 @@ async def _run_standalone(config: ServiceConfiguration, data_dir: Path) -> None:
 
 def event_loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     """uvloop's when installed (the [fast] extra), else asyncio's with the accept fix of
-    broker.accept_errors; a loop of its own, so no global policy changes."""
+    broker.accept_errors; a loop of its own, so no global policy changes. The choice is logged:
+    an installation's users (and tests/test_fast_extra.py) see which one runs."""
     with contextlib.suppress(ImportError):
         import uvloop  # noqa: PLC0415  (optional speed-up)
 
+        log.info("event loop: uvloop %s (the [fast] extra)", uvloop.__version__)
         return uvloop.new_event_loop
+    log.info("event loop: asyncio's (install the [fast] extra for uvloop)")
     return BrokerEventLoop
 
 

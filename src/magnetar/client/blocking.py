@@ -59,6 +59,9 @@ class _LoopThread:
         if threading.current_thread() is self.thread:
             coro.close()
             raise errors.OperationNotSupported("blocking calls cannot be made from a callback on the I/O thread")
+        if self.loop.is_closed():  # the client was closed: the official client's answer, not the loop's error
+            coro.close()
+            raise errors.AlreadyClosed("client is closed")
         future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
             return future.result(timeout)

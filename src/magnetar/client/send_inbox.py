@@ -26,6 +26,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from magnetar.client.enums import Result
+
 
 class SendInbox:
     def __init__(self, loop: asyncio.AbstractEventLoop, send: Callable[..., None], cut_batch: Callable[[], None],
@@ -60,10 +62,25 @@ class SendInbox:
         if not self._scheduled:
             self._scheduled = True
             self._hurried = hurry
-            self._loop.call_soon_threadsafe(self.drain if hurry else self._drain_when_due)
+            self._wake(self.drain if hurry else self._drain_when_due)
         elif hurry and not self._hurried:
             self._hurried = True
-            self._loop.call_soon_threadsafe(self.drain)
+            self._wake(self.drain)
+
+    def _wake(self, callback: Callable[[], None]) -> None:
+        try:
+            self._loop.call_soon_threadsafe(callback)
+        except RuntimeError:  # the loop is closed (the client was): nothing will drain
+            self._refuse_queued()
+
+    def _refuse_queued(self) -> None:
+        """Answer what waits with AlreadyClosed, as the official client answers a send on a
+        closed client, in the caller's thread."""
+        self._scheduled = self._hurried = False
+        while self._items:
+            _, callback, _ = self._items.popleft()
+            if callback is not None:
+                callback(Result.AlreadyClosed, None)
 
     def _drain_when_due(self) -> None:
         if self._due is None and self._scheduled:

@@ -165,8 +165,10 @@ class InstanceProcess:
                 await asyncio.wait_for(readers, READ_AFTER_EXIT_SECONDS)
             return code
         finally:
-            if readers is not None and not readers.done():  # stopped meanwhile
-                readers.cancel()
+            if readers is not None:
+                if not readers.done():  # stopped meanwhile
+                    readers.cancel()
+                readers.add_done_callback(_outcome_seen)
             for fd in (stats_read, stats_write):
                 if fd >= 0:
                     os.close(fd)
@@ -257,6 +259,15 @@ async def _lines(stream: asyncio.StreamReader) -> AsyncIterator[tuple[bytes, boo
             pending, skipping = b"", True
     if pending and not skipping:
         yield pending, True
+
+
+def _outcome_seen(readers: asyncio.Future[Any]) -> None:
+    """Mark the readers' end as seen. Cancelled (by a stop, or wait_for's deadline), the gather
+    ends with a CancelledError as its exception, which asyncio logs as never retrieved when the
+    future is collected: on uvloop, which sees the process exit before its pipe's EOF, about
+    every other function deleted logged that traceback."""
+    if not readers.cancelled():
+        readers.exception()
 
 
 async def _forward(stream: asyncio.StreamReader, logger: logging.Logger, instance_id: int) -> None:

@@ -249,30 +249,24 @@ class Consumer(Handler, Receiving):
             return done
         if type(message) is Message:  # the common case: no id object needed
             ctx = message[1]
-            owner = ctx.owner
-            if owner._threaded and owner._redelivery.tracking:
-                owner._loop.call_soon_threadsafe(owner._ack_now, ctx.ledger, ctx.entry, message[0][2],
-                                                 ctx.batch_size, ctx.acks)
-            else:
-                owner._ack_now(ctx.ledger, ctx.entry, message[0][2], ctx.batch_size, ctx.acks)
+            ctx.owner._ack(ctx.ledger, ctx.entry, message[0][2], ctx.batch_size, ctx.acks)
             return
         mid = as_message_id(message)
         self._ack(mid._l, mid._e, mid._b, mid._n, mid.batch_acks)
 
     def _ack(self, ledger: int, entry: int, index: int, size: int, acks: Any) -> None:
-        if self._threaded and self._redelivery.tracking:
-            # the redelivery state belongs to the event loop
-            self._loop.call_soon_threadsafe(self._ack_now, ledger, entry, index, size, acks)
-        else:
-            self._ack_now(ledger, entry, index, size, acks)
-
-    def _ack_now(self, ledger: int, entry: int, index: int, size: int, acks: Any) -> None:
+        """Any thread: the grouping tracker takes acks from any, and the redelivery state,
+        which belongs to the event loop, is told through a queue it reads on the loop (an
+        application thread's ack woke the loop once per message when it was told directly)."""
         tracker = self._acks
         if tracker is None:
             return
         redelivery = self._redelivery
         if redelivery.tracking:
-            redelivery.acked(ledger, entry)
+            if self._threaded:
+                redelivery.acked_elsewhere(ledger, entry)
+            else:
+                redelivery.acked(ledger, entry)
         if type(acks) is list:  # a chunked message: every chunk's entry
             for chunk in acks:
                 tracker.add(chunk.ledger_id, chunk.entry_id)

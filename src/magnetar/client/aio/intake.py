@@ -63,6 +63,7 @@ class Intake:
         self._queue = queue
         self._redelivery = redelivery
         self._watch = redelivery.received if redelivery.watching else None
+        self._acked_off_loop = redelivery.acked_off_loop
         self._row_acks = row_acks
         self._loop = loop
         self._threaded = queue.threaded
@@ -109,6 +110,8 @@ class Intake:
             watch = self._watch
             if watch is not None:
                 watch(message, messages)
+            elif self._acked_off_loop:  # waiting nacks: application threads' acks are taken in here too
+                self._redelivery.apply_acks()
             self._queue.put_from_read(messages, self._after_read)
         if decoded.skipped:
             self._permits_used(decoded.skipped)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -57,8 +58,10 @@ class Redelivery:
         self.watching = config.dead_letter_policy is not None or bool(config.unacked_messages_timeout_ms)
         """Whether received entries must be shown to `received` (fixed by the configuration)."""
         self.tracking = False
-        """Whether acks must be shown to `acked` on the event loop: the unacked timeout runs or
-        negative acks wait. Kept as a plain attribute: every ack reads it, from any thread."""
+        """Whether acks must be shown to `acked` (or `acked_elsewhere`): the unacked timeout
+        runs or negative acks wait. Kept as a plain attribute: every ack reads it, from any thread."""
+        self.acked_off_loop: deque[EntryKey] = deque()
+        """Entries application threads acknowledged, not yet taken off the state (see `apply_acks`)."""
 
     def start(self) -> None:
         """The consumer is subscribed for the first time: the unacked timeout starts counting."""
@@ -75,6 +78,7 @@ class Redelivery:
     # -- what the consumer reports
     def received(self, command: pb.CommandMessage, messages: list[Message]) -> None:
         """An entry's messages were queued for the application."""
+        self.apply_acks()
         mid = command.message_id
         dlq = self._config.dead_letter_policy
         if dlq is not None and command.redelivery_count >= dlq.max_redeliver_count:
@@ -85,14 +89,31 @@ class Redelivery:
     def received_raw(self, ledger: int, entry: int) -> None:
         """A raw entry was queued for receive_arrow; it is stamped 0, so the first timeout check
         after it finds it due (as it always was)."""
+        self.apply_acks()
         if self._unacked_timer is not None:
             self._unacked[(ledger, entry)] = 0.0
 
     def held(self, ledger: int, entry: int) -> None:
         """An entry kept from the application (one it cannot decrypt): the unacked timeout,
         when set, asks for it again once it is due, as for a message never acknowledged."""
+        self.apply_acks()
         if self._unacked_timer is not None:
             self._unacked[(ledger, entry)] = time.monotonic()
+
+    def acked_elsewhere(self, ledger: int, entry: int) -> None:
+        """`acked` from an application thread: queued (a `deque.append`, atomic under the GIL)
+        and applied on the loop before the state is next read or written there (`apply_acks`),
+        without waking the loop for it."""
+        self.acked_off_loop.append((ledger, entry))
+
+    def apply_acks(self) -> None:
+        """Take what application threads acknowledged off the state (on the loop): before an
+        entry is stamped or a nack is noted, so the order of acks and arrivals is kept, and
+        before a timer looks for what is due."""
+        pending = self.acked_off_loop
+        pop, acked = pending.popleft, self.acked
+        while pending:  # other threads may append meanwhile: taken one at a time
+            acked(*pop())
 
     def acked(self, ledger: int, entry: int) -> None:
         unacked, nacks = self._unacked, self._nacks
@@ -105,12 +126,14 @@ class Redelivery:
 
     def acked_up_to(self, ledger: int, entry: int) -> None:
         """A cumulative ack: entries up to (ledger, entry) no longer time out."""
+        self.apply_acks()
         if self._unacked:
             for key in [k for k in self._unacked if k <= (ledger, entry)]:
                 del self._unacked[key]
 
     # -- negative acks
     def nack(self, mid: MessageId) -> None:
+        self.apply_acks()
         delay = self._config.negative_ack_redelivery_delay_ms / 1000
         self._nacks[(mid._l, mid._e)] = (time.monotonic() + delay, mid)
         self.tracking = True
@@ -119,6 +142,7 @@ class Redelivery:
             self._nack_timer = self._loop.call_later(max(delay / 3, 0.01), self._redeliver_nacked)
 
     def _redeliver_nacked(self) -> None:
+        self.apply_acks()
         self._nack_timer = None
         now = time.monotonic()
         due = [key for key, (when, _) in self._nacks.items() if when <= now]
@@ -138,6 +162,7 @@ class Redelivery:
         self._unacked_timer = self._loop.call_later(max(timeout / 10, 0.1), self._redeliver_unacked)
 
     def _redeliver_unacked(self) -> None:
+        self.apply_acks()
         timeout = (self._config.unacked_messages_timeout_ms or 0) / 1000
         deadline = time.monotonic() - timeout
         due = [key for key, when in self._unacked.items() if when <= deadline]
