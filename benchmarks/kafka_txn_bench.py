@@ -1,7 +1,7 @@
 """Issue 47's figure: Kafka transactional produce beside plain Kafka produce, in one run.
 
     .venv/bin/python benchmarks/kafka_txn_bench.py [--messages 20000] [--rounds 3] [--per-txn 100] [--producers 4]
-        [--magnetar LABEL=SRC ...]
+        [--warm] [--magnetar LABEL=SRC ...]
 
 One `magnetar standalone --kafka 0 -c transactionCoordinatorEnabled=true` with its defaults
 (answers after the group's fsync). confluent-kafka (librdkafka) producers, 100-byte values,
@@ -10,8 +10,11 @@ idempotent, and transactional with `--per-txn` records a transaction (begin, pro
 commit_transaction, which flushes); then plain and transactional again with `--producers`
 producers at once on the same partition, each sending its share (as several
 kafka-producer-perf-test processes run), every producer with the same settings. Rounds
-alternate the kinds, so a load change hits all alike. Each run is checked: a read_committed
-consumer reads back exactly the records sent.
+alternate the kinds, so a load change hits all alike. With `--warm` the plain and idempotent
+producers deliver a record (to another topic) before their clock starts, so an idempotent
+producer's id is already assigned: librdkafka sends one idempotent Produce request per
+partition at a time, so its rate is a request's size over the broker's time to answer one.
+Each run is checked: a read_committed consumer reads back exactly the records sent.
 
 With `--magnetar LABEL=SRC` (repeated) each round runs every kind on a broker of each
 source tree in turn (PYTHONPATH=SRC; all started first), so two versions meet the same
@@ -53,9 +56,16 @@ def _send(producer: Producer, topic: str, count: int) -> None:
                 producer.poll(0.001)
 
 
-def plain(bootstrap: str, topic: str, count: int, per_txn: int, *, idempotent: bool) -> float:
+def plain(bootstrap: str, topic: str, count: int, per_txn: int, *, idempotent: bool, warm: bool = False) -> float:
+    """With `warm`, one record to another topic first: librdkafka asks for an idempotent
+    producer's id only once the partition's broker connection is up, else on a 500 ms timer,
+    a wait a 20,000-record run would mostly measure."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": idempotent, **_BASE})
     producer.list_topics(topic, timeout=30)  # the topic exists before the clock starts
+    if warm:
+        producer.produce(f"{topic}-warm", PAYLOAD)
+        if producer.flush(30):
+            raise SystemExit(f"{topic}-warm: the warm-up record was not delivered")
     started = time.perf_counter()
     _send(producer, topic, count)
     if producer.flush(600):
@@ -160,12 +170,15 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--per-txn", type=int, default=100)
     parser.add_argument("--producers", type=int, default=4, help="producers at once in the concurrent kinds")
+    parser.add_argument("--warm", action="store_true",
+                        help="plain and idempotent producers deliver one record before the clock starts")
     parser.add_argument("--magnetar", action="append", default=[], metavar="LABEL=SRC",
                         help="a source tree to run (its src directory), repeated to compare versions")
     args = parser.parse_args()
     trees = dict(item.split("=", 1) for item in args.magnetar) if args.magnetar else {"magnetar": None}
     many = args.producers
-    kinds = {"plain": lambda *a: plain(*a, idempotent=False), "idempotent": lambda *a: plain(*a, idempotent=True),
+    kinds = {"plain": lambda *a: plain(*a, idempotent=False, warm=args.warm),
+             "idempotent": lambda *a: plain(*a, idempotent=True, warm=args.warm),
              "transactional": transactional,
              f"plain_x{many}": lambda *a: concurrent(*a, producers=many, txn=False),
              f"transactional_x{many}": lambda *a: concurrent(*a, producers=many, txn=True)}
@@ -202,7 +215,7 @@ def main() -> None:
                for label, by_kind in runs.items()}
     single = len(trees) == 1
     print(json.dumps({
-        "messages": args.messages, "per_txn": args.per_txn, "value_bytes": len(PAYLOAD),
+        "messages": args.messages, "per_txn": args.per_txn, "warm": args.warm, "value_bytes": len(PAYLOAD),
         "msg_s": runs[next(iter(runs))] if single else runs,
         "median_msg_s": medians[next(iter(medians))] if single else medians,
         "broker_cpu_s_per_s": busy[next(iter(busy))] if single else busy,

@@ -3,6 +3,7 @@ and the official pulsar-client on the same topics. Each test runs on both entry 
 
 from __future__ import annotations
 
+import base64
 import datetime
 import random
 import subprocess
@@ -211,3 +212,32 @@ def test_unbatched_compressed_pulsar_messages_reach_kafka_consumers(kafka_broker
     got = _consume(kafka_broker.bootstrap, topic, 10)
     assert [(m.offset(), m.key(), m.value()) for m in got] == [(i, f"k{i}".encode(), b"v" * i * 50)
                                                                 for i in range(10)]
+
+
+def test_an_idempotent_producers_records_without_headers_reach_every_reader(kafka_broker, api) -> None:
+    """Records without headers are converted without a record or metadata object each
+    (entryFormat=pulsar): keys text, binary or none, tombstones, values sharing sizes, from an
+    idempotent librdkafka producer, read the same by a Kafka consumer and by both Pulsar clients."""
+    module, make = api
+    rng = random.Random()
+    topic = _topic()
+    records = [(rng.choice([None, b"k%d" % rng.randrange(5), b"\xff\xfe%c" % rng.randrange(256)]),
+                rng.choice([None, b"", b"v" * rng.choice([3, 100]), rng.randbytes(rng.randrange(300))]), [])
+               for _ in range(rng.randrange(200, 600))]
+    delivered = _produce(kafka_broker.bootstrap, topic, records, **{"enable.idempotence": True})
+    assert sorted(delivered) == list(range(len(records)))
+    got = _consume(kafka_broker.bootstrap, topic, len(records))
+    assert [(m.key(), m.value()) for m in got] == [(k, v) for k, v, _ in records]
+    if "entryFormat=kafka" in kafka_broker.config:
+        return  # stored as sent: no conversion to read back
+    client = make(kafka_broker.url)
+    consumer = client.subscribe(f"persistent://public/default/{topic}", "s",
+                                initial_position=module.InitialPosition.Earliest)
+    seen = []
+    for _ in records:
+        message = consumer.receive(timeout_millis=20000)
+        seen.append((message.partition_key(), message.data(), message.properties()))
+        consumer.acknowledge(message)
+    expected = [("" if k is None else k.decode() if k.isascii() else base64.b64encode(k).decode(), v or b"", {})
+                for k, v, _ in records]
+    assert seen == expected

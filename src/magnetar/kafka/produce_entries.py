@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from magnetar.formats.kafka_records import kafka_entry_properties
 from magnetar.kafka.producer_snapshots import producer_name
-from magnetar.kafka.protocol.records import ProducedBatch, PulsarMessage, pulsar_batch, pulsar_messages
+from magnetar.kafka.protocol.records import ProducedBatch, pulsar_batch, pulsar_messages
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import TxnId
@@ -37,7 +37,9 @@ class PulsarRecords:
     """An idempotent producer's base sequence; None: the broker numbers the entry."""
     txn: TxnId | None
     codec: int
-    messages: list[PulsarMessage]
+    messages: list[bytes]
+    """The records as Pulsar batch messages, a piece per batch joined (pulsar_messages)."""
+    count: int
     size: int  # bytes of the Kafka batches they came in
     event_time: int
 
@@ -49,6 +51,7 @@ class PulsarRecords:
                 or self.size + other.size > limit // 2):
             return False
         self.messages += other.messages
+        self.count += other.count
         self.size += other.size
         self.event_time = max(self.event_time, other.event_time)
         return True
@@ -77,13 +80,14 @@ class ProducedEntries:
             for key, value in kafka_entry_properties().items():
                 metadata.properties.add(key=key, value=value)
             return build_entry(metadata, batch.data, checksum=False)
-        codec, messages = pulsar_messages(batch)
-        return PulsarRecords(producer, sequence, txn, codec, messages, len(batch.data), max(header.max_timestamp, 0))
+        codec, messages, count = pulsar_messages(batch)
+        return PulsarRecords(producer, sequence, txn, codec, messages, count, len(batch.data),
+                             max(header.max_timestamp, 0))
 
     def entry(self, pending: Pending, now: int) -> bytes:
         if isinstance(pending, bytes):
             return pending
-        converted = pulsar_batch(pending.codec, pending.messages)
+        converted = pulsar_batch(pending.codec, pending.messages, pending.count)
         metadata = self._metadata(pending.producer, pending.sequence, converted.num_messages, now, pending.txn)
         if pending.event_time > 0:  # what ListOffsets by time searches on (offsets_by_time)
             metadata.event_time = pending.event_time

@@ -26,10 +26,9 @@ from magnetar.formats.kafka_records import (
     CODEC_ZSTD,
     HEADER_SIZE,
     KafkaBatchHeader,
-    decode_record_batch,
     encode_record_batch,
+    pulsar_batch_messages,
     read_header,
-    single_message_metadata,
 )
 from magnetar.formats.payload import CorruptPayloadError
 from magnetar.wire.batch import BatchMessage
@@ -38,7 +37,6 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
-_U32 = struct.Struct(">I")
 _MAGIC_AT = 16
 
 # Kafka's codec -> the Pulsar codec an entry converted from it keeps (gzip's nearest is zlib).
@@ -109,32 +107,25 @@ class PulsarBatch(NamedTuple):
     payload: bytes
 
 
-PulsarMessage = tuple[pb.SingleMessageMetadata, bytes]
-
-
-def pulsar_messages(batch: ProducedBatch) -> tuple[int, list[PulsarMessage]]:
-    """The Pulsar codec a batch's records keep (gzip becomes zlib) and the records as Pulsar
-    batch messages: key -> partition key, headers -> properties, timestamp -> event time."""
+def pulsar_messages(batch: ProducedBatch) -> tuple[int, list[bytes], int]:
+    """The Pulsar codec a batch's records keep (gzip becomes zlib), the records as Pulsar
+    batch messages (key -> partition key, headers -> properties, timestamp -> event time;
+    one piece of bytes, or several once batches join) and how many there are."""
     try:
-        header, records = decode_record_batch(batch.data, check_crc=False)  # split_batches checked it
+        header, count, messages = pulsar_batch_messages(batch.data)
     except CorruptPayloadError as exc:
         raise InvalidRecords(str(exc)) from None
-    if not records:
+    if not count:
         raise InvalidRecords("a control batch has no records to store", corrupt=False)
-    return (_PULSAR_CODEC.get(header.attributes & 0x07, pb.NONE),
-            [(single_message_metadata(r), r.value or b"") for r in records])
+    return _PULSAR_CODEC.get(header.attributes & 0x07, pb.NONE), [messages], count
 
 
-def pulsar_batch(codec: int, messages: Sequence[PulsarMessage]) -> PulsarBatch:
-    """Messages from pulsar_messages as one Pulsar batch, compressed with `codec`. Their metadata
-    is written as it is: single_message_metadata sized each from the value it came with."""
-    parts: list[bytes] = []
-    for single, value in messages:
-        body = single.SerializeToString()
-        parts += (_U32.pack(len(body)), body, value)
-    plain = b"".join(parts)
+def pulsar_batch(codec: int, messages: Sequence[bytes], count: int) -> PulsarBatch:
+    """`count` messages from pulsar_messages (one batch's, or consecutive batches' pieces) as
+    one Pulsar batch, compressed with `codec`."""
+    plain = messages[0] if len(messages) == 1 else b"".join(messages)
     payload = plain if codec == pb.NONE else compress(codec, plain)
-    return PulsarBatch(len(messages), codec, len(plain), payload)
+    return PulsarBatch(count, codec, len(plain), payload)
 
 
 def _key_bytes(metadata: pb.SingleMessageMetadata) -> bytes | None:
