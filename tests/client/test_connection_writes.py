@@ -157,6 +157,29 @@ def test_a_large_frame_is_written_by_itself_in_its_place():
     asyncio.run(scenario())
 
 
+def test_frames_reaching_the_send_threshold_leave_before_the_turn_ends():
+    """A coroutine that produces in a loop without awaiting cuts batch after batch in one
+    turn: once the held frames reach 64 KiB they leave at once, with those held before them
+    and in their order, rather than all when the coroutine yields."""
+
+    async def scenario():
+        async with Stub(_ignore, answer_pings=False) as stub:
+            conn, calls = await _open(stub)
+            batch = cc.send(1, 0, b"x" * (80 * 1024))
+            conn.write(cc.ping())
+            conn.write(batch)
+            assert calls == [[cc.ping(), batch]]  # still inside the turn
+            conn.write(cc.pong())
+            assert len(calls) == 1  # a small frame waits for the turn's end
+            assert await wait_for_async(lambda: len(calls) == 2, timeout=5)
+            assert calls[1] == [cc.pong()]
+            assert await wait_for_async(lambda: [c.type for c in stub.seen[1:]] == [T.PING, T.SEND, T.PONG],
+                                        timeout=5)
+            conn.close()
+
+    asyncio.run(scenario())
+
+
 def _coordinator(stub, cmd, write):
     _coordinator_refusing_registrations(stub, cmd, write, refuse=False)
 

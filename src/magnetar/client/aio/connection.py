@@ -32,6 +32,10 @@ log = logging.getLogger(__name__)
 CLIENT_VERSION = f"magnetar-client-{__version__}"
 #: The most bytes of one turn's frames joined into one buffer for one write.
 _JOIN_LIMIT = 256 * 1024
+#: Held frames leave at once when they reach this many bytes, before the turn ends: a
+#: coroutine producing in a loop without awaiting would otherwise hold every batch it cut
+#: until it yields, and the broker would get them in bursts (plain batched produce lost 7 %).
+_SEND_AT = 64 * 1024
 
 
 class ProducerHandler(Protocol):
@@ -67,6 +71,7 @@ class Connection(asyncio.Protocol):
         """While the frames of a read are handed out (after_read waits for the end of it)."""
         self._transport: asyncio.Transport | None = None
         self._corked: list[bytes] | None = None
+        self._corked_bytes = 0
         """Frames written in this turn of the loop, sent together at its end (see `write`)."""
         self._requests: dict[int, asyncio.Future[pb.BaseCommand]] = {}
         self._next_request_id = 0
@@ -216,14 +221,19 @@ class Connection(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         """Frames written in one turn of the loop leave in one send at its end: the
         producers, consumers and transactions sharing the connection (a flush's batches, a
-        commit's END_TXN, a NEW_TXN) cost one system call a turn, not one a frame."""
+        commit's END_TXN, a NEW_TXN) cost one system call a turn, not one a frame; frames
+        adding up to _SEND_AT leave at once."""
         if self._transport is None or self.closed:
             return
         if self._corked is None:
             self._corked = [data]
+            self._corked_bytes = len(data)
             self._loop.call_soon(self._uncork)
         else:
             self._corked.append(data)
+            self._corked_bytes += len(data)
+        if self._corked_bytes >= _SEND_AT:
+            self._uncork()
 
     def _uncork(self) -> None:
         frames, self._corked = self._corked, None
