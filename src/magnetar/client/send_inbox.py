@@ -100,13 +100,10 @@ class SendInbox:
             self._due.cancel()
             self._due = None
         items = self._items
+        send = self._send
         # calls queued from here on have a drain of their own scheduled (see put); the frames
         # of those handed over now leave in one socket write at the end of this loop turn
         # (Connection.write)
-        self._hand_over(items, len(items))
-
-    def _hand_over(self, items: deque[tuple[Any, Any, dict[str, Any]]], count: int) -> None:
-        send = self._send
-        for _ in range(count):
+        for _ in range(len(items)):
             content, callback, options = items.popleft()
             send(content, callback, **options)

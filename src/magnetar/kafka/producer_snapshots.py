@@ -25,7 +25,6 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 
 log = logging.getLogger(__name__)
 SNAPSHOT_PROPERTY = "#kafka.producers"
-_NAME_PREFIX = KAFKA_PRODUCER_PREFIX
 _REPLAY_BYTES = 8 << 20
 
 
@@ -44,7 +43,7 @@ Producers = dict[int, tuple[int, int, list[Stored]]]
 def producer_name(producer_id: int, epoch: int) -> str:
     """The MessageMetadata producer name of an idempotent producer's batch (`kafka-<client id>`
     names the others, so the two never meet)."""
-    return f"{_NAME_PREFIX}{producer_id}:{epoch}"
+    return f"{KAFKA_PRODUCER_PREFIX}{producer_id}:{epoch}"
 
 
 def save_snapshot(partition: PartitionLog, known_to: int, producers: Producers) -> None:
@@ -106,9 +105,9 @@ def _producer_of(metadata: pb.MessageMetadata, payload: memoryview) -> tuple[int
 
 def producer_of_name(name: str) -> tuple[int, int] | None:
     """(producer id, epoch) a producer name of `producer_name` gives, else None (another producer)."""
-    if not name.startswith(_NAME_PREFIX):
+    if not name.startswith(KAFKA_PRODUCER_PREFIX):
         return None
-    producer_id, _, epoch = name[len(_NAME_PREFIX):].partition(":")
+    producer_id, _, epoch = name[len(KAFKA_PRODUCER_PREFIX):].partition(":")
     try:
         return int(producer_id), int(epoch)
     except ValueError:
