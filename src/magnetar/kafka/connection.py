@@ -13,7 +13,9 @@ produce before it is answered. Frames read ahead wait in a queue, and while any 
 while the transport's write buffer is full (asyncio's pause_writing: the client is not
 reading its answers), the socket is not read, so a client that pipelines without reading
 holds no more than one read's frames beyond those bounds. A turn of the event loop handles
-at most `REQUESTS_PER_TURN` of them.
+at most `REQUESTS_PER_TURN` of them. A produce group with many records is converted over
+several turns (ProduceApi.produce_group): meanwhile the connection takes nothing more, so
+its requests are still checked and stored in the order they came.
 
 On a SASL listener the connection holds a SaslSession: until it completes only ApiVersions
 and the SASL requests are read, frames are capped at Kafka's `sasl.server.max.receive.size`
@@ -99,6 +101,8 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._reading = True
         self._continuing = False  # a _drain is scheduled for the next turn
+        self._converting: asyncio.Future[None] | None = None
+        """While a produce group is converted over several turns: done once it is taken."""
         self._muted: asyncio.TimerHandle | None = None
         """While a throttled produce's wait runs (a topic's publish rate): the call that ends it."""
         self._peer = "?"
@@ -199,8 +203,8 @@ class KafkaConnection(asyncio.Protocol):
         as one group, anything else one at a time."""
         self._continuing = False
         handled = 0
-        while (self._frames and self._muted is None and self._may_take(self._frames[0]) and not self._write_paused
-               and self._open()):
+        while (self._frames and self._muted is None and self._converting is None and self._may_take(self._frames[0])
+               and not self._write_paused and self._open()):
             if handled >= REQUESTS_PER_TURN:
                 self._continuing = True
                 asyncio.get_running_loop().call_soon(self._continue)
@@ -276,7 +280,7 @@ class KafkaConnection(asyncio.Protocol):
         if not requests:
             return
         try:
-            results = self._apis.produce.produce_many(requests, self._session(_PRODUCE))
+            results, converting = self._apis.produce.produce_group(requests, self._session(_PRODUCE))
         except _Refused as exc:
             self._refuse(str(exc))
             return
@@ -286,6 +290,18 @@ class KafkaConnection(asyncio.Protocol):
             return
         for request, result, frame in zip(requests, results, frames, strict=False):
             self._answer(request, result, len(frame))
+        if converting is not None:
+            self._converting = converting
+            converting.add_done_callback(self._converted)
+
+    def _converted(self, done: asyncio.Future[None]) -> None:
+        """A group converted over several turns is taken: the requests after it may be."""
+        self._converting = None
+        if (exc := done.exception()) is not None:
+            log.error("Kafka client %s: Produce requests failed", self._peer, exc_info=exc)
+            self.close()
+            return
+        self._drain()
 
     def _decode(self, frame: bytes) -> Request | None:
         """The request in `frame`; None once it is answered (an unsupported ApiVersions) or

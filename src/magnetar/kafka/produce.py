@@ -16,21 +16,23 @@ import asyncio
 import datetime
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
 from magnetar.broker.config import ServiceConfiguration
 from magnetar.broker.service.protocol_handlers import PartitionLog
+from magnetar.formats.kafka_records import all_steps
 from magnetar.kafka import publish_policies
 from magnetar.kafka.access import PRODUCE, Access
 from magnetar.kafka.errors import ANSWERABLE, Answer, MessageTooLarge, TxnRefused, kafka_error
 from magnetar.kafka.idempotence import ACCEPT, ProducerStates
-from magnetar.kafka.produce_entries import Pending, ProducedEntries, PulsarRecords
+from magnetar.kafka.produce_entries import Pending, Prepared, ProducedEntries, PulsarRecords
 from magnetar.kafka.protocol.layouts import build, response_module
 from magnetar.kafka.protocol.messages import Request
-from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch, split_batches
+from magnetar.kafka.protocol.records import InvalidRecords, ProducedBatch
 from magnetar.kafka.protocol.templates import Int64Templates
 from magnetar.kafka.topics import KafkaTopics
 from magnetar.storage import StorageFullError
@@ -134,37 +136,109 @@ class ProduceApi:
         self._entries = ProducedEntries(config.entryFormat == "kafka")
         self.states = ProducerStates(config.brokerDeduplicationEntriesInterval)
         self._templates = Int64Templates(PRODUCE_KEY)
+        self._converting: deque[tuple[Generator[None, None, list[Prepared | None]],
+                                      Callable[[list[Prepared | None]], None], list[_Waiting | None],
+                                      asyncio.Future[None]]] = deque()
+        """Groups whose records are being converted, a step each in turn (produce_group)."""
         self.transactions: KafkaTransactions | None = None
         """The listener's transactional ids, once its transactional APIs are built."""
+
+    @property
+    def converting(self) -> int:
+        """Produce groups whose records are being converted over several loop turns now."""
+        return len(self._converting)
 
     def produce(self, request: Request, access: Access) -> Any:
         return self.produce_many([request], access)[0]
 
     def produce_many(self, requests: Sequence[Request], access: Access) -> list[Any]:
+        return self.produce_group(requests, access)[0]
+
+    def produce_group(self, requests: Sequence[Request], access: Access,
+                      ) -> tuple[list[Any], asyncio.Future[None] | None]:
         """Each request's response, as a future settled by the partitions' store callbacks (no
-        task per request), or NO_RESPONSE (acks=0). Requests taken together (a connection's
-        pipelined ones) are checked once per partition and stored with one append per
-        partition; a partition refused in one of them fails only its own answer. The time to
-        an answer joins pulsar_broker_publish_latency, a partition stored counting as a SEND does."""
+        task per request), or NO_RESPONSE (acks=0); and, while the group is still being
+        converted, a future done once it is taken (checked and handed to storage), before
+        which its connection must take no other request, or None when it is taken already.
+
+        Requests taken together (a connection's pipelined ones) are checked once per
+        partition and stored with one append per partition; a partition refused in one of
+        them fails only its own answer. Their records are split and converted first
+        (_prepared), SLICE_RECORDS records a loop turn, with the other groups being converted
+        in turn; then the group is taken in one turn, as a small one is in its first: every
+        check, and the append of a partition's batches whole, sees the same state. The time
+        to an answer joins pulsar_broker_publish_latency, a partition stored counting as a
+        SEND does."""
         received = time.monotonic()
         loop = asyncio.get_running_loop()
+        owners = [None if request.body.acks == 0 else
+                  _Waiting(request, sum(len(topic.partition_data) for topic in request.body.topic_data),
+                           self._answer, received, loop.create_future())
+                  for request in requests]
+        results = [self._no_response if owner is None else owner.response for owner in owners]
+        steps = self._prepared(requests, access)
+        try:
+            next(steps)
+        except StopIteration as done:
+            self._take_group(requests, owners, done.value, access)
+            return results, None
+        taken = loop.create_future()
+        self._converting.append((steps, lambda prepared: self._take_group(requests, owners, prepared, access),
+                                 owners, taken))
+        if len(self._converting) == 1:
+            loop.call_soon(self._convert)
+        return results, taken
+
+    def _convert(self) -> None:
+        """One step of the group at the head of the queue (SLICE_RECORDS records), which then
+        waits at the back: groups being converted share the loop's turns."""
+        steps, take, owners, taken = self._converting.popleft()
+        try:
+            next(steps)
+            self._converting.append((steps, take, owners, taken))
+        except StopIteration as done:
+            try:
+                take(done.value)
+                taken.set_result(None)
+            except Exception as exc:
+                _refused(owners, taken, exc)
+        except Exception as exc:  # a fault of ours: the connection logs it and closes
+            _refused(owners, taken, exc)
+        if self._converting:
+            asyncio.get_running_loop().call_soon(self._convert)
+
+    def _prepared(self, requests: Sequence[Request], access: Access) -> Generator[None, None, list[Prepared | None]]:
+        """Every partition's records of the group prepared (ProducedEntries.prepare), in the
+        group's order; None for a partition its role may not produce to (refused when taken,
+        so a refused client costs no conversion)."""
+        prepared: list[Prepared | None] = []
+        taken = 0
+        for request in requests:
+            for topic in request.body.topic_data:
+                for data in topic.partition_data:
+                    if isinstance(self._target(access, topic.name, data.index)[0], PartitionLog):
+                        item, taken = yield from self._entries.prepare(data.records, taken)
+                        prepared.append(item)
+                    else:
+                        prepared.append(None)
+        return prepared
+
+    def _take_group(self, requests: Sequence[Request], owners: list[_Waiting | None],
+                    prepared: list[Prepared | None], access: Access) -> None:
+        """Check and store a prepared group (produce_group), in one turn."""
         checked: dict[tuple[str, int], tuple[PartitionLog, int] | Answer] = {}
         runs: dict[tuple[str, int], _Run] = {}
         in_order: list[_Run] = []
-        owners: list[_Waiting | None] = []
         now = int(time.time() * 1000)
-        for request in requests:
+        each = iter(prepared)
+        for request, owner in zip(requests, owners, strict=True):
             body = request.body
-            owner = None
-            if body.acks != 0:
-                owner = _Waiting(request, sum(len(topic.partition_data) for topic in body.topic_data),
-                                 self._answer, received, loop.create_future())
-            owners.append(owner)
             producer = f"kafka-{request.client_id or 'client'}"
             transactional_id = getattr(body, "transactional_id", None)
             for topic in body.topic_data:
                 for data in topic.partition_data:
                     part = _Part(topic.name, data.index, owner)
+                    records = next(each)
                     if owner is not None:
                         owner.parts.append(part)
                     key = (topic.name, data.index)
@@ -174,7 +248,9 @@ class ProduceApi:
                     if not isinstance(target[0], PartitionLog):
                         part.settle((target[0], -1, target[1]))
                         continue
-                    run = self._take(part, producer, data.records, target, access, transactional_id, now,
+                    if records is None:  # refused while it was prepared, not now: prepared now
+                        records = all_steps(self._entries.prepare(data.records, 0))[0]
+                    run = self._take(part, producer, records, target, access, transactional_id, now,
                                      runs.get(key))
                     if run is not None and runs.get(key) is not run:
                         runs[key] = run
@@ -184,7 +260,6 @@ class ProduceApi:
         for owner in owners:
             if owner is not None:
                 owner.release()
-        return [self._no_response if owner is None else owner.response for owner in owners]
 
     def _target(self, access: Access, topic: str, index: int) -> tuple[PartitionLog, int] | Answer:
         """A partition the role may produce to and its policies let take records now, with the
@@ -235,7 +310,7 @@ class ProduceApi:
                           for name, parts in by_topic.items())
         return build(module, "ProduceResponse", responses=responses, throttle_time=throttle)
 
-    def _take(self, part: _Part, producer: str, records: bytes | None, target: tuple[PartitionLog, int],
+    def _take(self, part: _Part, producer: str, records: Prepared, target: tuple[PartitionLog, int],
               access: Access, transactional_id: str | None, now: int, run: _Run | None) -> _Run | None:
         """Check one partition's batches and convert the accepted ones, joining them to `run`
         (the partition's so far in this group) or a new run when their transaction differs;
@@ -252,13 +327,15 @@ class ProduceApi:
         verdicts = [self.states.check(log_, batch) for batch in batches]
         refused = next((v.error for v in verdicts if v.error != ErrorCode.none), None)
         fresh = [batch for batch, verdict in zip(batches, verdicts, strict=True) if verdict is ACCEPT]
+        converted = [item for item, verdict in zip(records.conversions(), verdicts, strict=True) if verdict is ACCEPT]
         if refused is not None or not fresh:
             self.states.forget(log_, fresh)  # accepted beside a refused one: the request stores nothing
             duplicate = verdicts[0].duplicate_of
             part.settle((refused or ErrorCode.none, -1 if duplicate is None else duplicate, None))
             return None
         try:
-            pending = [self._entries.pending(producer, batch, now, txn) for batch in fresh]
+            pending = [self._entries.pending(producer, batch, now, txn, item)
+                       for batch, item in zip(fresh, converted, strict=True)]
         except ANSWERABLE as exc:
             self.states.forget(log_, fresh)
             part.settle(_failed(kafka_error(exc)))
@@ -305,10 +382,10 @@ class ProduceApi:
             part.settle(_failed(answer))
 
     @staticmethod
-    def _checked(records: bytes | None, limit: int) -> list[ProducedBatch]:
-        if not records:
-            raise InvalidRecords("no records", corrupt=False)
-        batches = split_batches(records)
+    def _checked(records: Prepared, limit: int) -> list[ProducedBatch]:
+        batches = records.batches
+        if isinstance(batches, InvalidRecords):
+            raise batches
         for batch in batches:
             if len(batch.data) > limit:
                 raise MessageTooLarge(f"a record batch of {len(batch.data)} bytes is over maxMessageSize={limit}")
@@ -344,4 +421,12 @@ class ProduceApi:
 
 def _failed(answer: Answer) -> _Result:
     return answer[0], -1, answer[1]
+
+
+def _refused(owners: list[_Waiting | None], taken: asyncio.Future[None], exc: Exception) -> None:
+    """A group that failed past its partitions' own errors: every answer fails with `exc`."""
+    for owner in owners:
+        if owner is not None and not owner.response.done():
+            owner.response.set_exception(exc)
+    taken.set_exception(exc)
 

@@ -18,11 +18,19 @@ checked on arrival, and storage keeps a CRC of every entry it writes.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from dataclasses import dataclass
 
-from magnetar.formats.kafka_records import kafka_entry_properties
+from magnetar.formats.kafka_records import SLICE_RECORDS, kafka_entry_properties
 from magnetar.kafka.producer_snapshots import producer_name
-from magnetar.kafka.protocol.records import ProducedBatch, pulsar_batch, pulsar_messages
+from magnetar.kafka.protocol.records import (
+    InvalidRecords,
+    ProducedBatch,
+    pulsar_batch,
+    pulsar_message_steps,
+    pulsar_messages,
+    split_batches,
+)
 from magnetar.wire.entry import build_entry
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.txn import TxnId
@@ -59,6 +67,23 @@ class PulsarRecords:
 
 Pending = bytes | PulsarRecords
 """An entry as built when its batch is taken: whole (Kafka format), or records to build it from."""
+Converted = tuple[int, list[bytes], int] | InvalidRecords
+"""A batch's records as pulsar_messages gives them, or why they do not convert."""
+
+
+@dataclass(slots=True)
+class Prepared:
+    """One partition's records of a produce request split into checked batches and, in the
+    Pulsar format, converted: the part of a produce whose cost the client sets (tens of
+    milliseconds for a megabyte of small records), done in steps before the request is taken."""
+
+    batches: list[ProducedBatch] | InvalidRecords
+    converted: list[Converted] | None
+    """Per batch; None in the Kafka format, where a batch is stored as it came."""
+
+    def conversions(self) -> list[Converted] | list[None]:
+        count = len(self.batches) if isinstance(self.batches, list) else 0
+        return self.converted if self.converted is not None else [None] * count
 
 
 class ProducedEntries:
@@ -69,8 +94,35 @@ class ProducedEntries:
         self._kafka_format = kafka_format
         self._sequence = 0
 
-    def pending(self, producer: str, batch: ProducedBatch, now: int, txn: TxnId | None) -> Pending:
-        """What a checked batch is stored as (InvalidRecords when its records do not convert)."""
+    def prepare(self, records: bytes | None, taken: int) -> Generator[None, None, tuple[Prepared, int]]:
+        """A partition's records split and converted, a step (a yield) before SLICE_RECORDS
+        more records would be converted since the last one, `taken` being those converted
+        since it; what was converted since the last step comes back with the result."""
+        if not records:
+            return Prepared(InvalidRecords("no records", corrupt=False), None), taken
+        try:
+            batches = split_batches(records)
+        except InvalidRecords as exc:
+            return Prepared(exc, None), taken
+        if self._kafka_format:
+            return Prepared(batches, None), taken
+        converted: list[Converted] = []
+        for batch in batches:
+            if taken and taken + batch.count > SLICE_RECORDS:
+                yield
+                taken = 0
+            try:
+                converted.append((yield from pulsar_message_steps(batch)))
+            except InvalidRecords as exc:
+                converted.append(exc)
+            # a batch over a slice stepped inside itself: what follows its last step counts
+            taken = taken + batch.count if batch.count <= SLICE_RECORDS else (batch.count - 1) % SLICE_RECORDS + 1
+        return Prepared(batches, converted), taken
+
+    def pending(self, producer: str, batch: ProducedBatch, now: int, txn: TxnId | None,
+                converted: Converted | None) -> Pending:
+        """What a checked batch is stored as (InvalidRecords when its records do not convert),
+        from its records `converted` already (prepare) or, when None, converted now."""
         header = batch.header
         sequence = None
         if header.producer_id >= 0:  # what recovery reads back (producer_snapshots)
@@ -80,7 +132,9 @@ class ProducedEntries:
             for key, value in kafka_entry_properties().items():
                 metadata.properties.add(key=key, value=value)
             return build_entry(metadata, batch.data, checksum=False)
-        codec, messages, count = pulsar_messages(batch)
+        if isinstance(converted, InvalidRecords):
+            raise converted
+        codec, messages, count = converted if converted is not None else pulsar_messages(batch)
         return PulsarRecords(producer, sequence, txn, codec, messages, count, len(batch.data),
                              max(header.max_timestamp, 0))
 

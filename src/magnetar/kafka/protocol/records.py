@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import struct
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from typing import NamedTuple
 
 from magnetar.formats.kafka_records import (
@@ -26,8 +26,9 @@ from magnetar.formats.kafka_records import (
     CODEC_ZSTD,
     HEADER_SIZE,
     KafkaBatchHeader,
+    all_steps,
     encode_record_batch,
-    pulsar_batch_messages,
+    pulsar_batch_message_steps,
     read_header,
 )
 from magnetar.formats.payload import CorruptPayloadError
@@ -108,11 +109,17 @@ class PulsarBatch(NamedTuple):
 
 
 def pulsar_messages(batch: ProducedBatch) -> tuple[int, list[bytes], int]:
+    """pulsar_message_steps in one go."""
+    return all_steps(pulsar_message_steps(batch))
+
+
+def pulsar_message_steps(batch: ProducedBatch) -> Generator[None, None, tuple[int, list[bytes], int]]:
     """The Pulsar codec a batch's records keep (gzip becomes zlib), the records as Pulsar
     batch messages (key -> partition key, headers -> properties, timestamp -> event time;
-    one piece of bytes, or several once batches join) and how many there are."""
+    one piece of bytes, or several once batches join) and how many there are; a step every
+    SLICE_RECORDS records (pulsar_batch_message_steps)."""
     try:
-        header, count, messages = pulsar_batch_messages(batch.data)
+        header, count, messages = yield from pulsar_batch_message_steps(batch.data)
     except CorruptPayloadError as exc:
         raise InvalidRecords(str(exc)) from None
     if not count:
