@@ -7,10 +7,12 @@ brokers and the throughput benchmark read a process's cost the same way.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,8 +25,23 @@ from standalone import Standalone
 PAYLOAD = b"x" * 100
 MAX_PENDING = 5000
 
-__all__ = ["MAX_PENDING", "PAYLOAD", "Meter", "ProduceResult", "Standalone", "cpu_seconds", "official_client",
-           "open_fds", "produce", "producer_options", "rss_mb", "start_standalone"]
+__all__ = ["MAX_PENDING", "PAYLOAD", "Meter", "ProduceResult", "Standalone", "add_tree_options", "cpu_seconds",
+           "official_client", "open_fds", "produce", "producer_options", "rss_mb", "start_standalone", "trees_by_round"]
+
+
+def add_tree_options(parser: argparse.ArgumentParser) -> None:
+    """--magnetar LABEL=SRC (repeated: versions side by side in one run) and --rounds."""
+    parser.add_argument("--magnetar", action="append", metavar="LABEL=SRC",
+                        help="a source tree to run (repeat to compare); default: this checkout's src")
+    parser.add_argument("--rounds", type=int, default=1, help="rounds, alternating the trees' order")
+
+
+def trees_by_round(args: argparse.Namespace) -> Iterator[tuple[int, str, str]]:
+    """(round from 1, label, source tree) in the order to run them: each round reverses the last's."""
+    sources = [item.split("=", 1) for item in args.magnetar or [f"magnetar={Path(__file__).parent.parent / 'src'}"]]
+    for round_ in range(args.rounds):
+        for label, source in sources if round_ % 2 == 0 else sources[::-1]:
+            yield round_ + 1, label, source
 
 
 def start_standalone(data_dir: Path, config: list[str]) -> Standalone:

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 
 from _broker_figures import broker_between, broker_figures
-from _broker_process import Meter, Standalone
+from _broker_process import Meter, Standalone, add_tree_options, trees_by_round
 from _latency_drivers import Latencies, open_loop, payload, summary
 from confluent_kafka import Producer
 
@@ -88,21 +88,16 @@ def run(label: str, source: str, rates: list[int], seconds: float) -> dict[str, 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--magnetar", action="append", metavar="LABEL=SRC",
-                        help="a source tree to run (repeat to compare); default: this checkout's src")
+    add_tree_options(parser)
     parser.add_argument("--rates", default="1000,10000", help="records/s, comma-separated")
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per cell")
-    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    sources = [item.split("=", 1) for item in args.magnetar or [f"magnetar={Path(__file__).parent.parent / 'src'}"]]
     rates = [int(rate) for rate in args.rates.split(",")]
     load_start = os.getloadavg()
     results: dict[str, object] = {}
-    for round_ in range(args.rounds):
-        order = sources if round_ % 2 == 0 else sources[::-1]
-        for label, source in order:
-            for name, figures in run(label, source, rates, args.seconds).items():
-                results[f"{name} round {round_ + 1}"] = figures
+    for round_, label, source in trees_by_round(args):
+        for name, figures in run(label, source, rates, args.seconds).items():
+            results[f"{name} round {round_}"] = figures
     print(json.dumps({"cells": results, "load_start": load_start, "load_end": os.getloadavg()}, indent=1))
 
 

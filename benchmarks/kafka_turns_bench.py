@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 import pulsar
-from _broker_process import Standalone, official_client
+from _broker_process import Standalone, add_tree_options, official_client, trees_by_round
 from _latency_drivers import Latencies, open_loop, payload, summary
 from latency_bench import STAGE_PROBE_DIR, StageProbe
 
@@ -80,10 +80,10 @@ def pulsar_publisher(url: str, topic: str, stop: threading.Event, latencies: Lat
         producer.send_async(payload(index, scheduled_ns),
                             lambda result, _id: latencies.record(index, scheduled_ns, result == pulsar.Result.Ok))
 
-    index = 0
+    second = 0
     while not stop.is_set():  # a second at a time, so the run ends with the Kafka sender's
-        open_loop(lambda i, due: send(index + i, due), PULSAR_RATE, PULSAR_RATE)
-        index += PULSAR_RATE
+        open_loop(lambda i, due, first=second * PULSAR_RATE: send(first + i, due), PULSAR_RATE, PULSAR_RATE)
+        second += 1
     producer.flush()
     client.close()
 
@@ -136,19 +136,15 @@ def run(label: str, source: str, clients: list[str], seconds: float) -> dict[str
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--magnetar", action="append", metavar="LABEL=SRC",
-                        help="a source tree to run (repeat to compare); default: this checkout's src")
+    add_tree_options(parser)
     parser.add_argument("--clients", default=",".join(SENDERS), help="comma-separated: " + ", ".join(SENDERS))
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds the Kafka producer sends per cell")
-    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
-    sources = [item.split("=", 1) for item in args.magnetar or [f"magnetar={Path(__file__).parent.parent / 'src'}"]]
     load_start = os.getloadavg()
     results: dict[str, object] = {}
-    for round_ in range(args.rounds):
-        for label, source in sources if round_ % 2 == 0 else sources[::-1]:
-            for name, figures in run(label, source, args.clients.split(","), args.seconds).items():
-                results[f"{name} round {round_ + 1}"] = figures
+    for round_, label, source in trees_by_round(args):
+        for name, figures in run(label, source, args.clients.split(","), args.seconds).items():
+            results[f"{name} round {round_}"] = figures
     print(json.dumps({"cells": results, "load_start": load_start, "load_end": os.getloadavg()}, indent=1))
 
 
