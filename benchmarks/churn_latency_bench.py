@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from _broker_figures import broker_between
-from _latency_drivers import pulsar_client, pulsar_module, pulsar_publish, summary
+from _latency_drivers import alternating_rounds, pulsar_client, pulsar_module, pulsar_publish, summary
 from latency_bench import MagnetarUnderTest
 
 
@@ -106,19 +106,16 @@ def main() -> None:
     results = []
     serial = 0
     with tempfile.TemporaryDirectory(prefix="magnetar-churn-") as tmp:
-        for round_no in range(args.rounds):
-            for label in labels if round_no % 2 == 0 else labels[::-1]:
-                work = Path(tmp) / f"{label}-{round_no}"
-                work.mkdir()
-                broker = MagnetarUnderTest(label, work, args.sources[label], [], stages=True)
-                try:
-                    for client_kind in args.client:
-                        serial += 1
-                        results.append({"round": round_no + 1, "magnetar": label,
-                                        **cell(broker, client_kind, args, serial)})
-                finally:
-                    with contextlib.suppress(Exception):
-                        broker.stop()
+        for round_no, label, work in alternating_rounds(Path(tmp), labels, args.rounds):
+            broker = MagnetarUnderTest(label, work, args.sources[label], [], stages=True)
+            try:
+                for client_kind in args.client:
+                    serial += 1
+                    figures = cell(broker, client_kind, args, serial)
+                    results.append({"round": round_no + 1, "magnetar": label, **figures})
+            finally:
+                with contextlib.suppress(Exception):
+                    broker.stop()
     json.dump({"load_start": load_start, "load_end": os.getloadavg(), "rate": args.rate,
                "subscriptions": args.subscriptions, "topics": args.topics, "results": results},
               sys.stdout, indent=1)
