@@ -6,7 +6,8 @@ on one topic while a churn client (official or magnetar.client) subscribes `--su
 consumers under new subscription names on another topic and creates `--topics` new topics
 (a producer each), then closes them all. Printed as JSON per cell: the steady producer's
 publish latency (ms), how long the churn took, and the broker's longest event-loop turns
-(benchmarks/stage_probe: `loop_iteration`, its wait for events left out) and its loop-lag
+(benchmarks/stage_probe: `loop_iteration`, its wait for events left out; the turns over 5 ms
+by wall and by CPU time, the CPU one being the broker's own work) and its loop-lag
 probes (/metrics).
 
     python benchmarks/churn_latency_bench.py --magnetar before=/tmp/base/src --magnetar after=src --rounds 2
@@ -50,6 +51,16 @@ def churn(client_kind: str, url: str, serial: int, subscriptions: int, topics: i
     return {"subscribe_s": round(subscribed - started, 3), "create_topics_s": round(created - subscribed, 3)}
 
 
+def turns_over(long_turns: list[list[float]], bound: float) -> dict[str, float | int]:
+    """The loop's turns that worked over `bound`, by wall time and by the loop thread's CPU
+    time: on a loaded machine a turn's wall time holds the time it waited for a core, its
+    CPU time only the broker's own work."""
+    cpu = [turn[2] for turn in long_turns]
+    return {"loop_turns_over_5ms_wall": sum(end - start > bound for start, end, _ in long_turns),
+            "loop_turns_over_5ms_cpu": sum(c > bound for c in cpu),
+            "loop_turn_cpu_max_ms": round(max(cpu, default=0.0) * 1000, 3)}
+
+
 def cell(broker: MagnetarUnderTest, client_kind: str, args: argparse.Namespace, serial: int) -> dict:
     module = pulsar_module(client_kind)
     steady = pulsar_client(module, broker.broker.url)
@@ -72,9 +83,11 @@ def cell(broker: MagnetarUnderTest, client_kind: str, args: argparse.Namespace, 
         churner.join()
         steady.close()
     stages = broker.stages.read()
+    long_turns = broker.stages.timeline()["long_turns"]
     return {"client": client_kind, "publish_ms": summary(latencies.values), "publish_failed": latencies.failed,
             "sender_lag_ms_max": round(lag, 3), **outcome,
             "loop_turn_ms": stages.get("loop_iteration", {}),
+            **turns_over(long_turns, 0.005),
             **broker_between(before, broker.broker_figures())}
 
 
