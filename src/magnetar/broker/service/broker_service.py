@@ -34,7 +34,6 @@ from magnetar.broker.monitors.revalidation import HandleRevalidator
 from magnetar.broker.policies.resources import NamespaceResources
 from magnetar.broker.policies.topic_policies import TopicPolicies
 from magnetar.broker.schema_registry import SchemaRegistryService
-from magnetar.broker.service.ledger_openings import LedgerOpenings
 from magnetar.broker.service.loop_lag import LoopLagProbe
 from magnetar.broker.tls import CertificateReloader, server_context
 from magnetar.broker.topics.context import BrokerContext
@@ -58,6 +57,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 if TYPE_CHECKING:
+    from magnetar.broker.service.ledger_openings import LedgerOpenings
     from magnetar.broker.service.protocol_handlers import ProtocolHandler
     from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
     from magnetar.broker.transactions.coordinator import TransactionCoordinator
@@ -422,6 +422,9 @@ class BrokerService:
 
     @functools.cached_property
     def _ledger_openings(self) -> LedgerOpenings:
+        """Made with the first topic a client loads, which imports it (not at start-up)."""
+        from magnetar.broker.service.ledger_openings import LedgerOpenings  # noqa: PLC0415
+
         return LedgerOpenings(self.factory)
 
     def get_topic(self, name: str, *, create: bool = True,
