@@ -10,7 +10,9 @@ import asyncio
 import random
 
 import pytest
+from kept_messages import keep_while_reading
 from polling import wait_for_async
+from seeds import fresh_seed
 from test_connection import Stub
 
 from magnetar.client.aio.connection import _READ_SIZE, Connection
@@ -83,10 +85,9 @@ def test_a_frame_larger_than_the_read_buffer_gathers_over_reads():
     asyncio.run(scenario())
 
 
-def test_messages_over_a_socket_in_random_pieces_stay_intact():
-    rng = random.Random()
-    seed = rng.randrange(1 << 30)
-    rng.seed(seed)
+@pytest.mark.parametrize("seed", [11, fresh_seed()])
+def test_messages_over_a_socket_in_random_pieces_stay_intact(seed):
+    rng = random.Random(seed)
     payloads = [rng.randbytes(rng.choice((0, 1, 50, 300, 5000, 70_000, _READ_SIZE + 99))) for _ in range(60)]
     stream = b"".join(_message(i, p) for i, p in enumerate(payloads))
 
@@ -115,18 +116,4 @@ def test_messages_over_a_socket_in_random_pieces_stay_intact():
 
 @pytest.mark.parametrize("batching", [False, True])
 def test_received_messages_kept_by_the_application_stay_intact(api, topic, batching):
-    rng = random.Random()
-    seed = rng.randrange(1 << 30)
-    rng.seed(seed)
-    client = api.client()
-    consumer = client.subscribe(topic, "sub")
-    producer = client.create_producer(topic, batching_enabled=batching)
-    values = [rng.randbytes(rng.choice((1, 100, 2000, 40_000))) for _ in range(300)]
-    values[rng.randrange(300)] = rng.randbytes(_READ_SIZE + 4321)  # larger than a read
-    for value in values:
-        producer.send_async(value, None)
-    producer.flush()
-    kept = [consumer.receive(timeout_millis=10_000) for _ in values]
-    for message in kept:
-        consumer.acknowledge(message)
-    assert [m.data() for m in kept] == values, seed
+    keep_while_reading(api.client(), topic, batching=batching, seed=fresh_seed())
