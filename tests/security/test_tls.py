@@ -16,8 +16,8 @@ from admin_http import http
 from certs import Pair
 from kept_messages import keep_while_reading
 from polling import wait_for
-from seeds import fresh_seed
 from security_helpers import QUIET, assert_producer_refused, cert_client, make_client, round_trip
+from seeds import fresh_seed
 from standalone import Standalone, run_standalone
 
 import magnetar.client
