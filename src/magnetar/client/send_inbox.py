@@ -29,6 +29,7 @@ from typing import Any
 
 from magnetar.client.aio.connection import in_one_write
 from magnetar.client.enums import Result
+from magnetar.client.message_id import MessageId
 
 
 class SendInbox:
@@ -82,7 +83,7 @@ class SendInbox:
         while self._items:
             _, callback, _ = self._items.popleft()
             if callback is not None:
-                callback(Result.AlreadyClosed, None)
+                callback(Result.AlreadyClosed, MessageId())
 
     def _drain_when_due(self) -> None:
         if self._due is None and self._scheduled:
