@@ -104,17 +104,12 @@ def crash_snapshot(data_dir: Path, into: Path, config: dict[str, object], *, com
             ended = "CompleteCommit" if commit else "CompleteAbort"
             await _record_says(data_dir, ended)
             assert kafka.apis.topics.log(TOPIC, 0).end_offset() == 0  # the marker is held
-            copy_as_killed(data_dir, into)
+            shutil.copytree(data_dir, into, ignore=shutil.ignore_patterns("metadata.db*"))
+            with sqlite3.connect(data_dir / "metadata.db") as source, sqlite3.connect(into / "metadata.db") as copy:
+                source.backup(copy)
 
     run_in_process(data_dir, test, **config)
     return ids[0]
-
-
-def copy_as_killed(data_dir: Path, into: Path) -> None:
-    """`data_dir` as a SIGKILL leaves it now: what is on disk, the metadata store's committed state."""
-    shutil.copytree(data_dir, into, ignore=shutil.ignore_patterns("metadata.db*"))
-    with sqlite3.connect(data_dir / "metadata.db") as source, sqlite3.connect(into / "metadata.db") as copy:
-        source.backup(copy)
 
 
 async def _last_stable(kafka) -> int:

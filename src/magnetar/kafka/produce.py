@@ -270,15 +270,9 @@ class ProduceApi:
 
     def _store(self, run: _Run, now: int) -> None:
         """One append of a run; what the topic's publish rate makes its producers wait goes into
-        their answers. A transaction's records wait for the record adding their partition to
-        it, if it is still on its way (see KafkaTransactions.add_partitions)."""
+        their answers."""
         log_ = run.log
         first = run.parts[0][0]
-        if run.txn is not None and self.transactions is not None:
-            recording = self.transactions.recording(run.txn, first.topic, first.index)
-            if recording is not None:
-                recording.add_done_callback(lambda done: self._recorded(run, now, done))
-                return
 
         def stored(base_offset: int | None, exc: BaseException | None) -> None:
             if exc is not None or base_offset is None:
@@ -304,14 +298,6 @@ class ProduceApi:
             for part, _ in run.parts:
                 if part.owner is not None:
                     part.owner.throttle = max(part.owner.throttle, wait)
-
-    def _recorded(self, run: _Run, now: int, recording: asyncio.Future[Any]) -> None:
-        failure = "cancelled" if recording.cancelled() else recording.exception()
-        if failure is None:
-            self._store(run, now)
-        else:
-            self._failed_run(run, (ErrorCode.kafka_storage_error,
-                                   f"the record adding the partition to the transaction was not stored: {failure}"))
 
     def _failed_run(self, run: _Run, answer: Answer) -> None:
         self.states.forget(run.log, run.batches())

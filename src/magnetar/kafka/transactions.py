@@ -85,6 +85,8 @@ class KafkaTxn:
     groups: list[str] = field(default_factory=list)
     offsets: dict[tuple[str, str, int], tuple[int, str | None]] = field(default_factory=dict)
     """(group, topic, partition) -> (offset, metadata) sent with TxnOffsetCommit, applied on commit."""
+    unsaved: set[tuple[str, int]] = field(default_factory=set)
+    """Partitions added whose records are not durable yet (not stored: in memory only)."""
     ending: tuple[TxnId, int] | None = None
     """The last transaction and its action while its markers may still be on their way: stored
     with the end, so that after a restart the next transaction still waits for them."""
@@ -142,9 +144,6 @@ class KafkaTransactions:
         self._coordinator = coordinator
         self._allocate = allocate_producer_id
         self.ids: dict[tuple[str, str], KafkaTxn] = {}
-        self._recording: dict[tuple[TxnId, str, int], asyncio.Future] = {}
-        """(transaction, topic, partition) -> the log commit of the record adding the partition,
-        while it is on its way."""
         self._next_expiry = 0
         self.expiring: asyncio.Future[None] | None = None
         """The expiry pass under way, or the last one."""
@@ -330,59 +329,43 @@ class KafkaTransactions:
             state.ending = None
 
     async def add_partitions(self, state: KafkaTxn, partitions: list[tuple[str, int, str]]) -> None:
-        """(Kafka topic, partition, its Pulsar name): participants of the transaction, answered
-        once their record is on its way: the coordinator's record and the id's go in the log's
-        next group commit, which other transactions share, and a Produce there stores its
-        records once that commit is durable (`recording`), so the client's Produce is on its
-        way while the log commits instead of after. Should the commit fail, the partitions are
-        no longer added and the transaction can only abort (a Produce waiting on it fails with
-        KAFKA_STORAGE_ERROR); should the broker die first, nothing of the transaction is there."""
+        """(Kafka topic, partition, its Pulsar name): participants of the transaction, durable
+        when this returns. The coordinator's record and the id's go in the log's next group
+        commit, which other transactions share; until it is durable a partition takes no
+        transactional records (has_partition)."""
         await self._previous_ended(state)
         opened = self._open(state)
-        txn = state.txn
-        assert txn is not None  # opened, or under way
         known = set(state.partitions)
         new = list(dict.fromkeys((topic, index) for topic, index, _ in partitions if (topic, index) not in known))
         with self._coordinator.log.together():  # both records in one commit
             try:
-                saving = self._coordinator.register_partitions(txn, [name for _, _, name in partitions])
+                saving = self._coordinator.register_partitions(state.txn,  # type: ignore[arg-type]
+                                                               [name for _, _, name in partitions])
             except BrokerServiceError as exc:
                 raise TxnRefused(ErrorCode.invalid_txn_state if exc.code != pb.NotAllowedError else
                                  ErrorCode.invalid_request, exc.message) from None
             saved = None
             if new or opened:
                 state.partitions += new
+                state.unsaved.update(new)
                 saved = self._save_later(state)
-        waits = [f for f in (saving, saved) if f is not None]
-        if not new or not waits:
-            return  # named already: a Produce waits for the record that named them, if still on its way
-        recorded = asyncio.gather(*waits)
-        for topic, index in new:
-            self._recording[(txn, topic, index)] = recorded
-        recorded.add_done_callback(lambda done: self._recorded(state, txn, new, done))
-
-    def _recorded(self, state: KafkaTxn, txn: TxnId, new: list[tuple[str, int]], done: asyncio.Future) -> None:
-        for topic, index in new:
-            self._recording.pop((txn, topic, index), None)
-        exc = asyncio.CancelledError() if done.cancelled() else done.exception()
-        if exc is None:
+        if saved is None:
+            if saving is not None:
+                await saving  # named by a request whose record is still on its way
             return
-        log.warning("Kafka transaction %r: partitions not stored (it can only abort): %r", state.transactional_id,
-                    exc)
-        if state.txn == txn:  # neither record names them: a Produce there is refused, the client adds them again
+        try:
+            await asyncio.gather(*(f for f in (saving, saved) if f is not None))
+        except Exception as exc:  # neither record names them: the client adds them again
+            log.warning("Kafka transaction %r: partitions not stored: %s", state.transactional_id, exc)
             state.partitions = [p for p in state.partitions if p not in new]
+            raise TxnRefused(ErrorCode.kafka_storage_error, str(exc)) from None
+        finally:
+            state.unsaved.difference_update(new)
 
     def has_partition(self, state: KafkaTxn, topic: str, partition: int) -> bool:
-        """Whether the transaction's records may go to the partition: added (its record may
-        still be on its way: see `recording`)."""
-        return state.txn is not None and (topic, partition) in state.partitions
-
-    def recording(self, txn: TxnId, topic: str, partition: int) -> asyncio.Future | None:
-        """The log commit of the record adding the partition to the transaction while it is on
-        its way (None: durable, or never asked for): the transaction's records there are
-        appended once it is done, so none is stored on a partition its transaction's record does
-        not name (a restart could not tell a Kafka reader they are aborted)."""
-        return self._recording.get((txn, topic, partition))
+        """Whether the transaction's records may go to the partition: added, and durably so."""
+        key = (topic, partition)
+        return state.txn is not None and key in state.partitions and key not in state.unsaved
 
     async def add_group(self, state: KafkaTxn, group: str) -> None:
         await self._previous_ended(state)
