@@ -176,14 +176,15 @@ class ProduceApi:
                            self._answer, received, loop.create_future())
                   for request in requests]
         results = [self._no_response if owner is None else owner.response for owner in owners]
-        steps = self._prepared(requests, access)
+        checked: dict[tuple[str, int], tuple[PartitionLog, int] | Answer] = {}
+        steps = self._prepared(requests, access, checked)
         try:
             next(steps)
-        except StopIteration as done:
-            self._take_group(requests, owners, done.value, access)
+        except StopIteration as done:  # taken in this turn: its partitions' checks still hold
+            self._take_group(requests, owners, done.value, access, checked)
             return results, None
         taken = loop.create_future()
-        self._converting.append((steps, lambda prepared: self._take_group(requests, owners, prepared, access),
+        self._converting.append((steps, lambda prepared: self._take_group(requests, owners, prepared, access, {}),
                                  owners, taken))
         if len(self._converting) == 1:
             loop.call_soon(self._convert)
@@ -207,16 +208,22 @@ class ProduceApi:
         if self._converting:
             asyncio.get_running_loop().call_soon(self._convert)
 
-    def _prepared(self, requests: Sequence[Request], access: Access) -> Generator[None, None, list[Prepared | None]]:
+    def _prepared(self, requests: Sequence[Request], access: Access,
+                  checked: dict[tuple[str, int], tuple[PartitionLog, int] | Answer],
+                  ) -> Generator[None, None, list[Prepared | None]]:
         """Every partition's records of the group prepared (ProducedEntries.prepare), in the
         group's order; None for a partition its role may not produce to (refused when taken,
-        so a refused client costs no conversion)."""
+        so a refused client costs no conversion). Each partition's check goes into `checked`."""
         prepared: list[Prepared | None] = []
         taken = 0
         for request in requests:
             for topic in request.body.topic_data:
                 for data in topic.partition_data:
-                    if isinstance(self._target(access, topic.name, data.index)[0], PartitionLog):
+                    key = (topic.name, data.index)
+                    target = checked.get(key)
+                    if target is None:
+                        target = checked[key] = self._target(access, *key)
+                    if isinstance(target[0], PartitionLog):
                         item, taken = yield from self._entries.prepare(data.records, taken)
                         prepared.append(item)
                     else:
@@ -224,9 +231,10 @@ class ProduceApi:
         return prepared
 
     def _take_group(self, requests: Sequence[Request], owners: list[_Waiting | None],
-                    prepared: list[Prepared | None], access: Access) -> None:
-        """Check and store a prepared group (produce_group), in one turn."""
-        checked: dict[tuple[str, int], tuple[PartitionLog, int] | Answer] = {}
+                    prepared: list[Prepared | None], access: Access,
+                    checked: dict[tuple[str, int], tuple[PartitionLog, int] | Answer]) -> None:
+        """Check and store a prepared group (produce_group), in one turn; `checked` holds the
+        partitions checked in this turn already."""
         runs: dict[tuple[str, int], _Run] = {}
         in_order: list[_Run] = []
         now = int(time.time() * 1000)
