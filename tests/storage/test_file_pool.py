@@ -103,7 +103,8 @@ def test_appends_after_eviction_reopen_the_files_and_survive_reopening(open_fact
     target.append_sync(payload(0, 0))
     assert len(ledger_fds(factory.data_dir)) == 2  # data and index of the ledger being written
     for i in range(1, 30):
-        assert factory.file_pool.evict_idle() > 0
+        # The commit still holds the files while it writes the index, after the acknowledgement.
+        assert wait_for(lambda: factory.file_pool.evict_idle() > 0, interval=0.001)
         assert ledger_fds(factory.data_dir) == []
         target.append_sync(payload(0, i))  # reopens data (read-write) and index, writes at the end
     factory.close()

@@ -28,6 +28,7 @@ from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.storage.config import ManagedLedgerConfig
+    from magnetar.storage.ledger import Ledger
     from magnetar.storage.ledger_services import LedgerServices
     from magnetar.storage.rollover import LedgerRollover
 
@@ -190,7 +191,16 @@ class GroupCommitAppends:
             self._space_failures = 0
         self._factory.disk_space.wrote()
         notify_appends(positions, callbacks, None)
+        self._write_index(ledger)
         return True
+
+    def _write_index(self, ledger: Ledger) -> None:
+        """After the acknowledgements, not before: see Ledger.write_index. A failure (a full
+        disk) costs nothing durable; the slots stay pending for the next commit or the seal."""
+        try:
+            ledger.write_index()
+        except OSError as exc:
+            log.debug("managed ledger %s: index write put off: %s", self.name, exc)
 
     def _fail_for_good(self, group: list[PendingAppend], later: list[list[PendingAppend]], error: Exception) -> None:
         """A write failed for a reason other than space (EIO, EFBIG): the file's tail is in an
