@@ -69,7 +69,7 @@ def test_an_append_is_acknowledged_before_its_index_slot_is_written(open_factory
     ml = open_factory().open(TOPIC)
     ml.append_sync(b"first")
     ledger_id = ml.ledgers[-1].ledger_id
-    index = index_path(ml._dir, ledger_id)  # noqa: SLF001 - the file under test
+    index = index_path(ml._dir, ledger_id)
     wait_until(lambda: index.stat().st_size == INDEX_SLOT_BYTES)
     seen: list[int] = []
     done = threading.Event()
@@ -110,8 +110,8 @@ def test_recovery_indexes_acknowledged_entries_whose_slots_were_never_written(tm
     ledger.append([b"one", b"two"], sync=True)
     ledger.write_index()
     ledger.append([b"three"], sync=True)  # acknowledged; its slot not written yet
-    os.close(ledger._data_fd)  # noqa: SLF001 - a crash: no close(), no seal()
-    os.close(ledger._index_fd)  # noqa: SLF001
+    os.close(ledger._data_fd)  # a crash: no close(), no seal()
+    os.close(ledger._index_fd)
     assert index_path(tmp_path, 1).stat().st_size == 2 * INDEX_SLOT_BYTES
     recovered, report = Ledger.recover(tmp_path, 1)
     assert report.index_rebuilt and report.entries == 3
