@@ -16,7 +16,7 @@ from magnetar.storage import ledger as ledger_module
 from magnetar.storage.errors import WriteFailedError
 from magnetar.storage.file_pool import FilePool
 from magnetar.storage.ledger import Ledger
-from magnetar.storage.ledger_files import INDEX_SLOT_BYTES, index_path
+from magnetar.storage.ledger_files import INDEX_SLOT_BYTES, IOV_MAX, index_path
 
 TOPIC = "persistent://public/default/sync"
 
@@ -118,3 +118,18 @@ def test_recovery_indexes_acknowledged_entries_whose_slots_were_never_written(tm
     assert recovered.read_range(0, 3) == [b"one", b"two", b"three"]
     assert index_path(tmp_path, 1).stat().st_size == 3 * INDEX_SLOT_BYTES
     recovered.close()
+
+
+def test_a_dsync_append_of_many_entries_is_still_one_synced_write(tmp_path, monkeypatch):
+    """pwritev takes at most IOV_MAX buffers: a group of more entries must not become a
+    synced write (a wait for the disk) per slice."""
+    ledger = Ledger.create(tmp_path, 1, dsync=True)
+    real_pwritev = os.pwritev
+    calls: list[int] = []
+    monkeypatch.setattr(os, "pwritev", lambda fd, buffers, offset: calls.append(len(buffers)) or real_pwritev(
+        fd, buffers, offset))
+    entries = [b"%d" % i for i in range(3 * IOV_MAX)]
+    ledger.append(entries, sync=True)
+    assert len(calls) == 1
+    assert ledger.read_range(0, len(entries)) == entries
+    ledger.close()

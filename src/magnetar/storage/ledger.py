@@ -29,6 +29,7 @@ from magnetar.storage.file_pool import UNBOUNDED, FilePool
 from magnetar.storage.ledger_files import (
     HEADER,
     INDEX_SLOT_BYTES,
+    IOV_MAX,
     data_path,
     fdatasync,
     fsync_dir,
@@ -356,6 +357,10 @@ class Ledger:
         buffers = [part for record in zip(headers, entries, strict=True) for part in record]
         offsets = list(itertools.accumulate((HEADER.size + length for length in lengths), initial=self._end))
         end = offsets.pop()
+        if self._dsync and len(buffers) > IOV_MAX:
+            # Every write to an O_DSYNC file waits for the disk: one copy of the group is
+            # cheaper than a flush per IOV_MAX buffers.
+            buffers = [b"".join(buffers)]
         data_fd, index_fd = self._pin_for_write()
         try:
             _write_records(data_fd, buffers, self._end)
