@@ -6,7 +6,8 @@ directory on the PYTHONPATH of the processes it starts: the broker, and a subpro
 magnetar.client's blocking facade. Then it drives them as users would, through every listener
 whose transport code once assumed asyncio's classes (uvloop's transports are not
 asyncio.Transport subclasses): the binary protocol with both clients, plain and over TLS with a
-client certificate, the admin API over HTTP and HTTPS, the Kafka listener.
+client certificate, the admin API over HTTP and HTTPS, the Kafka listener (plaintext, SSL, and
+SASL_SSL authenticated by a client certificate).
 """
 
 from __future__ import annotations
@@ -221,6 +222,10 @@ def kafka_service(request: pytest.FixtureRequest) -> dict[str, str]:
 
 
 def test_a_kafka_client_produces_and_consumes(kafka_service: dict[str, str]) -> None:
+    _produce_and_consume(kafka_service)
+
+
+def _produce_and_consume(kafka_service: dict[str, str]) -> None:
     topic = _topic()
     records = [(str(i).encode(), random.randbytes(random.randint(0, 500))) for i in range(random.randint(20, 200))]
     producer = Producer({**kafka_service, "linger.ms": 5})
@@ -245,6 +250,33 @@ def test_a_kafka_client_produces_and_consumes(kafka_service: dict[str, str]) -> 
     finally:
         consumer.close()
     assert got == records
+
+
+@pytest.fixture(scope="module")
+def fast_sasl(tmp_path_factory: pytest.TempPathFactory, fast_env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """A broker on uvloop with authentication and a SASL_SSL Kafka listener that asks for client
+    certificates, and librdkafka's settings with one: its `tls` method reads the certificate from
+    the connection's `ssl_object`, the one Kafka path that reads the transport's TLS state."""
+    directory = tmp_path_factory.mktemp("fast-sasl")
+    ca = CertificateAuthority(directory)
+    server, client = ca.issue("broker", "127.0.0.1", server=True), ca.issue("client", "app")
+    (directory / "secret.key").write_bytes(os.urandom(32))
+    broker = Standalone(directory / "data", [
+        "authenticationEnabled=true", "authenticationProviders=tls,token", "superUserRoles=app",
+        f"tokenSecretKey=file://{directory / 'secret.key'}", f"tlsTrustCertsFilePath={ca.pem}",
+        f"tlsCertificateFilePath={server.cert}", f"tlsKeyFilePath={server.key}", "brokerServicePortTls=0",
+        "messagingProtocols=kafka", "kafkaListeners=SASL_SSL://127.0.0.1:0"], env=fast_env).start()
+    yield {"bootstrap.servers": f"127.0.0.1:{_kafka_port(broker)}", "security.protocol": "SASL_SSL",
+           "ssl.ca.location": str(ca.pem), "ssl.certificate.location": str(client.cert),
+           "ssl.key.location": str(client.key), "sasl.mechanism": "PLAIN", "sasl.username": "public/default",
+           "sasl.password": "tls:certificate"}  # the tls method reads the certificate, not these bytes
+    broker.stop()
+    assert "authenticated as role 'app' (tls)" in broker.log()
+    _assert_no_errors_logged(broker)
+
+
+def test_a_kafka_client_authenticates_with_its_certificate_over_sasl_ssl(fast_sasl: dict[str, str]) -> None:
+    _produce_and_consume(fast_sasl)
 
 
 def test_a_function_runs_and_answers_a_trigger(fast_broker: Standalone, client_factory) -> None:

@@ -227,7 +227,7 @@ class Producer:
     def is_connected(self) -> bool:
         return self._core.is_connected()
 
-    def send_async(self, content: Any, callback: Callable[[Result, MessageId | None], None] | None,
+    def send_async(self, content: Any, callback: Callable[[Result, MessageId], None] | None,
                    **kwargs: Any) -> None:
         """Queue a message; `callback(result, message_id)` runs on the client's I/O thread. The
         producer's schema encodes `content` here, so a value it refuses raises in the caller."""
@@ -235,7 +235,7 @@ class Producer:
         slots = self._slots
         if slots is not None and not slots.take(self._block):
             if callback is not None:
-                callback(Result.ProducerQueueIsFull, None)
+                callback(Result.ProducerQueueIsFull, MessageId())
             return
         self._inbox.put(content, callback, kwargs)
 
@@ -243,12 +243,12 @@ class Producer:
         """Send and wait for the receipt; raises the error the official client raises."""
         done = concurrent.futures.Future()
 
-        def callback(result: Result, message_id: MessageId | None) -> None:
+        def callback(result: Result, message_id: MessageId) -> None:
             done.set_result((result, message_id))
 
         self.send_async(content, callback, **kwargs)
         result, message_id = done.result()
-        if result != Result.Ok or message_id is None:
+        if result != Result.Ok:
             raise errors.exception_for(result)
         return message_id
 

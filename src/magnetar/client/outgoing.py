@@ -37,7 +37,7 @@ class Tally:
     """A completion that only counts its messages' answers (a transaction's, for messages
     sent in it without a callback): a batch of its messages alone is told once, with how
     many there were, and no message id is made for each. A failure still comes message by
-    message, as `completion(result, None)`."""
+    message, as `completion(result, MessageId())` (the id of none, as the official client gives)."""
 
     def __call__(self, result: Result, message_id: MessageId | None) -> None:
         raise NotImplementedError

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from magnetar.client.enums import Result
+from magnetar.client.message_id import MessageId
 
 
 class SendInbox:
@@ -80,7 +81,7 @@ class SendInbox:
         while self._items:
             _, callback, _ = self._items.popleft()
             if callback is not None:
-                callback(Result.AlreadyClosed, None)
+                callback(Result.AlreadyClosed, MessageId())
 
     def _drain_when_due(self) -> None:
         if self._due is None and self._scheduled:

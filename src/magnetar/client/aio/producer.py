@@ -54,7 +54,7 @@ __all__ = ["Producer", "ProducerConfig", "SendCallback"]
 
 log = logging.getLogger(__name__)
 
-SendCallback = Callable[[Result, MessageId | None], None]
+SendCallback = Callable[[Result, MessageId], None]
 
 _ENTRY_SLACK = 6
 """What the general path below leaves under the broker's limit beyond an entry's own bytes."""
@@ -466,7 +466,11 @@ class Producer(Handler, SendFailures):
 
     # -- flush and close
     async def flush(self) -> None:
-        """Send what is batched and wait until everything sent so far has its receipt."""
+        """Send what is batched and wait until everything sent so far has its receipt; a closed
+        producer raises AlreadyClosed, as the official client's does (a quiet return would read as
+        "all delivered")."""
+        if self.closed:
+            raise errors.AlreadyClosed(f"producer on {self.topic} is closed")
         self._flush_container()
         if not self._pending:
             return

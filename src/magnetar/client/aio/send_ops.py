@@ -84,6 +84,6 @@ def fail(completion: Completion, exc: errors.PulsarException) -> None:
             completion.set_exception(exc)
     elif completion is not None:
         try:
-            completion(exc.result, None)
+            completion(exc.result, MessageId())  # the official client's (-1,-1,-1,-1), not None
         except Exception:
             log.exception("send callback raised")

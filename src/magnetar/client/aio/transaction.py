@@ -200,7 +200,7 @@ class Transaction(Tally):
 
         return answered
 
-    def __call__(self, result: Result, _message_id: MessageId | None) -> None:
+    def __call__(self, result: Result, _message_id: MessageId) -> None:
         """One message sent with send_async in it has its answer (see `tracked`)."""
         if result != Result.Ok and self._refused is None:
             self._refused = result
