@@ -18,7 +18,8 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 HEADER = struct.Struct("<qq")  # index, scheduled send time (ns)
 PAYLOAD_BYTES = 100
@@ -52,6 +53,16 @@ def open_loop(send: Callable[[int, int], None], rate: int, count: int) -> float:
         send(i, due)
         worst = max(worst, time.monotonic_ns() - due)
     return worst / 1e6
+
+
+def alternating_rounds(tmp: Path, labels: list[str], rounds: int) -> Iterator[tuple[int, str, Path]]:
+    """(round, label, a fresh work dir) for every label of every round, the order reversed
+    each round: what the machine's load does over a run falls on every label alike."""
+    for round_no in range(rounds):
+        for label in labels if round_no % 2 == 0 else labels[::-1]:
+            work = tmp / f"{label}-{round_no}"
+            work.mkdir()
+            yield round_no, label, work
 
 
 PERCENTILES = (("p50", 0.50), ("p99", 0.99), ("p99.9", 0.999))

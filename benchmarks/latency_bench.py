@@ -52,6 +52,7 @@ from _broker_process import Standalone
 from _latency_drivers import (
     AsyncSender,
     RedisPipelinedPublisher,
+    alternating_rounds,
     consumer_main,
     pulsar_client,
     pulsar_module,
@@ -406,19 +407,16 @@ def main() -> None:
     results: list[dict] = []
     serial = 0
     with tempfile.TemporaryDirectory(prefix="magnetar-latency-") as tmp:
-        for round_no in range(args.rounds):
-            for label in labels if round_no % 2 == 0 else labels[::-1]:
-                work = Path(tmp) / f"{label}-{round_no}"
-                work.mkdir()
-                broker = start(label, work, args.sources, args.config, args.stages)
-                try:
-                    for cell in cells_for(label, args):
-                        serial += 1
-                        results.append({"round": round_no + 1, **measure(broker, cell, args, serial)})
-                finally:
-                    Consumer.kill_all()
-                    with contextlib.suppress(Exception):
-                        broker.stop()
+        for round_no, label, work in alternating_rounds(Path(tmp), labels, args.rounds):
+            broker = start(label, work, args.sources, args.config, args.stages)
+            try:
+                for cell in cells_for(label, args):
+                    serial += 1
+                    results.append({"round": round_no + 1, **measure(broker, cell, args, serial)})
+            finally:
+                Consumer.kill_all()
+                with contextlib.suppress(Exception):
+                    broker.stop()
     print(json.dumps({"python": platform.python_version(), "cpus": os.cpu_count(), "payload_bytes": 100,
                       "duration_s": args.duration, "warmup_s": args.warmup, "rounds": args.rounds,
                       "magnetar": args.sources, "magnetar_config": args.config, "skipped": skipped,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from admin_http import http
+from admin_http import get_json, http
 from compaction_helpers import drain
 from polling import wait_for
 from rawclient import RawClient
@@ -156,6 +156,41 @@ def test_producers_are_held_without_new_connections_and_come_back_when_there_is_
     assert read_all(make(broker.url), TOPIC) == receipted  # exactly what was receipted, nothing torn
     subscriptions = http("GET", f"{broker.admin_url}/admin/v2/persistent/public/default/full/stats")[2]
     assert b"new-while-full" not in subscriptions  # the refused one never existed
+
+
+def test_a_new_subscription_or_topic_without_room_leaves_nothing_behind_and_is_made_later(switch_broker, api):
+    """Their records are written off the event loop (issue 45): the refusal comes when that
+    write fails, and what was half made in memory goes with it."""
+    module, make = api
+    broker, switch = switch_broker
+    namespace = f"{broker.admin_url}/admin/v2/persistent/public/default"
+    subscriptions = f"{namespace}/full/subscriptions"
+    client = make(broker.url)
+    producer = client.create_producer(TOPIC)  # the topic is there before the disk fills
+    client.subscribe(TOPIC, "before").close()  # and the broker's once-only records
+    switch.touch()
+    for _ in range(2):  # asked again while still full: refused again, not stuck
+        with pytest.raises(module.NotAllowedError):
+            client.subscribe(TOPIC, "while-full")
+        with pytest.raises(module.ProducerBlockedQuotaExceededError):
+            client.create_producer(OTHER)
+    assert get_json(subscriptions) == ["before"]  # no half-made subscription in memory
+    assert OTHER not in get_json(namespace)
+    switch.unlink()
+    assert wait_for(lambda: health(broker)[0] == 200)
+    consumer = client.subscribe(TOPIC, "while-full")
+    late = client.create_producer(OTHER)
+    producer.send(b"after")
+    late.send(b"late")
+    assert consumer.receive(timeout_millis=10_000).data() == b"after"
+    assert sorted(get_json(subscriptions)) == ["before", "while-full"]
+    client.close()
+    broker.stop()
+    broker.restart()  # on new ports
+    namespace = f"{broker.admin_url}/admin/v2/persistent/public/default"
+    assert sorted(get_json(f"{namespace}/full/subscriptions")) == ["before", "while-full"]
+    assert OTHER in get_json(namespace)
+    assert "Traceback" not in broker.log()
 
 
 def test_on_the_wire_a_full_disk_closes_producers_refuses_them_and_recalls_them(switch_broker):

@@ -152,6 +152,7 @@ MAGNETAR_CLIENT = textwrap.dedent("""
     consumer = client.subscribe(topic, "sub", initial_position=InitialPosition.Earliest)
     producer = client.create_producer(topic)
     sent = [f"m-{i}".encode() * (i % 7) for i in range(count)]
+    sent[count // 2] = bytes(range(256)) * 1200  # larger than the client's 256 KiB read buffer
     for payload in sent:
         producer.send_async(payload, None)
     producer.flush()

@@ -25,6 +25,7 @@ class Stub:
         self.answer_pings = answer_pings
         self.seen: list[pb.BaseCommand] = []
         self.connections = 0
+        self.writers: list[asyncio.StreamWriter] = []
 
     async def __aenter__(self):
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
@@ -36,6 +37,7 @@ class Stub:
 
     async def _serve(self, reader, writer):
         self.connections += 1
+        self.writers.append(writer)
         decoder = FrameDecoder()
         with contextlib.suppress(ConnectionError):
             while data := await reader.read(65536):

@@ -13,7 +13,7 @@ from test_connection import Stub, serve_producer_setup
 
 from magnetar.client import errors
 from magnetar.client.aio import Client
-from magnetar.client.aio.connection import Connection
+from magnetar.client.aio.connection import Connection, in_one_write
 from magnetar.client.enums import Result
 from magnetar.wire import client_commands as cc
 from magnetar.wire import commands
@@ -204,5 +204,28 @@ def test_a_batch_of_a_transaction_tells_each_callback_its_id_and_counts_the_rest
                 assert txn.state == "COMMITTED"
             assert told == [(Result.Ok, index) for index in (1, 4, 7)]
             assert [c.send.num_messages for c in stub.seen if c.type == T.SEND] == [10, 10]
+
+    asyncio.run(scenario())
+
+
+def test_a_burst_sends_its_frames_when_it_ends_after_what_the_turn_held_before_it():
+    """in_one_write (the facade's drain): frames written in it leave when it returns; frames
+    the turn wrote before it began are never overtaken (all leave together at the turn's end)."""
+    async def scenario():
+        async with Stub(_ignore, answer_pings=False) as stub:
+            conn, calls = await _open(stub)
+            in_one_write(lambda: (conn.write(cc.ping()), conn.write(cc.pong())))
+            assert calls == [[cc.ping(), cc.pong()]]  # at once, not at the turn's end
+            conn.write(cc.pong())
+            in_one_write(lambda: conn.write(cc.ping()))
+            assert len(calls) == 1  # held with the pong written before the burst
+            assert await wait_for_async(lambda: len(calls) == 2, timeout=5)
+            assert calls[1] == [cc.pong(), cc.ping()]
+            conn.write(cc.ping())  # after a burst: the turn's write again
+            assert len(calls) == 2
+            assert await wait_for_async(lambda: len(calls) == 3, timeout=5)
+            expected = [T.PING, T.PONG, T.PONG, T.PING, T.PING]
+            assert await wait_for_async(lambda: [c.type for c in stub.seen[1:]] == expected, timeout=5)
+            conn.close()
 
     asyncio.run(scenario())

@@ -15,6 +15,8 @@ from datetime import timedelta
 import pytest
 from admin_http import http
 
+import magnetar.client
+
 RECEIVE_MS = 10_000
 
 
@@ -168,3 +170,58 @@ def test_a_burst_of_unbatched_sends_is_stored_in_order_with_a_receipt_each(api, 
         assert received == sorted(received, key=values.index)
     if api.name == "magnetar":
         assert len(writes) == 1, f"the burst went out in {len(writes)} socket writes"
+
+
+class _PolledWrites(_CountedWrites):
+    """Each write of the transport noted with how many times the loop had polled its sockets."""
+
+    def __init__(self, transport, writes: list, polls: list[int]) -> None:
+        super().__init__(transport, writes)
+        self._polls = polls
+
+    def write(self, data) -> None:
+        self._writes.append(self._polls[0])
+        self._transport.write(data)
+
+    def writelines(self, frames) -> None:
+        self._writes.append(self._polls[0])
+        self._transport.writelines(list(frames))
+
+
+def test_a_send_at_a_steady_rate_leaves_in_the_turn_that_hands_it_over(shared_broker, topic):
+    """magnetar.client's facade: a send_async made while the I/O thread is idle is a drain of
+    its own, and its frame leaves before the loop polls its sockets again, not a turn later
+    (which cost a poll and a loop turn a message at a steady rate)."""
+    client = magnetar.client.Client(shared_broker.service_url)
+    try:
+        producer = client.create_producer(topic, batching_enabled=False)
+        producer.send(b"connected")
+        loop = client._io.loop
+        polls = [0]
+        select = loop._selector.select
+
+        def counted_select(timeout=None):
+            polls[0] += 1
+            return select(timeout)
+
+        loop._selector.select = counted_select
+        writes: list[int] = []
+        conn = producer._core.conn
+        conn._transport = _PolledWrites(conn._transport, writes, polls)
+        drains: list[int] = []
+        inbox = producer._inbox
+        drain = inbox.drain
+
+        def counted_drain():
+            drains.append(polls[0])
+            drain()
+
+        inbox.drain = counted_drain
+        for i in range(20):
+            done = threading.Event()
+            producer.send_async(b"m%d" % i, lambda _result, _id, done=done: done.set())
+            assert done.wait(10)
+        assert len(drains) == 20
+        assert writes == drains
+    finally:
+        client.close()

@@ -14,8 +14,10 @@ import pulsar
 import pytest
 from admin_http import http
 from certs import Pair
+from kept_messages import keep_while_reading
 from polling import wait_for
 from security_helpers import QUIET, assert_producer_refused, cert_client, make_client, round_trip
+from seeds import fresh_seed
 from standalone import Standalone, run_standalone
 
 import magnetar.client
@@ -54,6 +56,20 @@ def test_produce_and_consume_over_tls_with_hostname_verification(tls_broker, pki
     ca, _ = pki
     client = make_client(tls_broker.tls_url, tls_trust_certs_file_path=str(ca.pem), tls_validate_hostname=True)
     assert round_trip(client, "tls-plain") == b"secured"
+
+
+@pytest.mark.parametrize("module", [pulsar, magnetar.client], ids=["official", "magnetar"])
+def test_messages_kept_while_more_arrive_over_tls_stay_intact(tls_broker, pki, module):
+    """A TLS transport fills magnetar.client's kept read buffer record by record, a frame
+    larger than the buffer included."""
+    ca, _ = pki
+    kwargs = {"logger": QUIET} if module is pulsar else {}
+    client = module.Client(tls_broker.tls_url, tls_trust_certs_file_path=str(ca.pem), **kwargs)
+    try:
+        keep_while_reading(client, f"persistent://public/default/tls-kept-{module.__name__}", batching=False,
+                           seed=fresh_seed())
+    finally:
+        client.close()
 
 
 def test_untrusted_broker_certificate_is_refused_by_the_client(tls_broker, pki):

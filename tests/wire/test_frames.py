@@ -1,6 +1,9 @@
+import itertools
+import random
 import struct
 
 import pytest
+from seeds import fresh_seed
 
 from magnetar.wire.errors import FrameTooLargeError, WireError
 from magnetar.wire.frames import FrameDecoder, encode_command, encode_payload_command
@@ -158,3 +161,32 @@ def test_a_whole_per_message_command_is_read(kind, field, body):
     getattr(command, field).CopyFrom(body)
     (frame,) = FrameDecoder().feed(_raw_frame(command))
     assert frame.command == command
+
+
+@pytest.mark.parametrize("seed", [5, fresh_seed()])
+def test_frames_fed_from_one_reused_buffer_do_not_refer_to_it(seed):
+    """A reader may reuse the buffer it feeds from (magnetar.client's connection does): the
+    frames returned, and a frame left unfinished, are copies, whatever the chunks' sizes."""
+    rng = random.Random(seed)
+    sizes = (0, 1, 90, 3000, 70_000, 200_000)
+    payloads = [rng.randbytes(rng.choice(sizes)) for _ in range(40)]
+    sent = [pb.BaseCommand(type=pb.BaseCommand.SEND, send=pb.CommandSend(producer_id=1, sequence_id=i))
+            for i in range(len(payloads))]
+    frames = [encode_payload_command(cmd, p) for cmd, p in zip(sent, payloads, strict=True)]
+    stream = b"".join(frames)
+    ends = set(itertools.accumulate(map(len, frames)))
+    decoder = FrameDecoder()
+    buffer = bytearray(64 * 1024)
+    got = []
+    offset = 0
+    while offset < len(stream):
+        # cut anywhere, or at a frame's end (the next read then starts a frame)
+        end = offset + rng.choice((1, 7, 100, 5000, len(buffer)))
+        end = min(end, *(e for e in ends if e > offset)) if rng.random() < 0.5 else end
+        chunk = stream[offset:end]
+        buffer[: len(chunk)] = chunk
+        got += decoder.feed(memoryview(buffer)[: len(chunk)])
+        buffer[: len(chunk)] = b"\x5a" * len(chunk)
+        offset += len(chunk)
+    assert [f.command.send.sequence_id for f in got] == list(range(len(payloads))), seed
+    assert [f.payload or b"" for f in got] == payloads, seed

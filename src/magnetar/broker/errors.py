@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from magnetar.wire.proto import pulsar_api_pb2 as pb
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class BrokerServiceError(Exception):
@@ -66,3 +71,12 @@ class InvalidResourceError(BrokerServiceError):
 
     def __init__(self, message: str) -> None:
         super().__init__(pb.NotAllowedError, message)
+
+
+class TopicLoading(Exception):
+    """The topic's managed ledger opens off the event loop (service/ledger_openings.py):
+    handle the command again once `done` completes."""
+
+    def __init__(self, done: asyncio.Future[object]) -> None:
+        super().__init__("the topic is loading")
+        self.done = done

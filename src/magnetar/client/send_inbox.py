@@ -8,11 +8,12 @@ the loop is woken once per batch, not once per message: it drains the inbox when
 batching delay has passed since the first of them, and cuts the batch at once. The inbox is
 drained sooner when it holds a whole batch, when a message with options arrives, and before
 anything else the producer is asked to do (flush, close, whole entries), so the order of
-sends is kept. A drain hands over the calls it finds queued, and their frames leave in one
-socket write at the end of the loop's turn (Connection.write): one send syscall a drain, not
-one a message, when sends come faster than the loop turns. Calls queued while it runs are the
-next drain's, after the loop has polled its sockets: a sender that keeps the inbox full
-neither holds back what was handed over nor keeps receipts waiting.
+sends is kept. A drain hands over the calls it finds queued, and their frames (with the batch
+it cuts when due) leave in one socket write when it ends (Connection's in_one_write): one
+send syscall a drain, not one a message, when sends come faster than the loop turns, and no
+loop turn more to send them. Calls queued while it runs are the next drain's, after the loop
+has polled its sockets: a sender that keeps the inbox full neither holds back what was
+handed over nor keeps receipts waiting.
 
 Flags are shared between threads without a lock: each is set by one side and cleared by the
 other, and every interleaving ends with each message drained by a drain that runs after it
@@ -26,6 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from magnetar.client.aio.connection import in_one_write
 from magnetar.client.enums import Result
 from magnetar.client.message_id import MessageId
 
@@ -89,6 +91,9 @@ class SendInbox:
 
     def _drain_and_cut(self) -> None:
         self._due = None
+        in_one_write(self._hand_over_and_cut)
+
+    def _hand_over_and_cut(self) -> None:
         self.drain()
         self._cut_batch()  # these messages waited the batching delay here already
 
@@ -100,11 +105,14 @@ class SendInbox:
         if self._due is not None:
             self._due.cancel()
             self._due = None
+        # the frames of the calls handed over leave in one socket write when the hand-over
+        # ends (in_one_write)
+        in_one_write(self._hand_over)
+
+    def _hand_over(self) -> None:
         items = self._items
         send = self._send
-        # calls queued from here on have a drain of their own scheduled (see put); the frames
-        # of those handed over now leave in one socket write at the end of this loop turn
-        # (Connection.write)
+        # calls queued from here on have a drain of their own scheduled (see put)
         for _ in range(len(items)):
             content, callback, options = items.popleft()
             send(content, callback, **options)

@@ -423,6 +423,11 @@ class KafkaTransactions:
             if markers:
                 await self._coordinator.end_txn(txn, action)
         except BrokerServiceError as exc:
+            if exc.code == pb.TransactionConflict:  # it could only abort (a participant's record failed): it is
+                state.ending = (txn, ABORT)         # aborted instead, its producer's next transaction after the markers
+                self._ended(state, COMPLETE_ABORT)
+                self._save_unwaited(state)
+                raise TxnRefused(ErrorCode.invalid_txn_state, exc.message) from None
             # not found: ended already (a restart after the coordinator's end), or timed out while open
             if exc.code != pb.TransactionNotFound:
                 raise TxnRefused(ErrorCode.invalid_txn_state, exc.message) from None

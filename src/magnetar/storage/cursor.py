@@ -54,6 +54,9 @@ class ManagedCursor:
         self._on_mark_delete = on_mark_delete
         """Told (before, after) when acks move the mark-delete position: it may free a ledger."""
         self._lock = threading.Lock()
+        self._creation_waiters: list[Callable[[BaseException | None], None]] | None = None
+        """While its first record is being written (off the loop): who waits for it."""
+        self._creation_error: BaseException | None = None
 
     @property
     def durable(self) -> bool:
@@ -238,6 +241,32 @@ class ManagedCursor:
         with self._lock:
             self._properties.pop(key, None)
         self._changed()
+
+    # --- creation --------------------------------------------------------------------------
+
+    def creating(self) -> None:
+        """Its first record is queued for writing: `when_created` callers wait for it."""
+        with self._lock:
+            self._creation_waiters = []
+
+    def when_created(self, callback: Callable[[BaseException | None], None]) -> None:
+        """Call `callback` once the cursor is stored (None) or could not be (the error): at
+        once if that is known, else on the thread that wrote it. A subscription is reported
+        created only then, so one a client was told of survives a crash."""
+        with self._lock:
+            if self._creation_waiters is not None:
+                self._creation_waiters.append(callback)
+                return
+            error = self._creation_error
+        callback(error)
+
+    def created(self, error: BaseException | None) -> None:
+        """The first record's write ended: tell whoever waits."""
+        with self._lock:
+            waiters, self._creation_waiters = self._creation_waiters or [], None
+            self._creation_error = error
+        for callback in waiters:
+            callback(error)
 
     # --- persistence -----------------------------------------------------------------------
 

@@ -71,6 +71,11 @@ class LedgerServices(Protocol):
 
     def persist_cursor(self, key: str, cursor: ManagedCursor) -> None: ...
 
+    def store_new_cursor(self, key: str, cursor: ManagedCursor, failed: Callable[[ManagedCursor], None]) -> None:
+        """Write a new cursor's first record off the caller's thread (cursor.when_created
+        tells when it is durable); `failed` is called first if it cannot be written."""
+        ...
+
     def forget_cursor(self, key: str, cursor: ManagedCursor) -> None: ...
 
     def release(self, ml: OpenLedger) -> None:

@@ -328,12 +328,15 @@ class ManagedLedger(GroupCommitAppends):
         with self._lock:
             return dict(self._cursors)
 
-    def open_cursor(self, name: str, initial_position: Literal["latest", "earliest"] = "latest") -> ManagedCursor:
+    def open_cursor(self, name: str, initial_position: Literal["latest", "earliest"] = "latest", *,
+                    wait: bool = True) -> ManagedCursor:
         """The durable cursor `name`, created at `initial_position` if it does not exist.
 
         "latest" starts after the last durable entry, "earliest" before the first entry.
         A new cursor is persisted before this returns: a subscription survives a restart
-        from the moment it exists.
+        from the moment it exists. Without `wait` it is written on the factory's metadata
+        thread (an event loop must not wait out the commit's fsync) and `when_created`
+        tells when it is durable; a cursor that could not be written is forgotten.
         """
         with self._lock:
             self._check_open()
@@ -347,14 +350,22 @@ class ManagedLedger(GroupCommitAppends):
             else:
                 mark_delete = Position(self._slots.keys()[0], -1)
             cursor = self._cursors[name] = self._make_cursor(name, mark_delete, durable=True)
+        if not wait:
+            self._factory.store_new_cursor(layout.cursor_key(self.name, name), cursor, self._not_stored)
+            return cursor
         try:
             cursor.flush()
-        except StorageFullError:  # a subscription exists once persisted: this one does not
-            with self._lock:
-                self._cursors.pop(name, None)
-            cursor.detach()
+        except StorageFullError:
+            self._not_stored(cursor)
             raise
         return cursor
+
+    def _not_stored(self, cursor: ManagedCursor) -> None:
+        """A subscription exists once persisted: this one does not."""
+        with self._lock:
+            if self._cursors.get(cursor.name) is cursor:
+                del self._cursors[cursor.name]
+        cursor.detach()
 
     def open_non_durable_cursor(self, start: Position) -> ManagedCursor:
         """A cursor never persisted, whose first unacknowledged position is `start`."""

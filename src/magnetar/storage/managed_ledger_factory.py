@@ -94,6 +94,9 @@ class ManagedLedgerFactory:
         self._sync: SyncThread | None = None
         self._trimmer: SyncThread | None = None
         self._cursor_flusher: SyncThread | None = None
+        self._metadata_writer: SyncThread | None = None
+        self._new_cursors: dict[ManagedCursor, tuple[str, Callable[[ManagedCursor], None]]] = {}
+        """Cursors whose first record waits for the metadata thread (under _dirty_lock)."""
         self._cursor_persist_failing = False
         self.space_reserve = SpaceReserve(self.data_dir / "RESERVED-SPACE")
         if not read_only:
@@ -108,6 +111,10 @@ class ManagedLedgerFactory:
                 CURSOR_FLUSH_INTERVAL_SECONDS, CURSOR_FLUSH_INTERVAL_SECONDS, self._flush_dirty_cursors_quietly,
                 name="magnetar-storage-cursors",
             )
+            # New cursors' first records: written at once, off the event loop, and those
+            # queued while a commit runs share the next one (200 subscriptions, a few fsyncs).
+            self._metadata_writer = SyncThread(0.0, 3600.0, _nothing, name="magnetar-storage-metadata",
+                                               adaptive=True)
 
     def _lock_data_dir(self) -> int:
         fd = os.open(self.data_dir / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
@@ -139,6 +146,11 @@ class ManagedLedgerFactory:
             ml = ManagedLedger(name, self._ml_dir(name), self)
             self._open[name] = ml
             return ml
+
+    def opened(self, name: str) -> ManagedLedger | None:
+        """The managed ledger `name` if it is open, without waiting for an open under way
+        (which holds the lock through its writes: an event loop must not wait it out)."""
+        return self._open.get(name)
 
     def _ml_dir(self, name: str) -> Path:
         return self.data_dir / "managed-ledgers" / layout.directory_name(name)
@@ -207,6 +219,33 @@ class ManagedLedgerFactory:
             return
         self._write_cursors({cursor: key})
 
+    def store_new_cursor(self, key: str, cursor: ManagedCursor, failed: Callable[[ManagedCursor], None]) -> None:
+        cursor.creating()
+        if self._metadata_writer is None or self._closed:
+            failed(cursor)
+            cursor.created(StorageClosedError(f"factory on {self.data_dir} is closed"))
+            return
+        with self._dirty_lock:
+            self._new_cursors[cursor] = (key, failed)
+        self._metadata_writer.schedule(self._write_new_cursors)
+
+    def _write_new_cursors(self) -> None:
+        """The metadata thread's job: every cursor queued so far in one commit."""
+        with self._dirty_lock:
+            batch, self._new_cursors = self._new_cursors, {}
+        try:
+            self._write_cursors({cursor: key for cursor, (key, _failed) in batch.items()})
+        except Exception as exc:  # whatever it was, each waiting client is told
+            with self._dirty_lock:
+                for cursor in batch:
+                    self._dirty_cursors.pop(cursor, None)
+            for cursor, (_key, failed) in batch.items():
+                failed(cursor)
+                cursor.created(exc)
+            return
+        for cursor in batch:
+            cursor.created(None)
+
     def forget_cursor(self, key: str, cursor: ManagedCursor) -> None:
         with self._persist_lock:
             cursor.detach()
@@ -266,6 +305,8 @@ class ManagedLedgerFactory:
                 return
             self._closed = True
             open_mls = list(self._open.values())
+        if self._metadata_writer is not None:
+            self._metadata_writer.stop()  # the cursors it holds are written first
         if self._trimmer is not None:
             self._trimmer.stop()
         for ml in open_mls:

@@ -147,6 +147,8 @@ class FrameDecoder:
         SENDs), so the loop body is kept flat: this runs once per message. Each command and
         payload is one copy of its own bytes, sliced from the read, or from the buffer a
         frame begun in an earlier read was gathered in (a view of it, sliced to bytes).
+        Nothing returned or kept refers to `data`: a reader may reuse its buffer (the
+        client's connection reads every time into the same one).
         """
         data = self._joined(data)
         if data is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import logging
@@ -56,6 +57,7 @@ from magnetar.wire.proto import pulsar_api_pb2 as pb
 from magnetar.wire.topic_name import InvalidTopicNameError, TopicName
 
 if TYPE_CHECKING:
+    from magnetar.broker.service.ledger_openings import LedgerOpenings
     from magnetar.broker.service.protocol_handlers import ProtocolHandler
     from magnetar.broker.topics.nonpersistent.non_persistent_topic import NonPersistentTopic
     from magnetar.broker.transactions.coordinator import TransactionCoordinator
@@ -418,10 +420,19 @@ class BrokerService:
         parent = self.partitions_of(topic.partitioned_topic_name)
         return parent is not None and 0 <= topic.partition_index < parent
 
-    def get_topic(self, name: str, *, create: bool = True) -> PersistentTopic | NonPersistentTopic:
+    @functools.cached_property
+    def _ledger_openings(self) -> LedgerOpenings:
+        """Made with the first topic a client loads, which imports it (not at start-up)."""
+        from magnetar.broker.service.ledger_openings import LedgerOpenings  # noqa: PLC0415
+
+        return LedgerOpenings(self.factory)
+
+    def get_topic(self, name: str, *, create: bool = True,
+                  off_loop: bool = False) -> PersistentTopic | NonPersistentTopic:
         """The topic `name` names, loaded (or created) if need be. A loaded topic is found by a
         full name alone (the keys are full names): handlers ask per request, and parsing the
-        name each time was most of the look-up."""
+        name each time was most of the look-up. With `off_loop` a persistent topic's managed
+        ledger is opened on a worker thread, and TopicLoading raised until it is open."""
         topic = self._loaded(name)
         if topic is not None:
             return topic
@@ -446,7 +457,8 @@ class BrokerService:
         refusal = self.failed_writes.refusal(key)
         if refusal is not None:
             raise BrokerServiceError(pb.ServiceNotReady, refusal)
-        ledger = self.factory.open(topic_name.storage_name)
+        storage_name = topic_name.storage_name
+        ledger = self._ledger_openings.get(storage_name) if off_loop else self.factory.open(storage_name)
         persistent = self.topics[key] = PersistentTopic(self.context, topic_name, ledger)
         persistent.apply_retention()
         log.info("[%s] loaded (%d entries, %d subscriptions)", key, persistent.ledger.number_of_entries(),

@@ -197,6 +197,14 @@ class AbstractTopic:
     def _drop_subscription(self, subscription: AbstractSubscription) -> None:
         raise NotImplementedError
 
+    def when_stored(self, subscription: AbstractSubscription, done: Callable[[BaseException | None], None]) -> None:
+        """Call `done` on the loop once `subscription` is stored (None) or could not be (the
+        error); at once where nothing is stored."""
+        done(None)
+
+    def forget_unstored(self, subscription: AbstractSubscription) -> None:
+        """`subscription` could not be stored: it goes once no consumer is left on it."""
+
     def remove_consumer(self, consumer: Consumer, *, keep_subscription: bool = False) -> None:
         subscription = consumer.subscription
         subscription.remove_consumer(consumer)

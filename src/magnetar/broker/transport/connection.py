@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from magnetar import __version__
 from magnetar.broker.auth.authorization import Resource
 from magnetar.broker.auth.operations import COMMANDS, Operation
-from magnetar.broker.errors import BrokerServiceError
+from magnetar.broker.errors import BrokerServiceError, TopicLoading
 from magnetar.broker.schema_registry import SchemaCheckPending
 from magnetar.broker.topics.consumer import Consumer, DispatchEntry
 from magnetar.broker.topics.producer import Producer, Send
@@ -249,6 +249,8 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
             handler(self, cmd, payload)
         except SchemaCheckPending as pending:
             self._schema_waits.wait(pending.done, lambda: self._run_handler(handler, cmd, payload), cmd)
+        except TopicLoading as loading:  # not bounded: one worker thread's queue, one future a topic
+            self._schema_waits.wait(loading.done, lambda: self._run_handler(handler, cmd, payload), cmd, bounded=False)
         except BrokerServiceError as exc:  # a refusal: answered in the response type the client awaits
             log.info("%s %s refused: %s", self, T.Type.Name(cmd.type), exc.message)
             self._reply_error(cmd, exc.code, exc.message)
@@ -460,7 +462,7 @@ class ServerCnx(TurnBoundedReads, asyncio.Protocol):
             return
         try:
             self.authorize(COMMANDS[T.PRODUCER], req.topic)
-            topic = self.service.get_topic(req.topic)
+            topic = self.service.get_topic(req.topic, off_loop=True)
             schema = schema_commands.schema_of(req.schema, self.role) if req.HasField("schema") else None
             check_producer_encryption(topic, req.encrypted)
             schema_version = self.service.schemas.add_schema(topic.name, schema)

@@ -7,6 +7,7 @@ transport, framing and the producer path.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING
 
@@ -15,6 +16,7 @@ from magnetar.broker.errors import BrokerServiceError
 from magnetar.broker.topics.positions import position_of
 from magnetar.broker.transport.schema_commands import schema_of
 from magnetar.schemas import SchemaType
+from magnetar.storage import StorageFullError
 from magnetar.wire import commands
 from magnetar.wire.message_id import MessageId
 from magnetar.wire.proto import pulsar_api_pb2 as pb
@@ -31,11 +33,11 @@ def handle_subscribe(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | No
     req = cmd.subscribe
     existing = cnx.consumers.get(req.consumer_id)
     if existing is not None and existing.subscription.name == req.subscription:
-        cnx.send(commands.success(req.request_id))
+        _answer_when_stored(cnx, cmd, existing)  # a retry: answered as the first one is
         return
     try:
         cnx.authorize(COMMANDS[T.SUBSCRIBE], req.topic)
-        topic = cnx.service.get_topic(req.topic, create=req.force_topic_creation)
+        topic = cnx.service.get_topic(req.topic, create=req.force_topic_creation, off_loop=True)
         schema = schema_of(req.schema, cnx.role) if req.HasField("schema") else None
         if schema is not None:
             cnx.service.schemas.add_schema_if_idle_or_check(topic.name, schema, idle=topic.idle_for_schema())
@@ -45,10 +47,37 @@ def handle_subscribe(cnx: CommandHost, cmd: pb.BaseCommand, _payload: bytes | No
         log.info("%s [%s][%s] subscribe refused: %s", cnx, req.topic, req.subscription, exc.message)
         cnx.send(commands.error(req.request_id, exc.code, exc.message))
         return
-    cnx.consumers[req.consumer_id] = consumer
-    log.info("%s [%s][%s] created %s consumer %r", cnx, topic.name, req.subscription,
-             pb.CommandSubscribe.SubType.Name(req.subType), consumer.name)
-    cnx.send(commands.success(req.request_id))
+    cnx.consumers[req.consumer_id] = consumer  # so that a connection closing meanwhile removes it
+    _answer_when_stored(cnx, cmd, consumer)
+
+
+def _answer_when_stored(cnx: CommandHost, cmd: pb.BaseCommand, consumer: Consumer) -> None:
+    """SUCCESS once the subscription is durable: a new one's cursor is written off the loop
+    (a commit is an fsync every client would wait out), and a client told of a subscription
+    must find it after a crash."""
+    subscription = consumer.subscription
+    subscription.topic.when_stored(subscription, functools.partial(_subscribed, cnx, cmd, consumer))
+
+
+def _subscribed(cnx: CommandHost, cmd: pb.BaseCommand, consumer: Consumer, error: BaseException | None) -> None:
+    req = cmd.subscribe
+    subscription = consumer.subscription
+    topic = subscription.topic
+    if error is None:
+        log.info("%s [%s][%s] created %s consumer %r", cnx, topic.name, req.subscription,
+                 pb.CommandSubscribe.SubType.Name(req.subType), consumer.name)
+        cnx.send(commands.success(req.request_id))
+        return
+    if cnx.consumers.get(req.consumer_id) is consumer:
+        del cnx.consumers[req.consumer_id]
+    topic.remove_consumer(consumer, keep_subscription=True)
+    topic.forget_unstored(subscription)
+    if isinstance(error, StorageFullError):  # counted, not logged (broker.topics.full_disk)
+        code, message = cnx.service.full_disk.refusal(cnx, cmd, error)
+    else:
+        log.warning("%s [%s][%s] subscription not stored: %s", cnx, topic.name, req.subscription, error)
+        code, message = pb.ServiceNotReady, f"the subscription could not be stored: {error}"
+    cnx.send(commands.error(req.request_id, code, message))
 
 
 def _consumer(cnx: CommandHost, consumer_id: int) -> Consumer | None:

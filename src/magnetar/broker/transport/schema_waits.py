@@ -1,6 +1,8 @@
 """Commands of one connection waiting for a schema check that runs off the event loop
 (broker.schema_registry's SchemaCheckPending): PRODUCER, SUBSCRIBE and GET_OR_CREATE_SCHEMA
-are handled again once it is done, when the check's outcome is kept and quick to find.
+are handled again once it is done, when the check's outcome is kept and quick to find. A
+PRODUCER or SUBSCRIBE whose topic's managed ledger opens off the loop (TopicLoading) waits
+here the same way.
 
 A connection waits for a few checks at once (of different schemas; the producers of a
 partitioned topic share one): past that, the command is refused with ServiceNotReady, which
@@ -29,26 +31,31 @@ class SchemaWaits:
         self._awaiting: dict[tuple[str, int], int] = {}
         """Producers and consumers to create once their check is done, by (kind, id)."""
 
-    def wait(self, done: asyncio.Future[object], again: Callable[[], None], cmd: pb.BaseCommand) -> None:
-        """Calls `again` (which handles `cmd` anew) once `done` completes."""
+    def wait(self, done: asyncio.Future[object], again: Callable[[], None], cmd: pb.BaseCommand, *,
+             bounded: bool = True) -> None:
+        """Calls `again` (which handles `cmd` anew) once `done` completes; a `bounded` wait (a
+        schema check) counts against MAX_SCHEMA_CHECKS, a topic's loading does not."""
         checks = self._checks
-        if done not in checks and len(checks) >= MAX_SCHEMA_CHECKS:
-            self._refuse(cmd, pb.ServiceNotReady,
-                         f"more than {MAX_SCHEMA_CHECKS} schema checks are in progress on this connection")
-            return
-        checks[done] = checks.get(done, 0) + 1
+        if bounded:
+            if done not in checks and len(checks) >= MAX_SCHEMA_CHECKS:
+                self._refuse(cmd, pb.ServiceNotReady,
+                             f"more than {MAX_SCHEMA_CHECKS} schema checks are in progress on this connection")
+                return
+            checks[done] = checks.get(done, 0) + 1
         awaited = _awaited(cmd)
         if awaited is not None:
             self._awaiting[awaited] = self._awaiting.get(awaited, 0) + 1
-        done.add_done_callback(lambda _: self._done(done, awaited, again))
+        done.add_done_callback(lambda _: self._done(done if bounded else None, awaited, again))
 
     def withdraw(self, kind: str, ident: int) -> None:
         self._awaiting.pop((kind, ident), None)
 
-    def _done(self, done: asyncio.Future[object], awaited: tuple[str, int] | None, again: Callable[[], None]) -> None:
-        self._checks[done] -= 1
-        if not self._checks[done]:
-            del self._checks[done]
+    def _done(self, done: asyncio.Future[object] | None, awaited: tuple[str, int] | None,
+              again: Callable[[], None]) -> None:
+        if done is not None:
+            self._checks[done] -= 1
+            if not self._checks[done]:
+                del self._checks[done]
         if not self._is_open():
             return
         if awaited is not None:

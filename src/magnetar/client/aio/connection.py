@@ -1,7 +1,10 @@
 """One TCP connection to a broker, shared by every producer and consumer that lives there.
 
-An asyncio Protocol (not streams: `data_received` hands bytes straight to the sans-IO
-`FrameDecoder`, with no coroutine switch per frame). It owns what is per connection in
+An asyncio BufferedProtocol (not streams: each read goes straight to the sans-IO
+`FrameDecoder`, with no coroutine switch per frame). The socket is read into one buffer
+kept for the connection's life: asyncio's `data_received` path allocates a fresh 256 KiB
+bytes object per read (an mmap and munmap each when malloc's threshold is low), and at a
+steady rate a client reads about once a message. It owns what is per connection in
 Pulsar: the CONNECT handshake, request ids and the futures waiting on them, keep-alive,
 and the routing of pushed frames (MESSAGE, SEND_RECEIPT, CLOSE_*) to the producer or
 consumer registered under the id the frame names. When it is lost, every waiting request
@@ -15,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol, cast
 
@@ -32,10 +36,35 @@ log = logging.getLogger(__name__)
 CLIENT_VERSION = f"magnetar-client-{__version__}"
 #: The most bytes of one turn's frames joined into one buffer for one write.
 _JOIN_LIMIT = 256 * 1024
+#: The connection's read buffer: as much as asyncio's own reads take at once.
+_READ_SIZE = 256 * 1024
 #: Held frames leave at once when they reach this many bytes, before the turn ends: a
 #: coroutine producing in a loop without awaiting would otherwise hold every batch it cut
 #: until it yields, and the broker would get them in bursts (plain batched produce lost 7 %).
 _SEND_AT = 64 * 1024
+
+
+_bursts = threading.local()
+"""Per loop thread: the connections written to in the burst `in_one_write` runs, or None."""
+
+
+def in_one_write(work: Callable[[], None]) -> None:
+    """Run `work` (the blocking facade's hand-over of queued sends) and send what it wrote to
+    each connection when it returns, not at the end of the loop's turn: at a steady rate a
+    hand-over is all a turn does, and waiting for the turn's end costs a turn more (a
+    `call_soon`, then a poll of the sockets) a message. Frames a connection held before the
+    burst began leave with the ones written in it, in order, at the turn's end."""
+    if getattr(_bursts, "held", None) is not None:  # already in one
+        work()
+        return
+    held: list[Connection] = []
+    _bursts.held = held
+    try:
+        work()
+    finally:
+        _bursts.held = None
+        for conn in held:
+            conn._uncork()
 
 
 class ProducerHandler(Protocol):
@@ -52,7 +81,7 @@ class ConsumerHandler(Protocol):
     def connection_closed(self, conn: Connection) -> None: ...
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """A CONNECTed connection; `request` sends a command and awaits the frame answering it."""
 
     def __init__(self, logical_url: str, physical_url: str, operation_timeout: float,
@@ -66,6 +95,8 @@ class Connection(asyncio.Protocol):
         self._on_closed = on_closed
         self._loop = asyncio.get_running_loop()
         self._decoder = FrameDecoder(DEFAULT_MAX_MESSAGE_SIZE + FRAME_PADDING)
+        self._read_view = memoryview(bytearray(_READ_SIZE))
+        """Where the transport reads to; the decoder copies what it keeps before the next read."""
         self._read_done: list[Callable[[], None]] = []
         self.dispatching = False
         """While the frames of a read are handed out (after_read waits for the end of it)."""
@@ -125,10 +156,15 @@ class Connection(asyncio.Protocol):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     # -- reading
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self._read_view
+
+    def buffer_updated(self, nbytes: int) -> None:
         self._traffic = True
         try:
-            frames = self._decoder.feed(data)
+            # The decoder copies commands, payloads and an unfinished frame's bytes out of
+            # the view: nothing handed on aliases the buffer the next read overwrites.
+            frames = self._decoder.feed(self._read_view[:nbytes])
         except WireError as exc:
             log.warning("%s sent a malformed frame, closing: %s", self.physical_url, exc)
             self.close()
@@ -222,13 +258,17 @@ class Connection(asyncio.Protocol):
         """Frames written in one turn of the loop leave in one send at its end: the
         producers, consumers and transactions sharing the connection (a flush's batches, a
         commit's END_TXN, a NEW_TXN) cost one system call a turn, not one a frame; frames
-        adding up to _SEND_AT leave at once."""
+        adding up to _SEND_AT leave at once; those written in `in_one_write` when it returns."""
         if self._transport is None or self.closed:
             return
         if self._corked is None:
             self._corked = [data]
             self._corked_bytes = len(data)
-            self._loop.call_soon(self._uncork)
+            burst = getattr(_bursts, "held", None)
+            if burst is not None:
+                burst.append(self)
+            else:
+                self._loop.call_soon(self._uncork)
         else:
             self._corked.append(data)
             self._corked_bytes += len(data)

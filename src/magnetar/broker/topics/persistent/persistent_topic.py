@@ -346,7 +346,8 @@ class PersistentTopic(AbstractTopic):
     def _create_subscription(self, cmd: pb.CommandSubscribe) -> PersistentSubscription:
         if cmd.durable:
             initial = "earliest" if cmd.initialPosition == Sub.Earliest else "latest"
-            cursor = self.ledger.open_cursor(cmd.subscription, initial_position=initial)
+            # written off the loop: the SUBSCRIBE is answered when it is durable (when_stored)
+            cursor = self.ledger.open_cursor(cmd.subscription, initial_position=initial, wait=False)
         else:
             start = self._start_position(cmd)
             cursor = self.ledger.open_non_durable_cursor(start)
@@ -376,6 +377,18 @@ class PersistentTopic(AbstractTopic):
         if position >= after_last:
             return after_last
         return min(self.ledger.position_at_or_after(position), after_last)
+
+    def when_stored(self, subscription: PersistentSubscription,  # type: ignore[override]
+                    done: Callable[[BaseException | None], None]) -> None:
+        bridge = self.context.bridge
+        subscription.cursor.when_created(lambda error: bridge.post(done, error))
+
+    def forget_unstored(self, subscription: PersistentSubscription) -> None:  # type: ignore[override]
+        """The ledger forgot its cursor already, and nothing else of it was stored."""
+        if not subscription.consumers and self.subscriptions.get(subscription.name) is subscription:
+            del self.subscriptions[subscription.name]
+            if subscription.dispatcher is not None:
+                subscription.dispatcher.close()
 
     def _drop_subscription(self, subscription: PersistentSubscription) -> None:  # type: ignore[override]
         if self.subscriptions.get(subscription.name) is subscription:
