@@ -153,6 +153,7 @@ def test_read_only_factory_uses_a_pool_too(open_factory):
     reader = small_pool_factory(open_factory, read_only=True)
     for t, name in enumerate(TOPICS):
         ml = reader.open(name)
+        assert wait_for(lambda ml=ml: ml.refresh() or ml.number_of_entries() == 12, interval=0.001)  # last indexed
         assert [data for _, data in ml.read_entries(ml.first_position, 100)] == [payload(t, i) for i in range(12)]
         assert reader.file_pool.open_files <= LIMIT
     assert len(ledger_fds(writer.data_dir)) <= writer_fds + LIMIT

@@ -230,7 +230,7 @@ def test_read_only_factory_sees_only_durable_whole_entries(open_factory, wait_un
         writer.append_sync(payload(i))
     reader_factory = open_factory(read_only=True)
     reader = reader_factory.open(TOPIC)
-    assert reader.number_of_entries() == 10
+    wait_until(lambda: reader.refresh() or reader.number_of_entries() == 10)  # the last once indexed
     first = reader.first_position
     gate = threading.Event()
     writer.append(b"blocker", lambda p, e: gate.wait(10))
@@ -317,6 +317,7 @@ def test_read_entries_into_buffers_gives_the_same_entries_as_views(open_factory,
         return bytearray(size)
 
     reader = open_factory(read_only=True).open(TOPIC)  # nothing cached: every entry from the file
+    wait_until(lambda: reader.refresh() or reader.number_of_entries() == 50)  # the last group once indexed
     read = reader.read_entries(positions[0], 1000, None, into)
     assert [(p, bytes(data)) for p, data in read] == list(zip(positions, map(payload, range(50)), strict=True))
     assert sizes and all(isinstance(data, memoryview) for _, data in read)
