@@ -190,12 +190,14 @@ class GroupCommitAppends:
                       self._space_failures)
             self._space_failures = 0
         self._factory.disk_space.wrote()
-        notify_appends(positions, callbacks, None)
         self._write_index(ledger)
+        notify_appends(positions, callbacks, None)
         return True
 
     def _write_index(self, ledger: Ledger) -> None:
-        """After the acknowledgements, not before: see Ledger.write_index. A failure (a full
+        """Before the acknowledgements: a read-only reader of the data directory (the Spark
+        source's `path` option) trusts the index alone, and an application that was told its
+        message is stored expects a reader started after that to find it. A failure (a full
         disk) costs nothing durable; the slots stay pending for the next commit or the seal."""
         try:
             ledger.write_index()

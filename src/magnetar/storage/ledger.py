@@ -378,10 +378,10 @@ class Ledger:
     def write_index(self) -> None:
         """Write the index slots of the entries appended since the last call.
 
-        Kept out of append() so that a caller can acknowledge the appends first: the slots
-        are not needed for that (recovery rebuilds a lagging index from the checksummed
-        data file), and this write gives up the GIL once more, which is a wait of its own
-        when the event loop is busy. A failed write leaves the slots pending for the next.
+        Kept out of append() so that a failed index write (a full disk) does not fail appends
+        that are durable: recovery rebuilds a lagging index from the checksummed data file,
+        so the slots stay pending for the next call. The managed ledger writes them before it
+        acknowledges the appends, for read-only readers, which trust the index alone.
         """
         offsets = self._offsets
         assert offsets is not None
