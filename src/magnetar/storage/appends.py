@@ -180,6 +180,7 @@ class GroupCommitAppends:
             else:
                 self._fail_for_good(group, later, error)
             return False
+        self._write_index(ledger)
         self._factory.entry_cache.put_run(positions[0], datas)
         with self._lock:
             slot.durable = ledger.entries
@@ -190,14 +191,13 @@ class GroupCommitAppends:
                       self._space_failures)
             self._space_failures = 0
         self._factory.disk_space.wrote()
-        self._write_index(ledger)
         notify_appends(positions, callbacks, None)
         return True
 
     def _write_index(self, ledger: Ledger) -> None:
-        """Before the acknowledgements: a read-only reader of the data directory (the Spark
-        source's `path` option) trusts the index alone, and an application that was told its
-        message is stored expects a reader started after that to find it. A failure (a full
+        """Before the entries count as durable and are acknowledged: a read-only reader of the
+        data directory (the Spark source's `path` option) trusts the index alone, and an
+        application told its message is stored expects a reader started after that to find it. A failure (a full
         disk) costs nothing durable; the slots stay pending for the next commit or the seal."""
         try:
             ledger.write_index()
