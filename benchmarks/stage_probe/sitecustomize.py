@@ -12,7 +12,9 @@ thread waiting for the GIL.
 
 Stages: `publish` SEND read to receipt written (the broker's pulsar_broker_publish_latency);
 `queue_wait` a group's first append to the sync thread taking the group; `commit_group` one
-managed ledger's write and fsync, `fdatasync` the fsync alone (of a ledger's data file);
+managed ledger's write and fsync, `fdatasync` the fsync alone (of a ledger's data file),
+`data_write` the data file's write alone (with `O_DSYNC`, the default, it is the fsync too
+and `fdatasync` stays empty);
 `hop` durable to the completion running on the loop;
 `drain` one pass of the loop over the completions; `cursor_flush` a periodic cursor commit;
 `loop_iteration` one turn of the event loop, its wait for events left out; and
@@ -73,7 +75,8 @@ def _install(path: str) -> None:
     from magnetar.storage import appends, group_commit, ledger  # noqa: PLC0415
 
     stats: dict[str, list[float]] = {name: [] for name in (
-        "publish", "queue_wait", "commit_group", "fdatasync", "hop", "drain", "cursor_flush", "loop_iteration")}
+        "publish", "queue_wait", "commit_group", "fdatasync", "data_write", "hop", "drain", "cursor_flush",
+        "loop_iteration")}
     cpu = {"messages": 0, "first": None, "last": None}
     clock = time.monotonic
 
@@ -107,6 +110,7 @@ def _install(path: str) -> None:
 
     base_events.BaseEventLoop._run_once = timed_run_once
     ledger.fdatasync = _timed(stats["fdatasync"], ledger.fdatasync)
+    ledger._write_records = _timed(stats["data_write"], ledger._write_records)
     loop_bridge.LoopBridge._drain = _timed(stats["drain"], loop_bridge.LoopBridge._drain)
     appends.GroupCommitAppends._commit_group = _timed(stats["commit_group"], appends.GroupCommitAppends._commit_group)
 

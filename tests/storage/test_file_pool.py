@@ -103,7 +103,8 @@ def test_appends_after_eviction_reopen_the_files_and_survive_reopening(open_fact
     target.append_sync(payload(0, 0))
     assert len(ledger_fds(factory.data_dir)) == 2  # data and index of the ledger being written
     for i in range(1, 30):
-        assert factory.file_pool.evict_idle() > 0
+        # The commit still holds the files while it writes the index, after the acknowledgement.
+        assert wait_for(lambda: factory.file_pool.evict_idle() > 0, interval=0.001)
         assert ledger_fds(factory.data_dir) == []
         target.append_sync(payload(0, i))  # reopens data (read-write) and index, writes at the end
     factory.close()
@@ -152,6 +153,7 @@ def test_read_only_factory_uses_a_pool_too(open_factory):
     reader = small_pool_factory(open_factory, read_only=True)
     for t, name in enumerate(TOPICS):
         ml = reader.open(name)
+        assert wait_for(lambda ml=ml: ml.refresh() or ml.number_of_entries() == 12, interval=0.001)  # last indexed
         assert [data for _, data in ml.read_entries(ml.first_position, 100)] == [payload(t, i) for i in range(12)]
         assert reader.file_pool.open_files <= LIMIT
     assert len(ledger_fds(writer.data_dir)) <= writer_fds + LIMIT

@@ -26,6 +26,7 @@ def test_append_then_read_back_byte_for_byte(tmp_path):
 def test_record_format_is_length_crc_data_big_endian(tmp_path):
     ledger = Ledger.create(tmp_path, 3)
     ledger.append([b"hello"], sync=True)
+    ledger.seal()
     ledger.close()
     raw = data_path(tmp_path, 3).read_bytes()
     assert raw == struct.pack(">II", 5, crc32c.crc32c(b"hello")) + b"hello"
@@ -102,6 +103,9 @@ def test_read_only_sees_only_indexed_entries_and_refreshes(tmp_path):
     writer = Ledger.create(tmp_path, 1)
     writer.append([b"one", b"two"], sync=True)
     reader = Ledger.open_read_only(tmp_path, 1, None)
+    assert reader.entries == 0, "durable, but not indexed yet"
+    writer.write_index()
+    reader.refresh(None)
     assert reader.entries == 2
     # Bytes written past the index (not yet reported durable) are invisible.
     with data_path(tmp_path, 1).open("ab") as f:
@@ -111,6 +115,7 @@ def test_read_only_sees_only_indexed_entries_and_refreshes(tmp_path):
     writer.close()
     writer2, _ = Ledger.recover(tmp_path, 1)
     writer2.append([b"four"], sync=True)
+    writer2.write_index()
     reader.refresh(None)
     assert reader.entries == 4
     assert reader.read_range(0, 4) == [b"one", b"two", b"three", b"four"]

@@ -237,6 +237,7 @@ def test_read_only_factory_sees_only_durable_whole_entries(open_factory, wait_un
     wait_until(lambda: writer.number_of_entries() == 11)
     writer.append(b"not durable yet")
     reader.refresh()
+    # The blocker is durable and indexed before its acknowledgement (which the gate holds).
     assert [d for _, d in reader.read_entries(first, 100)] == [payload(i) for i in range(10)] + [b"blocker"]
     gate.set()
     wait_until(lambda: writer.number_of_entries() == 12)
@@ -249,10 +250,11 @@ def test_read_only_factory_sees_only_durable_whole_entries(open_factory, wait_un
         reader_factory.open("missing")
 
 
-def test_read_only_reader_follows_a_writer_appending_concurrently(open_factory):
+def test_read_only_reader_follows_a_writer_appending_concurrently(open_factory, wait_until):
     writer = open_factory(ManagedLedgerConfig(max_entries_per_ledger=50)).open(TOPIC)
     writer.append_sync(payload(0))
     reader = open_factory(read_only=True).open(TOPIC)
+    wait_until(lambda: reader.refresh() or reader.first_position is not None)  # once indexed
     stop = threading.Event()
 
     def produce():
@@ -316,6 +318,7 @@ def test_read_entries_into_buffers_gives_the_same_entries_as_views(open_factory,
         return bytearray(size)
 
     reader = open_factory(read_only=True).open(TOPIC)  # nothing cached: every entry from the file
+    wait_until(lambda: reader.refresh() or reader.number_of_entries() == 50)  # the last group once indexed
     read = reader.read_entries(positions[0], 1000, None, into)
     assert [(p, bytes(data)) for p, data in read] == list(zip(positions, map(payload, range(50)), strict=True))
     assert sizes and all(isinstance(data, memoryview) for _, data in read)

@@ -28,6 +28,7 @@ from magnetar.storage.position import Position
 
 if TYPE_CHECKING:
     from magnetar.storage.config import ManagedLedgerConfig
+    from magnetar.storage.ledger import Ledger
     from magnetar.storage.ledger_services import LedgerServices
     from magnetar.storage.rollover import LedgerRollover
 
@@ -179,6 +180,7 @@ class GroupCommitAppends:
             else:
                 self._fail_for_good(group, later, error)
             return False
+        self._write_index(ledger)
         self._factory.entry_cache.put_run(positions[0], datas)
         with self._lock:
             slot.durable = ledger.entries
@@ -191,6 +193,16 @@ class GroupCommitAppends:
         self._factory.disk_space.wrote()
         notify_appends(positions, callbacks, None)
         return True
+
+    def _write_index(self, ledger: Ledger) -> None:
+        """Before the entries count as durable and are acknowledged: a read-only reader of the
+        data directory (the Spark source's `path` option) trusts the index alone, and an
+        application told its message is stored expects a reader started after that to find it. A failure (a full
+        disk) costs nothing durable; the slots stay pending for the next commit or the seal."""
+        try:
+            ledger.write_index()
+        except OSError as exc:
+            log.debug("managed ledger %s: index write put off: %s", self.name, exc)
 
     def _fail_for_good(self, group: list[PendingAppend], later: list[list[PendingAppend]], error: Exception) -> None:
         """A write failed for a reason other than space (EIO, EFBIG): the file's tail is in an

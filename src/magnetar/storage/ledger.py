@@ -1,9 +1,10 @@
 """One ledger: an append-only data file of checksummed records plus an index of their offsets
 (their layout: ledger_files).
 
-The index is written only after the data it points to is durable, and is never fsynced per
-append: it doubles as the durable high-water mark that a read-only process trusts, and on
-open it is checked against the data file and rebuilt from it when it lags or is damaged.
+The index is written only after the data it points to is durable (and after the appends it
+covers were acknowledged: see write_index), and is never fsynced per append: it doubles as
+the durable high-water mark that a read-only process trusts, and on open it is checked
+against the data file and rebuilt from it when it lags or is damaged.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from magnetar.storage.file_pool import UNBOUNDED, FilePool
 from magnetar.storage.ledger_files import (
     HEADER,
     INDEX_SLOT_BYTES,
+    IOV_MAX,
     data_path,
     fdatasync,
     fsync_dir,
@@ -87,7 +89,9 @@ class Ledger:
     descriptor at all.
     """
 
-    def __init__(self, directory: Path, ledger_id: int, *, writable: bool, pool: FilePool | None) -> None:
+    def __init__(
+        self, directory: Path, ledger_id: int, *, writable: bool, pool: FilePool | None, dsync: bool = False
+    ) -> None:
         self.ledger_id = ledger_id
         self._directory = directory
         self._offsets: array | None = array("Q")
@@ -97,6 +101,13 @@ class Ledger:
         self._count = 0
         """Entries of a closed ledger (whose `_offsets` is None)."""
         self._end = 0
+        self._indexed = 0
+        """Slots written to the index file; the ones past it are in `_offsets` only, until
+        write_index()."""
+        self._dsync = dsync
+        """The data file is written with O_DSYNC: each write returns once durable, so an
+        append is one system call, not a write and an fdatasync (each a round trip of the
+        GIL for the sync thread, which a busy event loop can hold for milliseconds)."""
         self._writable = writable
         """The current ledger: its data file opens read-write, and it has an index to append to."""
         self._pool = pool if pool is not None else FilePool(UNBOUNDED)
@@ -107,11 +118,13 @@ class Ledger:
         self._closed = False
 
     @classmethod
-    def create(cls, directory: Path, ledger_id: int, pool: FilePool | None = None) -> Ledger:
-        ledger = cls(directory, ledger_id, writable=True, pool=pool)
+    def create(cls, directory: Path, ledger_id: int, pool: FilePool | None = None, *, dsync: bool = False) -> Ledger:
+        """A new, empty ledger to append to; `dsync` for one whose appends are all synced."""
+        ledger = cls(directory, ledger_id, writable=True, pool=pool, dsync=dsync)
         with ledger._closed_on_error():
             with ledger._lock:
-                ledger._data_fd = ledger._open_file(data_path(directory, ledger_id), os.O_RDWR | os.O_CREAT | os.O_EXCL)
+                flags = ledger._write_flags() | os.O_CREAT | os.O_EXCL
+                ledger._data_fd = ledger._open_file(data_path(directory, ledger_id), flags)
                 ledger._index(os.O_CREAT | os.O_EXCL)
             fsync_dir(directory)
         return ledger
@@ -141,7 +154,7 @@ class Ledger:
             os.ftruncate(data_fd, end)
             fdatasync(data_fd)
             log.warning("ledger %d: dropped %d bytes of torn or corrupt tail", self.ledger_id, file_size - end)
-        self._offsets, self._end = offsets, end
+        self._offsets, self._end, self._indexed = offsets, end, len(offsets)
         index_fd = self._index(os.O_CREAT)
         index_rebuilt = valid != len(indexed) or bool(tail)
         if index_rebuilt:
@@ -203,11 +216,14 @@ class Ledger:
     def _data(self) -> int:
         """Lock held: the data file's descriptor, reopened if the pool closed it."""
         if self._data_fd < 0:
-            flags = os.O_RDWR if self._writable else os.O_RDONLY
+            flags = self._write_flags() if self._writable else os.O_RDONLY
             self._data_fd = self._open_file(data_path(self._directory, self.ledger_id), flags)
         else:
             self._pool.touch(self)
         return self._data_fd
+
+    def _write_flags(self) -> int:
+        return os.O_RDWR | os.O_DSYNC if self._dsync else os.O_RDWR
 
     def _index(self, extra_flags: int = 0) -> int:
         """Lock held: the index file's descriptor, reopened read-write if the pool closed it.
@@ -330,7 +346,8 @@ class Ledger:
         return self._end
 
     def append(self, entries: Sequence[bytes], *, sync: bool) -> None:
-        """Write a group of entries with one vectored write and at most one fsync, then index them.
+        """Write a group of entries with one vectored write and at most one fsync; their index
+        slots are written by the next write_index() (or seal()).
 
         Per-entry work is done with map() and writev so that it runs in C: this is the
         sync thread's hot loop, and it competes with the appending thread for the GIL.
@@ -340,12 +357,15 @@ class Ledger:
         buffers = [part for record in zip(headers, entries, strict=True) for part in record]
         offsets = list(itertools.accumulate((HEADER.size + length for length in lengths), initial=self._end))
         end = offsets.pop()
+        if self._dsync and len(buffers) > IOV_MAX:
+            # Every write to an O_DSYNC file waits for the disk: one copy of the group is
+            # cheaper than a flush per IOV_MAX buffers.
+            buffers = [b"".join(buffers)]
         data_fd, index_fd = self._pin_for_write()
         try:
             _write_records(data_fd, buffers, self._end)
-            if sync:
+            if sync and not self._dsync:
                 fdatasync(data_fd)
-            pwrite_all(index_fd, pack_offsets(offsets), len(self._offsets) * INDEX_SLOT_BYTES)
         except OSError as exc:
             if is_space_error(exc):
                 self._cut_back(data_fd, index_fd)
@@ -355,6 +375,25 @@ class Ledger:
         self._end = end
         self._offsets.extend(offsets)
 
+    def write_index(self) -> None:
+        """Write the index slots of the entries appended since the last call.
+
+        Kept out of append() so that a failed index write (a full disk) does not fail appends
+        that are durable: recovery rebuilds a lagging index from the checksummed data file,
+        so the slots stay pending for the next call. The managed ledger writes them before it
+        acknowledges the appends, for read-only readers, which trust the index alone.
+        """
+        offsets = self._offsets
+        assert offsets is not None
+        if self._indexed == len(offsets):
+            return
+        _data_fd, index_fd = self._pin_for_write()
+        try:
+            pwrite_all(index_fd, pack_offsets(offsets[self._indexed :]), self._indexed * INDEX_SLOT_BYTES)
+        finally:
+            self._unpin()
+        self._indexed = len(offsets)
+
     def _cut_back(self, data_fd: int, index_fd: int) -> None:
         """Undo a write the disk had no room for: cut both files back to the last whole entry.
 
@@ -363,7 +402,7 @@ class Ledger:
         free space; if even this fails the error propagates and the ledger stops for good.
         """
         os.ftruncate(data_fd, self._end)
-        os.ftruncate(index_fd, len(self._offsets) * INDEX_SLOT_BYTES)
+        os.ftruncate(index_fd, self._indexed * INDEX_SLOT_BYTES)
         fdatasync(data_fd)
         log.debug("ledger %d: disk full, write undone back to entry %d", self.ledger_id, len(self._offsets))
 
@@ -490,6 +529,7 @@ class Ledger:
         Files the pool closed since the last append are reopened to be fsynced: their dirty
         pages belong to the file, not to the descriptor that wrote them.
         """
+        self.write_index()
         data_fd, index_fd = self._pin_for_write()
         try:
             fdatasync(data_fd)

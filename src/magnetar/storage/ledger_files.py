@@ -23,7 +23,8 @@ HEADER = struct.Struct(">II")
 INDEX_SLOT_BYTES = 8
 _SCAN_CHUNK_BYTES = 4 * 1024 * 1024
 fdatasync = getattr(os, "fdatasync", os.fsync)
-_IOV_MAX = 1024
+IOV_MAX = 1024
+"""Buffers one pwritev takes (Linux's limit)."""
 
 
 def data_path(directory: Path, ledger_id: int) -> Path:
@@ -52,8 +53,8 @@ def pwrite_all(fd: int, data: bytes, offset: int) -> None:
 
 
 def pwritev_all(fd: int, buffers: list[bytes], offset: int) -> None:
-    for start in range(0, len(buffers), _IOV_MAX):
-        chunk = buffers[start : start + _IOV_MAX]
+    for start in range(0, len(buffers), IOV_MAX):
+        chunk = buffers[start : start + IOV_MAX]
         written = os.pwritev(fd, chunk, offset)
         expected = sum(map(len, chunk))
         if written < expected:  # rare short write: finish it the simple way

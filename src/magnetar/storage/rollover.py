@@ -120,7 +120,7 @@ class LedgerRollover:
                 txn.put(layout.ledger_key(self._name, previous.ledger_id), previous.info().to_json())
             txn.put(layout.ledger_key(self._name, slot.ledger_id), slot.info().to_json())
         try:
-            ledger = Ledger.create(self._dir, slot.ledger_id, self._factory.file_pool)
+            ledger = Ledger.create(self._dir, slot.ledger_id, self._factory.file_pool, dsync=self._config.sync_data)
         except OSError:
             remove_files(self._dir, slot.ledger_id)  # half-created: the retry creates both afresh
             raise
