@@ -17,12 +17,8 @@ from compaction_helpers import PLACEHOLDER
 from magnetar.broker.compaction import CompactionOptions
 from magnetar.broker.compaction.compactor import CompactionCancelled
 from magnetar.broker.compaction.service import BuiltinCompactionService
+from magnetar.formats.kafka_compression import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD
 from magnetar.formats.kafka_records import (
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_NONE,
-    CODEC_SNAPPY,
-    CODEC_ZSTD,
     decode_record_batch,
     encode_record_batch,
     kafka_entry_properties,

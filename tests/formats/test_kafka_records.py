@@ -12,12 +12,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from magnetar.formats import CorruptPayloadError, EntryPayload, resolve_processors
+from magnetar.formats.kafka_compression import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY, CODEC_ZSTD
 from magnetar.formats.kafka_records import (
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_NONE,
-    CODEC_SNAPPY,
-    CODEC_ZSTD,
     compaction_records,
     decode_record_batch,
     encode_record_batch,

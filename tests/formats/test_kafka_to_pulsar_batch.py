@@ -13,11 +13,8 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from magnetar.formats import CorruptPayloadError
+from magnetar.formats.kafka_compression import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD
 from magnetar.formats.kafka_records import (
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_NONE,
-    CODEC_ZSTD,
     HEADER_SIZE,
     decode_record_batch,
     pulsar_batch_messages,

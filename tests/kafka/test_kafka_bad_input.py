@@ -17,8 +17,11 @@ from kafka_brokers import (
 from kio.schema.api_versions.v3 import request as api_versions
 from kio.schema.errors import ErrorCode
 from polling import wait_for
+from procfs import rss_kb
 from standalone import Standalone
 
+from magnetar.formats.kafka_compression import CODEC_GZIP, CODEC_ZSTD
+from magnetar.formats.kafka_records import encode_record_batch
 from magnetar.kafka.protocol.messages import decode_response, encode_request
 
 
@@ -105,6 +108,28 @@ def test_a_batch_over_max_message_size_is_message_too_large(raw) -> None:
     error, _ = connection.produce(topic, batch([random.randbytes(105_000)] * 2))
     assert error == ErrorCode.message_too_large
     assert connection.latest(topic) == 0
+
+
+@pytest.mark.parametrize("codec", [CODEC_GZIP, CODEC_ZSTD])
+def test_a_small_batch_decompressing_past_max_message_size_is_message_too_large(broker, raw, codec) -> None:
+    """maxMessageSize holds a batch's compressed bytes; its records become one Pulsar batch, whose
+    uncompressed size a Pulsar consumer holds to maxMessageSize too. A hostile batch of 100 MB of
+    zeros is under 200 KB compressed: refused whole, without the broker expanding it, and the
+    partition takes the next batch as if it never came."""
+    topic = _topic(raw)
+    connection = raw()
+    bomb = encode_record_batch([(None, bytes(100 * 1024 * 1024), [], 0)], codec)
+    assert len(bomb) < 200_000
+    before = rss_kb(broker.proc.pid)
+    error, _ = connection.produce(topic, bomb)
+    grown_mb = (rss_kb(broker.proc.pid) - before) / 1024
+    assert error == ErrorCode.message_too_large
+    assert connection.latest(topic) == 0
+    assert grown_mb < 50, f"the broker grew {grown_mb:.0f} MB refusing it"
+    over = encode_record_batch([(None, bytes(250_000), [], 0)], codec)  # the partition's bound, not a broad one
+    assert connection.produce(topic, over)[0] == ErrorCode.message_too_large
+    fits = encode_record_batch([(None, bytes(150_000), [], 0)], codec)
+    assert connection.produce(topic, fits) == (ErrorCode.none, 0)
 
 
 def test_acks_zero_gets_no_response_and_later_responses_keep_their_order(raw) -> None:

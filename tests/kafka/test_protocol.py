@@ -198,7 +198,7 @@ def test_kafka_to_pulsar_to_kafka_keeps_every_record(records, codec, base_offset
     """kafka-python's batch -> one Pulsar batch -> a batch kafka-python reads back the same, from base_offset
     (snappy: kafka-python needs python-snappy to write it; librdkafka covers it end to end)."""
     (batch,) = split_batches(_batch(records, codec))
-    converted = pulsar_batch(*pulsar_messages(batch))
+    converted = pulsar_batch(*pulsar_messages(batch, 1 << 24))
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, compression=converted.compression,
                                   uncompressed_size=converted.uncompressed_size,
                                   num_messages_in_batch=converted.num_messages)
@@ -248,7 +248,7 @@ def test_malformed_records_are_refused(mutate, message, corrupt) -> None:
 
 def test_pulsar_messages_become_a_batch_with_binary_keys_and_tombstones() -> None:
     (batch,) = split_batches(_batch([(b"\xff\x00", None, [], 3), (b"text", b"v", [("a", b"b")], 0)]))
-    converted = pulsar_batch(*pulsar_messages(batch))
+    converted = pulsar_batch(*pulsar_messages(batch, 1 << 24))
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1,
                                   num_messages_in_batch=converted.num_messages)
     messages = decode_messages(metadata, converted.payload, max_size=1 << 20)

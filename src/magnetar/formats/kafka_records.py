@@ -24,18 +24,23 @@ maxTimestamp), bit 5 control batch (transaction markers, no user records).
 from __future__ import annotations
 
 import base64
-import gzip
 import struct
 from collections.abc import Collection, Generator, Iterator, Sequence
 from typing import NamedTuple, TypeVar
 
+from magnetar.formats.kafka_compression import (
+    CODEC_NAMES,
+    CODEC_NONE,
+    KAFKA_FORMAT,
+    compress,
+    decompress,
+)
 from magnetar.formats.payload import CorruptPayloadError, EntryPayload, PayloadContext, PayloadProcessor
 from magnetar.wire.batch import BatchMessage, encode_varint
 from magnetar.wire.checksum import crc32c
 from magnetar.wire.entry import FORMAT_PROPERTY
 from magnetar.wire.proto import pulsar_api_pb2 as pb
 
-KAFKA_FORMAT = "kafka"
 T = TypeVar("T")
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -46,9 +51,10 @@ _CRC_START = 21  # attributes onwards
 #: loop turn for small records without headers, 4 ms with them.
 SLICE_RECORDS = 512
 
-CODEC_NONE, CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD = range(5)
-_CODEC_NAMES = {CODEC_NONE: "none", CODEC_GZIP: "gzip", CODEC_SNAPPY: "snappy", CODEC_LZ4: "lz4",
-                CODEC_ZSTD: "zstd"}
+#: The most bytes a stored batch's records are decompressed to when read (compaction, a
+#: Pulsar consumer of the Kafka format): a batch converted on produce is held to the
+#: partition's maxMessageSize instead (pulsar_batch_message_steps).
+STORED_RECORDS_LIMIT = 64 * 1024 * 1024
 _LOG_APPEND_TIME = 0x08
 _CONTROL = 0x20
 
@@ -94,58 +100,6 @@ def read_header(data: bytes | memoryview, check_crc: bool = True) -> KafkaBatchH
     if header.count < 0:
         raise CorruptPayloadError(KAFKA_FORMAT, f"record count {header.count}")
     return header
-
-
-def _snappy_decompress(data: bytes) -> bytes:
-    """Raw snappy, or the xerial framing Kafka's Java client writes (magic, versions, sized blocks)."""
-    import cramjam  # noqa: PLC0415
-
-    if data[:8] != b"\x82SNAPPY\x00":
-        return bytes(cramjam.snappy.decompress_raw(data))
-    out, offset = [], 16
-    while offset < len(data):
-        (size,) = struct.unpack_from(">i", data, offset)
-        out.append(bytes(cramjam.snappy.decompress_raw(data[offset + 4 : offset + 4 + size])))
-        offset += 4 + size
-    return b"".join(out)
-
-
-def _decompress(codec: int, data: bytes) -> bytes:
-    if codec == CODEC_NONE:
-        return data
-    if codec == CODEC_GZIP:
-        return gzip.decompress(data)
-    if codec == CODEC_SNAPPY:
-        return _snappy_decompress(data)
-    if codec == CODEC_LZ4:
-        import lz4.frame  # noqa: PLC0415
-
-        return lz4.frame.decompress(data)
-    if codec == CODEC_ZSTD:
-        import zstandard  # noqa: PLC0415
-
-        return zstandard.ZstdDecompressor().decompressobj().decompress(data)
-    raise CorruptPayloadError(KAFKA_FORMAT, f"unknown compression codec {codec}")
-
-
-def _compress(codec: int, data: bytes) -> bytes:
-    if codec == CODEC_NONE:
-        return data
-    if codec == CODEC_GZIP:
-        return gzip.compress(data)
-    if codec == CODEC_SNAPPY:
-        import cramjam  # noqa: PLC0415
-
-        return bytes(cramjam.snappy.compress_raw(data))
-    if codec == CODEC_LZ4:
-        import lz4.frame  # noqa: PLC0415
-
-        return lz4.frame.compress(data)
-    if codec == CODEC_ZSTD:
-        import zstandard  # noqa: PLC0415
-
-        return zstandard.ZstdCompressor().compress(data)
-    raise ValueError(f"unknown Kafka compression codec {codec}")
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -235,15 +189,16 @@ def decode_record_batch(data: bytes | memoryview, check_crc: bool = True,
     return header, _read_records(_records_section(data, header), header)
 
 
-def _records_section(data: bytes | memoryview, header: KafkaBatchHeader) -> bytes:
-    """The batch's records, decompressed."""
+def _records_section(data: bytes | memoryview, header: KafkaBatchHeader, max_size: int = STORED_RECORDS_LIMIT,
+                     ) -> bytes:
+    """The batch's records, decompressed (RecordsTooLarge past `max_size` bytes)."""
     body = bytes(memoryview(data)[HEADER_SIZE:])
     try:
-        return _decompress(header.attributes & 0x07, body)
+        return decompress(header.attributes & 0x07, body, max_size)
     except CorruptPayloadError:
         raise
     except Exception as exc:
-        codec = _CODEC_NAMES.get(header.attributes & 0x07, "?")
+        codec = CODEC_NAMES.get(header.attributes & 0x07, "?")
         raise CorruptPayloadError(KAFKA_FORMAT, f"{codec} records do not decompress: {exc}") from exc
 
 
@@ -260,12 +215,14 @@ def all_steps(steps: Generator[None, None, T]) -> T:
             return done.value  # type: ignore[no-any-return]
 
 
-def pulsar_batch_messages(data: bytes | memoryview) -> tuple[KafkaBatchHeader, int, bytes]:
+def pulsar_batch_messages(data: bytes | memoryview, max_size: int = STORED_RECORDS_LIMIT,
+                          ) -> tuple[KafkaBatchHeader, int, bytes]:
     """pulsar_batch_message_steps in one go."""
-    return all_steps(pulsar_batch_message_steps(data))
+    return all_steps(pulsar_batch_message_steps(data, max_size))
 
 
-def pulsar_batch_message_steps(data: bytes | memoryview) -> Generator[None, None, tuple[KafkaBatchHeader, int, bytes]]:
+def pulsar_batch_message_steps(data: bytes | memoryview, max_size: int = STORED_RECORDS_LIMIT,
+                               ) -> Generator[None, None, tuple[KafkaBatchHeader, int, bytes]]:
     """A RecordBatch's header, record count and records as the messages of an uncompressed
     Pulsar batch payload (per record: the u32 size of its SingleMessageMetadata, the metadata,
     the value), its CRC checked by the caller; no records for a control batch. A step (a
@@ -276,11 +233,14 @@ def pulsar_batch_message_steps(data: bytes | memoryview) -> Generator[None, None
     a record object and a protobuf object built and serialized per record were most of a
     Kafka produce's cost (an idempotent librdkafka producer waits for each answer, so that
     cost was its throughput). Records with headers take that object path; a corrupt batch
-    gets the record reader's error."""
+    gets the record reader's error. Records decompressing past `max_size` bytes are refused
+    (RecordsTooLarge): magnetar.client refuses a batch whose uncompressed size is over the
+    broker's maxMessageSize, and the bound keeps a small hostile batch from expanding to
+    gigabytes in the broker."""
     header = read_header(data, check_crc=False)
     if header.attributes & _CONTROL:
         return header, 0, b""
-    records = _records_section(data, header)
+    records = _records_section(data, header, max_size)
     try:
         parts = yield from _pulsar_messages(records, header)
     except (_Irregular, IndexError):
@@ -436,7 +396,7 @@ def encode_record_batch(records: Sequence[tuple[bytes | None, bytes | None, Sequ
         fields += [_sized(name.encode()) + _sized(hv) for name, hv in headers]
         record = b"".join(fields)
         body.append(_zigzag(len(record)) + record)
-    payload = _compress(codec, b"".join(body))
+    payload = compress(codec, b"".join(body))
     attributes = codec | (_CONTROL if control else 0) | (_TRANSACTIONAL if producer[0] >= 0 else 0)
     after_crc = struct.pack(">hiqqqhii", attributes, span - 1, base_ts, max(r[3] for r in records), *producer, -1,
                             len(records)) + payload
@@ -465,7 +425,7 @@ def retain_records(batch: bytes | memoryview, keep: Collection[int]) -> bytes | 
     data = bytes(batch)
     header = read_header(data, check_crc=False)
     codec = header.attributes & 0x07
-    records = _decompress(codec, data[HEADER_SIZE:])
+    records = decompress(codec, data[HEADER_SIZE:], STORED_RECORDS_LIMIT)
     wanted, kept, pos = set(keep), [], 0
     for _ in range(header.count):
         length, start = _varint(records, pos)
@@ -478,6 +438,6 @@ def retain_records(batch: bytes | memoryview, keep: Collection[int]) -> bytes | 
     if not kept:
         return None
     after_crc = (data[_CRC_START:HEADER_SIZE - 4] + struct.pack(">i", len(kept)) +
-                 _compress(codec, b"".join(kept)))
+                 compress(codec, b"".join(kept)))
     return struct.pack(">qiibI", header.base_offset, 4 + 1 + 4 + len(after_crc), header.leader_epoch, 2,
                        crc32c(after_crc)) + after_crc

@@ -20,7 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from magnetar.broker.errors import BrokerServiceError, InvalidPartitionCountError
 from magnetar.kafka.groups import GroupError
-from magnetar.kafka.protocol.records import InvalidRecords
+from magnetar.kafka.protocol.records import BatchTooLarge, InvalidRecords
 from magnetar.kafka.topic_configs import InvalidConfig
 from magnetar.kafka.topics import UnknownPartition
 from magnetar.storage import StorageClosedError, StorageError, WriteFailedError
@@ -67,6 +67,7 @@ _RULES: tuple[tuple[type[Exception], Callable[[Any], Answer]], ...] = (
     (TxnRefused, lambda exc: (exc.code, str(exc))),
     (Unauthorized, lambda exc: (ErrorCode.topic_authorization_failed, str(exc))),
     (UnknownPartition, lambda _: (ErrorCode.unknown_topic_or_partition, None)),
+    (BatchTooLarge, lambda exc: (ErrorCode.message_too_large, str(exc))),
     (InvalidRecords, lambda exc: (ErrorCode.corrupt_message if exc.corrupt else ErrorCode.invalid_record, str(exc))),
     (MessageTooLarge, lambda exc: (ErrorCode.message_too_large, str(exc))),
     (InvalidConfig, lambda exc: (ErrorCode.invalid_config, str(exc))),

@@ -224,7 +224,7 @@ class ProduceApi:
                     if target is None:
                         target = checked[key] = self._target(access, *key)
                     if isinstance(target[0], PartitionLog):
-                        item, taken = yield from self._entries.prepare(data.records, taken)
+                        item, taken = yield from self._entries.prepare(data.records, taken, target[1])
                         prepared.append(item)
                     else:
                         prepared.append(None)
@@ -257,7 +257,7 @@ class ProduceApi:
                         part.settle((target[0], -1, target[1]))
                         continue
                     if records is None:  # refused while it was prepared, not now: prepared now
-                        records = all_steps(self._entries.prepare(data.records, 0))[0]
+                        records = all_steps(self._entries.prepare(data.records, 0, target[1]))[0]
                     run = self._take(part, producer, records, target, access, transactional_id, now,
                                      runs.get(key))
                     if run is not None and runs.get(key) is not run:
@@ -342,7 +342,7 @@ class ProduceApi:
             part.settle((refused or ErrorCode.none, -1 if duplicate is None else duplicate, None))
             return None
         try:
-            pending = [self._entries.pending(producer, batch, now, txn, item)
+            pending = [self._entries.pending(producer, batch, now, txn, item, limit)
                        for batch, item in zip(fresh, converted, strict=True)]
         except ANSWERABLE as exc:
             self.states.forget(log_, fresh)

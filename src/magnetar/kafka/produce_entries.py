@@ -94,10 +94,11 @@ class ProducedEntries:
         self._kafka_format = kafka_format
         self._sequence = 0
 
-    def prepare(self, records: bytes | None, taken: int) -> Generator[None, None, tuple[Prepared, int]]:
+    def prepare(self, records: bytes | None, taken: int, limit: int) -> Generator[None, None, tuple[Prepared, int]]:
         """A partition's records split and converted, a step (a yield) before SLICE_RECORDS
         more records would be converted since the last one, `taken` being those converted
-        since it; what was converted since the last step comes back with the result."""
+        since it; what was converted since the last step comes back with the result. A
+        batch's records may decompress to `limit` bytes (the partition's maxMessageSize)."""
         if not records:
             return Prepared(InvalidRecords("no records", corrupt=False), None), taken
         try:
@@ -112,7 +113,7 @@ class ProducedEntries:
                 yield
                 taken = 0
             try:
-                converted.append((yield from pulsar_message_steps(batch)))
+                converted.append((yield from pulsar_message_steps(batch, limit)))
             except InvalidRecords as exc:
                 converted.append(exc)
             # a batch over a slice stepped inside itself: what follows its last step counts
@@ -120,7 +121,7 @@ class ProducedEntries:
         return Prepared(batches, converted), taken
 
     def pending(self, producer: str, batch: ProducedBatch, now: int, txn: TxnId | None,
-                converted: Converted | None) -> Pending:
+                converted: Converted | None, limit: int) -> Pending:
         """What a checked batch is stored as (InvalidRecords when its records do not convert),
         from its records `converted` already (prepare) or, when None, converted now."""
         header = batch.header
@@ -134,7 +135,7 @@ class ProducedEntries:
             return build_entry(metadata, batch.data, checksum=False)
         if isinstance(converted, InvalidRecords):
             raise converted
-        codec, messages, count = converted if converted is not None else pulsar_messages(batch)
+        codec, messages, count = converted if converted is not None else pulsar_messages(batch, limit)
         return PulsarRecords(producer, sequence, txn, codec, messages, count, len(batch.data),
                              max(header.max_timestamp, 0))
 

@@ -18,12 +18,15 @@ import struct
 from collections.abc import Generator, Sequence
 from typing import NamedTuple
 
-from magnetar.formats.kafka_records import (
+from magnetar.formats.kafka_compression import (
     CODEC_GZIP,
     CODEC_LZ4,
     CODEC_NONE,
     CODEC_SNAPPY,
     CODEC_ZSTD,
+    RecordsTooLarge,
+)
+from magnetar.formats.kafka_records import (
     HEADER_SIZE,
     KafkaBatchHeader,
     all_steps,
@@ -51,6 +54,14 @@ class InvalidRecords(ValueError):
     def __init__(self, message: str, *, corrupt: bool = True) -> None:
         super().__init__(message)
         self.corrupt = corrupt
+
+
+class BatchTooLarge(InvalidRecords):
+    """A batch whose records decompress past the partition's maxMessageSize (Kafka's
+    MESSAGE_TOO_LARGE: the producer must not retry it as it is)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, corrupt=False)
 
 
 class ProducedBatch(NamedTuple):
@@ -108,18 +119,21 @@ class PulsarBatch(NamedTuple):
     payload: bytes
 
 
-def pulsar_messages(batch: ProducedBatch) -> tuple[int, list[bytes], int]:
+def pulsar_messages(batch: ProducedBatch, max_size: int) -> tuple[int, list[bytes], int]:
     """pulsar_message_steps in one go."""
-    return all_steps(pulsar_message_steps(batch))
+    return all_steps(pulsar_message_steps(batch, max_size))
 
 
-def pulsar_message_steps(batch: ProducedBatch) -> Generator[None, None, tuple[int, list[bytes], int]]:
+def pulsar_message_steps(batch: ProducedBatch, max_size: int) -> Generator[None, None, tuple[int, list[bytes], int]]:
     """The Pulsar codec a batch's records keep (gzip becomes zlib), the records as Pulsar
     batch messages (key -> partition key, headers -> properties, timestamp -> event time;
     one piece of bytes, or several once batches join) and how many there are; a step every
-    SLICE_RECORDS records (pulsar_batch_message_steps)."""
+    SLICE_RECORDS records (pulsar_batch_message_steps); records decompressing past
+    `max_size` bytes are refused (BatchTooLarge)."""
     try:
-        header, count, messages = yield from pulsar_batch_message_steps(batch.data)
+        header, count, messages = yield from pulsar_batch_message_steps(batch.data, max_size)
+    except RecordsTooLarge as exc:
+        raise BatchTooLarge(str(exc)) from None
     except CorruptPayloadError as exc:
         raise InvalidRecords(str(exc)) from None
     if not count:
