@@ -12,6 +12,8 @@ from __future__ import annotations
 import gzip
 import struct
 import zlib
+from collections.abc import Callable
+from typing import Any
 
 from magnetar.formats.payload import CorruptPayloadError
 
@@ -73,17 +75,23 @@ def _too_large(codec: int, max_size: int) -> RecordsTooLarge:
 
 
 def _gzip(data: bytes, max_size: int) -> bytes:
-    """Every gzip member, as gzip.decompress reads them; stops one byte past the bound."""
+    return _frame_by_frame(data, max_size, lambda: zlib.decompressobj(wbits=31), "a gzip member")
+
+
+def _frame_by_frame(data: bytes, max_size: int, start: Callable[[], Any], what: str) -> bytes:
+    """Frames one after another (gzip members, lz4 frames), as their codecs' own readers take
+    them, each asked for no more than what is left of the bound plus one byte: a frame that
+    gives less has given everything it holds."""
     out = bytearray()
     rest = data
     while rest:
-        member = zlib.decompressobj(wbits=31)
-        out += member.decompress(rest, max_size + 1 - len(out))
+        frame = start()
+        out += frame.decompress(rest, max_size + 1 - len(out))
         if len(out) > max_size:
             break
-        if not member.eof:
-            raise EOFError("a gzip member ends before its end-of-stream marker")
-        rest = member.unused_data
+        if not frame.eof:
+            raise EOFError(f"{what} ends before its end mark")
+        rest = frame.unused_data
     return bytes(out)
 
 
@@ -121,19 +129,7 @@ def _snappy_length(block: bytes) -> int:
 def _lz4(data: bytes, max_size: int) -> bytes:
     import lz4.frame  # noqa: PLC0415
 
-    out = bytearray()
-    rest = data
-    while rest:
-        frame = lz4.frame.LZ4FrameDecompressor()
-        out += frame.decompress(rest, max_length=max_size + 1 - len(out))
-        while len(out) <= max_size and not frame.eof and not frame.needs_input:
-            out += frame.decompress(b"", max_length=max_size + 1 - len(out))
-        if len(out) > max_size:
-            break
-        if not frame.eof:
-            raise EOFError("an lz4 frame ends before its end mark")
-        rest = frame.unused_data
-    return bytes(out)
+    return _frame_by_frame(data, max_size, lz4.frame.LZ4FrameDecompressor, "an lz4 frame")
 
 
 def _zstd(data: bytes, max_size: int) -> bytes:
