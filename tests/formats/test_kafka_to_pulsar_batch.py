@@ -1,4 +1,4 @@
-"""pulsar_batch_messages writes a Kafka batch's records as Pulsar batch messages directly:
+"""pulsar_batch_message_steps writes a Kafka batch's records as Pulsar batch messages directly:
 the bytes must be exactly those of the object path (a record reader, a SingleMessageMetadata
 per record, protobuf's serializer), and a damaged batch must fail with the same error."""
 
@@ -16,8 +16,9 @@ from magnetar.formats import CorruptPayloadError
 from magnetar.formats.kafka_compression import CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_ZSTD
 from magnetar.formats.kafka_records import (
     HEADER_SIZE,
+    all_steps,
     decode_record_batch,
-    pulsar_batch_messages,
+    pulsar_batch_message_steps,
     single_message_metadata,
 )
 
@@ -43,7 +44,7 @@ def _outcome(convert, data: bytes) -> tuple:
 
 
 def _direct(data: bytes) -> tuple[int, bytes]:
-    _, count, messages = pulsar_batch_messages(data)
+    _, count, messages = all_steps(pulsar_batch_message_steps(data))
     return count, messages
 
 

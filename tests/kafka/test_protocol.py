@@ -22,6 +22,7 @@ from kio.schema.metadata.v9 import response as md_resp
 from kio.schema.produce.v7 import request as produce7
 from kio.static.primitive import i16, i32, i64
 
+from magnetar.formats.kafka_records import all_steps
 from magnetar.kafka.produce import ProduceApi
 from magnetar.kafka.protocol.framing import FrameDecoder, FrameTooLarge
 from magnetar.kafka.protocol.messages import (
@@ -37,7 +38,7 @@ from magnetar.kafka.protocol.records import (
     InvalidRecords,
     from_pulsar_messages,
     pulsar_batch,
-    pulsar_messages,
+    pulsar_message_steps,
     split_batches,
     with_base_offset,
 )
@@ -198,7 +199,7 @@ def test_kafka_to_pulsar_to_kafka_keeps_every_record(records, codec, base_offset
     """kafka-python's batch -> one Pulsar batch -> a batch kafka-python reads back the same, from base_offset
     (snappy: kafka-python needs python-snappy to write it; librdkafka covers it end to end)."""
     (batch,) = split_batches(_batch(records, codec))
-    converted = pulsar_batch(*pulsar_messages(batch, 1 << 24))
+    converted = pulsar_batch(*all_steps(pulsar_message_steps(batch, 1 << 24)))
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1, compression=converted.compression,
                                   uncompressed_size=converted.uncompressed_size,
                                   num_messages_in_batch=converted.num_messages)
@@ -248,7 +249,7 @@ def test_malformed_records_are_refused(mutate, message, corrupt) -> None:
 
 def test_pulsar_messages_become_a_batch_with_binary_keys_and_tombstones() -> None:
     (batch,) = split_batches(_batch([(b"\xff\x00", None, [], 3), (b"text", b"v", [("a", b"b")], 0)]))
-    converted = pulsar_batch(*pulsar_messages(batch, 1 << 24))
+    converted = pulsar_batch(*all_steps(pulsar_message_steps(batch, 1 << 24)))
     metadata = pb.MessageMetadata(producer_name="p", sequence_id=0, publish_time=1,
                                   num_messages_in_batch=converted.num_messages)
     messages = decode_messages(metadata, converted.payload, max_size=1 << 20)

@@ -215,12 +215,6 @@ def all_steps(steps: Generator[None, None, T]) -> T:
             return done.value  # type: ignore[no-any-return]
 
 
-def pulsar_batch_messages(data: bytes | memoryview, max_size: int = STORED_RECORDS_LIMIT,
-                          ) -> tuple[KafkaBatchHeader, int, bytes]:
-    """pulsar_batch_message_steps in one go."""
-    return all_steps(pulsar_batch_message_steps(data, max_size))
-
-
 def pulsar_batch_message_steps(data: bytes | memoryview, max_size: int = STORED_RECORDS_LIMIT,
                                ) -> Generator[None, None, tuple[KafkaBatchHeader, int, bytes]]:
     """A RecordBatch's header, record count and records as the messages of an uncompressed

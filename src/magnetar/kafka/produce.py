@@ -342,7 +342,7 @@ class ProduceApi:
             part.settle((refused or ErrorCode.none, -1 if duplicate is None else duplicate, None))
             return None
         try:
-            pending = [self._entries.pending(producer, batch, now, txn, item, limit)
+            pending = [self._entries.pending(producer, batch, now, txn, item)
                        for batch, item in zip(fresh, converted, strict=True)]
         except ANSWERABLE as exc:
             self.states.forget(log_, fresh)

@@ -28,7 +28,6 @@ from magnetar.kafka.protocol.records import (
     ProducedBatch,
     pulsar_batch,
     pulsar_message_steps,
-    pulsar_messages,
     split_batches,
 )
 from magnetar.wire.entry import build_entry
@@ -46,7 +45,7 @@ class PulsarRecords:
     txn: TxnId | None
     codec: int
     messages: list[bytes]
-    """The records as Pulsar batch messages, a piece per batch joined (pulsar_messages)."""
+    """The records as Pulsar batch messages, a piece per batch joined (pulsar_message_steps)."""
     count: int
     size: int  # bytes of the Kafka batches they came in
     event_time: int
@@ -68,7 +67,7 @@ class PulsarRecords:
 Pending = bytes | PulsarRecords
 """An entry as built when its batch is taken: whole (Kafka format), or records to build it from."""
 Converted = tuple[int, list[bytes], int] | InvalidRecords
-"""A batch's records as pulsar_messages gives them, or why they do not convert."""
+"""A batch's records as pulsar_message_steps gives them, or why they do not convert."""
 
 
 @dataclass(slots=True)
@@ -121,9 +120,9 @@ class ProducedEntries:
         return Prepared(batches, converted), taken
 
     def pending(self, producer: str, batch: ProducedBatch, now: int, txn: TxnId | None,
-                converted: Converted | None, limit: int) -> Pending:
+                converted: Converted | None) -> Pending:
         """What a checked batch is stored as (InvalidRecords when its records do not convert),
-        from its records `converted` already (prepare) or, when None, converted now."""
+        from its records as prepare() `converted` them (None in the Kafka format)."""
         header = batch.header
         sequence = None
         if header.producer_id >= 0:  # what recovery reads back (producer_snapshots)
@@ -135,7 +134,8 @@ class ProducedEntries:
             return build_entry(metadata, batch.data, checksum=False)
         if isinstance(converted, InvalidRecords):
             raise converted
-        codec, messages, count = converted if converted is not None else pulsar_messages(batch, limit)
+        assert converted is not None  # prepare() converts every batch of the Pulsar format
+        codec, messages, count = converted
         return PulsarRecords(producer, sequence, txn, codec, messages, count, len(batch.data),
                              max(header.max_timestamp, 0))
 

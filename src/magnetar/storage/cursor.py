@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -54,9 +55,8 @@ class ManagedCursor:
         self._on_mark_delete = on_mark_delete
         """Told (before, after) when acks move the mark-delete position: it may free a ledger."""
         self._lock = threading.Lock()
-        self._creation_waiters: list[Callable[[BaseException | None], None]] | None = None
-        """While its first record is being written (off the loop): who waits for it."""
-        self._creation_error: BaseException | None = None
+        self._stored: concurrent.futures.Future[None] | None = None
+        """Its first record's write off the loop (None: no such write, stored when made)."""
 
     @property
     def durable(self) -> bool:
@@ -246,27 +246,25 @@ class ManagedCursor:
 
     def creating(self) -> None:
         """Its first record is queued for writing: `when_created` callers wait for it."""
-        with self._lock:
-            self._creation_waiters = []
+        self._stored = concurrent.futures.Future()
 
     def when_created(self, callback: Callable[[BaseException | None], None]) -> None:
         """Call `callback` once the cursor is stored (None) or could not be (the error): at
         once if that is known, else on the thread that wrote it. A subscription is reported
         created only then, so one a client was told of survives a crash."""
-        with self._lock:
-            if self._creation_waiters is not None:
-                self._creation_waiters.append(callback)
-                return
-            error = self._creation_error
-        callback(error)
+        stored = self._stored
+        if stored is None:
+            callback(None)
+        else:
+            stored.add_done_callback(lambda done: callback(done.exception()))
 
     def created(self, error: BaseException | None) -> None:
-        """The first record's write ended: tell whoever waits."""
-        with self._lock:
-            waiters, self._creation_waiters = self._creation_waiters or [], None
-            self._creation_error = error
-        for callback in waiters:
-            callback(error)
+        """The first record's write ended (`error` if it failed): tell whoever waits."""
+        assert self._stored is not None  # creating() came first
+        if error is None:
+            self._stored.set_result(None)
+        else:
+            self._stored.set_exception(error)
 
     # --- persistence -----------------------------------------------------------------------
 

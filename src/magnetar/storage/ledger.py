@@ -1,10 +1,10 @@
 """One ledger: an append-only data file of checksummed records plus an index of their offsets
 (their layout: ledger_files).
 
-The index is written only after the data it points to is durable (and after the appends it
-covers were acknowledged: see write_index), and is never fsynced per append: it doubles as
-the durable high-water mark that a read-only process trusts, and on open it is checked
-against the data file and rebuilt from it when it lags or is damaged.
+The index is written only after the data it points to is durable (see write_index), and is
+never fsynced per append: it doubles as the durable high-water mark that a read-only process
+trusts, and on open it is checked against the data file and rebuilt from it when it lags or
+is damaged.
 """
 
 from __future__ import annotations

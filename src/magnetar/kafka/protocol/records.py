@@ -29,7 +29,6 @@ from magnetar.formats.kafka_compression import (
 from magnetar.formats.kafka_records import (
     HEADER_SIZE,
     KafkaBatchHeader,
-    all_steps,
     encode_record_batch,
     pulsar_batch_message_steps,
     read_header,
@@ -119,11 +118,6 @@ class PulsarBatch(NamedTuple):
     payload: bytes
 
 
-def pulsar_messages(batch: ProducedBatch, max_size: int) -> tuple[int, list[bytes], int]:
-    """pulsar_message_steps in one go."""
-    return all_steps(pulsar_message_steps(batch, max_size))
-
-
 def pulsar_message_steps(batch: ProducedBatch, max_size: int) -> Generator[None, None, tuple[int, list[bytes], int]]:
     """The Pulsar codec a batch's records keep (gzip becomes zlib), the records as Pulsar
     batch messages (key -> partition key, headers -> properties, timestamp -> event time;
@@ -142,7 +136,7 @@ def pulsar_message_steps(batch: ProducedBatch, max_size: int) -> Generator[None,
 
 
 def pulsar_batch(codec: int, messages: Sequence[bytes], count: int) -> PulsarBatch:
-    """`count` messages from pulsar_messages (one batch's, or consecutive batches' pieces) as
+    """`count` messages from pulsar_message_steps (one batch's, or consecutive batches' pieces) as
     one Pulsar batch, compressed with `codec`."""
     plain = messages[0] if len(messages) == 1 else b"".join(messages)
     payload = plain if codec == pb.NONE else compress(codec, plain)
